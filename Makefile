@@ -1,0 +1,28 @@
+# The two quick-start commands (README): `make run` and `make test`.
+BUILD ?= build
+TEST_BUILD ?= build-test
+JOBS ?= $(shell nproc)
+
+.PHONY: setup build run test bench clean
+
+setup:
+	./scripts/setup.sh
+
+build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	./scripts/run-example.sh $(BUILD)
+
+# The test build is -Werror with AddressSanitizer and UBSan.
+test: setup
+	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPP_WERROR=ON -DPP_SANITIZE=ON >/dev/null
+	cmake --build $(TEST_BUILD) -j$(JOBS)
+	ctest --test-dir $(TEST_BUILD) --output-on-failure -j$(JOBS)
+
+bench: build
+	./scripts/bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD)

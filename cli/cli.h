@@ -1,0 +1,24 @@
+/* Private to cli/: the subcommand table and helpers shared by the subcommands. */
+#ifndef PP_CLI_H
+#define PP_CLI_H
+
+#include <onnxpipe/core.h>
+
+/* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */
+typedef int (*cli_command_fn)(int argc, char **argv);
+
+int cmd_partition(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
+int cmd_example(int argc, char **argv);
+
+/* Prints "onnxpipe: error: <msg>" (and "hint: <hint>" when given) to stderr; returns 2. */
+int cli_usage_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "onnxpipe: error: <err->msg>" to stderr; returns 1. */
+int cli_fail(const pp_error *err);
+
+/* Strict number parsing for option values: the whole string must be a number in
+ * [lo, hi]; otherwise prints an error naming the option and returns 0. */
+int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
+int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
+
+#endif

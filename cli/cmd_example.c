@@ -1,0 +1,2 @@
+#include "cli.h"
+int cmd_example(int argc, char **argv) { (void)argc; (void)argv; return cli_usage_error(NULL, "not built yet"); }

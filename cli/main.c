@@ -1,0 +1,94 @@
+/* The onnxpipe command: dispatches to a subcommand (cli/cmd_*.c) and owns the
+ * conventions they share: `onnxpipe: error: ...` on stderr and non-zero exits. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    cli_command_fn fn;
+    const char *summary;
+} commands[] = {
+    {"partition", cmd_partition, "split a model into pipeline stages and preview the split"},
+    {"schedule", cmd_schedule, "generate, validate and simulate a pipeline schedule"},
+    {"example", cmd_example, "write an example model (gpt, mlp)"},
+};
+#define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: onnxpipe <command> [options]\n\n"
+            "Trains ONNX models with pipeline x data parallelism.\n\n"
+            "commands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun 'onnxpipe <command> --help' for a command's options.\n");
+}
+
+int cli_usage_error(const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("onnxpipe: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (hint) fprintf(stderr, "hint: %s\n", hint);
+    return 2;
+}
+
+int cli_fail(const pp_error *err)
+{
+    fprintf(stderr, "onnxpipe: error: %s\n", err->msg[0] ? err->msg : pp_status_string(err->status));
+    return 1;
+}
+
+int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        cli_usage_error(NULL, "%s expects an integer in %lld..%lld, got '%s'", opt, lo, hi, s ? s : "");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+        cli_usage_error(NULL, "%s expects a number in %g..%g, got '%s'", opt, lo, hi, s ? s : "");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    pp_log_init();
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("onnxpipe 0.1.0\n");
+        return 0;
+    }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    return cli_usage_error("run 'onnxpipe --help' for the list of commands", "unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,39 @@
+/* Leveled logging to stderr. The level comes from PP_LOG, read once in pp_log_init. */
+#include <onnxpipe/core.h>
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pp_log_level log_level = PP_LOG_WARN;
+static char log_prefix[64];
+
+void pp_log_init(void)
+{
+    const char *s = getenv("PP_LOG");
+    if (!s) return;
+    if (!strcmp(s, "error")) log_level = PP_LOG_ERROR;
+    else if (!strcmp(s, "warn")) log_level = PP_LOG_WARN;
+    else if (!strcmp(s, "info")) log_level = PP_LOG_INFO;
+    else if (!strcmp(s, "debug")) log_level = PP_LOG_DEBUG;
+}
+
+void pp_log_set_level(pp_log_level level) { log_level = level; }
+int pp_log_enabled(pp_log_level level) { return level <= log_level; }
+
+void pp_log_set_prefix(const char *prefix)
+{
+    snprintf(log_prefix, sizeof log_prefix, "%s", prefix ? prefix : "");
+}
+
+void pp_log(pp_log_level level, const char *fmt, ...)
+{
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    if (!pp_log_enabled(level)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%sonnxpipe: %s: ", log_prefix, names[level]);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}

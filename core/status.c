@@ -1,0 +1,61 @@
+/* Status codes and the pp_error message buffer that carries context to the user. */
+#include <onnxpipe/core.h>
+
+#include <stdarg.h>
+#include <string.h>
+
+static const char *const status_names[PP_STATUS_COUNT] = {
+    [PP_OK] = "ok",
+    [PP_ERR_INVALID_ARG] = "invalid argument",
+    [PP_ERR_IO] = "I/O error",
+    [PP_ERR_PARSE] = "parse error",
+    [PP_ERR_UNSUPPORTED] = "unsupported",
+    [PP_ERR_SHAPE] = "shape error",
+    [PP_ERR_NOMEM] = "out of memory",
+    [PP_ERR_COMM] = "communication error",
+    [PP_ERR_DEVICE] = "device error",
+    [PP_ERR_NUMERIC] = "numeric error",
+    [PP_ERR_DEADLOCK] = "deadlock",
+    [PP_ERR_TIMEOUT] = "timeout",
+    [PP_ERR_INTERNAL] = "internal error",
+};
+
+const char *pp_status_string(pp_status st)
+{
+    if ((int)st < 0 || st >= PP_STATUS_COUNT) return "unknown status";
+    return status_names[st];
+}
+
+pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
+{
+    if (!err) return st;
+    err->status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
+{
+    if (!err) return PP_OK;
+    char old[PP_ERROR_LEN];
+    memcpy(old, err->msg, sizeof old);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof err->msg)
+        memcpy(err->msg + n, old, strnlen(old, sizeof err->msg - 1 - (size_t)n));
+    err->msg[sizeof err->msg - 1] = '\0';
+    if (n >= 0 && (size_t)n < sizeof err->msg) err->msg[n + strnlen(old, sizeof err->msg - 1 - (size_t)n)] = '\0';
+    return err->status;
+}
+
+void pp_error_clear(pp_error *err)
+{
+    if (!err) return;
+    err->status = PP_OK;
+    err->msg[0] = '\0';
+}

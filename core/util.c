@@ -1,0 +1,78 @@
+/* Overflow-checked allocation, a monotonic clock, human-readable numbers, CRC32C. */
+#include <onnxpipe/core.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void *pp_malloc(size_t n) { return malloc(n ? n : 1); }
+
+void *pp_calloc(size_t count, size_t size)
+{
+    return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *pp_realloc_array(void *p, size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size) return NULL;
+    size_t n = count * size;
+    return realloc(p, n ? n : 1);
+}
+
+char *pp_strdup(const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+double pp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *pp_format_bytes(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) { bytes /= 1024.0; u++; }
+    if (u == 0) snprintf(buf, len, "%.0f B", bytes);
+    else snprintf(buf, len, "%.2f %s", bytes, units[u]);
+    return buf;
+}
+
+const char *pp_format_count(double n, char *buf, size_t len)
+{
+    static const char *const units[] = {"", "K", "M", "G", "T"};
+    int u = 0;
+    while (n >= 1000.0 && u < 4) { n /= 1000.0; u++; }
+    if (u == 0) snprintf(buf, len, "%.0f", n);
+    else snprintf(buf, len, "%.2f%s", n, units[u]);
+    return buf;
+}
+
+static uint32_t crc_table[256];
+static int crc_ready;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+    crc_ready = 1;
+}
+
+uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n)
+{
+    if (!crc_ready) crc_init();
+    const uint8_t *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}

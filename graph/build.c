@@ -1,0 +1,416 @@
+/* Building a graph in code: the arena, the value-name table, and add_* calls that
+ * the loader, the example generator and subgraph extraction all go through. */
+#include "graph_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define ARENA_BLOCK (64 * 1024)
+
+void *pp_graph_alloc(pp_graph *g, size_t n)
+{
+    pp_graph_store *s = g->store;
+    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (!n) n = sizeof(max_align_t);
+    arena_block *b = s->arena;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+        b = malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->next = s->arena;
+        b->used = 0;
+        b->cap = cap;
+        s->arena = b;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+const char *pp_graph_strdup(pp_graph *g, const char *str)
+{
+    if (!str) return NULL;
+    size_t n = strlen(str) + 1;
+    char *d = pp_graph_alloc(g, n);
+    if (d) memcpy(d, str, n);
+    return d;
+}
+
+pp_status pp_graph_create(const char *name, int64_t opset, pp_graph **out, pp_error *err)
+{
+    *out = NULL;
+    pp_graph *g = calloc(1, sizeof *g);
+    if (!g || !(g->store = calloc(1, sizeof *g->store))) {
+        free(g);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating graph");
+    }
+    g->name = pp_graph_strdup(g, name ? name : "graph");
+    g->ir_version = 8;
+    g->opset = opset;
+    if (!g->name) goto oom;
+    if (pp_graph_add_opset(g, "", opset, err) != PP_OK) goto oom;
+    *out = g;
+    return PP_OK;
+oom:
+    pp_graph_destroy(g);
+    return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating graph");
+}
+
+void pp_graph_destroy(pp_graph *g)
+{
+    if (!g) return;
+    pp_graph_store *s = g->store;
+    if (s) {
+        for (int i = 0; i < s->nmmaps; i++) munmap(s->mmaps[i].addr, s->mmaps[i].len);
+        free(s->mmaps);
+        for (arena_block *b = s->arena, *n; b; b = n) {
+            n = b->next;
+            free(b);
+        }
+        free(s->name_slots);
+        free(s);
+    }
+    for (int i = 0; i < g->nvalues; i++) free(g->values[i].consumers);
+    for (int i = 0; i < g->nnodes; i++) {
+        free(g->nodes[i].inputs);
+        free(g->nodes[i].outputs);
+        free(g->nodes[i].attrs);
+    }
+    free(g->nodes);
+    free(g->values);
+    free(g->inits);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->opsets);
+    free(g);
+}
+
+pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err)
+{
+    pp_graph_store *s = g->store;
+    if (s->nmmaps == s->mmap_cap) {
+        int cap = s->mmap_cap ? 2 * s->mmap_cap : 4;
+        graph_mmap *m = pp_realloc_array(s->mmaps, (size_t)cap, sizeof *m);
+        if (!m) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        s->mmaps = m;
+        s->mmap_cap = cap;
+    }
+    s->mmaps[s->nmmaps++] = (graph_mmap){addr, len};
+    return PP_OK;
+}
+
+/* Grows *arr (of `size`-byte items, *cap slots) to hold `need` items. */
+static int grow(void **arr, int *cap, int need, size_t size)
+{
+    if (need <= *cap) return 1;
+    int c = *cap ? *cap : 8;
+    while (c < need) c *= 2;
+    void *p = pp_realloc_array(*arr, (size_t)c, size);
+    if (!p) return 0;
+    memset((char *)p + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
+    *arr = p;
+    *cap = c;
+    return 1;
+}
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int rehash(pp_graph *g, int cap)
+{
+    int *slots = calloc((size_t)cap, sizeof *slots);
+    if (!slots) return 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        uint64_t h = hash_name(g->values[v].name) & (uint64_t)(cap - 1);
+        while (slots[h]) h = (h + 1) & (uint64_t)(cap - 1);
+        slots[h] = v + 1;
+    }
+    free(g->store->name_slots);
+    g->store->name_slots = slots;
+    g->store->name_cap = cap;
+    return 1;
+}
+
+int pp_graph_find_value(const pp_graph *g, const char *name)
+{
+    const pp_graph_store *s = g->store;
+    if (!s->name_cap || !name) return -1;
+    uint64_t h = hash_name(name) & (uint64_t)(s->name_cap - 1);
+    for (int id; (id = s->name_slots[h]); h = (h + 1) & (uint64_t)(s->name_cap - 1))
+        if (!strcmp(g->values[id - 1].name, name)) return id - 1;
+    return -1;
+}
+
+int pp_graph_value(pp_graph *g, const char *name)
+{
+    int id = pp_graph_find_value(g, name);
+    if (id >= 0) return id;
+    pp_graph_store *s = g->store;
+    if (!grow((void **)&g->values, &s->value_cap, g->nvalues + 1, sizeof *g->values)) return -1;
+    if (2 * (g->nvalues + 1) > s->name_cap && !rehash(g, s->name_cap ? 2 * s->name_cap : 64)) return -1;
+    pp_value *v = &g->values[g->nvalues];
+    memset(v, 0, sizeof *v);
+    if (!(v->name = pp_graph_strdup(g, name))) return -1;
+    v->shape.rank = -1;
+    v->producer = -1;
+    v->init = -1;
+    id = g->nvalues++;
+    uint64_t h = hash_name(name) & (uint64_t)(s->name_cap - 1);
+    while (s->name_slots[h]) h = (h + 1) & (uint64_t)(s->name_cap - 1);
+    s->name_slots[h] = id + 1;
+    return id;
+}
+
+/* Copies a shape's symbolic names into the graph. */
+static pp_shape own_shape(pp_graph *g, const pp_shape *shape)
+{
+    pp_shape s;
+    memset(&s, 0, sizeof s);
+    s.rank = -1;
+    if (!shape) return s;
+    s = *shape;
+    for (int i = 0; i < s.rank && i < PP_MAX_RANK; i++)
+        if (s.syms[i]) s.syms[i] = pp_graph_strdup(g, s.syms[i]);
+    return s;
+}
+
+static pp_status add_io(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                        int **list, int *n, int *cap, pp_error *err)
+{
+    int v = pp_graph_value(g, name);
+    if (v < 0 || !grow((void **)list, cap, *n + 1, sizeof **list))
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory adding '%s'", name);
+    if (shape && shape->rank > PP_MAX_RANK)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' has rank %d (at most %d supported)",
+                            name, shape->rank, PP_MAX_RANK);
+    for (int i = 0; i < *n; i++)
+        if ((*list)[i] == v) return PP_OK;
+    (*list)[(*n)++] = v;
+    if (dtype != PP_DTYPE_UNDEFINED) g->values[v].dtype = dtype;
+    if (shape) g->values[v].shape = own_shape(g, shape);
+    return PP_OK;
+}
+
+pp_status pp_graph_add_input(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                             pp_error *err)
+{
+    PP_CHECK(add_io(g, name, dtype, shape, &g->inputs, &g->ninputs, &g->store->input_cap, err));
+    pp_value *v = &g->values[pp_graph_find_value(g, name)];
+    if (v->kind != PP_VALUE_INITIALIZER) v->kind = PP_VALUE_INPUT;
+    return PP_OK;
+}
+
+pp_status pp_graph_add_output(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                              pp_error *err)
+{
+    PP_CHECK(add_io(g, name, dtype, shape, &g->outputs, &g->noutputs, &g->store->output_cap, err));
+    g->values[pp_graph_find_value(g, name)].is_output = 1;
+    return PP_OK;
+}
+
+pp_status pp_graph_add_initializer(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                                   const void *data, size_t nbytes, int copy, pp_error *err)
+{
+    int v = pp_graph_value(g, name);
+    if (v < 0) return pp_error_set(err, PP_ERR_NOMEM, "out of memory adding initializer '%s'", name);
+    if (g->values[v].init >= 0)
+        return pp_error_set(err, PP_ERR_PARSE, "initializer '%s' is defined twice", name);
+    if (shape->rank > PP_MAX_RANK)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "initializer '%s' has rank %d (at most %d supported)",
+                            name, shape->rank, PP_MAX_RANK);
+    int64_t numel = pp_shape_numel(shape);
+    size_t esize = pp_dtype_size(dtype);
+    if (numel < 0 || !esize || (size_t)numel * esize != nbytes)
+        return pp_error_set(err, PP_ERR_PARSE,
+                            "initializer '%s' (%s): %zu bytes of data for %lld elements",
+                            name, pp_dtype_name(dtype), nbytes, (long long)numel);
+    if (!grow((void **)&g->inits, &g->store->init_cap, g->ninits + 1, sizeof *g->inits))
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory adding initializer '%s'", name);
+    const void *d = data;
+    if (copy) {
+        void *c = pp_graph_alloc(g, nbytes);
+        if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory copying initializer '%s'", name);
+        if (nbytes) memcpy(c, data, nbytes);
+        d = c;
+    }
+    pp_initializer *in = &g->inits[g->ninits];
+    in->value = v;
+    in->t.dtype = dtype;
+    in->t.shape = own_shape(g, shape);
+    in->t.data = d;
+    in->t.nbytes = nbytes;
+    pp_value *val = &g->values[v];
+    val->kind = PP_VALUE_INITIALIZER;
+    val->init = g->ninits++;
+    val->dtype = dtype;
+    val->shape = in->t.shape;
+    return PP_OK;
+}
+
+pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_error *err)
+{
+    pp_value *v = &g->values[value];
+    if (v->init >= 0) return pp_error_set(err, PP_ERR_INTERNAL, "value '%s' is already constant", v->name);
+    v->producer = -1;
+    v->kind = PP_VALUE_NODE;  /* pp_graph_add_initializer makes it INITIALIZER */
+    PP_CHECK(pp_graph_add_initializer(g, v->name, t->dtype, &t->shape, t->data, t->nbytes, 1, err));
+    g->values[value].folded = 1;
+    return PP_OK;
+}
+
+pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain, const char *name,
+                            const char *const *inputs, int ninputs,
+                            const char *const *outputs, int noutputs,
+                            int *node_id, pp_error *err)
+{
+    if (!op_type || !*op_type)
+        return pp_error_set(err, PP_ERR_PARSE, "node %d ('%s') has no op_type", g->nnodes, name ? name : "");
+    if (!grow((void **)&g->nodes, &g->store->node_cap, g->nnodes + 1, sizeof *g->nodes)) goto oom;
+    pp_node *n = &g->nodes[g->nnodes];
+    memset(n, 0, sizeof *n);
+    char auto_name[128];
+    if (!name || !*name) {
+        snprintf(auto_name, sizeof auto_name, "%s_%d", op_type, g->nnodes);
+        name = auto_name;
+    }
+    n->name = pp_graph_strdup(g, name);
+    n->op_type = pp_graph_strdup(g, op_type);
+    n->domain = pp_graph_strdup(g, domain && strcmp(domain, "ai.onnx") ? domain : "");
+    n->inputs = calloc((size_t)(ninputs ? ninputs : 1), sizeof *n->inputs);
+    n->outputs = calloc((size_t)(noutputs ? noutputs : 1), sizeof *n->outputs);
+    if (!n->name || !n->op_type || !n->domain || !n->inputs || !n->outputs) {
+        free(n->inputs);
+        free(n->outputs);
+        goto oom;
+    }
+    for (int i = 0; i < ninputs; i++) {
+        n->inputs[i] = (inputs[i] && *inputs[i]) ? pp_graph_value(g, inputs[i]) : -1;
+        if (inputs[i] && *inputs[i] && n->inputs[i] < 0) goto oom_node;
+    }
+    for (int i = 0; i < noutputs; i++) {
+        n->outputs[i] = (outputs[i] && *outputs[i]) ? pp_graph_value(g, outputs[i]) : -1;
+        if (outputs[i] && *outputs[i] && n->outputs[i] < 0) goto oom_node;
+    }
+    n->ninputs = ninputs;
+    n->noutputs = noutputs;
+    if (node_id) *node_id = g->nnodes;
+    g->nnodes++;
+    return PP_OK;
+oom_node:
+    free(n->inputs);
+    free(n->outputs);
+oom:
+    return pp_error_set(err, PP_ERR_NOMEM, "out of memory adding node '%s'", name ? name : op_type);
+}
+
+pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error *err)
+{
+    pp_node *n = &g->nodes[node_id];
+    pp_attr *attrs = pp_realloc_array(n->attrs, (size_t)n->nattrs + 1, sizeof *attrs);
+    if (!attrs) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    n->attrs = attrs;
+    pp_attr c = *a;
+    c.name = pp_graph_strdup(g, a->name);
+    if (a->s) c.s = pp_graph_strdup(g, a->s);
+    if (a->floats && a->n) {
+        float *f = pp_graph_alloc(g, (size_t)a->n * sizeof *f);
+        if (!f) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        memcpy(f, a->floats, (size_t)a->n * sizeof *f);
+        c.floats = f;
+    }
+    if (a->ints && a->n) {
+        int64_t *v = pp_graph_alloc(g, (size_t)a->n * sizeof *v);
+        if (!v) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        memcpy(v, a->ints, (size_t)a->n * sizeof *v);
+        c.ints = v;
+    }
+    if (a->strings && a->n) {
+        const char **v = pp_graph_alloc(g, (size_t)a->n * sizeof *v);
+        if (!v) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < a->n; i++) v[i] = pp_graph_strdup(g, a->strings[i]);
+        c.strings = v;
+    }
+    if (a->type == PP_ATTR_TENSOR && a->t.nbytes) {
+        void *d = pp_graph_alloc(g, a->t.nbytes);
+        if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        memcpy(d, a->t.data, a->t.nbytes);
+        c.t.data = d;
+        c.t.shape = own_shape(g, &a->t.shape);
+    }
+    n->attrs[n->nattrs++] = c;
+    return PP_OK;
+}
+
+pp_status pp_graph_set_attr_int(pp_graph *g, int node_id, const char *name, int64_t v, pp_error *err)
+{
+    pp_attr a = {.name = name, .type = PP_ATTR_INT, .i = v};
+    return pp_graph_set_attr(g, node_id, &a, err);
+}
+
+pp_status pp_graph_set_attr_float(pp_graph *g, int node_id, const char *name, float v, pp_error *err)
+{
+    pp_attr a = {.name = name, .type = PP_ATTR_FLOAT, .f = v};
+    return pp_graph_set_attr(g, node_id, &a, err);
+}
+
+pp_status pp_graph_set_attr_string(pp_graph *g, int node_id, const char *name, const char *v, pp_error *err)
+{
+    pp_attr a = {.name = name, .type = PP_ATTR_STRING, .s = v};
+    return pp_graph_set_attr(g, node_id, &a, err);
+}
+
+pp_status pp_graph_set_attr_ints(pp_graph *g, int node_id, const char *name, const int64_t *v, int n,
+                                 pp_error *err)
+{
+    pp_attr a = {.name = name, .type = PP_ATTR_INTS, .ints = v, .n = n};
+    return pp_graph_set_attr(g, node_id, &a, err);
+}
+
+pp_status pp_graph_set_attr_floats(pp_graph *g, int node_id, const char *name, const float *v, int n,
+                                   pp_error *err)
+{
+    pp_attr a = {.name = name, .type = PP_ATTR_FLOATS, .floats = v, .n = n};
+    return pp_graph_set_attr(g, node_id, &a, err);
+}
+
+pp_status pp_graph_set_attr_tensor(pp_graph *g, int node_id, const char *name, const pp_const_tensor *t,
+                                   pp_error *err)
+{
+    pp_attr a = {.name = name, .type = PP_ATTR_TENSOR, .t = *t};
+    return pp_graph_set_attr(g, node_id, &a, err);
+}
+
+pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, pp_error *err)
+{
+    const char *d = domain && strcmp(domain, "ai.onnx") ? domain : "";
+    for (int i = 0; i < g->nopsets; i++)
+        if (!strcmp(g->opsets[i].domain, d)) {
+            g->opsets[i].version = version;
+            if (!*d) g->opset = version;
+            return PP_OK;
+        }
+    if (!grow((void **)&g->opsets, &g->store->opset_cap, g->nopsets + 1, sizeof *g->opsets))
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    g->opsets[g->nopsets++] = (pp_opset){pp_graph_strdup(g, d), version};
+    if (!*d) g->opset = version;
+    return PP_OK;
+}
+
+const pp_const_tensor *pp_graph_const(const pp_graph *g, int value)
+{
+    if (value < 0 || value >= g->nvalues || g->values[value].init < 0) return NULL;
+    return &g->inits[g->values[value].init].t;
+}
+
+int pp_graph_find_node(const pp_graph *g, const char *name)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}

@@ -1,0 +1,47 @@
+/* Private to graph/: the store behind a pp_graph (arena, name table, mmaps) and
+ * the passes that finalize runs. */
+#ifndef PP_GRAPH_INTERNAL_H
+#define PP_GRAPH_INTERNAL_H
+
+#include <onnxpipe/graph.h>
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    max_align_t data[];
+} arena_block;
+
+typedef struct graph_mmap {
+    void *addr;
+    size_t len;
+} graph_mmap;
+
+struct pp_graph_store {
+    arena_block *arena;
+    int node_cap, value_cap, init_cap, input_cap, output_cap, opset_cap;
+    /* open-addressing table: value name -> id + 1 (0 = empty) */
+    int *name_slots;
+    int name_cap;
+    graph_mmap *mmaps;
+    int nmmaps, mmap_cap;
+};
+
+/* Keeps an mmapped region alive until the graph is destroyed. */
+pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err);
+
+/* Recomputes producers and consumers from the node list, checks single producers,
+ * and sorts the nodes topologically (stable: file order among ready nodes).
+ * Nodes whose op_type is NULL are dropped first (how passes delete nodes). */
+pp_status graph_link(pp_graph *g, pp_error *err);
+
+/* Turns a value into an initializer holding t (data copied into the graph);
+ * its producer node, if any, must be deleted by the caller. */
+pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_error *err);
+
+/* Binds dims, folds constants, removes Identity, infers shapes (graph/infer.c). */
+pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err);
+
+/* Marks trainable parameters and sums g->nparams / g->param_bytes. */
+void graph_mark_params(pp_graph *g);
+
+#endif

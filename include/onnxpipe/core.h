@@ -1,0 +1,140 @@
+/* onnxpipe core: status codes, errors with context, dtypes, logging, small utilities.
+ * Every fallible library call returns pp_status and fills a caller-owned pp_error. */
+#ifndef ONNXPIPE_CORE_H
+#define ONNXPIPE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-element math shared by the cpu and cuda kernels (DESIGN.md: one element
+ * function, two devices). Under nvcc it becomes __host__ __device__. */
+#if defined(__CUDACC__)
+#define PP_HD __host__ __device__
+#else
+#define PP_HD
+#endif
+
+typedef enum {
+    PP_OK = 0,
+    PP_ERR_INVALID_ARG,   /* a caller passed a bad value */
+    PP_ERR_IO,            /* file system or OS error */
+    PP_ERR_PARSE,         /* malformed input file */
+    PP_ERR_UNSUPPORTED,   /* op, dtype or attribute we do not implement */
+    PP_ERR_SHAPE,         /* shapes do not fit */
+    PP_ERR_NOMEM,         /* allocation failed */
+    PP_ERR_COMM,          /* communication backend error */
+    PP_ERR_DEVICE,        /* device backend error (CUDA, cuBLAS, cuDNN) */
+    PP_ERR_NUMERIC,       /* NaN / Inf */
+    PP_ERR_DEADLOCK,      /* a schedule that cannot complete */
+    PP_ERR_TIMEOUT,       /* no progress within the allowed time */
+    PP_ERR_INTERNAL,      /* a bug in onnxpipe */
+    PP_STATUS_COUNT
+} pp_status;
+
+const char *pp_status_string(pp_status st);
+
+#define PP_ERROR_LEN 1024
+/* The message carries the context a user needs (file, node, rank, value). */
+typedef struct pp_error {
+    pp_status status;
+    char msg[PP_ERROR_LEN];
+} pp_error;
+
+/* Fills err (may be NULL) and returns st, so `return pp_error_set(err, ...)` reads well. */
+pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepends context ("while loading 'x.onnx': ") to an error already set. */
+pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void pp_error_clear(pp_error *err);
+
+/* Return on failure. */
+#define PP_CHECK(expr)                                   \
+    do {                                                 \
+        pp_status pp_check_st_ = (expr);                 \
+        if (pp_check_st_ != PP_OK) return pp_check_st_;  \
+    } while (0)
+/* Record the status and jump to the single exit path of a function that owns resources. */
+#define PP_CHECK_GOTO(expr, st, label)   \
+    do {                                 \
+        (st) = (expr);                   \
+        if ((st) != PP_OK) goto label;   \
+    } while (0)
+
+/* Data types; the values are ONNX's TensorProto.DataType numbers. */
+typedef enum {
+    PP_DTYPE_UNDEFINED = 0,
+    PP_DTYPE_F32 = 1,
+    PP_DTYPE_U8 = 2,
+    PP_DTYPE_I8 = 3,
+    PP_DTYPE_U16 = 4,
+    PP_DTYPE_I16 = 5,
+    PP_DTYPE_I32 = 6,
+    PP_DTYPE_I64 = 7,
+    PP_DTYPE_STRING = 8,
+    PP_DTYPE_BOOL = 9,
+    PP_DTYPE_F16 = 10,
+    PP_DTYPE_F64 = 11,
+    PP_DTYPE_U32 = 12,
+    PP_DTYPE_U64 = 13,
+    PP_DTYPE_BF16 = 16,
+} pp_dtype;
+
+size_t pp_dtype_size(pp_dtype dt);          /* bytes per element; 0 if unknown or string */
+const char *pp_dtype_name(pp_dtype dt);     /* "float32", "int64", ... */
+int pp_dtype_is_float(pp_dtype dt);         /* f16, bf16, f32, f64 */
+
+/* Logging. PP_LOG=error|warn|info|debug (default warn); read once in pp_log_init. */
+typedef enum { PP_LOG_ERROR = 0, PP_LOG_WARN, PP_LOG_INFO, PP_LOG_DEBUG } pp_log_level;
+void pp_log_init(void);
+void pp_log_set_level(pp_log_level level);
+int pp_log_enabled(pp_log_level level);
+void pp_log(pp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix of every log line, e.g. "[rank 3] " (empty by default). */
+void pp_log_set_prefix(const char *prefix);
+
+/* Memory helpers that return NULL on overflow as well as on exhaustion. */
+void *pp_malloc(size_t n);
+void *pp_calloc(size_t count, size_t size);
+void *pp_realloc_array(void *p, size_t count, size_t size);
+char *pp_strdup(const char *s);
+
+/* CRC32C (Castagnoli), for checkpoint manifests. crc starts at 0. */
+uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
+
+/* Wall-clock seconds from a monotonic clock. */
+double pp_now(void);
+
+/* Human-readable byte counts and counts: "1.50 MiB", "12.3M". buf >= 32 bytes. */
+const char *pp_format_bytes(double bytes, char *buf, size_t len);
+const char *pp_format_count(double n, char *buf, size_t len);
+
+/* A small streaming JSON writer with stable key order (the caller's order).
+ * Strings are escaped; doubles print with %.17g unless pretty-rounding is asked. */
+typedef struct pp_json {
+    FILE *out;
+    int depth;
+    int first[64];   /* 1 when nothing has been written at this depth yet */
+    int pretty;      /* indent with two spaces per level */
+} pp_json;
+void pp_json_init(pp_json *j, FILE *out, int pretty);
+void pp_json_begin_object(pp_json *j, const char *key);  /* key NULL inside arrays / at top */
+void pp_json_end_object(pp_json *j);
+void pp_json_begin_array(pp_json *j, const char *key);
+void pp_json_end_array(pp_json *j);
+void pp_json_string(pp_json *j, const char *key, const char *value);
+void pp_json_int(pp_json *j, const char *key, int64_t value);
+void pp_json_double(pp_json *j, const char *key, double value);
+void pp_json_bool(pp_json *j, const char *key, int value);
+void pp_json_null(pp_json *j, const char *key);
+void pp_json_finish(pp_json *j);  /* newline after the top-level value */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

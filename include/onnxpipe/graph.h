@@ -1,0 +1,185 @@
+/* The ONNX IR: a graph of nodes and SSA values with initializers, loaded from a
+ * .onnx file through protobuf-c (or built in code), then finalized: linked,
+ * topologically sorted, dims bound, constants folded, shapes inferred, parameters
+ * marked. A finalized graph is immutable. */
+#ifndef ONNXPIPE_GRAPH_H
+#define ONNXPIPE_GRAPH_H
+
+#include <onnxpipe/core.h>
+#include <onnxpipe/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_node {
+    const char *name;       /* the ONNX name, or "<op_type>_<index>" when the file had none */
+    const char *op_type;
+    const char *domain;     /* "" for ai.onnx */
+    int *inputs;            /* value ids; -1 for an omitted optional input ("") */
+    int ninputs;
+    int *outputs;           /* value ids; -1 for an omitted optional output */
+    int noutputs;
+    pp_attr *attrs;
+    int nattrs;
+} pp_node;
+
+typedef enum {
+    PP_VALUE_NODE = 0,      /* produced by a node */
+    PP_VALUE_INPUT,         /* a graph input fed by the caller */
+    PP_VALUE_INITIALIZER,   /* a constant tensor (weights, folded constants) */
+} pp_value_kind;
+
+typedef struct pp_value {
+    const char *name;
+    pp_dtype dtype;
+    pp_shape shape;         /* after finalize: fully known for every used value */
+    pp_value_kind kind;
+    int producer;           /* node id, or -1 */
+    int *consumers;         /* node ids, one entry per use (a node using it twice appears twice) */
+    int nconsumers;
+    int init;               /* index into graph->inits, or -1 */
+    int is_output;          /* a graph output */
+    int is_param;           /* a trainable parameter (see pp_graph_finalize) */
+    int folded;             /* an initializer made from a Constant node or by folding: never trained */
+} pp_value;
+
+typedef struct pp_initializer {
+    int value;              /* value id */
+    pp_const_tensor t;      /* data may live in an mmapped external-data file */
+} pp_initializer;
+
+typedef struct pp_opset {
+    const char *domain;
+    int64_t version;
+} pp_opset;
+
+typedef struct pp_graph_store pp_graph_store;   /* private: arena, mmaps */
+
+typedef struct pp_graph {
+    const char *path;           /* file it was loaded from, or NULL */
+    const char *name;
+    const char *producer_name;  /* e.g. "pytorch" */
+    int64_t ir_version;
+    int64_t opset;              /* version of the ai.onnx domain */
+    pp_opset *opsets;
+    int nopsets;
+    pp_node *nodes;             /* topological order after finalize */
+    int nnodes;
+    pp_value *values;
+    int nvalues;
+    pp_initializer *inits;
+    int ninits;
+    int *inputs;                /* value ids of graph inputs that are not initializers */
+    int ninputs;
+    int *outputs;               /* value ids of graph outputs */
+    int noutputs;
+    int64_t nparams;            /* trainable elements, each tied initializer counted once */
+    int64_t param_bytes;
+    int finalized;
+    pp_graph_store *store;
+} pp_graph;
+
+/* A symbolic dim bound to a value by the caller (--dim T=128). */
+typedef struct pp_dim_binding {
+    const char *name;
+    int64_t value;
+} pp_dim_binding;
+
+typedef struct pp_graph_options {
+    int64_t batch;                  /* binds dim 0 of every graph input when it is symbolic; 0: no */
+    const pp_dim_binding *dims;     /* named symbolic dims */
+    int ndims;
+    int no_fold;                    /* keep constant subgraphs and Identity nodes as they are */
+    int allow_unknown_dims;         /* preview only: leave unbound dims as -1 instead of failing */
+} pp_graph_options;
+
+/* ---- loading, saving ---------------------------------------------------- */
+
+/* Reads an ONNX model (IR 7-10, opsets 13-21), including external data (mmapped),
+ * and finalizes it. opt may be NULL. */
+pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph **out, pp_error *err);
+/* Same, from a serialized ModelProto in memory; base_dir resolves external data (may be NULL). */
+pp_status pp_graph_load_buffer(const void *buf, size_t len, const char *base_dir,
+                               const pp_graph_options *opt, pp_graph **out, pp_error *err);
+
+typedef struct pp_graph_save_options {
+    int64_t external_threshold;  /* initializers go to external data when the model's weights
+                                    exceed this many bytes; 0 means the 2 GB protobuf limit */
+    int force_external;          /* write all initializers >= 1 KiB to PATH.data */
+} pp_graph_save_options;
+
+/* Writes a valid ONNX model. opt may be NULL. */
+pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save_options *opt,
+                        pp_error *err);
+
+/* ---- building ----------------------------------------------------------- */
+
+/* An empty graph to build in code; opset is the ai.onnx version. */
+pp_status pp_graph_create(const char *name, int64_t opset, pp_graph **out, pp_error *err);
+void pp_graph_destroy(pp_graph *g);
+
+/* Memory and strings owned by the graph, freed with it. */
+void *pp_graph_alloc(pp_graph *g, size_t n);
+const char *pp_graph_strdup(pp_graph *g, const char *s);
+
+/* The id of the value with this name, created (kind NODE, dtype undefined) if absent; -1 on OOM. */
+int pp_graph_value(pp_graph *g, const char *name);
+/* The id of the value with this name, or -1. */
+int pp_graph_find_value(const pp_graph *g, const char *name);
+
+pp_status pp_graph_add_input(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                             pp_error *err);
+/* copy != 0 copies the data into the graph; copy == 0 borrows it (it must outlive the graph). */
+pp_status pp_graph_add_initializer(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                                   const void *data, size_t nbytes, int copy, pp_error *err);
+/* Declares a graph output; dtype/shape may be UNDEFINED / NULL (inferred). */
+pp_status pp_graph_add_output(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                              pp_error *err);
+/* Adds a node; "" in inputs/outputs marks an omitted optional one. name may be NULL. */
+pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain, const char *name,
+                            const char *const *inputs, int ninputs,
+                            const char *const *outputs, int noutputs,
+                            int *node_id, pp_error *err);
+/* Attributes on node node_id (copied into the graph). */
+pp_status pp_graph_set_attr_int(pp_graph *g, int node_id, const char *name, int64_t v, pp_error *err);
+pp_status pp_graph_set_attr_float(pp_graph *g, int node_id, const char *name, float v, pp_error *err);
+pp_status pp_graph_set_attr_string(pp_graph *g, int node_id, const char *name, const char *v, pp_error *err);
+pp_status pp_graph_set_attr_ints(pp_graph *g, int node_id, const char *name, const int64_t *v, int n, pp_error *err);
+pp_status pp_graph_set_attr_floats(pp_graph *g, int node_id, const char *name, const float *v, int n, pp_error *err);
+pp_status pp_graph_set_attr_tensor(pp_graph *g, int node_id, const char *name, const pp_const_tensor *t, pp_error *err);
+/* Any attribute, copied (used by the loader and by subgraph extraction). */
+pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error *err);
+pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, pp_error *err);
+
+/* Links values to producers and consumers, checks that every value has one producer,
+ * sorts nodes topologically (a cycle is an error naming a node on it), rejects ops
+ * outside the supported set (naming node, op type and domain), binds symbolic dims,
+ * folds constant subgraphs and removes Identity nodes (unless opt->no_fold),
+ * infers every shape, and marks trainable parameters: floating-point initializers
+ * that reach a differentiable input of some node. opt may be NULL. */
+pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *err);
+
+/* ---- queries ------------------------------------------------------------ */
+
+/* 1 if op_type in the ai.onnx domain is in the supported set. */
+int pp_op_supported(const char *domain, const char *op_type);
+/* 1 if input `index` of this op carries a gradient (not a shape, index, mask or axes input). */
+int pp_op_input_differentiable(const char *op_type, int index);
+/* The constant data of a value (initializer), or NULL. */
+const pp_const_tensor *pp_graph_const(const pp_graph *g, int value);
+/* Node id by name, or -1. */
+int pp_graph_find_node(const pp_graph *g, const char *name);
+
+/* A new finalized graph holding the given nodes of g (ids in g's topological order):
+ * its inputs are the non-constant values those nodes consume but do not produce,
+ * its initializers the ones they use (data borrowed from g, which must outlive it),
+ * its outputs the values listed in out_values. */
+pp_status pp_graph_extract(const pp_graph *g, const int *nodes, int nnodes,
+                           const int *out_values, int nout, const char *name,
+                           pp_graph **out, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

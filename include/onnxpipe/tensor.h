@@ -1,0 +1,92 @@
+/* Shapes, tensors and attributes: the vocabulary that graph, kernels and stage share.
+ * Kept in core so that kernels need not know the graph IR (DESIGN.md arrows). */
+#ifndef ONNXPIPE_TENSOR_H
+#define ONNXPIPE_TENSOR_H
+
+#include <onnxpipe/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_MAX_RANK 8
+
+/* A shape; rank -1 when unknown. A dim is -1 when unknown; syms[i] names a
+ * symbolic dim (ONNX dim_param, e.g. "batch") and is owned by whoever owns the shape. */
+typedef struct pp_shape {
+    int rank;
+    int64_t dims[PP_MAX_RANK];
+    const char *syms[PP_MAX_RANK];
+} pp_shape;
+
+/* Elements of a fully known shape; -1 if any dim (or the rank) is unknown. */
+int64_t pp_shape_numel(const pp_shape *s);
+/* "[8, 128, 256]" with symbolic names where a dim is unbound. */
+const char *pp_shape_format(const pp_shape *s, char *buf, size_t len);
+int pp_shape_equal(const pp_shape *a, const pp_shape *b);
+pp_shape pp_shape_make(int rank, const int64_t *dims);
+
+/* A dense row-major tensor in some device's memory. data may be NULL for an
+ * omitted optional input. */
+typedef struct pp_tensor {
+    pp_dtype dtype;
+    int rank;
+    int64_t dims[PP_MAX_RANK];
+    void *data;
+} pp_tensor;
+
+int64_t pp_tensor_numel(const pp_tensor *t);
+size_t pp_tensor_nbytes(const pp_tensor *t);
+
+/* A constant tensor (an initializer, a Constant's value): host memory, packed
+ * little-endian, possibly pointing into an mmapped file. */
+typedef struct pp_const_tensor {
+    pp_dtype dtype;
+    pp_shape shape;     /* always fully known */
+    const void *data;
+    size_t nbytes;
+} pp_const_tensor;
+
+/* ONNX AttributeProto.AttributeType numbers. */
+typedef enum {
+    PP_ATTR_UNDEFINED = 0,
+    PP_ATTR_FLOAT = 1,
+    PP_ATTR_INT = 2,
+    PP_ATTR_STRING = 3,
+    PP_ATTR_TENSOR = 4,
+    PP_ATTR_GRAPH = 5,
+    PP_ATTR_FLOATS = 6,
+    PP_ATTR_INTS = 7,
+    PP_ATTR_STRINGS = 8,
+} pp_attr_type;
+
+typedef struct pp_attr {
+    const char *name;
+    pp_attr_type type;
+    float f;                    /* FLOAT */
+    int64_t i;                  /* INT */
+    const char *s;              /* STRING, NUL-terminated */
+    int n;                      /* element count of FLOATS / INTS / STRINGS */
+    const float *floats;
+    const int64_t *ints;
+    const char *const *strings;
+    pp_const_tensor t;          /* TENSOR */
+} pp_attr;
+
+/* Attribute lookup on a list; NULL when absent. The getters return the default
+ * when the attribute is absent and fill err (naming `node`) if it has the wrong type. */
+const pp_attr *pp_attr_find(const pp_attr *attrs, int nattrs, const char *name);
+pp_status pp_attr_int(const pp_attr *attrs, int nattrs, const char *name, int64_t dflt,
+                      int64_t *out, const char *node, pp_error *err);
+pp_status pp_attr_float(const pp_attr *attrs, int nattrs, const char *name, float dflt,
+                        float *out, const char *node, pp_error *err);
+pp_status pp_attr_string(const pp_attr *attrs, int nattrs, const char *name, const char *dflt,
+                         const char **out, const char *node, pp_error *err);
+/* INTS: *out points into the attribute (or is NULL with *n = 0 when absent). */
+pp_status pp_attr_ints(const pp_attr *attrs, int nattrs, const char *name,
+                       const int64_t **out, int *n, const char *node, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
