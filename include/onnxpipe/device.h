@@ -1,0 +1,63 @@
+/* The device interface: memory and synchronisation on a CPU or a GPU, as a vtable
+ * (DESIGN.md "pp_device"). Backends register at run time; nothing here is #ifdef'd. */
+#ifndef ONNXPIPE_DEVICE_H
+#define ONNXPIPE_DEVICE_H
+
+#include <onnxpipe/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { PP_DEVICE_CPU = 0, PP_DEVICE_CUDA = 1, PP_DEVICE_KIND_COUNT } pp_device_kind;
+
+typedef struct pp_device pp_device;
+
+/* Backend hooks. Optional hooks may be NULL; the pp_device_* wrappers check. */
+typedef struct pp_device_i {
+    const char *(*name)(const pp_device *d);
+    pp_status (*alloc)(pp_device *d, size_t nbytes, void **out, pp_error *err);
+    void (*free)(pp_device *d, void *p);
+    /* dst/src in device memory unless the name says host */
+    pp_status (*copy_from_host)(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err);
+    pp_status (*copy_to_host)(pp_device *d, void *dst_host, const void *src, size_t n, pp_error *err);
+    pp_status (*copy)(pp_device *d, void *dst, const void *src, size_t n, pp_error *err);
+    pp_status (*memset)(pp_device *d, void *p, int value, size_t n, pp_error *err);
+    pp_status (*synchronize)(pp_device *d, pp_error *err);          /* NULL: work is synchronous */
+    /* Streams and events (CUDA). NULL on the CPU, where every call is synchronous. */
+    pp_status (*stream_create)(pp_device *d, void **stream, pp_error *err);
+    void (*stream_destroy)(pp_device *d, void *stream);
+    pp_status (*event_record)(pp_device *d, void *stream, void **event, pp_error *err);
+    pp_status (*stream_wait_event)(pp_device *d, void *stream, void *event, pp_error *err);
+    void (*destroy)(pp_device *d);
+} pp_device_i;
+
+struct pp_device {
+    const pp_device_i *i;
+    pp_device_kind kind;
+    int index;          /* GPU ordinal; 0 on the CPU */
+    void *ctx;          /* backend state */
+};
+
+/* A backend's constructor, registered by kind. */
+typedef pp_status (*pp_device_ctor)(int index, pp_device **out, pp_error *err);
+void pp_device_register(pp_device_kind kind, pp_device_ctor ctor);
+
+/* Creates a device of this kind; a clear error when the backend is not compiled in or
+ * has no usable hardware (e.g. "no CUDA device: CUDA driver version is insufficient"). */
+pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_error *err);
+void pp_device_destroy(pp_device *d);
+const char *pp_device_kind_name(pp_device_kind kind);
+
+pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err);
+void pp_device_free(pp_device *d, void *p);
+pp_status pp_device_copy_from_host(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err);
+pp_status pp_device_copy_to_host(pp_device *d, void *dst_host, const void *src, size_t n, pp_error *err);
+pp_status pp_device_copy(pp_device *d, void *dst, const void *src, size_t n, pp_error *err);
+pp_status pp_device_memset(pp_device *d, void *p, int value, size_t n, pp_error *err);
+pp_status pp_device_synchronize(pp_device *d, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/* Device registry and the checked wrappers around a backend's vtable. */
+#include <onnxpipe/device.h>
+
+static pp_device_ctor ctors[PP_DEVICE_KIND_COUNT];
+
+void pp_device_register(pp_device_kind kind, pp_device_ctor ctor)
+{
+    if ((int)kind >= 0 && kind < PP_DEVICE_KIND_COUNT) ctors[kind] = ctor;
+}
+
+const char *pp_device_kind_name(pp_device_kind kind)
+{
+    switch (kind) {
+    case PP_DEVICE_CPU: return "cpu";
+    case PP_DEVICE_CUDA: return "cuda";
+    default: return "unknown";
+    }
+}
+
+pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);
+
+pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_error *err)
+{
+    *out = NULL;
+    if (!ctors[PP_DEVICE_CPU]) ctors[PP_DEVICE_CPU] = pp_device_cpu_create;
+    if ((int)kind < 0 || kind >= PP_DEVICE_KIND_COUNT)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "device kind %d out of range", (int)kind);
+    if (!ctors[kind])
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "the %s backend is not compiled into this build of onnxpipe; rebuild with it or "
+                            "use --device cpu", pp_device_kind_name(kind));
+    return ctors[kind](index, out, err);
+}
+
+void pp_device_destroy(pp_device *d)
+{
+    if (d && d->i->destroy) d->i->destroy(d);
+}
+
+pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err)
+{
+    return d->i->alloc(d, nbytes, out, err);
+}
+
+void pp_device_free(pp_device *d, void *p)
+{
+    if (p) d->i->free(d, p);
+}
+
+pp_status pp_device_copy_from_host(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err)
+{
+    return n ? d->i->copy_from_host(d, dst, src_host, n, err) : PP_OK;
+}
+
+pp_status pp_device_copy_to_host(pp_device *d, void *dst_host, const void *src, size_t n, pp_error *err)
+{
+    return n ? d->i->copy_to_host(d, dst_host, src, n, err) : PP_OK;
+}
+
+pp_status pp_device_copy(pp_device *d, void *dst, const void *src, size_t n, pp_error *err)
+{
+    return n && dst != src ? d->i->copy(d, dst, src, n, err) : PP_OK;
+}
+
+pp_status pp_device_memset(pp_device *d, void *p, int value, size_t n, pp_error *err)
+{
+    return n ? d->i->memset(d, p, value, n, err) : PP_OK;
+}
+
+pp_status pp_device_synchronize(pp_device *d, pp_error *err)
+{
+    return d->i->synchronize ? d->i->synchronize(d, err) : PP_OK;
+}
