@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Real exports: PyTorch exports GPT-style models (opsets 13 and 17, static and dynamic
+# axes), an MLP and a ResNet-18; onnxpipe partitions each into N stages, its parameter
+# total must match the count from PyTorch, and the stage chain must reproduce the whole
+# model in onnxruntime (tests/ref/run_chain.py).
+set -euo pipefail
+: "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
+OUT=$BUILD_DIR/test-out/ref
+REF=$SRC_DIR/tests/ref
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+echo "== exporting with $("$PY" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null)"
+"$PY" "$REF/export_models.py" "$OUT"
+
+failures=()
+
+# partition_case MODEL NSTAGES [DIM=V ...]: partition, compare the parameter total, run the chain
+partition_case() {
+    local model=$1 n=$2
+    shift 2
+    local dims=() d
+    for d in "$@"; do dims+=(--dim "$d"); done
+    local name=${model%.onnx}-$n dir=$OUT/${model%.onnx}-$n
+    echo "== $model, $n stages${*:+ ($*)}"
+    if ! "$ONNXPIPE" partition "$OUT/$model" --stages "$n" --json --out-dir "$dir" ${dims[@]+"${dims[@]}"} \
+            >"$dir.json" 2>"$dir.err"; then
+        cat "$dir.err" >&2
+        failures+=("$name: onnxpipe partition failed: $(tail -n 1 "$dir.err")")
+        return
+    fi
+    if ! "$PY" - "$dir.json" "$OUT/params.json" "$model" <<'PYEOF'
+import json, sys
+part, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))[sys.argv[3]]
+got = part["params"]
+print(f"  parameters: onnxpipe {got}, expected {want['expected']} (torch {want['torch']}; {want['note']})")
+sys.exit(0 if got == want["expected"] else 1)
+PYEOF
+    then
+        failures+=("$name: parameter total differs from PyTorch's count")
+    fi
+    if ! "$PY" "$REF/run_chain.py" "$OUT/$model" "$dir" "$n" ${dims[@]+"${dims[@]}"}; then
+        failures+=("$name: stage chain does not reproduce the model")
+    fi
+}
+
+for n in 2 4; do
+    partition_case gpt_op13_static.onnx "$n"
+    partition_case gpt_op17_static.onnx "$n"
+    partition_case gpt_op17_static_nofold.onnx "$n"
+    partition_case gpt_op17_dynamic.onnx "$n" batch=2 T=16
+    partition_case mlp.onnx "$n"
+done
+partition_case resnet18.onnx 3
+partition_case resnet18.onnx 4
+
+if ((${#failures[@]})); then
+    echo "FAILED ${#failures[@]} case(s):" >&2
+    printf '  %s\n' "${failures[@]}" >&2
+    exit 1
+fi
+echo "all reference exports partition, count and chain correctly"
