@@ -1,0 +1,191 @@
+/* The partitioner: a cost model per node, the split of a graph's topological order
+ * into contiguous pipeline stages with the smallest possible largest stage, the
+ * tensors that cross each boundary, and per-stage subgraphs. Runs without MPI or a GPU. */
+#ifndef ONNXPIPE_PARTITION_H
+#define ONNXPIPE_PARTITION_H
+
+#include <onnxpipe/core.h>
+#include <onnxpipe/graph.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- cost model ------------------------------------------------------------ */
+
+/* What one node costs. Shapes come from the finalized graph, so "per microbatch"
+ * means with the batch dim bound to the microbatch size (pp_graph_options.batch). */
+typedef struct pp_node_cost {
+    int64_t params;         /* trainable elements of the initializers this node is the FIRST
+                               (in topological order) to read; a tied initializer counts once */
+    int64_t param_bytes;    /* their bytes */
+    int64_t flops;          /* forward FLOPs per microbatch; -1 when a shape is unknown */
+    int64_t act_bytes;      /* bytes of the node's outputs per microbatch; -1 when unknown */
+} pp_node_cost;
+
+/* Costs of every node of a finalized graph: costs[nnodes], caller-allocated.
+ * MatMul/Gemm 2*M*N*K, Conv 2*out_elems*(Cin/group)*kernel, pooling out*kernel,
+ * elementwise out_elems, softmax / layernorm / loss a few per element, data movement
+ * (Reshape, Transpose, Gather, Concat, ...) zero. */
+pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err);
+
+/* ---- the exact linear partition (graph-free) -------------------------------- */
+
+/* What pp_linear_partition found. */
+typedef struct pp_linear_result {
+    int64_t bottleneck;     /* the largest stage cost: the smallest possible */
+    int64_t cut_sum;        /* sum of cut_cost over the chosen cuts */
+    int tiebreak;           /* 1: cut_sum is the smallest among all optimal splits; 0: the DP
+                               would need more than PP_TIEBREAK_CELLS cells, so the split is
+                               the forward-greedy one (bottleneck still optimal) */
+} pp_linear_result;
+#define PP_TIEBREAK_CELLS (1 << 25)
+
+/* Splits items 0..n-1 into nstages non-empty contiguous ranges. The cost of range
+ * [i, j] in stage s is coef_a[s]*(a[i]+..+a[j]) + coef_b[s]*(b[i]+..+b[j]) (b and
+ * coef_b may be NULL); coefficients must be >= 0 and non-increasing in s, items >= 0.
+ * Minimizes the largest stage cost exactly (bisection on the bottleneck with a
+ * greedy check over prefix sums: O(n + P log n log W)); among the optimal splits it
+ * minimizes the sum of cut_cost[c] over the chosen cuts (cut c separates item c from
+ * c+1; cut_cost may be NULL) by a DP over stages restricted to each stage's feasible
+ * window of end positions, with a sliding-window minimum (O(sum of windows) <= O(n*P)).
+ * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). */
+pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
+                              const int64_t *coef_a, const int64_t *coef_b,
+                              const int64_t *cut_cost, int *ends, pp_linear_result *res,
+                              pp_error *err);
+
+/* ---- partition of a graph --------------------------------------------------- */
+
+typedef enum {
+    PP_BALANCE_PARAMS = 0,  /* trainable elements (default) */
+    PP_BALANCE_FLOPS,       /* forward FLOPs per microbatch */
+    PP_BALANCE_MEMORY,      /* bytes: 4 x param bytes (param, grad, Adam m, v) + activations
+                               x microbatches in flight under 1F1B (stage s: min(P-s, M)) */
+    PP_BALANCE_UNIFORM,     /* node count */
+} pp_balance;
+
+const char *pp_balance_name(pp_balance b);          /* "params", ... */
+/* Parses "params|flops|memory|uniform"; returns 0 on an unknown name. */
+int pp_balance_parse(const char *s, pp_balance *out);
+
+typedef struct pp_partition_options {
+    pp_balance balance;
+    int64_t microbatches;      /* M for the memory balance and estimate; 0: nstages */
+    const char *const *cuts;   /* non-NULL: manual stage boundaries, overriding the balance: a node name
+                                  (cut right after that node) or a tensor name (cut right after
+                                  the node producing it); in topological order, nstages-1 of them */
+    int ncuts;
+} pp_partition_options;
+
+/* A tensor produced in one stage and read in a later one. With relay semantics it
+ * crosses every boundary from from_stage to to_stage-1; when to_stage > from_stage+1
+ * it is a skip that passes through stages from_stage+1 .. to_stage-1. */
+typedef struct pp_cut_tensor {
+    int value;              /* value id in the graph */
+    int from_stage;         /* stage of its producer */
+    int to_stage;           /* last stage that reads it */
+    int64_t bytes;          /* per microbatch; -1 when its shape is unknown */
+} pp_cut_tensor;
+
+/* A value read by several stages or entering at a stage: a tied parameter (its
+ * gradient must be all-reduced between these stages) or a graph input (fed by the
+ * data loader to each of these stages: labels for a loss on the last stage, masks). */
+typedef struct pp_value_stages {
+    int value;              /* value id in the graph */
+    int *stages;            /* ascending, distinct */
+    int nstages;
+    int64_t bytes;          /* initializer bytes, or input bytes per microbatch (-1 unknown) */
+} pp_value_stages;
+
+typedef struct pp_stage_info {
+    int first_node, last_node;  /* inclusive range of g->nodes (topological order) */
+    int64_t params;             /* trainable elements held: a tied initializer counts in every
+                                   stage that reads it */
+    int64_t param_bytes;
+    int64_t own_params;         /* first-use params: what the params balance optimizes */
+    int64_t flops;              /* forward FLOPs per microbatch; -1 unknown */
+    int64_t act_bytes;          /* outputs of its nodes per microbatch (the stash for backward);
+                                   -1 unknown */
+    int64_t send_bytes;         /* bytes crossing the boundary after it per microbatch,
+                                   relayed skips included (0 for the last stage); -1 unknown */
+    int *inputs;                /* value ids: tensors received from earlier stages (value id
+                                   order), then graph inputs read here */
+    int ninputs;
+    int *outputs;               /* value ids produced here and read by a later stage, then
+                                   graph outputs produced here */
+    int noutputs;
+    int *params_held;           /* value ids of the trainable initializers read here */
+    int nparams_held;
+} pp_stage_info;
+
+typedef struct pp_boundary {
+    int *tensors;           /* indices into pp_partition.cuts of the tensors crossing it */
+    int ntensors;
+    int64_t bytes;          /* per microbatch; -1 unknown */
+} pp_boundary;
+
+/* Owns all arrays; borrows the graph, which must outlive it. */
+typedef struct pp_partition {
+    const pp_graph *graph;
+    int nstages;
+    pp_balance balance;
+    int manual;                 /* 1 when the cuts came from options.cuts */
+    int tiebreak;               /* 1 when the cut bytes are the smallest among the optimal splits
+                                   (see pp_linear_result) */
+    int64_t microbatches;
+    int *node_stage;            /* [nnodes] */
+    pp_node_cost *costs;        /* [nnodes] */
+    pp_stage_info *stages;      /* [nstages] */
+    pp_boundary *boundaries;    /* [nstages-1]: boundary b lies between stage b and b+1 */
+    pp_cut_tensor *cuts;        /* every tensor crossing at least one boundary, value id order */
+    int ncuts;
+    pp_value_stages *tied;      /* trainable initializers read by more than one stage */
+    int ntied;
+    pp_value_stages *inputs;    /* every graph input read by some node, with the stages reading it */
+    int ninputs;
+    int64_t total_weight;       /* sum of the balance weights (params: g->nparams) */
+    int64_t bottleneck;         /* the largest stage weight in balance units (optimal unless manual) */
+    int64_t lower_bound;        /* max(largest single node, ceil(total / nstages)) */
+    int64_t cut_bytes;          /* sum of boundary bytes; -1 unknown */
+    int shapes_known;           /* every activation size is known */
+} pp_partition;
+
+/* Partitions a finalized graph into nstages stages. opt may be NULL (params balance).
+ * Errors: nstages < 1 or > nnodes, no trainable parameters under the params balance,
+ * unknown shapes under the flops or memory balance, unknown / unordered / wrongly
+ * counted manual cuts. */
+pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
+                              pp_partition **out, pp_error *err);
+void pp_partition_destroy(pp_partition *p);
+
+/* Memory a stage needs for training with Adam under 1F1B with M microbatches:
+ * params + grads + 2 optimizer moments (each param_bytes) + stashed activations of
+ * min(P - stage, M) microbatches in flight. */
+typedef struct pp_stage_memory {
+    int64_t param_bytes, grad_bytes, optimizer_bytes;
+    int inflight;               /* microbatches whose activations are stashed at once */
+    int64_t stash_bytes;        /* -1 when activations are unknown */
+    int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
+} pp_stage_memory;
+pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches);
+
+/* ---- per-stage subgraphs and views ------------------------------------------ */
+
+/* Stage s as a graph of its own: inputs = stage inputs, outputs = stage outputs
+ * (pp_graph_extract; initializer data borrowed from p->graph). */
+pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err);
+/* Writes DIR/stage-0.onnx .. DIR/stage-(P-1).onnx (DIR is created if missing). */
+pp_status pp_partition_save_stages(const pp_partition *p, const char *dir, pp_error *err);
+
+/* The human-readable preview (model summary, stage table, balance, skips, tied, inputs). */
+void pp_partition_print(const pp_partition *p, FILE *out);
+/* The same as JSON with stable keys. */
+void pp_partition_write_json(const pp_partition *p, pp_json *j);
+/* A Graphviz view: nodes as boxes "name\nop" coloured by stage, cut edges bold. */
+pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,228 @@
+/* The exact linear partition: bisection on the bottleneck with a greedy feasibility
+ * check over prefix sums, then a DP over the feasible cut windows that picks, among
+ * the splits with that bottleneck, the one whose cuts cost least. */
+#include <onnxpipe/partition.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct solver {
+    int n, P;
+    const int64_t *pa, *pb;     /* prefix sums [n+1] */
+    const int64_t *ca, *cb;     /* per-stage coefficients [P] */
+} solver;
+
+/* Cost of items i..j (inclusive; empty when j < i) in stage s. */
+static int64_t cost(const solver *S, int s, int i, int j)
+{
+    if (j < i) return 0;
+    int64_t c = S->ca[s] * (S->pa[j + 1] - S->pa[i]);
+    if (S->pb) c += S->cb[s] * (S->pb[j + 1] - S->pb[i]);
+    return c;
+}
+
+/* The largest j in [i-1, n-1] with cost(s, i, j) <= B. */
+static int reach(const solver *S, int s, int i, int64_t B)
+{
+    int lo = i - 1, hi = S->n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (cost(S, s, i, mid) <= B) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The smallest i in [0, j+1] with cost(s, i, j) <= B. */
+static int reach_back(const solver *S, int s, int j, int64_t B)
+{
+    int lo = 0, hi = j + 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cost(S, s, mid, j) <= B) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Forward greedy: fwd[s] = the furthest end of stage s over all splits with
+ * bottleneck <= B (each stage takes as much as fits). Returns 1 if all is covered. */
+static int greedy(const solver *S, int64_t B, int *fwd)
+{
+    int i = 0;
+    for (int s = 0; s < S->P; s++) {
+        int j = reach(S, s, i, B);
+        if (fwd) fwd[s] = j;
+        i = j + 1;
+    }
+    return i == S->n;
+}
+
+/* Sliding-window minimum over candidates c of prev[c - plo] + cut[c], as the window
+ * [start(c') - 1, c' - 1] moves right with c'. One stage of the DP. */
+static void dp_stage(const solver *S, int s, int64_t B, const int64_t *cut,
+                     const int64_t *prev, int plo, int phi, int64_t *cur, int *arg, int lo, int hi,
+                     int *dq)
+{
+    int head = 0, tail = 0, next = plo, start = plo + 1;
+    for (int c = lo; c <= hi; c++) {
+        while (next <= phi && next < c) {   /* admit candidate `next` */
+            int64_t v = prev[next - plo];
+            if (v != INT64_MAX) {
+                v += cut ? cut[next] : 0;
+                while (tail > head && prev[dq[tail - 1] - plo] + (cut ? cut[dq[tail - 1]] : 0) >= v) tail--;
+                dq[tail++] = next;
+            }
+            next++;
+        }
+        while (start <= c && cost(S, s, start, c) > B) start++;
+        while (tail > head && dq[head] < start - 1) head++;
+        if (tail > head) {
+            cur[c - lo] = prev[dq[head] - plo] + (cut ? cut[dq[head]] : 0);
+            arg[c - lo] = dq[head];
+        } else {
+            cur[c - lo] = INT64_MAX;
+            arg[c - lo] = -1;
+        }
+    }
+}
+
+/* Among the splits with bottleneck B, the one with the smallest sum of cut costs.
+ * lo[s]..hi[s] bound the end of stage s. Returns 0 when the windows are too large. */
+static pp_status tiebreak(const solver *S, int64_t B, const int64_t *cut, const int *lo, const int *hi,
+                          int *ends, int64_t *best, int *done, pp_error *err)
+{
+    int P = S->P;
+    int64_t cells = 0, wmax = 1;
+    for (int s = 0; s < P; s++) {
+        int64_t w = hi[s] - lo[s] + 1;
+        cells += w;
+        if (w > wmax) wmax = w;
+    }
+    *done = 0;
+    if (cells > PP_TIEBREAK_CELLS) return PP_OK;
+    int *args = malloc((size_t)cells * sizeof *args);
+    int64_t *va = malloc((size_t)wmax * sizeof *va), *vb = malloc((size_t)wmax * sizeof *vb);
+    int *dq = malloc((size_t)wmax * sizeof *dq);
+    int64_t *off = malloc((size_t)P * sizeof *off);
+    pp_status st = PP_OK;
+    if (!args || !va || !vb || !dq || !off) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory in the partition tie-break (%lld cells)",
+                          (long long)cells);
+        goto done;
+    }
+    int64_t o = 0;
+    for (int s = 0; s < P; s++) {
+        off[s] = o;
+        o += hi[s] - lo[s] + 1;
+    }
+    for (int c = lo[0]; c <= hi[0]; c++) {
+        va[c - lo[0]] = cost(S, 0, 0, c) <= B ? 0 : INT64_MAX;
+        args[c - lo[0]] = -1;
+    }
+    for (int s = 1; s < P; s++) {
+        dp_stage(S, s, B, cut, va, lo[s - 1], hi[s - 1], vb, args + off[s], lo[s], hi[s], dq);
+        int64_t *t = va;
+        va = vb;
+        vb = t;
+    }
+    if (va[0] == INT64_MAX) {
+        st = pp_error_set(err, PP_ERR_INTERNAL, "partition tie-break found no split with bottleneck %lld",
+                          (long long)B);
+        goto done;
+    }
+    *best = va[0];
+    ends[P - 1] = S->n - 1;
+    for (int s = P - 1; s > 0; s--) ends[s - 1] = args[off[s] + ends[s] - lo[s]];
+    *done = 1;
+done:
+    free(args);
+    free(va);
+    free(vb);
+    free(dq);
+    free(off);
+    return st;
+}
+
+static pp_status check_args(const int64_t *a, const int64_t *b, int n, int P, const int64_t *ca,
+                            const int64_t *cb, pp_error *err)
+{
+    if (P < 1 || P > n)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "cannot split %d items into %d non-empty stages", n, P);
+    for (int s = 0; s < P; s++) {
+        if (ca[s] < 0 || (b && cb[s] < 0) || (s && (ca[s] > ca[s - 1] || (b && cb[s] > cb[s - 1]))))
+            return pp_error_set(err, PP_ERR_INVALID_ARG,
+                                "stage %d: cost coefficients must be >= 0 and non-increasing", s);
+    }
+    for (int i = 0; i < n; i++)
+        if (a[i] < 0 || (b && b[i] < 0))
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "item %d has a negative weight", i);
+    return PP_OK;
+}
+
+pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
+                              const int64_t *coef_a, const int64_t *coef_b,
+                              const int64_t *cut_cost, int *ends, pp_linear_result *res,
+                              pp_error *err)
+{
+    PP_CHECK(check_args(a, b, n, nstages, coef_a, coef_b, err));
+    int P = nstages;
+    int64_t *pa = malloc(((size_t)n + 1) * sizeof *pa);
+    int64_t *pb = b ? malloc(((size_t)n + 1) * sizeof *pb) : NULL;
+    int *lo = malloc((size_t)P * sizeof *lo), *hi = malloc((size_t)P * sizeof *hi);
+    pp_status st = PP_OK;
+    if (!pa || (b && !pb) || !lo || !hi) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory partitioning %d items", n);
+        goto done;
+    }
+    pa[0] = 0;
+    if (pb) pb[0] = 0;
+    int overflow = 0;
+    for (int i = 0; i < n; i++) {
+        overflow |= __builtin_add_overflow(pa[i], a[i], &pa[i + 1]);
+        if (pb) overflow |= __builtin_add_overflow(pb[i], b[i], &pb[i + 1]);
+    }
+    int64_t top = 0, tb = 0;
+    overflow |= __builtin_mul_overflow(pa[n], coef_a[0], &top);
+    if (pb) overflow |= __builtin_mul_overflow(pb[n], coef_b[0], &tb) || __builtin_add_overflow(top, tb, &top);
+    if (overflow) {
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "partition weights overflow 64 bits");
+        goto done;
+    }
+    solver S = {n, P, pa, pb, coef_a, pb ? coef_b : NULL};
+    /* the smallest B for which greedy covers everything; top (all in stage 0) always does */
+    int64_t l = 0, h = top;
+    while (l < h) {
+        int64_t mid = l + (h - l) / 2;
+        if (greedy(&S, mid, NULL)) h = mid;
+        else l = mid + 1;
+    }
+    int64_t B = l;
+    greedy(&S, B, hi);
+    /* backward greedy: the earliest each stage can end so that the rest still fits */
+    lo[P - 1] = n - 1;
+    for (int s = P - 1, j = n - 1; s > 0; s--) {
+        j = reach_back(&S, s, j, B) - 1;
+        lo[s - 1] = j;
+    }
+    for (int s = 0; s < P; s++) {   /* every stage non-empty */
+        if (lo[s] < s) lo[s] = s;
+        if (hi[s] > n - P + s) hi[s] = n - P + s;
+    }
+    int64_t best = 0;
+    int done_tb = 0;
+    PP_CHECK_GOTO(tiebreak(&S, B, cut_cost, lo, hi, ends, &best, &done_tb, err), st, done);
+    if (!done_tb) {
+        /* split off the greedy prefix ends so that every stage stays non-empty */
+        for (int s = 0; s < P; s++) ends[s] = hi[s];
+        best = 0;
+        for (int s = 0; s + 1 < P; s++) best += cut_cost ? cut_cost[ends[s]] : 0;
+    }
+    if (res) *res = (pp_linear_result){B, best, done_tb};
+done:
+    free(pa);
+    free(pb);
+    free(lo);
+    free(hi);
+    return st;
+}
