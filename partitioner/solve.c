@@ -45,17 +45,33 @@ static int reach_back(const solver *S, int s, int j, int64_t B)
     return lo;
 }
 
-/* Forward greedy: fwd[s] = the furthest end of stage s over all splits with
- * bottleneck <= B (each stage takes as much as fits). Returns 1 if all is covered. */
-static int greedy(const solver *S, int64_t B, int *fwd)
+/* Forward greedy with empty stages allowed: fwd[s] = the furthest end of stage s
+ * over all splits with bottleneck <= B (each stage takes as much as fits). */
+static void greedy_forward(const solver *S, int64_t B, int *fwd)
 {
-    int i = 0;
-    for (int s = 0; s < S->P; s++) {
-        int j = reach(S, s, i, B);
-        if (fwd) fwd[s] = j;
-        i = j + 1;
+    for (int s = 0, i = 0; s < S->P; s++) {
+        fwd[s] = reach(S, s, i, B);
+        i = fwd[s] + 1;
     }
-    return i == S->n;
+}
+
+/* Backward greedy over non-empty stages: each stage from the last takes the longest
+ * suffix that fits, leaving one item for each earlier stage. Exact feasibility test
+ * for non-increasing coefficients: its start of stage s is never after that of any
+ * split with bottleneck <= B (an item that fits in an earlier stage fits in a later
+ * one). start[s] (may be NULL) gets the starts; returns 1 if a split exists. */
+static int greedy_backward(const solver *S, int64_t B, int *start)
+{
+    int end = S->n - 1;
+    for (int s = S->P - 1; s > 0; s--) {
+        int i = reach_back(S, s, end, B);
+        if (i < s) i = s;
+        if (i > end) return 0;
+        if (start) start[s] = i;
+        end = i - 1;
+    }
+    if (start) start[0] = 0;
+    return cost(S, 0, 0, end) <= B;
 }
 
 /* Sliding-window minimum over candidates c of prev[c - plo] + cut[c], as the window
@@ -190,31 +206,26 @@ pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nst
         goto done;
     }
     solver S = {n, P, pa, pb, coef_a, pb ? coef_b : NULL};
-    /* the smallest B for which greedy covers everything; top (all in stage 0) always does */
+    /* the smallest B with a split; top (each stage at most everything in stage 0) has one */
     int64_t l = 0, h = top;
     while (l < h) {
         int64_t mid = l + (h - l) / 2;
-        if (greedy(&S, mid, NULL)) h = mid;
+        if (greedy_backward(&S, mid, NULL)) h = mid;
         else l = mid + 1;
     }
     int64_t B = l;
-    greedy(&S, B, hi);
-    /* backward greedy: the earliest each stage can end so that the rest still fits */
+    /* stage s ends in [lo[s], hi[s]] in every split with bottleneck B */
+    greedy_forward(&S, B, hi);
+    greedy_backward(&S, B, lo);
+    for (int s = 0; s + 1 < P; s++) lo[s] = lo[s + 1] - 1;
     lo[P - 1] = n - 1;
-    for (int s = P - 1, j = n - 1; s > 0; s--) {
-        j = reach_back(&S, s, j, B) - 1;
-        lo[s - 1] = j;
-    }
-    for (int s = 0; s < P; s++) {   /* every stage non-empty */
-        if (lo[s] < s) lo[s] = s;
+    for (int s = 0; s < P; s++)
         if (hi[s] > n - P + s) hi[s] = n - P + s;
-    }
     int64_t best = 0;
     int done_tb = 0;
     PP_CHECK_GOTO(tiebreak(&S, B, cut_cost, lo, hi, ends, &best, &done_tb, err), st, done);
-    if (!done_tb) {
-        /* split off the greedy prefix ends so that every stage stays non-empty */
-        for (int s = 0; s < P; s++) ends[s] = hi[s];
+    if (!done_tb) {   /* the backward-greedy split */
+        for (int s = 0; s < P; s++) ends[s] = lo[s];
         best = 0;
         for (int s = 0; s + 1 < P; s++) best += cut_cost ? cut_cost[ends[s]] : 0;
     }
