@@ -106,4 +106,80 @@ static double mr_elementwise_maxdiff(const kc_case *c)
     return worst;
 }
 
+/* MatMul by triple loops: numpy promotion of 1-D operands and batch broadcasting. */
+static double mr_matmul_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        pp_tensor a = in[0], b = in[1], ab = a, bb = b, ob;
+        if (a.rank == 1) { a.rank = 2; a.dims[1] = a.dims[0]; a.dims[0] = 1; }
+        if (b.rank == 1) { b.rank = 2; b.dims[1] = 1; }
+        int64_t M = a.dims[a.rank - 2], K = a.dims[a.rank - 1], N = b.dims[b.rank - 1];
+        ab.rank = a.rank - 2; bb.rank = b.rank - 2;
+        memcpy(ab.dims, a.dims, sizeof ab.dims);
+        memcpy(bb.dims, b.dims, sizeof bb.dims);
+        ob.rank = ab.rank > bb.rank ? ab.rank : bb.rank;
+        int64_t nb = 1;
+        for (int d = 0; d < ob.rank; d++) {
+            int da = d - (ob.rank - ab.rank), db = d - (ob.rank - bb.rank);
+            int64_t x = da >= 0 ? ab.dims[da] : 1, y = db >= 0 ? bb.dims[db] : 1;
+            ob.dims[d] = x > y ? x : y;
+            nb *= ob.dims[d];
+        }
+        worst = 0;
+        const float *A = in[0].data, *B = in[1].data, *Y = out[0].data;
+        for (int64_t bi = 0; bi < nb; bi++) {
+            int64_t idx[PP_MAX_RANK];
+            mr_unravel(&ob, bi, idx);
+            int64_t ia = mr_bindex(&ab, idx, ob.rank), ib = mr_bindex(&bb, idx, ob.rank);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++) s += (double)A[(ia * M + i) * K + k] * B[(ib * K + k) * N + j];
+                    double d = fabs(s - Y[(bi * M + i) * N + j]);
+                    if (!(d <= worst)) worst = d;
+                }
+        }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
+static int64_t mr_attr_i(const kc_case *c, const char *name, int64_t dflt)
+{
+    for (int i = 0; i < c->nattrs; i++)
+        if (!strcmp(c->attrs[i].name, name)) return c->attrs[i].i;
+    return dflt;
+}
+
+/* Gemm by its definition, C broadcast by index. */
+static double mr_gemm_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        int ta = (int)mr_attr_i(c, "transA", 0), tb = (int)mr_attr_i(c, "transB", 0);
+        double alpha = mr_attr_f(c, "alpha", 1), beta = mr_attr_f(c, "beta", 1);
+        int64_t M = out[0].dims[0], N = out[0].dims[1], K = in[0].dims[ta ? 0 : 1];
+        const float *A = in[0].data, *B = in[1].data, *Y = out[0].data;
+        worst = 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (double)A[ta ? k * M + i : i * K + k] * B[tb ? j * K + k : k * N + j];
+                s *= alpha;
+                if (c->nin > 2 && !c->in[2].omitted) {
+                    int64_t idx[2] = {i, j};
+                    s += beta * ((float *)in[2].data)[mr_bindex(&in[2], idx, 2)];
+                }
+                double d = fabs(s - Y[i * N + j]);
+                if (!(d <= worst)) worst = d;
+            }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
 #endif

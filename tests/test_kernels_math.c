@@ -80,6 +80,54 @@ static void test_elementwise_forward(void **state)
     }
 }
 
+#define ATTR_I(nm, v) {.name = nm, .type = PP_ATTR_INT, .i = v}
+#define ATTR_F(nm, v) {.name = nm, .type = PP_ATTR_FLOAT, .f = v}
+#define ATTR_INTS(nm, ...) {.name = nm, .type = PP_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__}, \
+                            .n = (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))}
+
+static const kc_case matmul_cases[] = {
+    {CASE("matmul_2d", "MatMul", 2, 1), .in = {{T2(3, 4)}, {T2(4, 5)}}, .out = {{T2(3, 5)}}},
+    {CASE("matmul_batched", "MatMul", 2, 1), .in = {{T3(2, 3, 4)}, {T3(2, 4, 5)}}, .out = {{T3(2, 3, 5)}}},
+    {CASE("matmul_folded_234_45", "MatMul", 2, 1), .in = {{T3(2, 3, 4)}, {T2(4, 5)}}, .out = {{T3(2, 3, 5)}}},
+    {CASE("matmul_bcast_2134_345", "MatMul", 2, 1), .in = {{T4(2, 1, 3, 4)}, {T3(3, 4, 5)}},
+     .out = {{T4(2, 3, 3, 5)}}},
+    {CASE("matmul_bcast_34_245", "MatMul", 2, 1), .in = {{T2(3, 4)}, {T3(2, 4, 5)}}, .out = {{T3(2, 3, 5)}}},
+    {CASE("matmul_1d_4_45", "MatMul", 2, 1), .in = {{T1(4)}, {T2(4, 5)}}, .out = {{T1(5)}}},
+    {CASE("matmul_1d_234_4", "MatMul", 2, 1), .in = {{T3(2, 3, 4)}, {T1(4)}}, .out = {{T2(2, 3)}}},
+    {CASE("matmul_1d_4_4", "MatMul", 2, 1), .in = {{T1(4)}, {T1(4)}}, .out = {{T0}}},
+};
+
+static const kc_case gemm_cases[] = {
+    {CASE("gemm_nn_cN", "Gemm", 3, 1), .in = {{T2(3, 4)}, {T2(4, 5)}, {T1(5)}}, .out = {{T2(3, 5)}}},
+    {CASE("gemm_tn_cMN", "Gemm", 3, 1), .in = {{T2(4, 3)}, {T2(4, 5)}, {T2(3, 5)}}, .out = {{T2(3, 5)}},
+     .attrs = {ATTR_I("transA", 1), ATTR_F("alpha", 0.5f), ATTR_F("beta", 2.f)}, .nattrs = 3},
+    {CASE("gemm_nt_cM1", "Gemm", 3, 1), .in = {{T2(3, 4)}, {T2(5, 4)}, {T2(3, 1)}}, .out = {{T2(3, 5)}},
+     .attrs = {ATTR_I("transB", 1), ATTR_F("alpha", 1.5f)}, .nattrs = 2},
+    {CASE("gemm_tt_cscalar", "Gemm", 3, 1), .in = {{T2(4, 3)}, {T2(5, 4)}, {T0}}, .out = {{T2(3, 5)}},
+     .attrs = {ATTR_I("transA", 1), ATTR_I("transB", 1), ATTR_F("beta", 0.7f)}, .nattrs = 3},
+    {CASE("gemm_nt_noC", "Gemm", 2, 1), .in = {{T2(3, 4)}, {T2(5, 4)}}, .out = {{T2(3, 5)}},
+     .attrs = {ATTR_I("transB", 1)}, .nattrs = 1},
+};
+
+#define NCASES(a) ((int)(sizeof a / sizeof a[0]))
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NCASES(matmul_cases); i++) {
+        double d = mr_matmul_maxdiff(&matmul_cases[i]);
+        printf("%-40s forward vs triple loop max |diff| %.3g\n", matmul_cases[i].name, d);
+        assert_true(d >= 0 && d < 1e-5);
+    }
+    for (int i = 0; i < NCASES(gemm_cases); i++) {
+        double d = mr_gemm_maxdiff(&gemm_cases[i]);
+        printf("%-40s forward vs triple loop max |diff| %.3g\n", gemm_cases[i].name, d);
+        assert_true(d >= 0 && d < 1e-5);
+    }
+    run_cases(matmul_cases, NCASES(matmul_cases));
+    run_cases(gemm_cases, NCASES(gemm_cases));
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -87,6 +135,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_forward),
         cmocka_unit_test(test_elementwise_grad),
+        cmocka_unit_test(test_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

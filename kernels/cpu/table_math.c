@@ -20,6 +20,8 @@ static const pp_kernel kernels_math[] = {
     K("Tanh", NULL, pp_cpu_tanh_forward, pp_cpu_tanh_backward, 0x0, 0x1),
     K("Erf", NULL, pp_cpu_erf_forward, pp_cpu_erf_backward, 0x1, 0x0),
     K("Gelu", NULL, pp_cpu_gelu_forward, pp_cpu_gelu_backward, 0x1, 0x0),
+    K("MatMul", NULL, pp_cpu_matmul_forward, pp_cpu_matmul_backward, 0x3, 0x0),
+    K("Gemm", NULL, pp_cpu_gemm_forward, pp_cpu_gemm_backward, 0x3, 0x0),
     K("Identity", NULL, pp_cpu_identity_forward, pp_cpu_identity_backward, 0x0, 0x0),
 };
 

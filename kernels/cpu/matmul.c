@@ -1,0 +1,221 @@
+/* cpu MatMul (numpy semantics: batch dims broadcast, 1-D operands promoted and squeezed)
+ * and Gemm (transA/transB/alpha/beta, C broadcast) on OpenBLAS sgemm. Backward runs one
+ * GEMM per requested gradient with the transposes folded into sgemm's flags. */
+#include "broadcast.h"
+#include "cpu_math.h"
+
+#include <cblas.h>
+
+/* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)]: A (M, K), B (K, N), Y (M, N). */
+typedef struct mm_plan {
+    int64_t M, K, N;
+    int64_t batch;                  /* number of output matrices */
+    int brank;
+    int64_t bdims[PP_MAX_RANK];     /* output batch dims */
+    int64_t astr[PP_MAX_RANK];      /* per batch dim: A's matrix stride (0: broadcast) */
+    int64_t bstr[PP_MAX_RANK];
+    int fold_a;                     /* B is one matrix and A is not broadcast: one GEMM
+                                       with M' = batch * M */
+} mm_plan;
+
+/* y: the output, or its gradient in backward (same shape) */
+static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_plan *p, pp_error *err)
+{
+    PP_CHECK(pp_cpu_want_inputs(c, 2, 2, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
+    const pp_tensor *A = &c->in[0], *B = &c->in[1];
+    if (A->rank < 1 || B->rank < 1)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): operands must have rank >= 1 (got %d and %d)",
+                            c->node, A->rank, B->rank);
+    int ab = A->rank > 1 ? A->rank - 2 : 0, bb = B->rank > 1 ? B->rank - 2 : 0;
+    p->M = A->rank > 1 ? A->dims[A->rank - 2] : 1;
+    p->K = A->dims[A->rank - 1];
+    int64_t kb = B->rank > 1 ? B->dims[B->rank - 2] : B->dims[0];
+    p->N = B->rank > 1 ? B->dims[B->rank - 1] : 1;
+    if (kb != p->K)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): inner dims differ (A has K=%lld, B has K=%lld)",
+                            c->node, (long long)p->K, (long long)kb);
+    p->brank = ab > bb ? ab : bb;
+    int64_t sa = 1, sb = 1;
+    p->batch = 1;
+    for (int d = p->brank - 1; d >= 0; d--) {
+        int da = d - (p->brank - ab), db = d - (p->brank - bb);
+        int64_t na = da >= 0 ? A->dims[da] : 1, nb = db >= 0 ? B->dims[db] : 1;
+        if (na != nb && na != 1 && nb != 1)
+            return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): batch dims %lld and %lld do not broadcast",
+                                c->node, (long long)na, (long long)nb);
+        p->bdims[d] = na > nb ? na : nb;
+        p->astr[d] = na == 1 ? 0 : sa;
+        p->bstr[d] = nb == 1 ? 0 : sb;
+        sa *= na;
+        sb *= nb;
+        p->batch *= p->bdims[d];
+    }
+    if (pp_tensor_numel(y) != p->batch * p->M * p->N)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): output has %lld elements, expected %lld",
+                            c->node, (long long)pp_tensor_numel(y), (long long)(p->batch * p->M * p->N));
+    p->fold_a = sb == 1 && sa == p->batch;
+    return PP_OK;
+}
+
+/* Matrix indices of A and B that output matrix b reads. */
+static void mm_batch_index(const mm_plan *p, int64_t b, int64_t *ia, int64_t *ib)
+{
+    *ia = *ib = 0;
+    for (int d = p->brank - 1; d >= 0; d--) {
+        int64_t idx = b % p->bdims[d];
+        b /= p->bdims[d];
+        *ia += idx * p->astr[d];
+        *ib += idx * p->bstr[d];
+    }
+}
+
+PP_FWD(pp_cpu_matmul_forward)
+{
+    mm_plan p;
+    PP_CHECK(mm_plan_make(c, &c->out[0], &p, err));
+    const float *A = c->in[0].data, *B = c->in[1].data;
+    float *Y = c->out[0].data;
+    int64_t M = p.M, K = p.K, N = p.N;
+    if (p.fold_a) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.batch * M), (int)N, (int)K, 1.f, A, (int)K,
+                    B, (int)N, 0.f, Y, (int)N);
+        return PP_OK;
+    }
+    for (int64_t b = 0; b < p.batch; b++) {
+        int64_t ia, ib;
+        mm_batch_index(&p, b, &ia, &ib);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.f, A + ia * M * K, (int)K,
+                    B + ib * K * N, (int)N, 0.f, Y + b * M * N, (int)N);
+    }
+    return PP_OK;
+}
+
+/* dA += dY B^T and dB += A^T dY, each only when asked; broadcast operands accumulate
+ * over the output matrices that read them (sgemm beta = 1). */
+PP_BWD(pp_cpu_matmul_backward)
+{
+    const float *GY = grad_out[0].data;
+    float *GA = grad_in[0].data, *GB = grad_in[1].data;
+    if (!GY || (!GA && !GB)) return PP_OK;
+    mm_plan p;
+    PP_CHECK(mm_plan_make(c, &grad_out[0], &p, err));
+    const float *A = c->in[0].data, *B = c->in[1].data;
+    int M = (int)p.M, K = (int)p.K, N = (int)p.N;
+    if (p.fold_a) {
+        int MB = (int)(p.batch * p.M);
+        if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, 1.f, GY, N, B, N, 1.f, GA, K);
+        if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, 1.f, A, K, GY, N, 1.f, GB, N);
+        return PP_OK;
+    }
+    for (int64_t b = 0; b < p.batch; b++) {
+        int64_t ia, ib;
+        mm_batch_index(&p, b, &ia, &ib);
+        const float *gy = GY + b * p.M * p.N;
+        if (GA)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.f, gy, N, B + ib * p.K * p.N, N, 1.f,
+                        GA + ia * p.M * p.K, K);
+        if (GB)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.f, A + ia * p.M * p.K, K, gy, N, 1.f,
+                        GB + ib * p.K * p.N, N);
+    }
+    return PP_OK;
+}
+
+/* ---------------- Gemm: Y (M, N) = alpha A' B' + beta C ---------------- */
+
+typedef struct gemm_plan {
+    int ta, tb;
+    float alpha, beta;
+    int M, K, N;
+    int has_c;
+} gemm_plan;
+
+static pp_status gemm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, gemm_plan *g, pp_error *err)
+{
+    int64_t ta, tb;
+    PP_CHECK(pp_cpu_want_inputs(c, 2, 3, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 2, PP_DTYPE_F32, 1, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "transA", 0, &ta, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "transB", 0, &tb, c->node, err));
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "alpha", 1.f, &g->alpha, c->node, err));
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "beta", 1.f, &g->beta, c->node, err));
+    const pp_tensor *A = &c->in[0], *B = &c->in[1];
+    if (A->rank != 2 || B->rank != 2)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (Gemm): A and B must have rank 2 (got %d and %d)", c->node,
+                            A->rank, B->rank);
+    g->ta = ta != 0;
+    g->tb = tb != 0;
+    g->M = (int)A->dims[g->ta ? 1 : 0];
+    g->K = (int)A->dims[g->ta ? 0 : 1];
+    int kb = (int)B->dims[g->tb ? 1 : 0];
+    g->N = (int)B->dims[g->tb ? 0 : 1];
+    if (kb != g->K)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (Gemm): inner dims differ (A' has K=%d, B' has K=%d)",
+                            c->node, g->K, kb);
+    if (pp_tensor_numel(y) != (int64_t)g->M * g->N)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (Gemm): output has %lld elements, expected %d x %d", c->node,
+                            (long long)pp_tensor_numel(y), g->M, g->N);
+    g->has_c = c->nin > 2 && c->in[2].data && g->beta != 0.f;
+    return PP_OK;
+}
+
+PP_FWD(pp_cpu_gemm_forward)
+{
+    gemm_plan g;
+    PP_CHECK(gemm_plan_make(c, &c->out[0], &g, err));
+    float *Y = c->out[0].data;
+    if (g.has_c) {
+        /* Y = C broadcast to (M, N), then sgemm with beta */
+        pp_bcast b = {0};
+        const pp_tensor *ins[1] = {&c->in[2]};
+        PP_CHECK(pp_bcast_init(&b, &c->out[0], ins, 1, c->node, err));
+        const float *C = c->in[2].data;
+        for (int64_t r = 0; r < b.rows; r++) {
+            int64_t off;
+            pp_bcast_row(&b, r, &off);
+            for (int64_t j = 0; j < b.inner; j++) Y[r * b.inner + j] = C[off + j * b.inner_stride[0]];
+        }
+    }
+    cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.M, g.N, g.K,
+                g.alpha, c->in[0].data, g.ta ? g.M : g.K, c->in[1].data, g.tb ? g.K : g.N, g.has_c ? g.beta : 0.f, Y,
+                g.N);
+    return PP_OK;
+}
+
+/* With A' = op(A), B' = op(B): dA' = alpha dY B'^T, dB' = alpha A'^T dY, and the stored
+ * gradients are their transposes when trans is set, so each is one sgemm:
+ *   dA (M,K) = dY B'^T         dA (K,M) = B' dY^T
+ *   dB (K,N) = A'^T dY         dB (N,K) = dY^T A'                                  */
+PP_BWD(pp_cpu_gemm_backward)
+{
+    const float *GY = grad_out[0].data;
+    if (!GY) return PP_OK;
+    gemm_plan g;
+    PP_CHECK(gemm_plan_make(c, &grad_out[0], &g, err));
+    const float *A = c->in[0].data, *B = c->in[1].data;
+    int lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
+    enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
+    if (grad_in[0].data) {
+        if (!g.ta) /* (M,N) x B'^T: B' = B^T when tb, so B'^T = B */
+            cblas_sgemm(CblasRowMajor, NT, g.tb ? NT : T, g.M, g.K, g.N, g.alpha, GY, g.N, B, ldb, 1.f,
+                        grad_in[0].data, g.K);
+        else /* B' (K,N) x dY^T (N,M) */
+            cblas_sgemm(CblasRowMajor, g.tb ? T : NT, T, g.K, g.M, g.N, g.alpha, B, ldb, GY, g.N, 1.f,
+                        grad_in[0].data, g.M);
+    }
+    if (grad_in[1].data) {
+        if (!g.tb) /* A'^T (K,M) x dY (M,N): A'^T = A when ta */
+            cblas_sgemm(CblasRowMajor, g.ta ? NT : T, NT, g.K, g.N, g.M, g.alpha, A, lda, GY, g.N, 1.f,
+                        grad_in[1].data, g.N);
+        else /* dY^T (N,M) x A' (M,K) */
+            cblas_sgemm(CblasRowMajor, T, g.ta ? T : NT, g.N, g.K, g.M, g.alpha, GY, g.N, A, lda, 1.f,
+                        grad_in[1].data, g.K);
+    }
+    if (c->nin > 2 && grad_in[2].data && g.beta != 0.f)
+        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], g.beta, c->node, err));
+    return PP_OK;
+}
