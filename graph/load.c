@@ -1,0 +1,515 @@
+/* Reading an ONNX ModelProto (protobuf-c) into a pp_graph: opsets, nodes with their
+ * attributes, value types, and initializers from raw_data, typed fields or mmapped
+ * external data. Every malformed input becomes an error naming what is wrong. */
+#include "graph_internal.h"
+
+#include <onnx/onnx.pb-c.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One external-data file, mapped once however many initializers point into it. */
+typedef struct ext_file {
+    const char *location;   /* as written in the model */
+    const uint8_t *addr;    /* NULL for an empty file */
+    size_t len;             /* bytes */
+} ext_file;
+
+typedef struct loader {
+    pp_graph *g;
+    const char *base_dir;   /* directory external locations are relative to; may be NULL */
+    ext_file *files;
+    int nfiles, cap;
+} loader;
+
+static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
+
+/* ONNX elem_type -> pp_dtype; UNDEFINED for types we cannot hold (string, complex, float8). */
+static pp_dtype dtype_from_onnx(int64_t t)
+{
+    if (t <= 0 || t == PP_DTYPE_STRING || t > PP_DTYPE_BF16) return PP_DTYPE_UNDEFINED;
+    return pp_dtype_size((pp_dtype)t) ? (pp_dtype)t : PP_DTYPE_UNDEFINED;
+}
+
+/* A NUL-terminated copy of a protobuf bytes field, owned by the graph. */
+static char *graph_cstr(pp_graph *g, ProtobufCBinaryData b)
+{
+    char *s = pp_graph_alloc(g, b.len + 1);
+    if (s && b.len) memcpy(s, b.data, b.len);
+    return s;
+}
+
+/* ---- external data ------------------------------------------------------ */
+
+/* Rejects absolute locations and any '..' component: external data stays beside the model. */
+static int location_is_safe(const char *loc)
+{
+    if (!*loc || loc[0] == '/') return 0;
+    for (const char *p = loc; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') return 0;
+        p += n + (e ? 1 : 0);
+    }
+    return 1;
+}
+
+static pp_status map_external(loader *L, const char *init, const char *loc, const ext_file **out,
+                              pp_error *err)
+{
+    for (int i = 0; i < L->nfiles; i++)
+        if (!strcmp(L->files[i].location, loc)) {
+            *out = &L->files[i];
+            return PP_OK;
+        }
+    if (!location_is_safe(loc))
+        return pp_error_set(err, PP_ERR_PARSE,
+                            "%s: external data location '%s' is absolute or leaves the model's "
+                            "directory; it must be a relative path beside the model", init, loc);
+    if (!L->base_dir)
+        return pp_error_set(err, PP_ERR_INVALID_ARG,
+                            "%s has external data in '%s' but no base directory was given; "
+                            "load the model from its file or pass base_dir", init, loc);
+    size_t plen = strlen(L->base_dir) + strlen(loc) + 2;
+    char *path = malloc(plen);
+    if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    snprintf(path, plen, "%s/%s", L->base_dir, loc);
+    pp_status st = PP_OK;
+    struct stat sb;
+    void *addr = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        st = pp_error_set(err, PP_ERR_IO, "%s: cannot open external data file '%s': %s",
+                          init, path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = pp_error_set(err, PP_ERR_IO, "%s: external data '%s' is not a regular file", init, path);
+        goto done;
+    }
+    if (sb.st_size > 0) {
+        addr = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (addr == MAP_FAILED) {
+            st = pp_error_set(err, PP_ERR_IO, "%s: cannot mmap external data file '%s': %s",
+                              init, path, strerror(errno));
+            goto done;
+        }
+        if ((st = graph_keep_mmap(L->g, addr, (size_t)sb.st_size, err)) != PP_OK) {
+            munmap(addr, (size_t)sb.st_size);
+            goto done;
+        }
+    }
+    if (L->nfiles == L->cap) {
+        int cap = L->cap ? 2 * L->cap : 4;
+        ext_file *f = pp_realloc_array(L->files, (size_t)cap, sizeof *f);
+        if (!f) {
+            st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        L->files = f;
+        L->cap = cap;
+    }
+    ext_file *f = &L->files[L->nfiles];
+    *f = (ext_file){pp_graph_strdup(L->g, loc), addr, (size_t)sb.st_size};
+    if (!f->location) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    L->nfiles++;
+    *out = f;
+done:
+    if (fd >= 0) close(fd);
+    free(path);
+    return st;
+}
+
+/* Parses a decimal entry value (offset, length) of an external_data list. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9') return 0;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return 0;
+    *out = v;
+    return 1;
+}
+
+/* Points t->data into the mapped file (a copy only when the offset is misaligned for the dtype). */
+static pp_status load_external(loader *L, const Onnx__TensorProto *tp, const char *name,
+                               pp_const_tensor *t, pp_error *err)
+{
+    const char *loc = NULL;
+    uint64_t offset = 0, length = t->nbytes;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const char *k = tp->external_data[i]->key, *v = tp->external_data[i]->value;
+        if (!k) continue;
+        if (!strcmp(k, "location")) loc = v;
+        else if ((!strcmp(k, "offset") && !parse_u64(v, &offset)) || (!strcmp(k, "length") && !parse_u64(v, &length)))
+            return pp_error_set(err, PP_ERR_PARSE, "%s: external data %s '%s' is not a number",
+                                name, k, str_or(v, ""));
+    }
+    if (!loc || !*loc)
+        return pp_error_set(err, PP_ERR_PARSE, "%s has external data without a location", name);
+    if (length != t->nbytes)
+        return pp_error_set(err, PP_ERR_PARSE,
+                            "%s: external data in '%s' has length %llu, but its dtype and dims need %zu bytes",
+                            name, loc, (unsigned long long)length, t->nbytes);
+    const ext_file *f = NULL;
+    PP_CHECK(map_external(L, name, loc, &f, err));
+    if (offset > f->len || length > f->len - offset)
+        return pp_error_set(err, PP_ERR_PARSE,
+                            "%s: external data at offset %llu, length %llu lies beyond the end of '%s' (%zu "
+                            "bytes); is the data file truncated or from another model?",
+                            name, (unsigned long long)offset, (unsigned long long)length, loc, f->len);
+    const uint8_t *p = f->addr ? f->addr + offset : NULL;
+    t->data = p;
+    if (p && (uintptr_t)p % pp_dtype_size(t->dtype)) {
+        /* kernels read typed pointers; a misaligned tensor is copied once */
+        void *c = pp_graph_alloc(L->g, t->nbytes);
+        if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory copying %s", name);
+        memcpy(c, p, t->nbytes);
+        t->data = c;
+    }
+    return PP_OK;
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+/* Typed-field data -> packed little-endian bytes of t->dtype (t->nbytes of them). */
+static pp_status load_typed(loader *L, const Onnx__TensorProto *tp, const char *name, int64_t numel,
+                            pp_const_tensor *t, pp_error *err)
+{
+    size_t n = 0, esize = pp_dtype_size(t->dtype);
+    const void *src = NULL;
+    size_t src_size = 0;   /* bytes per source element */
+    const char *field = NULL;
+    switch (t->dtype) {
+    case PP_DTYPE_F32: n = tp->n_float_data; src = tp->float_data; src_size = 4; field = "float_data"; break;
+    case PP_DTYPE_I64: n = tp->n_int64_data; src = tp->int64_data; src_size = 8; field = "int64_data"; break;
+    case PP_DTYPE_F64: n = tp->n_double_data; src = tp->double_data; src_size = 8; field = "double_data"; break;
+    case PP_DTYPE_U32:
+    case PP_DTYPE_U64: n = tp->n_uint64_data; src = tp->uint64_data; src_size = 8; field = "uint64_data"; break;
+    default:           n = tp->n_int32_data; src = tp->int32_data; src_size = 4; field = "int32_data"; break;
+    }
+    if (n != (size_t)numel)
+        return pp_error_set(err, PP_ERR_PARSE,
+                            "%s (%s): %zu values in %s for %lld elements; the data does not match "
+                            "the dims", name, pp_dtype_name(t->dtype), n, field, (long long)numel);
+    uint8_t *dst = pp_graph_alloc(L->g, t->nbytes);
+    if (!dst) return pp_error_set(err, PP_ERR_NOMEM, "out of memory loading %s", name);
+    if (esize == src_size) {
+        memcpy(dst, src, t->nbytes);
+    } else {
+        /* narrower types live in the low bytes of each 32/64-bit element (little-endian) */
+        for (size_t i = 0; i < n; i++) memcpy(dst + i * esize, (const uint8_t *)src + i * src_size, esize);
+    }
+    t->data = dst;
+    return PP_OK;
+}
+
+/* A TensorProto -> pp_const_tensor; `name` says which in messages ("initializer 'w'"). Data lives in the graph or an mmap. */
+static pp_status load_tensor(loader *L, const Onnx__TensorProto *tp, const char *name, pp_const_tensor *t,
+                             pp_error *err)
+{
+    memset(t, 0, sizeof *t);
+    int64_t dt = tp->has_data_type ? tp->data_type : 0;
+    t->dtype = dtype_from_onnx(dt);
+    if (t->dtype == PP_DTYPE_UNDEFINED)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s has data type %lld, which onnxpipe does "
+                            "not support (numeric tensors only)", name, (long long)dt);
+    if (tp->n_dims > PP_MAX_RANK)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s has rank %zu (at most %d supported)",
+                            name, tp->n_dims, PP_MAX_RANK);
+    if (tp->segment)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s is segmented, which is not supported", name);
+    size_t esize = pp_dtype_size(t->dtype);
+    int64_t numel = 1;
+    for (size_t i = 0; i < tp->n_dims; i++) {
+        int64_t d = tp->dims[i];
+        if (d < 0)
+            return pp_error_set(err, PP_ERR_PARSE, "%s has negative dim %lld", name, (long long)d);
+        if (d && numel > INT64_MAX / (int64_t)esize / d)
+            return pp_error_set(err, PP_ERR_PARSE, "%s: the product of its dims overflows", name);
+        numel *= d;
+    }
+    t->shape = pp_shape_make((int)tp->n_dims, tp->dims);
+    t->nbytes = (size_t)numel * esize;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return load_external(L, tp, name, t, err);
+    if (tp->has_raw_data) {
+        if (tp->raw_data.len != t->nbytes)
+            return pp_error_set(err, PP_ERR_PARSE,
+                                "%s (%s): %zu bytes of raw_data for %lld elements (%zu bytes); the "
+                                "data does not match the dims", name, pp_dtype_name(t->dtype), tp->raw_data.len,
+                                (long long)numel, t->nbytes);
+        void *c = pp_graph_alloc(L->g, t->nbytes);
+        if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory loading %s", name);
+        if (t->nbytes) memcpy(c, tp->raw_data.data, t->nbytes);
+        t->data = c;
+        return PP_OK;
+    }
+    return load_typed(L, tp, name, numel, t, err);
+}
+
+/* ---- value types, attributes, nodes ------------------------------------- */
+
+/* A ValueInfoProto's tensor type; dtype UNDEFINED / rank -1 where the file leaves them out. */
+static pp_status load_type(loader *L, const Onnx__ValueInfoProto *vi, pp_dtype *dtype, pp_shape *shape,
+                           pp_error *err)
+{
+    *dtype = PP_DTYPE_UNDEFINED;
+    memset(shape, 0, sizeof *shape);
+    shape->rank = -1;
+    const char *name = vi->name;
+    if (!vi->type) return PP_OK;
+    if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' is not a tensor (sequence, map, optional and "
+                            "sparse types are not supported)", name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    if (tt->has_elem_type && tt->elem_type != 0) {
+        *dtype = dtype_from_onnx(tt->elem_type);
+        if (*dtype == PP_DTYPE_UNDEFINED)
+            return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' has data type %d, which onnxpipe does not "
+                                "support", name, (int)tt->elem_type);
+    }
+    if (!tt->shape) return PP_OK;
+    if (tt->shape->n_dim > PP_MAX_RANK)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' has rank %zu (at most %d supported)", name,
+                            tt->shape->n_dim, PP_MAX_RANK);
+    shape->rank = (int)tt->shape->n_dim;
+    for (int i = 0; i < shape->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        shape->dims[i] = -1;
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (d->dim_value < 0)
+                return pp_error_set(err, PP_ERR_PARSE, "value '%s' has negative dim %lld at axis %d", name,
+                                    (long long)d->dim_value, i);
+            shape->dims[i] = d->dim_value;
+        } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                   *d->dim_param) {
+            if (!(shape->syms[i] = pp_graph_strdup(L->g, d->dim_param)))
+                return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        }
+    }
+    return PP_OK;
+}
+
+static pp_status load_attr(loader *L, int node_id, const Onnx__AttributeProto *ap, pp_error *err)
+{
+    pp_graph *g = L->g;
+    const pp_node *n = &g->nodes[node_id];
+    pp_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = ap->name;
+    if (!a.name || !*a.name)
+        return pp_error_set(err, PP_ERR_PARSE, "node '%s' (%s) has an attribute without a name", n->name, n->op_type);
+    a.type = ap->has_type ? (pp_attr_type)ap->type : PP_ATTR_UNDEFINED;
+    size_t count = 0;
+    switch (a.type) {
+    case PP_ATTR_FLOAT: a.f = ap->f; break;
+    case PP_ATTR_INT: a.i = ap->i; break;
+    case PP_ATTR_STRING:
+        if (!(a.s = graph_cstr(g, ap->s))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        break;
+    case PP_ATTR_TENSOR:
+        if (!ap->t)
+            return pp_error_set(err, PP_ERR_PARSE, "node '%s' (%s): tensor attribute '%s' has no tensor",
+                                n->name, n->op_type, a.name);
+        char label[512];
+        snprintf(label, sizeof label, "node '%s' (%s), attribute '%s'", n->name, n->op_type, a.name);
+        PP_CHECK(load_tensor(L, ap->t, label, &a.t, err));
+        break;
+    case PP_ATTR_FLOATS: count = ap->n_floats; a.floats = ap->floats; break;
+    case PP_ATTR_INTS: count = ap->n_ints; a.ints = ap->ints; break;
+    case PP_ATTR_STRINGS: {
+        count = ap->n_strings;
+        const char **s = pp_graph_alloc(g, (count ? count : 1) * sizeof *s);
+        if (!s) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < count; i++)
+            if (!(s[i] = graph_cstr(g, ap->strings[i]))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        a.strings = s;
+        break;
+    }
+    case PP_ATTR_GRAPH:
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (%s): attribute '%s' is a graph; control flow "
+                            "(If, Loop, Scan) is not supported", n->name, n->op_type, a.name);
+    default:
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (%s): attribute '%s' has type %d, which onnxpipe "
+                            "does not support", n->name, n->op_type, a.name, (int)a.type);
+    }
+    if (count > INT_MAX)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s': attribute '%s' has too many values", n->name, a.name);
+    a.n = (int)count;
+    pp_status st = pp_graph_set_attr(g, node_id, &a, err);
+    if (st != PP_OK) pp_error_prefix(err, "node '%s' (%s): ", n->name, n->op_type);
+    return st;
+}
+
+static pp_status load_node(loader *L, const Onnx__NodeProto *np, pp_error *err)
+{
+    if (np->n_input > INT_MAX || np->n_output > INT_MAX)
+        return pp_error_set(err, PP_ERR_PARSE, "node '%s' has too many inputs or outputs", str_or(np->name, ""));
+    int id;
+    PP_CHECK(pp_graph_add_node(L->g, np->op_type, np->domain, np->name, (const char *const *)np->input,
+                               (int)np->n_input, (const char *const *)np->output, (int)np->n_output, &id, err));
+    for (size_t i = 0; i < np->n_attribute; i++) PP_CHECK(load_attr(L, id, np->attribute[i], err));
+    return PP_OK;
+}
+
+/* ---- the model ---------------------------------------------------------- */
+
+static pp_status check_name(const Onnx__ValueInfoProto *vi, const char *role, size_t i, pp_error *err)
+{
+    if (vi->name && *vi->name) return PP_OK;
+    return pp_error_set(err, PP_ERR_PARSE, "graph %s %zu has no name", role, i);
+}
+
+static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err)
+{
+    pp_graph *g = L->g;
+    pp_dtype dt;
+    pp_shape sh;
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp->name || !*tp->name) return pp_error_set(err, PP_ERR_PARSE, "initializer %zu has no name", i);
+        pp_const_tensor t;
+        char label[512];
+        snprintf(label, sizeof label, "initializer '%s'", tp->name);
+        PP_CHECK(load_tensor(L, tp, label, &t, err));
+        PP_CHECK(pp_graph_add_initializer(g, tp->name, t.dtype, &t.shape, t.data, t.nbytes, 0, err));
+    }
+    if (gp->n_sparse_initializer)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "sparse initializers are not supported");
+    for (size_t i = 0; i < gp->n_input; i++) {
+        PP_CHECK(check_name(gp->input[i], "input", i, err));
+        int v = pp_graph_find_value(g, gp->input[i]->name);
+        if (v >= 0 && g->values[v].init >= 0) continue;   /* an initializer listed as input (IR < 4 style) */
+        PP_CHECK(load_type(L, gp->input[i], &dt, &sh, err));
+        PP_CHECK(pp_graph_add_input(g, gp->input[i]->name, dt, &sh, err));
+    }
+    for (size_t i = 0; i < gp->n_node; i++) PP_CHECK(load_node(L, gp->node[i], err));
+    for (size_t i = 0; i < gp->n_output; i++) {
+        PP_CHECK(check_name(gp->output[i], "output", i, err));
+        PP_CHECK(load_type(L, gp->output[i], &dt, &sh, err));
+        PP_CHECK(pp_graph_add_output(g, gp->output[i]->name, dt, sh.rank >= 0 ? &sh : NULL, err));
+    }
+    /* value_info: types of intermediate values; inference recomputes and checks them */
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        PP_CHECK(check_name(gp->value_info[i], "value_info", i, err));
+        int v = pp_graph_find_value(g, gp->value_info[i]->name);
+        if (v < 0 || g->values[v].init >= 0) continue;
+        PP_CHECK(load_type(L, gp->value_info[i], &dt, &sh, err));
+        if (dt != PP_DTYPE_UNDEFINED) g->values[v].dtype = dt;
+        if (sh.rank >= 0) g->values[v].shape = sh;
+    }
+    return PP_OK;
+}
+
+/* The ai.onnx opset version (13..21 are what onnxpipe implements). */
+static pp_status model_opset(const Onnx__ModelProto *m, int64_t *opset, pp_error *err)
+{
+    *opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const char *d = str_or(m->opset_import[i]->domain, "");
+        if (!*d || !strcmp(d, "ai.onnx")) *opset = m->opset_import[i]->version;
+    }
+    if (*opset < 0)
+        return pp_error_set(err, PP_ERR_PARSE, "the model imports no ai.onnx opset");
+    if (*opset < 13)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "the model uses ai.onnx opset %lld; onnxpipe reads opsets "
+                            "13-21 (convert it with onnx.version_converter.convert_version(model, 17))",
+                            (long long)*opset);
+    if (*opset > 21)
+        pp_log(PP_LOG_WARN, "model uses ai.onnx opset %lld; onnxpipe is tested with opsets 13-21",
+               (long long)*opset);
+    return PP_OK;
+}
+
+static pp_status load_model(const void *buf, size_t len, const char *base_dir, const char *what,
+                            const pp_graph_options *opt, pp_graph **out, pp_error *err)
+{
+    *out = NULL;
+    if (len == 0) return pp_error_set(err, PP_ERR_PARSE, "'%s' is empty, not an ONNX model", what);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+    if (!m)
+        return pp_error_set(err, PP_ERR_PARSE, "'%s' is not a valid ONNX model (protobuf parse failed); "
+                            "is it truncated?", what);
+    loader L = {.base_dir = base_dir};
+    pp_status st = PP_OK;
+    int64_t opset;
+    if (!m->graph) {
+        st = pp_error_set(err, PP_ERR_PARSE, "'%s' holds no graph; is it an ONNX model?", what);
+        goto done;
+    }
+    PP_CHECK_GOTO(model_opset(m, &opset, err), st, fail);
+    PP_CHECK_GOTO(pp_graph_create(str_or(m->graph->name, "graph"), opset, &L.g, err), st, fail);
+    L.g->ir_version = m->has_ir_version ? m->ir_version : 8;
+    L.g->producer_name = pp_graph_strdup(L.g, str_or(m->producer_name, ""));
+    for (size_t i = 0; i < m->n_opset_import; i++)
+        PP_CHECK_GOTO(pp_graph_add_opset(L.g, str_or(m->opset_import[i]->domain, ""),
+                                         m->opset_import[i]->version, err), st, fail);
+    PP_CHECK_GOTO(load_graph(&L, m->graph, err), st, fail);
+    PP_CHECK_GOTO(pp_graph_finalize(L.g, opt, err), st, fail);
+    *out = L.g;
+    L.g = NULL;
+fail:
+    if (st != PP_OK) pp_error_prefix(err, "while loading '%s': ", what);
+done:
+    pp_graph_destroy(L.g);
+    free(L.files);
+    onnx__model_proto__free_unpacked(m, NULL);
+    return st;
+}
+
+pp_status pp_graph_load_buffer(const void *buf, size_t len, const char *base_dir,
+                               const pp_graph_options *opt, pp_graph **out, pp_error *err)
+{
+    return load_model(buf, len, base_dir, "<buffer>", opt, out, err);
+}
+
+pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph **out, pp_error *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        pp_status st = pp_error_set(err, PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return st;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pp_error_set(err, PP_ERR_IO, "'%s' is not a regular file", path);
+    }
+    size_t len = (size_t)sb.st_size;
+    void *buf = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (buf == MAP_FAILED) return pp_error_set(err, PP_ERR_IO, "cannot mmap '%s': %s", path, strerror(errno));
+    /* external data is relative to the model's directory */
+    char *dir = pp_strdup(path);
+    if (!dir) {
+        if (buf) munmap(buf, len);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    pp_status st = load_model(buf, len, dir, path, opt, out, err);
+    if (st == PP_OK && !((*out)->path = pp_graph_strdup(*out, path))) {
+        pp_graph_destroy(*out);
+        *out = NULL;
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    }
+    free(dir);
+    if (buf) munmap(buf, len);
+    return st;
+}
