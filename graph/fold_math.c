@@ -1,0 +1,172 @@
+/* Constant evaluation of the arithmetic in PyTorch's constant chains: Cast, Range,
+ * ConstantOfShape, Where, Equal and Add/Sub/Mul/Div/Pow (broadcast), and the unary
+ * float functions. Integers compute in int64, floats in double, stored in the output dtype. */
+#include "infer.h"
+
+#include <math.h>
+#include <string.h>
+
+static int is_float(pp_dtype dt)
+{
+    return dt == PP_DTYPE_F32 || dt == PP_DTYPE_F64;
+}
+
+static int is_int(pp_dtype dt)
+{
+    return pp_dtype_size(dt) && !pp_dtype_is_float(dt) && dt != PP_DTYPE_STRING;
+}
+
+static int handled(pp_dtype dt)
+{
+    return is_float(dt) || is_int(dt);
+}
+
+pp_status fold_cast(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
+{
+    (void)err;
+    const pp_const_tensor *x = infer_const(c, n->inputs[0]);
+    if (!handled(x->dtype) || !handled(out->dtype)) return PP_OK;
+    int64_t cnt = pp_shape_numel(&out->shape);
+    for (int64_t i = 0; i < cnt; i++) {
+        double f = const_f64(x, i);
+        int64_t iv = out->dtype == PP_DTYPE_BOOL ? f != 0 : (is_float(out->dtype) ? 0 : const_i64(x, i));
+        const_store(out->dtype, (void *)out->data, i, f, iv);
+    }
+    *done = 1;
+    return PP_OK;
+}
+
+pp_status fold_range(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
+{
+    (void)err;
+    const pp_const_tensor *s = infer_const(c, n->inputs[0]), *d = infer_const(c, n->inputs[2]);
+    if (!handled(out->dtype)) return PP_OK;
+    for (int64_t i = 0; i < out->shape.dims[0]; i++)
+        const_store(out->dtype, (void *)out->data, i, const_f64(s, 0) + (double)i * const_f64(d, 0),
+                    const_i64(s, 0) + i * const_i64(d, 0));
+    *done = 1;
+    return PP_OK;
+}
+
+pp_status fold_const_of_shape(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
+{
+    (void)c;
+    (void)err;
+    const pp_attr *v = pp_attr_find(n->attrs, n->nattrs, "value");
+    size_t es = pp_dtype_size(out->dtype);
+    int64_t cnt = pp_shape_numel(&out->shape);
+    if (v)
+        for (int64_t i = 0; i < cnt; i++) memcpy((char *)out->data + (size_t)i * es, v->t.data, es);
+    *done = 1;  /* without value: float zeros, as allocated */
+    return PP_OK;
+}
+
+/* Where(cond, X, Y): copies the element of X or Y (any dtype). */
+pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
+{
+    (void)err;
+    const pp_const_tensor *t[3];
+    const pp_shape *sh[3];
+    for (int k = 0; k < 3; k++) {
+        t[k] = infer_const(c, n->inputs[k]);
+        sh[k] = &t[k]->shape;
+    }
+    size_t es = pp_dtype_size(out->dtype);
+    int64_t cnt = pp_shape_numel(&out->shape);
+    infer_iter it;
+    iter_init(&it, &out->shape, sh, 3);
+    for (int64_t i = 0; i < cnt; i++, iter_next(&it)) {
+        int k = const_i64(t[0], it.off[0]) ? 1 : 2;
+        memcpy((char *)out->data + (size_t)i * es, (const char *)t[k]->data + (size_t)it.off[k] * es, es);
+    }
+    *done = 1;
+    return PP_OK;
+}
+
+static double unary_f(const char *op, double x, double alpha)
+{
+    switch (op[0]) {
+    case 'S': return op[1] == 'q' ? sqrt(x) : 1.0 / (1.0 + exp(-x));  /* Sqrt, Sigmoid */
+    case 'N': return -x;
+    case 'R': return op[2] == 'c' ? 1.0 / x : (x > 0 ? x : 0);       /* Reciprocal, Relu */
+    case 'T': return tanh(x);
+    case 'E': return erf(x);
+    case 'L': return x >= 0 ? x : alpha * x;                          /* LeakyRelu */
+    default: return NAN;
+    }
+}
+
+/* Sqrt Neg Reciprocal Relu Sigmoid Tanh Erf LeakyRelu on floats; Neg and Relu on ints. */
+pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
+{
+    const pp_const_tensor *x = infer_const(c, n->inputs[0]);
+    float alpha;
+    PP_CHECK(pp_attr_float(n->attrs, n->nattrs, "alpha", 0.01f, &alpha, n->name, err));
+    int64_t cnt = pp_shape_numel(&out->shape);
+    if (is_float(x->dtype)) {
+        for (int64_t i = 0; i < cnt; i++)
+            const_store(out->dtype, (void *)out->data, i, unary_f(n->op_type, const_f64(x, i), alpha), 0);
+    } else if (is_int(x->dtype) && (!strcmp(n->op_type, "Neg") || !strcmp(n->op_type, "Relu"))) {
+        for (int64_t i = 0; i < cnt; i++) {
+            int64_t v = const_i64(x, i);
+            const_store(out->dtype, (void *)out->data, i, 0, n->op_type[0] == 'N' ? -v : (v > 0 ? v : 0));
+        }
+    } else {
+        return PP_OK;
+    }
+    *done = 1;
+    return PP_OK;
+}
+
+static double binary_f(char op, double a, double b)
+{
+    switch (op) {
+    case 'A': return a + b;
+    case 'S': return a - b;
+    case 'M': return a * b;
+    case 'D': return a / b;
+    case 'P': return pow(a, b);
+    default: return a == b;  /* Equal */
+    }
+}
+
+static pp_status binary_i(const pp_node *n, char op, int64_t a, int64_t b, int64_t *r, pp_error *err)
+{
+    switch (op) {
+    case 'A': *r = (int64_t)((uint64_t)a + (uint64_t)b); break;
+    case 'S': *r = (int64_t)((uint64_t)a - (uint64_t)b); break;
+    case 'M': *r = (int64_t)((uint64_t)a * (uint64_t)b); break;
+    case 'D':
+        if (!b) return infer_fail(n, PP_ERR_NUMERIC, err, "integer division by zero in a constant");
+        *r = a / b;
+        break;
+    case 'P': *r = (int64_t)pow((double)a, (double)b); break;
+    default: *r = a == b; break;
+    }
+    return PP_OK;
+}
+
+/* Add Sub Mul Div Pow Equal with numpy broadcasting. */
+pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
+{
+    const pp_const_tensor *a = infer_const(c, n->inputs[0]), *b = infer_const(c, n->inputs[1]);
+    if (!handled(a->dtype) || !handled(b->dtype)) return PP_OK;
+    char op = n->op_type[0];
+    int fl = is_float(a->dtype) || is_float(b->dtype);
+    const pp_shape *sh[2] = {&a->shape, &b->shape};
+    int64_t cnt = pp_shape_numel(&out->shape);
+    infer_iter it;
+    iter_init(&it, &out->shape, sh, 2);
+    for (int64_t i = 0; i < cnt; i++, iter_next(&it)) {
+        if (fl) {
+            double r = binary_f(op, const_f64(a, it.off[0]), const_f64(b, it.off[1]));
+            const_store(out->dtype, (void *)out->data, i, r, is_float(out->dtype) ? 0 : (int64_t)r);
+        } else {
+            int64_t r;
+            PP_CHECK(binary_i(n, op, const_i64(a, it.off[0]), const_i64(b, it.off[1]), &r, err));
+            const_store(out->dtype, (void *)out->data, i, (double)r, r);
+        }
+    }
+    *done = 1;
+    return PP_OK;
+}
