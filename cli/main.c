@@ -16,6 +16,8 @@ static const struct {
     {"partition", cmd_partition, "split a model into pipeline stages and preview the split"},
     {"schedule", cmd_schedule, "generate, validate and simulate a pipeline schedule"},
     {"example", cmd_example, "write an example model (gpt, mlp)"},
+    {"train", cmd_train, "train a model on a dataset"},
+    {"data", cmd_data, "make a dataset (byte-level text)"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -134,6 +134,22 @@ void pp_json_bool(pp_json *j, const char *key, int value);
 void pp_json_null(pp_json *j, const char *key);
 void pp_json_finish(pp_json *j);  /* newline after the top-level value */
 
+/* A small JSON reader (for dataset headers and manifests): a tree of values. */
+typedef enum { PP_JNULL, PP_JBOOL, PP_JNUM, PP_JSTR, PP_JARR, PP_JOBJ } pp_jtype;
+typedef struct pp_jvalue {
+    pp_jtype type;
+    double num;                 /* PP_JNUM, PP_JBOOL (0/1) */
+    char *str;                  /* PP_JSTR */
+    struct pp_jvalue *items;    /* PP_JARR, PP_JOBJ: n values */
+    char **keys;                /* PP_JOBJ: n keys */
+    int n;
+} pp_jvalue;
+/* Parses text; errors name the byte offset. Free with pp_json_free. */
+pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err);
+void pp_json_free(pp_jvalue *v);
+/* Member of an object, or NULL. */
+const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,165 @@
+/* A small recursive-descent JSON reader: enough for dataset headers and manifests
+ * (objects, arrays, strings with the common escapes, numbers, true/false/null). */
+#include <onnxpipe/core.h>
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct parser {
+    const char *s, *p;
+    pp_error *err;
+    int depth;
+} parser;
+
+static pp_status fail(parser *ps, const char *what)
+{
+    return pp_error_set(ps->err, PP_ERR_PARSE, "JSON: %s at byte %ld", what, (long)(ps->p - ps->s));
+}
+
+static void skip_ws(parser *ps)
+{
+    while (*ps->p && isspace((unsigned char)*ps->p)) ps->p++;
+}
+
+static void free_value(pp_jvalue *v)
+{
+    free(v->str);
+    for (int i = 0; i < v->n; i++) {
+        free_value(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+}
+
+static pp_status parse_string(parser *ps, char **out)
+{
+    ps->p++;  /* opening quote */
+    size_t cap = 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return fail(ps, "out of memory");
+    while (*ps->p && *ps->p != '"') {
+        char c = *ps->p++;
+        if (c == '\\') {
+            char e = *ps->p++;
+            switch (e) {
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'u':
+                if (strlen(ps->p) < 4) { free(buf); return fail(ps, "bad \\u escape"); }
+                c = (char)strtol((char[]){ps->p[0], ps->p[1], ps->p[2], ps->p[3], 0}, NULL, 16);
+                ps->p += 4;
+                break;
+            case '"': case '\\': case '/': c = e; break;
+            default: free(buf); return fail(ps, "bad escape");
+            }
+        }
+        if (n + 2 > cap) {
+            char *b = realloc(buf, cap *= 2);
+            if (!b) { free(buf); return fail(ps, "out of memory"); }
+            buf = b;
+        }
+        buf[n++] = c;
+    }
+    if (*ps->p != '"') { free(buf); return fail(ps, "unterminated string"); }
+    ps->p++;
+    buf[n] = 0;
+    *out = buf;
+    return PP_OK;
+}
+
+static pp_status parse_value(parser *ps, pp_jvalue *v);
+
+static pp_status parse_container(parser *ps, pp_jvalue *v, char close)
+{
+    int is_obj = close == '}';
+    v->type = is_obj ? PP_JOBJ : PP_JARR;
+    ps->p++;
+    skip_ws(ps);
+    if (*ps->p == close) { ps->p++; return PP_OK; }
+    for (;;) {
+        skip_ws(ps);
+        char *key = NULL;
+        if (is_obj) {
+            if (*ps->p != '"') return fail(ps, "expected a key");
+            PP_CHECK(parse_string(ps, &key));
+            skip_ws(ps);
+            if (*ps->p != ':') { free(key); return fail(ps, "expected ':'"); }
+            ps->p++;
+        }
+        pp_jvalue *items = realloc(v->items, (size_t)(v->n + 1) * sizeof *items);
+        char **keys = is_obj ? realloc(v->keys, (size_t)(v->n + 1) * sizeof *keys) : NULL;
+        if (items) v->items = items;
+        if (keys) v->keys = keys;
+        if (!items || (is_obj && !keys)) { free(key); return fail(ps, "out of memory"); }
+        memset(&v->items[v->n], 0, sizeof *items);
+        if (is_obj) v->keys[v->n] = key;
+        v->n++;
+        PP_CHECK(parse_value(ps, &v->items[v->n - 1]));
+        skip_ws(ps);
+        if (*ps->p == ',') { ps->p++; continue; }
+        if (*ps->p == close) { ps->p++; return PP_OK; }
+        return fail(ps, "expected ',' or a closing bracket");
+    }
+}
+
+static pp_status parse_value(parser *ps, pp_jvalue *v)
+{
+    if (++ps->depth > 64) return fail(ps, "nested too deeply");
+    skip_ws(ps);
+    pp_status st = PP_OK;
+    char c = *ps->p;
+    if (c == '{') st = parse_container(ps, v, '}');
+    else if (c == '[') st = parse_container(ps, v, ']');
+    else if (c == '"') { v->type = PP_JSTR; st = parse_string(ps, &v->str); }
+    else if (!strncmp(ps->p, "true", 4)) { v->type = PP_JBOOL; v->num = 1; ps->p += 4; }
+    else if (!strncmp(ps->p, "false", 5)) { v->type = PP_JBOOL; ps->p += 5; }
+    else if (!strncmp(ps->p, "null", 4)) { v->type = PP_JNULL; ps->p += 4; }
+    else {
+        char *end;
+        v->num = strtod(ps->p, &end);
+        if (end == ps->p) return fail(ps, "unexpected character");
+        v->type = PP_JNUM;
+        ps->p = end;
+    }
+    ps->depth--;
+    return st;
+}
+
+pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err)
+{
+    *out = NULL;
+    pp_jvalue *v = calloc(1, sizeof *v);
+    if (!v) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    parser ps = {text, text, err, 0};
+    pp_status st = parse_value(&ps, v);
+    if (st == PP_OK) {
+        skip_ws(&ps);
+        if (*ps.p) st = fail(&ps, "trailing characters");
+    }
+    if (st != PP_OK) {
+        pp_json_free(v);
+        return st;
+    }
+    *out = v;
+    return PP_OK;
+}
+
+void pp_json_free(pp_jvalue *v)
+{
+    if (!v) return;
+    free_value(v);
+    free(v);
+}
+
+const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key)
+{
+    if (!obj || obj->type != PP_JOBJ) return NULL;
+    for (int i = 0; i < obj->n; i++)
+        if (!strcmp(obj->keys[i], key)) return &obj->items[i];
+    return NULL;
+}

@@ -1,0 +1,119 @@
+/* The stage executor: trains one pipeline stage (a contiguous range of a graph's nodes)
+ * on one device. Forward on a microbatch keeps only what backward needs in that
+ * microbatch's stash slot; backward (whole, or split into input and weight halves for
+ * zero-bubble schedules) accumulates parameter gradients into one flat buffer; the
+ * optimizer updates the flat parameter buffer. DESIGN.md "pp_stage". */
+#ifndef ONNXPIPE_STAGE_H
+#define ONNXPIPE_STAGE_H
+
+#include <onnxpipe/core.h>
+#include <onnxpipe/device.h>
+#include <onnxpipe/graph.h>
+#include <onnxpipe/kernels.h>
+#include <onnxpipe/partition.h>
+#include <onnxpipe/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_stage pp_stage;
+
+/* How the last stage computes its loss when the graph does not end in one. */
+typedef struct pp_loss_spec {
+    const char *logits;     /* value name of the logits [..., C] */
+    const char *labels;     /* graph input with the int64 labels [...] */
+    int64_t ignore_index;   /* labels equal to this do not count; default -100 like PyTorch */
+} pp_loss_spec;
+
+typedef struct pp_stage_options {
+    int slots;                  /* stash slots = peak in-flight microbatches (>= 1) */
+    int64_t microbatch;         /* samples per microbatch */
+    int64_t global_batch;       /* samples per optimizer step over all microbatches and replicas;
+                                   the loss is a mean over it, so gradients sum across them */
+    pp_optim_hparams optim;     /* kind, betas, eps, weight decay (lr is given per step) */
+    pp_loss_spec loss;          /* used when the stage holds no SoftmaxCrossEntropyLoss output */
+    uint64_t seed;              /* Dropout RNG seed */
+    int training;               /* 1: Dropout drops, BatchNorm uses batch statistics */
+} pp_stage_options;
+
+/* Builds stage `index` of partition part (whose graph must outlive the stage). */
+pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
+                          pp_stage **out, pp_error *err);
+/* Builds a stage holding nodes [first, end) of g in topological order; `last`
+ * says whether it computes the loss. Parameters are copied from g's initializers
+ * onto dev. g must outlive the stage. */
+pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
+                                const pp_stage_options *opt, pp_stage **out, pp_error *err);
+void pp_stage_destroy(pp_stage *s);
+
+/* What crosses the stage's boundaries. Inputs are, in this order: activations received
+ * from the previous stage (sorted by value id), then graph inputs this stage reads (data:
+ * input_ids, labels). Outputs are the activations sent to the next stage: every value
+ * produced at or before this stage that a later stage reads (skips pass through). */
+typedef struct pp_stage_port {
+    const char *name;
+    int value;              /* value id in the graph */
+    int is_data;            /* a graph input fed from the dataset (inputs only) */
+    pp_dtype dtype;
+    pp_shape shape;         /* per microbatch */
+    size_t nbytes;
+} pp_stage_port;
+
+pp_device *pp_stage_device(const pp_stage *s);
+int pp_stage_num_inputs(const pp_stage *s);
+const pp_stage_port *pp_stage_input(const pp_stage *s, int i);
+int pp_stage_num_outputs(const pp_stage *s);
+const pp_stage_port *pp_stage_output(const pp_stage *s, int i);
+
+/* Buffers in device memory, for a comm to receive into or send from directly.
+ *  input:       slot's forward input i (write before pp_stage_forward)
+ *  output:      slot's forward output i (valid after pp_stage_forward)
+ *  grad_output: gradient of output i (write before pp_stage_backward; not on the last stage)
+ *  grad_input:  gradient of activation input i (valid after the backward input half) */
+void *pp_stage_input_buffer(pp_stage *s, int slot, int i);
+void *pp_stage_output_buffer(pp_stage *s, int slot, int i);
+void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i);
+void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
+
+typedef enum {
+    PP_BACKWARD_FULL = 3,   /* input and weight gradients */
+    PP_BACKWARD_INPUT = 1,  /* gradients of activations (what the previous stage waits for) */
+    PP_BACKWARD_WEIGHT = 2, /* parameter gradients (zero-bubble W), after INPUT of the same slot */
+} pp_backward_part;
+
+/* Runs the forward of microbatch `microbatch` of step `step` in stash slot `slot`. */
+pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
+/* The last stage's loss for that slot (mean over the microbatch), after forward. */
+double pp_stage_loss(const pp_stage *s, int slot);
+pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
+
+/* Parameters: one flat fp32 buffer on the device, with a table by initializer name. */
+typedef struct pp_stage_param {
+    const char *name;
+    int value;
+    int64_t offset;         /* elements from the start of the flat buffer */
+    int64_t numel;
+    pp_shape shape;
+} pp_stage_param;
+
+int pp_stage_num_params(const pp_stage *s);
+const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
+int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
+float *pp_stage_params(pp_stage *s);
+float *pp_stage_grads(pp_stage *s);
+float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats */
+
+pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);
+/* sum of squared gradients of this stage's parameters (clipping sums it across stages) */
+pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);
+/* Checks gradients for NaN/Inf; names the parameter and step. */
+pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
+/* One optimizer step with learning rate lr; gradients are multiplied by grad_scale first
+ * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. */
+pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

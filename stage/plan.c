@@ -1,0 +1,471 @@
+/* Building a stage's plan: which tensors it touches, where each lives (parameters,
+ * constants, stash slot, scratch), which ops run backward and which gradients exist,
+ * the ports to the neighbouring stages, and the loss. */
+#include "stage_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+
+static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* The tslot of graph value v, created on first use. */
+static int tslot_of(pp_stage *s, int v, pp_error *err, int *out)
+{
+    if (s->t_of_value[v] >= 0) {
+        *out = s->t_of_value[v];
+        return PP_OK;
+    }
+    const pp_value *val = &s->g->values[v];
+    int64_t numel = pp_shape_numel(&val->shape);
+    if (numel < 0) {
+        char buf[128];
+        return pp_error_set(err, PP_ERR_SHAPE,
+                            "value '%s' has shape %s, not fully known; bind symbolic dims with --batch / --dim",
+                            val->name, pp_shape_format(&val->shape, buf, sizeof buf));
+    }
+    tslot *t = &s->t[s->nt];
+    memset(t, 0, sizeof *t);
+    t->value = v;
+    t->view_of = -1;
+    t->dtype = val->dtype;
+    t->rank = val->shape.rank;
+    memcpy(t->dims, val->shape.dims, sizeof t->dims);
+    t->nbytes = (size_t)numel * pp_dtype_size(val->dtype);
+    t->def_op = -1;
+    t->last_op = -1;
+    t->param = -1;
+    s->t_of_value[v] = s->nt;
+    *out = s->nt++;
+    return PP_OK;
+}
+
+static int node_in_stage(const pp_stage *s, int node) { return node >= s->first && node < s->end; }
+
+/* A value a later stage reads (so it crosses the boundary after this stage). */
+static int read_later(const pp_stage *s, const pp_value *v)
+{
+    for (int c = 0; c < v->nconsumers; c++)
+        if (v->consumers[c] >= s->end) return 1;
+    return 0;
+}
+
+static pp_status add_port(pp_stage *s, int input, int t, int is_data, pp_error *err)
+{
+    pp_stage_port **ports = input ? &s->inputs : &s->outputs;
+    int **ts = input ? &s->input_t : &s->output_t;
+    int *n = input ? &s->ninputs : &s->noutputs;
+    pp_stage_port *p = pp_realloc_array(*ports, (size_t)*n + 1, sizeof *p);
+    if (p) *ports = p;
+    int *q = pp_realloc_array(*ts, (size_t)*n + 1, sizeof *q);
+    if (q) *ts = q;
+    if (!p || !q) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+    const pp_value *v = &s->g->values[s->t[t].value];
+    p[*n] = (pp_stage_port){v->name, s->t[t].value, is_data, v->dtype, v->shape, s->t[t].nbytes};
+    q[*n] = t;
+    (*n)++;
+    return PP_OK;
+}
+
+/* Collects ops and their tslots, and the ports. */
+static pp_status collect(pp_stage *s, pp_error *err)
+{
+    const pp_graph *g = s->g;
+    for (int i = s->first; i < s->end; i++) {
+        const pp_node *n = &g->nodes[i];
+        stage_op *op = &s->ops[s->nops];
+        memset(op, 0, sizeof *op);
+        op->node = i;
+        op->name = n->name;
+        op->op_type = n->op_type;
+        op->attrs = n->attrs;
+        op->nattrs = n->nattrs;
+        op->k = pp_kernel_find(n->op_type, s->dev->kind, PP_DTYPE_F32);
+        if (!op->k)
+            return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s': no %s kernel for op %s",
+                                n->name, pp_device_kind_name(s->dev->kind), n->op_type);
+        op->nin = n->ninputs;
+        op->nout = n->noutputs;
+        op->in = malloc(((size_t)n->ninputs + 1) * sizeof(int));
+        op->out = malloc(((size_t)n->noutputs + 1) * sizeof(int));
+        if (!op->in || !op->out) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+        s->nops++;
+        for (int k = 0; k < n->ninputs; k++) {
+            op->in[k] = -1;
+            if (n->inputs[k] >= 0) PP_CHECK(tslot_of(s, n->inputs[k], err, &op->in[k]));
+        }
+        for (int k = 0; k < n->noutputs; k++) {
+            op->out[k] = -1;
+            if (n->outputs[k] >= 0) PP_CHECK(tslot_of(s, n->outputs[k], err, &op->out[k]));
+        }
+    }
+    /* activation inputs: produced before this stage and read here or later (skips pass
+     * through); data inputs: graph inputs read here. Sorted by value id. */
+    for (int v = 0; v < g->nvalues; v++) {
+        const pp_value *val = &g->values[v];
+        int here = 0;
+        for (int c = 0; c < val->nconsumers; c++) here |= node_in_stage(s, val->consumers[c]);
+        if (val->producer >= 0 && val->producer < s->first && (here || read_later(s, val))) {
+            int t;
+            PP_CHECK(tslot_of(s, v, err, &t));
+            PP_CHECK(add_port(s, 1, t, 0, err));
+        }
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        int v = g->inputs[i];
+        if (s->t_of_value[v] >= 0) PP_CHECK(add_port(s, 1, s->t_of_value[v], 1, err));
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        const pp_value *val = &g->values[v];
+        if (val->producer >= 0 && val->producer < s->end && read_later(s, val))
+            PP_CHECK(add_port(s, 0, s->t_of_value[v], 0, err));
+    }
+    return PP_OK;
+}
+
+static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *dims, int *out)
+{
+    tslot *t = &s->t[s->nt];
+    memset(t, 0, sizeof *t);
+    t->value = -1;
+    t->view_of = base;
+    t->dtype = base >= 0 ? s->t[base].dtype : PP_DTYPE_F32;
+    t->rank = rank;
+    memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    t->nbytes = (size_t)n * pp_dtype_size(t->dtype);
+    t->def_op = -1;
+    t->last_op = -1;
+    t->param = -1;
+    *out = s->nt++;
+    return PP_OK;
+}
+
+/* The last stage's loss: the graph's own SoftmaxCrossEntropyLoss output, or one the
+ * caller names (logits + labels), added as a synthetic op over [N, C] views. */
+static pp_status plan_loss(pp_stage *s, pp_error *err)
+{
+    const pp_graph *g = s->g;
+    s->loss_t = -1;
+    for (int o = 0; o < s->nops; o++) {
+        const pp_node *n = &g->nodes[s->ops[o].node];
+        if (strcmp(n->op_type, "SoftmaxCrossEntropyLoss") || n->outputs[0] < 0) continue;
+        if (!g->values[n->outputs[0]].is_output) continue;
+        const char *red = "mean";
+        PP_CHECK(pp_attr_string(n->attrs, n->nattrs, "reduction", "mean", &red, n->name, err));
+        if (!strcmp(red, "none"))
+            return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                                "node '%s': a loss with reduction 'none' is not a scalar; export with "
+                                "reduction 'mean' or 'sum'", n->name);
+        s->loss_t = s->ops[o].out[0];
+        s->loss_seed = !strcmp(red, "mean") ? (float)((double)s->opt.microbatch / (double)s->opt.global_batch)
+                                            : (float)(1.0 / (double)s->opt.global_batch);
+        return PP_OK;
+    }
+    const pp_loss_spec *ls = &s->opt.loss;
+    if (!ls->logits || !ls->labels)
+        return pp_error_set(err, PP_ERR_INVALID_ARG,
+                            "the model has no SoftmaxCrossEntropyLoss output; name the loss with "
+                            "--loss cross_entropy --logits NAME --labels NAME");
+    int lv = pp_graph_find_value(g, ls->logits), yv = pp_graph_find_value(g, ls->labels);
+    if (lv < 0 || s->t_of_value[lv] < 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--logits '%s' is not a tensor of the last stage",
+                            ls->logits);
+    if (yv < 0 || g->values[yv].kind != PP_VALUE_INPUT)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--labels '%s' is not an input of the model", ls->labels);
+    int lt = s->t_of_value[lv], yt;
+    int is_port = s->t_of_value[yv] >= 0;
+    PP_CHECK(tslot_of(s, yv, err, &yt));
+    if (!is_port) PP_CHECK(add_port(s, 1, yt, 1, err));
+    tslot *L = &s->t[lt], *Y = &s->t[yt];
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < L->rank; i++) rows *= L->dims[i];
+    int64_t classes = L->rank ? L->dims[L->rank - 1] : 1;
+    if (Y->dtype != PP_DTYPE_I64 || (int64_t)(Y->nbytes / 8) != rows)
+        return pp_error_set(err, PP_ERR_SHAPE,
+                            "--labels '%s' must be int64 with one label per row of --logits '%s' (%lld rows of %lld classes)",
+                            ls->labels, ls->logits, (long long)rows, (long long)classes);
+    int lview, yview, loss;
+    PP_CHECK(add_synthetic(s, lt, 2, (int64_t[]){rows, classes}, &lview));
+    PP_CHECK(add_synthetic(s, yt, 1, (int64_t[]){rows}, &yview));
+    PP_CHECK(add_synthetic(s, -1, 0, NULL, &loss));
+    stage_op *op = &s->ops[s->nops++];
+    memset(op, 0, sizeof *op);
+    op->node = -1;
+    op->name = "loss";
+    op->op_type = "SoftmaxCrossEntropyLoss";
+    op->k = pp_kernel_find(op->op_type, s->dev->kind, PP_DTYPE_F32);
+    if (!op->k) return pp_error_set(err, PP_ERR_UNSUPPORTED, "no SoftmaxCrossEntropyLoss kernel");
+    s->loss_attrs[0] = (pp_attr){.name = "reduction", .type = PP_ATTR_STRING, .s = "mean"};
+    s->loss_attrs[1] = (pp_attr){.name = "ignore_index", .type = PP_ATTR_INT, .i = ls->ignore_index};
+    op->attrs = s->loss_attrs;
+    op->nattrs = 2;
+    op->nin = 2;
+    op->nout = 1;
+    op->in = malloc(2 * sizeof(int));
+    op->out = malloc(sizeof(int));
+    if (!op->in || !op->out) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning the loss");
+    op->in[0] = lview;
+    op->in[1] = yview;
+    op->out[0] = loss;
+    s->loss_t = loss;
+    s->loss_seed = (float)((double)s->opt.microbatch / (double)s->opt.global_batch);
+    return PP_OK;
+}
+
+static int base_of(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }
+
+static int op_input_diff(const stage_op *op, int k)
+{
+    return pp_op_input_differentiable(op->op_type, k);
+}
+
+/* needs_grad = reachable from a parameter or activation input AND reaching the loss
+ * or an output port. Also decides which ops run backward. */
+static pp_status plan_grads(pp_stage *s, pp_error *err)
+{
+    char *req = calloc((size_t)s->nt + 1, 1), *reach = calloc((size_t)s->nt + 1, 1);
+    if (!req || !reach) {
+        free(req);
+        free(reach);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning gradients");
+    }
+    for (int t = 0; t < s->nt; t++) {
+        const tslot *ts = &s->t[t];
+        if (ts->dtype != PP_DTYPE_F32 || ts->view_of >= 0) continue;
+        if (ts->value >= 0 && s->g->values[ts->value].is_param) req[t] = 1;
+    }
+    for (int i = 0; i < s->ninputs; i++)
+        if (!s->inputs[i].is_data && s->t[s->input_t[i]].dtype == PP_DTYPE_F32) req[s->input_t[i]] = 1;
+    for (int o = 0; o < s->nops; o++) {
+        stage_op *op = &s->ops[o];
+        int any = 0;
+        for (int k = 0; k < op->nin; k++)
+            if (op->in[k] >= 0 && op_input_diff(op, k) && req[base_of(s, op->in[k])]) any = 1;
+        for (int k = 0; k < op->nout; k++)
+            if (op->out[k] >= 0 && any && s->t[op->out[k]].dtype == PP_DTYPE_F32) req[op->out[k]] = 1;
+    }
+    if (s->loss_t >= 0) reach[s->loss_t] = 1;
+    for (int i = 0; i < s->noutputs; i++) reach[s->output_t[i]] = 1;
+    for (int o = s->nops - 1; o >= 0; o--) {
+        stage_op *op = &s->ops[o];
+        int out_reach = 0, in_req = 0;
+        for (int k = 0; k < op->nout; k++)
+            if (op->out[k] >= 0 && reach[op->out[k]] && req[base_of(s, op->out[k])]) out_reach = 1;
+        for (int k = 0; k < op->nin; k++)
+            if (op->in[k] >= 0 && op_input_diff(op, k) && req[base_of(s, op->in[k])]) in_req = 1;
+        if (!out_reach || !in_req) continue;
+        if (!op->k->backward)
+            return free(req), free(reach),
+                   pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (%s): no gradient is implemented, but "
+                                "a gradient must flow through it", op->name, op->op_type);
+        op->backward = 1;
+        for (int k = 0; k < op->nin; k++) {
+            if (op->in[k] < 0 || !op_input_diff(op, k) || !req[base_of(s, op->in[k])]) continue;
+            reach[op->in[k]] = reach[base_of(s, op->in[k])] = 1;
+            if (s->t[base_of(s, op->in[k])].value >= 0 && s->g->values[s->t[base_of(s, op->in[k])].value].is_param)
+                op->has_weight = 1;
+            else
+                op->has_act = 1;
+        }
+    }
+    for (int t = 0; t < s->nt; t++) s->t[t].needs_grad = req[base_of(s, t)] && reach[t];
+    for (int t = 0; t < s->nt; t++)
+        if (s->t[t].view_of >= 0 && s->t[t].needs_grad) s->t[s->t[t].view_of].needs_grad = 1;
+    free(req);
+    free(reach);
+    return PP_OK;
+}
+
+/* Parameters into the flat buffer (order of first use), constants into their buffer. */
+static pp_status plan_persistent(pp_stage *s, pp_error *err)
+{
+    s->params = calloc((size_t)s->nt + 1, sizeof *s->params);
+    if (!s->params) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning parameters");
+    int64_t off = 0;
+    size_t coff = 0;
+    for (int t = 0; t < s->nt; t++) {
+        tslot *ts = &s->t[t];
+        if (ts->value < 0 || s->g->values[ts->value].init < 0) continue;
+        const pp_value *v = &s->g->values[ts->value];
+        if (v->is_param) {
+            if (v->dtype != PP_DTYPE_F32)
+                return pp_error_set(err, PP_ERR_UNSUPPORTED, "parameter '%s' is %s; only float32 parameters "
+                                    "are trained today", v->name, pp_dtype_name(v->dtype));
+            pp_stage_param *p = &s->params[s->nparams];
+            p->name = v->name;
+            p->value = ts->value;
+            p->offset = off;
+            p->numel = (int64_t)(ts->nbytes / 4);
+            p->shape = v->shape;
+            ts->param = s->nparams++;
+            ts->at = (place){LOC_PARAM, (size_t)off * 4};
+            ts->grad = ts->at;
+            off += (p->numel + 15) / 16 * 16;
+        } else {
+            ts->at = (place){LOC_CONST, coff};
+            coff += align_up(ts->nbytes);
+        }
+    }
+    s->param_elems = off;
+    s->const_bytes = coff;
+    return PP_OK;
+}
+
+/* Lifetimes, then places for everything else: the slot holds ports, what backward
+ * reads, aux memory, the loss and the gradients that must outlive a backward half;
+ * the rest goes to the forward or backward scratch arenas. */
+static pp_status plan_memory(pp_stage *s, pp_error *err)
+{
+    char *in_slot = calloc((size_t)s->nt + 1, 1), *grad_in_slot = calloc((size_t)s->nt + 1, 1);
+    mem_interval *iv = calloc((size_t)s->nt + 1, sizeof *iv);
+    int *who = calloc((size_t)s->nt + 1, sizeof *who);
+    pp_status st = PP_OK;
+    if (!in_slot || !grad_in_slot || !iv || !who) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage memory");
+        goto done;
+    }
+    for (int t = 0; t < s->nt; t++) s->t[t].first_bw = s->t[t].last_bw = -1;
+    for (int o = 0; o < s->nops; o++) {
+        stage_op *op = &s->ops[o];
+        int b = s->nops - 1 - o;
+        for (int k = 0; k < op->nout; k++) {
+            if (op->out[k] < 0) continue;
+            int t = base_of(s, op->out[k]);
+            if (s->t[t].def_op < 0) s->t[t].def_op = o;
+            if (s->t[t].last_op < o) s->t[t].last_op = o;
+            if (op->backward && s->t[t].needs_grad) {
+                if (s->t[t].last_bw < b) s->t[t].last_bw = b;
+                if (s->t[t].first_bw < 0 || s->t[t].first_bw > b) s->t[t].first_bw = b;
+            }
+        }
+        for (int k = 0; k < op->nin; k++) {
+            if (op->in[k] < 0) continue;
+            int t = base_of(s, op->in[k]);
+            if (s->t[t].last_op < o) s->t[t].last_op = o;
+            if (op->backward && s->t[t].needs_grad) {
+                if (s->t[t].first_bw < 0 || s->t[t].first_bw > b) s->t[t].first_bw = b;
+                if (s->t[t].last_bw < b) s->t[t].last_bw = b;
+            }
+            if (op->backward && (op->k->saves_in >> k & 1)) in_slot[t] = 1;
+        }
+        for (int k = 0; k < op->nout; k++)
+            if (op->out[k] >= 0 && op->backward && (op->k->saves_out >> k & 1)) in_slot[base_of(s, op->out[k])] = 1;
+        if (op->has_weight)   /* W reads these gradients after other microbatches' B */
+            for (int k = 0; k < op->nout; k++)
+                if (op->out[k] >= 0) grad_in_slot[base_of(s, op->out[k])] = 1;
+    }
+    for (int i = 0; i < s->ninputs; i++) {
+        in_slot[s->input_t[i]] = 1;
+        grad_in_slot[s->input_t[i]] = 1;
+    }
+    for (int i = 0; i < s->noutputs; i++) {
+        in_slot[s->output_t[i]] = 1;
+        grad_in_slot[s->output_t[i]] = 1;
+        s->t[s->output_t[i]].grad_received = s->t[s->output_t[i]].needs_grad;
+    }
+    if (s->loss_t >= 0) {
+        in_slot[s->loss_t] = 1;
+        grad_in_slot[s->loss_t] = 1;
+        s->t[s->loss_t].grad_received = 1;   /* seeded, never zeroed */
+    }
+    /* slot: sequential */
+    size_t off = 0;
+    for (int t = 0; t < s->nt; t++) {
+        tslot *ts = &s->t[t];
+        if (ts->view_of >= 0 || ts->at.loc == LOC_PARAM || ts->at.loc == LOC_CONST) continue;
+        if (in_slot[t]) {
+            ts->at = (place){LOC_SLOT, off};
+            off += align_up(ts->nbytes);
+        }
+        if (ts->needs_grad && grad_in_slot[t]) {
+            ts->grad = (place){LOC_SLOT, off};
+            off += align_up(ts->nbytes);
+        }
+    }
+    for (int o = 0; o < s->nops; o++) {
+        stage_op *op = &s->ops[o];
+        if (!op->k->aux_bytes) continue;
+        pp_tensor in[16], out[16];
+        pp_kernel_ctx c;
+        /* aux sizes depend on shapes only */
+        memset(&c, 0, sizeof c);
+        for (int k = 0; k < op->nin && k < 16; k++) {
+            memset(&in[k], 0, sizeof in[k]);
+            if (op->in[k] < 0) continue;
+            in[k].dtype = s->t[op->in[k]].dtype;
+            in[k].rank = s->t[op->in[k]].rank;
+            memcpy(in[k].dims, s->t[op->in[k]].dims, sizeof in[k].dims);
+            in[k].data = (void *)1;
+        }
+        for (int k = 0; k < op->nout && k < 16; k++) {
+            memset(&out[k], 0, sizeof out[k]);
+            if (op->out[k] < 0) continue;
+            out[k].dtype = s->t[op->out[k]].dtype;
+            out[k].rank = s->t[op->out[k]].rank;
+            memcpy(out[k].dims, s->t[op->out[k]].dims, sizeof out[k].dims);
+            out[k].data = (void *)1;
+        }
+        c = (pp_kernel_ctx){.node = op->name, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
+                            .nattrs = op->nattrs, .in = in, .nin = op->nin, .out = out, .nout = op->nout,
+                            .dev = s->dev, .training = s->opt.training};
+        op->aux_bytes = op->k->aux_bytes(&c);
+        if (op->aux_bytes) {
+            op->aux = (place){LOC_SLOT, off};
+            off += align_up(op->aux_bytes);
+        }
+    }
+    s->slot_bytes = off;
+    /* forward scratch */
+    int n = 0;
+    for (int t = 0; t < s->nt; t++) {
+        tslot *ts = &s->t[t];
+        if (ts->view_of >= 0 || ts->at.loc != LOC_NONE) continue;
+        iv[n] = (mem_interval){ts->nbytes, ts->def_op, ts->last_op > ts->def_op ? ts->last_op : ts->def_op, 0};
+        who[n++] = t;
+    }
+    s->fwd_bytes = stage_memplan(iv, n);
+    for (int i = 0; i < n; i++) s->t[who[i]].at = (place){LOC_FWD, iv[i].offset};
+    /* backward scratch */
+    n = 0;
+    for (int t = 0; t < s->nt; t++) {
+        tslot *ts = &s->t[t];
+        if (ts->view_of >= 0 || !ts->needs_grad || ts->grad.loc != LOC_NONE) continue;
+        iv[n] = (mem_interval){ts->nbytes, ts->first_bw, ts->last_bw, 0};
+        who[n++] = t;
+    }
+    s->bwd_bytes = stage_memplan(iv, n);
+    for (int i = 0; i < n; i++) s->t[who[i]].grad = (place){LOC_BWD, iv[i].offset};
+    for (int t = 0; t < s->nt; t++)
+        if (s->t[t].view_of >= 0) {
+            s->t[t].at = s->t[s->t[t].view_of].at;
+            s->t[t].grad = s->t[s->t[t].view_of].grad;
+        }
+done:
+    free(in_slot);
+    free(grad_in_slot);
+    free(iv);
+    free(who);
+    return st;
+}
+
+pp_status stage_plan(pp_stage *s, pp_error *err)
+{
+    const pp_graph *g = s->g;
+    int cap = 0;
+    for (int i = s->first; i < s->end; i++) cap += g->nodes[i].ninputs + g->nodes[i].noutputs;
+    cap += g->nvalues > 0 ? 8 : 8;
+    s->t = calloc((size_t)cap + (size_t)g->ninputs + (size_t)g->nvalues, sizeof *s->t);
+    s->t_of_value = malloc(((size_t)g->nvalues + 1) * sizeof(int));
+    s->ops = calloc((size_t)(s->end - s->first) + 2, sizeof *s->ops);
+    if (!s->t || !s->t_of_value || !s->ops) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+    for (int v = 0; v < g->nvalues; v++) s->t_of_value[v] = -1;
+    PP_CHECK(collect(s, err));
+    s->loss_t = -1;
+    if (s->last) PP_CHECK(plan_loss(s, err));
+    PP_CHECK(plan_grads(s, err));
+    PP_CHECK(plan_persistent(s, err));
+    return plan_memory(s, err);
+}

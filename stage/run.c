@@ -1,0 +1,187 @@
+/* Running a stage: forward of a microbatch into its stash slot, backward (whole or in
+ * input / weight halves) accumulating gradients, and the buffers the comm reads and writes. */
+#include "stage_internal.h"
+
+#include <string.h>
+
+void *stage_ptr(pp_stage *s, int slot, place p)
+{
+    switch (p.loc) {
+    case LOC_PARAM: return (char *)s->param_buf + p.offset;
+    case LOC_CONST: return (char *)s->const_buf + p.offset;
+    case LOC_SLOT: return (char *)s->slot_buf + (size_t)slot * s->slot_bytes + p.offset;
+    case LOC_FWD: return (char *)s->fwd_buf + p.offset;
+    case LOC_BWD: return (char *)s->bwd_buf + p.offset;
+    default: return NULL;
+    }
+}
+
+void *stage_tensor_data(pp_stage *s, int slot, int t) { return stage_ptr(s, slot, s->t[t].at); }
+
+void *stage_grad_data(pp_stage *s, int slot, int t)
+{
+    const tslot *ts = &s->t[t];
+    if (!ts->needs_grad) return NULL;
+    if (ts->grad.loc == LOC_PARAM) return (char *)s->grad_buf + ts->grad.offset;
+    return stage_ptr(s, slot, ts->grad);
+}
+
+static pp_tensor tensor_of(const tslot *t, void *data)
+{
+    pp_tensor x;
+    x.dtype = t->dtype;
+    x.rank = t->rank;
+    memcpy(x.dims, t->dims, sizeof x.dims);
+    x.data = data;
+    return x;
+}
+
+static pp_status check_slot(const pp_stage *s, int slot, pp_error *err)
+{
+    if (slot < 0 || slot >= s->opt.slots)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "stash slot %d out of range (0..%d)", slot, s->opt.slots - 1);
+    return PP_OK;
+}
+
+#define MAX_IO 16
+
+/* Fills the kernel context of op o for slot; in backward, inputs and outputs the kernel
+ * did not ask to keep are passed as NULL (their memory may hold another tensor now). */
+static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_ctx *c, pp_tensor *in,
+                          pp_tensor *out, int64_t step, int64_t mb, pp_error *err)
+{
+    stage_op *op = &s->ops[o];
+    if (op->nin > MAX_IO || op->nout > MAX_IO)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' has more than %d inputs or outputs", op->name, MAX_IO);
+    for (int k = 0; k < op->nin; k++) {
+        memset(&in[k], 0, sizeof in[k]);
+        if (op->in[k] < 0) continue;
+        const tslot *t = &s->t[op->in[k]];
+        int keep = !backward || (op->k->saves_in >> k & 1) || t->at.loc == LOC_PARAM || t->at.loc == LOC_CONST;
+        in[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->in[k]) : NULL);
+    }
+    for (int k = 0; k < op->nout; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        if (op->out[k] < 0) continue;
+        const tslot *t = &s->t[op->out[k]];
+        int keep = !backward || (op->k->saves_out >> k & 1);
+        out[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->out[k]) : NULL);
+    }
+    *c = (pp_kernel_ctx){
+        .node = op->name, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
+        .nattrs = op->nattrs, .in = in, .nin = op->nin, .out = out, .nout = op->nout,
+        .aux = op->aux_bytes ? stage_ptr(s, slot, op->aux) : NULL, .dev = s->dev,
+        .training = s->opt.training,
+        .rng = {s->opt.seed, (uint64_t)step, (uint64_t)mb, (uint64_t)(op->node >= 0 ? op->node : s->g->nnodes)},
+    };
+    return PP_OK;
+}
+
+pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
+{
+    PP_CHECK(check_slot(s, slot, err));
+    pp_tensor in[MAX_IO], out[MAX_IO];
+    pp_kernel_ctx c;
+    for (int o = 0; o < s->nops; o++) {
+        PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
+        pp_status st = s->ops[o].k->forward(&c, err);
+        if (st != PP_OK)
+            return pp_error_prefix(err, "step %lld, microbatch %lld: ", (long long)step, (long long)microbatch);
+    }
+    /* outputs that pass through from an input share its memory: nothing to copy */
+    return PP_OK;
+}
+
+double pp_stage_loss(const pp_stage *s, int slot)
+{
+    if (s->loss_t < 0 || slot < 0 || slot >= s->opt.slots) return 0.0;
+    float v = 0;
+    pp_device_copy_to_host(s->dev, &v, stage_tensor_data((pp_stage *)s, slot, s->loss_t), sizeof v, NULL);
+    return v;
+}
+
+/* Zeroes the gradients op o is the first to accumulate into (not received ones, not
+ * parameters, which are zeroed once per step). */
+static pp_status zero_first_touched(pp_stage *s, int o, int slot, pp_error *err)
+{
+    stage_op *op = &s->ops[o];
+    int b = s->nops - 1 - o;
+    for (int k = 0; k < op->nin; k++) {
+        if (op->in[k] < 0) continue;
+        int t = s->t[op->in[k]].view_of >= 0 ? s->t[op->in[k]].view_of : op->in[k];
+        tslot *ts = &s->t[t];
+        if (!ts->needs_grad || ts->grad_received || ts->grad.loc == LOC_PARAM || ts->first_bw != b) continue;
+        PP_CHECK(pp_device_memset(s->dev, stage_grad_data(s, slot, t), 0, ts->nbytes, err));
+    }
+    return PP_OK;
+}
+
+static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int want_weight, pp_error *err)
+{
+    stage_op *op = &s->ops[o];
+    pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
+    pp_kernel_ctx c;
+    PP_CHECK(make_ctx(s, o, slot, 1, &c, in, out, 0, 0, err));
+    for (int k = 0; k < op->nout; k++) {
+        memset(&gout[k], 0, sizeof gout[k]);
+        if (op->out[k] >= 0) gout[k] = tensor_of(&s->t[op->out[k]], stage_grad_data(s, slot, op->out[k]));
+    }
+    for (int k = 0; k < op->nin; k++) {
+        memset(&gin[k], 0, sizeof gin[k]);
+        if (op->in[k] < 0 || !pp_op_input_differentiable(op->op_type, k)) continue;
+        const tslot *t = &s->t[op->in[k]];
+        int is_param = t->at.loc == LOC_PARAM;
+        if ((is_param && want_weight) || (!is_param && want_act))
+            gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
+    }
+    pp_status st = op->k->backward(&c, gout, gin, err);
+    if (st != PP_OK) return pp_error_prefix(err, "backward of node '%s': ", op->name);
+    return PP_OK;
+}
+
+pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err)
+{
+    PP_CHECK(check_slot(s, slot, err));
+    int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
+    if (act) {
+        if (s->loss_t >= 0)
+            PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->loss_seed,
+                                              sizeof(float), err));
+        for (int i = 0; i < s->ninputs; i++) {
+            tslot *t = &s->t[s->input_t[i]];
+            if (t->needs_grad && !t->grad_received && t->first_bw < 0)
+                PP_CHECK(pp_device_memset(s->dev, stage_grad_data(s, slot, s->input_t[i]), 0, t->nbytes, err));
+        }
+    }
+    for (int o = s->nops - 1; o >= 0; o--) {
+        stage_op *op = &s->ops[o];
+        if (!op->backward) continue;
+        if (act) PP_CHECK(zero_first_touched(s, o, slot, err));
+        int a = act && op->has_act, w = weight && op->has_weight;
+        if (a || w) PP_CHECK(run_backward_op(s, o, slot, a, w, err));
+    }
+    return PP_OK;
+}
+
+static void *port_buffer(pp_stage *s, int slot, int n, const int *ts, int i, int grad)
+{
+    if (slot < 0 || slot >= s->opt.slots || i < 0 || i >= n) return NULL;
+    return grad ? stage_grad_data(s, slot, ts[i]) : stage_tensor_data(s, slot, ts[i]);
+}
+
+void *pp_stage_input_buffer(pp_stage *s, int slot, int i)
+{
+    return port_buffer(s, slot, s->ninputs, s->input_t, i, 0);
+}
+void *pp_stage_output_buffer(pp_stage *s, int slot, int i)
+{
+    return port_buffer(s, slot, s->noutputs, s->output_t, i, 0);
+}
+void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i)
+{
+    return port_buffer(s, slot, s->noutputs, s->output_t, i, 1);
+}
+void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i)
+{
+    return port_buffer(s, slot, s->ninputs, s->input_t, i, 1);
+}

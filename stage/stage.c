@@ -1,0 +1,150 @@
+/* Creating and destroying a stage, its flat parameter / gradient / optimizer-state
+ * buffers, and the optimizer step over them. */
+#include "stage_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pp_status alloc_zeroed(pp_device *dev, size_t n, void **out, pp_error *err)
+{
+    PP_CHECK(pp_device_alloc(dev, n ? n : 64, out, err));
+    return pp_device_memset(dev, *out, 0, n ? n : 64, err);
+}
+
+/* Copies parameters and constants from the graph's initializers onto the device. */
+static pp_status load_persistent(pp_stage *s, pp_error *err)
+{
+    for (int t = 0; t < s->nt; t++) {
+        const tslot *ts = &s->t[t];
+        if (ts->at.loc != LOC_PARAM && ts->at.loc != LOC_CONST) continue;
+        const pp_const_tensor *c = pp_graph_const(s->g, ts->value);
+        PP_CHECK(pp_device_copy_from_host(s->dev, stage_ptr(s, 0, ts->at), c->data, c->nbytes, err));
+    }
+    return PP_OK;
+}
+
+pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
+                                const pp_stage_options *opt, pp_stage **out, pp_error *err)
+{
+    *out = NULL;
+    if (!g->finalized) return pp_error_set(err, PP_ERR_INVALID_ARG, "the graph is not finalized");
+    if (first < 0 || end > g->nnodes || first >= end)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "stage node range [%d, %d) out of range (graph has %d nodes)",
+                            first, end, g->nnodes);
+    if (opt->slots < 1 || opt->microbatch < 1 || opt->global_batch < opt->microbatch)
+        return pp_error_set(err, PP_ERR_INVALID_ARG,
+                            "stage options: slots %d, microbatch %lld, global batch %lld (need slots >= 1 and "
+                            "global batch >= microbatch >= 1)", opt->slots, (long long)opt->microbatch,
+                            (long long)opt->global_batch);
+    pp_stage *s = calloc(1, sizeof *s);
+    if (!s) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating stage");
+    s->g = g;
+    s->dev = dev;
+    s->opt = *opt;
+    s->first = first;
+    s->end = end;
+    s->last = last;
+    pp_status st;
+    PP_CHECK_GOTO(stage_plan(s, err), st, fail);
+    s->optim_slots = pp_optim_state_slots(&opt->optim);
+    size_t pbytes = (size_t)s->param_elems * sizeof(float);
+    PP_CHECK_GOTO(alloc_zeroed(dev, pbytes, (void **)&s->param_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, pbytes, (void **)&s->grad_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, pbytes * (size_t)s->optim_slots, (void **)&s->optim_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, s->const_bytes, &s->const_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, s->fwd_bytes, &s->fwd_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, s->bwd_bytes, &s->bwd_buf, err), st, fail);
+    PP_CHECK_GOTO(load_persistent(s, err), st, fail);
+    *out = s;
+    return PP_OK;
+fail:
+    pp_stage_destroy(s);
+    return st;
+}
+
+pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
+                          pp_stage **out, pp_error *err)
+{
+    *out = NULL;
+    if (index < 0 || index >= part->nstages)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d out of range (0..%d)", index, part->nstages - 1);
+    const pp_stage_info *si = &part->stages[index];
+    pp_status st = pp_stage_create_range(part->graph, si->first_node, si->last_node + 1,
+                                         index == part->nstages - 1, dev, opt, out, err);
+    if (st != PP_OK) pp_error_prefix(err, "stage %d: ", index);
+    return st;
+}
+
+void pp_stage_destroy(pp_stage *s)
+{
+    if (!s) return;
+    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) pp_device_free(s->dev, bufs[i]);
+    for (int o = 0; o < s->nops; o++) {
+        free(s->ops[o].in);
+        free(s->ops[o].out);
+    }
+    free(s->ops);
+    free(s->t);
+    free(s->t_of_value);
+    free(s->inputs);
+    free(s->outputs);
+    free(s->input_t);
+    free(s->output_t);
+    free(s->params);
+    free(s);
+}
+
+pp_device *pp_stage_device(const pp_stage *s) { return s->dev; }
+int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
+const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }
+int pp_stage_num_outputs(const pp_stage *s) { return s->noutputs; }
+const pp_stage_port *pp_stage_output(const pp_stage *s, int i) { return i >= 0 && i < s->noutputs ? &s->outputs[i] : NULL; }
+int pp_stage_num_params(const pp_stage *s) { return s->nparams; }
+const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? &s->params[i] : NULL; }
+int64_t pp_stage_param_elems(const pp_stage *s) { return s->param_elems; }
+float *pp_stage_params(pp_stage *s) { return s->param_buf; }
+float *pp_stage_grads(pp_stage *s) { return s->grad_buf; }
+float *pp_stage_optim_state(pp_stage *s) { return s->optim_buf; }
+
+pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err)
+{
+    return pp_device_memset(s->dev, s->grad_buf, 0, (size_t)s->param_elems * sizeof(float), err);
+}
+
+pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err)
+{
+    /* alignment gaps stay zero, so one pass over the flat buffer is exact */
+    return pp_kernel_sumsq(s->dev, s->grad_buf, s->param_elems, out, err);
+}
+
+pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err)
+{
+    for (int i = 0; i < s->nparams; i++) {
+        int64_t bad;
+        PP_CHECK(pp_kernel_find_nonfinite(s->dev, s->grad_buf + s->params[i].offset, s->params[i].numel, &bad, err));
+        if (bad >= 0)
+            return pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the gradient of parameter '%s' is NaN or Inf "
+                                "at element %lld", (long long)step, s->params[i].name, (long long)bad);
+    }
+    return PP_OK;
+}
+
+pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err)
+{
+    if (grad_scale != 1.0f) PP_CHECK(pp_kernel_scale(s->dev, s->grad_buf, s->param_elems, grad_scale, err));
+    pp_optim_hparams h = s->opt.optim;
+    h.lr = lr;
+    h.step = step;
+    for (int i = 0; i < s->nparams; i++) {
+        const pp_stage_param *p = &s->params[i];
+        /* a tensor's state slots (Adam: m then v) lie back to back at slots x offset */
+        float *state = s->optim_buf + (size_t)s->optim_slots * (size_t)p->offset;
+        PP_CHECK(pp_kernel_optim_update(s->dev, &h, s->param_buf + p->offset, s->grad_buf + p->offset, state,
+                                        p->numel, err));
+    }
+    return PP_OK;
+}

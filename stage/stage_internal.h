@@ -1,0 +1,104 @@
+/* Private to stage/: the plan a stage is built into. Every tensor the stage touches
+ * is a `tslot` with a fixed place: the flat parameter buffer, the constants buffer,
+ * a stash slot (per in-flight microbatch), or a scratch arena shared by all slots. */
+#ifndef PP_STAGE_INTERNAL_H
+#define PP_STAGE_INTERNAL_H
+
+#include <onnxpipe/stage.h>
+
+typedef enum {
+    LOC_NONE = 0,
+    LOC_PARAM,      /* flat parameter buffer (gradients: flat gradient buffer, same offset) */
+    LOC_CONST,      /* constants buffer (non-trainable initializers) */
+    LOC_SLOT,       /* the microbatch's stash slot */
+    LOC_FWD,        /* forward scratch, reused between microbatches */
+    LOC_BWD,        /* backward scratch */
+} loc_kind;
+
+typedef struct place {
+    loc_kind loc;
+    size_t offset;  /* bytes */
+} place;
+
+typedef struct tslot {
+    int value;              /* graph value id, or -1 for a view / synthetic tensor */
+    int view_of;            /* tslot whose memory (and gradient memory) this one shares, or -1 */
+    pp_dtype dtype;
+    int rank;
+    int64_t dims[PP_MAX_RANK];
+    size_t nbytes;
+    place at;               /* forward value */
+    int needs_grad;         /* a gradient is computed for it (float, on a path param/input -> loss) */
+    place grad;             /* its gradient */
+    int grad_received;      /* gradient arrives from the next stage (not zeroed) */
+    int def_op, last_op;    /* forward op that defines it (-1: before the first) and last reads it */
+    int first_bw, last_bw;  /* backward op order indices (0 = first run) touching its gradient */
+    int param;              /* index into s->params, or -1 */
+} tslot;
+
+typedef struct stage_op {
+    int node;               /* graph node id, or -1 for the synthetic loss */
+    const char *name;
+    const char *op_type;
+    const pp_attr *attrs;
+    int nattrs;
+    const pp_kernel *k;
+    int nin, nout;
+    int *in, *out;          /* tslot ids, -1 omitted */
+    place aux;
+    size_t aux_bytes;
+    int backward;           /* runs in backward */
+    int has_weight;         /* some input is a parameter that needs a gradient */
+    int has_act;            /* some non-parameter input needs a gradient */
+} stage_op;
+
+struct pp_stage {
+    const pp_graph *g;
+    pp_device *dev;
+    pp_stage_options opt;
+    int first, end, last;
+
+    tslot *t;
+    int nt;
+    int *t_of_value;        /* graph value id -> tslot or -1 */
+    stage_op *ops;
+    int nops;
+
+    pp_stage_port *inputs, *outputs;
+    int ninputs, noutputs;
+    int *input_t, *output_t;    /* tslot of each port */
+
+    pp_stage_param *params;
+    int nparams;
+    int64_t param_elems;
+    float *param_buf, *grad_buf, *optim_buf;
+    int optim_slots;
+
+    void *const_buf;
+    size_t const_bytes;
+    void *slot_buf;
+    size_t slot_bytes;      /* per slot */
+    void *fwd_buf, *bwd_buf;
+    size_t fwd_bytes, bwd_bytes;
+
+    int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
+    float loss_seed;        /* dL_global / d(loss of a microbatch) */
+    pp_attr loss_attrs[2];
+};
+
+/* plan.c */
+pp_status stage_plan(pp_stage *s, pp_error *err);
+/* memplan.c: assigns offsets so that buffers whose [start, end] intervals overlap do not
+ * overlap in memory; returns the arena size. offsets[i] out; sizes in bytes. */
+typedef struct mem_interval {
+    size_t size;
+    int start, end;
+    size_t offset;
+} mem_interval;
+size_t stage_memplan(mem_interval *iv, int n);
+/* run.c */
+void *stage_ptr(pp_stage *s, int slot, place p);
+void *stage_tensor_data(pp_stage *s, int slot, int t);
+void *stage_grad_data(pp_stage *s, int slot, int t);
+
+#endif
