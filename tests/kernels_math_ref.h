@@ -182,4 +182,161 @@ static double mr_gemm_maxdiff(const kc_case *c)
     return worst;
 }
 
+/* INTS attribute value k, or dflt */
+static int64_t mr_attr_ints(const kc_case *c, const char *name, int k, int64_t dflt)
+{
+    for (int i = 0; i < c->nattrs; i++)
+        if (!strcmp(c->attrs[i].name, name)) return c->attrs[i].ints[k];
+    return dflt;
+}
+
+/* Geometry of an (up to 2-D) window op straight from the attributes, 1-D as H = 1. */
+typedef struct mr_win {
+    int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw; /* ph/pw: begin pads */
+    int64_t peh, pew;                                        /* end pads */
+} mr_win;
+
+static mr_win mr_win_make(const kc_case *c, const pp_tensor *x, const pp_tensor *y, const int64_t *k)
+{
+    int nsp = x->rank - 2, o = nsp == 1;
+    mr_win w = {1, x->dims[x->rank - 1], 1, y->dims[y->rank - 1], 1, k[nsp - 1], 1, 1, 1, 1, 0, 0, 0, 0};
+    w.sw = mr_attr_ints(c, "strides", nsp - 1, 1);
+    w.dw = mr_attr_ints(c, "dilations", nsp - 1, 1);
+    w.pw = mr_attr_ints(c, "pads", nsp - 1, 0);
+    w.pew = mr_attr_ints(c, "pads", 2 * nsp - 1, 0);
+    if (!o) {
+        w.ih = x->dims[2]; w.oh = y->dims[2]; w.kh = k[0];
+        w.sh = mr_attr_ints(c, "strides", 0, 1);
+        w.dh = mr_attr_ints(c, "dilations", 0, 1);
+        w.ph = mr_attr_ints(c, "pads", 0, 0);
+        w.peh = mr_attr_ints(c, "pads", 2, 0);
+    }
+    if (!strcmp(mr_attr_s(c, "auto_pad", "NOTSET"), "SAME_UPPER")) {
+        /* total pad so that out = ceil(in / stride); the extra one goes at the end */
+        int64_t th = (w.oh - 1) * w.sh + (w.kh - 1) * w.dh + 1 - w.ih, tw = (w.ow - 1) * w.sw + (w.kw - 1) * w.dw + 1 - w.iw;
+        w.ph = th > 0 ? th / 2 : 0;
+        w.pw = tw > 0 ? tw / 2 : 0;
+    }
+    return w;
+}
+
+/* Conv by its definition: y[n][m][oh][ow] = b[m] + sum over the group's channels and taps. */
+static double mr_conv_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        const pp_tensor *x = &in[0], *wt = &in[1];
+        int64_t G = mr_attr_i(c, "group", 1), N = x->dims[0], C = x->dims[1], M = wt->dims[0];
+        int64_t Cg = C / G, Mg = M / G;
+        mr_win w = mr_win_make(c, x, &out[0], wt->dims + 2);
+        const float *X = x->data, *W = wt->data, *B = c->nin > 2 ? in[2].data : NULL, *Y = out[0].data;
+        worst = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t oh = 0; oh < w.oh; oh++)
+                    for (int64_t ow = 0; ow < w.ow; ow++) {
+                        double s = B ? B[m] : 0;
+                        int64_t g = m / Mg;
+                        for (int64_t cc = 0; cc < Cg; cc++)
+                            for (int64_t i = 0; i < w.kh; i++)
+                                for (int64_t j = 0; j < w.kw; j++) {
+                                    int64_t hh = oh * w.sh - w.ph + i * w.dh, ww = ow * w.sw - w.pw + j * w.dw;
+                                    if (hh < 0 || hh >= w.ih || ww < 0 || ww >= w.iw) continue;
+                                    s += (double)X[((n * C + g * Cg + cc) * w.ih + hh) * w.iw + ww] *
+                                         W[((m * Cg + cc) * w.kh + i) * w.kw + j];
+                                }
+                        double d = fabs(s - Y[((n * M + m) * w.oh + oh) * w.ow + ow]);
+                        if (!(d <= worst)) worst = d;
+                    }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
+/* MaxPool / AveragePool / GlobalAveragePool by scanning each window. */
+static double mr_pool_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        const pp_tensor *x = &in[0];
+        int gap = !strcmp(c->op, "GlobalAveragePool"), mx = !strcmp(c->op, "MaxPool");
+        int nsp = x->rank - 2;
+        int64_t k[2] = {mr_attr_ints(c, "kernel_shape", 0, 1), mr_attr_ints(c, "kernel_shape", nsp - 1, 1)};
+        if (gap) {
+            k[0] = x->dims[2];
+            k[1] = x->dims[x->rank - 1];
+        }
+        mr_win w = mr_win_make(c, x, &out[0], nsp == 1 ? k + 1 : k);
+        int incl = (int)mr_attr_i(c, "count_include_pad", 0);
+        const float *X = x->data, *Y = out[0].data;
+        worst = 0;
+        for (int64_t pl = 0; pl < x->dims[0] * x->dims[1]; pl++)
+            for (int64_t oh = 0; oh < w.oh; oh++)
+                for (int64_t ow = 0; ow < w.ow; ow++) {
+                    double s = 0, best = -INFINITY;
+                    int64_t n = 0, npad = 0;
+                    for (int64_t i = 0; i < w.kh; i++)
+                        for (int64_t j = 0; j < w.kw; j++) {
+                            int64_t hh = oh * w.sh - w.ph + i * w.dh, ww = ow * w.sw - w.pw + j * w.dw;
+                            if (hh < 0 || hh >= w.ih || ww < 0 || ww >= w.iw) {
+                                npad += hh < w.ih + w.peh && ww < w.iw + w.pew;
+                                continue;
+                            }
+                            double v = X[(pl * w.ih + hh) * w.iw + ww];
+                            s += v;
+                            n++;
+                            if (v > best) best = v;
+                        }
+                    double ref = mx ? best : s / (double)(n + (incl ? npad : 0));
+                    double d = fabs(ref - Y[(pl * w.oh + oh) * w.ow + ow]);
+                    if (!(d <= worst)) worst = d;
+                }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
+/* BatchNormalization closed form; training: batch mean and biased variance, and the
+ * running statistics outputs when present. */
+static double mr_batchnorm_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        const pp_tensor *x = &in[0];
+        int64_t N = x->dims[0], C = x->dims[1], HW = pp_tensor_numel(x) / (N * C);
+        double eps = mr_attr_f(c, "epsilon", 1e-5f), mom = mr_attr_f(c, "momentum", 0.9f);
+        const float *X = x->data, *S = in[1].data, *B = in[2].data, *RM = in[3].data, *RV = in[4].data;
+        worst = 0;
+        for (int64_t ch = 0; ch < C; ch++) {
+            double mean = RM[ch], var = RV[ch];
+            if (c->training) {
+                double s = 0, s2 = 0;
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t i = 0; i < HW; i++) s += X[(n * C + ch) * HW + i];
+                mean = s / (double)(N * HW);
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t i = 0; i < HW; i++) s2 += pow(X[(n * C + ch) * HW + i] - mean, 2);
+                var = s2 / (double)(N * HW);
+                if (c->nout > 2) {
+                    double d1 = fabs(RM[ch] * mom + mean * (1 - mom) - ((float *)out[1].data)[ch]);
+                    double d2 = fabs(RV[ch] * mom + var * (1 - mom) - ((float *)out[2].data)[ch]);
+                    worst = fmax(worst, fmax(d1, d2));
+                }
+            }
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < HW; i++) {
+                    int64_t e = (n * C + ch) * HW + i;
+                    double ref = S[ch] * (X[e] - mean) / sqrt(var + eps) + B[ch];
+                    double d = fabs(ref - ((float *)out[0].data)[e]);
+                    if (!(d <= worst)) worst = d;
+                }
+        }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
 #endif

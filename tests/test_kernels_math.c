@@ -128,6 +128,95 @@ static void test_matmul(void **state)
     run_cases(gemm_cases, NCASES(gemm_cases));
 }
 
+/* distinct values 0.05 apart (shuffled), so a finite-difference step never changes a max */
+static float distinct[256];
+#define DISTINCT .fill = KC_DATA, .data = distinct
+
+static const kc_case conv_cases[] = {
+    {CASE("conv2d_bias", "Conv", 3, 1), .in = {{T4(2, 3, 5, 5)}, {T4(4, 3, 3, 3)}, {T1(4)}},
+     .out = {{T4(2, 4, 3, 3)}}},
+    {CASE("conv2d_pads_strides", "Conv", 2, 1), .in = {{T4(1, 2, 6, 5)}, {T4(3, 2, 3, 2)}},
+     .out = {{T4(1, 3, 3, 5)}}, .attrs = {ATTR_INTS("pads", 1, 0, 1, 1), ATTR_INTS("strides", 2, 1)}, .nattrs = 2},
+    {CASE("conv2d_dilation_group", "Conv", 3, 1), .in = {{T4(1, 4, 7, 7)}, {T4(6, 2, 3, 3)}, {T1(6)}},
+     .out = {{T4(1, 6, 5, 5)}},
+     .attrs = {ATTR_I("group", 2), ATTR_INTS("dilations", 2, 2), ATTR_INTS("pads", 1, 1, 1, 1)}, .nattrs = 3},
+    {CASE("conv2d_depthwise_same", "Conv", 2, 1), .in = {{T4(1, 3, 5, 5)}, {T4(3, 1, 3, 3)}},
+     .out = {{T4(1, 3, 3, 3)}},
+     .attrs = {ATTR_I("group", 3), ATTR_INTS("strides", 2, 2), {.name = "auto_pad", .type = PP_ATTR_STRING,
+                                                                 .s = "SAME_UPPER"}}, .nattrs = 3},
+    {CASE("conv2d_1x1", "Conv", 2, 1), .in = {{T4(2, 4, 3, 3)}, {T4(5, 4, 1, 1)}}, .out = {{T4(2, 5, 3, 3)}}},
+    {CASE("conv1d", "Conv", 3, 1), .in = {{T3(2, 3, 9)}, {T3(4, 3, 3)}, {T1(4)}}, .out = {{T3(2, 4, 5)}},
+     .attrs = {ATTR_INTS("strides", 2), ATTR_INTS("pads", 1, 1)}, .nattrs = 2},
+};
+
+static const kc_case pool_cases[] = {
+    {CASE("maxpool2d_pads", "MaxPool", 1, 1), .in = {{T4(2, 2, 5, 5), DISTINCT}}, .out = {{T4(2, 2, 3, 3)}},
+     .attrs = {ATTR_INTS("kernel_shape", 2, 2), ATTR_INTS("strides", 2, 2), ATTR_INTS("pads", 1, 1, 1, 1)},
+     .nattrs = 3},
+    {CASE("maxpool2d_ceil", "MaxPool", 1, 1), .in = {{T4(1, 2, 5, 5), DISTINCT}}, .out = {{T4(1, 2, 3, 3)}},
+     .attrs = {ATTR_INTS("kernel_shape", 2, 2), ATTR_INTS("strides", 2, 2), ATTR_I("ceil_mode", 1)}, .nattrs = 3},
+    {CASE("maxpool1d_dilation", "MaxPool", 1, 1), .in = {{T3(1, 2, 8), DISTINCT}}, .out = {{T3(1, 2, 4)}},
+     .attrs = {ATTR_INTS("kernel_shape", 3), ATTR_INTS("dilations", 2)}, .nattrs = 2},
+    {CASE("avgpool2d_pads_exclude", "AveragePool", 1, 1), .in = {{T4(1, 2, 5, 5)}}, .out = {{T4(1, 2, 3, 3)}},
+     .attrs = {ATTR_INTS("kernel_shape", 3, 3), ATTR_INTS("strides", 2, 2), ATTR_INTS("pads", 1, 1, 1, 1)},
+     .nattrs = 3},
+    {CASE("avgpool2d_pads_include", "AveragePool", 1, 1), .in = {{T4(1, 2, 5, 5)}}, .out = {{T4(1, 2, 3, 3)}},
+     .attrs = {ATTR_INTS("kernel_shape", 3, 3), ATTR_INTS("strides", 2, 2), ATTR_INTS("pads", 1, 1, 1, 1),
+               ATTR_I("count_include_pad", 1)}, .nattrs = 4},
+    {CASE("avgpool2d_ceil_include", "AveragePool", 1, 1), .in = {{T4(1, 1, 6, 6)}}, .out = {{T4(1, 1, 3, 3)}},
+     .attrs = {ATTR_INTS("kernel_shape", 3, 3), ATTR_INTS("strides", 2, 2), ATTR_I("ceil_mode", 1),
+               ATTR_I("count_include_pad", 1)}, .nattrs = 4},
+    {CASE("avgpool1d", "AveragePool", 1, 1), .in = {{T3(2, 2, 7)}}, .out = {{T3(2, 2, 3)}},
+     .attrs = {ATTR_INTS("kernel_shape", 3), ATTR_INTS("strides", 2)}, .nattrs = 2},
+    {CASE("global_avgpool", "GlobalAveragePool", 1, 1), .in = {{T4(2, 3, 4, 5)}}, .out = {{T4(2, 3, 1, 1)}}},
+};
+
+#define BN_IN(...) .in = {{__VA_ARGS__}, {T1(3)}, {T1(3)}, {T1(3), .nograd = 1}, {T1(3), .fill = KC_POSITIVE, .nograd = 1}}
+static const kc_case batchnorm_cases[] = {
+    {CASE("batchnorm_inference", "BatchNormalization", 5, 1), .in = {{T4(2, 3, 4, 4)}, {T1(3)}, {T1(3)}, {T1(3)},
+     {T1(3), .fill = KC_POSITIVE}}, .out = {{T4(2, 3, 4, 4)}}},
+    {CASE("batchnorm_training", "BatchNormalization", 5, 1), BN_IN(T4(2, 3, 4, 4)), .out = {{T4(2, 3, 4, 4)}},
+     .training = 1},
+    {CASE("batchnorm_training_2d", "BatchNormalization", 5, 1), BN_IN(T2(6, 3)), .out = {{T2(6, 3)}},
+     .training = 1, .attrs = {ATTR_F("epsilon", 1e-3f)}, .nattrs = 1},
+    {CASE("batchnorm_training_running", "BatchNormalization", 5, 3), BN_IN(T3(4, 3, 5)),
+     .out = {{T3(4, 3, 5)}, {T1(3)}, {T1(3)}}, .training = 1, .skip_grad = 1,
+     .attrs = {ATTR_F("momentum", 0.8f)}, .nattrs = 1},
+};
+
+typedef double (*ref_fn)(const kc_case *c);
+
+static void check_forward(const kc_case *cases, int n, ref_fn ref, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        double d = ref(&cases[i]);
+        printf("%-40s forward vs %s max |diff| %.3g\n", cases[i].name, what, d);
+        assert_true(d >= 0 && d < 1e-5);
+    }
+}
+
+static void test_conv(void **state)
+{
+    (void)state;
+    check_forward(conv_cases, NCASES(conv_cases), mr_conv_maxdiff, "direct convolution");
+    run_cases(conv_cases, NCASES(conv_cases));
+}
+
+static void test_pool(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 256; i++) distinct[i] = (float)((i * 97) % 256) * 0.05f - 6.f;
+    check_forward(pool_cases, NCASES(pool_cases), mr_pool_maxdiff, "naive windows");
+    run_cases(pool_cases, NCASES(pool_cases));
+}
+
+static void test_batchnorm(void **state)
+{
+    (void)state;
+    check_forward(batchnorm_cases, NCASES(batchnorm_cases), mr_batchnorm_maxdiff, "closed form");
+    run_cases(batchnorm_cases, NCASES(batchnorm_cases));
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -136,6 +225,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_elementwise_forward),
         cmocka_unit_test(test_elementwise_grad),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_batchnorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

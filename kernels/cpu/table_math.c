@@ -22,6 +22,11 @@ static const pp_kernel kernels_math[] = {
     K("Gelu", NULL, pp_cpu_gelu_forward, pp_cpu_gelu_backward, 0x1, 0x0),
     K("MatMul", NULL, pp_cpu_matmul_forward, pp_cpu_matmul_backward, 0x3, 0x0),
     K("Gemm", NULL, pp_cpu_gemm_forward, pp_cpu_gemm_backward, 0x3, 0x0),
+    K("Conv", NULL, pp_cpu_conv_forward, pp_cpu_conv_backward, 0x3, 0x0),
+    K("MaxPool", pp_cpu_maxpool_aux, pp_cpu_maxpool_forward, pp_cpu_maxpool_backward, 0x0, 0x0),
+    K("AveragePool", NULL, pp_cpu_avgpool_forward, pp_cpu_avgpool_backward, 0x0, 0x0),
+    K("GlobalAveragePool", NULL, pp_cpu_gap_forward, pp_cpu_gap_backward, 0x0, 0x0),
+    K("BatchNormalization", pp_cpu_batchnorm_aux, pp_cpu_batchnorm_forward, pp_cpu_batchnorm_backward, 0x1b, 0x0),
     K("Identity", NULL, pp_cpu_identity_forward, pp_cpu_identity_backward, 0x0, 0x0),
 };
 
