@@ -18,6 +18,7 @@ static const struct {
     {"example", cmd_example, "write an example model (gpt, mlp)"},
     {"train", cmd_train, "train a model on a dataset"},
     {"data", cmd_data, "make a dataset (byte-level text)"},
+    {"eval", cmd_eval, "run a model forward over a dataset"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -165,6 +165,7 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
         return PP_OK;
     }
     const pp_loss_spec *ls = &s->opt.loss;
+    if (!ls->logits && !ls->labels && !s->opt.training) return PP_OK;   /* inference */
     if (!ls->logits || !ls->labels)
         return pp_error_set(err, PP_ERR_INVALID_ARG,
                             "the model has no SoftmaxCrossEntropyLoss output; name the loss with "
@@ -357,6 +358,8 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             for (int k = 0; k < op->nout; k++)
                 if (op->out[k] >= 0) grad_in_slot[base_of(s, op->out[k])] = 1;
     }
+    for (int t = 0; t < s->nt; t++)
+        if (s->t[t].value >= 0 && s->g->values[s->t[t].value].is_output) in_slot[t] = 1;
     for (int i = 0; i < s->ninputs; i++) {
         in_slot[s->input_t[i]] = 1;
         grad_in_slot[s->input_t[i]] = 1;

@@ -185,3 +185,11 @@ void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i)
 {
     return port_buffer(s, slot, s->ninputs, s->input_t, i, 1);
 }
+
+void *pp_stage_value_buffer(pp_stage *s, int slot, int value)
+{
+    if (slot < 0 || slot >= s->opt.slots || value < 0 || value >= s->g->nvalues) return NULL;
+    int t = s->t_of_value[value];
+    if (t < 0 || !s->g->values[value].is_output || s->t[t].at.loc != LOC_SLOT) return NULL;
+    return stage_tensor_data(s, slot, t);
+}

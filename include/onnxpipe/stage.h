@@ -32,7 +32,8 @@ typedef struct pp_stage_options {
     int64_t global_batch;       /* samples per optimizer step over all microbatches and replicas;
                                    the loss is a mean over it, so gradients sum across them */
     pp_optim_hparams optim;     /* kind, betas, eps, weight decay (lr is given per step) */
-    pp_loss_spec loss;          /* used when the stage holds no SoftmaxCrossEntropyLoss output */
+    pp_loss_spec loss;          /* used when the stage holds no SoftmaxCrossEntropyLoss output;
+                                   a last stage without either runs forward only (training = 0) */
     uint64_t seed;              /* Dropout RNG seed */
     int training;               /* 1: Dropout drops, BatchNorm uses batch statistics */
 } pp_stage_options;
@@ -75,6 +76,9 @@ void *pp_stage_input_buffer(pp_stage *s, int slot, int i);
 void *pp_stage_output_buffer(pp_stage *s, int slot, int i);
 void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i);
 void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
+/* A graph output this stage produces (e.g. logits), valid after pp_stage_forward; NULL
+ * if the value is not a graph output of this stage. */
+void *pp_stage_value_buffer(pp_stage *s, int slot, int value);
 
 typedef enum {
     PP_BACKWARD_FULL = 3,   /* input and weight gradients */

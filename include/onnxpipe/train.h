@@ -88,6 +88,19 @@ typedef struct pp_train_result {
 
 pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err);
 
+/* Inference over a dataset: forward of every `batch` samples, each graph output
+ * appended raw to OUT_DIR/<output name>.bin. */
+typedef struct pp_eval_config {
+    const char *model;
+    const char *data;
+    const char *out_dir;
+    int64_t batch;          /* samples per forward */
+    int64_t samples;        /* 0: the whole dataset (rounded down to whole batches) */
+    pp_dim_binding *dims;
+    int ndims;
+} pp_eval_config;
+pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error *err);
+
 /* A copy of g with the stage's current parameter values as initializers, saved to path. */
 pp_status pp_train_export(const pp_graph *g, pp_stage *const *stages, int nstages, const char *path,
                           pp_error *err);
