@@ -59,6 +59,21 @@ static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b * pow
 /* d(a^b)/db = a^b ln a, defined for a > 0 (0 elsewhere, as PyTorch and ONNX Runtime do) */
 static inline PP_HD float pp_el_pow_grad_exp(float a, float y) { return a > 0.f ? y * logf(a) : 0.f; }
 
+/* bfloat16 <-> float32 (round to nearest even; NaN stays NaN) */
+static inline PP_HD float pp_el_bf16_to_f32(uint16_t h)
+{
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+static inline PP_HD uint16_t pp_el_f32_to_bf16(float f)
+{
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
 /* ---------------- counter-based RNG (Dropout) ---------------- */
 
 static inline PP_HD uint64_t pp_el_mix64(uint64_t z)

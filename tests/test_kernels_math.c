@@ -217,6 +217,135 @@ static void test_batchnorm(void **state)
     run_cases(batchnorm_cases, NCASES(batchnorm_cases));
 }
 
+static const float ratio_03[1] = {0.3f};
+static const float eq_b[4] = {0.5f, -0.7f, 9.f, -1.9f};
+
+static const kc_case select_cases[] = {
+    {CASE("where_bcast", "Where", 3, 1), .in = {{T3(2, 1, 4), .dtype = PP_DTYPE_BOOL, .fill = KC_BOOLS}, {T3(2, 3, 4)},
+     {T1(4)}}, .out = {{T3(2, 3, 4)}}},
+    {CASE("where_scalar_x", "Where", 3, 1), .in = {{T2(3, 4), .dtype = PP_DTYPE_BOOL, .fill = KC_BOOLS}, {T0},
+     {T2(3, 4)}}, .out = {{T2(3, 4)}}},
+    {CASE("dropout_train", "Dropout", 2, 2), .in = {{T2(40, 50)}, {T0, .fill = KC_DATA, .data = ratio_03, .nograd = 1}},
+     .out = {{T2(40, 50)}, {T2(40, 50), .dtype = PP_DTYPE_BOOL}}, .training = 1},
+    {CASE("dropout_inference", "Dropout", 1, 2), .in = {{T2(4, 5)}},
+     .out = {{T2(4, 5)}, {T2(4, 5), .dtype = PP_DTYPE_BOOL}}},
+    {CASE("cast_f32_f32", "Cast", 1, 1), .in = {{T2(3, 4)}}, .out = {{T2(3, 4)}},
+     .attrs = {ATTR_I("to", PP_DTYPE_F32)}, .nattrs = 1},
+};
+
+/* Forward of Equal, Where, Cast, Dropout against element-by-element expectations. */
+static double select_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) != PP_OK) goto done;
+    worst = 0;
+    int64_t idx[PP_MAX_RANK], n = pp_tensor_numel(&out[0]);
+    if (!strcmp(c->op, "Where")) {
+        for (int64_t e = 0; e < n; e++) {
+            mr_unravel(&out[0], e, idx);
+            int cond = ((uint8_t *)in[0].data)[mr_bindex(&in[0], idx, out[0].rank)];
+            float ref = ((float *)in[cond ? 1 : 2].data)[mr_bindex(&in[cond ? 1 : 2], idx, out[0].rank)];
+            worst = fmax(worst, fabs(ref - ((float *)out[0].data)[e]));
+        }
+    } else if (!strcmp(c->op, "Equal")) {
+        for (int64_t e = 0; e < n; e++) {
+            mr_unravel(&out[0], e, idx);
+            int64_t ia = mr_bindex(&in[0], idx, out[0].rank), ib = mr_bindex(&in[1], idx, out[0].rank);
+            int ref = in[0].dtype == PP_DTYPE_I64 ? ((int64_t *)in[0].data)[ia] == ((int64_t *)in[1].data)[ib]
+                                                  : ((float *)in[0].data)[ia] == ((float *)in[1].data)[ib];
+            worst = fmax(worst, fabs((double)ref - ((uint8_t *)out[0].data)[e]));
+        }
+    } else if (!strcmp(c->op, "Dropout")) {
+        double kept = 0, ratio = c->nin > 1 ? 0.3 : 0.0;
+        for (int64_t e = 0; e < n; e++) {
+            int m = ((uint8_t *)out[1].data)[e];
+            kept += m;
+            double ref = c->training ? m * ((float *)in[0].data)[e] / (1 - ratio) : ((float *)in[0].data)[e];
+            worst = fmax(worst, fabs(ref - ((float *)out[0].data)[e]));
+        }
+        printf("%-40s kept fraction %.4f (expected %.2f)\n", c->name, kept / (double)n, 1 - ratio);
+        if (c->training && fabs(kept / (double)n - (1 - ratio)) > 0.03) worst = 1;
+        if (!c->training && kept != (double)n) worst = 1;
+    } else { /* Cast: the C conversion of each element */
+        for (int64_t e = 0; e < n; e++) {
+            double x = in[0].dtype == PP_DTYPE_F32 ? ((float *)in[0].data)[e] : (double)((int64_t *)in[0].data)[e];
+            double y = 0, ref = x;
+            switch (out[0].dtype) {
+            case PP_DTYPE_F32: y = ((float *)out[0].data)[e]; ref = (float)x; break;
+            case PP_DTYPE_F64: y = ((double *)out[0].data)[e]; break;
+            case PP_DTYPE_I64: y = (double)((int64_t *)out[0].data)[e]; ref = (double)(int64_t)x; break;
+            case PP_DTYPE_I32: y = ((int32_t *)out[0].data)[e]; ref = (double)(int32_t)x; break;
+            case PP_DTYPE_BOOL: y = ((uint8_t *)out[0].data)[e]; ref = x != 0; break;
+            default: break;
+            }
+            worst = fmax(worst, fabs(y - ref));
+        }
+    }
+done:
+    mr_free(c, in, out);
+    return worst;
+}
+
+static const kc_case select_forward_cases[] = {
+    {CASE("equal_f32_bcast", "Equal", 2, 1), .in = {{T3(2, 3, 4), AWAY}, {T1(4), .fill = KC_DATA, .data = eq_b}},
+     .out = {{T3(2, 3, 4), .dtype = PP_DTYPE_BOOL}}},
+    {CASE("equal_i64_scalar", "Equal", 2, 1), .in = {{T2(5, 6), .dtype = PP_DTYPE_I64, .fill = KC_INTS, .lo = 0,
+     .hi = 2}, {T0, .dtype = PP_DTYPE_I64, .fill = KC_INTS, .lo = 1, .hi = 1}},
+     .out = {{T2(5, 6), .dtype = PP_DTYPE_BOOL}}},
+    {CASE("cast_f32_i64", "Cast", 1, 1), .in = {{T2(3, 4)}}, .out = {{T2(3, 4), .dtype = PP_DTYPE_I64}},
+     .attrs = {ATTR_I("to", PP_DTYPE_I64)}, .nattrs = 1},
+    {CASE("cast_f32_bool", "Cast", 1, 1), .in = {{T2(3, 4), AWAY}}, .out = {{T2(3, 4), .dtype = PP_DTYPE_BOOL}},
+     .attrs = {ATTR_I("to", PP_DTYPE_BOOL)}, .nattrs = 1},
+    {CASE("cast_f32_f64", "Cast", 1, 1), .in = {{T2(3, 4)}}, .out = {{T2(3, 4), .dtype = PP_DTYPE_F64}},
+     .attrs = {ATTR_I("to", PP_DTYPE_F64)}, .nattrs = 1},
+    {CASE("cast_i64_f32", "Cast", 1, 1), .in = {{T2(3, 4), .dtype = PP_DTYPE_I64, .fill = KC_INTS, .lo = -1000,
+     .hi = 1000}}, .out = {{T2(3, 4)}}, .attrs = {ATTR_I("to", PP_DTYPE_F32)}, .nattrs = 1},
+    {CASE("cast_i64_i32", "Cast", 1, 1), .in = {{T2(3, 4), .dtype = PP_DTYPE_I64, .fill = KC_INTS, .lo = -1000,
+     .hi = 1000}}, .out = {{T2(3, 4), .dtype = PP_DTYPE_I32}}, .attrs = {ATTR_I("to", PP_DTYPE_I32)}, .nattrs = 1},
+};
+
+static void test_select(void **state)
+{
+    (void)state;
+    check_forward(select_forward_cases, NCASES(select_forward_cases), select_maxdiff, "element-wise expectation");
+    check_forward(select_cases, NCASES(select_cases), select_maxdiff, "element-wise expectation");
+    run_cases(select_cases, NCASES(select_cases));
+}
+
+/* Dropout masks depend on the rng key only: the same key gives the same mask, another
+ * node or microbatch a different one. */
+static void test_dropout_rng(void **state)
+{
+    (void)state;
+    const kc_case *c = &select_cases[2];
+    pp_error err = {0};
+    pp_device *dev = NULL;
+    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
+    const pp_kernel *k = pp_kernel_find("Dropout", PP_DEVICE_CPU, PP_DTYPE_F32);
+    pp_tensor in[2] = {kc_alloc(&c->in[0]), kc_alloc(&c->in[1])}, out[3][2];
+    pp_rng_key keys[3] = {{7, 3, 1, 12}, {7, 3, 1, 12}, {7, 3, 2, 12}};
+    for (int r = 0; r < 3; r++) {
+        out[r][0] = kc_alloc(&c->out[0]);
+        out[r][1] = kc_alloc(&c->out[1]);
+        pp_kernel_ctx ctx = {.node = "d", .op_type = "Dropout", .opset = 17, .in = in, .nin = 2, .out = out[r],
+                             .nout = 2, .dev = dev, .training = 1, .rng = keys[r]};
+        assert_int_equal(k->forward(&ctx, &err), PP_OK);
+    }
+    int64_t n = pp_tensor_numel(&in[0]);
+    int same = !memcmp(out[0][1].data, out[1][1].data, (size_t)n);
+    int differ = memcmp(out[0][1].data, out[2][1].data, (size_t)n) != 0;
+    printf("dropout masks: same key identical %d, other microbatch differs %d\n", same, differ);
+    assert_true(same && differ);
+    for (int r = 0; r < 3; r++) {
+        free(out[r][0].data);
+        free(out[r][1].data);
+    }
+    free(in[0].data);
+    free(in[1].data);
+    pp_device_destroy(dev);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -228,6 +357,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_select),
+        cmocka_unit_test(test_dropout_rng),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

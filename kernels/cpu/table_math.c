@@ -27,6 +27,10 @@ static const pp_kernel kernels_math[] = {
     K("AveragePool", NULL, pp_cpu_avgpool_forward, pp_cpu_avgpool_backward, 0x0, 0x0),
     K("GlobalAveragePool", NULL, pp_cpu_gap_forward, pp_cpu_gap_backward, 0x0, 0x0),
     K("BatchNormalization", pp_cpu_batchnorm_aux, pp_cpu_batchnorm_forward, pp_cpu_batchnorm_backward, 0x1b, 0x0),
+    K("Equal", NULL, pp_cpu_equal_forward, NULL, 0x0, 0x0),
+    K("Where", NULL, pp_cpu_where_forward, pp_cpu_where_backward, 0x1, 0x0),
+    K("Cast", NULL, pp_cpu_cast_forward, pp_cpu_cast_backward, 0x0, 0x0),
+    K("Dropout", NULL, pp_cpu_dropout_forward, pp_cpu_dropout_backward, 0x6, 0x0),
     K("Identity", NULL, pp_cpu_identity_forward, pp_cpu_identity_backward, 0x0, 0x0),
 };
 
