@@ -207,8 +207,8 @@ static pp_status stage_io(pp_partition *p, int *stamp, pp_error *err)
             }
         }
         if (ok) {
-            qsort(recv.v, (size_t)recv.n, sizeof *recv.v, cmp_int);
-            qsort(ginp.v, (size_t)ginp.n, sizeof *ginp.v, cmp_int);
+            if (recv.n > 1) qsort(recv.v, (size_t)recv.n, sizeof *recv.v, cmp_int);
+            if (ginp.n > 1) qsort(ginp.v, (size_t)ginp.n, sizeof *ginp.v, cmp_int);
             for (int k = 0; k < ginp.n && ok; k++) ok = push(&recv, ginp.v[k]);
         }
         free(ginp.v);
