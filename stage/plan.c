@@ -61,8 +61,14 @@ static pp_status add_port(pp_stage *s, int input, int t, int is_data, pp_error *
     int *q = pp_realloc_array(*ts, (size_t)*n + 1, sizeof *q);
     if (q) *ts = q;
     if (!p || !q) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
-    const pp_value *v = &s->g->values[s->t[t].value];
-    p[*n] = (pp_stage_port){v->name, s->t[t].value, is_data, v->dtype, v->shape, s->t[t].nbytes};
+    const tslot *x = &s->t[t];
+    if (x->value >= 0) {
+        const pp_value *v = &s->g->values[x->value];
+        p[*n] = (pp_stage_port){v->name, x->value, is_data, v->dtype, v->shape, x->nbytes};
+    } else {   /* labels the caller names for the loss: not a value of the graph */
+        p[*n] = (pp_stage_port){s->opt.loss.labels, -1, is_data, x->dtype, pp_shape_make(x->rank, x->dims),
+                                x->nbytes};
+    }
     q[*n] = t;
     (*n)++;
     return PP_OK;
@@ -171,19 +177,36 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
                             "the model has no SoftmaxCrossEntropyLoss output; name the loss with "
                             "--loss cross_entropy --logits NAME --labels NAME");
     int lv = pp_graph_find_value(g, ls->logits), yv = pp_graph_find_value(g, ls->labels);
-    if (lv < 0 || s->t_of_value[lv] < 0)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--logits '%s' is not a tensor of the last stage",
+    if (lv < 0 || s->t_of_value[lv] < 0 || s->t[s->t_of_value[lv]].dtype != PP_DTYPE_F32)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--logits '%s' is not a float tensor of the last stage",
                             ls->logits);
-    if (yv < 0 || g->values[yv].kind != PP_VALUE_INPUT)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--labels '%s' is not an input of the model", ls->labels);
     int lt = s->t_of_value[lv], yt;
-    int is_port = s->t_of_value[yv] >= 0;
-    PP_CHECK(tslot_of(s, yv, err, &yt));
-    if (!is_port) PP_CHECK(add_port(s, 1, yt, 1, err));
-    tslot *L = &s->t[lt], *Y = &s->t[yt];
+    const tslot *L = &s->t[lt];
     int64_t rows = 1;
     for (int i = 0; i + 1 < L->rank; i++) rows *= L->dims[i];
     int64_t classes = L->rank ? L->dims[L->rank - 1] : 1;
+    if (yv >= 0 && g->values[yv].kind != PP_VALUE_INPUT)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--labels '%s' names a tensor the model computes; labels "
+                            "come from the dataset", ls->labels);
+    if (yv >= 0) {   /* the model declares the labels input */
+        int is_port = s->t_of_value[yv] >= 0;
+        PP_CHECK(tslot_of(s, yv, err, &yt));
+        if (!is_port) PP_CHECK(add_port(s, 1, yt, 1, err));
+    } else {         /* int64 labels shaped like the logits without the class dim */
+        tslot *y = &s->t[s->nt];
+        memset(y, 0, sizeof *y);
+        y->value = -1;
+        y->view_of = -1;
+        y->dtype = PP_DTYPE_I64;
+        y->rank = L->rank - 1;
+        memcpy(y->dims, L->dims, sizeof y->dims);
+        y->nbytes = (size_t)rows * 8;
+        y->def_op = y->last_op = -1;
+        y->param = -1;
+        yt = s->nt++;
+        PP_CHECK(add_port(s, 1, yt, 1, err));
+    }
+    const tslot *Y = &s->t[yt];
     if (Y->dtype != PP_DTYPE_I64 || (int64_t)(Y->nbytes / 8) != rows)
         return pp_error_set(err, PP_ERR_SHAPE,
                             "--labels '%s' must be int64 with one label per row of --logits '%s' (%lld rows of %lld classes)",
