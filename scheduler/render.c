@@ -1,0 +1,121 @@
+/* Renderers of a simulated schedule into a FILE*: the ASCII timeline (one row per rank,
+ * time to the right) and the JSON summary the CLI prints with --json. */
+#include "sched_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Cell label of a compute action: "F3", or "1F3" (stage in front) with chunks > 1. */
+static void cell_label(const pp_schedule *s, const pp_action *a, char *buf, size_t len)
+{
+    static const char letter[] = {'F', 'B', 'I', 'W'};
+    if (a->kind == PP_ACT_OPTIMIZER_STEP) snprintf(buf, len, "O");
+    else if (s->chunks > 1) snprintf(buf, len, "%d%c%d", a->stage, letter[a->kind], a->microbatch);
+    else snprintf(buf, len, "%c%d", letter[a->kind], a->microbatch);
+}
+
+static int shows(const pp_action *a, const pp_sim_result *r, int g)
+{
+    return (action_is_compute(a->kind) || a->kind == PP_ACT_OPTIMIZER_STEP) && r->end[g] > r->start[g];
+}
+
+void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FILE *out, int max_cols)
+{
+    char lab[48];
+    double q = INFINITY;
+    int width = 2;
+    for (int rk = 0; rk < s->pp; rk++)
+        for (int i = 0; i < s->count[rk]; i++) {
+            const pp_action *a = &s->actions[rk][i];
+            int g = r->offset[rk] + i;
+            if (!shows(a, r, g)) continue;
+            double d = r->end[g] - r->start[g];
+            if (d < q) q = d;
+            cell_label(s, a, lab, sizeof lab);
+            if ((int)strlen(lab) > width) width = (int)strlen(lab);
+        }
+    if (!isfinite(q) || r->makespan <= 0) {
+        fprintf(out, "(empty timeline)\n");
+        return;
+    }
+    width += 1;
+    if (max_cols < 8) max_cols = 8;
+    int cols = (int)ceil(r->makespan / q - 1e-9);
+    if (cols > max_cols) {
+        q = r->makespan / max_cols;
+        cols = max_cols;
+    }
+    char *row = pp_malloc((size_t)cols * width + 1);
+    if (!row) return;
+    fprintf(out, "time ->  one column = %.3g s, makespan %.6g s; '=' continues an action, '.' idle\n", q,
+            r->makespan);
+    for (int rk = 0; rk < s->pp; rk++) {
+        memset(row, '.', (size_t)cols * width);
+        for (int c = 0; c < cols; c++) memset(row + (size_t)c * width + 1, ' ', (size_t)width - 1);
+        for (int i = 0; i < s->count[rk]; i++) {
+            const pp_action *a = &s->actions[rk][i];
+            int g = r->offset[rk] + i;
+            if (!shows(a, r, g)) continue;
+            int c0 = (int)floor(r->start[g] / q + 1e-9), c1 = (int)ceil(r->end[g] / q - 1e-9);
+            if (c0 >= cols) c0 = cols - 1;
+            if (c1 <= c0) c1 = c0 + 1;
+            if (c1 > cols) c1 = cols;
+            for (int c = c0; c < c1; c++) {
+                char *cell = row + (size_t)c * width;
+                memset(cell, ' ', (size_t)width);
+                memset(cell, '=', (size_t)width - 1);
+            }
+            cell_label(s, a, lab, sizeof lab);
+            char *cell = row + (size_t)c0 * width;
+            memset(cell, ' ', (size_t)width);
+            memcpy(cell, lab, strlen(lab));
+        }
+        row[(size_t)cols * width] = 0;
+        fprintf(out, "rank %3d |%s|\n", rk, row);
+    }
+    free(row);
+}
+
+void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs, const pp_sim_result *r, FILE *out,
+                              int pretty)
+{
+    pp_json j;
+    char a[48];
+    pp_json_init(&j, out, pretty);
+    pp_json_begin_object(&j, NULL);
+    pp_json_string(&j, "kind", pp_schedule_kind_name(s->kind));
+    pp_json_int(&j, "pp", s->pp);
+    pp_json_int(&j, "microbatches", s->microbatches);
+    pp_json_int(&j, "chunks", s->chunks);
+    pp_json_int(&j, "actions", pp_schedule_action_count(s));
+    pp_json_double(&j, "makespan_s", r->makespan);
+    pp_json_double(&j, "bubble", r->bubble);
+    double cf = pp_schedule_closed_form_bubble(s, costs);
+    if (isnan(cf)) pp_json_null(&j, "closed_form_bubble");
+    else pp_json_double(&j, "closed_form_bubble", cf);
+    pp_json_begin_array(&j, "ranks");
+    for (int rk = 0; rk < s->pp; rk++) {
+        pp_json_begin_object(&j, NULL);
+        pp_json_int(&j, "rank", rk);
+        pp_json_double(&j, "busy_s", r->busy[rk]);
+        pp_json_double(&j, "bubble", r->rank_bubble[rk]);
+        pp_json_int(&j, "peak_inflight", r->peak_inflight[rk]);
+        pp_json_double(&j, "peak_act_bytes", r->peak_act_bytes[rk]);
+        pp_json_int(&j, "peak_w_pending", r->peak_w_pending[rk]);
+        pp_json_end_object(&j);
+    }
+    pp_json_end_array(&j);
+    pp_json_begin_array(&j, "critical_path");
+    for (int i = 0, rk = 0; i < r->n_critical; i++) {
+        int g = r->critical[i];
+        while (g >= r->offset[rk + 1]) rk++;
+        while (g < r->offset[rk]) rk--;
+        char cell[64];
+        snprintf(cell, sizeof cell, "r%d:%s", rk, pp_action_format(&s->actions[rk][g - r->offset[rk]], a, sizeof a));
+        pp_json_string(&j, NULL, cell);
+    }
+    pp_json_end_array(&j);
+    pp_json_end_object(&j);
+    pp_json_finish(&j);
+}
