@@ -1,0 +1,120 @@
+/* LayerNormalization on the cpu: X seen as [M, D] with D = prod(dims[axis:]); Scale and
+ * B hold D values. Forward keeps mean and rstd per row in aux ([2][M] floats); backward
+ * reads X, Scale and aux, and also takes gradients on the Mean / InvStdDev outputs. */
+#include "element_nn.h"
+#include "nn_kernels.h"
+#include "nn_util.h"
+
+#include <string.h>
+
+typedef struct ln_layout {
+    int64_t m, d;           /* rows, row length */
+    float eps;
+} ln_layout;
+
+static pp_status layout(const pp_kernel_ctx *c, ln_layout *l, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0];
+    int64_t axis, stash;
+    int ax;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", -1, &axis, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "stash_type", 1, &stash, c->node, err));
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, &l->eps, c->node, err));
+    PP_CHECK(nn_axis(c, axis, x->rank, &ax, err));
+    if (stash != 1)
+        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "stash_type %lld is not supported (only 1, float32)",
+                       (long long)stash);
+    l->m = nn_prod(x->dims, 0, ax);
+    l->d = nn_prod(x->dims, ax, x->rank);
+    for (int k = 1; k < 3 && k < c->nin; k++)
+        if (c->in[k].data && pp_tensor_numel(&c->in[k]) != l->d)
+            return nn_fail(c, PP_ERR_SHAPE, err, "input %d (%s) has %lld elements, expected %lld (the normalised dims)",
+                           k, k == 1 ? "Scale" : "B", (long long)pp_tensor_numel(&c->in[k]), (long long)l->d);
+    for (int k = 1; k < 3 && k < c->nout; k++)
+        if (c->out[k].data && pp_tensor_numel(&c->out[k]) != l->m)
+            return nn_fail(c, PP_ERR_SHAPE, err, "output %d has %lld elements, expected %lld (one per row)", k,
+                           (long long)pp_tensor_numel(&c->out[k]), (long long)l->m);
+    return PP_OK;
+}
+
+size_t pp_cpu_layernorm_aux_bytes(const pp_kernel_ctx *c)
+{
+    const pp_tensor *x = &c->in[0];
+    int64_t axis = -1;
+    const pp_attr *a = pp_attr_find(c->attrs, c->nattrs, "axis");
+    if (a && a->type == PP_ATTR_INT) axis = a->i;
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank) return 0;   /* forward reports the bad axis */
+    return 2 * (size_t)nn_prod(x->dims, 0, (int)axis) * sizeof(float);
+}
+
+pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    ln_layout l;
+    PP_CHECK(layout(c, &l, err));
+    const float *x = c->in[0].data, *scale = c->in[1].data;
+    const float *bias = c->nin > 2 ? c->in[2].data : NULL;
+    float *y = c->out[0].data, *mean = c->aux, *rstd = mean + l.m;
+    const float inv_d = 1.0f / (float)l.d;
+    for (int64_t r = 0; r < l.m; r++) {
+        const float *xr = x + r * l.d;
+        float *yr = y + r * l.d;
+        float s = 0, v = 0;
+        for (int64_t j = 0; j < l.d; j++) s += xr[j];
+        const float mu = s * inv_d;
+        for (int64_t j = 0; j < l.d; j++) v += (xr[j] - mu) * (xr[j] - mu);
+        const float rs = pp_layernorm_rstd(v * inv_d, l.eps);
+        if (bias)
+            for (int64_t j = 0; j < l.d; j++) yr[j] = pp_layernorm_out(pp_layernorm_xhat(xr[j], mu, rs), scale[j], bias[j]);
+        else
+            for (int64_t j = 0; j < l.d; j++) yr[j] = pp_layernorm_out(pp_layernorm_xhat(xr[j], mu, rs), scale[j], 0.0f);
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+    if (c->nout > 1 && c->out[1].data) memcpy(c->out[1].data, mean, (size_t)l.m * sizeof(float));
+    if (c->nout > 2 && c->out[2].data) memcpy(c->out[2].data, rstd, (size_t)l.m * sizeof(float));
+    return PP_OK;
+}
+
+pp_status pp_cpu_layernorm_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
+                                    pp_error *err)
+{
+    ln_layout l;
+    PP_CHECK(layout(c, &l, err));
+    const float *x = c->in[0].data, *scale = c->in[1].data, *mean = c->aux, *rstd = mean + l.m;
+    const float *dy = gout[0].data;
+    const float *gmean = c->nout > 1 ? gout[1].data : NULL, *grstd = c->nout > 2 ? gout[2].data : NULL;
+    float *dx = gin[0].data, *dscale = c->nin > 1 ? gin[1].data : NULL, *dbias = c->nin > 2 ? gin[2].data : NULL;
+    const float inv_d = 1.0f / (float)l.d;
+    for (int64_t r = 0; r < l.m; r++) {
+        const float *xr = x + r * l.d;
+        const float mu = mean[r], rs = rstd[r];
+        if (dy) {
+            const float *dyr = dy + r * l.d;
+            if (dscale)
+                for (int64_t j = 0; j < l.d; j++) dscale[j] += dyr[j] * pp_layernorm_xhat(xr[j], mu, rs);
+            if (dbias)
+                for (int64_t j = 0; j < l.d; j++) dbias[j] += dyr[j];
+            if (dx) {
+                float sg = 0, sgx = 0;
+                for (int64_t j = 0; j < l.d; j++) {
+                    const float g = dyr[j] * scale[j];
+                    sg += g;
+                    sgx += g * pp_layernorm_xhat(xr[j], mu, rs);
+                }
+                sg *= inv_d;
+                sgx *= inv_d;
+                float *dxr = dx + r * l.d;
+                for (int64_t j = 0; j < l.d; j++)
+                    dxr[j] += pp_layernorm_dx(dyr[j] * scale[j], pp_layernorm_xhat(xr[j], mu, rs), rs, sg, sgx);
+            }
+        }
+        if (dx && (gmean || grstd)) {
+            const float gm = gmean ? gmean[r] : 0.0f, gr = grstd ? grstd[r] : 0.0f;
+            float *dxr = dx + r * l.d;
+            for (int64_t j = 0; j < l.d; j++)
+                dxr[j] += pp_layernorm_dx_stats(gm, gr, pp_layernorm_xhat(xr[j], mu, rs), rs, inv_d);
+        }
+    }
+    return PP_OK;
+}

@@ -1,0 +1,37 @@
+/* Private to the cpu "nn" kernels: errors that name the node, axis and constant-input
+ * readers, and the strided N-d loops that the data-movement ops and reductions share. */
+#ifndef PP_KERNELS_CPU_NN_UTIL_H
+#define PP_KERNELS_CPU_NN_UTIL_H
+
+#include <onnxpipe/kernels.h>
+
+/* Sets err to "node 'name' (Op): <message>" and returns st. */
+pp_status nn_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Normalises axis (may be negative) into [0, rank); an error names the node and value. */
+pp_status nn_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err);
+/* Reads integer input k (int64 or int32, host memory, at most max values) into vals;
+ * *n = -1 when the input is omitted. `what` names it in errors ("axes", "starts"). */
+pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n,
+                        int max, pp_error *err);
+/* Checks that two tensors hold the same number of elements (copies of one another). */
+pp_status nn_same_numel(const pp_kernel_ctx *c, const pp_tensor *a, const pp_tensor *b, pp_error *err);
+
+/* prod(dims[from..to)) */
+int64_t nn_prod(const int64_t *dims, int from, int to);
+/* Row-major element strides of dims[rank]. */
+void nn_strides(int rank, const int64_t *dims, int64_t *strides);
+
+/* For every index i over dims[rank]: dst[i . dst_st] = src[i . src_st], elements of
+ * esize bytes, strides in elements (may be 0 or negative). Dims that are contiguous in
+ * both are merged first, and the innermost loop is a memcpy when both are unit-stride. */
+void nn_copy_strided(void *dst, const int64_t *dst_st, const void *src, const int64_t *src_st,
+                     const int64_t *dims, int rank, size_t esize);
+/* The same for floats with dst[...] += alpha * src[...]; a 0 stride in dst sums into it
+ * (reductions, broadcast backward), a 0 stride in src broadcasts from it. */
+void nn_add_strided(float *dst, const int64_t *dst_st, const float *src, const int64_t *src_st,
+                    const int64_t *dims, int rank, float alpha);
+/* y[i] += x[i], n floats (the backward of every copy). */
+void nn_add(float *y, const float *x, int64_t n);
+
+#endif

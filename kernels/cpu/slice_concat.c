@@ -1,0 +1,237 @@
+/* Slice, Split and Concat on the cpu, all as strided copies of boxes of the larger
+ * tensor (nn_util.c); backward adds the gradient of each box back through the same
+ * strides. Slice follows ONNX clamping for negative starts/ends/steps. */
+#include "nn_kernels.h"
+#include "nn_util.h"
+
+#include <stdint.h>
+
+/* ---- Slice --------------------------------------------------------------------- */
+
+/* offset: element offset of the first picked input element; src_st: input stride per
+ * output dim (step times the input stride). */
+static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, int64_t *offset,
+                            int64_t *src_st, pp_error *err)
+{
+    int64_t starts[PP_MAX_RANK], ends[PP_MAX_RANK], axes[PP_MAX_RANK], steps[PP_MAX_RANK], x_st[PP_MAX_RANK];
+    int ns, ne, na = -1, nt = -1;
+    if (c->opset < 10) {
+        const int64_t *s, *e, *a;
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "starts", &s, &ns, c->node, err));
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "ends", &e, &ne, c->node, err));
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &na, c->node, err));
+        if (ns > PP_MAX_RANK || na > PP_MAX_RANK)
+            return nn_fail(c, PP_ERR_INVALID_ARG, err, "%d starts / %d axes, at most %d", ns, na, PP_MAX_RANK);
+        for (int i = 0; i < ns; i++) starts[i] = s[i];
+        for (int i = 0; i < ne && i < PP_MAX_RANK; i++) ends[i] = e[i];
+        for (int i = 0; i < na; i++) axes[i] = a[i];
+        if (!a) na = -1;
+    } else {
+        PP_CHECK(nn_input_ints(c, 1, "starts", starts, &ns, PP_MAX_RANK, err));
+        PP_CHECK(nn_input_ints(c, 2, "ends", ends, &ne, PP_MAX_RANK, err));
+        PP_CHECK(nn_input_ints(c, 3, "axes", axes, &na, PP_MAX_RANK, err));
+        PP_CHECK(nn_input_ints(c, 4, "steps", steps, &nt, PP_MAX_RANK, err));
+    }
+    if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
+        return nn_fail(c, PP_ERR_INVALID_ARG, err, "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length",
+                       ns, ne, na, nt);
+    int64_t start[PP_MAX_RANK], step[PP_MAX_RANK], count[PP_MAX_RANK];
+    for (int k = 0; k < x->rank; k++) {
+        start[k] = 0;
+        step[k] = 1;
+        count[k] = x->dims[k];
+    }
+    for (int i = 0; i < ns; i++) {
+        int ax;
+        PP_CHECK(nn_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
+        const int64_t dim = x->dims[ax], st = nt >= 0 ? steps[i] : 1;
+        if (st == 0) return nn_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
+        int64_t s = starts[i], e = ends[i];
+        if (s < 0) s += dim;
+        if (e < 0) e += dim;
+        if (st > 0) {
+            s = s < 0 ? 0 : s > dim ? dim : s;
+            e = e < 0 ? 0 : e > dim ? dim : e;
+            count[ax] = e > s ? (e - s + st - 1) / st : 0;
+        } else {
+            s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+            count[ax] = s > e ? (s - e - st - 1) / -st : 0;
+        }
+        start[ax] = s;
+        step[ax] = st;
+    }
+    if (y->rank != x->rank)
+        return nn_fail(c, PP_ERR_SHAPE, err, "output has rank %d, input %d", y->rank, x->rank);
+    nn_strides(x->rank, x->dims, x_st);
+    *offset = 0;
+    for (int k = 0; k < x->rank; k++) {
+        if (count[k] != y->dims[k])
+            return nn_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, the slice gives %lld", k,
+                           (long long)y->dims[k], (long long)count[k]);
+        if (count[k] > 0) *offset += start[k] * x_st[k];
+        src_st[k] = step[k] * x_st[k];
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_slice_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0], *y = &c->out[0];
+    int64_t off, src_st[PP_MAX_RANK], y_st[PP_MAX_RANK];
+    PP_CHECK(slice_plan(c, x, y, &off, src_st, err));
+    nn_strides(y->rank, y->dims, y_st);
+    const size_t es = pp_dtype_size(x->dtype);
+    nn_copy_strided(y->data, y_st, (const char *)x->data + off * (int64_t)es, src_st, y->dims, y->rank, es);
+    return PP_OK;
+}
+
+pp_status pp_cpu_slice_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, pp_error *err)
+{
+    if (!gin[0].data || !gout[0].data) return PP_OK;
+    const pp_tensor *gy = &gout[0];
+    int64_t off, src_st[PP_MAX_RANK], y_st[PP_MAX_RANK];
+    PP_CHECK(slice_plan(c, &gin[0], gy, &off, src_st, err));
+    nn_strides(gy->rank, gy->dims, y_st);
+    nn_add_strided((float *)gin[0].data + off, src_st, gy->data, y_st, gy->dims, gy->rank, 1.0f);
+    return PP_OK;
+}
+
+/* ---- Split and Concat: pieces along one axis of a whole ------------------------- */
+
+/* The box of a piece of dk along axis of whole, as [outer, dk, inner] with its strides
+ * in the whole (whole_st) and in the piece (piece_st). */
+static void piece_box(const pp_tensor *whole, int axis, int64_t dk, int64_t *dims3, int64_t *whole_st,
+                      int64_t *piece_st)
+{
+    const int64_t inner = nn_prod(whole->dims, axis + 1, whole->rank);
+    dims3[0] = nn_prod(whole->dims, 0, axis);
+    dims3[1] = dk;
+    dims3[2] = inner;
+    whole_st[0] = whole->dims[axis] * inner;
+    piece_st[0] = dk * inner;
+    whole_st[1] = piece_st[1] = inner;
+    whole_st[2] = piece_st[2] = 1;
+}
+
+/* Checks that pieces [n] have whole's dims except along axis, where they add up. */
+static pp_status check_pieces(const pp_kernel_ctx *c, const pp_tensor *whole, const pp_tensor *pieces, int n,
+                              int axis, pp_error *err)
+{
+    int64_t sum = 0;
+    for (int k = 0; k < n; k++) {
+        if (pieces[k].rank != whole->rank)
+            return nn_fail(c, PP_ERR_SHAPE, err, "piece %d has rank %d, expected %d", k, pieces[k].rank, whole->rank);
+        for (int d = 0; d < whole->rank; d++)
+            if (d != axis && pieces[k].dims[d] != whole->dims[d])
+                return nn_fail(c, PP_ERR_SHAPE, err, "piece %d has dim %d = %lld, expected %lld", k, d,
+                               (long long)pieces[k].dims[d], (long long)whole->dims[d]);
+        sum += pieces[k].dims[axis];
+    }
+    if (sum != whole->dims[axis])
+        return nn_fail(c, PP_ERR_SHAPE, err, "pieces add up to %lld along axis %d, expected %lld", (long long)sum,
+                       axis, (long long)whole->dims[axis]);
+    return PP_OK;
+}
+
+static pp_status get_axis(const pp_kernel_ctx *c, int64_t dflt, int rank, int *axis, pp_error *err)
+{
+    int64_t a;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", dflt, &a, c->node, err));
+    if (dflt == INT64_MIN && !pp_attr_find(c->attrs, c->nattrs, "axis"))
+        return nn_fail(c, PP_ERR_INVALID_ARG, err, "attribute 'axis' is required");
+    return nn_axis(c, a, rank, axis, err);
+}
+
+/* Split sizes come from the output shapes; a given split (input 1 from opset 13, else
+ * the attribute) must agree with them. */
+static pp_status split_check(const pp_kernel_ctx *c, const pp_tensor *outs, int axis, pp_error *err)
+{
+    int64_t sp[64];
+    int n = -1;
+    if (c->opset >= 13) {
+        PP_CHECK(nn_input_ints(c, 1, "split", sp, &n, 64, err));
+    } else {
+        const int64_t *a;
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "split", &a, &n, c->node, err));
+        for (int i = 0; i < n && i < 64; i++) sp[i] = a[i];
+        if (!a) n = -1;
+    }
+    if (n < 0) return PP_OK;
+    if (n != c->nout)
+        return nn_fail(c, PP_ERR_INVALID_ARG, err, "split has %d values for %d outputs", n, c->nout);
+    for (int k = 0; k < n; k++)
+        if (sp[k] != outs[k].dims[axis])
+            return nn_fail(c, PP_ERR_SHAPE, err, "split[%d] = %lld but output %d has %lld along axis %d", k,
+                           (long long)sp[k], k, (long long)outs[k].dims[axis], axis);
+    return PP_OK;
+}
+
+pp_status pp_cpu_split_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0];
+    int axis;
+    PP_CHECK(get_axis(c, 0, x->rank, &axis, err));
+    PP_CHECK(check_pieces(c, x, c->out, c->nout, axis, err));
+    PP_CHECK(split_check(c, c->out, axis, err));
+    const size_t es = pp_dtype_size(x->dtype);
+    int64_t off = 0, dims3[3], wst[3], pst[3];
+    for (int k = 0; k < c->nout; k++) {
+        const int64_t dk = c->out[k].dims[axis];
+        piece_box(x, axis, dk, dims3, wst, pst);
+        if (c->out[k].data)
+            nn_copy_strided(c->out[k].data, pst, (const char *)x->data + off * dims3[2] * (int64_t)es, wst, dims3, 3, es);
+        off += dk;
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_split_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, pp_error *err)
+{
+    if (!gin[0].data) return PP_OK;
+    int axis;
+    PP_CHECK(get_axis(c, 0, gin[0].rank, &axis, err));
+    PP_CHECK(check_pieces(c, &gin[0], gout, c->nout, axis, err));
+    int64_t off = 0, dims3[3], wst[3], pst[3];
+    for (int k = 0; k < c->nout; k++) {
+        const int64_t dk = gout[k].dims[axis];
+        piece_box(&gin[0], axis, dk, dims3, wst, pst);
+        if (gout[k].data) nn_add_strided((float *)gin[0].data + off * dims3[2], wst, gout[k].data, pst, dims3, 3, 1.0f);
+        off += dk;
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_concat_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    const pp_tensor *y = &c->out[0];
+    int axis;
+    PP_CHECK(get_axis(c, INT64_MIN, y->rank, &axis, err));
+    PP_CHECK(check_pieces(c, y, c->in, c->nin, axis, err));
+    const size_t es = pp_dtype_size(y->dtype);
+    int64_t off = 0, dims3[3], wst[3], pst[3];
+    for (int k = 0; k < c->nin; k++) {
+        const int64_t dk = c->in[k].dims[axis];
+        piece_box(y, axis, dk, dims3, wst, pst);
+        nn_copy_strided((char *)y->data + off * dims3[2] * (int64_t)es, wst, c->in[k].data, pst, dims3, 3, es);
+        off += dk;
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_concat_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, pp_error *err)
+{
+    const pp_tensor *gy = &gout[0];
+    if (!gy->data) return PP_OK;
+    int axis;
+    PP_CHECK(get_axis(c, INT64_MIN, gy->rank, &axis, err));
+    PP_CHECK(check_pieces(c, gy, gin, c->nin, axis, err));
+    int64_t off = 0, dims3[3], wst[3], pst[3];
+    for (int k = 0; k < c->nin; k++) {
+        const int64_t dk = gin[k].dims[axis];
+        piece_box(gy, axis, dk, dims3, wst, pst);
+        if (gin[k].data) nn_add_strided(gin[k].data, pst, (const float *)gy->data + off * dims3[2], wst, dims3, 3, 1.0f);
+        off += dk;
+    }
+    return PP_OK;
+}

@@ -1,0 +1,101 @@
+/* Softmax and LogSoftmax on the cpu: over one axis (opset >= 13, default -1), or over
+ * the input coerced to 2-D at `axis` (opset < 13, default 1). Backward reads the saved
+ * output only. Rows along the last axis are contiguous; other axes run strided. */
+#include "element_nn.h"
+#include "nn_kernels.h"
+#include "nn_util.h"
+
+#include <math.h>
+
+/* The input seen as [outer, n, inner]: softmax runs over n with stride inner. */
+typedef struct sm_layout {
+    int64_t outer, n, inner;
+} sm_layout;
+
+static pp_status layout(const pp_kernel_ctx *c, const pp_tensor *x, sm_layout *s, pp_error *err)
+{
+    int64_t axis;
+    int ax;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", c->opset < 13 ? 1 : -1, &axis, c->node, err));
+    PP_CHECK(nn_axis(c, axis, x->rank, &ax, err));
+    s->outer = nn_prod(x->dims, 0, ax);
+    if (c->opset < 13) {
+        s->n = nn_prod(x->dims, ax, x->rank);
+        s->inner = 1;
+    } else {
+        s->n = x->dims[ax];
+        s->inner = nn_prod(x->dims, ax + 1, x->rank);
+    }
+    return PP_OK;
+}
+
+/* y, x: n elements at stride st */
+static inline void row_forward(float *y, const float *x, int64_t n, int64_t st, int log)
+{
+    float mx = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i * st]);
+    if (log) {
+        for (int64_t i = 0; i < n; i++) sum += pp_softmax_exp(x[i * st], mx);
+        const float ls = logf(sum);
+        for (int64_t i = 0; i < n; i++) y[i * st] = pp_logsoftmax_out(x[i * st], mx, ls);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            const float e = pp_softmax_exp(x[i * st], mx);
+            y[i * st] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < n; i++) y[i * st] *= inv;
+    }
+}
+
+/* dx += d/dx given y, dy: n elements at stride st */
+static inline void row_backward(float *dx, const float *y, const float *dy, int64_t n, int64_t st, int log)
+{
+    float s = 0;
+    if (log) {
+        for (int64_t i = 0; i < n; i++) s += dy[i * st];
+        for (int64_t i = 0; i < n; i++) dx[i * st] += pp_logsoftmax_grad(y[i * st], dy[i * st], s);
+    } else {
+        for (int64_t i = 0; i < n; i++) s += y[i * st] * dy[i * st];
+        for (int64_t i = 0; i < n; i++) dx[i * st] += pp_softmax_grad(y[i * st], dy[i * st], s);
+    }
+}
+
+pp_status pp_cpu_softmax_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    sm_layout s;
+    PP_CHECK(layout(c, &c->in[0], &s, err));
+    PP_CHECK(nn_same_numel(c, &c->in[0], &c->out[0], err));
+    const int log = c->op_type[0] == 'L';
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    for (int64_t o = 0; o < s.outer; o++) {
+        const int64_t base = o * s.n * s.inner;
+        if (s.inner == 1)
+            row_forward(y + base, x + base, s.n, 1, log);
+        else
+            for (int64_t j = 0; j < s.inner; j++) row_forward(y + base + j, x + base + j, s.n, s.inner, log);
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_softmax_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
+                                  pp_error *err)
+{
+    if (!gin[0].data || !gout[0].data) return PP_OK;
+    sm_layout s;
+    PP_CHECK(layout(c, &c->out[0], &s, err));
+    const int log = c->op_type[0] == 'L';
+    const float *y = c->out[0].data, *dy = gout[0].data;
+    float *dx = gin[0].data;
+    for (int64_t o = 0; o < s.outer; o++) {
+        const int64_t base = o * s.n * s.inner;
+        if (s.inner == 1)
+            row_backward(dx + base, y + base, dy + base, s.n, 1, log);
+        else
+            for (int64_t j = 0; j < s.inner; j++)
+                row_backward(dx + base + j, y + base + j, dy + base + j, s.n, s.inner, log);
+    }
+    return PP_OK;
+}
