@@ -112,20 +112,20 @@ static inline PP_HD float pp_el_sgd(float p, float g, float *buf, float lr, floa
     return p - lr * g;
 }
 
-/* Adam moments, as torch: m.lerp_(g, 1 - beta1); v = v * beta2 + (1 - beta2) g^2. */
-static inline PP_HD void pp_el_adam_moments(float g, float *m, float *v, float beta1, float beta2)
+/* Adam moments, in torch's order: m = m * beta1 + c1 g; v = v * beta2 + c2 g g, with
+ * c1 = 1 - beta1 and c2 = 1 - beta2 rounded from double as torch's Python scalars are. */
+static inline PP_HD void pp_el_adam_moments(float g, float *m, float *v, float beta1, float c1, float beta2,
+                                            float c2)
 {
-    float w = 1.f - beta1;
-    float d = g - *m;
-    *m = w < 0.5f ? *m + w * d : g - d * (1.f - w);
-    *v = *v * beta2 + (1.f - beta2) * g * g;
+    *m = *m * beta1 + c1 * g;
+    *v = *v * beta2 + c2 * g * g;
 }
-/* Adam step from the moments: p - step_size * m / (sqrt(v) / bc2_sqrt + eps), where
- * step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t). */
+/* Adam step from the moments: p - step_size m / (sqrt(v) / bc2_sqrt + eps), where
+ * step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t) (torch's addcdiv order). */
 static inline PP_HD float pp_el_adam_apply(float p, float m, float v, float step_size, float bc2_sqrt,
                                            float eps)
 {
-    return p - step_size * (m / (sqrtf(v) / bc2_sqrt + eps));
+    return p - step_size * m / (sqrtf(v) / bc2_sqrt + eps);
 }
 /* LAMB's per-element update direction (You et al. 2019, Algorithm 2):
  * m_hat / (sqrt(v_hat) + eps) + wd * p with m_hat = m / bc1, v_hat = v / bc2. The step is

@@ -346,6 +346,133 @@ static void test_dropout_rng(void **state)
     pp_device_destroy(dev);
 }
 
+/* ---------------- optimizers vs torch.optim (tests/ref/optim_ref.py) ---------------- */
+
+#define OPT_STEPS 5
+#define OPT_NT 2
+static const int opt_sizes[OPT_NT] = {37, 5};
+
+typedef struct opt_config {
+    const char *name;
+    pp_optim_hparams h;
+} opt_config;
+
+static const opt_config opt_configs[] = {
+    {"sgd", {.kind = PP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.01f}},
+    {"sgd_momentum", {.kind = PP_OPTIM_SGD, .lr = 0.1f, .momentum = 0.9f}},
+    {"sgd_nesterov_wd", {.kind = PP_OPTIM_SGD, .lr = 0.1f, .momentum = 0.9f, .nesterov = 1, .weight_decay = 0.01f}},
+    {"adam_wd", {.kind = PP_OPTIM_ADAM, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                 .weight_decay = 0.01f}},
+    {"adamw", {.kind = PP_OPTIM_ADAMW, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+               .weight_decay = 0.1f}},
+    {"lamb", {.kind = PP_OPTIM_LAMB, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
+              .weight_decay = 0.01f}},
+};
+#define OPT_NC ((int)(sizeof opt_configs / sizeof opt_configs[0]))
+
+/* the same exact-in-float inputs as optim_ref.py */
+static float opt_init(int t, int i) { return t == 1 ? 0.f : (float)(((i * 37) % 19 - 9) / 8.0); }
+static float opt_grad(int t, int i, int step) { return (float)(((i * 53 + step * 11 + t * 7) % 23 - 11) / 16.0); }
+
+static void test_optim_vs_torch(void **state)
+{
+    (void)state;
+    const char *py = getenv("PY"), *src = getenv("SRC_DIR");
+    if (!py || !src) {
+        printf("PY and SRC_DIR must be set (ctest sets them) to run tests/ref/optim_ref.py\n");
+        fail();
+    }
+    static double ref[OPT_NC][OPT_STEPS][OPT_NT][64];
+    static int seen[OPT_NC][OPT_STEPS][OPT_NT][64];
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/ref/optim_ref.py' 2>optim_ref.stderr", py, src);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char name[64];
+    int step, t, i, nlines = 0;
+    double v;
+    while (fscanf(f, "%63s %d %d %d %lf", name, &step, &t, &i, &v) == 5) {
+        for (int c = 0; c < OPT_NC; c++)
+            if (!strcmp(name, opt_configs[c].name) && step >= 1 && step <= OPT_STEPS && t >= 0 && t < OPT_NT &&
+                i >= 0 && i < 64) {
+                ref[c][step - 1][t][i] = v;
+                seen[c][step - 1][t][i] = 1;
+                nlines++;
+            }
+    }
+    int rc = pclose(f);
+    printf("optim_ref.py: %d reference values (exit status %d)\n", nlines, rc);
+    assert_int_equal(rc, 0);
+    pp_error err = {0};
+    pp_device *dev = NULL;
+    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
+    for (int c = 0; c < OPT_NC; c++) {
+        pp_optim_hparams h = opt_configs[c].h;
+        int slots = pp_optim_state_slots(&h);
+        double worst = 0;
+        for (t = 0; t < OPT_NT; t++) {
+            int n = opt_sizes[t];
+            float p[64], g[64], st[128] = {0};
+            for (i = 0; i < n; i++) p[i] = opt_init(t, i);
+            for (step = 1; step <= OPT_STEPS; step++) {
+                for (i = 0; i < n; i++) g[i] = opt_grad(t, i, step);
+                h.step = step;
+                assert_int_equal(pp_kernel_optim_update(dev, &h, p, g, slots ? st : NULL, n, &err), PP_OK);
+                for (i = 0; i < n; i++) {
+                    assert_true(seen[c][step - 1][t][i]);
+                    double r = ref[c][step - 1][t][i];
+                    double rel = fabs(p[i] - r) / fmax(fabs(r), 1e-2);
+                    if (rel > worst) worst = rel;
+                }
+            }
+        }
+        printf("%-16s 5 steps vs torch max relative diff %.3g (relative to max(|ref|, 1e-2))\n",
+               opt_configs[c].name, worst);
+        assert_true(worst < 1e-6);
+    }
+    pp_device_destroy(dev);
+}
+
+/* ---------------- flat-buffer kernels ---------------- */
+
+static void test_flat(void **state)
+{
+    (void)state;
+    pp_error err = {0};
+    pp_device *dev = NULL;
+    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
+    int64_t n = 10007;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    double ref = 0, got = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (float)kc_randn();
+        y[i] = (float)i;
+        ref += (double)x[i] * x[i];
+    }
+    assert_int_equal(pp_kernel_sumsq(dev, x, n, &got, &err), PP_OK);
+    printf("sumsq %.17g vs naive %.17g\n", got, ref);
+    assert_true(fabs(got - ref) <= 1e-12 * ref);
+    assert_int_equal(pp_kernel_accumulate(dev, y, x, n, &err), PP_OK);
+    assert_int_equal(pp_kernel_scale(dev, y, n, 0.5f, &err), PP_OK);
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(y[i] - ((float)i + x[i]) * 0.5f));
+    printf("accumulate + scale max |diff| %.3g\n", worst);
+    assert_true(worst == 0);
+    int64_t at = 7;
+    assert_int_equal(pp_kernel_find_nonfinite(dev, x, n, &at, &err), PP_OK);
+    assert_int_equal(at, -1);
+    x[9000] = INFINITY;
+    x[9500] = NAN;
+    assert_int_equal(pp_kernel_find_nonfinite(dev, x, n, &at, &err), PP_OK);
+    assert_int_equal(at, 9000);
+    x[9000] = 0;
+    assert_int_equal(pp_kernel_find_nonfinite(dev, x, n, &at, &err), PP_OK);
+    assert_int_equal(at, 9500);
+    printf("find_nonfinite: -1 on finite data, 9000 (Inf) then 9500 (NaN)\n");
+    free(x);
+    free(y);
+    pp_device_destroy(dev);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -359,6 +486,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_dropout_rng),
+        cmocka_unit_test(test_optim_vs_torch),
+        cmocka_unit_test(test_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

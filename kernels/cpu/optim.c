@@ -1,0 +1,112 @@
+/* cpu optimizer updates over one parameter tensor in a flat buffer: SGD (momentum,
+ * Nesterov, L2 weight decay), Adam, AdamW (decoupled decay) and LAMB (per-tensor trust
+ * ratio), with torch.optim's formulas and order of operations (element.h). Scalars such
+ * as bias corrections are computed in double and rounded once, as torch does. */
+#include "element.h"
+
+#include <math.h>
+#include <onnxpipe/kernels.h>
+
+int pp_optim_state_slots(const pp_optim_hparams *h)
+{
+    if (h->kind == PP_OPTIM_SGD) return h->momentum != 0.f ? 1 : 0;
+    return 2;
+}
+
+static const char *optim_name(pp_optim_kind k)
+{
+    switch (k) {
+    case PP_OPTIM_SGD: return "sgd";
+    case PP_OPTIM_ADAM: return "adam";
+    case PP_OPTIM_ADAMW: return "adamw";
+    case PP_OPTIM_LAMB: return "lamb";
+    default: return "unknown";
+    }
+}
+
+static pp_status check_hparams(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err)
+{
+    const char *nm = optim_name(h->kind);
+    if ((int)h->kind < PP_OPTIM_SGD || h->kind > PP_OPTIM_LAMB)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "optimizer kind %d is not one of sgd, adam, adamw, lamb",
+                            (int)h->kind);
+    if (n < 0) return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: element count %lld < 0", nm, (long long)n);
+    if (h->step < 1)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: step %lld, expected >= 1 (1-based)", nm, (long long)h->step);
+    if (!(h->lr >= 0.f) || !(h->weight_decay >= 0.f))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: lr %g and weight_decay %g must be >= 0", nm, (double)h->lr,
+                            (double)h->weight_decay);
+    if (h->kind == PP_OPTIM_SGD && h->nesterov && h->momentum <= 0.f)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "sgd: nesterov needs momentum > 0 (got %g)", (double)h->momentum);
+    if (h->kind != PP_OPTIM_SGD &&
+        !(h->beta1 >= 0.f && h->beta1 < 1.f && h->beta2 >= 0.f && h->beta2 < 1.f && h->eps >= 0.f))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: betas (%g, %g) must lie in [0, 1) and eps %g >= 0", nm,
+                            (double)h->beta1, (double)h->beta2, (double)h->eps);
+    if (pp_optim_state_slots(h) && !state && n)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: optimizer state is NULL", nm);
+    return PP_OK;
+}
+
+static void update_sgd(const pp_optim_hparams *h, float *p, const float *g, float *buf, int64_t n)
+{
+    int first = h->step == 1;
+    for (int64_t i = 0; i < n; i++) {
+        float dummy = 0.f;
+        p[i] = pp_el_sgd(p[i], g[i], buf ? &buf[i] : &dummy, h->lr, h->momentum, h->nesterov, h->weight_decay, first);
+    }
+}
+
+/* Adam (L2 decay added to the gradient) and AdamW (decoupled: p *= 1 - lr wd first) */
+static void update_adam(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
+{
+    double t = (double)h->step;
+    float c1 = (float)(1.0 - (double)h->beta1), c2 = (float)(1.0 - (double)h->beta2);
+    float step_size = (float)((double)h->lr / (1.0 - pow((double)h->beta1, t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow((double)h->beta2, t));
+    int decoupled = h->kind == PP_OPTIM_ADAMW;
+    float l2 = decoupled ? 0.f : h->weight_decay;
+    float shrink = (float)(1.0 - (double)h->lr * (double)h->weight_decay);
+    for (int64_t i = 0; i < n; i++) {
+        float pi = decoupled ? p[i] * shrink : p[i];
+        float gi = l2 != 0.f ? g[i] + l2 * pi : g[i];
+        pp_el_adam_moments(gi, &m[i], &v[i], h->beta1, c1, h->beta2, c2);
+        p[i] = pp_el_adam_apply(pi, m[i], v[i], step_size, bc2_sqrt, h->eps);
+    }
+}
+
+/* LAMB: pass 1 updates the moments and measures ||p|| and ||u||; pass 2 recomputes u
+ * (p is unchanged until then) and steps p -= lr * trust * u. */
+static void update_lamb(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
+{
+    double t = (double)h->step;
+    float c1 = (float)(1.0 - (double)h->beta1), c2 = (float)(1.0 - (double)h->beta2);
+    float bc1 = (float)(1.0 - pow((double)h->beta1, t)), bc2 = (float)(1.0 - pow((double)h->beta2, t));
+    double pn = 0, un = 0;
+    for (int64_t i = 0; i < n; i++) {
+        pp_el_adam_moments(g[i], &m[i], &v[i], h->beta1, c1, h->beta2, c2);
+        float u = pp_el_lamb_dir(p[i], m[i], v[i], bc1, bc2, h->eps, h->weight_decay);
+        pn += (double)p[i] * p[i];
+        un += (double)u * u;
+    }
+    pn = sqrt(pn);
+    un = sqrt(un);
+    double trust = pn > 0 && un > 0 ? pn / un : 1.0;
+    float step = (float)((double)h->lr * trust);
+    for (int64_t i = 0; i < n; i++) p[i] -= step * pp_el_lamb_dir(p[i], m[i], v[i], bc1, bc2, h->eps, h->weight_decay);
+}
+
+pp_status pp_kernel_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
+                                 float *state, int64_t n, pp_error *err)
+{
+    if (dev->kind != PP_DEVICE_CPU)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "optimizer update on a %s device is not implemented here",
+                            pp_device_kind_name(dev->kind));
+    PP_CHECK(check_hparams(h, state, n, err));
+    switch (h->kind) {
+    case PP_OPTIM_SGD: update_sgd(h, param, grad, h->momentum != 0.f ? state : NULL, n); break;
+    case PP_OPTIM_ADAM:
+    case PP_OPTIM_ADAMW: update_adam(h, param, grad, state, state + n, n); break;
+    case PP_OPTIM_LAMB: update_lamb(h, param, grad, state, state + n, n); break;
+    }
+    return PP_OK;
+}
