@@ -58,9 +58,10 @@ pp_mlp_config pp_mlp_config_default(void);
  * projections (attn.proj, mlp.proj) ~ N(0, (0.02 / sqrt(2L))²) as in GPT-2; biases 0,
  * LayerNorm weight 1 and bias 0.
  * MLP: weights ~ U(-b, b) with b = sqrt(6 / fan_in) (Kaiming uniform for ReLU), biases 0.
- * The graph is finalized with constant folding off, so scalar constants and the causal
- * mask stay Constant nodes (never trainable) when the model is saved. The caller
- * destroys *out. */
+ * Scalar constants and the causal mask [T, T] (0 on and below the diagonal, -1e9 above)
+ * are Constant nodes, never trainable; GPT MatMul weights are [in, out] (x · W + b).
+ * The graph is finalized with no_fold and allow_unknown_dims (the batch dim may be
+ * symbolic). The caller destroys *out. */
 pp_status pp_example_gpt(const pp_gpt_config *cfg, pp_graph **out, pp_error *err);
 pp_status pp_example_mlp(const pp_mlp_config *cfg, pp_graph **out, pp_error *err);
 
