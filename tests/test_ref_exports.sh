@@ -53,6 +53,7 @@ for n in 2 4; do
 done
 partition_case resnet18.onnx 3
 partition_case resnet18.onnx 4
+partition_case resnet18_bn.onnx 3
 
 if ((${#failures[@]})); then
     echo "FAILED ${#failures[@]} case(s):" >&2

@@ -5,8 +5,10 @@ usage: export_models.py OUTDIR
 
 Files: gpt_op13_static, gpt_op17_static, gpt_op17_dynamic (axes "batch", "T"),
 gpt_op17_static_nofold (exported without constant folding: the tie survives), mlp,
-resnet18 (eval mode, BatchNorm folded into Conv by the exporter). Deterministic:
-every model is built right after torch.manual_seed(0)."""
+resnet18 (eval mode, BatchNorm folded into Conv by the exporter), resnet18_bn (eval
+mode, BatchNormalization kept). Deterministic: every model is built right after
+torch.manual_seed(0). Each export is checked against torch in onnxruntime, and the
+parameters the file holds (count_params.py) against a count derived from torch's."""
 import json
 import math
 import os
@@ -94,14 +96,14 @@ def to_numpy(t):
 
 
 def export(model, args, path, opset, dynamic_axes=None, input_names=("input",), output_names=("output",),
-           fold=True):
+           fold=True, training=None):
     """The classic TorchScript exporter (torch 1.13 has no other), then a check that
     onnxruntime on the file gives torch's output."""
     model.eval()
     with torch.no_grad():
         torch.onnx.export(model, args, path, opset_version=opset, do_constant_folding=fold,
                           input_names=list(input_names), output_names=list(output_names),
-                          dynamic_axes=dynamic_axes)
+                          dynamic_axes=dynamic_axes, training=training or torch.onnx.TrainingMode.EVAL)
         want = to_numpy(model(*args))
     onnx.checker.check_model(onnx.load(path), full_check=True)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -163,6 +165,11 @@ def main(outdir):
     bn = sum(mod.num_features for mod in r.modules() if isinstance(mod, nn.BatchNorm2d))
     record("resnet18.onnx", r, torch_params(r) - bn,
            f"BatchNorm folded into Conv: torch {torch_params(r)} - {bn} (2C BN affine - C conv bias per BN)", diff)
+    # TrainingMode.PRESERVE keeps BatchNormalization (training_mode=0) as its own node:
+    # its scale and bias are parameters, its running statistics are not
+    diff = export(r, (torch.randn(1, 3, 64, 64),), os.path.join(outdir, "resnet18_bn.onnx"), 17,
+                  fold=False, training=torch.onnx.TrainingMode.PRESERVE)
+    record("resnet18_bn.onnx", r, torch_params(r), "BatchNormalization kept: every torch parameter", diff)
 
     with open(os.path.join(outdir, "params.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
