@@ -340,13 +340,15 @@ static pp_status infer_one(infer_ctx *c, pp_node *n, int *changed, pp_error *err
     return PP_OK;
 }
 
-/* Drops initializers that folding left unused: folded ones and integer ones. */
-static void drop_dead_inits(pp_graph *g)
+/* Drops initializers that folding or Identity removal left unused: folded ones and
+ * those some node read before (used_before, for the first n0). The file's own unused
+ * initializers stay. */
+static void drop_dead_inits(pp_graph *g, const unsigned char *used_before, int n0)
 {
     int k = 0;
     for (int i = 0; i < g->ninits; i++) {
         pp_value *v = &g->values[g->inits[i].value];
-        if (!v->nconsumers && !v->is_output && (v->folded || !pp_dtype_is_float(v->dtype))) {
+        if (!v->nconsumers && !v->is_output && (v->folded || (i < n0 && used_before[i]))) {
             v->init = -1;
             v->kind = PP_VALUE_NODE;
             v->folded = 0;
@@ -372,14 +374,17 @@ pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err)
     c.os = pp_malloc((size_t)(c.max_outputs + 1) * sizeof *c.os);
     c.odt = pp_malloc((size_t)(c.max_outputs + 1) * sizeof *c.odt);
     c.fold_out = pp_malloc((size_t)(c.max_outputs + 1) * sizeof *c.fold_out);
-    if (!c.os || !c.odt || !c.fold_out) {
+    int n0 = g->ninits;
+    unsigned char *used_before = pp_malloc((size_t)n0 + 1);
+    if (!c.os || !c.odt || !c.fold_out || !used_before) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory inferring shapes");
         goto done;
     }
+    for (int i = 0; i < n0; i++) used_before[i] = g->values[g->inits[i].value].nconsumers > 0;
     for (int i = 0; i < g->nnodes; i++) PP_CHECK_GOTO(infer_one(&c, &g->nodes[i], &changed, err), st, done);
     if (changed) {
         PP_CHECK_GOTO(graph_link(g, err), st, done);
-        drop_dead_inits(g);
+        drop_dead_inits(g, used_before, n0);
     }
 done:
     for (int i = 0; i < c.nconsts; i++) free((void *)c.consts[i].data);
@@ -389,5 +394,6 @@ done:
     free(c.os);
     free(c.odt);
     free(c.fold_out);
+    free(used_before);
     return st;
 }

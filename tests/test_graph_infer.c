@@ -477,6 +477,7 @@ static void test_fold_causal_mask(void **state)
            (long long)g->nparams);
     assert_int_equal(bad, 0);
     assert_int_equal(g->nparams, 0);
+    assert_null(const_of(g, "bias"));  /* the buffer only fed the folded mask */
     pp_graph_destroy(g);
 }
 
