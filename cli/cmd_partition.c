@@ -1,2 +1,169 @@
+/* `onnxpipe partition MODEL --stages N ...`: loads a model, splits it into pipeline
+ * stages and shows the split (table, JSON or Graphviz), optionally writing one
+ * ONNX file per stage. */
 #include "cli.h"
-int cmd_partition(int argc, char **argv) { (void)argc; (void)argv; return cli_usage_error(NULL, "not built yet"); }
+
+#include <onnxpipe/partition.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DIMS 32
+#define MAX_CUTS 4096
+
+static void help(FILE *out)
+{
+    fprintf(out,
+            "usage: onnxpipe partition MODEL --stages N [options]\n\n"
+            "Splits MODEL's topological order into N contiguous pipeline stages so that the\n"
+            "largest stage is as small as possible (exact), preferring the cuts that send the\n"
+            "fewest bytes, and shows parameters, FLOPs, activations, cut tensors and memory per stage.\n\n"
+            "options:\n"
+            "  --stages N            number of pipeline stages (default: number of --cut names + 1)\n"
+            "  --batch B             samples per microbatch: binds dim 0 of symbolic graph inputs\n"
+            "  --dim NAME=V          binds the symbolic dim NAME (repeatable)\n"
+            "  --microbatches M      microbatches per step, for the 1F1B memory estimate (default N)\n"
+            "  --balance KIND        params (default) | flops | memory | uniform (node count)\n"
+            "  --cut NAME[,NAME...]  manual boundaries after these nodes / after the nodes producing\n"
+            "                        these tensors, in topological order (overrides --balance)\n"
+            "  --json                print the partition as JSON instead of a table\n"
+            "  --dot FILE            write a Graphviz view coloured by stage (cut edges bold)\n"
+            "  --out-dir DIR         write DIR/stage-0.onnx ... one model per stage\n"
+            "  -h, --help            show this help\n\n"
+            "Without --batch (or --dim for other symbolic dims) activation sizes are unknown:\n"
+            "the table shows '?', and the flops and memory balances refuse to run.\n");
+}
+
+typedef struct args {
+    const char *model, *dot, *out_dir;
+    long long stages, batch, microbatches;
+    int json;
+    pp_balance balance;
+    pp_dim_binding dims[MAX_DIMS];
+    int ndims;
+    char *cutbuf[MAX_CUTS / 8];
+    int ncutbuf;
+    const char *cuts[MAX_CUTS];
+    int ncuts, have_cuts;
+} args;
+
+/* Splits a comma-separated list into a->cuts (the string is copied and kept). */
+static int add_cuts(args *a, const char *list)
+{
+    if (a->ncutbuf == (int)(sizeof a->cutbuf / sizeof a->cutbuf[0]))
+        return !cli_usage_error(NULL, "too many --cut options");
+    char *s = pp_strdup(list);
+    if (!s) return !cli_usage_error(NULL, "out of memory");
+    a->cutbuf[a->ncutbuf++] = s;
+    a->have_cuts = 1;
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        if (a->ncuts == MAX_CUTS) return !cli_usage_error(NULL, "more than %d --cut names", MAX_CUTS);
+        a->cuts[a->ncuts++] = tok;
+    }
+    if (!a->ncuts) return !cli_usage_error("give node or tensor names: --cut NAME[,NAME...]", "--cut is empty");
+    return 1;
+}
+
+static int add_dim(args *a, char *spec)
+{
+    char *eq = strchr(spec, '=');
+    if (!eq || eq == spec)
+        return !cli_usage_error("write --dim NAME=VALUE, e.g. --dim seq=128", "bad --dim '%s'", spec);
+    if (a->ndims == MAX_DIMS) return !cli_usage_error(NULL, "more than %d --dim options", MAX_DIMS);
+    long long v;
+    if (!cli_parse_int("--dim", eq + 1, 1, INT64_MAX, &v)) return 0;
+    *eq = '\0';
+    a->dims[a->ndims++] = (pp_dim_binding){spec, v};
+    return 1;
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse(int argc, char **argv, args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            help(stdout);
+            return 0;
+        }
+        if (!strcmp(o, "--json")) {
+            a->json = 1;
+            continue;
+        }
+        if (o[0] == '-' && o[1] == '-' && !v)
+            return cli_usage_error("run 'onnxpipe partition --help'", "option %s needs a value", o);
+        int ok = 1;
+        if (!strcmp(o, "--stages")) ok = cli_parse_int(o, v, 1, 1 << 30, &a->stages);
+        else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
+        else if (!strcmp(o, "--microbatches")) ok = cli_parse_int(o, v, 1, 1 << 30, &a->microbatches);
+        else if (!strcmp(o, "--balance")) {
+            if (!pp_balance_parse(v, &a->balance))
+                return cli_usage_error("choose params, flops, memory or uniform", "unknown --balance '%s'", v);
+        } else if (!strcmp(o, "--cut")) ok = add_cuts(a, v);
+        else if (!strcmp(o, "--dim")) ok = add_dim(a, argv[i + 1]);
+        else if (!strcmp(o, "--dot")) a->dot = v;
+        else if (!strcmp(o, "--out-dir")) a->out_dir = v;
+        else if (o[0] == '-' && o[1])
+            return cli_usage_error("run 'onnxpipe partition --help'", "unknown option '%s'", o);
+        else {
+            if (a->model) return cli_usage_error(NULL, "more than one model given ('%s', '%s')", a->model, o);
+            a->model = o;
+            continue;
+        }
+        if (!ok) return 2;
+        i++;
+    }
+    if (!a->model)
+        return cli_usage_error("onnxpipe partition MODEL --stages N", "no model given");
+    if (!a->stages && !a->have_cuts)
+        return cli_usage_error("e.g. onnxpipe partition model.onnx --stages 4", "--stages is required");
+    if (!a->stages) a->stages = a->ncuts + 1;
+    return -1;
+}
+
+static int run(const args *a)
+{
+    pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
+    pp_partition_options po = {.balance = a->balance, .microbatches = a->microbatches,
+                               .cuts = a->have_cuts ? a->cuts : NULL, .ncuts = a->ncuts};
+    pp_graph *g = NULL;
+    pp_partition *p = NULL;
+    pp_error err = {0};
+    int rc = 0;
+    if (pp_graph_load(a->model, &go, &g, &err) != PP_OK ||
+        pp_partition_create(g, (int)a->stages, &po, &p, &err) != PP_OK ||
+        (a->dot && pp_partition_write_dot(p, a->dot, &err) != PP_OK) ||
+        (a->out_dir && pp_partition_save_stages(p, a->out_dir, &err) != PP_OK)) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    if (a->json) {
+        pp_json j;
+        pp_json_init(&j, stdout, 1);
+        pp_partition_write_json(p, &j);
+        pp_json_finish(&j);
+    } else {
+        pp_partition_print(p, stdout);
+        if (!p->shapes_known)
+            printf("\nnote: some activation sizes are unknown (?): bind the batch with --batch B and other "
+                   "symbolic dims with --dim NAME=V\n");
+        if (a->dot) printf("\nwrote %s (dot -Tsvg %s -o partition.svg)\n", a->dot, a->dot);
+        if (a->out_dir) printf("wrote %s/stage-0.onnx .. stage-%d.onnx\n", a->out_dir, p->nstages - 1);
+    }
+done:
+    pp_partition_destroy(p);
+    pp_graph_destroy(g);
+    return rc;
+}
+
+int cmd_partition(int argc, char **argv)
+{
+    args *a = calloc(1, sizeof *a);
+    if (!a) return cli_usage_error(NULL, "out of memory");
+    int rc = parse(argc, argv, a);
+    if (rc < 0) rc = run(a);
+    for (int i = 0; i < a->ncutbuf; i++) free(a->cutbuf[i]);
+    free(a);
+    return rc;
+}

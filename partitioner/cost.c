@@ -11,6 +11,15 @@ int64_t value_bytes(const pp_graph *g, int v)
     return n < 0 || !es ? -1 : n * (int64_t)es;
 }
 
+int64_t value_bytes_per_sample(const pp_graph *g, int v)
+{
+    const pp_shape *s = &g->values[v].shape;
+    int64_t n = 1;
+    for (int d = 0; d < s->rank; d++) n *= s->dims[d] >= 0 ? s->dims[d] : 1;
+    size_t es = pp_dtype_size(g->values[v].dtype);
+    return n * (int64_t)(es ? es : 4);
+}
+
 static int64_t numel(const pp_graph *g, int v)
 {
     return v < 0 ? -1 : pp_shape_numel(&g->values[v].shape);

@@ -95,7 +95,8 @@ static void bounds(pp_partition *p, const weights *w)
 }
 
 /* Bytes crossing a cut after node c, for every c: each activation counts at every
- * cut between its producer and its last consumer. cut[nnodes] (last unused). */
+ * cut between its producer and its last consumer (unbound dims counted as 1).
+ * cut[nnodes] (last unused). */
 static void cut_costs(const pp_graph *g, int64_t *cut)
 {
     int n = g->nnodes;
@@ -107,6 +108,7 @@ static void cut_costs(const pp_graph *g, int64_t *cut)
         for (int k = 0; k < val->nconsumers; k++)
             if (val->consumers[k] > last) last = val->consumers[k];
         int64_t b = value_bytes(g, v);
+        if (b < 0) b = value_bytes_per_sample(g, v);
         if (last == val->producer || b <= 0) continue;
         cut[val->producer] += b;   /* difference array: +b on [producer, last-1] */
         cut[last] -= b;

@@ -263,9 +263,9 @@ void pp_partition_write_json(const pp_partition *p, pp_json *j)
     pp_json_string(j, "producer", g->producer_name ? g->producer_name : "");
     pp_json_int(j, "opset", g->opset);
     pp_json_int(j, "nodes", g->nnodes);
+    pp_json_end_object(j);
     pp_json_int(j, "params", g->nparams);
     pp_json_int(j, "param_bytes", g->param_bytes);
-    pp_json_end_object(j);
     pp_json_int(j, "nstages", p->nstages);
     pp_json_string(j, "balance", pp_balance_name(p->balance));
     pp_json_bool(j, "manual", p->manual);
