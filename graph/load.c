@@ -22,12 +22,53 @@ typedef struct ext_file {
     size_t len;             /* bytes */
 } ext_file;
 
+/* protobuf-c allocates the unpacked model from two arenas: small messages from a
+ * scratch graph's arena, dropped after loading (no per-message free), and blocks of
+ * BIG_ALLOC bytes or more (raw_data of large initializers) from the graph's own arena,
+ * so those initializers keep their bytes without a copy. */
+#define BIG_ALLOC (64 * 1024)
+
 typedef struct loader {
     pp_graph *g;
+    pp_graph *scratch;
+    const void **big;       /* blocks allocated in g's arena */
+    int nbig, big_cap;
+    int oom;
     const char *base_dir;   /* directory external locations are relative to; may be NULL */
     ext_file *files;
     int nfiles, cap;
 } loader;
+
+static void *unpack_alloc(void *data, size_t size)
+{
+    loader *L = data;
+    if (size < BIG_ALLOC) {
+        void *p = pp_graph_alloc(L->scratch, size);
+        L->oom |= !p;
+        return p;
+    }
+    if (L->nbig == L->big_cap) {
+        int cap = L->big_cap ? 2 * L->big_cap : 16;
+        const void **b = pp_realloc_array(L->big, (size_t)cap, sizeof *b);
+        if (!b) return L->oom = 1, NULL;
+        L->big = b;
+        L->big_cap = cap;
+    }
+    void *p = pp_graph_alloc(L->g, size);
+    if (p) L->big[L->nbig++] = p;
+    L->oom |= !p;
+    return p;
+}
+
+static void unpack_free(void *data, void *p) { (void)data, (void)p; }   /* arenas free at once */
+
+/* 1 if p is a block unpack_alloc placed in the graph's arena. */
+static int in_graph_arena(const loader *L, const void *p)
+{
+    for (int i = L->nbig - 1; i >= 0; i--)
+        if (L->big[i] == p) return 1;
+    return 0;
+}
 
 static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
 
@@ -250,6 +291,10 @@ static pp_status load_tensor(loader *L, const Onnx__TensorProto *tp, const char 
                                 "%s (%s): %zu bytes of raw_data for %lld elements (%zu bytes); the "
                                 "data does not match the dims", name, pp_dtype_name(t->dtype), tp->raw_data.len,
                                 (long long)numel, t->nbytes);
+        if (in_graph_arena(L, tp->raw_data.data)) {   /* already graph memory: no copy */
+            t->data = tp->raw_data.data;
+            return PP_OK;
+        }
         void *c = pp_graph_alloc(L->g, t->nbytes);
         if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory loading %s", name);
         if (t->nbytes) memcpy(c, tp->raw_data.data, t->nbytes);
@@ -438,25 +483,34 @@ static pp_status load_model(const void *buf, size_t len, const char *base_dir, c
 {
     *out = NULL;
     if (len == 0) return pp_error_set(err, PP_ERR_PARSE, "'%s' is empty, not an ONNX model", what);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
-    if (!m)
-        return pp_error_set(err, PP_ERR_PARSE, "'%s' is not a valid ONNX model (protobuf parse failed); "
-                            "is it truncated?", what);
     loader L = {.base_dir = base_dir};
     pp_status st = PP_OK;
     int64_t opset;
+    PP_CHECK_GOTO(pp_graph_create("graph", 0, &L.g, err), st, done);
+    PP_CHECK_GOTO(pp_graph_create("unpack", 0, &L.scratch, err), st, done);
+    ProtobufCAllocator alloc = {unpack_alloc, unpack_free, &L};
+    const Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, len, buf);
+    if (!m) {
+        st = L.oom ? pp_error_set(err, PP_ERR_NOMEM, "out of memory reading '%s'", what)
+                   : pp_error_set(err, PP_ERR_PARSE, "'%s' is not a valid ONNX model (protobuf parse failed); "
+                                  "is it truncated?", what);
+        goto done;
+    }
     if (!m->graph) {
         st = pp_error_set(err, PP_ERR_PARSE, "'%s' holds no graph; is it an ONNX model?", what);
         goto done;
     }
     PP_CHECK_GOTO(model_opset(m, &opset, err), st, fail);
-    PP_CHECK_GOTO(pp_graph_create(str_or(m->graph->name, "graph"), opset, &L.g, err), st, fail);
+    L.g->name = pp_graph_strdup(L.g, str_or(m->graph->name, "graph"));
     L.g->ir_version = m->has_ir_version ? m->ir_version : 8;
     L.g->producer_name = pp_graph_strdup(L.g, str_or(m->producer_name, ""));
     for (size_t i = 0; i < m->n_opset_import; i++)
         PP_CHECK_GOTO(pp_graph_add_opset(L.g, str_or(m->opset_import[i]->domain, ""),
                                          m->opset_import[i]->version, err), st, fail);
     PP_CHECK_GOTO(load_graph(&L, m->graph, err), st, fail);
+    /* the unpacked model (in the scratch arena) is not needed by finalize */
+    pp_graph_destroy(L.scratch);
+    L.scratch = NULL;
     PP_CHECK_GOTO(pp_graph_finalize(L.g, opt, err), st, fail);
     *out = L.g;
     L.g = NULL;
@@ -464,8 +518,9 @@ fail:
     if (st != PP_OK) pp_error_prefix(err, "while loading '%s': ", what);
 done:
     pp_graph_destroy(L.g);
+    pp_graph_destroy(L.scratch);
+    free(L.big);
     free(L.files);
-    onnx__model_proto__free_unpacked(m, NULL);
     return st;
 }
 

@@ -221,17 +221,33 @@ oom:
     return pp_error_set(err, PP_ERR_NOMEM, "out of memory saving the graph");
 }
 
-/* A ProtobufCBuffer that streams the packed model to a FILE. */
+/* A ProtobufCBuffer that streams the packed model to a FILE through a 1 MiB buffer
+ * (protobuf-c appends field by field); large appends (tensor bytes) go straight through. */
+#define WRITE_BUF (1 << 20)
 typedef struct file_buffer {
     ProtobufCBuffer base;
     FILE *f;
     int failed;
+    size_t used;
+    uint8_t *buf;   /* WRITE_BUF bytes */
 } file_buffer;
+
+static void file_flush(file_buffer *fb)
+{
+    if (!fb->failed && fb->used && fwrite(fb->buf, 1, fb->used, fb->f) != fb->used) fb->failed = 1;
+    fb->used = 0;
+}
 
 static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
 {
     file_buffer *fb = (file_buffer *)b;
-    if (!fb->failed && len && fwrite(data, 1, len, fb->f) != len) fb->failed = 1;
+    if (fb->used + len > WRITE_BUF) file_flush(fb);
+    if (len >= WRITE_BUF) {
+        if (!fb->failed && fwrite(data, 1, len, fb->f) != len) fb->failed = 1;
+        return;
+    }
+    memcpy(fb->buf + fb->used, data, len);
+    fb->used += len;
 }
 
 /* fclose with its error, then rename tmp -> path (or remove tmp on failure). */
@@ -310,8 +326,11 @@ pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save
         st = err ? err->status : PP_ERR_IO;
         goto done;
     }
-    file_buffer fb = {{file_append}, mf, 0};
+    file_buffer fb = {{file_append}, mf, 0, 0, malloc(WRITE_BUF)};
+    if (!fb.buf) goto oom;
     onnx__model_proto__pack_to_buffer(&m, &fb.base);
+    file_flush(&fb);
+    free(fb.buf);
     st = finish_file(mf, fb.failed, model_tmp, path, err);
     mf = NULL;
     goto done;

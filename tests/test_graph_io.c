@@ -52,7 +52,7 @@ static float w_data[4 * 3], b_data[3], c_data[3];
 static int64_t i64_data[5];
 static uint16_t f16_data[6];
 static uint8_t bool_data[7];
-static float big_data[64 * 64], mid_data[300];   /* 16 KiB and 1200 B: external when asked */
+static float big_data[128 * 128], mid_data[300];   /* 64 KiB (unpacked into the graph arena) and 1200 B */
 
 static pp_graph *build_all_kinds(void)
 {
@@ -81,7 +81,7 @@ static pp_graph *build_all_kinds(void)
     OK(pp_graph_add_initializer(g, "unused_bool", PP_DTYPE_BOOL, &s7, bool_data, sizeof bool_data, 1, &e_));
     fill(mid_data, sizeof mid_data, 6);
     fill(big_data, sizeof big_data, 7);
-    pp_shape s300 = pp_shape_make(1, (int64_t[]){300}), s64 = pp_shape_make(2, (int64_t[]){64, 64});
+    pp_shape s300 = pp_shape_make(1, (int64_t[]){300}), s64 = pp_shape_make(2, (int64_t[]){128, 128});
     OK(pp_graph_add_initializer(g, "mid", PP_DTYPE_F32, &s300, mid_data, sizeof mid_data, 0, &e_));
     OK(pp_graph_add_initializer(g, "big", PP_DTYPE_F32, &s64, big_data, sizeof big_data, 0, &e_));
     int id;
@@ -415,11 +415,11 @@ static void test_external_roundtrip(void **state)
     }
     pp_graph_destroy(l);
     /* a threshold below the model's weights sends the big ones out too; none when above */
-    so = (pp_graph_save_options){.external_threshold = 1 << 14};
+    so = (pp_graph_save_options){.external_threshold = 1 << 16};
     remove(tmp_path("thr.onnx.data"));
     OK(pp_graph_save(g, tmp_path("thr.onnx"), &so, &e_));
     assert_int_equal(stat(tmp_path("thr.onnx.data"), &sb), 0);
-    so.external_threshold = 1 << 15;
+    so.external_threshold = 1 << 17;
     OK(pp_graph_save(g, tmp_path("inline.onnx"), &so, &e_));
     assert_int_not_equal(stat(tmp_path("inline.onnx.data"), &sb), 0);
     assert_int_equal(external, 2);
