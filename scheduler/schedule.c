@@ -157,8 +157,8 @@ static pp_status check_args(pp_schedule_kind kind, int pp, int m, int v, pp_erro
         if (m % pp != 0)
             return pp_error_set(err, PP_ERR_INVALID_ARG,
                                 "interleaved needs microbatches to be a multiple of pp (Megatron's constraint): "
-                                "got %d microbatches for pp %d; use %d or %d",
-                                m, pp, m / pp > 0 ? m / pp * pp : pp, (m / pp + 1) * pp);
+                                "got %d microbatches for pp %d; use %d",
+                                m, pp, m > pp ? m / pp * pp : pp);
     }
     if ((long)pp * v * m > MAX_STAGE_MB)
         return pp_error_set(err, PP_ERR_INVALID_ARG,
