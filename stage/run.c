@@ -77,16 +77,32 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
     return PP_OK;
 }
 
+/* BatchNormalization in training mode returns its updated running mean and variance
+ * as outputs 1 and 2; they become the node's running-stat inputs for the next step. */
+static pp_status keep_running_stats(pp_stage *s, int o, const pp_tensor *in, const pp_tensor *out, pp_error *err)
+{
+    const stage_op *op = &s->ops[o];
+    if (strcmp(op->op_type, "BatchNormalization") || op->nin < 5 || op->nout < 3) return PP_OK;
+    for (int k = 1; k <= 2; k++) {
+        if (!out[k].data || op->in[k + 2] < 0 || s->t[op->in[k + 2]].at.loc != LOC_CONST) continue;
+        PP_CHECK(pp_device_copy(s->dev, in[k + 2].data, out[k].data, pp_tensor_nbytes(&out[k]), err));
+    }
+    return PP_OK;
+}
+
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
     pp_tensor in[MAX_IO], out[MAX_IO];
     pp_kernel_ctx c;
+    s->slot_step[slot] = step;
+    s->slot_mb[slot] = microbatch;
     for (int o = 0; o < s->nops; o++) {
         PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
         pp_status st = s->ops[o].k->forward(&c, err);
         if (st != PP_OK)
             return pp_error_prefix(err, "step %lld, microbatch %lld: ", (long long)step, (long long)microbatch);
+        if (s->opt.training) PP_CHECK(keep_running_stats(s, o, in, out, err));
     }
     /* outputs that pass through from an input share its memory: nothing to copy */
     return PP_OK;
@@ -121,7 +137,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
     stage_op *op = &s->ops[o];
     pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
     pp_kernel_ctx c;
-    PP_CHECK(make_ctx(s, o, slot, 1, &c, in, out, 0, 0, err));
+    PP_CHECK(make_ctx(s, o, slot, 1, &c, in, out, s->slot_step[slot], s->slot_mb[slot], err));
     for (int k = 0; k < op->nout; k++) {
         memset(&gout[k], 0, sizeof gout[k]);
         if (op->out[k] >= 0) gout[k] = tensor_of(&s->t[op->out[k]], stage_grad_data(s, slot, op->out[k]));

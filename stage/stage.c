@@ -57,6 +57,12 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
     PP_CHECK_GOTO(alloc_zeroed(dev, s->fwd_bytes, &s->fwd_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, s->bwd_bytes, &s->bwd_buf, err), st, fail);
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
+    s->slot_step = calloc((size_t)opt->slots, sizeof *s->slot_step);
+    s->slot_mb = calloc((size_t)opt->slots, sizeof *s->slot_mb);
+    if (!s->slot_step || !s->slot_mb) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory creating stage");
+        goto fail;
+    }
     *out = s;
     return PP_OK;
 fail:
@@ -95,6 +101,8 @@ void pp_stage_destroy(pp_stage *s)
     free(s->input_t);
     free(s->output_t);
     free(s->params);
+    free(s->slot_step);
+    free(s->slot_mb);
     free(s);
 }
 

@@ -81,6 +81,8 @@ struct pp_stage {
     void *fwd_buf, *bwd_buf;
     size_t fwd_bytes, bwd_bytes;
 
+    int64_t *slot_step, *slot_mb;   /* [slots] what each slot's forward ran: backward replays
+                                       the same RNG key (Dropout) */
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch) */
     pp_attr loss_attrs[2];
