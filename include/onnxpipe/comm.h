@@ -1,0 +1,117 @@
+/* Communication: a communicator vtable with MPI (host buffers) and NCCL (device
+ * buffers) backends, and the process grid that maps ranks to (pipeline stage,
+ * data-parallel replica). DESIGN.md "pp_comm". comm knows nothing of graphs. */
+#ifndef ONNXPIPE_COMM_H
+#define ONNXPIPE_COMM_H
+
+#include <onnxpipe/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_comm pp_comm;
+typedef struct pp_request pp_request;   /* an outstanding isend / irecv / iallreduce */
+
+typedef struct pp_comm_i {
+    const char *(*name)(const pp_comm *c);                       /* "mpi", "nccl" */
+    /* Point-to-point; bytes are opaque. 0 <= tag < 2^20. *req is freed by wait (exactly
+     * one wait per request). MPI matches (peer, tag) and keeps order per (peer, tag);
+     * NCCL ignores tags: the sends to a peer must be posted in the order the peer
+     * posts its receives. A receive that gets fewer bytes than asked is an error. */
+    pp_status (*isend)(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
+                       pp_error *err);
+    pp_status (*irecv)(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
+    /* Waits for req and frees it, also on failure; fails with PP_ERR_TIMEOUT naming the
+     * peer ("rank R: waited S s for recv of N bytes with rank P (tag T); is rank P
+     * alive?") when req has not completed c->timeout seconds after the wait began. After
+     * a timeout the point-to-point request is cancelled; a timed-out collective leaves
+     * c unusable for collectives, so the caller should end the job (abort). */
+    pp_status (*wait)(pp_comm *c, pp_request *req, pp_error *err);
+    /* Sets *done when req has completed; req stays valid until its wait (which then
+     * returns at once). */
+    pp_status (*test)(pp_comm *c, pp_request *req, int *done, pp_error *err);
+    /* Sum in place over all ranks of c; asynchronous, completed by wait. MPI: float32,
+     * float64, int32, int64; NCCL adds float16 and bfloat16. Others: PP_ERR_UNSUPPORTED. */
+    pp_status (*iallreduce)(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req, pp_error *err);
+    pp_status (*broadcast)(pp_comm *c, void *buf, size_t bytes, int root, pp_error *err);
+    /* Gathers `bytes` from every rank into out (size x bytes), on every rank. */
+    pp_status (*allgather)(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err);
+    pp_status (*barrier)(pp_comm *c, pp_error *err);
+    /* The blocking collectives (broadcast, allgather, barrier) time out like wait. */
+    /* A communicator over the ranks with the same color, ordered by key (ties by rank).
+     * Collective over c. color < 0: this rank joins none and gets *out = NULL. */
+    pp_status (*split)(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
+    /* Ends the whole job (every rank of every communicator) with this exit code. */
+    void (*abort)(pp_comm *c, int code);
+    void (*destroy)(pp_comm *c);
+} pp_comm_i;
+
+struct pp_comm {
+    const pp_comm_i *i;
+    int rank, size;
+    double timeout;         /* seconds without progress before wait fails (PP_COMM_TIMEOUT) */
+    void *ctx;
+};
+
+/* The MPI world (MPI_Init_thread(FUNNELED) on first use, also without mpirun: a world
+ * of one). A duplicate of MPI_COMM_WORLD, so its tags never meet the application's;
+ * each call returns a new one (destroy each). Errors return instead of aborting
+ * (MPI_ERRORS_RETURN) and name the world ranks. PP_COMM_TIMEOUT=seconds (default 120)
+ * is read here; communicators split from it inherit c->timeout, which callers may change. */
+pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
+/* MPI_Finalize once every communicator is destroyed (call at exit of a job); a no-op
+ * when the application initialised MPI itself. */
+void pp_comm_mpi_finalize(void);
+/* Ranks that share memory with this one (a host), via MPI_Comm_split_type. */
+pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
+/* Name of this host (MPI_Get_processor_name). */
+const char *pp_comm_mpi_host(void);
+
+void pp_comm_destroy(pp_comm *c);
+pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
+pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
+pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
+pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
+pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req, pp_error *err);
+pp_status pp_comm_allreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_error *err);
+pp_status pp_comm_broadcast(pp_comm *c, void *buf, size_t bytes, int root, pp_error *err);
+pp_status pp_comm_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err);
+pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
+pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
+void pp_comm_abort(pp_comm *c, int code);
+
+/* ---- the process grid ------------------------------------------------------- */
+
+typedef enum {
+    PP_GRID_STAGE_MAJOR = 0,  /* rank = replica * pp + stage: pipeline neighbours are adjacent ranks */
+    PP_GRID_REPLICA_MAJOR,    /* rank = stage * dp + replica: a stage's replicas are adjacent ranks */
+} pp_grid_order;
+
+typedef struct pp_grid {
+    int pp, dp;
+    pp_grid_order order;
+    int rank, stage, replica;
+    int prev, next;             /* world ranks of the pipeline neighbours (same replica), -1 at the ends */
+    pp_comm *world;             /* borrowed */
+    pp_comm *dp_comm;           /* the replicas of my stage (size dp) */
+    pp_comm *pipe_comm;         /* the stages of my replica (size pp), for global-norm sums */
+} pp_grid;
+
+/* Collective over world. Fails on every rank with a clear message when pp x dp !=
+ * world size ("--pp 2 x --dp 2 = 4 ranks, but the job has 3; launch with mpirun -np 4").
+ * rank, stage, replica, prev, next are ranks of world. */
+pp_status pp_grid_create(pp_comm *world, int pp, int dp, pp_grid_order order, pp_grid **out, pp_error *err);
+void pp_grid_destroy(pp_grid *g);
+/* World rank of (stage, replica). */
+int pp_grid_rank_of(const pp_grid *g, int stage, int replica);
+/* A communicator over the given stages of my replica (tied weights: first and last
+ * stage share the token embedding); its rank i holds stages[i]. Collective over the
+ * world: every rank calls it with the same stage list (distinct, in 0..pp-1); ranks of
+ * other stages get NULL. The caller destroys it. */
+pp_status pp_grid_stage_group(pp_grid *g, const int *stages, int nstages, pp_comm **out, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* The schedule driver: runs one rank's actions of a training step on its stage(s)
+ * through a communicator: receives into stash slots, computes, sends asynchronously,
+ * all-reduces gradients across data-parallel replicas and tied-weight groups, clips
+ * by the global norm summed across stages, and steps the optimizer. */
+#ifndef ONNXPIPE_DRIVER_H
+#define ONNXPIPE_DRIVER_H
+
+#include <onnxpipe/comm.h>
+#include <onnxpipe/core.h>
+#include <onnxpipe/partition.h>
+#include <onnxpipe/schedule.h>
+#include <onnxpipe/stage.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_driver pp_driver;
+
+/* Fills the data inputs (graph inputs: token ids, labels) of `stage` for microbatch
+ * `microbatch` of `step` into the stage's slot buffers. */
+typedef pp_status (*pp_feed_fn)(void *user, pp_stage *stage, int slot, int64_t step, int64_t microbatch,
+                                pp_error *err);
+
+typedef struct pp_driver_config {
+    const pp_schedule *schedule;    /* lowered and validated; its pp = grid->pp */
+    const pp_partition *partition;  /* schedule->num_stages stages */
+    pp_grid *grid;
+    pp_device *dev;
+    pp_stage_options stage_options; /* slots is set per stage by the driver */
+    pp_feed_fn feed;
+    void *feed_user;
+    float clip_norm;                /* 0: off */
+    int skip_nonfinite;
+} pp_driver_config;
+
+/* Builds this rank's stages (the virtual stages the schedule puts on grid->stage) and
+ * the tied-weight groups. Collective over the world communicator. */
+pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err);
+void pp_driver_destroy(pp_driver *d);
+
+typedef struct pp_step_stats {
+    double loss;            /* mean over the global batch (the same on every rank) */
+    double grad_norm;       /* global, before clipping */
+    int skipped;            /* 1 when NaN/Inf gradients made the step skip (skip_nonfinite) */
+    double compute_s;       /* this rank's time in forward / backward */
+    double wait_s;          /* this rank's time waiting for messages and reductions */
+} pp_step_stats;
+
+/* Runs one step (step counts from 1) with learning rate lr. */
+pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
+
+/* This rank's stages (for export and checkpoints). */
+int pp_driver_num_stages(const pp_driver *d);
+pp_stage *pp_driver_stage(pp_driver *d, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

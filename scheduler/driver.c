@@ -1,0 +1,233 @@
+/* The schedule driver: walks one rank's actions for a step. Each (virtual stage,
+ * microbatch) takes a stash slot when it is first touched (its activations arrive or
+ * its forward runs) and gives it back once its backward is done and its input
+ * gradient has left; sends are asynchronous and waited for before a slot is reused. */
+#include "driver_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tags name the boundary (the lower stage of the pair), the microbatch, the direction
+ * and the port, so interleaved stages on the same pair of ranks never mix messages. */
+static int msg_tag(const pp_driver *d, int boundary, int mb, int grad, int port)
+{
+    return (((mb % 2048) * d->num_stages + boundary) * 2 + grad) * MAX_PORTS + port;
+}
+
+vstage *driver_local(pp_driver *d, int stage)
+{
+    return stage >= 0 && stage < d->num_stages && d->local[stage] >= 0 ? &d->vs[d->local[stage]] : NULL;
+}
+
+static pp_status touch(pp_driver *d, vstage *v, int mb, pp_error *err)
+{
+    if (v->slot_of_mb[mb] >= 0) return PP_OK;
+    if (!v->nfree)
+        return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: stage %d has no free stash slot for microbatch %d "
+                            "(%d slots)", d->grid->rank, v->index, mb, v->nslots);
+    v->slot_of_mb[mb] = v->free_slots[--v->nfree];
+    v->bw_done[mb] = v->grad_sent[mb] = 0;
+    return PP_OK;
+}
+
+static pp_status wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
+{
+    double t0 = pp_now();
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i]) continue;
+        pp_status st = pp_comm_wait(d->grid->world, reqs[i], err);
+        reqs[i] = NULL;
+        if (st != PP_OK) return st;
+    }
+    d->wait_s += pp_now() - t0;
+    return PP_OK;
+}
+
+/* Gives the slot back when the backward is done and the input gradient has left. */
+static pp_status try_release(pp_driver *d, vstage *v, int mb, pp_error *err)
+{
+    int slot = v->slot_of_mb[mb];
+    if (slot < 0 || !v->bw_done[mb] || (v->index > 0 && !v->grad_sent[mb])) return PP_OK;
+    PP_CHECK(wait_all(d, v->sends + (size_t)slot * 2 * MAX_PORTS, 2 * MAX_PORTS, err));
+    v->slot_of_mb[mb] = -1;
+    v->free_slots[v->nfree++] = slot;
+    return PP_OK;
+}
+
+static pp_status add_send(pp_driver *d, vstage *v, int slot, const void *buf, size_t bytes, int peer, int tag,
+                          pp_error *err)
+{
+    pp_request **q = v->sends + (size_t)slot * 2 * MAX_PORTS;
+    for (int i = 0; i < 2 * MAX_PORTS; i++)
+        if (!q[i]) return pp_comm_isend(d->grid->world, buf, bytes, peer, tag, &q[i], err);
+    return pp_error_set(err, PP_ERR_INTERNAL, "too many sends in flight for one slot");
+}
+
+static int is_act_input(const pp_stage *s, int i) { return !pp_stage_input(s, i)->is_data; }
+
+/* Activation inputs come first among a stage's inputs and pair with the previous
+ * stage's outputs one to one (both in value-id order). */
+static pp_status copy_local_acts(pp_driver *d, vstage *from, vstage *to, int mb, pp_error *err)
+{
+    PP_CHECK(touch(d, to, mb, err));
+    int fs = from->slot_of_mb[mb], ts = to->slot_of_mb[mb];
+    for (int i = 0; i < pp_stage_num_outputs(from->s); i++)
+        PP_CHECK(pp_device_copy(d->cfg.dev, pp_stage_input_buffer(to->s, ts, i), pp_stage_output_buffer(from->s, fs, i),
+                                pp_stage_output(from->s, i)->nbytes, err));
+    return PP_OK;
+}
+
+static pp_status copy_local_grads(pp_driver *d, vstage *from, vstage *to, int mb, pp_error *err)
+{
+    int fs = from->slot_of_mb[mb], ts = to->slot_of_mb[mb];
+    for (int i = 0; i < pp_stage_num_outputs(to->s); i++) {
+        void *dst = pp_stage_grad_output_buffer(to->s, ts, i), *src = pp_stage_grad_input_buffer(from->s, fs, i);
+        size_t n = pp_stage_output(to->s, i)->nbytes;
+        if (!dst) continue;
+        if (src) PP_CHECK(pp_device_copy(d->cfg.dev, dst, src, n, err));
+        else PP_CHECK(pp_device_memset(d->cfg.dev, dst, 0, n, err));
+    }
+    from->grad_sent[mb] = 1;
+    return try_release(d, from, mb, err);
+}
+
+static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_error *err)
+{
+    PP_CHECK(touch(d, v, mb, err));
+    int slot = v->slot_of_mb[mb];
+    PP_CHECK(wait_all(d, v->recv_act + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
+    if (d->cfg.feed) PP_CHECK(d->cfg.feed(d->cfg.feed_user, v->s, slot, step, mb, err));
+    double t0 = pp_now();
+    PP_CHECK(pp_stage_forward(v->s, slot, step, mb, err));
+    d->compute_s += pp_now() - t0;
+    if (v->index == d->num_stages - 1) d->loss_sum += pp_stage_loss(v->s, slot);
+    vstage *next = driver_local(d, v->index + 1);
+    if (next) PP_CHECK(copy_local_acts(d, v, next, mb, err));
+    return PP_OK;
+}
+
+static pp_status do_backward(pp_driver *d, vstage *v, int mb, pp_backward_part part, pp_error *err)
+{
+    int slot = v->slot_of_mb[mb];
+    if (slot < 0)
+        return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: backward of stage %d microbatch %d before its forward",
+                            d->grid->rank, v->index, mb);
+    if (part & PP_BACKWARD_INPUT) PP_CHECK(wait_all(d, v->recv_grad + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
+    double t0 = pp_now();
+    PP_CHECK(pp_stage_backward(v->s, slot, part, err));
+    d->compute_s += pp_now() - t0;
+    if (part & PP_BACKWARD_INPUT) {
+        vstage *prev = driver_local(d, v->index - 1);
+        if (prev) PP_CHECK(copy_local_grads(d, v, prev, mb, err));
+    }
+    if (part & PP_BACKWARD_WEIGHT) {
+        v->bw_done[mb] = 1;
+        PP_CHECK(try_release(d, v, mb, err));
+    }
+    return PP_OK;
+}
+
+static pp_status do_send_act(pp_driver *d, vstage *v, int mb, int peer, pp_error *err)
+{
+    int slot = v->slot_of_mb[mb];
+    for (int i = 0; i < pp_stage_num_outputs(v->s); i++)
+        PP_CHECK(add_send(d, v, slot, pp_stage_output_buffer(v->s, slot, i), pp_stage_output(v->s, i)->nbytes, peer,
+                          msg_tag(d, v->index, mb, 0, i), err));
+    return PP_OK;
+}
+
+static pp_status do_recv_act(pp_driver *d, vstage *v, int mb, int peer, pp_error *err)
+{
+    PP_CHECK(touch(d, v, mb, err));
+    int slot = v->slot_of_mb[mb];
+    for (int i = 0; i < pp_stage_num_inputs(v->s); i++)
+        if (is_act_input(v->s, i))
+            PP_CHECK(pp_comm_irecv(d->grid->world, pp_stage_input_buffer(v->s, slot, i), pp_stage_input(v->s, i)->nbytes,
+                                   peer, msg_tag(d, v->index - 1, mb, 0, i), &v->recv_act[(size_t)mb * MAX_PORTS + i],
+                                   err));
+    return PP_OK;
+}
+
+/* Gradients travel for every float port; a side that has no gradient buffer for it
+ * sends zeros or receives into scratch, so both sides always agree on the messages. */
+static pp_status do_send_grad(pp_driver *d, vstage *v, int mb, int peer, pp_error *err)
+{
+    int slot = v->slot_of_mb[mb];
+    for (int i = 0; i < pp_stage_num_inputs(v->s); i++) {
+        const pp_stage_port *p = pp_stage_input(v->s, i);
+        if (p->is_data || p->dtype != PP_DTYPE_F32) continue;
+        const void *buf = pp_stage_grad_input_buffer(v->s, slot, i);
+        PP_CHECK(add_send(d, v, slot, buf ? buf : d->zeros, p->nbytes, peer, msg_tag(d, v->index - 1, mb, 1, i), err));
+    }
+    v->grad_sent[mb] = 1;
+    return try_release(d, v, mb, err);
+}
+
+static pp_status do_recv_grad(pp_driver *d, vstage *v, int mb, int peer, pp_error *err)
+{
+    int slot = v->slot_of_mb[mb];
+    for (int i = 0; i < pp_stage_num_outputs(v->s); i++) {
+        const pp_stage_port *p = pp_stage_output(v->s, i);
+        if (p->dtype != PP_DTYPE_F32) continue;
+        void *buf = pp_stage_grad_output_buffer(v->s, slot, i);
+        PP_CHECK(pp_comm_irecv(d->grid->world, buf ? buf : d->scratch, p->nbytes, peer,
+                               msg_tag(d, v->index, mb, 1, i), &v->recv_grad[(size_t)mb * MAX_PORTS + i], err));
+    }
+    return PP_OK;
+}
+
+static pp_status do_reduce(pp_driver *d, vstage *v, pp_error *err)
+{
+    if (d->grid->dp == 1) return PP_OK;
+    return pp_comm_iallreduce(d->grid->dp_comm, pp_stage_grads(v->s), (size_t)pp_stage_param_elems(v->s),
+                              PP_DTYPE_F32, &v->reduce, err);
+}
+
+static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_error *err)
+{
+    vstage *v = driver_local(d, a->stage);
+    if (a->kind != PP_ACT_OPTIMIZER_STEP && !v)
+        return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: the schedule names stage %d, which this rank does not hold",
+                            d->grid->rank, a->stage);
+    switch (a->kind) {
+    case PP_ACT_FORWARD: return do_forward(d, v, a->microbatch, step, err);
+    case PP_ACT_BACKWARD: return do_backward(d, v, a->microbatch, PP_BACKWARD_FULL, err);
+    case PP_ACT_BACKWARD_INPUT: return do_backward(d, v, a->microbatch, PP_BACKWARD_INPUT, err);
+    case PP_ACT_BACKWARD_WEIGHT: return do_backward(d, v, a->microbatch, PP_BACKWARD_WEIGHT, err);
+    case PP_ACT_SEND_ACT: return do_send_act(d, v, a->microbatch, a->peer, err);
+    case PP_ACT_RECV_ACT: return do_recv_act(d, v, a->microbatch, a->peer, err);
+    case PP_ACT_SEND_GRAD: return do_send_grad(d, v, a->microbatch, a->peer, err);
+    case PP_ACT_RECV_GRAD: return do_recv_grad(d, v, a->microbatch, a->peer, err);
+    case PP_ACT_REDUCE_GRADS: return do_reduce(d, v, err);
+    case PP_ACT_OPTIMIZER_STEP: return PP_OK;   /* driver_finish_step runs after the walk */
+    default: return pp_error_set(err, PP_ERR_INTERNAL, "unknown action kind %d", a->kind);
+    }
+}
+
+pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
+{
+    memset(stats, 0, sizeof *stats);
+    d->loss_sum = 0;
+    d->compute_s = d->wait_s = 0;
+    for (int i = 0; i < d->nvs; i++) PP_CHECK(pp_stage_zero_grads(d->vs[i].s, err));
+    for (int k = 0; k < d->nacts; k++) {
+        pp_status st = run_action(d, &d->acts[k], step, err);
+        if (st != PP_OK) {
+            char buf[32];
+            return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld, action %s: ", d->grid->rank,
+                                   d->grid->stage, d->grid->replica, (long long)step,
+                                   pp_action_format(&d->acts[k], buf, sizeof buf));
+        }
+    }
+    pp_status st = driver_finish_step(d, step, lr, stats, err);
+    if (st != PP_OK)
+        return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld: ", d->grid->rank, d->grid->stage,
+                               d->grid->replica, (long long)step);
+    stats->compute_s = d->compute_s;
+    stats->wait_s = d->wait_s;
+    return PP_OK;
+}
+
+int pp_driver_num_stages(const pp_driver *d) { return d->nvs; }
+pp_stage *pp_driver_stage(pp_driver *d, int i) { return i >= 0 && i < d->nvs ? d->vs[i].s : NULL; }

@@ -1,0 +1,52 @@
+/* Private to the driver (scheduler/driver*.c): per-stage runtime state. */
+#ifndef PP_DRIVER_INTERNAL_H
+#define PP_DRIVER_INTERNAL_H
+
+#include <onnxpipe/driver.h>
+
+#define MAX_PORTS 32    /* tensors crossing one stage boundary */
+
+typedef struct vstage {
+    int index;              /* virtual stage */
+    pp_stage *s;
+    int nslots;
+    int *slot_of_mb;        /* [microbatches] slot or -1 */
+    int *free_slots, nfree;
+    char *bw_done;          /* [microbatches] backward finished (full, or the weight half) */
+    char *grad_sent;        /* [microbatches] input gradient sent or handed to a local stage */
+    pp_request **sends;     /* [nslots][2 * MAX_PORTS] sends still reading the slot */
+    pp_request **recv_act;  /* [microbatches][MAX_PORTS] */
+    pp_request **recv_grad; /* [microbatches][MAX_PORTS] */
+    pp_request *reduce;     /* data-parallel all-reduce of the gradients */
+} vstage;
+
+/* A tied parameter held by several stages: its gradients are summed over them. */
+typedef struct tied_group {
+    int value;
+    pp_comm *comm;          /* the ranks of my replica holding it, when more than this one */
+    int nlocal;
+    int local_stage[8];     /* indices into vs */
+    int canonical;          /* 1 when this rank holds the first stage of the group (counted in the norm) */
+} tied_group;
+
+struct pp_driver {
+    pp_driver_config cfg;
+    pp_grid *grid;
+    const pp_action *acts;
+    int nacts;
+    int num_stages, microbatches;
+    int *local;             /* [num_stages] index into vs, or -1 */
+    vstage *vs;
+    int nvs;
+    tied_group *tied;
+    int ntied;
+    void *zeros, *scratch;  /* gradients a side does not compute / does not need */
+    double loss_sum, compute_s, wait_s;
+};
+
+vstage *driver_local(pp_driver *d, int stage);
+/* After the walk: wait for the reductions, sum tied gradients, the loss and the
+ * global norm, check for NaN/Inf, clip, and step the optimizer (driver_step.c). */
+pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
+
+#endif

@@ -1,0 +1,165 @@
+/* Building a driver: this rank's stages with as many stash slots as the schedule keeps
+ * in flight, the tied-weight groups, and the buffers for gradients nobody computes. */
+#include "driver_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Peak slots stage `stage` needs under this rank's action order, with the driver's
+ * rules: taken at first touch (RECV_ACT, FORWARD, or the forward of a local previous
+ * stage), given back once the backward is done and the input gradient has left. */
+static int count_slots(const pp_driver *d, int stage)
+{
+    int m = d->microbatches, live = 0, peak = 0;
+    char *held = calloc((size_t)m, 1), *done = calloc((size_t)m, 1), *sent = calloc((size_t)m, 1);
+    if (!held || !done || !sent) {
+        free(held);
+        free(done);
+        free(sent);
+        return m;
+    }
+    int prev_local = stage > 0 && d->local[stage - 1] >= 0;
+    for (int k = 0; k < d->nacts; k++) {
+        const pp_action *a = &d->acts[k];
+        int mb = a->microbatch;
+        int touch = (a->stage == stage && (a->kind == PP_ACT_FORWARD || a->kind == PP_ACT_RECV_ACT)) ||
+                    (prev_local && a->stage == stage - 1 && a->kind == PP_ACT_FORWARD);
+        if (touch && !held[mb]) {
+            held[mb] = 1;
+            if (++live > peak) peak = live;
+        }
+        if (a->stage != stage) continue;
+        if (a->kind == PP_ACT_BACKWARD || a->kind == PP_ACT_BACKWARD_WEIGHT) done[mb] = 1;
+        if (a->kind == PP_ACT_SEND_GRAD) sent[mb] = 1;
+        if ((a->kind == PP_ACT_BACKWARD || a->kind == PP_ACT_BACKWARD_INPUT) && prev_local) sent[mb] = 1;
+        if (held[mb] && done[mb] && (stage == 0 || sent[mb])) {
+            held[mb] = 0;
+            live--;
+        }
+    }
+    free(held);
+    free(done);
+    free(sent);
+    return peak > 0 ? peak : 1;
+}
+
+static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
+{
+    int m = d->microbatches;
+    v->index = stage;
+    v->nslots = count_slots(d, stage);
+    pp_stage_options so = d->cfg.stage_options;
+    so.slots = v->nslots;
+    PP_CHECK(pp_stage_create(d->cfg.partition, stage, d->cfg.dev, &so, &v->s, err));
+    if (pp_stage_num_inputs(v->s) > MAX_PORTS || pp_stage_num_outputs(v->s) > MAX_PORTS)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "stage %d: more than %d tensors cross a boundary", stage, MAX_PORTS);
+    v->slot_of_mb = malloc((size_t)m * sizeof *v->slot_of_mb);
+    v->free_slots = malloc((size_t)v->nslots * sizeof *v->free_slots);
+    v->bw_done = calloc((size_t)m, 1);
+    v->grad_sent = calloc((size_t)m, 1);
+    v->sends = calloc((size_t)v->nslots * 2 * MAX_PORTS, sizeof *v->sends);
+    v->recv_act = calloc((size_t)m * MAX_PORTS, sizeof *v->recv_act);
+    v->recv_grad = calloc((size_t)m * MAX_PORTS, sizeof *v->recv_grad);
+    if (!v->slot_of_mb || !v->free_slots || !v->bw_done || !v->grad_sent || !v->sends || !v->recv_act || !v->recv_grad)
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
+    for (int i = 0; i < m; i++) v->slot_of_mb[i] = -1;
+    for (int i = 0; i < v->nslots; i++) v->free_slots[i] = v->nslots - 1 - i;
+    v->nfree = v->nslots;
+    return PP_OK;
+}
+
+/* Tied parameters: for every one the partition reports (the same list on every rank),
+ * the stages of this rank holding it and a communicator over the ranks holding it. */
+static pp_status init_tied(pp_driver *d, pp_error *err)
+{
+    const pp_partition *p = d->cfg.partition;
+    d->tied = calloc((size_t)p->ntied + 1, sizeof *d->tied);
+    if (!d->tied) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    for (int t = 0; t < p->ntied; t++) {
+        const pp_value_stages *vs = &p->tied[t];
+        tied_group *g = &d->tied[d->ntied];
+        memset(g, 0, sizeof *g);
+        g->value = vs->value;
+        int ranks[256], nranks = 0;
+        for (int k = 0; k < vs->nstages; k++) {
+            int st = vs->stages[k], r = d->cfg.schedule->stage_rank[st];
+            int seen = 0;
+            for (int j = 0; j < nranks; j++) seen |= ranks[j] == r;
+            if (!seen && nranks < 256) ranks[nranks++] = r;
+            if (d->local[st] >= 0 && g->nlocal < 8) g->local_stage[g->nlocal++] = d->local[st];
+        }
+        g->canonical = d->local[vs->stages[0]] >= 0;
+        if (nranks > 1) PP_CHECK(pp_grid_stage_group(d->grid, ranks, nranks, &g->comm, err));
+        if (g->nlocal) d->ntied++;
+        else pp_comm_destroy(g->comm);
+    }
+    return PP_OK;
+}
+
+pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err)
+{
+    *out = NULL;
+    const pp_schedule *sch = cfg->schedule;
+    if (sch->pp != cfg->grid->pp || sch->num_stages != cfg->partition->nstages)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "schedule for %d ranks and %d stages, but the grid has pp %d "
+                            "and the partition %d stages", sch->pp, sch->num_stages, cfg->grid->pp,
+                            cfg->partition->nstages);
+    pp_driver *d = calloc(1, sizeof *d);
+    if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
+    d->cfg = *cfg;
+    d->grid = cfg->grid;
+    d->num_stages = sch->num_stages;
+    d->microbatches = sch->microbatches;
+    d->acts = pp_schedule_rank_actions(sch, cfg->grid->stage, &d->nacts);
+    pp_status st = PP_OK;
+    d->local = malloc((size_t)d->num_stages * sizeof *d->local);
+    d->vs = calloc((size_t)d->num_stages, sizeof *d->vs);
+    if (!d->local || !d->vs) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
+        goto fail;
+    }
+    for (int s = 0; s < d->num_stages; s++)
+        d->local[s] = sch->stage_rank[s] == cfg->grid->stage ? d->nvs++ : -1;
+    size_t maxport = 0;
+    for (int s = 0, i = 0; s < d->num_stages; s++) {
+        if (d->local[s] < 0) continue;
+        PP_CHECK_GOTO(init_vstage(d, &d->vs[i], s, err), st, fail);
+        for (int k = 0; k < pp_stage_num_inputs(d->vs[i].s); k++)
+            if (pp_stage_input(d->vs[i].s, k)->nbytes > maxport) maxport = pp_stage_input(d->vs[i].s, k)->nbytes;
+        for (int k = 0; k < pp_stage_num_outputs(d->vs[i].s); k++)
+            if (pp_stage_output(d->vs[i].s, k)->nbytes > maxport) maxport = pp_stage_output(d->vs[i].s, k)->nbytes;
+        i++;
+    }
+    PP_CHECK_GOTO(pp_device_alloc(cfg->dev, maxport + 64, &d->zeros, err), st, fail);
+    PP_CHECK_GOTO(pp_device_memset(cfg->dev, d->zeros, 0, maxport + 64, err), st, fail);
+    PP_CHECK_GOTO(pp_device_alloc(cfg->dev, maxport + 64, &d->scratch, err), st, fail);
+    PP_CHECK_GOTO(init_tied(d, err), st, fail);
+    *out = d;
+    return PP_OK;
+fail:
+    pp_driver_destroy(d);
+    return st;
+}
+
+void pp_driver_destroy(pp_driver *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->nvs; i++) {
+        vstage *v = &d->vs[i];
+        pp_stage_destroy(v->s);
+        free(v->slot_of_mb);
+        free(v->free_slots);
+        free(v->bw_done);
+        free(v->grad_sent);
+        free(v->sends);
+        free(v->recv_act);
+        free(v->recv_grad);
+    }
+    for (int t = 0; t < d->ntied; t++) pp_comm_destroy(d->tied[t].comm);
+    if (d->zeros) pp_device_free(d->cfg.dev, d->zeros);
+    if (d->scratch) pp_device_free(d->cfg.dev, d->scratch);
+    free(d->tied);
+    free(d->vs);
+    free(d->local);
+    free(d);
+}

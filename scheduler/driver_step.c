@@ -1,0 +1,99 @@
+/* The end of a step: data-parallel reductions, tied-weight sums, the loss, NaN/Inf
+ * checks, the global gradient norm across stages, clipping, and the optimizer. */
+#include "driver_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static float *param_grad(pp_stage *s, int value, int64_t *numel)
+{
+    for (int i = 0; i < pp_stage_num_params(s); i++) {
+        const pp_stage_param *p = pp_stage_param_at(s, i);
+        if (p->value == value) {
+            *numel = p->numel;
+            return pp_stage_grads(s) + p->offset;
+        }
+    }
+    return NULL;
+}
+
+/* Sums a tied parameter's gradient over the stages of this rank, then over the ranks
+ * holding it, and writes the sum back to every local copy. */
+static pp_status reduce_tied(pp_driver *d, tied_group *g, pp_error *err)
+{
+    int64_t n = 0;
+    float *first = param_grad(d->vs[g->local_stage[0]].s, g->value, &n);
+    if (!first) return pp_error_set(err, PP_ERR_INTERNAL, "tied parameter %d not found in its stage", g->value);
+    for (int k = 1; k < g->nlocal; k++) {
+        int64_t m;
+        float *other = param_grad(d->vs[g->local_stage[k]].s, g->value, &m);
+        if (other) PP_CHECK(pp_kernel_accumulate(d->cfg.dev, first, other, n, err));
+    }
+    if (g->comm) PP_CHECK(pp_comm_allreduce(g->comm, first, (size_t)n, PP_DTYPE_F32, err));
+    for (int k = 1; k < g->nlocal; k++) {
+        int64_t m;
+        float *other = param_grad(d->vs[g->local_stage[k]].s, g->value, &m);
+        if (other) PP_CHECK(pp_device_copy(d->cfg.dev, other, first, (size_t)n * sizeof(float), err));
+    }
+    return PP_OK;
+}
+
+/* This rank's share of the squared global norm: every stage's gradients, with a tied
+ * parameter counted once (by the rank holding its first stage, in its first copy). */
+static pp_status local_sumsq(pp_driver *d, double *out, pp_error *err)
+{
+    double total = 0;
+    for (int i = 0; i < d->nvs; i++) {
+        double ss;
+        PP_CHECK(pp_stage_grad_sumsq(d->vs[i].s, &ss, err));
+        total += ss;
+    }
+    for (int t = 0; t < d->ntied; t++) {
+        tied_group *g = &d->tied[t];
+        for (int k = g->canonical ? 1 : 0; k < g->nlocal; k++) {
+            int64_t n = 0;
+            float *gr = param_grad(d->vs[g->local_stage[k]].s, g->value, &n);
+            double ss;
+            PP_CHECK(pp_kernel_sumsq(d->cfg.dev, gr, n, &ss, err));
+            total -= ss;
+        }
+    }
+    *out = total;
+    return PP_OK;
+}
+
+pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
+{
+    double t0 = pp_now();
+    for (int i = 0; i < d->nvs; i++) {
+        pp_status st = pp_comm_wait(d->grid->dp_comm, d->vs[i].reduce, err);
+        d->vs[i].reduce = NULL;
+        PP_CHECK(st);
+    }
+    for (int t = 0; t < d->ntied; t++) PP_CHECK(reduce_tied(d, &d->tied[t], err));
+    /* loss, bad-gradient flag and squared norm in one reduction over the world;
+     * the norm is summed over replicas too, whose gradients are equal now, so divide */
+    double bad = 0;
+    pp_error local = {0};
+    for (int i = 0; i < d->nvs && !bad; i++)
+        if (pp_stage_check_grads(d->vs[i].s, step, &local) == PP_ERR_NUMERIC) bad = 1;
+    double sums[3] = {d->loss_sum, bad, 0};
+    PP_CHECK(local_sumsq(d, &sums[2], err));
+    PP_CHECK(pp_comm_allreduce(d->grid->world, sums, 3, PP_DTYPE_F64, err));
+    d->wait_s += pp_now() - t0;
+    stats->loss = sums[0] / ((double)d->grid->dp * d->microbatches);
+    stats->grad_norm = sqrt(fmax(sums[2], 0) / d->grid->dp);
+    if (sums[1] > 0) {
+        if (!d->cfg.skip_nonfinite) {
+            if (local.msg[0]) return pp_error_set(err, PP_ERR_NUMERIC, "%s; pass --skip-nonfinite to skip such steps",
+                                                  local.msg);
+            return pp_error_set(err, PP_ERR_NUMERIC, "another rank found NaN/Inf gradients (it names the parameter)");
+        }
+        stats->skipped = 1;
+        return PP_OK;
+    }
+    float scale = 1.0f;
+    if (d->cfg.clip_norm > 0 && stats->grad_norm > d->cfg.clip_norm) scale = (float)(d->cfg.clip_norm / stats->grad_norm);
+    for (int i = 0; i < d->nvs; i++) PP_CHECK(pp_stage_step(d->vs[i].s, lr, scale, step, err));
+    return PP_OK;
+}
