@@ -351,7 +351,7 @@ static void test_xent_forward(void **state)
 static int64_t src_index(const kc_case *c, const fwd *f, const int64_t *o, int *piece)
 {
     const pp_tensor *x = &f->in[0];
-    int64_t idx[PP_MAX_RANK];
+    int64_t idx[PP_MAX_RANK] = {0};
     *piece = 0;
     if (!strcmp(c->op, "Transpose")) {
         for (int k = 0; k < x->rank; k++)

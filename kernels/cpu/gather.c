@@ -52,7 +52,7 @@ pp_status pp_cpu_gather_forward(const pp_kernel_ctx *c, pp_error *err)
     char *dst = c->out[0].data;
     for (int64_t o = 0; o < p.outer; o++)
         for (int64_t q = 0; q < p.q; q++) {
-            int64_t v;
+            int64_t v = 0;
             PP_CHECK(index_at(c, idx, q, p.a, &v, err));
             memcpy(dst + (size_t)((o * p.q + q) * p.inner) * es, src + (size_t)((o * p.a + v) * p.inner) * es, row);
         }
@@ -69,7 +69,7 @@ pp_status pp_cpu_gather_backward(const pp_kernel_ctx *c, const pp_tensor *gout, 
     const float *gy = gout[0].data;
     for (int64_t o = 0; o < p.outer; o++)
         for (int64_t q = 0; q < p.q; q++) {
-            int64_t v;
+            int64_t v = 0;
             PP_CHECK(index_at(c, idx, q, p.a, &v, err));
             nn_add(gd + (o * p.a + v) * p.inner, gy + (o * p.q + q) * p.inner, p.inner);
         }

@@ -59,11 +59,9 @@ pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_error *err)
     for (int64_t r = 0; r < l.m; r++) {
         const float *xr = x + r * l.d;
         float *yr = y + r * l.d;
-        float s = 0, v = 0;
-        for (int64_t j = 0; j < l.d; j++) s += xr[j];
-        const float mu = s * inv_d;
-        for (int64_t j = 0; j < l.d; j++) v += (xr[j] - mu) * (xr[j] - mu);
-        const float rs = pp_layernorm_rstd(v * inv_d, l.eps);
+        const float mu = nn_row_sum(xr, l.d, 1) * inv_d;
+        for (int64_t j = 0; j < l.d; j++) yr[j] = xr[j] - mu;     /* y as scratch: x - mean */
+        const float rs = pp_layernorm_rstd(nn_row_dot(yr, yr, l.d, 1) * inv_d, l.eps);
         if (bias)
             for (int64_t j = 0; j < l.d; j++) yr[j] = pp_layernorm_out(pp_layernorm_xhat(xr[j], mu, rs), scale[j], bias[j]);
         else
@@ -96,17 +94,27 @@ pp_status pp_cpu_layernorm_backward(const pp_kernel_ctx *c, const pp_tensor *gou
             if (dbias)
                 for (int64_t j = 0; j < l.d; j++) dbias[j] += dyr[j];
             if (dx) {
-                float sg = 0, sgx = 0;
-                for (int64_t j = 0; j < l.d; j++) {
-                    const float g = dyr[j] * scale[j];
-                    sg += g;
-                    sgx += g * pp_layernorm_xhat(xr[j], mu, rs);
+                /* sums of dxhat = dy * scale and of dxhat * (x - mean), pipelined */
+                float sg[NN_LANES] = {0}, sgx[NN_LANES] = {0};
+                int64_t j = 0;
+                for (; j + NN_LANES <= l.d; j += NN_LANES)
+                    for (int k = 0; k < NN_LANES; k++) {
+                        const float g = dyr[j + k] * scale[j + k];
+                        sg[k] += g;
+                        sgx[k] += g * (xr[j + k] - mu);
+                    }
+                for (; j < l.d; j++) {
+                    sg[0] += dyr[j] * scale[j];
+                    sgx[0] += dyr[j] * scale[j] * (xr[j] - mu);
                 }
-                sg *= inv_d;
-                sgx *= inv_d;
+                for (int k = 1; k < NN_LANES; k++) {
+                    sg[0] += sg[k];
+                    sgx[0] += sgx[k];
+                }
+                const float mg = sg[0] * inv_d, mgx = sgx[0] * rs * inv_d;
                 float *dxr = dx + r * l.d;
-                for (int64_t j = 0; j < l.d; j++)
-                    dxr[j] += pp_layernorm_dx(dyr[j] * scale[j], pp_layernorm_xhat(xr[j], mu, rs), rs, sg, sgx);
+                for (j = 0; j < l.d; j++)
+                    dxr[j] += pp_layernorm_dx(dyr[j] * scale[j], pp_layernorm_xhat(xr[j], mu, rs), rs, mg, mgx);
             }
         }
         if (dx && (gmean || grstd)) {

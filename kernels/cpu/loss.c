@@ -72,8 +72,8 @@ static pp_status label_at(const pp_kernel_ctx *c, const xent *e, int64_t p, int6
 /* max and log-sum-exp of the C scores at x with stride st */
 static void row_stats(const float *x, int64_t n, int64_t st, float *mx, float *ls)
 {
-    float m = -INFINITY, s = 0;
-    for (int64_t i = 0; i < n; i++) m = fmaxf(m, x[i * st]);
+    const float m = nn_row_max(x, n, st);
+    float s = 0;
     for (int64_t i = 0; i < n; i++) s += pp_softmax_exp(x[i * st], m);
     *mx = m;
     *ls = logf(s);
@@ -84,8 +84,8 @@ static pp_status total_weight(const pp_kernel_ctx *c, const xent *e, double *tw,
 {
     *tw = 0;
     for (int64_t p = 0; p < e->n * e->d; p++) {
-        int64_t l;
-        float w;
+        int64_t l = 0;
+        float w = 0;
         PP_CHECK(label_at(c, e, p, &l, &w, err));
         *tw += w;
     }
@@ -102,8 +102,8 @@ pp_status pp_cpu_xent_forward(const pp_kernel_ctx *c, pp_error *err)
     for (int64_t n = 0; n < e.n; n++)
         for (int64_t s = 0; s < e.d; s++) {
             const int64_t p = n * e.d + s, base = n * e.c * e.d + s;
-            int64_t l;
-            float w, mx, ls;
+            int64_t l = 0;
+            float w = 0, mx, ls;
             PP_CHECK(label_at(c, &e, p, &l, &w, err));
             row_stats(x + base, e.c, e.d, &mx, &ls);
             if (logp)
@@ -131,8 +131,8 @@ pp_status pp_cpu_xent_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp
     for (int64_t n = 0; n < e.n; n++)
         for (int64_t s = 0; s < e.d; s++) {
             const int64_t p = n * e.d + s, base = n * e.c * e.d + s;
-            int64_t l;
-            float w, mx, ls;
+            int64_t l = 0;
+            float w = 0, mx, ls;
             PP_CHECK(label_at(c, &e, p, &l, &w, err));
             row_stats(x + base, e.c, e.d, &mx, &ls);
             if (g && w != 0 && tw > 0) {

@@ -5,6 +5,8 @@
 
 #include <onnxpipe/kernels.h>
 
+#include <math.h>
+
 /* Sets err to "node 'name' (Op): <message>" and returns st. */
 pp_status nn_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -31,6 +33,45 @@ void nn_copy_strided(void *dst, const int64_t *dst_st, const void *src, const in
  * (reductions, broadcast backward), a 0 stride in src broadcasts from it. */
 void nn_add_strided(float *dst, const int64_t *dst_st, const float *src, const int64_t *src_st,
                     const int64_t *dims, int rank, float alpha);
+/* Row reductions over n floats at stride st, with 8 independent partial results so
+ * that they pipeline (and vectorise when st is 1 after inlining). */
+#define NN_LANES 8
+static inline float nn_row_sum(const float *x, int64_t n, int64_t st)
+{
+    float acc[NN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES)
+        for (int k = 0; k < NN_LANES; k++) acc[k] += x[(i + k) * st];
+    for (; i < n; i++) acc[0] += x[i * st];
+    float s = 0;
+    for (int k = 0; k < NN_LANES; k++) s += acc[k];
+    return s;
+}
+static inline float nn_row_dot(const float *x, const float *y, int64_t n, int64_t st)
+{
+    float acc[NN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES)
+        for (int k = 0; k < NN_LANES; k++) acc[k] += x[(i + k) * st] * y[(i + k) * st];
+    for (; i < n; i++) acc[0] += x[i * st] * y[i * st];
+    float s = 0;
+    for (int k = 0; k < NN_LANES; k++) s += acc[k];
+    return s;
+}
+/* max, ignoring NaN unless all are (a NaN still poisons the exp that follows) */
+static inline float nn_row_max(const float *x, int64_t n, int64_t st)
+{
+    float acc[NN_LANES];
+    for (int k = 0; k < NN_LANES; k++) acc[k] = -INFINITY;
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES)
+        for (int k = 0; k < NN_LANES; k++) acc[k] = x[(i + k) * st] > acc[k] ? x[(i + k) * st] : acc[k];
+    for (; i < n; i++) acc[0] = x[i * st] > acc[0] ? x[i * st] : acc[0];
+    float m = acc[0];
+    for (int k = 1; k < NN_LANES; k++) m = acc[k] > m ? acc[k] : m;
+    return m;
+}
+
 /* y[i] += x[i], n floats (the backward of every copy). */
 void nn_add(float *y, const float *x, int64_t n);
 

@@ -29,21 +29,16 @@ static pp_status layout(const pp_kernel_ctx *c, const pp_tensor *x, sm_layout *s
     return PP_OK;
 }
 
-/* y, x: n elements at stride st */
+/* y, x: n elements at stride st; inlined with st = 1 for the contiguous rows */
 static inline void row_forward(float *y, const float *x, int64_t n, int64_t st, int log)
 {
-    float mx = -INFINITY, sum = 0;
-    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i * st]);
+    const float mx = nn_row_max(x, n, st);
+    for (int64_t i = 0; i < n; i++) y[i * st] = pp_softmax_exp(x[i * st], mx);
+    const float sum = nn_row_sum(y, n, st);
     if (log) {
-        for (int64_t i = 0; i < n; i++) sum += pp_softmax_exp(x[i * st], mx);
         const float ls = logf(sum);
         for (int64_t i = 0; i < n; i++) y[i * st] = pp_logsoftmax_out(x[i * st], mx, ls);
     } else {
-        for (int64_t i = 0; i < n; i++) {
-            const float e = pp_softmax_exp(x[i * st], mx);
-            y[i * st] = e;
-            sum += e;
-        }
         const float inv = 1.0f / sum;
         for (int64_t i = 0; i < n; i++) y[i * st] *= inv;
     }
@@ -52,12 +47,11 @@ static inline void row_forward(float *y, const float *x, int64_t n, int64_t st, 
 /* dx += d/dx given y, dy: n elements at stride st */
 static inline void row_backward(float *dx, const float *y, const float *dy, int64_t n, int64_t st, int log)
 {
-    float s = 0;
     if (log) {
-        for (int64_t i = 0; i < n; i++) s += dy[i * st];
+        const float s = nn_row_sum(dy, n, st);
         for (int64_t i = 0; i < n; i++) dx[i * st] += pp_logsoftmax_grad(y[i * st], dy[i * st], s);
     } else {
-        for (int64_t i = 0; i < n; i++) s += y[i * st] * dy[i * st];
+        const float s = nn_row_dot(y, dy, n, st);
         for (int64_t i = 0; i < n; i++) dx[i * st] += pp_softmax_grad(y[i * st], dy[i * st], s);
     }
 }
