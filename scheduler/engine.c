@@ -227,7 +227,9 @@ static pp_status check_fields(engine *e, pp_error *err)
     return PP_OK;
 }
 
-static pp_status produce(engine *e, int r, long t, double when, int g, pp_error *err)
+/* Records token t (of stage st) at time `when`, produced by global action g on rank r,
+ * and wakes the neighbouring rank waiting for it. */
+static pp_status produce(engine *e, int r, long t, int st, double when, int g, pp_error *err)
 {
     if (e->tok[t] >= 0) {
         char d[160], msg[220];
@@ -237,12 +239,13 @@ static pp_status produce(engine *e, int r, long t, double when, int g, pp_error 
     }
     e->tok[t] = when;
     if (e->tok_src) e->tok_src[t] = g;
-    int st = tok_stage(e, t);
+    if (e->nblocked == 0) return PP_OK;
     for (int d = -1; d <= 1; d++) {
         if (st + d < 0 || st + d >= e->s->num_stages) continue;
         int q = e->s->stage_rank[st + d];
         if (e->blocked[q] == t) {
             e->blocked[q] = -1;
+            e->nblocked--;
             e->stack[e->nstack++] = q;
         }
     }
@@ -315,7 +318,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
         int pred = i > 0 ? g - 1 : -1;
         if (a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD) {
             long post = tok_id(e, a->kind == PP_ACT_RECV_ACT ? TOK_ACT_POST : TOK_GRAD_POST, st, a->microbatch);
-            if (e->tok[post] < 0) PP_CHECK(produce(e, r, post, t0, g, err));
+            if (e->tok[post] < 0) PP_CHECK(produce(e, r, post, st, t0, g, err));
         }
         long need[2];
         int n = needs(e, r, a, need);
@@ -329,6 +332,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
                     return fail_at(e, r, err, msg);
                 }
                 e->blocked[r] = need[k];
+                e->nblocked++;
                 return PP_OK;
             }
             if (tt >= t0 && tt > 0) {
@@ -340,27 +344,27 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
         double cost = action_cost(e->costs, a), end = t0 + cost;
         int mb = a->microbatch;
         switch (a->kind) {
-        case PP_ACT_FORWARD: PP_CHECK(produce(e, r, tok_id(e, TOK_FWD, st, mb), end, g, err)); break;
+        case PP_ACT_FORWARD: PP_CHECK(produce(e, r, tok_id(e, TOK_FWD, st, mb), st, end, g, err)); break;
         case PP_ACT_BACKWARD:
-            PP_CHECK(produce(e, r, tok_id(e, TOK_BIN, st, mb), end, g, err));
-            PP_CHECK(produce(e, r, tok_id(e, TOK_WGT, st, mb), end, g, err));
+            PP_CHECK(produce(e, r, tok_id(e, TOK_BIN, st, mb), st, end, g, err));
+            PP_CHECK(produce(e, r, tok_id(e, TOK_WGT, st, mb), st, end, g, err));
             e->wdone[st]++;
             break;
-        case PP_ACT_BACKWARD_INPUT: PP_CHECK(produce(e, r, tok_id(e, TOK_BIN, st, mb), end, g, err)); break;
+        case PP_ACT_BACKWARD_INPUT: PP_CHECK(produce(e, r, tok_id(e, TOK_BIN, st, mb), st, end, g, err)); break;
         case PP_ACT_BACKWARD_WEIGHT:
-            PP_CHECK(produce(e, r, tok_id(e, TOK_WGT, st, mb), end, g, err));
+            PP_CHECK(produce(e, r, tok_id(e, TOK_WGT, st, mb), st, end, g, err));
             e->wdone[st]++;
             break;
         case PP_ACT_SEND_ACT:
             end = t0 + transfer_time(e->costs, st);
-            PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_MSG, st + 1, mb), end, g, err));
+            PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_MSG, st + 1, mb), st + 1, end, g, err));
             break;
         case PP_ACT_SEND_GRAD:
             end = t0 + transfer_time(e->costs, st - 1);
-            PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_MSG, st - 1, mb), end, g, err));
+            PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_MSG, st - 1, mb), st - 1, end, g, err));
             break;
-        case PP_ACT_RECV_ACT: PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_IN, st, mb), end, g, err)); break;
-        case PP_ACT_RECV_GRAD: PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_IN, st, mb), end, g, err)); break;
+        case PP_ACT_RECV_ACT: PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_IN, st, mb), st, end, g, err)); break;
+        case PP_ACT_RECV_GRAD: PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_IN, st, mb), st, end, g, err)); break;
         case PP_ACT_REDUCE_GRADS:
             end = t0 + (e->costs ? e->costs->allreduce : 0);
             e->reduced[st] = 1;

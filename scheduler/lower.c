@@ -80,8 +80,9 @@ pp_status pp_schedule_lower(pp_schedule *s, pp_error *err)
             }
         }
         qsort(buf, (size_t)n, sizeof *buf, keyed_cmp);
-        s->count[r] = 0;
-        for (int i = 0; i < n; i++) PP_CHECK_GOTO(pp_schedule_append(s, r, buf[i].a, err), st, done);
+        PP_CHECK_GOTO(schedule_reserve(s, r, n, err), st, done);
+        for (int i = 0; i < n; i++) s->actions[r][i] = buf[i].a;
+        s->count[r] = n;
     }
     s->lowered = 1;
     st = pp_schedule_finish(s, err);

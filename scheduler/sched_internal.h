@@ -40,6 +40,7 @@ typedef struct engine {
     int *pred;              /* [actions] action whose end fixed this one's start, -1 none */
     int *pc;                /* [pp] next action per rank */
     long *blocked;          /* [pp] token a rank waits for, -1 none */
+    int nblocked;           /* ranks waiting */
     double *clock;          /* [pp] time the rank's compute stream is free */
     int *stack, nstack;     /* ranks to run */
     int *wdone;             /* [S] microbatches whose weight gradient is done */
@@ -68,6 +69,9 @@ pp_status engine_check_complete(const engine *e, pp_error *err);
 /* Duration of a compute action under costs (0 for communication). */
 double action_cost(const pp_costs *c, const pp_action *a);
 const pp_stage_cost *stage_cost(const pp_costs *c, int stage);
+
+/* Grows rank's action array to hold at least n actions (count unchanged). */
+pp_status schedule_reserve(pp_schedule *s, int rank, int n, pp_error *err);
 
 /* Compute-only generators (scheduler/generate.c); arguments already checked. */
 pp_status generate_order(pp_schedule *s, pp_schedule_kind kind, pp_error *err);

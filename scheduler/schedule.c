@@ -2,6 +2,7 @@
  * and pp_schedule_create (generate -> lower -> validate). */
 #include "sched_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,17 +93,24 @@ pp_status pp_schedule_new(int pp, int num_stages, int microbatches, const int *s
     return PP_OK;
 }
 
+pp_status schedule_reserve(pp_schedule *s, int rank, int n, pp_error *err)
+{
+    if (n <= s->capacity[rank]) return PP_OK;
+    int cap = s->capacity[rank] ? s->capacity[rank] : 64;
+    while (cap < n) cap = cap > INT_MAX / 2 ? n : 2 * cap;
+    pp_action *na = pp_realloc_array(s->actions[rank], (size_t)cap, sizeof *na);
+    if (!na) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for rank %d's %d actions", rank, n);
+    s->actions[rank] = na;
+    s->capacity[rank] = cap;
+    return PP_OK;
+}
+
 pp_status pp_schedule_append(pp_schedule *s, int rank, pp_action a, pp_error *err)
 {
     if (rank < 0 || rank >= s->pp)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d out of range (0..%d)", rank, s->pp - 1);
-    if (s->count[rank] == s->capacity[rank]) {
-        int cap = s->capacity[rank] ? 2 * s->capacity[rank] : 64;
-        pp_action *na = pp_realloc_array(s->actions[rank], (size_t)cap, sizeof *na);
-        if (!na || cap < 0) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for rank %d's actions", rank);
-        s->actions[rank] = na;
-        s->capacity[rank] = cap;
-    }
+    if (s->count[rank] == INT_MAX) return pp_error_set(err, PP_ERR_NOMEM, "rank %d has too many actions", rank);
+    PP_CHECK(schedule_reserve(s, rank, s->count[rank] + 1, err));
     s->actions[rank][s->count[rank]++] = a;
     return PP_OK;
 }
