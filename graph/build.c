@@ -70,6 +70,7 @@ void pp_graph_destroy(pp_graph *g)
             free(b);
         }
         free(s->name_slots);
+        free(s->name_hash);
         free(s);
     }
     for (int i = 0; i < g->nvalues; i++) free(g->values[i].consumers);
@@ -127,7 +128,7 @@ static int rehash(pp_graph *g, int cap)
     int *slots = calloc((size_t)cap, sizeof *slots);
     if (!slots) return 0;
     for (int v = 0; v < g->nvalues; v++) {
-        uint64_t h = hash_name(g->values[v].name) & (uint64_t)(cap - 1);
+        uint64_t h = g->store->name_hash[v] & (uint64_t)(cap - 1);
         while (slots[h]) h = (h + 1) & (uint64_t)(cap - 1);
         slots[h] = v + 1;
     }
@@ -141,9 +142,9 @@ int pp_graph_find_value(const pp_graph *g, const char *name)
 {
     const pp_graph_store *s = g->store;
     if (!s->name_cap || !name) return -1;
-    uint64_t h = hash_name(name) & (uint64_t)(s->name_cap - 1);
+    uint64_t full = hash_name(name), h = full & (uint64_t)(s->name_cap - 1);
     for (int id; (id = s->name_slots[h]); h = (h + 1) & (uint64_t)(s->name_cap - 1))
-        if (!strcmp(g->values[id - 1].name, name)) return id - 1;
+        if (s->name_hash[id - 1] == full && !strcmp(g->values[id - 1].name, name)) return id - 1;
     return -1;
 }
 
@@ -152,7 +153,10 @@ int pp_graph_value(pp_graph *g, const char *name)
     int id = pp_graph_find_value(g, name);
     if (id >= 0) return id;
     pp_graph_store *s = g->store;
+    int hash_cap = s->value_cap;
     if (!grow((void **)&g->values, &s->value_cap, g->nvalues + 1, sizeof *g->values)) return -1;
+    if (!grow((void **)&s->name_hash, &hash_cap, s->value_cap, sizeof *s->name_hash)) return -1;
+    s->name_hash[g->nvalues] = hash_name(name);
     if (2 * (g->nvalues + 1) > s->name_cap && !rehash(g, s->name_cap ? 2 * s->name_cap : 64)) return -1;
     pp_value *v = &g->values[g->nvalues];
     memset(v, 0, sizeof *v);

@@ -19,9 +19,11 @@ typedef struct graph_mmap {
 struct pp_graph_store {
     arena_block *arena;
     int node_cap, value_cap, init_cap, input_cap, output_cap, opset_cap;
-    /* open-addressing table: value name -> id + 1 (0 = empty) */
+    /* open-addressing table: value name -> id + 1 (0 = empty); name_hash[id] is the
+     * hash of value id's name, compared before the strings */
     int *name_slots;
     int name_cap;
+    uint64_t *name_hash;
     graph_mmap *mmaps;
     int nmmaps, mmap_cap;
 };

@@ -187,19 +187,51 @@ static pp_status node_proto(saver *S, const pp_node *n, Onnx__NodeProto **out, p
     return PP_OK;
 }
 
+/* A folded initializer as the Constant node that makes it. */
+static pp_status constant_proto(saver *S, const pp_initializer *in, Onnx__NodeProto **out, pp_error *err)
+{
+    const char *name = S->g->values[in->value].name;
+    Onnx__NodeProto *np = NEW(S, Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
+    Onnx__AttributeProto *ap = NEW(S, Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT);
+    char node_name[256];
+    snprintf(node_name, sizeof node_name, "Constant_%s", name);
+    if (!np || !ap || !(np->output = new_array(S, 1, sizeof(char *))) ||
+        !(np->attribute = new_array(S, 1, sizeof *np->attribute)) || !(np->name = dup_str(S, node_name)))
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    np->op_type = "Constant";
+    np->domain = "";
+    np->n_output = 1;
+    np->output[0] = (char *)name;
+    ap->name = "value";
+    ap->has_type = 1;
+    ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    PP_CHECK(tensor_proto(S, &in->t, NULL, 0, &ap->t, err));
+    np->n_attribute = 1;
+    np->attribute[0] = ap;
+    *out = np;
+    return PP_OK;
+}
+
 static pp_status graph_proto(saver *S, Onnx__GraphProto *gp, pp_error *err)
 {
     const pp_graph *g = S->g;
     gp->name = (char *)(g->name ? g->name : "graph");
-    gp->node = new_array(S, (size_t)g->nnodes, sizeof *gp->node);
+    gp->node = new_array(S, (size_t)g->nnodes + (size_t)g->ninits, sizeof *gp->node);
     gp->initializer = new_array(S, (size_t)g->ninits, sizeof *gp->initializer);
     gp->input = new_array(S, (size_t)g->ninputs, sizeof *gp->input);
     gp->output = new_array(S, (size_t)g->noutputs, sizeof *gp->output);
     gp->value_info = new_array(S, (size_t)g->nvalues, sizeof *gp->value_info);
     if (!gp->node || !gp->initializer || !gp->input || !gp->output || !gp->value_info) goto oom;
+    /* Folded constants go back as Constant nodes: as initializers they would be read
+     * back as weights and trained. */
+    for (int i = 0; i < g->ninits; i++) {
+        const pp_initializer *in = &g->inits[i];
+        if (g->values[in->value].folded) PP_CHECK(constant_proto(S, in, &gp->node[gp->n_node++], err));
+    }
     for (int i = 0; i < g->nnodes; i++) PP_CHECK(node_proto(S, &g->nodes[i], &gp->node[gp->n_node++], err));
     for (int i = 0; i < g->ninits; i++) {
         const pp_initializer *in = &g->inits[i];
+        if (g->values[in->value].folded) continue;
         PP_CHECK(tensor_proto(S, &in->t, g->values[in->value].name, 1, &gp->initializer[gp->n_initializer++], err));
     }
     for (int i = 0; i < g->ninputs; i++) {
