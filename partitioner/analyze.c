@@ -43,7 +43,7 @@ static int consumer_stages(const pp_partition *p, const pp_value *val, int *mark
             buf[k++] = s;
         }
     }
-    qsort(buf, (size_t)k, sizeof *buf, cmp_int);
+    if (k > 1) qsort(buf, (size_t)k, sizeof *buf, cmp_int);
     return k;
 }
 
@@ -73,19 +73,14 @@ static pp_status stage_sums(pp_partition *p, const int *ends, pp_error *err)
 }
 
 /* Tensors produced in one stage and read in a later one, and the boundaries they cross. */
-static pp_status find_cuts(pp_partition *p, pp_error *err)
+static pp_status find_cuts(pp_partition *p, const act_edge *e, int ne, pp_error *err)
 {
-    const pp_graph *g = p->graph;
     int P = p->nstages, cap = 0;
     ivec *bt = calloc((size_t)P, sizeof *bt);
     if (!bt) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     pp_status st = PP_OK;
-    for (int v = 0; v < g->nvalues; v++) {
-        const pp_value *val = &g->values[v];
-        if (val->producer < 0) continue;
-        int from = p->node_stage[val->producer], to = from;
-        for (int c = 0; c < val->nconsumers; c++)
-            if (p->node_stage[val->consumers[c]] > to) to = p->node_stage[val->consumers[c]];
+    for (int k = 0; k < ne; k++) {
+        int from = p->node_stage[e[k].producer], to = p->node_stage[e[k].last];
         if (to == from) continue;
         if (p->ncuts == cap) {
             cap = cap ? 2 * cap : 16;
@@ -93,7 +88,7 @@ static pp_status find_cuts(pp_partition *p, pp_error *err)
             if (!c) goto oom;
             p->cuts = c;
         }
-        p->cuts[p->ncuts] = (pp_cut_tensor){v, from, to, value_bytes(g, v)};
+        p->cuts[p->ncuts] = (pp_cut_tensor){e[k].value, from, to, e[k].bytes};
         for (int b = from; b < to; b++)
             if (!push(&bt[b], p->ncuts)) goto oom;
         p->ncuts++;
@@ -141,7 +136,8 @@ static pp_status params_and_inputs(pp_partition *p, int *mark, int *buf, pp_erro
     if (!held) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     pp_status st = PP_OK;
     int stamp = 0;
-    for (int v = 0; v < g->nvalues; v++) {
+    for (int i = 0; i < g->ninits; i++) {
+        int v = g->inits[i].value;
         const pp_value *val = &g->values[v];
         if (!val->is_param) continue;
         int k = consumer_stages(p, val, mark, ++stamp, buf);
@@ -221,11 +217,12 @@ static pp_status stage_io(pp_partition *p, int *stamp, pp_error *err)
     return PP_OK;
 }
 
-pp_status partition_analyze(pp_partition *p, const int *ends, pp_error *err)
+pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
+                            pp_error *err)
 {
     const pp_graph *g = p->graph;
     PP_CHECK(stage_sums(p, ends, err));
-    PP_CHECK(find_cuts(p, err));
+    PP_CHECK(find_cuts(p, edges, nedges, err));
     int *mark = malloc((size_t)p->nstages * sizeof *mark);
     int *buf = malloc((size_t)p->nstages * sizeof *buf);
     int *stamp = calloc((size_t)g->nvalues + 1, sizeof *stamp);

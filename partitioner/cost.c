@@ -25,82 +25,87 @@ static int64_t numel(const pp_graph *g, int v)
     return v < 0 ? -1 : pp_shape_numel(&g->values[v].shape);
 }
 
-static int is_op(const pp_node *n, const char *op) { return !strcmp(n->op_type, op); }
+/* How an op's FLOPs are counted. */
+typedef enum { F_ELEMENTWISE, F_MOVE, F_MATMUL, F_GEMM, F_CONV, F_POOL, F_REDUCE } flop_kind;
+
+typedef struct op_cost {
+    const char *op;
+    flop_kind kind;
+    int64_t per;    /* FLOPs per output element (per input element for F_REDUCE) */
+} op_cost;
+
+/* Ops not listed are elementwise, one FLOP per output element. */
+static const op_cost op_costs[] = {
+    {"MatMul", F_MATMUL, 0}, {"Gemm", F_GEMM, 0}, {"Conv", F_CONV, 0},
+    {"MaxPool", F_POOL, 0}, {"AveragePool", F_POOL, 0},
+    {"GlobalAveragePool", F_REDUCE, 1}, {"ReduceMean", F_REDUCE, 1}, {"ReduceSum", F_REDUCE, 1},
+    {"SoftmaxCrossEntropyLoss", F_REDUCE, 6},                        /* softmax + log + pick */
+    {"Softmax", F_ELEMENTWISE, 5}, {"LogSoftmax", F_ELEMENTWISE, 5}, /* max, sub, exp, sum, div */
+    {"LayerNormalization", F_ELEMENTWISE, 8},                        /* mean, var, norm, scale, shift */
+    {"BatchNormalization", F_ELEMENTWISE, 4},
+    {"Gelu", F_ELEMENTWISE, 4}, {"Erf", F_ELEMENTWISE, 4}, {"Tanh", F_ELEMENTWISE, 4},
+    {"Sigmoid", F_ELEMENTWISE, 4},
+    /* data movement and indexing: no arithmetic */
+    {"Reshape", F_MOVE, 0}, {"Flatten", F_MOVE, 0}, {"Transpose", F_MOVE, 0}, {"Squeeze", F_MOVE, 0},
+    {"Unsqueeze", F_MOVE, 0}, {"Split", F_MOVE, 0}, {"Slice", F_MOVE, 0}, {"Concat", F_MOVE, 0},
+    {"Gather", F_MOVE, 0}, {"Expand", F_MOVE, 0}, {"Cast", F_MOVE, 0}, {"Constant", F_MOVE, 0},
+    {"ConstantOfShape", F_MOVE, 0}, {"Shape", F_MOVE, 0}, {"Range", F_MOVE, 0}, {"Identity", F_MOVE, 0},
+    {"Dropout", F_MOVE, 0}, {"Where", F_MOVE, 0}, {"Equal", F_MOVE, 0},
+};
+
+static op_cost find_cost(const char *op)
+{
+    for (size_t i = 0; i < sizeof op_costs / sizeof op_costs[0]; i++)
+        if (op[0] == op_costs[i].op[0] && !strcmp(op, op_costs[i].op)) return op_costs[i];
+    return (op_cost){op, F_ELEMENTWISE, 1};
+}
 
 static const pp_shape *in_shape(const pp_graph *g, const pp_node *n, int k)
 {
     return k < n->ninputs && n->inputs[k] >= 0 ? &g->values[n->inputs[k]].shape : NULL;
 }
 
-/* Ops that only move or index data: no arithmetic. */
-static int is_data_movement(const pp_node *n)
+static int64_t attr_int(const pp_node *n, const char *name)
 {
-    static const char *const ops[] = {
-        "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Split", "Slice", "Concat",
-        "Gather", "Expand", "Cast", "Constant", "ConstantOfShape", "Shape", "Range", "Identity",
-        "Dropout", "Where", "Equal",
-    };
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (is_op(n, ops[i])) return 1;
-    return 0;
-}
-
-/* FLOPs per output (or input) element of ops that are not products. */
-static int64_t per_element(const pp_node *n)
-{
-    if (is_op(n, "Softmax") || is_op(n, "LogSoftmax")) return 5;   /* max, sub, exp, sum, div */
-    if (is_op(n, "LayerNormalization")) return 8;                  /* mean, var, norm, scale, shift */
-    if (is_op(n, "BatchNormalization")) return 4;
-    if (is_op(n, "SoftmaxCrossEntropyLoss")) return 6;
-    if (is_op(n, "Gelu") || is_op(n, "Erf") || is_op(n, "Tanh") || is_op(n, "Sigmoid")) return 4;
-    return 1;
+    const pp_attr *a = pp_attr_find(n->attrs, n->nattrs, name);
+    return a && a->type == PP_ATTR_INT ? a->i : 0;
 }
 
 /* Forward FLOPs of one node, -1 when a shape it needs is unknown. */
 static int64_t node_flops(const pp_graph *g, const pp_node *n)
 {
-    if (is_data_movement(n)) return 0;
-    int out = n->noutputs ? n->outputs[0] : -1;
-    int64_t oe = numel(g, out);
+    op_cost oc = find_cost(n->op_type);
+    if (oc.kind == F_MOVE) return 0;
+    int64_t oe = numel(g, n->noutputs ? n->outputs[0] : -1);
     if (oe < 0) return -1;
-    if (is_op(n, "MatMul") || is_op(n, "Gemm")) {
-        const pp_shape *a = in_shape(g, n, 0);
+    int64_t bias = n->ninputs > 2 && n->inputs[2] >= 0 ? oe : 0;
+    const pp_shape *a = in_shape(g, n, 0), *w = in_shape(g, n, 1);
+    switch (oc.kind) {
+    case F_MATMUL:   /* [.., M, K] x [.., K, N]: 2*M*N*K per batch entry */
         if (!a || a->rank < 1 || a->dims[a->rank - 1] < 0) return -1;
-        int64_t k = a->dims[a->rank - 1];
-        if (is_op(n, "Gemm")) {
-            int64_t ta = 0;
-            const pp_attr *at = pp_attr_find(n->attrs, n->nattrs, "transA");
-            if (at && at->type == PP_ATTR_INT) ta = at->i;
-            if (a->rank != 2) return -1;
-            k = a->dims[ta ? 0 : 1];
-            return 2 * oe * k + (n->ninputs > 2 ? oe : 0);   /* + bias */
-        }
-        if (a->rank == 1) k = a->dims[0];
-        return 2 * oe * k;
-    }
-    if (is_op(n, "Conv")) {
-        const pp_shape *w = in_shape(g, n, 1);   /* (Cout, Cin/group, k...) */
+        return 2 * oe * a->dims[a->rank - 1];
+    case F_GEMM:     /* A [M, K] (or [K, M] with transA) */
+        if (!a || a->rank != 2 || a->dims[0] < 0 || a->dims[1] < 0) return -1;
+        return 2 * oe * a->dims[attr_int(n, "transA") ? 0 : 1] + bias;
+    case F_CONV: {   /* W [Cout, Cin/group, k...]: 2 * out * (Cin/group) * kernel */
         if (!w || w->rank < 2) return -1;
         int64_t per = 1;
         for (int d = 1; d < w->rank; d++) per *= w->dims[d];
-        return 2 * oe * per + (n->ninputs > 2 ? oe : 0);
+        return 2 * oe * per + bias;
     }
-    if (is_op(n, "MaxPool") || is_op(n, "AveragePool")) {
-        const int64_t *ks;
-        int nk = 0;
-        const pp_attr *a = pp_attr_find(n->attrs, n->nattrs, "kernel_shape");
-        ks = a && a->type == PP_ATTR_INTS ? a->ints : NULL;
-        nk = ks ? a->n : 0;
+    case F_POOL: {
+        const pp_attr *k = pp_attr_find(n->attrs, n->nattrs, "kernel_shape");
         int64_t per = 1;
-        for (int d = 0; d < nk; d++) per *= ks[d];
+        for (int d = 0; k && k->type == PP_ATTR_INTS && d < k->n; d++) per *= k->ints[d];
         return oe * per;
     }
-    if (is_op(n, "GlobalAveragePool") || is_op(n, "ReduceMean") || is_op(n, "ReduceSum") ||
-        is_op(n, "SoftmaxCrossEntropyLoss")) {
+    case F_REDUCE: {
         int64_t ie = n->ninputs ? numel(g, n->inputs[0]) : -1;
-        return ie < 0 ? -1 : ie * per_element(n);
+        return ie < 0 ? -1 : ie * oc.per;
     }
-    return oe * per_element(n);
+    default:
+        return oe * oc.per;
+    }
 }
 
 pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err)

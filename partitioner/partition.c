@@ -94,26 +94,42 @@ static void bounds(pp_partition *p, const weights *w)
     p->lower_bound = big > avg ? big : avg;
 }
 
-/* Bytes crossing a cut after node c, for every c: each activation counts at every
- * cut between its producer and its last consumer (unbound dims counted as 1).
- * cut[nnodes] (last unused). */
-static void cut_costs(const pp_graph *g, int64_t *cut)
+/* The activation edges of g, in value id order; *out is malloc'ed. */
+static pp_status collect_edges(const pp_graph *g, act_edge **out, int *n, pp_error *err)
 {
-    int n = g->nnodes;
-    memset(cut, 0, (size_t)n * sizeof *cut);
+    int cap = 0;
+    *out = NULL;
+    *n = 0;
     for (int v = 0; v < g->nvalues; v++) {
         const pp_value *val = &g->values[v];
         if (val->producer < 0) continue;
         int last = val->producer;
         for (int k = 0; k < val->nconsumers; k++)
             if (val->consumers[k] > last) last = val->consumers[k];
-        int64_t b = value_bytes(g, v);
-        if (b < 0) b = value_bytes_per_sample(g, v);
-        if (last == val->producer || b <= 0) continue;
-        cut[val->producer] += b;   /* difference array: +b on [producer, last-1] */
-        cut[last] -= b;
+        if (last == val->producer) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            act_edge *e = pp_realloc_array(*out, (size_t)cap, sizeof *e);
+            if (!e) return pp_error_set(err, PP_ERR_NOMEM, "out of memory collecting cut tensors");
+            *out = e;
+        }
+        (*out)[(*n)++] = (act_edge){v, val->producer, last, value_bytes(g, v)};
     }
-    for (int i = 1; i < n; i++) cut[i] += cut[i - 1];
+    return PP_OK;
+}
+
+/* Bytes crossing a cut after node c, for every c: each activation counts at every
+ * cut between its producer and its last consumer (unbound dims counted as 1).
+ * cut[nnodes] (last unused). */
+static void cut_costs(const pp_graph *g, const act_edge *e, int ne, int64_t *cut)
+{
+    memset(cut, 0, (size_t)g->nnodes * sizeof *cut);
+    for (int k = 0; k < ne; k++) {
+        int64_t b = e[k].bytes >= 0 ? e[k].bytes : value_bytes_per_sample(g, e[k].value);
+        cut[e[k].producer] += b;   /* difference array: +b on [producer, last-1] */
+        cut[e[k].last] -= b;
+    }
+    for (int i = 1; i < g->nnodes; i++) cut[i] += cut[i - 1];
 }
 
 /* Manual cuts: a node name or a tensor name each; ends[s] = last node of stage s. */
@@ -192,6 +208,8 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     int *ends = malloc((size_t)nstages * sizeof *ends);
     int64_t *cut = malloc((size_t)g->nnodes * sizeof *cut);
     weights w = {0};
+    act_edge *edges = NULL;
+    int nedges = 0;
     pp_status st = PP_OK;
     if (!p || !ends || !cut) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory partitioning '%s'", g->name);
@@ -210,7 +228,8 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     PP_CHECK_GOTO(pp_partition_costs(g, p->costs, err), st, fail);
     PP_CHECK_GOTO(weights_make(p, &w, err), st, fail);
     bounds(p, &w);
-    cut_costs(g, cut);
+    PP_CHECK_GOTO(collect_edges(g, &edges, &nedges, err), st, fail);
+    cut_costs(g, edges, nedges, cut);
     if (p->manual) {
         PP_CHECK_GOTO(manual_ends(g, nstages, opt, ends, err), st, fail);
         p->bottleneck = split_bottleneck(&w, ends, nstages);
@@ -221,12 +240,13 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
         p->bottleneck = r.bottleneck;
         p->tiebreak = r.tiebreak;
     }
-    PP_CHECK_GOTO(partition_analyze(p, ends, err), st, fail);
+    PP_CHECK_GOTO(partition_analyze(p, ends, edges, nedges, err), st, fail);
     *out = p;
     p = NULL;
 fail:
     if (st != PP_OK) pp_error_prefix(err, "partitioning '%s' into %d stages: ", g->name, nstages);
     weights_free(&w);
+    free(edges);
     free(ends);
     free(cut);
     pp_partition_destroy(p);

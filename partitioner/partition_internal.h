@@ -13,8 +13,17 @@ int64_t value_bytes(const pp_graph *g, int v);
  * the size the cut tie-break compares when shapes are not bound. */
 int64_t value_bytes_per_sample(const pp_graph *g, int v);
 
+/* An activation read after the node producing it: the only values a cut can cross.
+ * Collected once in one pass over the values, which are large structs. */
+typedef struct act_edge {
+    int value;
+    int producer, last;     /* node ids: producer < last = its last consumer */
+    int64_t bytes;          /* per microbatch, -1 unknown */
+} act_edge;
+
 /* Fills node_stage, stages, boundaries, cuts, tied and inputs of p from the stage
- * ends (ends[s] = last node of stage s) and p->costs (analyze.c). */
-pp_status partition_analyze(pp_partition *p, const int *ends, pp_error *err);
+ * ends (ends[s] = last node of stage s), p->costs and the activation edges. */
+pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
+                            pp_error *err);
 
 #endif
