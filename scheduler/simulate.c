@@ -136,6 +136,7 @@ double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *c)
     case PP_SCHED_1F1B: return (p - 1) / (m + p - 1);
     case PP_SCHED_INTERLEAVED: return (p - 1) / (v * m + p - 1);
     case PP_SCHED_ZB_H1: {
+        if (m < p) return NAN;  /* the steady state never forms */
         double f = c->uniform.forward, b = c->uniform.backward_input, w = c->uniform.backward_weight;
         double idle = (p - 1) * (f + b - w);
         return idle / (m * (f + b + w) + idle);

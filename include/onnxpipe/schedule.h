@@ -211,8 +211,9 @@ void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
 
 /* The textbook bubble fraction of s's kind for uniform stage costs and free
  * communication: gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v*m+p-1);
- * zb-h1 (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) with the costs' F, B, W.
- * NaN for custom schedules. */
+ * zb-h1 (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) with the costs' F, B, W, when
+ * m >= p (with fewer microbatches the steady state never forms: NaN). NaN for custom
+ * schedules. */
 double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *costs);
 
 /* ---------------------------------------------------------------------------

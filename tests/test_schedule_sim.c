@@ -1,0 +1,231 @@
+/* Scheduler simulator against closed forms (unit costs: GPipe/1F1B bubble
+ * (p-1)/(m+p-1), interleaved (p-1)/(v*m+p-1), ZB-H1 a third of 1F1B's idle time, peak
+ * stashes min(p-r, m) and m; GPipe with link latency) and against an independent
+ * fixed-point timing of the same actions with random per-stage costs. */
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <onnxpipe/schedule.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pp_schedule *make(int kind, int p, int m, int v)
+{
+    pp_schedule *s = NULL;
+    pp_error err = {0};
+    if (pp_schedule_create(kind, p, m, v, &s, &err) != PP_OK) fail_msg("%s", err.msg);
+    return s;
+}
+
+static pp_sim_result *sim(const pp_schedule *s, const pp_costs *c)
+{
+    pp_sim_result *r = NULL;
+    pp_error err = {0};
+    if (pp_schedule_simulate(s, c, &r, &err) != PP_OK) fail_msg("%s", err.msg);
+    return r;
+}
+
+/* Unit costs over p <= 16, m <= 64 (v <= 4): bubble vs closed form, peaks. */
+static void test_closed_forms(void **state)
+{
+    (void)state;
+    pp_costs c;
+    pp_costs_unit(&c);
+    c.uniform.act_bytes = 1000;
+    double maxdiff[PP_SCHED_CUSTOM] = {0}, zb_ratio_max = 0, zb_ratio_min = 1e9;
+    int n = 0;
+    for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
+        for (int v = 1; v <= 4; v++) {
+            if ((kind == PP_SCHED_INTERLEAVED) != (v > 1)) continue;
+            for (int p = 1; p <= 16; p++)
+                for (int m = 1; m <= 64; m++) {
+                    if (kind == PP_SCHED_INTERLEAVED && m % p) continue;
+                    pp_schedule *s = make(kind, p, m, v);
+                    pp_sim_result *r = sim(s, &c);
+                    double cf = pp_schedule_closed_form_bubble(s, &c);
+                    /* zb-h1 with m < p has no closed form: only the peaks are checked */
+                    double d = isnan(cf) && kind == PP_SCHED_ZB_H1 && m < p ? 0 : fabs(r->bubble - cf);
+                    if (d > maxdiff[kind]) maxdiff[kind] = d;
+                    if (d > 1e-12) fail_msg("%s p=%d m=%d v=%d: bubble %.15g, closed form %.15g",
+                                            pp_schedule_kind_name(kind), p, m, v, r->bubble, cf);
+                    for (int rk = 0; rk < p; rk++) {
+                        int want = kind == PP_SCHED_GPIPE ? m : (p - rk < m ? p - rk : m);
+                        if (kind != PP_SCHED_INTERLEAVED) {
+                            assert_int_equal(r->peak_inflight[rk], want);
+                            assert_true(r->peak_act_bytes[rk] == 1000.0 * want);
+                        }
+                        if (kind != PP_SCHED_INTERLEAVED && !isnan(cf))
+                            assert_true(fabs(r->rank_bubble[rk] - cf) < 1e-12);
+                    }
+                    if (kind == PP_SCHED_ZB_H1 && p > 1 && m >= p) {
+                        /* idle time of ZB-H1 against 1F1B at the same (p, m): F = B = W = 1 */
+                        pp_schedule *s1 = make(PP_SCHED_1F1B, p, m, 1);
+                        pp_sim_result *r1 = sim(s1, &c);
+                        double ratio = (r->bubble * r->makespan) / (r1->bubble * r1->makespan);
+                        if (ratio > zb_ratio_max) zb_ratio_max = ratio;
+                        if (ratio < zb_ratio_min) zb_ratio_min = ratio;
+                        pp_sim_result_destroy(r1);
+                        pp_schedule_destroy(s1);
+                    }
+                    n++;
+                    pp_sim_result_destroy(r);
+                    pp_schedule_destroy(s);
+                }
+        }
+    printf("%d schedules; max |bubble - closed form|: gpipe %.3g, 1f1b %.3g, interleaved %.3g, zb-h1 %.3g\n", n,
+           maxdiff[0], maxdiff[1], maxdiff[2], maxdiff[3]);
+    printf("zb-h1 idle time / 1f1b idle time (m >= p): %.6f .. %.6f (expected 1/3)\n", zb_ratio_min, zb_ratio_max);
+    assert_true(fabs(zb_ratio_max - 1.0 / 3) < 1e-12 && fabs(zb_ratio_min - 1.0 / 3) < 1e-12);
+}
+
+/* GPipe with a link: makespan (m+p-1)(F+B) + 2(p-1)(latency + bytes/bandwidth). */
+static void test_gpipe_latency(void **state)
+{
+    (void)state;
+    pp_costs c;
+    pp_costs_unit(&c);
+    c.uniform.forward = 1.5;
+    c.uniform.backward_input = 1.25;
+    c.uniform.backward_weight = 1.75;
+    c.uniform.send_bytes = 1e6;
+    c.send_latency = 0.125;
+    c.bandwidth = 4e6;
+    double worst = 0;
+    for (int p = 1; p <= 8; p++)
+        for (int m = 1; m <= 16; m++) {
+            pp_schedule *s = make(PP_SCHED_GPIPE, p, m, 1);
+            pp_sim_result *r = sim(s, &c);
+            double want = (m + p - 1) * (1.5 + 3.0) + 2 * (p - 1) * (0.125 + 0.25);
+            double d = fabs(r->makespan - want);
+            if (d > worst) worst = d;
+            if (d > 1e-9) fail_msg("gpipe p=%d m=%d: makespan %.12g, closed form %.12g", p, m, r->makespan, want);
+            pp_sim_result_destroy(r);
+            pp_schedule_destroy(s);
+        }
+    printf("gpipe with latency + bandwidth: max |makespan - closed form| = %.3g s\n", worst);
+}
+
+/* The reference: a fixed-point iteration of "start = max(own stream free, data ready)"
+ * over the action lists, written without the engine's tokens. SEND and REDUCE_GRADS do
+ * not hold the stream; RECV ends when the matching SEND's data arrives. */
+static double reference_makespan(const pp_schedule *s, const double *F, const double *Bi, const double *Bw,
+                                 double lat, double allreduce)
+{
+    int S = s->num_stages, m = s->microbatches;
+    double *sent = calloc((size_t)2 * S * m, sizeof *sent);  /* [dir][dest stage][mb] arrival */
+    double **end = calloc((size_t)s->pp, sizeof *end);
+    for (int r = 0; r < s->pp; r++) end[r] = calloc((size_t)s->count[r] + 1, sizeof **end);
+    double makespan = 0;
+    for (int changed = 1, iter = 0; changed; iter++) {
+        assert_true(iter < 100000);
+        changed = 0;
+        for (int r = 0; r < s->pp; r++) {
+            double clock = 0, red = 0;
+            for (int i = 0; i < s->count[r]; i++) {
+                const pp_action *a = &s->actions[r][i];
+                int st = a->stage, mb = a->microbatch;
+                double t = clock, e = clock;
+                switch (a->kind) {
+                case PP_ACT_FORWARD: e = t + F[st]; clock = e; break;
+                case PP_ACT_BACKWARD: e = t + Bi[st] + Bw[st]; clock = e; break;
+                case PP_ACT_BACKWARD_INPUT: e = t + Bi[st]; clock = e; break;
+                case PP_ACT_BACKWARD_WEIGHT: e = t + Bw[st]; clock = e; break;
+                case PP_ACT_SEND_ACT: e = t + lat; sent[(size_t)(st + 1) * m + mb] = e; break;
+                case PP_ACT_SEND_GRAD: e = t + lat; sent[(size_t)S * m + (size_t)(st - 1) * m + mb] = e; break;
+                case PP_ACT_RECV_ACT: e = fmax(t, sent[(size_t)st * m + mb]); clock = e; break;
+                case PP_ACT_RECV_GRAD: e = fmax(t, sent[(size_t)S * m + (size_t)st * m + mb]); clock = e; break;
+                case PP_ACT_REDUCE_GRADS: e = t + allreduce; red = fmax(red, e); break;
+                default: e = fmax(t, red); clock = e; break;
+                }
+                if (e != end[r][i]) changed = 1;
+                end[r][i] = e;
+                if (e > makespan) makespan = e;
+            }
+        }
+    }
+    for (int r = 0; r < s->pp; r++) free(end[r]);
+    free(end);
+    free(sent);
+    return makespan;
+}
+
+static void test_random_costs_vs_reference(void **state)
+{
+    (void)state;
+    srand(12345);
+    double worst = 0;
+    int cases = 0;
+    for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
+        for (int p = 2; p <= 6; p++)
+            for (int m = p; m <= 3 * p; m += p) {
+                int v = kind == PP_SCHED_INTERLEAVED ? 2 + (m / p) % 2 : 1;
+                pp_schedule *s = make(kind, p, m, v);
+                int S = s->num_stages;
+                pp_stage_cost *sc = calloc((size_t)S, sizeof *sc);
+                double F[64], Bi[64], Bw[64];
+                for (int st = 0; st < S; st++) {
+                    sc[st].forward = F[st] = 0.5 + rand() % 100 / 50.0;
+                    sc[st].backward_input = Bi[st] = 0.5 + rand() % 100 / 50.0;
+                    sc[st].backward_weight = Bw[st] = 0.5 + rand() % 100 / 50.0;
+                }
+                pp_costs c;
+                pp_costs_unit(&c);
+                c.stage = sc;
+                c.num_stages = S;
+                c.send_latency = 0.3;
+                c.allreduce = 2.0;
+                c.optimizer = 0;
+                pp_sim_result *r = sim(s, &c);
+                double want = reference_makespan(s, F, Bi, Bw, 0.3, 2.0);
+                double d = fabs(r->makespan - want);
+                if (d > worst) worst = d;
+                if (d > 1e-9) fail_msg("%s p=%d m=%d: makespan %.12g, reference %.12g", pp_schedule_kind_name(kind),
+                                       p, m, r->makespan, want);
+                /* The critical path is a tight chain from t = 0 to the makespan. */
+                assert_true(r->n_critical > 0);
+                assert_true(fabs(r->end[r->critical[r->n_critical - 1]] - r->makespan) < 1e-9);
+                assert_true(r->start[r->critical[0]] < 1e-12);
+                cases++;
+                pp_sim_result_destroy(r);
+                free(sc);
+                pp_schedule_destroy(s);
+            }
+    printf("%d schedules with random stage costs: max |makespan - reference| = %.3g s\n", cases, worst);
+}
+
+static void test_rejects_bad_costs(void **state)
+{
+    (void)state;
+    pp_schedule *s = make(PP_SCHED_1F1B, 2, 4, 1);
+    pp_costs c;
+    pp_costs_unit(&c);
+    c.uniform.forward = -1;
+    pp_sim_result *r = NULL;
+    pp_error err = {0};
+    assert_int_equal(pp_schedule_simulate(s, &c, &r, &err), PP_ERR_INVALID_ARG);
+    printf("%s\n", err.msg);
+    pp_stage_cost three[3] = {{1, 1, 1, 0, 0}, {1, 1, 1, 0, 0}, {1, 1, 1, 0, 0}};
+    pp_costs_unit(&c);
+    c.stage = three;
+    c.num_stages = 3;
+    assert_int_equal(pp_schedule_simulate(s, &c, &r, &err), PP_ERR_INVALID_ARG);
+    printf("%s\n", err.msg);
+    assert_null(r);
+    pp_schedule_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_closed_forms),
+        cmocka_unit_test(test_gpipe_latency),
+        cmocka_unit_test(test_random_costs_vs_reference),
+        cmocka_unit_test(test_rejects_bad_costs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
