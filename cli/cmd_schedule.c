@@ -1,2 +1,294 @@
+/* `onnxpipe schedule --pp P --microbatches M --kind K ...`: generates (or loads), validates
+ * and simulates a pipeline schedule and shows its timeline, bubble and peak activations,
+ * optionally with per-stage costs taken from the partition of a model. */
 #include "cli.h"
-int cmd_schedule(int argc, char **argv) { (void)argc; (void)argv; return cli_usage_error(NULL, "not built yet"); }
+
+#include <onnxpipe/graph.h>
+#include <onnxpipe/partition.h>
+#include <onnxpipe/schedule.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Assumed machine throughput when costs come from a model (--gflops overrides). */
+#define DEFAULT_GFLOPS 100.0
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: onnxpipe schedule --pp P --microbatches M --kind gpipe|1f1b|interleaved|zb-h1 [options]\n"
+            "       onnxpipe schedule --load-csv FILE [options]\n\n"
+            "Generates a pipeline schedule, proves it deadlock-free, simulates one training step and\n"
+            "prints the timeline (one row per rank), the bubble against its closed form, the peak\n"
+            "stashed activations per rank and the critical path.\n\n"
+            "options:\n"
+            "  --pp P                pipeline ranks\n"
+            "  --microbatches M      microbatches per step\n"
+            "  --kind K              gpipe, 1f1b, interleaved (Megatron; M must be a multiple of P)\n"
+            "                        or zb-h1 (zero bubble: backward split into input and weight passes)\n"
+            "  --chunks V            virtual stages per rank for interleaved (default 2)\n"
+            "  --costs F,B,W[,SEND]  seconds per microbatch per virtual stage: forward, backward-input,\n"
+            "                        backward-weight (a full backward costs B+W), and per message\n"
+            "                        (default 1,1,1,0)\n"
+            "  --allreduce S         seconds of each stage's data-parallel gradient all-reduce (default 0)\n"
+            "  --optimizer S         seconds of the optimizer step (default 0)\n"
+            "  --model MODEL.onnx    take per-stage costs from the partition of this model (flops\n"
+            "                        balance): F = FLOPs / throughput, B = W = F; stash and message\n"
+            "                        sizes from the partition\n"
+            "  --batch B             samples per microbatch (binds dim 0 of the model's inputs)\n"
+            "  --gflops G            throughput for --model, GFLOP/s per rank (default %.0f)\n"
+            "  --bandwidth GBPS      link bandwidth for --model messages, GB/s (default: free links)\n"
+            "  --latency S           seconds per message (overrides SEND of --costs)\n"
+            "  --load-csv FILE       read a schedule in PyTorch's CSV form (compute-only or with\n"
+            "                        SEND/RECV actions) instead of generating one\n"
+            "  --csv FILE            write the schedule as CSV (with communication)\n"
+            "  --csv-compute-only    write only FORWARD/BACKWARD actions to --csv (PyTorch compute_only)\n"
+            "  --trace FILE          write a Perfetto / chrome://tracing JSON of the simulated step\n"
+            "  --json                print the summary as JSON instead of text\n"
+            "  --width N             columns of the timeline (default 160)\n",
+            DEFAULT_GFLOPS);
+}
+
+typedef struct args {
+    long long pp, microbatches, chunks, batch, width;
+    const char *kind, *model, *trace, *csv, *load_csv;
+    double gflops, bandwidth, latency, allreduce, optimizer;
+    double costs[4];
+    int have_costs, have_latency, json, csv_compute_only, have_chunks;
+} args;
+
+/* "F,B,W[,SEND]": 3 or 4 numbers >= 0. */
+static int parse_costs(const char *s, double out[4])
+{
+    char *end;
+    int n = 0;
+    out[3] = 0;
+    for (const char *p = s; n < 4; n++) {
+        errno = 0;
+        out[n] = strtod(p, &end);
+        if (end == p || errno || !(out[n] >= 0) || out[n] > 1e12) break;
+        if (*end == 0) return n >= 2;
+        if (*end != ',') break;
+        p = end + 1;
+    }
+    cli_usage_error("e.g. --costs 1,1,1 or --costs 2.0,1.5,1.5,0.1", "--costs expects F,B,W[,SEND] (seconds >= 0), got '%s'",
+                    s);
+    return 0;
+}
+
+/* 1: go on, 2: --help asked, 0: bad arguments (already reported). */
+static int parse_args(int argc, char **argv, args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->chunks = 1;
+    a->width = 160;
+    a->gflops = DEFAULT_GFLOPS;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 2;
+        if (!strcmp(o, "--json")) {
+            a->json = 1;
+            continue;
+        }
+        if (!strcmp(o, "--csv-compute-only")) {
+            a->csv_compute_only = 1;
+            continue;
+        }
+        if (o[0] != '-' || o[1] != '-')
+            return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unexpected argument '%s'", o), 0;
+        if (i + 1 >= argc) return cli_usage_error(NULL, "%s needs a value", o), 0;
+        const char *v = argv[++i];
+        int ok = 1;
+        if (!strcmp(o, "--pp")) ok = cli_parse_int(o, v, 1, 16384, &a->pp);
+        else if (!strcmp(o, "--microbatches")) ok = cli_parse_int(o, v, 1, 1 << 20, &a->microbatches);
+        else if (!strcmp(o, "--chunks")) ok = cli_parse_int(o, v, 1, 64, &a->chunks), a->have_chunks = 1;
+        else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
+        else if (!strcmp(o, "--width")) ok = cli_parse_int(o, v, 8, 100000, &a->width);
+        else if (!strcmp(o, "--gflops")) ok = cli_parse_double(o, v, 1e-6, 1e12, &a->gflops);
+        else if (!strcmp(o, "--bandwidth")) ok = cli_parse_double(o, v, 1e-9, 1e9, &a->bandwidth);
+        else if (!strcmp(o, "--latency")) ok = cli_parse_double(o, v, 0, 1e9, &a->latency), a->have_latency = 1;
+        else if (!strcmp(o, "--allreduce")) ok = cli_parse_double(o, v, 0, 1e9, &a->allreduce);
+        else if (!strcmp(o, "--optimizer")) ok = cli_parse_double(o, v, 0, 1e9, &a->optimizer);
+        else if (!strcmp(o, "--costs")) ok = parse_costs(v, a->costs), a->have_costs = 1;
+        else if (!strcmp(o, "--kind")) a->kind = v;
+        else if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--trace")) a->trace = v;
+        else if (!strcmp(o, "--csv")) a->csv = v;
+        else if (!strcmp(o, "--load-csv")) a->load_csv = v;
+        else return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unknown option '%s'", o), 0;
+        if (!ok) return 0;
+    }
+    if (a->load_csv) {
+        if (a->pp || a->microbatches || a->kind || a->have_chunks)
+            return cli_usage_error("drop --pp, --microbatches, --kind and --chunks",
+                                   "--load-csv takes ranks, stages and microbatches from the file"), 0;
+    } else if (!a->pp || !a->microbatches || !a->kind) {
+        return cli_usage_error("e.g. onnxpipe schedule --pp 4 --microbatches 8 --kind 1f1b",
+                               "--pp, --microbatches and --kind are required (or --load-csv FILE)"), 0;
+    }
+    if (a->kind && !strcmp(a->kind, "interleaved") && !a->have_chunks) a->chunks = 2;
+    if (a->model && a->have_costs)
+        return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
+    if (!a->model && (a->batch || a->bandwidth > 0))
+        return cli_usage_error(NULL, "--batch and --bandwidth apply to --model"), 0;
+    if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE"), 0;
+    return 1;
+}
+
+/* Per-stage costs from the model's partition into s->num_stages stages (flops balance). */
+static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost **out, pp_error *err)
+{
+    pp_graph_options go = {.batch = a->batch};
+    pp_partition_options po = {.balance = PP_BALANCE_FLOPS, .microbatches = s->microbatches};
+    pp_graph *g = NULL;
+    pp_partition *part = NULL;
+    pp_stage_cost *c = NULL;
+    pp_status st = PP_OK;
+    PP_CHECK_GOTO(pp_graph_load(a->model, &go, &g, err), st, done);
+    PP_CHECK_GOTO(pp_partition_create(g, s->num_stages, &po, &part, err), st, done);
+    c = pp_calloc((size_t)s->num_stages, sizeof *c);
+    if (!c) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < s->num_stages; i++) {
+        const pp_stage_info *si = &part->stages[i];
+        if (si->flops < 0 || si->act_bytes < 0 || si->send_bytes < 0) {
+            st = pp_error_set(err, PP_ERR_SHAPE,
+                              "'%s': stage %d has unknown FLOPs or activation sizes; bind the batch with --batch B",
+                              a->model, i);
+            goto done;
+        }
+        c[i].forward = (double)si->flops / (a->gflops * 1e9);
+        c[i].backward_input = c[i].forward;   /* backward ~ 2x forward, split evenly */
+        c[i].backward_weight = c[i].forward;
+        c[i].act_bytes = (double)si->act_bytes;
+        c[i].send_bytes = (double)si->send_bytes;
+    }
+    *out = c;
+    c = NULL;
+done:
+    free(c);
+    pp_partition_destroy(part);
+    pp_graph_destroy(g);
+    return st;
+}
+
+/* Opens path for writing, runs the writer, closes; errors name the file. */
+static int write_file(const char *path, const char *what, pp_status (*fn)(const void *, FILE *, pp_error *),
+                      const void *ctx)
+{
+    pp_error err = {0};
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        pp_error_set(&err, PP_ERR_IO, "cannot write %s '%s': %s", what, path, strerror(errno));
+        return cli_fail(&err);
+    }
+    pp_status st = fn(ctx, f, &err);
+    if (fclose(f) != 0 && st == PP_OK) st = pp_error_set(&err, PP_ERR_IO, "closing '%s': %s", path, strerror(errno));
+    if (st != PP_OK) {
+        pp_error_prefix(&err, "%s '%s': ", what, path);
+        return cli_fail(&err);
+    }
+    return 0;
+}
+
+typedef struct out_ctx {
+    const pp_schedule *s;
+    const pp_sim_result *r;
+    int compute_only;
+} out_ctx;
+
+static pp_status csv_writer(const void *p, FILE *f, pp_error *err)
+{
+    const out_ctx *c = p;
+    return pp_schedule_write_csv(c->s, f, c->compute_only, err);
+}
+
+static pp_status trace_writer(const void *p, FILE *f, pp_error *err)
+{
+    const out_ctx *c = p;
+    return pp_schedule_write_trace(c->s, c->r, f, err);
+}
+
+static pp_status load(const char *path, pp_schedule **s, pp_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return pp_error_set(err, PP_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    pp_status st = pp_schedule_read_csv(f, path, s, err);
+    fclose(f);
+    return st;
+}
+
+int cmd_schedule(int argc, char **argv)
+{
+    args a;
+    int parsed = parse_args(argc, argv, &a);
+    if (parsed == 2) usage(stdout);
+    if (parsed != 1) return parsed == 2 ? 0 : 2;
+    pp_error err = {0};
+    pp_schedule *s = NULL;
+    pp_sim_result *r = NULL;
+    pp_stage_cost *stage = NULL;
+    int rc = 1;
+    if (a.load_csv) {
+        if (load(a.load_csv, &s, &err) != PP_OK) goto fail;
+        if (pp_schedule_validate(s, stderr, &err) != PP_OK) {
+            pp_error_prefix(&err, "'%s' is not a valid schedule: ", a.load_csv);
+            goto fail;
+        }
+    } else {
+        pp_schedule_kind kind;
+        if (pp_schedule_kind_parse(a.kind, &kind, &err) != PP_OK) {
+            rc = cli_usage_error("--kind is one of gpipe, 1f1b, interleaved, zb-h1", "%s", err.msg);
+            goto done;
+        }
+        if (pp_schedule_create(kind, (int)a.pp, (int)a.microbatches, (int)a.chunks, &s, &err) != PP_OK) {
+            rc = cli_usage_error(kind == PP_SCHED_INTERLEAVED ? "interleaved needs --microbatches divisible by --pp"
+                                                              : NULL,
+                                 "%s", err.msg);
+            goto done;
+        }
+    }
+    pp_costs costs;
+    pp_costs_unit(&costs);
+    if (a.have_costs) {
+        costs.uniform.forward = a.costs[0];
+        costs.uniform.backward_input = a.costs[1];
+        costs.uniform.backward_weight = a.costs[2];
+        costs.send_latency = a.costs[3];
+    }
+    if (a.have_latency) costs.send_latency = a.latency;
+    costs.allreduce = a.allreduce;
+    costs.optimizer = a.optimizer;
+    if (a.model) {
+        if (model_costs(&a, s, &stage, &err) != PP_OK) goto fail;
+        costs.stage = stage;
+        costs.num_stages = s->num_stages;
+        costs.uniform = stage[0];
+        costs.bandwidth = a.bandwidth * 1e9;
+    }
+    if (pp_schedule_simulate(s, &costs, &r, &err) != PP_OK) goto fail;
+    if (a.json) {
+        pp_sim_result_write_json(s, &costs, r, stdout, 1);
+    } else {
+        printf("schedule %s: pp %d, microbatches %d, %d virtual stage(s) per rank; %ld actions, deadlock-free\n\n",
+               pp_schedule_kind_name(s->kind), s->pp, s->microbatches, s->chunks, pp_schedule_action_count(s));
+        pp_schedule_print_timeline(s, r, stdout, (int)a.width);
+        putchar('\n');
+        pp_sim_result_print_summary(s, &costs, r, stdout);
+    }
+    out_ctx ctx = {s, r, a.csv_compute_only};
+    if (a.csv && (rc = write_file(a.csv, "schedule CSV", csv_writer, &ctx)) != 0) goto done;
+    if (a.trace && (rc = write_file(a.trace, "trace", trace_writer, &ctx)) != 0) goto done;
+    rc = 0;
+    goto done;
+fail:
+    rc = cli_fail(&err);
+done:
+    free(stage);
+    pp_sim_result_destroy(r);
+    pp_schedule_destroy(s);
+    return rc;
+}

@@ -57,7 +57,7 @@ void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FI
             const pp_action *a = &s->actions[rk][i];
             int g = r->offset[rk] + i;
             if (!shows(a, r, g)) continue;
-            int c0 = (int)floor(r->start[g] / q + 1e-9), c1 = (int)ceil(r->end[g] / q - 1e-9);
+            int c0 = (int)floor(r->start[g] / q + 0.5), c1 = (int)floor(r->end[g] / q + 0.5);
             if (c0 >= cols) c0 = cols - 1;
             if (c1 <= c0) c1 = c0 + 1;
             if (c1 > cols) c1 = cols;
@@ -75,6 +75,70 @@ void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FI
         fprintf(out, "rank %3d |%s|\n", rk, row);
     }
     free(row);
+}
+
+/* "1.25 ms", "3 s": seconds in the unit that reads best. */
+static const char *fmt_time(double s, char *buf, size_t len)
+{
+    if (s == 0 || s >= 1) snprintf(buf, len, "%.4g s", s);
+    else if (s >= 1e-3) snprintf(buf, len, "%.4g ms", s * 1e3);
+    else snprintf(buf, len, "%.4g us", s * 1e6);
+    return buf;
+}
+
+/* The rank whose actions hold global index g (binary search over offset). */
+static int rank_of(const pp_sim_result *r, int g)
+{
+    int lo = 0, hi = r->pp - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r->offset[mid] <= g) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Critical-path entries printed in full before the middle is elided. */
+#define PATH_SHOWN 24
+
+void pp_sim_result_print_summary(const pp_schedule *s, const pp_costs *costs, const pp_sim_result *r, FILE *out)
+{
+    char t1[32], t2[32], t3[32], b[32], a[48];
+    if (costs->stage) {
+        fprintf(out, "stage  rank  forward     bwd-input   bwd-weight  stash/mb    send/mb\n");
+        for (int st = 0; st < s->num_stages; st++) {
+            const pp_stage_cost *c = stage_cost(costs, st);
+            fprintf(out, "%5d  %4d  %-10s  %-10s  %-10s  %-10s  %s\n", st, s->stage_rank[st],
+                    fmt_time(c->forward, t1, sizeof t1), fmt_time(c->backward_input, t2, sizeof t2),
+                    fmt_time(c->backward_weight, t3, sizeof t3), pp_format_bytes(c->act_bytes, b, sizeof b),
+                    pp_format_bytes(c->send_bytes, a, sizeof a));
+        }
+        fputc('\n', out);
+    }
+    double cf = pp_schedule_closed_form_bubble(s, costs);
+    fprintf(out, "step time %s; bubble %.2f%%", fmt_time(r->makespan, t1, sizeof t1), 100 * r->bubble);
+    if (!isnan(cf)) {
+        const char *form = s->kind == PP_SCHED_INTERLEAVED ? "(p-1)/(v*m+p-1)"
+                           : s->kind == PP_SCHED_ZB_H1     ? "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))"
+                                                           : "(p-1)/(m+p-1)";
+        fprintf(out, " (closed form %s = %.2f%%, for equal stages and free links)", form, 100 * cf);
+    }
+    fprintf(out, "\n\nrank  busy        bubble   peak stash (microbatches, bytes)  W waiting\n");
+    for (int rk = 0; rk < s->pp; rk++)
+        fprintf(out, "%4d  %-10s  %6.2f%%  %4d  %-26s  %d\n", rk, fmt_time(r->busy[rk], t1, sizeof t1),
+                100 * r->rank_bubble[rk], r->peak_inflight[rk],
+                r->peak_act_bytes[rk] > 0 ? pp_format_bytes(r->peak_act_bytes[rk], b, sizeof b) : "-",
+                r->peak_w_pending[rk]);
+    fprintf(out, "\ncritical path (%d actions):", r->n_critical);
+    for (int i = 0; i < r->n_critical; i++) {
+        if (r->n_critical > PATH_SHOWN && i == PATH_SHOWN / 2) {
+            fprintf(out, " ... (%d more)", r->n_critical - PATH_SHOWN);
+            i = r->n_critical - PATH_SHOWN / 2;
+        }
+        int g = r->critical[i], rk = rank_of(r, g);
+        fprintf(out, " r%d:%s", rk, pp_action_format(&s->actions[rk][g - r->offset[rk]], a, sizeof a));
+    }
+    fputc('\n', out);
 }
 
 void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs, const pp_sim_result *r, FILE *out,
@@ -107,10 +171,8 @@ void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs, const
     }
     pp_json_end_array(&j);
     pp_json_begin_array(&j, "critical_path");
-    for (int i = 0, rk = 0; i < r->n_critical; i++) {
-        int g = r->critical[i];
-        while (g >= r->offset[rk + 1]) rk++;
-        while (g < r->offset[rk]) rk--;
+    for (int i = 0; i < r->n_critical; i++) {
+        int g = r->critical[i], rk = rank_of(r, g);
         char cell[64];
         snprintf(cell, sizeof cell, "r%d:%s", rk, pp_action_format(&s->actions[rk][g - r->offset[rk]], a, sizeof a));
         pp_json_string(&j, NULL, cell);

@@ -225,6 +225,10 @@ double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *cost
  * '.' for idle. */
 void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FILE *out,
                                 int max_cols);
+/* Human-readable summary: per-stage costs (when costs->stage is given), step time,
+ * bubble vs the closed form, per-rank busy time, bubble and peaks, critical path. */
+void pp_sim_result_print_summary(const pp_schedule *s, const pp_costs *costs,
+                                 const pp_sim_result *r, FILE *out);
 /* Summary as one JSON object: schedule, makespan, bubble vs closed form, per-rank busy,
  * bubble and peaks, critical path. */
 void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs,
