@@ -32,21 +32,23 @@ def differentiable(op_type, index, opset):
     return formal.differentiation_category != onnx.defs.OpSchema.DifferentiationCategory.NonDifferentiable
 
 
-def count_file_params(model):
+def trained_initializers(model):
+    """{name: elements} of the floating-point initializers read at a differentiable input."""
     opset = opset_of(model)
     inits = {t.name: t for t in model.graph.initializer if t.data_type in FLOAT_TYPES}
-    trained = set()
+    trained = {}
     for node in model.graph.node:
         for k, name in enumerate(node.input):
             if name in inits and differentiable(node.op_type, k, opset):
-                trained.add(name)
-    total = 0
-    for name in trained:
-        n = 1
-        for d in inits[name].dims:
-            n *= d
-        total += n
-    return total
+                n = 1
+                for d in inits[name].dims:
+                    n *= d
+                trained[name] = n
+    return trained
+
+
+def count_file_params(model):
+    return sum(trained_initializers(model).values())
 
 
 def op_summary(model):

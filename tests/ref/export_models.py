@@ -118,12 +118,12 @@ def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     info = {}
 
-    def record(name, model, expected, note, diff):
+    def record(name, model, expected, note, diff, tied=()):
         path = os.path.join(outdir, name)
         held = count_file_params(onnx.load(path))
         if held != expected:
             sys.exit(f"export_models: {name} holds {held} trainable parameters, expected {expected} ({note})")
-        info[name] = {"torch": torch_params(model), "expected": expected, "note": note}
+        info[name] = {"torch": torch_params(model), "expected": expected, "note": note, "tied": list(tied)}
         print(f"{name}: onnxruntime vs torch max abs diff {diff:.3g}; parameters torch {torch_params(model)}, "
               f"file {held} ({note})")
 
@@ -140,7 +140,8 @@ def main(outdir):
                    f"torch {torch_params(gpt)} + {V * D}: constant folding copies the tied wte.weight "
                    "into a separate (transposed) lm_head initializer", diff)
         else:      # the tie survives as Transpose(wte.weight) -> MatMul; shapes stay Shape/Gather chains
-            record(name, gpt, torch_params(gpt), "no constant folding: the tied weight is held once", diff)
+            record(name, gpt, torch_params(gpt), "no constant folding: the tied weight is held once", diff,
+                   tied=["wte.weight"])
 
     torch.manual_seed(0)
     m = mlp()
