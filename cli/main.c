@@ -19,6 +19,7 @@ static const struct {
     {"train", cmd_train, "train a model on a dataset"},
     {"data", cmd_data, "make a dataset (byte-level text)"},
     {"eval", cmd_eval, "run a model forward over a dataset"},
+    {"place", cmd_place, "show where ranks go (hosts, cores, GPUs) and the traffic per step"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,0 +1,100 @@
+/* Placement at the start of a job: which world ranks share a host (MPI shared-memory
+ * split) and binding the calling rank to its planned cores, without fighting a binding
+ * that mpirun already made. */
+#include "placement_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts, char (*names)[PP_HOST_NAME_LEN],
+                             pp_error *err)
+{
+    pp_comm *node = NULL;
+    int *leader = NULL;
+    char(*all)[PP_HOST_NAME_LEN] = NULL;
+    pp_status st = PP_OK;
+    int mine = world->rank;
+    PP_CHECK_GOTO(pp_comm_mpi_node(world, &node, err), st, done);
+    /* a host is known by the world rank of its node communicator's rank 0 */
+    PP_CHECK_GOTO(pp_comm_broadcast(node, &mine, sizeof mine, 0, err), st, done);
+    leader = malloc((size_t)world->size * sizeof *leader);
+    all = calloc((size_t)world->size, sizeof *all);
+    if (!leader || !all) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory for %d ranks", world->size);
+        goto done;
+    }
+    PP_CHECK_GOTO(pp_comm_allgather(world, &mine, leader, sizeof mine, err), st, done);
+    char me[PP_HOST_NAME_LEN] = {0};
+    snprintf(me, sizeof me, "%s", pp_comm_mpi_host());
+    PP_CHECK_GOTO(pp_comm_allgather(world, me, all, sizeof me, err), st, done);
+    *nhosts = 0;
+    for (int r = 0; r < world->size; r++) {
+        int h = -1;
+        for (int q = 0; q < r && h < 0; q++)
+            if (leader[q] == leader[r]) h = rank_host[q];
+        if (h < 0) {
+            h = (*nhosts)++;
+            if (names) memcpy(names[h], all[r], PP_HOST_NAME_LEN);
+        }
+        rank_host[r] = h;
+    }
+done:
+    free(leader);
+    free(all);
+    pp_comm_destroy(node);
+    return st;
+}
+
+static int env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, value);
+}
+
+pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, pp_bind_result *res, pp_error *err)
+{
+    memset(res, 0, sizeof *res);
+    if (rank < 0 || rank >= p->nranks)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d out of range (0..%d)", rank, p->nranks - 1);
+    if (!hwloc_topology_is_thissystem(topo))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: cannot bind with an XML or synthetic topology; "
+                            "load this machine's (pp_topology_load(NULL, NULL))", rank);
+    const pp_rank_place *rp = &p->ranks[rank];
+    size_t len = 0;
+    /* mpirun tells each process its index on the host; a different one means the plan's hosts are wrong */
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int nlocal = 0;
+    for (int r = 0; r < p->nranks; r++) nlocal += p->ranks[r].host == rp->host;
+    if ((lr && atoi(lr) != rp->local) || (ls && atoi(ls) != nlocal))
+        len += (size_t)snprintf(res->note, sizeof res->note, "mpirun's local rank %s of %s differs from the plan's "
+                                "%d of %d; ", lr ? lr : "?", ls ? ls : "?", rp->local, nlocal);
+    hwloc_bitmap_t cur = hwloc_bitmap_alloc();
+    if (!cur) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    pp_status st = PP_OK;
+    if (hwloc_get_cpubind(topo, cur, HWLOC_CPUBIND_PROCESS) != 0) {
+        st = pp_error_set(err, PP_ERR_IO, "rank %d: hwloc_get_cpubind failed (%s)", rank, strerror(errno));
+        goto done;
+    }
+    if (env_is("PP_BIND", "none") || env_is("OMPI_MCA_hwloc_base_binding_policy", "none")) {
+        res->kind = PP_BIND_DISABLED;
+        snprintf(res->note + len, sizeof res->note - len, "binding off (%s=none)",
+                 env_is("PP_BIND", "none") ? "PP_BIND" : "OMPI_MCA_hwloc_base_binding_policy");
+    } else if (!hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), cur)) {
+        res->kind = PP_BIND_EXTERNAL;
+        snprintf(res->note + len, sizeof res->note - len, "already bound (mpirun --bind-to); planned cores %s "
+                 "not applied", rp->cpus);
+    } else if (hwloc_set_cpubind(topo, rp->cpuset, HWLOC_CPUBIND_PROCESS) != 0) {
+        st = pp_error_set(err, PP_ERR_IO, "rank %d: hwloc_set_cpubind to cores %s failed (%s); set PP_BIND=none "
+                          "to run unbound", rank, rp->cpus, strerror(errno));
+        goto done;
+    } else {
+        res->kind = PP_BIND_APPLIED;
+        snprintf(res->note + len, sizeof res->note - len, "bound to planned cores %s", rp->cpus);
+        hwloc_get_cpubind(topo, cur, HWLOC_CPUBIND_PROCESS);
+    }
+    topo_cpus_string(cur, res->cpus, sizeof res->cpus);
+done:
+    hwloc_bitmap_free(cur);
+    return st;
+}
