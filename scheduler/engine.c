@@ -382,13 +382,15 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             }
             break;
         }
-        /* A receive spans the wait for its data: from reaching it to the data's arrival. */
-        e->start[g] = (a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD) ? e->clock[r] : t0;
+        /* A receive is posted when reached and spans the wait for its data. SEND, RECV
+         * and REDUCE_GRADS run beside compute: the stream is free once they are issued,
+         * and the compute that uses received data waits for it (RECV's token). */
+        int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_OPTIMIZER_STEP;
+        int recv = a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD;
+        e->start[g] = recv ? e->clock[r] : t0;
         e->end[g] = end;
         e->pred[g] = pred;
-        /* SEND and REDUCE_GRADS run beside compute: the stream is free once issued. */
-        e->clock[r] = (a->kind == PP_ACT_SEND_ACT || a->kind == PP_ACT_SEND_GRAD ||
-                       a->kind == PP_ACT_REDUCE_GRADS) ? t0 : end;
+        if (!recv) e->clock[r] = beside ? t0 : end;
         e->pc[r] = i + 1;
     }
     return PP_OK;

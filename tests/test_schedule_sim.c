@@ -111,13 +111,15 @@ static void test_gpipe_latency(void **state)
 }
 
 /* The reference: a fixed-point iteration of "start = max(own stream free, data ready)"
- * over the action lists, written without the engine's tokens. SEND and REDUCE_GRADS do
- * not hold the stream; RECV ends when the matching SEND's data arrives. */
+ * over the action lists, written without the engine's tokens. SEND, RECV and
+ * REDUCE_GRADS do not hold the stream; a RECV has its data when the SEND's message
+ * arrives (and not before it is posted); the compute using the data waits for that. */
 static double reference_makespan(const pp_schedule *s, const double *F, const double *Bi, const double *Bw,
                                  double lat, double allreduce)
 {
     int S = s->num_stages, m = s->microbatches;
     double *sent = calloc((size_t)2 * S * m, sizeof *sent);  /* [dir][dest stage][mb] arrival */
+    double *got = calloc((size_t)2 * S * m, sizeof *got);    /* same: when its RECV has it */
     double **end = calloc((size_t)s->pp, sizeof *end);
     for (int r = 0; r < s->pp; r++) end[r] = calloc((size_t)s->count[r] + 1, sizeof **end);
     double makespan = 0;
@@ -131,14 +133,24 @@ static double reference_makespan(const pp_schedule *s, const double *F, const do
                 int st = a->stage, mb = a->microbatch;
                 double t = clock, e = clock;
                 switch (a->kind) {
-                case PP_ACT_FORWARD: e = t + F[st]; clock = e; break;
-                case PP_ACT_BACKWARD: e = t + Bi[st] + Bw[st]; clock = e; break;
-                case PP_ACT_BACKWARD_INPUT: e = t + Bi[st]; clock = e; break;
+                case PP_ACT_FORWARD:
+                    if (st > 0 && s->stage_rank[st - 1] != r) t = fmax(t, got[(size_t)st * m + mb]);
+                    e = t + F[st];
+                    clock = e;
+                    break;
+                case PP_ACT_BACKWARD:
+                case PP_ACT_BACKWARD_INPUT:
+                    if (st + 1 < S && s->stage_rank[st + 1] != r) t = fmax(t, got[(size_t)S * m + (size_t)st * m + mb]);
+                    e = t + Bi[st] + (a->kind == PP_ACT_BACKWARD ? Bw[st] : 0);
+                    clock = e;
+                    break;
                 case PP_ACT_BACKWARD_WEIGHT: e = t + Bw[st]; clock = e; break;
                 case PP_ACT_SEND_ACT: e = t + lat; sent[(size_t)(st + 1) * m + mb] = e; break;
                 case PP_ACT_SEND_GRAD: e = t + lat; sent[(size_t)S * m + (size_t)(st - 1) * m + mb] = e; break;
-                case PP_ACT_RECV_ACT: e = fmax(t, sent[(size_t)st * m + mb]); clock = e; break;
-                case PP_ACT_RECV_GRAD: e = fmax(t, sent[(size_t)S * m + (size_t)st * m + mb]); clock = e; break;
+                case PP_ACT_RECV_ACT: e = got[(size_t)st * m + mb] = fmax(t, sent[(size_t)st * m + mb]); break;
+                case PP_ACT_RECV_GRAD:
+                    e = got[(size_t)S * m + (size_t)st * m + mb] = fmax(t, sent[(size_t)S * m + (size_t)st * m + mb]);
+                    break;
                 case PP_ACT_REDUCE_GRADS: e = t + allreduce; red = fmax(red, e); break;
                 default: e = fmax(t, red); clock = e; break;
                 }
@@ -151,6 +163,7 @@ static double reference_makespan(const pp_schedule *s, const double *F, const do
     for (int r = 0; r < s->pp; r++) free(end[r]);
     free(end);
     free(sent);
+    free(got);
     return makespan;
 }
 

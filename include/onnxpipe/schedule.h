@@ -185,9 +185,11 @@ void pp_costs_unit(pp_costs *c);
 
 /* Model of execution: each rank runs its actions in order on one compute stream;
  * SEND is non-blocking (the message arrives send_latency + send_bytes / bandwidth after
- * it is issued, as with MPI_Isend / NCCL on a side stream); RECV waits for the data;
- * REDUCE_GRADS starts an all-reduce that runs beside compute for `allreduce` seconds;
- * OPTIMIZER_STEP waits for this rank's all-reduces. */
+ * it is issued, as with MPI_Isend / NCCL on a side stream); RECV posts the receive
+ * (MPI_Irecv) and the FORWARD/BACKWARD that uses the data waits for it; REDUCE_GRADS
+ * starts an all-reduce that runs beside compute for `allreduce` seconds;
+ * OPTIMIZER_STEP waits for this rank's all-reduces. (The validator assumes the worst
+ * case instead: blocking sends and receives.) */
 typedef struct pp_sim_result {
     int pp;
     double makespan;         /* s, end of the last action */
