@@ -20,6 +20,13 @@ int cli_usage_error(const char *hint, const char *fmt, ...) __attribute__((forma
 /* Prints "onnxpipe: error: <err->msg>" to stderr; returns 1. */
 int cli_fail(const pp_error *err);
 
+/* For commands that run as MPI jobs (cli/job.c): print the error with the rank and
+ * end the whole job when it has several ranks (returns 1 otherwise); whether this is
+ * rank 0 (or no job); MPI_Finalize at the end of a job. */
+int cli_fail_job(const pp_error *err);
+int cli_job_rank0(void);
+void cli_job_end(void);
+
 /* Strict number parsing for option values: the whole string must be a number in
  * [lo, hi]; otherwise prints an error naming the option and returns 0. */
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);

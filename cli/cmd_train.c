@@ -18,6 +18,9 @@ static void usage(FILE *out)
             "  --microbatches M       microbatches per replica and step (default 1);\n"
             "                         the microbatch is B / (D x M) samples\n"
             "  --dim NAME=V           bind a symbolic dim of the model's inputs (repeatable)\n"
+            "  --schedule KIND        gpipe | 1f1b | interleaved | zb-h1 (default 1f1b)\n"
+            "  --chunks V             virtual stages per rank for interleaved (default 2 there, else 1)\n"
+            "run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...\n"
             "training:\n"
             "  --steps N              optimizer steps (default 10)\n"
             "  --optimizer NAME       sgd | adam | adamw | lamb (default adamw)\n"
@@ -56,7 +59,7 @@ int cmd_train(int argc, char **argv)
 {
     pp_dim_binding dims[MAX_DIMS];
     pp_train_config c = {
-        .pp = 1, .dp = 1, .batch = 8, .microbatches = 1, .steps = 10, .dims = dims,
+        .pp = 1, .dp = 1, .schedule = PP_SCHED_1F1B, .batch = 8, .microbatches = 1, .steps = 10, .dims = dims,
         .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
         .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
         .loss = {.ignore_index = -100},
@@ -82,6 +85,7 @@ int cmd_train(int argc, char **argv)
         STR_OPT("--losses", c.losses_out)
         STR_OPT("--export", c.export_path)
         INT_OPT("--pp", 1, 4096, c.pp)
+        INT_OPT("--chunks", 1, 64, c.chunks)
         INT_OPT("--dp", 1, 1 << 20, c.dp)
         INT_OPT("--batch", 1, 1LL << 40, c.batch)
         INT_OPT("--microbatches", 1, 1 << 20, c.microbatches)
@@ -102,6 +106,11 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--optimizer")) {
             if (!v || !parse_optimizer(v, &c.optim.kind))
                 return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v ? v : "");
+            i++;
+        } else if (!strcmp(a, "--schedule")) {
+            pp_error e = {0};
+            if (!v || pp_schedule_kind_parse(v, &c.schedule, &e) != PP_OK)
+                return cli_usage_error(NULL, "%s", v ? e.msg : "--schedule needs a value");
             i++;
         } else if (!strcmp(a, "--lr-schedule")) {
             if (!v || !pp_lr_parse(v, &c.lr.kind))
@@ -125,12 +134,15 @@ int cmd_train(int argc, char **argv)
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
     c.lr.steps = c.steps;
+    if (!c.chunks) c.chunks = c.schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
     pp_error err = {0};
     pp_train_result res;
     pp_status st = pp_train_run(&c, &res, &err);
     for (int i = 0; i < c.ndims; i++) free((char *)dims[i].name);
-    if (st != PP_OK) return cli_fail(&err);
-    printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n", (long long)res.steps_done,
-           res.seconds, res.first_loss, res.last_loss, res.tokens_per_s);
+    if (st != PP_OK) return cli_fail_job(&err);
+    if (cli_job_rank0())
+        printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n", (long long)res.steps_done,
+               res.seconds, res.first_loss, res.last_loss, res.tokens_per_s);
+    cli_job_end();
     return 0;
 }

@@ -86,17 +86,52 @@ static pp_status link_values(pp_graph *g, pp_error *err)
     return PP_OK;
 }
 
-/* Kahn's algorithm with a FIFO, so ready nodes keep their file order. On a cycle,
- * names a node that could not be scheduled. */
+/* A binary min-heap of node ids: among ready nodes the one earliest in the file goes
+ * first, so a file already in topological order (ONNX requires it) keeps its order and
+ * nodes that read only weights stay beside their consumers. */
+static void heap_push(int *h, int *n, int x)
+{
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > x) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+static int heap_pop(int *h, int *n)
+{
+    int top = h[0], x = h[--*n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= x) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+    return top;
+}
+
+/* Kahn's algorithm with the heap above. On a cycle, names a node that could not be
+ * scheduled. */
 static pp_status topo_sort(pp_graph *g, pp_error *err)
 {
     int n = g->nnodes;
+    int sorted_already = 1;
+    for (int i = 0; i < n && sorted_already; i++)
+        for (int k = 0; k < g->nodes[i].ninputs; k++) {
+            int in = g->nodes[i].inputs[k];
+            if (in >= 0 && g->values[in].producer >= i) sorted_already = 0;
+        }
+    if (sorted_already) return PP_OK;
     int *indeg = calloc((size_t)n + 1, sizeof *indeg);
-    int *queue = malloc(((size_t)n + 1) * sizeof *queue);
+    int *heap = malloc(((size_t)n + 1) * sizeof *heap);
     int *order = malloc(((size_t)n + 1) * sizeof *order);
     pp_node *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
     pp_status st = PP_OK;
-    if (!indeg || !queue || !order || !sorted) {
+    if (!indeg || !heap || !order || !sorted) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory sorting graph");
         goto done;
     }
@@ -105,17 +140,17 @@ static pp_status topo_sort(pp_graph *g, pp_error *err)
             int in = g->nodes[i].inputs[k];
             if (in >= 0 && g->values[in].producer >= 0) indeg[i]++;
         }
-    int head = 0, tail = 0, done_n = 0;
+    int nheap = 0, done_n = 0;
     for (int i = 0; i < n; i++)
-        if (!indeg[i]) queue[tail++] = i;
-    while (head < tail) {
-        int i = queue[head++];
+        if (!indeg[i]) heap_push(heap, &nheap, i);
+    while (nheap) {
+        int i = heap_pop(heap, &nheap);
         order[done_n++] = i;
         for (int k = 0; k < g->nodes[i].noutputs; k++) {
             int o = g->nodes[i].outputs[k];
             if (o < 0) continue;
             for (int c = 0; c < g->values[o].nconsumers; c++)
-                if (--indeg[g->values[o].consumers[c]] == 0) queue[tail++] = g->values[o].consumers[c];
+                if (--indeg[g->values[o].consumers[c]] == 0) heap_push(heap, &nheap, g->values[o].consumers[c]);
         }
     }
     if (done_n < n) {
@@ -126,23 +161,18 @@ static pp_status topo_sort(pp_graph *g, pp_error *err)
                           g->nodes[stuck].name, g->nodes[stuck].op_type);
         goto done;
     }
-    int sorted_already = 1;
-    for (int i = 0; i < n; i++) sorted_already &= order[i] == i;
-    if (!sorted_already) {
-        for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
-        memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
-        /* renumber producers and consumers */
-        int *where = indeg;  /* reuse: old id -> new id */
-        for (int i = 0; i < n; i++) where[order[i]] = i;
-        for (int v = 0; v < g->nvalues; v++) {
-            pp_value *val = &g->values[v];
-            if (val->producer >= 0) val->producer = where[val->producer];
-            for (int c = 0; c < val->nconsumers; c++) val->consumers[c] = where[val->consumers[c]];
-        }
+    for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
+    memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
+    int *where = indeg;  /* reuse: old id -> new id */
+    for (int i = 0; i < n; i++) where[order[i]] = i;
+    for (int v = 0; v < g->nvalues; v++) {
+        pp_value *val = &g->values[v];
+        if (val->producer >= 0) val->producer = where[val->producer];
+        for (int c = 0; c < val->nconsumers; c++) val->consumers[c] = where[val->consumers[c]];
     }
 done:
     free(indeg);
-    free(queue);
+    free(heap);
     free(order);
     free(sorted);
     return st;

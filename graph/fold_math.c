@@ -162,7 +162,7 @@ pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
             double r = binary_f(op, const_f64(a, it.off[0]), const_f64(b, it.off[1]));
             const_store(out->dtype, (void *)out->data, i, r, is_float(out->dtype) ? 0 : (int64_t)r);
         } else {
-            int64_t r;
+            int64_t r = 0;
             PP_CHECK(binary_i(n, op, const_i64(a, it.off[0]), const_i64(b, it.off[1]), &r, err));
             const_store(out->dtype, (void *)out->data, i, (double)r, r);
         }

@@ -187,6 +187,8 @@ static pp_status do_reduce(pp_driver *d, vstage *v, pp_error *err)
 static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_error *err)
 {
     vstage *v = driver_local(d, a->stage);
+    /* the schedule's peers are pipeline ranks; messages stay inside my replica */
+    int peer = a->peer >= 0 ? pp_grid_rank_of(d->grid, a->peer, d->grid->replica) : -1;
     if (a->kind != PP_ACT_OPTIMIZER_STEP && !v)
         return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: the schedule names stage %d, which this rank does not hold",
                             d->grid->rank, a->stage);
@@ -195,10 +197,10 @@ static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_e
     case PP_ACT_BACKWARD: return do_backward(d, v, a->microbatch, PP_BACKWARD_FULL, err);
     case PP_ACT_BACKWARD_INPUT: return do_backward(d, v, a->microbatch, PP_BACKWARD_INPUT, err);
     case PP_ACT_BACKWARD_WEIGHT: return do_backward(d, v, a->microbatch, PP_BACKWARD_WEIGHT, err);
-    case PP_ACT_SEND_ACT: return do_send_act(d, v, a->microbatch, a->peer, err);
-    case PP_ACT_RECV_ACT: return do_recv_act(d, v, a->microbatch, a->peer, err);
-    case PP_ACT_SEND_GRAD: return do_send_grad(d, v, a->microbatch, a->peer, err);
-    case PP_ACT_RECV_GRAD: return do_recv_grad(d, v, a->microbatch, a->peer, err);
+    case PP_ACT_SEND_ACT: return do_send_act(d, v, a->microbatch, peer, err);
+    case PP_ACT_RECV_ACT: return do_recv_act(d, v, a->microbatch, peer, err);
+    case PP_ACT_SEND_GRAD: return do_send_grad(d, v, a->microbatch, peer, err);
+    case PP_ACT_RECV_GRAD: return do_recv_grad(d, v, a->microbatch, peer, err);
     case PP_ACT_REDUCE_GRADS: return do_reduce(d, v, err);
     case PP_ACT_OPTIMIZER_STEP: return PP_OK;   /* driver_finish_step runs after the walk */
     default: return pp_error_set(err, PP_ERR_INTERNAL, "unknown action kind %d", a->kind);
@@ -231,3 +233,4 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
 
 int pp_driver_num_stages(const pp_driver *d) { return d->nvs; }
 pp_stage *pp_driver_stage(pp_driver *d, int i) { return i >= 0 && i < d->nvs ? d->vs[i].s : NULL; }
+int pp_driver_stage_index(const pp_driver *d, int i) { return i >= 0 && i < d->nvs ? d->vs[i].index : -1; }

@@ -1,34 +1,11 @@
 /* Export of the trained model: the graph again, with every trained parameter's
- * current value from the stages that hold it, as a plain ONNX file. */
+ * current value, as a plain ONNX file. */
 #include <onnxpipe/train.h>
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Host copy of parameter `value` from the first stage holding it, or NULL. */
-static pp_status trained_value(pp_stage *const *stages, int nstages, int value, size_t nbytes, void **out,
-                               pp_error *err)
-{
-    *out = NULL;
-    for (int s = 0; s < nstages; s++)
-        for (int i = 0; i < pp_stage_num_params(stages[s]); i++) {
-            const pp_stage_param *p = pp_stage_param_at(stages[s], i);
-            if (p->value != value) continue;
-            void *buf = malloc(nbytes ? nbytes : 1);
-            if (!buf) return pp_error_set(err, PP_ERR_NOMEM, "out of memory exporting");
-            pp_status st = pp_device_copy_to_host(pp_stage_device(stages[s]), buf,
-                                                  pp_stage_params(stages[s]) + p->offset, nbytes, err);
-            if (st != PP_OK) {
-                free(buf);
-                return st;
-            }
-            *out = buf;
-            return PP_OK;
-        }
-    return PP_OK;
-}
-
-pp_status pp_train_export(const pp_graph *g, pp_stage *const *stages, int nstages, const char *path,
+pp_status pp_train_export(const pp_graph *g, const float *values, const int64_t *offset, const char *path,
                           pp_error *err)
 {
     pp_graph *e = NULL;
@@ -43,12 +20,10 @@ pp_status pp_train_export(const pp_graph *g, pp_stage *const *stages, int nstage
     for (int i = 0; i < g->ninits; i++) {
         const pp_initializer *in = &g->inits[i];
         const pp_value *v = &g->values[in->value];
-        void *trained = NULL;
-        if (v->is_param) PP_CHECK_GOTO(trained_value(stages, nstages, in->value, in->t.nbytes, &trained, err), st, done);
-        st = pp_graph_add_initializer(e, v->name, in->t.dtype, &in->t.shape, trained ? trained : in->t.data,
-                                      in->t.nbytes, 1, err);
-        free(trained);
-        if (st != PP_OK) goto done;
+        const void *data = v->is_param && offset[in->value] >= 0 ? (const void *)(values + offset[in->value]) : in->t.data;
+        PP_CHECK_GOTO(pp_graph_add_initializer(e, v->name, in->t.dtype, &in->t.shape, data, in->t.nbytes, 1, err),
+                      st, done);
+        if (v->folded) e->values[pp_graph_find_value(e, v->name)].folded = 1;
     }
     for (int i = 0; i < g->nnodes; i++) {
         const pp_node *n = &g->nodes[i];

@@ -1,6 +1,8 @@
-/* The training loop on one process: data for each microbatch, forward and backward
- * through the stage, global-norm clipping, the optimizer step, progress lines. */
-#include <onnxpipe/partition.h>
+/* The training job, the same on every rank: load the model, agree with the other
+ * ranks on it and on the options, partition, schedule, build this rank's stages under
+ * the driver, then run the steps; rank 0 prints the plan and the progress lines. */
+#include <onnxpipe/comm.h>
+#include <onnxpipe/driver.h>
 #include <onnxpipe/train.h>
 
 #include <math.h>
@@ -10,23 +12,21 @@
 
 typedef struct run {
     const pp_train_config *cfg;
+    pp_comm *world;
+    pp_grid *grid;
     pp_graph *g;
     pp_partition *part;
+    pp_schedule *sched;
     pp_device *dev;
-    pp_stage *stage;
+    pp_driver *drv;
     pp_dataset *data;
-    const pp_dataset_array **feeds;     /* per stage input: its dataset array (data ports) */
-    int64_t mb;                         /* samples per microbatch */
+    int64_t mb;                 /* samples per microbatch */
     int64_t tokens_per_sample;
     FILE *losses;
 } run;
 
 static pp_status check_config(const pp_train_config *c, pp_error *err)
 {
-    if (c->pp != 1 || c->dp != 1)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "--pp %d --dp %d: this build trains on one process only (pp = dp = 1); the "
-                            "distributed runtime is not built yet", c->pp, c->dp);
     if (c->microbatches < 1 || c->batch < 1 || c->batch % ((int64_t)c->dp * c->microbatches))
         return pp_error_set(err, PP_ERR_INVALID_ARG,
                             "--batch %lld must be a positive multiple of dp x microbatches = %lld",
@@ -35,55 +35,138 @@ static pp_status check_config(const pp_train_config *c, pp_error *err)
     return PP_OK;
 }
 
-/* Matches every data input of the stage with a dataset array of the same name and shape. */
-static pp_status bind_data(run *r, pp_error *err)
+/* Every rank hashes the model's structure and the options; ranks that disagree with
+ * rank 0 are named, on every rank, before anything else happens. */
+static pp_status agree(run *r, pp_error *err)
 {
-    int n = pp_stage_num_inputs(r->stage);
-    r->feeds = calloc((size_t)n + 1, sizeof *r->feeds);
-    if (!r->feeds) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
-    if (r->data->samples < r->cfg->batch)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
-                            r->cfg->data, (long long)r->data->samples, (long long)r->cfg->batch);
-    r->tokens_per_sample = 1;
-    for (int i = 0; i < n; i++) {
-        const pp_stage_port *p = pp_stage_input(r->stage, i);
+    const pp_train_config *c = r->cfg;
+    const pp_graph *g = r->g;
+    uint32_t h = 0;
+    int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
+                      c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
+                      c->optim.nesterov, c->ndims, c->skip_nonfinite};
+    float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
+                  c->optim.weight_decay, c->clip_norm};
+    h = pp_crc32c(h, nums, sizeof nums);
+    h = pp_crc32c(h, fl, sizeof fl);
+    for (int i = 0; i < g->nnodes; i++) {
+        h = pp_crc32c(h, g->nodes[i].name, strlen(g->nodes[i].name));
+        h = pp_crc32c(h, g->nodes[i].op_type, strlen(g->nodes[i].op_type));
+    }
+    for (int i = 0; i < g->ninits; i++) {
+        const pp_initializer *in = &g->inits[i];
+        h = pp_crc32c(h, g->values[in->value].name, strlen(g->values[in->value].name));
+        h = pp_crc32c(h, in->t.shape.dims, (size_t)in->t.shape.rank * sizeof(int64_t));
+    }
+    uint32_t *all = malloc((size_t)r->world->size * sizeof *all);
+    if (!all) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    pp_status st = pp_comm_allgather(r->world, &h, all, sizeof h, err);
+    if (st == PP_OK)
+        for (int k = 1; k < r->world->size; k++)
+            if (all[k] != all[0]) {
+                st = pp_error_set(err, PP_ERR_INVALID_ARG,
+                                  "rank %d was given a different model or different options than rank 0 (this is "
+                                  "rank %d, model '%s'); every rank must run the same command", k, r->world->rank,
+                                  c->model);
+                break;
+            }
+    free(all);
+    return st;
+}
+
+/* Fills a stage's data inputs for a microbatch: replica r reads its share of the
+ * global batch, so the global batch is the same for any layout. */
+static pp_status feed(void *user, pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
+{
+    run *r = user;
+    int64_t per_replica = r->cfg->batch / r->cfg->dp;
+    int64_t first = (step - 1) * r->cfg->batch + r->grid->replica * per_replica + microbatch * r->mb;
+    for (int i = 0; i < pp_stage_num_inputs(s); i++) {
+        const pp_stage_port *p = pp_stage_input(s, i);
         if (!p->is_data) continue;
         const pp_dataset_array *a = pp_dataset_find(r->data, p->name);
-        if (!a)
-            return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' has no array '%s' for the model input of that name",
-                                r->cfg->data, p->name);
-        int ok = a->dtype == p->dtype && a->shape.rank + 1 == p->shape.rank && p->shape.dims[0] == r->mb;
+        int ok = a && a->dtype == p->dtype && a->shape.rank + 1 == p->shape.rank && p->shape.dims[0] == r->mb;
         for (int k = 0; ok && k < a->shape.rank; k++) ok = a->shape.dims[k] == p->shape.dims[k + 1];
         if (!ok) {
-            char s1[96], s2[96];
-            return pp_error_set(err, PP_ERR_SHAPE,
-                                "dataset array '%s' is %s %s per sample, but the model input is %s %s for a "
-                                "microbatch of %lld", p->name, pp_dtype_name(a->dtype),
-                                pp_shape_format(&a->shape, s1, sizeof s1), pp_dtype_name(p->dtype),
-                                pp_shape_format(&p->shape, s2, sizeof s2), (long long)r->mb);
+            char s2[96];
+            return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %s %s per microbatch of %lld "
+                                "(per sample: the same without the first dim)", r->cfg->data, p->name,
+                                pp_dtype_name(p->dtype), pp_shape_format(&p->shape, s2, sizeof s2), (long long)r->mb);
         }
-        r->feeds[i] = a;
         if (!strcmp(p->name, "input_ids") && a->shape.rank == 1) r->tokens_per_sample = a->shape.dims[0];
+        /* host staging is the device memory itself on the cpu */
+        void *dst = pp_stage_input_buffer(s, slot, i);
+        if (r->dev->kind == PP_DEVICE_CPU) {
+            pp_dataset_read(r->data, a, first, r->mb, dst);
+        } else {
+            void *tmp = malloc(p->nbytes);
+            if (!tmp) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            pp_dataset_read(r->data, a, first, r->mb, tmp);
+            pp_status st = pp_device_copy_from_host(r->dev, dst, tmp, p->nbytes, err);
+            free(tmp);
+            PP_CHECK(st);
+        }
     }
     return PP_OK;
+}
+
+static void print_plan(const run *r)
+{
+    const pp_train_config *c = r->cfg;
+    printf("onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", c->model, r->world->size, c->pp, c->dp,
+           pp_schedule_kind_name(r->sched->kind));
+    if (r->sched->chunks > 1) printf(" (%d chunks per rank)", r->sched->chunks);
+    printf(", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch, c->dp,
+           (long long)c->microbatches, (long long)r->mb);
+    pp_partition_print(r->part, stdout);
+    pp_stage_cost *costs = calloc((size_t)r->part->nstages, sizeof *costs);
+    pp_sim_result *sim = NULL;
+    if (costs) {
+        pp_train_stage_costs(r->part, 100.0, costs);
+        pp_costs pc = {.stage = costs, .num_stages = r->part->nstages};
+        if (pp_schedule_simulate(r->sched, &pc, &sim, NULL) == PP_OK)
+            printf("\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at 100 GFLOP/s "
+                   "per rank\n\n", pp_schedule_kind_name(r->sched->kind), 100 * sim->bubble,
+                   100 * pp_schedule_closed_form_bubble(r->sched, &pc), sim->makespan);
+    }
+    pp_sim_result_destroy(sim);
+    free(costs);
+    fflush(stdout);
 }
 
 static pp_status setup(run *r, pp_error *err)
 {
     const pp_train_config *c = r->cfg;
+    PP_CHECK(pp_comm_mpi_world(&r->world, err));
+    if (r->world->size > 1) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "[rank %d] ", r->world->rank);
+        pp_log_set_prefix(prefix);
+    }
+    PP_CHECK(check_config(c, err));
     r->mb = c->batch / ((int64_t)c->dp * c->microbatches);
     pp_graph_options gopt = {.batch = r->mb, .dims = c->dims, .ndims = c->ndims};
     PP_CHECK(pp_graph_load(c->model, &gopt, &r->g, err));
-    PP_CHECK(pp_partition_create(r->g, c->pp, NULL, &r->part, err));
+    PP_CHECK(agree(r, err));
+    PP_CHECK(pp_grid_create(r->world, c->pp, c->dp, PP_GRID_STAGE_MAJOR, &r->grid, err));
+    int chunks = c->chunks > 0 ? c->chunks : 1;
+    PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &r->sched, err));
+    pp_partition_options popt = {.microbatches = c->microbatches};
+    PP_CHECK(pp_partition_create(r->g, r->sched->num_stages, &popt, &r->part, err));
     PP_CHECK(pp_device_create(PP_DEVICE_CPU, 0, &r->dev, err));
-    pp_stage_options so = {
-        .slots = 1, .microbatch = r->mb, .global_batch = c->batch, .optim = c->optim,
-        .loss = c->loss, .seed = c->seed, .training = 1,
-    };
-    PP_CHECK(pp_stage_create(r->part, 0, r->dev, &so, &r->stage, err));
     PP_CHECK(pp_dataset_open(c->data, &r->data, err));
-    PP_CHECK(bind_data(r, err));
-    if (c->losses_out && !(r->losses = fopen(c->losses_out, "w")))
+    if (r->data->samples < c->batch)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
+                            c->data, (long long)r->data->samples, (long long)c->batch);
+    if (r->world->rank == 0 && !c->quiet) print_plan(r);
+    pp_driver_config dc = {
+        .schedule = r->sched, .partition = r->part, .grid = r->grid, .dev = r->dev,
+        .stage_options = {.microbatch = r->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
+                          .seed = c->seed, .training = 1},
+        .feed = feed, .feed_user = r, .clip_norm = c->clip_norm, .skip_nonfinite = c->skip_nonfinite,
+    };
+    PP_CHECK(pp_driver_create(&dc, &r->drv, err));
+    if (c->losses_out && r->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
     return PP_OK;
 }
@@ -91,12 +174,14 @@ static pp_status setup(run *r, pp_error *err)
 static void teardown(run *r)
 {
     if (r->losses) fclose(r->losses);
-    free(r->feeds);
+    pp_driver_destroy(r->drv);
     pp_dataset_close(r->data);
-    pp_stage_destroy(r->stage);
     pp_device_destroy(r->dev);
     pp_partition_destroy(r->part);
+    pp_schedule_destroy(r->sched);
+    pp_grid_destroy(r->grid);
     pp_graph_destroy(r->g);
+    pp_comm_destroy(r->world);
 }
 
 static void format_duration(double s, char *buf, size_t len)
@@ -106,75 +191,83 @@ static void format_duration(double s, char *buf, size_t len)
     else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-static void progress(const run *r, int64_t step, double loss, float lr, double elapsed, double tok_s, int tty)
+static void progress(const run *r, int64_t step, const pp_step_stats *st, float lr, double elapsed, double tok_s,
+                     int tty)
 {
     char el[32], eta[32];
     format_duration(elapsed, el, sizeof el);
     format_duration(elapsed / (double)step * (double)(r->cfg->steps - step), eta, sizeof eta);
-    printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  elapsed %s  ETA %s%s", tty ? "\r" : "",
-           (long long)step, (long long)r->cfg->steps, loss, lr, tok_s, el, eta, tty ? "   " : "\n");
+    printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
+           (long long)step, (long long)r->cfg->steps, st->loss, lr, tok_s, el, eta, st->skipped ? "  (skipped)" : "",
+           tty ? "   " : "\n");
     if (tty && step == r->cfg->steps) putchar('\n');
     fflush(stdout);
 }
 
-/* One optimizer step: returns the mean loss over the global batch. */
-static pp_status train_step(run *r, int64_t step, double *loss, float *lr_out, pp_error *err)
+/* Gathers every parameter onto rank 0 (replica 0's stages contribute; a tied one only
+ * from the first stage holding it) and writes the model there. */
+static pp_status export_model(run *r, pp_error *err)
 {
-    const pp_train_config *c = r->cfg;
-    PP_CHECK(pp_stage_zero_grads(r->stage, err));
-    double sum = 0;
-    for (int64_t m = 0; m < c->microbatches; m++) {
-        int64_t first = (step - 1) * c->batch + m * r->mb;
-        for (int i = 0; i < pp_stage_num_inputs(r->stage); i++)
-            if (r->feeds[i]) pp_dataset_read(r->data, r->feeds[i], first, r->mb, pp_stage_input_buffer(r->stage, 0, i));
-        PP_CHECK(pp_stage_forward(r->stage, 0, step, m, err));
-        sum += pp_stage_loss(r->stage, 0);
-        PP_CHECK(pp_stage_backward(r->stage, 0, PP_BACKWARD_FULL, err));
+    const pp_graph *g = r->g;
+    int64_t *offset = malloc((size_t)g->nvalues * sizeof *offset), total = 0;
+    if (!offset) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < g->nvalues; v++) {
+        offset[v] = g->values[v].is_param ? total : -1;
+        if (g->values[v].is_param) total += pp_shape_numel(&g->values[v].shape);
     }
-    *loss = sum / (double)c->microbatches;
-    if (!isfinite(*loss) && !c->skip_nonfinite)
-        return pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the loss is %g; lower --lr or pass --skip-nonfinite",
-                            (long long)step, *loss);
-    pp_status st = pp_stage_check_grads(r->stage, step, err);
-    if (st == PP_ERR_NUMERIC && c->skip_nonfinite) {
-        pp_log(PP_LOG_WARN, "%s; step skipped", err->msg);
-        return PP_OK;
+    float *all = calloc((size_t)total + 1, sizeof *all);
+    pp_status st = PP_OK;
+    if (!all) {
+        free(offset);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     }
-    PP_CHECK(st);
-    float scale = 1.0f;
-    if (c->clip_norm > 0) {
-        double ss;
-        PP_CHECK(pp_stage_grad_sumsq(r->stage, &ss, err));
-        double norm = sqrt(ss);
-        if (norm > c->clip_norm) scale = (float)(c->clip_norm / norm);
+    for (int i = 0; r->grid->replica == 0 && i < pp_driver_num_stages(r->drv); i++) {
+        pp_stage *s = pp_driver_stage(r->drv, i);
+        for (int k = 0; k < pp_stage_num_params(s); k++) {
+            const pp_stage_param *p = pp_stage_param_at(s, k);
+            int owner = 1;
+            for (int t = 0; t < r->part->ntied; t++)
+                if (r->part->tied[t].value == p->value) owner = r->part->tied[t].stages[0] == pp_driver_stage_index(r->drv, i);
+            if (owner)
+                PP_CHECK_GOTO(pp_device_copy_to_host(r->dev, all + offset[p->value], pp_stage_params(s) + p->offset,
+                                                     (size_t)p->numel * sizeof(float), err), st, done);
+        }
     }
-    *lr_out = pp_lr_at(&c->lr, step);
-    return pp_stage_step(r->stage, *lr_out, scale, step, err);
+    PP_CHECK_GOTO(pp_comm_allreduce(r->world, all, (size_t)total, PP_DTYPE_F32, err), st, done);
+    if (r->world->rank == 0) st = pp_train_export(g, all, offset, r->cfg->export_path, err);
+done:
+    free(all);
+    free(offset);
+    return st;
 }
 
 pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err)
 {
     memset(res, 0, sizeof *res);
-    PP_CHECK(check_config(cfg, err));
-    run r = {.cfg = cfg};
+    run r = {.cfg = cfg, .tokens_per_sample = 1};
     pp_status st;
     PP_CHECK_GOTO(setup(&r, err), st, done);
-    int tty = isatty(STDOUT_FILENO);
+    int tty = isatty(STDOUT_FILENO), rank0 = r.world->rank == 0;
     double t0 = pp_now();
     for (int64_t step = 1; step <= cfg->steps; step++) {
-        double loss;
-        float lr = 0;
-        PP_CHECK_GOTO(train_step(&r, step, &loss, &lr, err), st, done);
+        float lr = pp_lr_at(&cfg->lr, step);
+        pp_step_stats stats;
+        PP_CHECK_GOTO(pp_driver_step(r.drv, step, lr, &stats, err), st, done);
+        if (!isfinite(stats.loss) && !cfg->skip_nonfinite) {
+            st = pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the loss is %g; lower --lr or pass --skip-nonfinite",
+                              (long long)step, stats.loss);
+            goto done;
+        }
         double elapsed = pp_now() - t0;
         res->steps_done = step;
-        if (step == 1) res->first_loss = loss;
-        res->last_loss = loss;
+        if (step == 1) res->first_loss = stats.loss;
+        res->last_loss = stats.loss;
         res->seconds = elapsed;
         res->tokens_per_s = (double)(step * cfg->batch * r.tokens_per_sample) / elapsed;
-        if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, loss);
-        if (!cfg->quiet) progress(&r, step, loss, lr, elapsed, res->tokens_per_s, tty);
+        if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
+        if (rank0 && !cfg->quiet) progress(&r, step, &stats, lr, elapsed, res->tokens_per_s, tty);
     }
-    if (cfg->export_path) PP_CHECK_GOTO(pp_train_export(r.g, &r.stage, 1, cfg->export_path, err), st, done);
+    if (cfg->export_path) PP_CHECK_GOTO(export_model(&r, err), st, done);
 done:
     teardown(&r);
     return st;

@@ -53,6 +53,7 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
 /* This rank's stages (for export and checkpoints). */
 int pp_driver_num_stages(const pp_driver *d);
 pp_stage *pp_driver_stage(pp_driver *d, int i);
+int pp_driver_stage_index(const pp_driver *d, int i);    /* its virtual stage */
 
 #ifdef __cplusplus
 }

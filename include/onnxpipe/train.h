@@ -6,6 +6,8 @@
 #include <onnxpipe/core.h>
 #include <onnxpipe/graph.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/partition.h>
+#include <onnxpipe/schedule.h>
 #include <onnxpipe/stage.h>
 
 #ifdef __cplusplus
@@ -63,6 +65,8 @@ typedef struct pp_train_config {
     const char *model;
     const char *data;               /* dataset directory */
     int pp, dp;
+    pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1 */
+    int chunks;                     /* virtual stages per rank (interleaved), else 1 */
     int64_t batch;                  /* global batch: samples per optimizer step */
     int64_t microbatches;           /* per replica and step */
     int64_t steps;
@@ -101,9 +105,15 @@ typedef struct pp_eval_config {
 } pp_eval_config;
 pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error *err);
 
-/* A copy of g with the stage's current parameter values as initializers, saved to path. */
-pp_status pp_train_export(const pp_graph *g, pp_stage *const *stages, int nstages, const char *path,
+/* A copy of g with trained values for its parameters, saved to path: the parameter
+ * with value id v takes values[offset[v] ...] when offset[v] >= 0. */
+pp_status pp_train_export(const pp_graph *g, const float *values, const int64_t *offset, const char *path,
                           pp_error *err);
+
+/* Predicted per-stage costs for the simulator from a partition: F from the stage's
+ * FLOPs at `gflops` GFLOP/s, backward = 2F (input and weight halves of F each),
+ * stashed activations and bytes sent per microbatch. costs[part->nstages]. */
+void pp_train_stage_costs(const pp_partition *part, double gflops, pp_stage_cost *costs);
 
 #ifdef __cplusplus
 }
