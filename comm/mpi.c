@@ -165,7 +165,7 @@ static pp_status mpi_type(pp_dtype dt, MPI_Datatype *out, pp_error *err)
 static pp_status mpi_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
                                 pp_error *err)
 {
-    MPI_Datatype type;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
     PP_CHECK(mpi_type(dtype, &type, err));
     size_t esize = pp_dtype_size(dtype);
     mpi_req *q;
