@@ -68,12 +68,22 @@ static int parse_costs(const char *s, double out[4])
         errno = 0;
         out[n] = strtod(p, &end);
         if (end == p || errno || !(out[n] >= 0) || out[n] > 1e12) break;
-        if (*end == 0) return n >= 2;
+        if (*end == 0 && n >= 2) return 1;
         if (*end != ',') break;
         p = end + 1;
     }
     cli_usage_error("e.g. --costs 1,1,1 or --costs 2.0,1.5,1.5,0.1", "--costs expects F,B,W[,SEND] (seconds >= 0), got '%s'",
                     s);
+    return 0;
+}
+
+static int takes_value(const char *o)
+{
+    static const char *const opts[] = {"--pp", "--microbatches", "--chunks", "--batch", "--width",
+                                       "--gflops", "--bandwidth", "--latency", "--allreduce", "--optimizer",
+                                       "--costs", "--kind", "--model", "--trace", "--csv", "--load-csv"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (!strcmp(o, opts[i])) return 1;
     return 0;
 }
 
@@ -97,6 +107,8 @@ static int parse_args(int argc, char **argv, args *a)
         }
         if (o[0] != '-' || o[1] != '-')
             return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unexpected argument '%s'", o), 0;
+        if (!takes_value(o))
+            return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unknown option '%s'", o), 0;
         if (i + 1 >= argc) return cli_usage_error(NULL, "%s needs a value", o), 0;
         const char *v = argv[++i];
         int ok = 1;
@@ -115,8 +127,7 @@ static int parse_args(int argc, char **argv, args *a)
         else if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--csv")) a->csv = v;
-        else if (!strcmp(o, "--load-csv")) a->load_csv = v;
-        else return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unknown option '%s'", o), 0;
+        else a->load_csv = v;  /* --load-csv, the last of takes_value's list */
         if (!ok) return 0;
     }
     if (a->load_csv) {

@@ -132,7 +132,7 @@ static int rows_push(rows *t, int r, pp_action a)
     return 1;
 }
 
-static pp_status read_rows(FILE *in, const char *name, rows *t, pp_error *err)
+static pp_status read_rows(FILE *in, rows *t, pp_error *err)
 {
     char *line = NULL, cell[64], where[64];
     size_t lcap = 0;
@@ -166,17 +166,17 @@ static pp_status read_rows(FILE *in, const char *name, rows *t, pp_error *err)
             p = q + 1;
         }
     }
-    if (t->nrows == 0) st = pp_error_set(err, PP_ERR_PARSE, "%s: no ranks (the file is empty)", name);
+    if (t->nrows == 0) st = pp_error_set(err, PP_ERR_PARSE, "no ranks (the file is empty)");
     goto done;
 nomem:
-    st = pp_error_set(err, PP_ERR_NOMEM, "out of memory reading '%s'", name);
+    st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
 done:
     free(line);
     return st;
 }
 
 /* Stage -> rank from where each stage's actions are; all stages must appear. */
-static pp_status place_stages(const rows *t, const char *name, int *S, int *m, int **stage_rank, pp_error *err)
+static pp_status place_stages(const rows *t, int *S, int *m, int **stage_rank, pp_error *err)
 {
     int ms = -1, mm = -1;
     for (int r = 0; r < t->nrows; r++)
@@ -184,9 +184,9 @@ static pp_status place_stages(const rows *t, const char *name, int *S, int *m, i
             if (t->a[r][i].stage > ms) ms = t->a[r][i].stage;
             if (t->a[r][i].microbatch > mm) mm = t->a[r][i].microbatch;
         }
-    if (ms < 0 || mm < 0) return pp_error_set(err, PP_ERR_PARSE, "%s: no FORWARD/BACKWARD actions", name);
+    if (ms < 0 || mm < 0) return pp_error_set(err, PP_ERR_PARSE, "no FORWARD/BACKWARD actions");
     int *sr = pp_malloc((size_t)(ms + 1) * sizeof *sr);
-    if (!sr) return pp_error_set(err, PP_ERR_NOMEM, "out of memory reading '%s'", name);
+    if (!sr) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     for (int s = 0; s <= ms; s++) sr[s] = -1;
     for (int r = 0; r < t->nrows; r++)
         for (int i = 0; i < t->n[r]; i++) {
@@ -195,7 +195,7 @@ static pp_status place_stages(const rows *t, const char *name, int *S, int *m, i
             if (sr[s] >= 0 && sr[s] != r) {
                 int other = sr[s];
                 free(sr);
-                return pp_error_set(err, PP_ERR_PARSE, "%s: stage %d has actions on rank %d and on rank %d", name, s,
+                return pp_error_set(err, PP_ERR_PARSE, "stage %d has actions on rank %d and on rank %d", s,
                                     other, r);
             }
             sr[s] = r;
@@ -203,7 +203,7 @@ static pp_status place_stages(const rows *t, const char *name, int *S, int *m, i
     for (int s = 0; s <= ms; s++)
         if (sr[s] < 0) {
             free(sr);
-            return pp_error_set(err, PP_ERR_PARSE, "%s: stage %d appears on no rank (stages 0..%d)", name, s, ms);
+            return pp_error_set(err, PP_ERR_PARSE, "stage %d appears on no rank (stages 0..%d)", s, ms);
         }
     *S = ms + 1;
     *m = mm + 1;
@@ -226,8 +226,8 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
     pp_schedule *s = NULL;
     pp_status st = PP_OK;
     *out = NULL;
-    PP_CHECK_GOTO(read_rows(in, name, &t, err), st, done);
-    PP_CHECK_GOTO(place_stages(&t, name, &S, &m, &stage_rank, err), st, done);
+    PP_CHECK_GOTO(read_rows(in, &t, err), st, done);
+    PP_CHECK_GOTO(place_stages(&t, &S, &m, &stage_rank, err), st, done);
     PP_CHECK_GOTO(pp_schedule_new(t.nrows, S, m, stage_rank, &s, err), st, done);
     for (int r = 0; r < t.nrows; r++)
         for (int i = 0; i < t.n[r]; i++) {
