@@ -96,13 +96,11 @@ static pp_status share_cores(pp_topology *t, hwloc_obj_t root, int n, int idx, h
     hwloc_bitmap_t *sets = calloc((size_t)n, sizeof *sets);
     if (!sets) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     pp_status st = PP_OK;
-    for (int i = 0; i < n && st == PP_OK; i++)
-        if (!(sets[i] = hwloc_bitmap_alloc())) st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     int core_depth = hwloc_get_type_depth(t, HWLOC_OBJ_CORE);
-    if (st == PP_OK &&
-        hwloc_distrib(t, &root, 1, sets, (unsigned)n, core_depth >= 0 ? core_depth : INT_MAX, 0) != 0)
-        st = pp_error_set(err, PP_ERR_INTERNAL, "hwloc_distrib of %d ranks failed", n);
-    if (st == PP_OK) hwloc_bitmap_copy(out, sets[idx]);
+    /* hwloc_distrib allocates the n sets itself */
+    if (hwloc_distrib(t, &root, 1, sets, (unsigned)n, core_depth >= 0 ? core_depth : INT_MAX, 0) != 0 || !sets[idx])
+        st = pp_error_set(err, PP_ERR_NOMEM, "hwloc_distrib of %d ranks failed", n);
+    else hwloc_bitmap_copy(out, sets[idx]);
     for (int i = 0; i < n; i++) hwloc_bitmap_free(sets[i]);
     free(sets);
     return st;
