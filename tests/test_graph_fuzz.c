@@ -101,7 +101,10 @@ static void check_case(int k, const uint8_t *data, size_t len, int via_file)
     } else {
         st = pp_graph_load_buffer(data, len, NULL, NULL, &g, &err);
     }
-    if ((int)st < 0 || st >= PP_STATUS_COUNT) fail_msg("case %d: status %d out of range", k, (int)st);
+    if ((int)st < 0 || st >= PP_STATUS_COUNT) {
+        fail_msg("case %d: status %d out of range", k, (int)st);
+        return;
+    }
     counts[st]++;
     if (st != PP_OK) {
         if (g) fail_msg("case %d: error %s but a graph was returned", k, pp_status_string(st));
