@@ -33,13 +33,16 @@ static void help(FILE *out)
             "  --order KIND             auto (default) | stage-major | replica-major\n"
             "  --device KIND            auto (GPUs when there are) | cpu | gpu\n"
             "  --json                   print JSON instead of the table\n"
+            "  --job                    under mpirun: the job's real hosts (ranks sharing memory) and this\n"
+            "                           machine's topology, as train computes it; rank 0 prints\n"
+            "  --bind                   with --job: bind each rank (PP_BIND=auto|none|force) and report it\n"
             "  -h, --help               show this help\n");
 }
 
 typedef struct args {
     long long pp, dp, hosts, batch, microbatches;
     const char *xml, *synthetic, *model, *params, *sends;
-    int order, json;
+    int order, json, job, bind;
     pp_place_device device;
 } args;
 
@@ -72,8 +75,9 @@ static int parse(int argc, char **argv, args *a)
             help(stdout);
             return 0;
         }
-        if (!strcmp(o, "--json")) {
-            a->json = 1;
+        int *flag = !strcmp(o, "--json") ? &a->json : !strcmp(o, "--job") ? &a->job : !strcmp(o, "--bind") ? &a->bind : NULL;
+        if (flag) {
+            *flag = 1;
             continue;
         }
         if (!v) return cli_usage_error("run 'onnxpipe place --help'", "option %s needs a value", o);
@@ -110,6 +114,9 @@ static int parse(int argc, char **argv, args *a)
         return cli_usage_error("give --param-bytes B,... or --model MODEL.onnx --batch B", "no stage sizes given");
     if (a->model && !a->batch)
         return cli_usage_error("activation sizes need the microbatch size", "--model needs --batch B");
+    if (a->job && (a->xml || a->synthetic || a->hosts != 1))
+        return cli_usage_error("--job reads this machine and the job's hosts", "--job takes no --topology, --synthetic or --hosts");
+    if (a->bind && !a->job) return cli_usage_error("run under mpirun with --job --bind", "--bind needs --job");
     if (!a->microbatches) a->microbatches = a->pp;
     return -1;
 }
@@ -139,6 +146,24 @@ done:
     return st;
 }
 
+/* Each rank binds itself and reports, in rank order. */
+static int bind_and_report(pp_comm *world, const pp_placement *pl, pp_topology *here)
+{
+    static const char *kinds[] = {"bound", "already bound", "not bound"};
+    pp_bind_result res;
+    pp_error err = {0};
+    int rc = 0;
+    if (pp_placement_bind(pl, world->rank, here, &res, &err) != PP_OK) rc = cli_fail(&err);
+    for (int r = 0; r < world->size; r++) {
+        if (r == world->rank && !rc)
+            printf("rank %d (%s, local %d): %s, cores %s: %s\n", r, pl->host_names[pl->ranks[r].host],
+                   pl->ranks[r].local, kinds[res.kind], res.cpus, res.note);
+        fflush(stdout);
+        if (pp_comm_barrier(world, &err) != PP_OK) return cli_fail(&err);
+    }
+    return rc;
+}
+
 static int run(const args *a)
 {
     int P = (int)a->pp;
@@ -146,6 +171,7 @@ static int run(const args *a)
     pp_topology **topo = calloc((size_t)a->hosts, sizeof *topo);
     pp_topology *t = NULL;
     pp_placement *pl = NULL;
+    pp_comm *world = NULL;
     pp_error err = {0};
     int rc = 0;
     if (!params || !sends || !topo) {
@@ -166,11 +192,14 @@ static int run(const args *a)
     pp_placement_input in = {.pp = P, .dp = (int)a->dp, .param_bytes = params, .send_bytes = sends,
                              .microbatches = a->microbatches, .nhosts = (int)a->hosts, .topology = topo,
                              .order = a->order, .device = a->device};
-    if (pp_placement_plan(&in, &pl, &err) != PP_OK) {
+    if (a->job ? pp_comm_mpi_world(&world, &err) != PP_OK || pp_placement_plan_job(world, &in, t, &pl, &err) != PP_OK
+               : pp_placement_plan(&in, &pl, &err) != PP_OK) {
         rc = cli_fail(&err);
         goto done;
     }
-    if (a->json) {
+    if (world && world->rank != 0) {
+        /* rank 0 prints the plan */
+    } else if (a->json) {
         pp_json j;
         pp_json_init(&j, stdout, 1);
         pp_placement_write_json(pl, &j);
@@ -179,9 +208,14 @@ static int run(const args *a)
         pp_placement_print(pl, stdout);
     }
     if (pl->oversubscribed && a->json) fprintf(stderr, "onnxpipe: warning: oversubscribed: %s\n", pl->warning);
+    if (a->bind) rc = bind_and_report(world, pl, t);
 done:
     pp_placement_destroy(pl);
     pp_topology_destroy(t);
+    if (world) {
+        pp_comm_destroy(world);
+        pp_comm_mpi_finalize();
+    }
     free(topo);
     free(params);
     free(sends);

@@ -46,6 +46,48 @@ done:
     return st;
 }
 
+pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input *in, pp_topology *here, pp_placement **out,
+                                pp_error *err)
+{
+    *out = NULL;
+    if (in->pp * in->dp != world->size)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pp %d x --dp %d = %d ranks, but the job has %d; launch with "
+                            "mpirun -np %d", in->pp, in->dp, in->pp * in->dp, world->size, in->pp * in->dp);
+    int *rank_host = malloc((size_t)world->size * sizeof *rank_host), nhosts = 0;
+    char(*names)[PP_HOST_NAME_LEN] = calloc((size_t)world->size, sizeof *names);
+    pp_topology **topo = malloc((size_t)world->size * sizeof *topo);
+    const char **name_ptr = malloc((size_t)world->size * sizeof *name_ptr);
+    pp_status st = PP_OK;
+    if (!rank_host || !names || !topo || !name_ptr) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory for %d ranks", world->size);
+        goto done;
+    }
+    PP_CHECK_GOTO(pp_placement_hosts(world, rank_host, &nhosts, names, err), st, done);
+    for (int h = 0; h < nhosts; h++) topo[h] = here, name_ptr[h] = names[h];
+    pp_placement_input job = *in;
+    job.nhosts = nhosts;
+    job.rank_host = rank_host;
+    job.topology = topo;
+    job.host_names = name_ptr;
+    PP_CHECK_GOTO(pp_placement_plan(&job, out, err), st, done);
+    /* hosts that differ could choose differently: rank 0's choice holds */
+    int order = (int)(*out)->order;
+    PP_CHECK_GOTO(pp_comm_broadcast(world, &order, sizeof order, 0, err), st, done);
+    if (order != (int)(*out)->order) {
+        pp_placement_destroy(*out);
+        *out = NULL;
+        job.order = order;
+        PP_CHECK_GOTO(pp_placement_plan(&job, out, err), st, done);
+        (*out)->order_forced = in->order >= 0;
+    }
+done:
+    free(rank_host);
+    free(names);
+    free(topo);
+    free(name_ptr);
+    return st;
+}
+
 static int env_is(const char *name, const char *value)
 {
     const char *v = getenv(name);
@@ -76,14 +118,20 @@ pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, 
         st = pp_error_set(err, PP_ERR_IO, "rank %d: hwloc_get_cpubind failed (%s)", rank, strerror(errno));
         goto done;
     }
-    if (env_is("PP_BIND", "none") || env_is("OMPI_MCA_hwloc_base_binding_policy", "none")) {
+    const char *mode = getenv("PP_BIND");
+    if (mode && strcmp(mode, "auto") && strcmp(mode, "none") && strcmp(mode, "force")) {
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "PP_BIND='%s': expected auto, none or force", mode);
+        goto done;
+    }
+    int force = env_is("PP_BIND", "force");
+    if (!force && (env_is("PP_BIND", "none") || env_is("OMPI_MCA_hwloc_base_binding_policy", "none"))) {
         res->kind = PP_BIND_DISABLED;
         snprintf(res->note + len, sizeof res->note - len, "binding off (%s=none)",
                  env_is("PP_BIND", "none") ? "PP_BIND" : "OMPI_MCA_hwloc_base_binding_policy");
-    } else if (!hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), cur)) {
+    } else if (!force && !hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), cur)) {
         res->kind = PP_BIND_EXTERNAL;
         snprintf(res->note + len, sizeof res->note - len, "already bound (mpirun --bind-to); planned cores %s "
-                 "not applied", rp->cpus);
+                 "not applied (PP_BIND=force applies them)", rp->cpus);
     } else if (hwloc_set_cpubind(topo, rp->cpuset, HWLOC_CPUBIND_PROCESS) != 0) {
         st = pp_error_set(err, PP_ERR_IO, "rank %d: hwloc_set_cpubind to cores %s failed (%s); set PP_BIND=none "
                           "to run unbound", rank, rp->cpus, strerror(errno));

@@ -139,6 +139,14 @@ void pp_placement_write_json(const pp_placement *p, pp_json *j);
 pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts, char (*names)[PP_HOST_NAME_LEN],
                              pp_error *err);
 
+/* Collective over world: the plan every rank of the job agrees on. Hosts come from
+ * pp_placement_hosts, every host is taken to look like `here` (this machine), and rank
+ * 0's order is broadcast. in gives pp, dp, the bytes, microbatches, order and device;
+ * its nhosts, rank_host, topology and host_names are ignored. Fails on every rank when
+ * pp x dp is not the world size. */
+pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input *in, pp_topology *here, pp_placement **out,
+                                pp_error *err);
+
 typedef enum {
     PP_BIND_APPLIED = 0,  /* bound to the planned cores with hwloc_set_cpubind */
     PP_BIND_EXTERNAL,     /* already bound (mpirun --bind-to ...): left as it is */
@@ -152,8 +160,10 @@ typedef struct pp_bind_result {
 } pp_bind_result;
 
 /* Binds the calling process to p->ranks[rank].cpuset unless it is already bound to less
- * than the whole machine, OMPI_MCA_hwloc_base_binding_policy is "none", or PP_BIND=none
- * (read here). topo must be this machine's (pp_topology_load(NULL, NULL, ...)). */
+ * than the whole machine (mpirun binds to cores by default), or binding is off
+ * (mpirun --bind-to none, i.e. OMPI_MCA_hwloc_base_binding_policy=none). PP_BIND (read
+ * here): auto (default), none (never bind), force (bind to the plan's cores even then).
+ * topo must be this machine's (pp_topology_load(NULL, NULL, ...)). */
 pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, pp_bind_result *res,
                             pp_error *err);
 
