@@ -21,7 +21,12 @@ pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);
 
 pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_error *err)
 {
+    static int backends_ready;
     *out = NULL;
+    if (!backends_ready) {
+        backends_ready = 1;
+        pp_backends_init();
+    }
     if (!ctors[PP_DEVICE_CPU]) ctors[PP_DEVICE_CPU] = pp_device_cpu_create;
     if ((int)kind < 0 || kind >= PP_DEVICE_KIND_COUNT)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "device kind %d out of range", (int)kind);
@@ -30,6 +35,18 @@ pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_e
                             "the %s backend is not compiled into this build of onnxpipe; rebuild with it or "
                             "use --device cpu", pp_device_kind_name(kind));
     return ctors[kind](index, out, err);
+}
+
+pp_device_kind pp_device_auto(pp_error *why)
+{
+    pp_device *d = NULL;
+    pp_error e = {0};
+    if (pp_device_create(PP_DEVICE_CUDA, 0, &d, &e) == PP_OK) {
+        pp_device_destroy(d);
+        return PP_DEVICE_CUDA;
+    }
+    if (why) *why = e;
+    return PP_DEVICE_CPU;
 }
 
 void pp_device_destroy(pp_device *d)

@@ -42,11 +42,20 @@ struct pp_device {
 /* A backend's constructor, registered by kind. */
 typedef pp_status (*pp_device_ctor)(int index, pp_device **out, pp_error *err);
 void pp_device_register(pp_device_kind kind, pp_device_ctor ctor);
+/* Registers the backends compiled into this build; pp_device_create calls it once.
+ * Defined by kernels/backends_cpu.c (nothing beyond the cpu) or, in CUDA builds, by
+ * kernels/cuda/backends_cuda.cu (cmake/cuda.cmake swaps the two files). */
+void pp_backends_init(void);
 
 /* Creates a device of this kind; a clear error when the backend is not compiled in or
  * has no usable hardware (e.g. "no CUDA device: CUDA driver version is insufficient"). */
 pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_error *err);
 void pp_device_destroy(pp_device *d);
+/* The best device this process can use: cuda when that backend is compiled in and a GPU
+ * answers, else the cpu. When it falls back, why (may be NULL) says why (e.g. "no CUDA
+ * device: CUDA driver version is insufficient for CUDA runtime version"), for the CLI's
+ * "--device auto: using the cpu (...)". */
+pp_device_kind pp_device_auto(pp_error *why);
 const char *pp_device_kind_name(pp_device_kind kind);
 
 pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err);

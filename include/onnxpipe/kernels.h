@@ -31,6 +31,11 @@ typedef struct pp_kernel_ctx {
     const pp_tensor *in;        /* [nin]; data NULL = omitted optional input, or (in backward)
                                    an input the kernel did not ask to keep (saves_in) */
     int nin;
+    const void *const *host_in; /* [nin] or NULL: host copies of the constant inputs (initializers,
+                                   folded shape/axes/starts/ratio tensors), NULL entries for the
+                                   others. A device whose memory the host cannot read (cuda) needs
+                                   it for the ops that read constant values (Slice, ReduceSum axes,
+                                   Dropout ratio); the stage fills it once at plan time. */
     pp_tensor *out;             /* [nout]; shapes set and memory allocated by the caller;
                                    data NULL = omitted optional output */
     int nout;
@@ -102,6 +107,34 @@ pp_status pp_kernel_accumulate(pp_device *dev, float *y, const float *x, int64_t
 /* Index of the first NaN or Inf in x, or -1. */
 pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index,
                                    pp_error *err);
+
+/* Scalars of one optimizer step, computed once on the host in double and rounded to
+ * float as torch does; every backend's update loop uses these. */
+typedef struct pp_optim_scalars {
+    float c1, c2;           /* 1 - beta1, 1 - beta2 */
+    float step_size;        /* Adam: lr / (1 - beta1^t) */
+    float bc2_sqrt;         /* Adam: sqrt(1 - beta2^t) */
+    float bc1, bc2;         /* LAMB: 1 - beta1^t, 1 - beta2^t */
+    float shrink;           /* AdamW: 1 - lr wd */
+    float l2;               /* Adam: wd added to the gradient (0 for AdamW) */
+} pp_optim_scalars;
+pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h);
+/* Checks h and the state pointer for an update of n elements (names the optimizer). */
+pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err);
+
+/* The flat-buffer kernels of a non-cpu device, registered by its backend; the
+ * pp_kernel_* functions above dispatch to them by dev->kind (after checking arguments). */
+typedef struct pp_flat_ops {
+    pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
+                              float *state, int64_t n, pp_error *err);
+    pp_status (*sumsq)(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err);
+    pp_status (*scale)(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
+    pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
+    pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
+} pp_flat_ops;
+void pp_kernel_register_flat(pp_device_kind kind, const pp_flat_ops *ops);
+/* The registered flat ops of a device kind, or an error naming it (never for the cpu). */
+pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 
 #ifdef __cplusplus
 }

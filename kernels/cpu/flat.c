@@ -3,18 +3,42 @@
 #include <math.h>
 #include <onnxpipe/kernels.h>
 
-static pp_status want_cpu(pp_device *dev, const char *what, int64_t n, pp_error *err)
+static const pp_flat_ops *flat_ops[PP_DEVICE_KIND_COUNT];
+
+void pp_kernel_register_flat(pp_device_kind kind, const pp_flat_ops *ops)
 {
-    if (dev->kind != PP_DEVICE_CPU)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s on a %s device is not implemented here", what,
-                            pp_device_kind_name(dev->kind));
+    if ((int)kind > PP_DEVICE_CPU && kind < PP_DEVICE_KIND_COUNT) flat_ops[kind] = ops;
+}
+
+pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err)
+{
+    *out = (int)kind > PP_DEVICE_CPU && kind < PP_DEVICE_KIND_COUNT ? flat_ops[kind] : NULL;
+    if (!*out)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s on a %s device: that backend registered no flat kernels",
+                            what, pp_device_kind_name(kind));
+    return PP_OK;
+}
+
+static pp_status want_n(const char *what, int64_t n, pp_error *err)
+{
     if (n < 0) return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: element count %lld < 0", what, (long long)n);
     return PP_OK;
 }
 
+/* Checks n, then runs the device's own implementation when dev is not the cpu. */
+#define DISPATCH(what, fn, ...)                                          \
+    do {                                                                 \
+        PP_CHECK(want_n(what, n, err));                                  \
+        if (dev->kind != PP_DEVICE_CPU) {                                \
+            const pp_flat_ops *ops;                                      \
+            PP_CHECK(pp_kernel_flat_ops(dev->kind, what, &ops, err));    \
+            return ops->fn(dev, __VA_ARGS__, err);                       \
+        }                                                                \
+    } while (0)
+
 pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
 {
-    PP_CHECK(want_cpu(dev, "sumsq", n, err));
+    DISPATCH("sumsq", sumsq, x, n, out);
     /* four partial sums keep the loop vectorisable without giving up double accumulation */
     double s[4] = {0, 0, 0, 0};
     int64_t i = 0;
@@ -27,21 +51,21 @@ pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out
 
 pp_status pp_kernel_scale(pp_device *dev, float *x, int64_t n, float s, pp_error *err)
 {
-    PP_CHECK(want_cpu(dev, "scale", n, err));
+    DISPATCH("scale", scale, x, n, s);
     for (int64_t i = 0; i < n; i++) x[i] *= s;
     return PP_OK;
 }
 
 pp_status pp_kernel_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err)
 {
-    PP_CHECK(want_cpu(dev, "accumulate", n, err));
+    DISPATCH("accumulate", accumulate, y, x, n);
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
     return PP_OK;
 }
 
 pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err)
 {
-    PP_CHECK(want_cpu(dev, "find_nonfinite", n, err));
+    DISPATCH("find_nonfinite", find_nonfinite, x, n, index);
     *index = -1;
     const int64_t block = 4096;
     for (int64_t b = 0; b < n; b += block) {

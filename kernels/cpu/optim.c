@@ -24,7 +24,7 @@ static const char *optim_name(pp_optim_kind k)
     }
 }
 
-static pp_status check_hparams(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err)
+pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err)
 {
     const char *nm = optim_name(h->kind);
     if ((int)h->kind < PP_OPTIM_SGD || h->kind > PP_OPTIM_LAMB)
@@ -56,21 +56,31 @@ static void update_sgd(const pp_optim_hparams *h, float *p, const float *g, floa
     }
 }
 
+pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h)
+{
+    double t = (double)h->step;
+    pp_optim_scalars k;
+    k.c1 = (float)(1.0 - (double)h->beta1);
+    k.c2 = (float)(1.0 - (double)h->beta2);
+    k.bc1 = (float)(1.0 - pow((double)h->beta1, t));
+    k.bc2 = (float)(1.0 - pow((double)h->beta2, t));
+    k.step_size = (float)((double)h->lr / (1.0 - pow((double)h->beta1, t)));
+    k.bc2_sqrt = (float)sqrt(1.0 - pow((double)h->beta2, t));
+    k.shrink = h->kind == PP_OPTIM_ADAMW ? (float)(1.0 - (double)h->lr * (double)h->weight_decay) : 1.f;
+    k.l2 = h->kind == PP_OPTIM_ADAM ? h->weight_decay : 0.f;
+    return k;
+}
+
 /* Adam (L2 decay added to the gradient) and AdamW (decoupled: p *= 1 - lr wd first) */
 static void update_adam(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
 {
-    double t = (double)h->step;
-    float c1 = (float)(1.0 - (double)h->beta1), c2 = (float)(1.0 - (double)h->beta2);
-    float step_size = (float)((double)h->lr / (1.0 - pow((double)h->beta1, t)));
-    float bc2_sqrt = (float)sqrt(1.0 - pow((double)h->beta2, t));
+    const pp_optim_scalars k = pp_optim_scalars_of(h);
     int decoupled = h->kind == PP_OPTIM_ADAMW;
-    float l2 = decoupled ? 0.f : h->weight_decay;
-    float shrink = (float)(1.0 - (double)h->lr * (double)h->weight_decay);
     for (int64_t i = 0; i < n; i++) {
-        float pi = decoupled ? p[i] * shrink : p[i];
-        float gi = l2 != 0.f ? g[i] + l2 * pi : g[i];
-        pp_el_adam_moments(gi, &m[i], &v[i], h->beta1, c1, h->beta2, c2);
-        p[i] = pp_el_adam_apply(pi, m[i], v[i], step_size, bc2_sqrt, h->eps);
+        float pi = decoupled ? p[i] * k.shrink : p[i];
+        float gi = k.l2 != 0.f ? g[i] + k.l2 * pi : g[i];
+        pp_el_adam_moments(gi, &m[i], &v[i], h->beta1, k.c1, h->beta2, k.c2);
+        p[i] = pp_el_adam_apply(pi, m[i], v[i], k.step_size, k.bc2_sqrt, h->eps);
     }
 }
 
@@ -78,9 +88,8 @@ static void update_adam(const pp_optim_hparams *h, float *p, const float *g, flo
  * (p is unchanged until then) and steps p -= lr * trust * u. */
 static void update_lamb(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
 {
-    double t = (double)h->step;
-    float c1 = (float)(1.0 - (double)h->beta1), c2 = (float)(1.0 - (double)h->beta2);
-    float bc1 = (float)(1.0 - pow((double)h->beta1, t)), bc2 = (float)(1.0 - pow((double)h->beta2, t));
+    const pp_optim_scalars k = pp_optim_scalars_of(h);
+    const float c1 = k.c1, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2;
     double pn = 0, un = 0;
     for (int64_t i = 0; i < n; i++) {
         pp_el_adam_moments(g[i], &m[i], &v[i], h->beta1, c1, h->beta2, c2);
@@ -98,10 +107,12 @@ static void update_lamb(const pp_optim_hparams *h, float *p, const float *g, flo
 pp_status pp_kernel_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
                                  float *state, int64_t n, pp_error *err)
 {
-    if (dev->kind != PP_DEVICE_CPU)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "optimizer update on a %s device is not implemented here",
-                            pp_device_kind_name(dev->kind));
-    PP_CHECK(check_hparams(h, state, n, err));
+    PP_CHECK(pp_optim_check(h, state, n, err));
+    if (dev->kind != PP_DEVICE_CPU) {
+        const pp_flat_ops *ops;
+        PP_CHECK(pp_kernel_flat_ops(dev->kind, "optimizer update", &ops, err));
+        return ops->optim_update(dev, h, param, grad, state, n, err);
+    }
     switch (h->kind) {
     case PP_OPTIM_SGD: update_sgd(h, param, grad, h->momentum != 0.f ? state : NULL, n); break;
     case PP_OPTIM_ADAM:

@@ -1,0 +1,104 @@
+/* Private to the cuda backend: the device context every kernel reaches through
+ * c->dev->ctx (stream, cuBLAS and cuDNN handles, a growing workspace, pinned staging),
+ * and the checks that turn CUDA / cuBLAS / cuDNN errors into pp_status with the
+ * library's own text and the node's name. */
+#ifndef PP_KERNELS_CUDA_INTERNAL_H
+#define PP_KERNELS_CUDA_INTERNAL_H
+
+#include <onnxpipe/kernels.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "launch.h"
+
+typedef struct cu_block {
+    void *ptr;
+    size_t size;        /* bytes, rounded (launch.h pp_cu_alloc_round) */
+    int in_use;
+} cu_block;
+
+typedef struct pp_cuda {
+    int ordinal;
+    cudaStream_t stream;            /* every kernel, copy and memset of the device runs here */
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    cu_block *blocks;               /* caching allocator: every cudaMalloc'd block, used or not */
+    int nblocks, capblocks;
+    size_t cached_bytes;            /* held by blocks, in use or not */
+    void *workspace;                /* cuBLAS / cuDNN / reduction workspace, grows to the largest ask */
+    size_t workspace_bytes;
+    void *pinned;                   /* pinned host staging for small device -> host reads */
+    size_t pinned_bytes;
+    cudaEvent_t *events;            /* ring of events handed out by event_record */
+    int nevents, next_event;
+} pp_cuda;
+
+#define PP_CUDA_EVENTS 64
+
+static inline pp_cuda *cu_of(const pp_device *d) { return (pp_cuda *)d->ctx; }
+
+/* "node 'x' (Op): <lib> <call> failed: <library text>"; node may be NULL (device calls). */
+pp_status pp_cu_fail(const pp_kernel_ctx *c, pp_error *err, const char *lib, const char *call, const char *text);
+/* "node 'x' (Op): <message>" for argument and shape errors. */
+pp_status pp_cu_bad(const pp_kernel_ctx *c, pp_error *err, pp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define CU_TRY(c, expr)                                                                  \
+    do {                                                                                 \
+        cudaError_t cu_e_ = (expr);                                                      \
+        if (cu_e_ != cudaSuccess) return pp_cu_fail((c), err, "CUDA", #expr, cudaGetErrorString(cu_e_)); \
+    } while (0)
+#define CUBLAS_TRY(c, expr)                                                              \
+    do {                                                                                 \
+        cublasStatus_t cu_e_ = (expr);                                                   \
+        if (cu_e_ != CUBLAS_STATUS_SUCCESS)                                              \
+            return pp_cu_fail((c), err, "cuBLAS", #expr, cublasGetStatusString(cu_e_));  \
+    } while (0)
+#define CUDNN_TRY(c, expr)                                                               \
+    do {                                                                                 \
+        cudnnStatus_t cu_e_ = (expr);                                                    \
+        if (cu_e_ != CUDNN_STATUS_SUCCESS)                                               \
+            return pp_cu_fail((c), err, "cuDNN", #expr, cudnnGetErrorString(cu_e_));     \
+    } while (0)
+/* after every <<<...>>>: a bad configuration is reported here, an async fault later
+ * at the next synchronising call */
+#define CU_LAUNCHED(c) CU_TRY(c, cudaGetLastError())
+
+/* Workspace of at least n bytes, valid until the next call on this device's stream
+ * order (kernels use it and return). Grows through the caching allocator, so it
+ * allocates only while the first step finds the largest need. */
+pp_status pp_cuda_workspace(const pp_kernel_ctx *c, size_t n, void **out, pp_error *err);
+/* n bytes of pinned host memory for a device -> host read (grows the same way). */
+pp_status pp_cuda_pinned(pp_device *d, size_t n, void **out, pp_error *err);
+
+/* Host copy of constant input k (c->host_in), or an error saying what the stage must pass. */
+pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, const void **out, pp_error *err);
+/* Input k's int64 / int32 values (host copy), at most max; *n = -1 when omitted. */
+pp_status pp_cu_host_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
+                          pp_error *err);
+
+/* kernel entry points (table_cuda.cu registers them) */
+#define PP_CU_FWD(name) pp_status name(const pp_kernel_ctx *c, pp_error *err)
+#define PP_CU_BWD(name) pp_status name(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in, \
+                                       pp_error *err)
+#define PP_CU_AUX(name) size_t name(const pp_kernel_ctx *c)
+
+/* dst += scale * (src summed over the dims where dst broadcasts; numpy alignment): the
+ * gradient of a broadcast input. dst and src are device tensors (elementwise.cu). */
+pp_status pp_cu_sum_into(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
+                         pp_error *err);
+/* dst += scale * sum over r's reduced dims of src */
+pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const float *src, float *dst,
+                              float scale, pp_error *err);
+/* dst += scale * src broadcast to dst's shape */
+pp_status pp_cu_broadcast_add(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
+                              pp_error *err);
+/* out = in broadcast to out's shape (Expand, Gemm's C) */
+pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, const pp_tensor *in, pp_error *err);
+
+/* Registers the cuda kernel tables and flat ops (table_cuda.cu), once. */
+pp_status pp_cuda_register_kernels(pp_error *err);
+
+#endif

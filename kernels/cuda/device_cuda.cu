@@ -1,0 +1,332 @@
+/* The cuda pp_device: one stream per device that every kernel and copy runs on, cuBLAS
+ * and cuDNN handles bound to it, a caching allocator over cudaMalloc (the stage allocates
+ * once; blocks are reused, never returned to the driver until destroy), a growing
+ * workspace, pinned staging for device -> host reads, and a ring of events. */
+#include "cuda_internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+pp_status pp_cu_fail(const pp_kernel_ctx *c, pp_error *err, const char *lib, const char *call, const char *text)
+{
+    if (c && c->node)
+        return pp_error_set(err, PP_ERR_DEVICE, "node '%s' (%s): %s call %s failed: %s", c->node, c->op_type, lib, call,
+                            text);
+    return pp_error_set(err, PP_ERR_DEVICE, "cuda device: %s call %s failed: %s", lib, call, text);
+}
+
+pp_status pp_cu_bad(const pp_kernel_ctx *c, pp_error *err, pp_status st, const char *fmt, ...)
+{
+    char msg[PP_ERROR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return pp_error_set(err, st, "node '%s' (%s): %s", c->node, c->op_type, msg);
+}
+
+pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, const void **out, pp_error *err)
+{
+    *out = c->host_in && k < c->nin ? c->host_in[k] : NULL;
+    if (!*out)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED,
+                         "input %d (%s) must be a constant known at plan time: the cuda kernel reads it from the host "
+                         "copy in pp_kernel_ctx.host_in, which is missing", k, what);
+    return PP_OK;
+}
+
+pp_status pp_cu_host_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
+                          pp_error *err)
+{
+    *n = -1;
+    if (k >= c->nin || !c->in[k].data) return PP_OK;
+    const pp_tensor *t = &c->in[k];
+    const void *h;
+    PP_CHECK(pp_cu_host_input(c, k, what, &h, err));
+    int64_t cnt = pp_tensor_numel(t);
+    if (cnt > max) return pp_cu_bad(c, err, PP_ERR_SHAPE, "%s has %lld values, at most %d", what, (long long)cnt, max);
+    if (t->dtype != PP_DTYPE_I64 && t->dtype != PP_DTYPE_I32)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "%s has dtype %s, expected int64 or int32", what,
+                         pp_dtype_name(t->dtype));
+    for (int64_t i = 0; i < cnt; i++)
+        vals[i] = t->dtype == PP_DTYPE_I64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
+    *n = (int)cnt;
+    return PP_OK;
+}
+
+/* ---------------- caching allocator ---------------- */
+
+static pp_status cu_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err)
+{
+    pp_cuda *cu = cu_of(d);
+    size_t want = pp_cu_alloc_round(nbytes);
+    int best = -1;
+    for (int i = 0; i < cu->nblocks; i++)
+        if (!cu->blocks[i].in_use && pp_cu_alloc_fits(cu->blocks[i].size, want) &&
+            (best < 0 || cu->blocks[i].size < cu->blocks[best].size))
+            best = i;
+    if (best >= 0) {
+        cu->blocks[best].in_use = 1;
+        *out = cu->blocks[best].ptr;
+        return PP_OK;
+    }
+    if (cu->nblocks == cu->capblocks) {
+        int cap = cu->capblocks ? 2 * cu->capblocks : 64;
+        cu_block *b = (cu_block *)pp_realloc_array(cu->blocks, (size_t)cap, sizeof *b);
+        if (!b) return pp_error_set(err, PP_ERR_NOMEM, "cuda allocator: out of host memory for %d blocks", cap);
+        cu->blocks = b;
+        cu->capblocks = cap;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e == cudaErrorMemoryAllocation) {
+        /* give the unused cached blocks back and try once more */
+        (void)cudaGetLastError();
+        PP_CHECK(pp_device_synchronize(d, err));
+        int k = 0;
+        for (int i = 0; i < cu->nblocks; i++) {
+            if (cu->blocks[i].in_use) cu->blocks[k++] = cu->blocks[i];
+            else {
+                cudaFree(cu->blocks[i].ptr);
+                cu->cached_bytes -= cu->blocks[i].size;
+            }
+        }
+        cu->nblocks = k;
+        e = cudaMalloc(&p, want);
+    }
+    if (e != cudaSuccess) {
+        char a[32], b[32];
+        return pp_error_set(err, e == cudaErrorMemoryAllocation ? PP_ERR_NOMEM : PP_ERR_DEVICE,
+                            "cuda device %d: cudaMalloc of %s failed (%s held by onnxpipe): %s", d->index,
+                            pp_format_bytes((double)want, a, sizeof a), pp_format_bytes((double)cu->cached_bytes, b, sizeof b),
+                            cudaGetErrorString(e));
+    }
+    cu->blocks[cu->nblocks++] = (cu_block){p, want, 1};
+    cu->cached_bytes += want;
+    *out = p;
+    return PP_OK;
+}
+
+/* Back to the cache: stream order makes the block safe for the next kernel that gets it. */
+static void cu_free(pp_device *d, void *p)
+{
+    pp_cuda *cu = cu_of(d);
+    for (int i = 0; i < cu->nblocks; i++)
+        if (cu->blocks[i].ptr == p) {
+            cu->blocks[i].in_use = 0;
+            return;
+        }
+}
+
+pp_status pp_cuda_workspace(const pp_kernel_ctx *c, size_t n, void **out, pp_error *err)
+{
+    pp_device *d = c->dev;
+    pp_cuda *cu = cu_of(d);
+    if (n > cu->workspace_bytes) {
+        if (cu->workspace) cu_free(d, cu->workspace);
+        cu->workspace = NULL;
+        cu->workspace_bytes = 0;
+        PP_CHECK(cu_alloc(d, n, &cu->workspace, err));
+        cu->workspace_bytes = pp_cu_alloc_round(n);
+    }
+    *out = cu->workspace;
+    return PP_OK;
+}
+
+pp_status pp_cuda_pinned(pp_device *d, size_t n, void **out, pp_error *err)
+{
+    pp_cuda *cu = cu_of(d);
+    if (n > cu->pinned_bytes) {
+        if (cu->pinned) cudaFreeHost(cu->pinned);
+        cu->pinned = NULL;
+        cu->pinned_bytes = 0;
+        size_t want = pp_cu_alloc_round(n);
+        if (cudaMallocHost(&cu->pinned, want) != cudaSuccess)
+            return pp_cu_fail(NULL, err, "CUDA", "cudaMallocHost", cudaGetErrorString(cudaGetLastError()));
+        cu->pinned_bytes = want;
+    }
+    *out = cu->pinned;
+    return PP_OK;
+}
+
+/* ---------------- copies and synchronisation ---------------- */
+
+#define DEV_TRY(expr)                                                                                 \
+    do {                                                                                              \
+        cudaError_t cu_e_ = (expr);                                                                   \
+        if (cu_e_ != cudaSuccess) return pp_cu_fail(NULL, err, "CUDA", #expr, cudaGetErrorString(cu_e_)); \
+    } while (0)
+
+static const char *cu_name(const pp_device *d)
+{
+    (void)d;
+    return "cuda";
+}
+
+/* Host -> device: the host buffer may be reused as soon as this returns. */
+static pp_status cu_copy_from_host(pp_device *d, void *dst, const void *src, size_t n, pp_error *err)
+{
+    DEV_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cu_of(d)->stream));
+    DEV_TRY(cudaStreamSynchronize(cu_of(d)->stream));
+    return PP_OK;
+}
+
+/* Device -> host after all queued work; small reads go through pinned staging. */
+static pp_status cu_copy_to_host(pp_device *d, void *dst, const void *src, size_t n, pp_error *err)
+{
+    pp_cuda *cu = cu_of(d);
+    if (n <= ((size_t)1 << 20)) {
+        void *stage;
+        PP_CHECK(pp_cuda_pinned(d, n, &stage, err));
+        DEV_TRY(cudaMemcpyAsync(stage, src, n, cudaMemcpyDeviceToHost, cu->stream));
+        DEV_TRY(cudaStreamSynchronize(cu->stream));
+        memcpy(dst, stage, n);
+        return PP_OK;
+    }
+    DEV_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cu->stream));
+    DEV_TRY(cudaStreamSynchronize(cu->stream));
+    return PP_OK;
+}
+
+static pp_status cu_copy(pp_device *d, void *dst, const void *src, size_t n, pp_error *err)
+{
+    DEV_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cu_of(d)->stream));
+    return PP_OK;
+}
+
+static pp_status cu_memset(pp_device *d, void *p, int value, size_t n, pp_error *err)
+{
+    DEV_TRY(cudaMemsetAsync(p, value, n, cu_of(d)->stream));
+    return PP_OK;
+}
+
+static pp_status cu_synchronize(pp_device *d, pp_error *err)
+{
+    DEV_TRY(cudaStreamSynchronize(cu_of(d)->stream));
+    return PP_OK;
+}
+
+static pp_status cu_stream_create(pp_device *d, void **stream, pp_error *err)
+{
+    cudaStream_t s;
+    DEV_TRY(cudaSetDevice(cu_of(d)->ordinal));
+    DEV_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+    return PP_OK;
+}
+
+static void cu_stream_destroy(pp_device *d, void *stream)
+{
+    (void)d;
+    if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+/* stream NULL = the device's own stream. The event stays valid for the next
+ * PP_CUDA_EVENTS - 1 records (a ring, so nobody has to destroy it). */
+static pp_status cu_event_record(pp_device *d, void *stream, void **event, pp_error *err)
+{
+    pp_cuda *cu = cu_of(d);
+    cudaEvent_t e = cu->events[cu->next_event];
+    cu->next_event = (cu->next_event + 1) % cu->nevents;
+    DEV_TRY(cudaEventRecord(e, stream ? (cudaStream_t)stream : cu->stream));
+    *event = e;
+    return PP_OK;
+}
+
+static pp_status cu_stream_wait_event(pp_device *d, void *stream, void *event, pp_error *err)
+{
+    DEV_TRY(cudaStreamWaitEvent(stream ? (cudaStream_t)stream : cu_of(d)->stream, (cudaEvent_t)event, 0));
+    return PP_OK;
+}
+
+static void cu_destroy(pp_device *d)
+{
+    pp_cuda *cu = cu_of(d);
+    if (cu) {
+        if (cu->stream) cudaStreamSynchronize(cu->stream);
+        for (int i = 0; i < cu->nblocks; i++) cudaFree(cu->blocks[i].ptr);
+        free(cu->blocks);
+        if (cu->pinned) cudaFreeHost(cu->pinned);
+        for (int i = 0; cu->events && i < cu->nevents; i++)
+            if (cu->events[i]) cudaEventDestroy(cu->events[i]);
+        free(cu->events);
+        if (cu->dnn) cudnnDestroy(cu->dnn);
+        if (cu->blas) cublasDestroy(cu->blas);
+        if (cu->stream) cudaStreamDestroy(cu->stream);
+        free(cu);
+    }
+    free(d);
+}
+
+static const pp_device_i cuda_device_i = {
+    /* .name              = */ cu_name,
+    /* .alloc             = */ cu_alloc,
+    /* .free              = */ cu_free,
+    /* .copy_from_host    = */ cu_copy_from_host,
+    /* .copy_to_host      = */ cu_copy_to_host,
+    /* .copy              = */ cu_copy,
+    /* .memset            = */ cu_memset,
+    /* .synchronize       = */ cu_synchronize,
+    /* .stream_create     = */ cu_stream_create,
+    /* .stream_destroy    = */ cu_stream_destroy,
+    /* .event_record      = */ cu_event_record,
+    /* .stream_wait_event = */ cu_stream_wait_event,
+    /* .destroy           = */ cu_destroy,
+};
+
+/* Fails cleanly with "no CUDA device: <reason>" where there is no driver or GPU. */
+pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return pp_error_set(err, PP_ERR_DEVICE, "no CUDA device: %s", cudaGetErrorString(e));
+    }
+    if (count == 0) return pp_error_set(err, PP_ERR_DEVICE, "no CUDA device: the driver reports 0 GPUs");
+    if (index < 0 || index >= count)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "CUDA device %d out of range (0..%d)", index, count - 1);
+    PP_CHECK(pp_cuda_register_kernels(err));
+    pp_device *d = (pp_device *)pp_calloc(1, sizeof *d);
+    pp_cuda *cu = (pp_cuda *)pp_calloc(1, sizeof *cu);
+    cudaEvent_t *ev = (cudaEvent_t *)pp_calloc(PP_CUDA_EVENTS, sizeof *ev);
+    if (!d || !cu || !ev) {
+        free(d);
+        free(cu);
+        free(ev);
+        return pp_error_set(err, PP_ERR_NOMEM, "cuda device %d: out of host memory", index);
+    }
+    *d = (pp_device){&cuda_device_i, PP_DEVICE_CUDA, index, cu};
+    cu->ordinal = index;
+    cu->events = ev;
+    cu->nevents = PP_CUDA_EVENTS;
+    pp_status st = PP_OK;
+#define INIT_TRY(lib, expr, ok, text)                                  \
+    do {                                                               \
+        if ((expr) != (ok)) {                                          \
+            st = pp_cu_fail(NULL, err, lib, #expr, text);              \
+            goto fail;                                                 \
+        }                                                              \
+    } while (0)
+    INIT_TRY("CUDA", cudaSetDevice(index), cudaSuccess, cudaGetErrorString(cudaGetLastError()));
+    INIT_TRY("CUDA", cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking), cudaSuccess,
+             cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; i < cu->nevents; i++)
+        INIT_TRY("CUDA", cudaEventCreateWithFlags(&cu->events[i], cudaEventDisableTiming), cudaSuccess,
+                 cudaGetErrorString(cudaGetLastError()));
+    INIT_TRY("cuBLAS", cublasCreate(&cu->blas), CUBLAS_STATUS_SUCCESS, "cannot create a handle");
+    INIT_TRY("cuBLAS", cublasSetStream(cu->blas, cu->stream), CUBLAS_STATUS_SUCCESS, "cannot bind the stream");
+    /* TF32 tensor cores for fp32 GEMMs (10-bit mantissa products, fp32 accumulation);
+     * PP_CUDA_TF32=0 would be the place to turn it off, read with the other tunables. */
+    INIT_TRY("cuBLAS", cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS,
+             "cannot set TF32 math");
+    INIT_TRY("cuDNN", cudnnCreate(&cu->dnn), CUDNN_STATUS_SUCCESS, "cannot create a handle");
+    INIT_TRY("cuDNN", cudnnSetStream(cu->dnn, cu->stream), CUDNN_STATUS_SUCCESS, "cannot bind the stream");
+#undef INIT_TRY
+    *out = d;
+    return PP_OK;
+fail:
+    cu_destroy(d);
+    return st;
+}

@@ -1,0 +1,302 @@
+/* cuda elementwise ops: activations, arithmetic with numpy broadcasting, and the
+ * broadcast-gradient reduction. The per-element math is element.h's PP_HD functions, the
+ * index plans are launch.c's (pp_cu_bcast, pp_cu_reduce). */
+#include "cuda_internal.h"
+#include "element.h"
+#include "ew_ops.cuh"
+#include "reduce.cuh"
+
+#include <string.h>
+
+/* ---------------- broadcast index walk and reductions ---------------- */
+
+__device__ inline int64_t red_offset(int rank, const int64_t *dims, const int64_t *st, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        int64_t q = i / dims[d];
+        off += (i - q * dims[d]) * st[d];
+        i = q;
+    }
+    return off;
+}
+
+/* small reductions: one thread per output */
+__global__ void k_reduce_thread(pp_cu_reduce r, const float *src, float *dst, float scale)
+{
+    CU_FOR(o, r.nout) {
+        const int64_t base = red_offset(r.krank, r.kdims, r.kst, o);
+        float s = 0.f;
+        for (int64_t j = 0; j < r.nred; j++) s += src[base + red_offset(r.rrank, r.rdims, r.rst, j)];
+        dst[o] += scale * s;
+    }
+}
+
+/* large reductions: one block per output */
+__global__ void k_reduce_block(pp_cu_reduce r, const float *src, float *dst, float scale)
+{
+    for (int64_t o = blockIdx.x; o < r.nout; o += gridDim.x) {
+        const int64_t base = red_offset(r.krank, r.kdims, r.kst, o);
+        float s = 0.f;
+        for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x) s += src[base + red_offset(r.rrank, r.rdims, r.rst, j)];
+        s = cu_block_reduce(s, cu_sum(), 0.f);
+        if (threadIdx.x == 0) dst[o] += scale * s;
+    }
+}
+
+static pp_status reduce_run(const pp_kernel_ctx *c, const pp_cu_reduce *r, const float *src, float *dst, float scale,
+                            pp_error *err)
+{
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (r->nred >= 256) {
+        unsigned grid = r->nout < PP_CU_MAX_GRID ? (unsigned)r->nout : PP_CU_MAX_GRID;
+        k_reduce_block<<<grid, PP_CU_BLOCK, 0, s>>>(*r, src, dst, scale);
+    } else {
+        pp_cu_launch L = pp_cu_launch_1d(r->nout);
+        k_reduce_thread<<<L.grid, L.block, 0, s>>>(*r, src, dst, scale);
+    }
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const float *src, float *dst, float scale,
+                              pp_error *err)
+{
+    return reduce_run(c, r, src, dst, scale, err);
+}
+
+__global__ void k_axpy(float *y, const float *x, int64_t n, float a) { CU_FOR(i, n) y[i] += a * x[i]; }
+
+pp_status pp_cu_sum_into(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
+                         pp_error *err)
+{
+    const int64_t n = pp_tensor_numel(src);
+    if (pp_tensor_numel(dst) == n) {
+        pp_cu_launch L = pp_cu_launch_1d(n);
+        k_axpy<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((float *)dst->data, (const float *)src->data, n, scale);
+        CU_LAUNCHED(c);
+        return PP_OK;
+    }
+    pp_cu_reduce r;
+    PP_CHECK(pp_cu_reduce_to_shape(&r, dst, src, c->node, err));
+    return reduce_run(c, &r, (const float *)src->data, (float *)dst->data, scale, err);
+}
+
+template <typename T> __global__ void k_bcast_copy(pp_cu_bcast b, const T *x, T *y)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        y[i] = x[off[0]];
+    }
+}
+
+template <typename T> __global__ void k_bcast_axpy(pp_cu_bcast b, const float *x, float *y, float a)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        y[i] += a * x[off[0]];
+    }
+}
+
+pp_status pp_cu_broadcast_add(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
+                              pp_error *err)
+{
+    pp_cu_bcast b;
+    const pp_tensor *ins[1] = {src};
+    PP_CHECK(pp_cu_bcast_init(&b, dst, ins, 1, c->node, err));
+    if (!b.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    k_bcast_axpy<float><<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const float *)src->data, (float *)dst->data,
+                                                                        scale);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, const pp_tensor *in, pp_error *err)
+{
+    pp_cu_bcast b;
+    const pp_tensor *ins[1] = {in};
+    PP_CHECK(pp_cu_bcast_init(&b, out, ins, 1, c->node, err));
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    switch (pp_dtype_size(out->dtype)) {
+    case 1: k_bcast_copy<uint8_t><<<L.grid, L.block, 0, s>>>(b, (const uint8_t *)in->data, (uint8_t *)out->data); break;
+    case 4: k_bcast_copy<float><<<L.grid, L.block, 0, s>>>(b, (const float *)in->data, (float *)out->data); break;
+    case 8: k_bcast_copy<int64_t><<<L.grid, L.block, 0, s>>>(b, (const int64_t *)in->data, (int64_t *)out->data); break;
+    default:
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "dtype %s cannot be broadcast here", pp_dtype_name(out->dtype));
+    }
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* ---------------- unary activations ---------------- */
+
+template <typename Op> __global__ void k_unary(const float *x, float *y, int64_t n, Op op)
+{
+    CU_FOR(i, n) y[i] = op.fwd(x[i]);
+}
+/* dx += dy * op.grad(v), v = the saved input or output (Op::from_y says which) */
+template <typename Op> __global__ void k_unary_grad(const float *v, const float *dy, float *dx, int64_t n, Op op)
+{
+    CU_FOR(i, n) dx[i] += dy[i] * op.grad(v[i]);
+}
+
+template <typename Op> static pp_status unary_fwd(const pp_kernel_ctx *c, Op op, pp_error *err)
+{
+    const int64_t n = pp_tensor_numel(&c->out[0]);
+    if (c->in[0].dtype != PP_DTYPE_F32)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input has dtype %s, expected float32", pp_dtype_name(c->in[0].dtype));
+    if (!n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_unary<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, n, op);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+template <typename Op>
+static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, Op op, pp_error *err)
+{
+    if (!gout[0].data || !gin[0].data) return PP_OK;
+    const int64_t n = pp_tensor_numel(&gout[0]);
+    const float *v = (const float *)(Op::from_y ? c->out[0].data : c->in[0].data);
+    if (!n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_unary_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(v, (const float *)gout[0].data, (float *)gin[0].data, n,
+                                                                 op);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+static pp_status leaky_alpha(const pp_kernel_ctx *c, float *alpha, pp_error *err)
+{
+    return pp_attr_float(c->attrs, c->nattrs, "alpha", 0.01f, alpha, c->node, err);
+}
+
+static pp_status gelu_tanh(const pp_kernel_ctx *c, int *tanh_form, pp_error *err)
+{
+    const char *approx;
+    PP_CHECK(pp_attr_string(c->attrs, c->nattrs, "approximate", "none", &approx, c->node, err));
+    if (strcmp(approx, "none") && strcmp(approx, "tanh"))
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "approximate='%s' is not supported (use 'none' or 'tanh')", approx);
+    *tanh_form = !strcmp(approx, "tanh");
+    return PP_OK;
+}
+
+#define UNARY(name, Op)                                                                      \
+    PP_CU_FWD(pp_cu_##name##_forward) { return unary_fwd(c, Op(), err); }                    \
+    PP_CU_BWD(pp_cu_##name##_backward) { return unary_bwd(c, grad_out, grad_in, Op(), err); }
+UNARY(sqrt, op_sqrt)
+UNARY(neg, op_neg)
+UNARY(reciprocal, op_reciprocal)
+UNARY(relu, op_relu)
+UNARY(sigmoid, op_sigmoid)
+UNARY(tanh, op_tanh)
+UNARY(erf, op_erf)
+UNARY(identity, op_identity)
+
+PP_CU_FWD(pp_cu_leaky_relu_forward)
+{
+    op_leaky op;
+    PP_CHECK(leaky_alpha(c, &op.alpha, err));
+    return unary_fwd(c, op, err);
+}
+PP_CU_BWD(pp_cu_leaky_relu_backward)
+{
+    op_leaky op;
+    PP_CHECK(leaky_alpha(c, &op.alpha, err));
+    return unary_bwd(c, grad_out, grad_in, op, err);
+}
+PP_CU_FWD(pp_cu_gelu_forward)
+{
+    int t = 0;
+    PP_CHECK(gelu_tanh(c, &t, err));
+    return t ? unary_fwd(c, op_gelu_tanh(), err) : unary_fwd(c, op_gelu(), err);
+}
+PP_CU_BWD(pp_cu_gelu_backward)
+{
+    int t = 0;
+    PP_CHECK(gelu_tanh(c, &t, err));
+    return t ? unary_bwd(c, grad_out, grad_in, op_gelu_tanh(), err) : unary_bwd(c, grad_out, grad_in, op_gelu(), err);
+}
+
+/* ---------------- binary arithmetic with broadcasting ---------------- */
+
+template <typename Op> __global__ void k_binary(pp_cu_bcast b, const float *x, const float *y, float *z, Op op)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        z[i] = op.fwd(x[off[0]], y[off[1]]);
+    }
+}
+
+/* g[i] (+)= d out / d input `which` at i, times dy[i], over out's index space */
+template <typename Op>
+__global__ void k_binary_grad(pp_cu_bcast b, const float *x, const float *y, const float *dy, float *g, int which,
+                              int accumulate, Op op)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        const float xv = x ? x[off[0]] : 0.f, yv = y ? y[off[1]] : 0.f;
+        const float v = dy[i] * (which ? op.dy(xv, yv) : op.dx(xv, yv));
+        g[i] = accumulate ? g[i] + v : v;
+    }
+}
+
+template <typename Op> static pp_status binary_fwd(const pp_kernel_ctx *c, Op op, pp_error *err)
+{
+    for (int k = 0; k < 2; k++)
+        if (c->in[k].dtype != PP_DTYPE_F32)
+            return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input %d has dtype %s, expected float32", k,
+                             pp_dtype_name(c->in[k].dtype));
+    pp_cu_bcast b;
+    const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
+    PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 2, c->node, err));
+    if (!b.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    k_binary<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const float *)c->in[0].data,
+                                                             (const float *)c->in[1].data, (float *)c->out[0].data, op);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* Each requested input gradient: straight into grad_in when the input has out's shape,
+ * else through the workspace and a reduction over its broadcast dims. */
+template <typename Op>
+static pp_status binary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, Op op, pp_error *err)
+{
+    if (!gout[0].data) return PP_OK;
+    pp_cu_bcast b;
+    const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
+    PP_CHECK(pp_cu_bcast_init(&b, &gout[0], ins, 2, c->node, err));
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    for (int k = 0; k < 2; k++) {
+        if (!gin[k].data || !b.n) continue;
+        const int direct = pp_tensor_numel(&gin[k]) == b.n;
+        void *ws = gin[k].data;
+        if (!direct) PP_CHECK(pp_cuda_workspace(c, (size_t)b.n * sizeof(float), &ws, err));
+        k_binary_grad<<<L.grid, L.block, 0, s>>>(b, (const float *)c->in[0].data, (const float *)c->in[1].data,
+                                                 (const float *)gout[0].data, (float *)ws, k, direct, op);
+        CU_LAUNCHED(c);
+        if (!direct) {
+            pp_tensor t = gout[0];
+            t.data = ws;
+            PP_CHECK(pp_cu_sum_into(c, &gin[k], &t, 1.f, err));
+        }
+    }
+    return PP_OK;
+}
+
+#define BINARY(name, Op)                                                                     \
+    PP_CU_FWD(pp_cu_##name##_forward) { return binary_fwd(c, Op(), err); }                   \
+    PP_CU_BWD(pp_cu_##name##_backward) { return binary_bwd(c, grad_out, grad_in, Op(), err); }
+BINARY(add, op_add)
+BINARY(sub, op_sub)
+BINARY(mul, op_mul)
+BINARY(div, op_div)
+BINARY(pow, op_pow)

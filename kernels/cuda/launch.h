@@ -1,0 +1,148 @@
+/* Launch configuration and library-call arithmetic of the cuda backend, in plain C so
+ * that it is compiled into every build and tested without a GPU (tests/test_cuda_launch.c):
+ * grid sizes, allocator rounding, row-major -> cuBLAS column-major GEMM descriptions
+ * (MatMul with broadcast batches, Gemm and their gradients), broadcast / strided / reduce
+ * index plans, and cuDNN descriptor dims for Conv and pooling. */
+#ifndef PP_KERNELS_CUDA_LAUNCH_H
+#define PP_KERNELS_CUDA_LAUNCH_H
+
+#include <onnxpipe/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_CU_BLOCK 256          /* threads of elementwise kernels */
+#define PP_CU_MAX_GRID 1048576   /* grid-stride loops beyond this many blocks */
+
+typedef struct pp_cu_launch {
+    unsigned grid, block;       /* 1-D */
+} pp_cu_launch;
+
+/* n elements, one per thread, grid-stride beyond PP_CU_MAX_GRID blocks (grid >= 1). */
+pp_cu_launch pp_cu_launch_1d(int64_t n);
+/* One block per row of n elements: block = next power of two >= n, clamped to [32, 1024]. */
+pp_cu_launch pp_cu_launch_rows(int64_t rows, int64_t n);
+
+/* Caching allocator: sizes are rounded to 512 B below 1 MiB and to 2 MiB above; a cached
+ * block of `have` bytes serves a request of `want` (rounded) when want <= have <= 2 want. */
+size_t pp_cu_alloc_round(size_t n);
+int pp_cu_alloc_fits(size_t have, size_t want);
+
+/* One cublasSgemmStridedBatched call (column-major). */
+typedef struct pp_cu_gemm {
+    int transa, transb;             /* 1 = CUBLAS_OP_T */
+    int m, n, k;
+    int lda, ldb, ldc;
+    long long stride_a, stride_b, stride_c;   /* elements between the batch's matrices */
+    int batch;
+} pp_cu_gemm;
+
+/* Row-major C (M, N) = op(X) (M, K) op(Y) (K, N), X stored (M, K) or, when tx, (K, M);
+ * Y stored (K, N) or, when ty, (N, K). As column-major this is C^T = op(Y)^T op(X)^T, so
+ * cuBLAS's A is Y and its B is X: transa = ty, transb = tx, m = N, n = M. sx, sy, sc:
+ * batch strides in elements. */
+pp_cu_gemm pp_cu_gemm_rowmajor(int tx, int ty, int64_t M, int64_t N, int64_t K, int64_t sx, int64_t sy,
+                               int64_t sc, int64_t batch);
+
+/* MatMul with numpy semantics: A (..., M, K) @ B (..., K, N), batch dims broadcast. */
+typedef struct pp_cu_mm {
+    int64_t M, K, N;
+    int64_t batch;                  /* output matrices */
+    int brank;
+    int64_t bdims[PP_MAX_RANK];     /* output batch dims */
+    int64_t astr[PP_MAX_RANK];      /* per batch dim: A's matrix stride (0: broadcast) */
+    int64_t bstr[PP_MAX_RANK];
+    int64_t a_mats, b_mats;         /* matrices stored in A and in B */
+    int fold_a;                     /* B is one matrix, A is not broadcast: M' = batch M */
+} pp_cu_mm;
+pp_status pp_cu_mm_plan(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_cu_mm *p, const char *node,
+                        pp_error *err);
+/* Matrix indices of A and B that output matrix b reads. */
+void pp_cu_mm_batch_index(const pp_cu_mm *p, int64_t b, int64_t *ia, int64_t *ib);
+
+typedef enum {
+    PP_CU_Y,    /* Y = A B:      X = A,  Y = B  */
+    PP_CU_DA,   /* dA += dY B^T: X = dY, Y = B  */
+    PP_CU_DB,   /* dB += A^T dY: X = A,  Y = dY */
+} pp_cu_part;
+/* The GEMM of one part. *serial = 1 when the batch cannot be one strided call (a
+ * broadcast pattern that is no uniform stride, or a gradient accumulated into an operand
+ * shared by several output matrices): then the returned call has batch 1 and the caller
+ * runs it for b = 0..batch-1 at the offsets of pp_cu_mm_batch_index, in stream order. */
+pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial);
+
+/* Gemm: Y (M, N) = alpha op(A) op(B) + beta C. */
+typedef struct pp_cu_gemm_op {
+    int ta, tb;
+    int64_t M, K, N;
+} pp_cu_gemm_op;
+/* part PP_CU_Y: X = A, Y = B; PP_CU_DA: stored dA from (dY, B); PP_CU_DB: stored dB from
+ * (A, dY). For the gradients the returned struct's comment order is (X, Y) =
+ * DA: ta ? (B, dY) : (dY, B);  DB: tb ? (dY, A) : (A, dY). */
+pp_cu_gemm pp_cu_gemm_op_gemm(const pp_cu_gemm_op *g, pp_cu_part part);
+
+/* Elementwise broadcast of up to 3 inputs onto out, with contiguous dims merged. */
+#define PP_CU_MAX_IN 3
+typedef struct pp_cu_bcast {
+    int nin, rank;
+    int64_t n;                              /* out elements */
+    int64_t dims[PP_MAX_RANK];              /* merged out dims */
+    int64_t st[PP_CU_MAX_IN][PP_MAX_RANK];  /* element strides per input, 0 = broadcast */
+    int same;                               /* every input has out's shape: index = i */
+} pp_cu_bcast;
+pp_status pp_cu_bcast_init(pp_cu_bcast *b, const pp_tensor *out, const pp_tensor *const *in, int nin,
+                           const char *node, pp_error *err);
+
+/* dst[i . dst_st] (+)= src[i . src_st] over dims: Transpose, Slice, Concat, Split. Dims of
+ * size 1 are dropped and dims contiguous in both are merged. */
+typedef struct pp_cu_strided {
+    int rank;
+    int64_t n;
+    int64_t dims[PP_MAX_RANK];
+    int64_t dst_st[PP_MAX_RANK], src_st[PP_MAX_RANK];
+} pp_cu_strided;
+void pp_cu_strided_init(pp_cu_strided *s, int rank, const int64_t *dims, const int64_t *dst_st,
+                        const int64_t *src_st);
+/* Transpose: out = in permuted by perm (out dim d = in dim perm[d]). */
+void pp_cu_strided_transpose(pp_cu_strided *s, const pp_tensor *in, const int64_t *perm);
+
+/* Sum of src over some of its dims into dst (dst has src's shape with those dims 1):
+ * ReduceSum/Mean and the gradient of a broadcast input. */
+typedef struct pp_cu_reduce {
+    int64_t nout, nred;                     /* dst elements, elements summed into each */
+    int krank, rrank;
+    int64_t kdims[PP_MAX_RANK], kst[PP_MAX_RANK];   /* kept dims (dst order) and src strides */
+    int64_t rdims[PP_MAX_RANK], rst[PP_MAX_RANK];   /* reduced dims and src strides */
+} pp_cu_reduce;
+/* reduce[d] = 1: dim d of src is summed. */
+void pp_cu_reduce_init(pp_cu_reduce *r, int rank, const int64_t *src_dims, const int *reduce);
+/* The dims where dst (right-aligned, numpy broadcasting) is 1 and src is not. */
+pp_status pp_cu_reduce_to_shape(pp_cu_reduce *r, const pp_tensor *dst, const pp_tensor *src, const char *node,
+                                pp_error *err);
+
+/* A softmax / layer-norm row view: rows = outer * inner rows of n elements at stride inner. */
+typedef struct pp_cu_rows {
+    int64_t outer, n, inner;
+} pp_cu_rows;
+pp_cu_rows pp_cu_rows_of(const int64_t *dims, int rank, int axis_from, int axis_to);
+
+/* cuDNN NCHW descriptors for a 1-D or 2-D Conv / pool (1-D becomes H = 1). */
+typedef struct pp_cu_conv {
+    int x[4], w[4], y[4];           /* N C H W; K C/g kh kw; N K OH OW */
+    int xst[4], yst[4];             /* packed strides */
+    int pad[2], stride[2], dil[2];  /* H, W */
+    int groups;
+} pp_cu_conv;
+/* Conv: kernel_shape from W; pads (begin..., end...) must be symmetric for cuDNN. */
+pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W, const pp_tensor *Y,
+                          const int64_t *pads, const int64_t *strides, const int64_t *dilations, int64_t groups,
+                          const char *node, pp_error *err);
+/* Pool: window (kernel_shape) given, w[] holds (1, 1, kh, kw); no dilation. */
+pp_status pp_cu_pool_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y, const int64_t *kernel,
+                          const int64_t *pads, const int64_t *strides, const char *node, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,229 @@
+/* cuda SoftmaxCrossEntropyLoss (one block per position, labels read on the device) and
+ * ReduceSum / ReduceMean (launch.c's pp_cu_reduce plan). A label out of [0, C) that is
+ * not ignore_index gives a NaN loss (the GPU cannot name it without a synchronisation). */
+#include "cuda_internal.h"
+#include "element_nn.h"
+#include "nn_cuda.h"
+#include "reduce.cuh"
+
+#include <string.h>
+
+enum { RED_NONE, RED_SUM, RED_MEAN };
+
+typedef struct xent {
+    int64_t n, c, d;            /* batch, classes, positions per sample */
+    int reduction, has_ignore, lab64;
+    int64_t ignore;
+} xent;
+
+static pp_status xent_setup(const pp_kernel_ctx *c, xent *e, pp_error *err)
+{
+    const pp_tensor *s = &c->in[0], *lab = &c->in[1];
+    const char *red;
+    memset(e, 0, sizeof *e);
+    PP_CHECK(pp_attr_string(c->attrs, c->nattrs, "reduction", "mean", &red, c->node, err));
+    e->has_ignore = pp_attr_find(c->attrs, c->nattrs, "ignore_index") != NULL;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "ignore_index", 0, &e->ignore, c->node, err));
+    e->reduction = !strcmp(red, "none") ? RED_NONE : !strcmp(red, "sum") ? RED_SUM : RED_MEAN;
+    if (strcmp(red, "none") && strcmp(red, "sum") && strcmp(red, "mean"))
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "reduction '%s' (expected none, sum or mean)", red);
+    if (s->rank < 2) return pp_cu_bad(c, err, PP_ERR_SHAPE, "scores have rank %d, expected at least 2", s->rank);
+    e->n = s->dims[0];
+    e->c = s->dims[1];
+    e->d = pp_tensor_numel(s) / (e->n * e->c > 0 ? e->n * e->c : 1);
+    if (lab->dtype != PP_DTYPE_I64 && lab->dtype != PP_DTYPE_I32)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "labels have dtype %s, expected int64 or int32",
+                         pp_dtype_name(lab->dtype));
+    e->lab64 = lab->dtype == PP_DTYPE_I64;
+    if (pp_tensor_numel(lab) != e->n * e->d)
+        return pp_cu_bad(c, err, PP_ERR_SHAPE, "labels have %lld elements, expected %lld", (long long)pp_tensor_numel(lab),
+                         (long long)(e->n * e->d));
+    if (c->nin > 2 && c->in[2].data && pp_tensor_numel(&c->in[2]) != e->c)
+        return pp_cu_bad(c, err, PP_ERR_SHAPE, "weights have %lld elements, expected C = %lld",
+                         (long long)pp_tensor_numel(&c->in[2]), (long long)e->c);
+    return PP_OK;
+}
+
+/* label and weight (0 when ignored, NaN when out of range) at position p */
+__device__ inline int64_t xent_label(const xent &e, const void *lab, const float *w, int64_t p, float *wt)
+{
+    const int64_t l = e.lab64 ? ((const int64_t *)lab)[p] : ((const int32_t *)lab)[p];
+    if (e.has_ignore && l == e.ignore) *wt = 0.f;
+    else if (l < 0 || l >= e.c) *wt = NAN;
+    else *wt = w ? w[l] : 1.f;
+    return l;
+}
+
+/* per position: loss[p] and weight[p] into part (2 floats), log_prob if asked */
+__global__ void k_xent(xent e, const float *x, const void *lab, const float *w, float *part, float *logp)
+{
+    const int64_t p = blockIdx.x, base = (p / e.d) * e.c * e.d + p % e.d;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) mx = cu_max()(mx, x[base + j * e.d]);
+    mx = cu_block_reduce(mx, cu_max(), -INFINITY);
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) s += pp_softmax_exp(x[base + j * e.d], mx);
+    const float ls = logf(cu_block_reduce(s, cu_sum(), 0.f));
+    if (logp)
+        for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x)
+            logp[base + j * e.d] = pp_logsoftmax_out(x[base + j * e.d], mx, ls);
+    if (threadIdx.x == 0) {
+        float wt;
+        const int64_t l = xent_label(e, lab, w, p, &wt);
+        part[2 * p] = wt == 0.f ? 0.f : wt != wt ? NAN : pp_xent_loss(pp_logsoftmax_out(x[base + l * e.d], mx, ls), wt);
+        part[2 * p + 1] = wt;
+    }
+}
+
+/* out = sum (or weighted mean) of the per-position losses, in order, in double */
+__global__ void k_xent_total(const float *part, int64_t np, int mean, float *out)
+{
+    double l = 0, w = 0;
+    for (int64_t p = threadIdx.x; p < np; p += blockDim.x) {
+        l += part[2 * p];
+        w += part[2 * p + 1];
+    }
+    l = cu_block_reduce(l, cu_sum(), 0.0);
+    w = cu_block_reduce(w, cu_sum(), 0.0);
+    if (threadIdx.x == 0) out[0] = !mean ? (float)l : w > 0 ? (float)(l / w) : 0.f;
+}
+
+PP_CU_FWD(pp_cu_xent_forward)
+{
+    xent e;
+    PP_CHECK(xent_setup(c, &e, err));
+    const int64_t np = e.n * e.d;
+    if (!np) return PP_OK;
+    float *part;
+    PP_CHECK(pp_cuda_workspace(c, 2 * (size_t)np * sizeof(float), (void **)&part, err));
+    cudaStream_t s = cu_of(c->dev)->stream;
+    pp_cu_launch L = pp_cu_launch_rows(np, e.c);
+    k_xent<<<L.grid, L.block, 0, s>>>(e, (const float *)c->in[0].data, c->in[1].data,
+                                      c->nin > 2 ? (const float *)c->in[2].data : NULL, part,
+                                      c->nout > 1 ? (float *)c->out[1].data : NULL);
+    CU_LAUNCHED(c);
+    if (e.reduction == RED_NONE)
+        CU_TRY(c, cudaMemcpy2DAsync(c->out[0].data, sizeof(float), part, 2 * sizeof(float), sizeof(float), (size_t)np,
+                                    cudaMemcpyDeviceToDevice, s));
+    else {
+        k_xent_total<<<1, 1024, 0, s>>>(part, np, e.reduction == RED_MEAN, (float *)c->out[0].data);
+        CU_LAUNCHED(c);
+    }
+    return PP_OK;
+}
+
+/* dx += g_p (softmax - onehot) with g_p = w (g[p] or g[0] / total weight), plus the
+ * log_prob output's gradient */
+__global__ void k_xent_grad(xent e, const float *x, const void *lab, const float *w, const float *g, const float *glp,
+                            const float *tw, float *dx)
+{
+    const int64_t p = blockIdx.x, base = (p / e.d) * e.c * e.d + p % e.d;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) mx = cu_max()(mx, x[base + j * e.d]);
+    mx = cu_block_reduce(mx, cu_max(), -INFINITY);
+    float s = 0.f, sg = 0.f;
+    for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) {
+        s += pp_softmax_exp(x[base + j * e.d], mx);
+        if (glp) sg += glp[base + j * e.d];
+    }
+    const float ls = logf(cu_block_reduce(s, cu_sum(), 0.f));
+    if (glp) sg = cu_block_reduce(sg, cu_sum(), 0.f);
+    float wt;
+    const int64_t l = xent_label(e, lab, w, p, &wt);
+    float gp = 0.f;
+    if (g && wt != 0.f) gp = e.reduction == RED_NONE ? wt * g[p] : e.reduction == RED_SUM ? wt * g[0]
+                                                     : (*tw > 0.f ? wt * g[0] / *tw : 0.f);
+    for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) {
+        const int64_t i = base + j * e.d;
+        const float lp = pp_logsoftmax_out(x[i], mx, ls);
+        float v = gp != 0.f ? pp_xent_grad(lp, j == l, gp) : 0.f;
+        if (glp) v += pp_logsoftmax_grad(lp, glp[i], sg);
+        dx[i] += v;
+    }
+}
+
+PP_CU_BWD(pp_cu_xent_backward)
+{
+    float *dx = (float *)grad_in[0].data;
+    const float *g = (const float *)grad_out[0].data, *glp = c->nout > 1 ? (const float *)grad_out[1].data : NULL;
+    if (!dx || (!g && !glp)) return PP_OK;
+    xent e;
+    PP_CHECK(xent_setup(c, &e, err));
+    const int64_t np = e.n * e.d;
+    if (!np) return PP_OK;
+    float *part;
+    PP_CHECK(pp_cuda_workspace(c, (2 * (size_t)np + 1) * sizeof(float), (void **)&part, err));
+    cudaStream_t s = cu_of(c->dev)->stream;
+    const float *w = c->nin > 2 ? (const float *)c->in[2].data : NULL;
+    pp_cu_launch L = pp_cu_launch_rows(np, e.c);
+    if (g && e.reduction == RED_MEAN) {
+        /* the total weight: the forward's per-position pass, summed with mean off */
+        k_xent<<<L.grid, L.block, 0, s>>>(e, (const float *)c->in[0].data, c->in[1].data, w, part, NULL);
+        CU_LAUNCHED(c);
+        k_xent_total<<<1, 1024, 0, s>>>(part + 1, np, 0, part + 2 * np);
+        CU_LAUNCHED(c);
+    }
+    k_xent_grad<<<L.grid, L.block, 0, s>>>(e, (const float *)c->in[0].data, c->in[1].data, w, g, glp, part + 2 * np, dx);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* ---------------- ReduceSum / ReduceMean ---------------- */
+
+/* reduced[d] for x's dims; *copy when noop_with_empty_axes and no axes */
+static pp_status reduce_axes(const pp_kernel_ctx *c, int *reduced, int *copy, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0];
+    const int mean = !strcmp(c->op_type, "ReduceMean");
+    int64_t axes[PP_MAX_RANK], noop;
+    int naxes = 0;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "noop_with_empty_axes", 0, &noop, c->node, err));
+    if (mean ? c->opset < 18 : c->opset < 13) {
+        const int64_t *a;
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &naxes, c->node, err));
+        if (naxes > x->rank) return pp_cu_bad(c, err, PP_ERR_SHAPE, "%d axes for rank %d", naxes, x->rank);
+        memcpy(axes, a, (size_t)naxes * sizeof *a);
+    } else {
+        PP_CHECK(pp_cu_host_ints(c, 1, "axes", axes, &naxes, PP_MAX_RANK, err));
+        if (naxes < 0) naxes = 0;
+    }
+    *copy = naxes == 0 && noop;
+    for (int d = 0; d < x->rank; d++) reduced[d] = naxes == 0;
+    for (int i = 0; i < naxes; i++) {
+        if (axes[i] < -x->rank || axes[i] >= x->rank)
+            return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range for rank %d", (long long)axes[i], x->rank);
+        reduced[axes[i] < 0 ? axes[i] + x->rank : axes[i]] = 1;
+    }
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_reduce_forward)
+{
+    const pp_tensor *x = &c->in[0];
+    int red[PP_MAX_RANK], copy = 0;
+    PP_CHECK(reduce_axes(c, red, &copy, err));
+    if (copy) return pp_device_copy(c->dev, c->out[0].data, x->data, pp_tensor_nbytes(x), err);
+    pp_cu_reduce r;
+    pp_cu_reduce_init(&r, x->rank, x->dims, red);
+    PP_CHECK(pp_device_memset(c->dev, c->out[0].data, 0, pp_tensor_nbytes(&c->out[0]), err));
+    const float scale = !strcmp(c->op_type, "ReduceMean") && r.nred ? 1.f / (float)r.nred : 1.f;
+    return pp_cu_reduce_launch(c, &r, (const float *)x->data, (float *)c->out[0].data, scale, err);
+}
+
+/* dx += scale * dy broadcast back over the reduced dims */
+PP_CU_BWD(pp_cu_reduce_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    const pp_tensor *x = &grad_in[0];
+    int red[PP_MAX_RANK], copy = 0;
+    PP_CHECK(reduce_axes(c, red, &copy, err));
+    pp_tensor dy = grad_out[0];
+    int64_t nred = 1;
+    dy.rank = x->rank;
+    for (int d = 0; d < x->rank; d++) {
+        dy.dims[d] = red[d] && !copy ? 1 : x->dims[d];
+        nred *= red[d] && !copy ? x->dims[d] : 1;
+    }
+    const float scale = !strcmp(c->op_type, "ReduceMean") && nred ? 1.f / (float)nred : 1.f;
+    return pp_cu_broadcast_add(c, x, &dy, scale, err);
+}

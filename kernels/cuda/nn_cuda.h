@@ -1,0 +1,22 @@
+/* Private to the cuda backend: the kernel entry points table_cuda.cu registers, one
+ * group per .cu file. */
+#ifndef PP_KERNELS_CUDA_NN_CUDA_H
+#define PP_KERNELS_CUDA_NN_CUDA_H
+
+#include "cuda_internal.h"
+
+#define PAIR(name) PP_CU_FWD(pp_cu_##name##_forward); PP_CU_BWD(pp_cu_##name##_backward);
+/* elementwise.cu */
+PAIR(add) PAIR(sub) PAIR(mul) PAIR(div) PAIR(pow) PAIR(sqrt) PAIR(neg) PAIR(reciprocal) PAIR(relu)
+PAIR(leaky_relu) PAIR(sigmoid) PAIR(tanh) PAIR(erf) PAIR(gelu) PAIR(identity)
+/* matmul.cu */
+PAIR(matmul) PAIR(gemm)
+/* rows.cu: Softmax/LogSoftmax, LayerNormalization, SoftmaxCrossEntropyLoss, ReduceSum/Mean */
+PAIR(softmax) PAIR(layernorm) PAIR(xent) PAIR(reduce)
+PP_CU_AUX(pp_cu_layernorm_aux);
+/* shape.cu: Reshape/Flatten/Squeeze/Unsqueeze (copy), Transpose, Slice, Concat, Split,
+ * Gather, Expand, Where, Dropout */
+PAIR(copy) PAIR(transpose) PAIR(slice) PAIR(concat) PAIR(split) PAIR(gather) PAIR(expand) PAIR(where) PAIR(dropout)
+#undef PAIR
+
+#endif

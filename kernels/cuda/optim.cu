@@ -1,0 +1,199 @@
+/* cuda flat-buffer kernels (the pp_flat_ops of the cuda device): fused optimizer updates
+ * (one pass for SGD/Adam/AdamW; LAMB's two passes around its per-tensor norms), sum of
+ * squares in double, scale, accumulate and the NaN/Inf scan. Per-element math is
+ * element.h's, scalars are pp_optim_scalars_of's, as on the cpu. */
+#include "cuda_internal.h"
+#include "element.h"
+#include "reduce.cuh"
+
+#define FLAT_CTX(name) pp_kernel_ctx c_ = {}; c_.node = name; c_.op_type = "flat"; const pp_kernel_ctx *c = &c_
+#define LAUNCH(n) pp_cu_launch L_ = pp_cu_launch_1d(n)
+
+__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float momentum, int nesterov,
+                      float wd, int first)
+{
+    CU_FOR(i, n) {
+        float dummy = 0.f;
+        p[i] = pp_el_sgd(p[i], g[i], buf ? &buf[i] : &dummy, lr, momentum, nesterov, wd, first);
+    }
+}
+
+__global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float beta1, float beta2,
+                       pp_optim_scalars k, float eps, int decoupled)
+{
+    CU_FOR(i, n) {
+        float pi = decoupled ? p[i] * k.shrink : p[i];
+        float gi = k.l2 != 0.f ? g[i] + k.l2 * pi : g[i];
+        float mi = m[i], vi = v[i];
+        pp_el_adam_moments(gi, &mi, &vi, beta1, k.c1, beta2, k.c2);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pp_el_adam_apply(pi, mi, vi, k.step_size, k.bc2_sqrt, eps);
+    }
+}
+
+/* LAMB pass 1: moments, and per block sums of p^2 and u^2 into norms[2 * block] */
+__global__ void k_lamb_moments(const float *p, const float *g, float *m, float *v, int64_t n, float beta1,
+                               float beta2, pp_optim_scalars k, float eps, float wd, double *norms)
+{
+    double pn = 0, un = 0;
+    CU_FOR(i, n) {
+        float mi = m[i], vi = v[i];
+        pp_el_adam_moments(g[i], &mi, &vi, beta1, k.c1, beta2, k.c2);
+        m[i] = mi;
+        v[i] = vi;
+        float u = pp_el_lamb_dir(p[i], mi, vi, k.bc1, k.bc2, eps, wd);
+        pn += (double)p[i] * p[i];
+        un += (double)u * u;
+    }
+    pn = cu_block_reduce(pn, cu_sum(), 0.0);
+    un = cu_block_reduce(un, cu_sum(), 0.0);
+    if (threadIdx.x == 0) {
+        norms[2 * blockIdx.x] = pn;
+        norms[2 * blockIdx.x + 1] = un;
+    }
+}
+
+/* LAMB pass 2: one block folds the per-block norms, then every block steps p */
+__global__ void k_lamb_apply(float *p, const float *m, const float *v, int64_t n, const double *norms, int nblocks,
+                             float lr, pp_optim_scalars k, float eps, float wd)
+{
+    double pn = 0, un = 0;
+    for (int b = threadIdx.x; b < nblocks; b += blockDim.x) {
+        pn += norms[2 * b];
+        un += norms[2 * b + 1];
+    }
+    pn = sqrt(cu_block_reduce(pn, cu_sum(), 0.0));
+    un = sqrt(cu_block_reduce(un, cu_sum(), 0.0));
+    double trust = pn > 0 && un > 0 ? pn / un : 1.0;
+    float step = (float)((double)lr * trust);
+    CU_FOR(i, n) p[i] -= step * pp_el_lamb_dir(p[i], m[i], v[i], k.bc1, k.bc2, eps, wd);
+}
+
+static pp_status cu_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
+                                 float *state, int64_t n, pp_error *err)
+{
+    FLAT_CTX("optimizer update");
+    c_.dev = dev;
+    if (!n) return PP_OK;
+    cudaStream_t s = cu_of(dev)->stream;
+    const pp_optim_scalars k = pp_optim_scalars_of(h);
+    LAUNCH(n);
+    switch (h->kind) {
+    case PP_OPTIM_SGD:
+        k_sgd<<<L_.grid, L_.block, 0, s>>>(param, grad, h->momentum != 0.f ? state : NULL, n, h->lr, h->momentum,
+                                           h->nesterov, h->weight_decay, h->step == 1);
+        break;
+    case PP_OPTIM_ADAM:
+    case PP_OPTIM_ADAMW:
+        k_adam<<<L_.grid, L_.block, 0, s>>>(param, grad, state, state + n, n, h->beta1, h->beta2, k, h->eps,
+                                            h->kind == PP_OPTIM_ADAMW);
+        break;
+    case PP_OPTIM_LAMB: {
+        void *ws;
+        PP_CHECK(pp_cuda_workspace(c, 2 * sizeof(double) * L_.grid, &ws, err));
+        k_lamb_moments<<<L_.grid, L_.block, 0, s>>>(param, grad, state, state + n, n, h->beta1, h->beta2, k, h->eps,
+                                                    h->weight_decay, (double *)ws);
+        CU_LAUNCHED(c);
+        k_lamb_apply<<<L_.grid, L_.block, 0, s>>>(param, state, state + n, n, (const double *)ws, (int)L_.grid, h->lr,
+                                                  k, h->eps, h->weight_decay);
+        break;
+    }
+    }
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* per-block partial sums of squares, then one block adds them: deterministic */
+__global__ void k_sumsq_part(const float *x, int64_t n, double *part)
+{
+    double s = 0;
+    CU_FOR(i, n) s += (double)x[i] * x[i];
+    s = cu_block_reduce(s, cu_sum(), 0.0);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+__global__ void k_sum_parts(double *part, int nparts)
+{
+    double s = 0;
+    for (int b = threadIdx.x; b < nparts; b += blockDim.x) s += part[b];
+    s = cu_block_reduce(s, cu_sum(), 0.0);
+    if (threadIdx.x == 0) part[0] = s;
+}
+
+#define SUMSQ_BLOCKS 1024
+
+static pp_status cu_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
+{
+    FLAT_CTX("sumsq");
+    c_.dev = dev;
+    cudaStream_t s = cu_of(dev)->stream;
+    LAUNCH(n);
+    unsigned grid = L_.grid < SUMSQ_BLOCKS ? L_.grid : SUMSQ_BLOCKS;
+    void *ws;
+    PP_CHECK(pp_cuda_workspace(c, SUMSQ_BLOCKS * sizeof(double), &ws, err));
+    k_sumsq_part<<<grid, L_.block, 0, s>>>(x, n, (double *)ws);
+    CU_LAUNCHED(c);
+    k_sum_parts<<<1, 1024, 0, s>>>((double *)ws, (int)grid);
+    CU_LAUNCHED(c);
+    return pp_device_copy_to_host(dev, out, ws, sizeof(double), err);
+}
+
+__global__ void k_scale(float *x, int64_t n, float s) { CU_FOR(i, n) x[i] *= s; }
+__global__ void k_accumulate(float *y, const float *x, int64_t n) { CU_FOR(i, n) y[i] += x[i]; }
+
+static pp_status cu_scale(pp_device *dev, float *x, int64_t n, float sc, pp_error *err)
+{
+    FLAT_CTX("scale");
+    if (!n) return PP_OK;
+    LAUNCH(n);
+    k_scale<<<L_.grid, L_.block, 0, cu_of(dev)->stream>>>(x, n, sc);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+static pp_status cu_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err)
+{
+    FLAT_CTX("accumulate");
+    if (!n) return PP_OK;
+    LAUNCH(n);
+    k_accumulate<<<L_.grid, L_.block, 0, cu_of(dev)->stream>>>(y, x, n);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* smallest index of a NaN/Inf: atomicMin over a 64-bit slot initialised to n */
+__global__ void k_nonfinite(const float *x, int64_t n, unsigned long long *first)
+{
+    CU_FOR(i, n) if (!isfinite(x[i])) atomicMin(first, (unsigned long long)i);
+}
+__global__ void k_set_u64(unsigned long long *p, unsigned long long v) { *p = v; }
+
+static pp_status cu_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err)
+{
+    FLAT_CTX("find_nonfinite");
+    c_.dev = dev;
+    cudaStream_t s = cu_of(dev)->stream;
+    *index = -1;
+    if (!n) return PP_OK;
+    void *ws;
+    unsigned long long first = 0;
+    PP_CHECK(pp_cuda_workspace(c, sizeof first, &ws, err));
+    LAUNCH(n);
+    k_set_u64<<<1, 1, 0, s>>>((unsigned long long *)ws, (unsigned long long)n);
+    CU_LAUNCHED(c);
+    k_nonfinite<<<L_.grid, L_.block, 0, s>>>(x, n, (unsigned long long *)ws);
+    CU_LAUNCHED(c);
+    PP_CHECK(pp_device_copy_to_host(dev, &first, ws, sizeof first, err));
+    *index = first < (unsigned long long)n ? (int64_t)first : -1;
+    return PP_OK;
+}
+
+extern const pp_flat_ops pp_cuda_flat_ops;
+const pp_flat_ops pp_cuda_flat_ops = {
+    /* .optim_update   = */ cu_optim_update,
+    /* .sumsq          = */ cu_sumsq,
+    /* .scale          = */ cu_scale,
+    /* .accumulate     = */ cu_accumulate,
+    /* .find_nonfinite = */ cu_find_nonfinite,
+};

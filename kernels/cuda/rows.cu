@@ -1,0 +1,217 @@
+/* cuda row kernels, one block per row through reduce.cuh's block reduction: Softmax and
+ * LogSoftmax, LayerNormalization, SoftmaxCrossEntropyLoss, and ReduceSum / ReduceMean.
+ * The per-element math is element_nn.h's, as in kernels/cpu. */
+#include "cuda_internal.h"
+#include "element_nn.h"
+#include "nn_cuda.h"
+#include "reduce.cuh"
+
+#include <string.h>
+
+static pp_status norm_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err)
+{
+    if (axis < -rank || axis >= rank)
+        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range for rank %d", (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return PP_OK;
+}
+
+/* ---------------- Softmax / LogSoftmax over rows of n at stride inner ---------------- */
+
+__device__ inline int64_t row_base(pp_cu_rows r, int64_t row) { return (row / r.inner) * r.n * r.inner + row % r.inner; }
+
+__global__ void k_softmax(pp_cu_rows r, const float *x, float *y, int log_form)
+{
+    const int64_t base = row_base(r, blockIdx.x), st = r.inner;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < r.n; j += blockDim.x) mx = cu_max()(mx, x[base + j * st]);
+    mx = cu_block_reduce(mx, cu_max(), -INFINITY);
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < r.n; j += blockDim.x) s += pp_softmax_exp(x[base + j * st], mx);
+    s = cu_block_reduce(s, cu_sum(), 0.f);
+    const float ls = logf(s), inv = 1.f / s;
+    for (int64_t j = threadIdx.x; j < r.n; j += blockDim.x) {
+        const float xv = x[base + j * st];
+        y[base + j * st] = log_form ? pp_logsoftmax_out(xv, mx, ls) : pp_softmax_exp(xv, mx) * inv;
+    }
+}
+
+__global__ void k_softmax_grad(pp_cu_rows r, const float *y, const float *dy, float *dx, int log_form)
+{
+    const int64_t base = row_base(r, blockIdx.x), st = r.inner;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < r.n; j += blockDim.x)
+        s += log_form ? dy[base + j * st] : y[base + j * st] * dy[base + j * st];
+    s = cu_block_reduce(s, cu_sum(), 0.f);
+    for (int64_t j = threadIdx.x; j < r.n; j += blockDim.x) {
+        const int64_t i = base + j * st;
+        dx[i] += log_form ? pp_logsoftmax_grad(y[i], dy[i], s) : pp_softmax_grad(y[i], dy[i], s);
+    }
+}
+
+static pp_status softmax_rows(const pp_kernel_ctx *c, const pp_tensor *x, pp_cu_rows *r, pp_error *err)
+{
+    int64_t axis;
+    int ax = 0;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", c->opset < 13 ? 1 : -1, &axis, c->node, err));
+    PP_CHECK(norm_axis(c, axis, x->rank, &ax, err));
+    *r = pp_cu_rows_of(x->dims, x->rank, ax, c->opset < 13 ? x->rank : ax + 1);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_softmax_forward)
+{
+    pp_cu_rows r;
+    PP_CHECK(softmax_rows(c, &c->in[0], &r, err));
+    if (!r.outer || !r.inner || !r.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_rows(r.outer * r.inner, r.n);
+    k_softmax<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(r, (const float *)c->in[0].data, (float *)c->out[0].data,
+                                                              !strcmp(c->op_type, "LogSoftmax"));
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_softmax_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    pp_cu_rows r;
+    PP_CHECK(softmax_rows(c, &c->out[0], &r, err));
+    if (!r.outer || !r.inner || !r.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_rows(r.outer * r.inner, r.n);
+    k_softmax_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(r, (const float *)c->out[0].data,
+                                                                   (const float *)grad_out[0].data,
+                                                                   (float *)grad_in[0].data,
+                                                                   !strcmp(c->op_type, "LogSoftmax"));
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* ---------------- LayerNormalization: X as [M, D]; aux = mean[M], rstd[M] ---------------- */
+
+__global__ void k_layernorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd,
+                            float *out_mean, float *out_rstd, int64_t D, float eps)
+{
+    const float *xr = x + blockIdx.x * D;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) s += xr[j];
+    const float mu = cu_block_reduce(s, cu_sum(), 0.f) / (float)D;
+    float v = 0.f;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) v += (xr[j] - mu) * (xr[j] - mu);
+    const float rs = pp_layernorm_rstd(cu_block_reduce(v, cu_sum(), 0.f) / (float)D, eps);
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
+        y[blockIdx.x * D + j] = pp_layernorm_out(pp_layernorm_xhat(xr[j], mu, rs), scale[j], bias ? bias[j] : 0.f);
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = mu;
+        rstd[blockIdx.x] = rs;
+        if (out_mean) out_mean[blockIdx.x] = mu;
+        if (out_rstd) out_rstd[blockIdx.x] = rs;
+    }
+}
+
+__global__ void k_layernorm_dx(const float *x, const float *scale, const float *dy, const float *g_mean,
+                               const float *g_rstd, const float *mean, const float *rstd, float *dx, int64_t D)
+{
+    const int64_t r = blockIdx.x, o = r * D;
+    const float mu = mean[r], rs = rstd[r], inv_d = 1.f / (float)D;
+    float a = 0.f, b = 0.f;
+    for (int64_t j = threadIdx.x; dy && j < D; j += blockDim.x) {
+        const float dxh = dy[o + j] * scale[j];
+        a += dxh;
+        b += dxh * pp_layernorm_xhat(x[o + j], mu, rs);
+    }
+    a = cu_block_reduce(a, cu_sum(), 0.f) * inv_d;
+    b = cu_block_reduce(b, cu_sum(), 0.f) * inv_d;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+        const float xh = pp_layernorm_xhat(x[o + j], mu, rs);
+        float g = dy ? pp_layernorm_dx(dy[o + j] * scale[j], xh, rs, a, b) : 0.f;
+        if (g_mean || g_rstd) g += pp_layernorm_dx_stats(g_mean ? g_mean[r] : 0.f, g_rstd ? g_rstd[r] : 0.f, xh, rs, inv_d);
+        dx[o + j] += g;
+    }
+}
+
+/* dScale[j] += sum_r dy xhat, dB[j] += sum_r dy: one thread per column, rows in order */
+__global__ void k_layernorm_dparams(const float *x, const float *dy, const float *mean, const float *rstd,
+                                    float *dscale, float *dbias, int64_t M, int64_t D)
+{
+    CU_FOR(j, D) {
+        float ss = 0.f, sb = 0.f;
+        for (int64_t r = 0; r < M; r++) {
+            const float g = dy[r * D + j];
+            ss += g * pp_layernorm_xhat(x[r * D + j], mean[r], rstd[r]);
+            sb += g;
+        }
+        if (dscale) dscale[j] += ss;
+        if (dbias) dbias[j] += sb;
+    }
+}
+
+static pp_status ln_layout(const pp_kernel_ctx *c, int64_t *M, int64_t *D, float *eps, pp_error *err)
+{
+    int64_t axis, stash;
+    int ax = 0;
+    const pp_tensor *x = &c->in[0];
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", -1, &axis, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "stash_type", 1, &stash, c->node, err));
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, eps, c->node, err));
+    PP_CHECK(norm_axis(c, axis, x->rank, &ax, err));
+    if (stash != 1)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "stash_type %lld is not supported (only 1, float32)", (long long)stash);
+    pp_cu_rows r = pp_cu_rows_of(x->dims, x->rank, ax, x->rank);
+    *M = r.outer;
+    *D = r.n;
+    for (int k = 1; k < 3 && k < c->nin; k++)
+        if (c->in[k].rank >= 0 && pp_tensor_numel(&c->in[k]) != *D && (k == 1 || c->in[k].data))
+            return pp_cu_bad(c, err, PP_ERR_SHAPE, "input %d has %lld elements, expected %lld (the normalised dims)", k,
+                             (long long)pp_tensor_numel(&c->in[k]), (long long)*D);
+    return PP_OK;
+}
+
+PP_CU_AUX(pp_cu_layernorm_aux)
+{
+    int64_t M = 0, D = 0;
+    float eps = 0.f;
+    if (ln_layout(c, &M, &D, &eps, NULL) != PP_OK) return 0;   /* forward reports it */
+    return 2 * (size_t)M * sizeof(float);
+}
+
+PP_CU_FWD(pp_cu_layernorm_forward)
+{
+    int64_t M = 0, D = 0;
+    float eps = 0.f;
+    PP_CHECK(ln_layout(c, &M, &D, &eps, err));
+    if (!M || !D) return PP_OK;
+    float *mean = (float *)c->aux, *rstd = mean + M;
+    pp_cu_launch L = pp_cu_launch_rows(M, D);
+    k_layernorm<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(
+        (const float *)c->in[0].data, (const float *)c->in[1].data,
+        c->nin > 2 ? (const float *)c->in[2].data : NULL, (float *)c->out[0].data, mean, rstd,
+        c->nout > 1 ? (float *)c->out[1].data : NULL, c->nout > 2 ? (float *)c->out[2].data : NULL, D, eps);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_layernorm_backward)
+{
+    int64_t M = 0, D = 0;
+    float eps = 0.f;
+    PP_CHECK(ln_layout(c, &M, &D, &eps, err));
+    const float *dy = (const float *)grad_out[0].data;
+    const float *gm = c->nout > 1 ? (const float *)grad_out[1].data : NULL;
+    const float *gr = c->nout > 2 ? (const float *)grad_out[2].data : NULL;
+    if (!M || !D || (!dy && !gm && !gr)) return PP_OK;
+    const float *mean = (const float *)c->aux, *rstd = mean + M, *x = (const float *)c->in[0].data;
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (grad_in[0].data) {
+        pp_cu_launch L = pp_cu_launch_rows(M, D);
+        k_layernorm_dx<<<L.grid, L.block, 0, s>>>(x, (const float *)c->in[1].data, dy, gm, gr, mean, rstd,
+                                                  (float *)grad_in[0].data, D);
+        CU_LAUNCHED(c);
+    }
+    float *ds = (float *)grad_in[1].data, *db = c->nin > 2 ? (float *)grad_in[2].data : NULL;
+    if (dy && (ds || db)) {
+        pp_cu_launch L = pp_cu_launch_1d(D);
+        k_layernorm_dparams<<<L.grid, L.block, 0, s>>>(x, dy, mean, rstd, ds, db, M, D);
+        CU_LAUNCHED(c);
+    }
+    return PP_OK;
+}

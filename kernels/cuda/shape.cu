@@ -1,0 +1,472 @@
+/* cuda data-movement ops: Reshape/Flatten/Squeeze/Unsqueeze (a copy), Transpose, Slice,
+ * Concat, Split (launch.c's strided plan, forward a copy, backward an accumulation),
+ * Gather (backward by atomicAdd: indices may repeat), Expand, Where and Dropout (the
+ * counter-based RNG of element.h, so the GPU draws the cpu's mask). */
+#include "cuda_internal.h"
+#include "element.h"
+#include "ew_ops.cuh"
+#include "nn_cuda.h"
+#include "reduce.cuh"
+
+#include <string.h>
+
+template <typename T> __global__ void k_strided(pp_cu_strided s, const T *src, T *dst, int accumulate)
+{
+    CU_FOR(i, s.n) {
+        int64_t r = i, so = 0, d_o = 0;
+        for (int d = s.rank - 1; d >= 0; d--) {
+            int64_t q = r / s.dims[d], idx = r - q * s.dims[d];
+            r = q;
+            so += idx * s.src_st[d];
+            d_o += idx * s.dst_st[d];
+        }
+        dst[d_o] = accumulate ? dst[d_o] + src[so] : src[so];
+    }
+}
+
+/* dst (+)= src over plan s, elements of esize bytes (accumulate: floats only) */
+static pp_status strided(const pp_kernel_ctx *c, const pp_cu_strided *s, const void *src, void *dst, size_t esize,
+                         int accumulate, pp_error *err)
+{
+    if (!s->n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(s->n);
+    cudaStream_t st = cu_of(c->dev)->stream;
+    if (accumulate || esize == 4)
+        k_strided<float><<<L.grid, L.block, 0, st>>>(*s, (const float *)src, (float *)dst, accumulate);
+    else if (esize == 8)
+        k_strided<int64_t><<<L.grid, L.block, 0, st>>>(*s, (const int64_t *)src, (int64_t *)dst, 0);
+    else if (esize == 1)
+        k_strided<uint8_t><<<L.grid, L.block, 0, st>>>(*s, (const uint8_t *)src, (uint8_t *)dst, 0);
+    else
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "elements of %zu bytes cannot be moved here", esize);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+static void strides_of(const pp_tensor *t, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= t->dims[d];
+    }
+}
+
+/* ---------------- copies ---------------- */
+
+PP_CU_FWD(pp_cu_copy_forward)
+{
+    if (pp_tensor_numel(&c->in[0]) != pp_tensor_numel(&c->out[0]))
+        return pp_cu_bad(c, err, PP_ERR_SHAPE, "input has %lld elements, output %lld",
+                         (long long)pp_tensor_numel(&c->in[0]), (long long)pp_tensor_numel(&c->out[0]));
+    return pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->out[0]), err);
+}
+
+PP_CU_BWD(pp_cu_copy_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    pp_tensor g = grad_out[0];
+    g.rank = grad_in[0].rank;
+    memcpy(g.dims, grad_in[0].dims, sizeof g.dims);
+    return pp_cu_sum_into(c, &grad_in[0], &g, 1.f, err);
+}
+
+/* ---------------- Transpose ---------------- */
+
+static pp_status perm_of(const pp_kernel_ctx *c, int rank, int64_t *perm, pp_error *err)
+{
+    const int64_t *p;
+    int n;
+    PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "perm", &p, &n, c->node, err));
+    for (int d = 0; d < rank; d++) perm[d] = n ? p[d] : rank - 1 - d;
+    if (n && n != rank) return pp_cu_bad(c, err, PP_ERR_SHAPE, "perm has %d entries for rank %d", n, rank);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_transpose_forward)
+{
+    int64_t perm[PP_MAX_RANK];
+    PP_CHECK(perm_of(c, c->in[0].rank, perm, err));
+    pp_cu_strided s;
+    pp_cu_strided_transpose(&s, &c->in[0], perm);
+    return strided(c, &s, c->in[0].data, c->out[0].data, pp_dtype_size(c->in[0].dtype), 0, err);
+}
+
+/* dx += dy transposed back by the inverse permutation */
+PP_CU_BWD(pp_cu_transpose_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    int64_t perm[PP_MAX_RANK], inv[PP_MAX_RANK];
+    PP_CHECK(perm_of(c, grad_out[0].rank, perm, err));
+    for (int d = 0; d < grad_out[0].rank; d++) inv[perm[d]] = d;
+    pp_cu_strided s;
+    pp_cu_strided_transpose(&s, &grad_out[0], inv);
+    return strided(c, &s, grad_out[0].data, grad_in[0].data, 4, 1, err);
+}
+
+/* ---------------- Slice ---------------- */
+
+/* out[i] = x[base + i . src_st]: the strided plan from starts/axes/steps */
+static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, pp_cu_strided *s,
+                            int64_t *base, pp_error *err)
+{
+    int64_t starts[PP_MAX_RANK], axes[PP_MAX_RANK], steps[PP_MAX_RANK], ends[PP_MAX_RANK];
+    int ns = 0, na = -1, nst = -1, ne = 0;
+    if (c->opset < 10) {
+        const int64_t *a;
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "starts", &a, &ns, c->node, err));
+        memcpy(starts, a, (size_t)ns * sizeof *a);
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &na, c->node, err));
+        memcpy(axes, a, (size_t)na * sizeof *a);
+        if (!na) na = -1;
+    } else {
+        PP_CHECK(pp_cu_host_ints(c, 1, "starts", starts, &ns, PP_MAX_RANK, err));
+        PP_CHECK(pp_cu_host_ints(c, 2, "ends", ends, &ne, PP_MAX_RANK, err));
+        PP_CHECK(pp_cu_host_ints(c, 3, "axes", axes, &na, PP_MAX_RANK, err));
+        PP_CHECK(pp_cu_host_ints(c, 4, "steps", steps, &nst, PP_MAX_RANK, err));
+    }
+    int64_t xst[PP_MAX_RANK], yst[PP_MAX_RANK], sst[PP_MAX_RANK], first[PP_MAX_RANK] = {0}, step[PP_MAX_RANK];
+    strides_of(x, xst);
+    strides_of(y, yst);
+    for (int d = 0; d < x->rank; d++) step[d] = 1;
+    for (int i = 0; i < ns; i++) {
+        int64_t ax = na >= 0 ? axes[i] : i;
+        if (ax < 0) ax += x->rank;
+        if (ax < 0 || ax >= x->rank) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range", (long long)ax);
+        const int64_t n = x->dims[ax], stp = nst >= 0 ? steps[i] : 1;
+        if (stp == 0) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "step 0 on axis %lld", (long long)ax);
+        int64_t st = starts[i] < 0 ? starts[i] + n : starts[i];
+        st = stp > 0 ? (st < 0 ? 0 : st > n ? n : st) : (st < 0 ? 0 : st > n - 1 ? n - 1 : st);
+        first[ax] = st;
+        step[ax] = stp;
+    }
+    *base = 0;
+    for (int d = 0; d < x->rank; d++) {
+        *base += first[d] * xst[d];
+        sst[d] = xst[d] * step[d];
+    }
+    pp_cu_strided_init(s, y->rank, y->dims, yst, sst);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_slice_forward)
+{
+    pp_cu_strided s;
+    int64_t base;
+    PP_CHECK(slice_plan(c, &c->in[0], &c->out[0], &s, &base, err));
+    const size_t es = pp_dtype_size(c->in[0].dtype);
+    return strided(c, &s, (const char *)c->in[0].data + base * es, c->out[0].data, es, 0, err);
+}
+
+/* dx[base + i . src_st] += dy[i]: the same plan with the roles swapped */
+PP_CU_BWD(pp_cu_slice_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    pp_cu_strided s;
+    int64_t base;
+    PP_CHECK(slice_plan(c, &grad_in[0], &grad_out[0], &s, &base, err));
+    pp_cu_strided r = s;
+    memcpy(r.dst_st, s.src_st, sizeof r.dst_st);
+    memcpy(r.src_st, s.dst_st, sizeof r.src_st);
+    return strided(c, &r, grad_out[0].data, (float *)grad_in[0].data + base, 4, 1, err);
+}
+
+/* ---------------- Concat and Split: piece k sits at offset along axis ---------------- */
+
+/* Moves piece p (shape of p) to/from whole w at `off` along axis: to_whole picks the direction. */
+static pp_status piece(const pp_kernel_ctx *c, const pp_tensor *p, const pp_tensor *w, int axis, int64_t off,
+                       int to_whole, int accumulate, pp_error *err)
+{
+    int64_t pst[PP_MAX_RANK], wst[PP_MAX_RANK];
+    strides_of(p, pst);
+    strides_of(w, wst);
+    pp_cu_strided s;
+    const size_t es = pp_dtype_size(p->dtype);
+    char *wbase = (char *)w->data + off * wst[axis] * (int64_t)es;
+    if (to_whole) {
+        pp_cu_strided_init(&s, p->rank, p->dims, wst, pst);
+        return strided(c, &s, p->data, wbase, es, accumulate, err);
+    }
+    pp_cu_strided_init(&s, p->rank, p->dims, pst, wst);
+    return strided(c, &s, wbase, p->data, es, accumulate, err);
+}
+
+static pp_status axis_of(const pp_kernel_ctx *c, int rank, int64_t dflt, int *ax, pp_error *err)
+{
+    int64_t a;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", dflt, &a, c->node, err));
+    if (a < -rank || a >= rank) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range", (long long)a);
+    *ax = (int)(a < 0 ? a + rank : a);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_concat_forward)
+{
+    int ax = 0;
+    PP_CHECK(axis_of(c, c->out[0].rank, 0, &ax, err));
+    int64_t off = 0;
+    for (int k = 0; k < c->nin; k++) {
+        PP_CHECK(piece(c, &c->in[k], &c->out[0], ax, off, 1, 0, err));
+        off += c->in[k].dims[ax];
+    }
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_concat_backward)
+{
+    if (!grad_out[0].data) return PP_OK;
+    int ax = 0;
+    PP_CHECK(axis_of(c, grad_out[0].rank, 0, &ax, err));
+    int64_t off = 0;
+    for (int k = 0; k < c->nin; k++) {
+        if (grad_in[k].data) PP_CHECK(piece(c, &grad_in[k], &grad_out[0], ax, off, 0, 1, err));
+        off += grad_in[k].dims[ax];
+    }
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_split_forward)
+{
+    int ax = 0;
+    PP_CHECK(axis_of(c, c->in[0].rank, 0, &ax, err));
+    int64_t off = 0;
+    for (int k = 0; k < c->nout; k++) {
+        if (c->out[k].data) PP_CHECK(piece(c, &c->out[k], &c->in[0], ax, off, 0, 0, err));
+        off += c->out[k].dims[ax];
+    }
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_split_backward)
+{
+    if (!grad_in[0].data) return PP_OK;
+    int ax = 0;
+    PP_CHECK(axis_of(c, grad_in[0].rank, 0, &ax, err));
+    int64_t off = 0;
+    for (int k = 0; k < c->nout; k++) {
+        if (grad_out[k].data) PP_CHECK(piece(c, &grad_out[k], &grad_in[0], ax, off, 1, 1, err));
+        off += grad_out[k].dims[ax];
+    }
+    return PP_OK;
+}
+
+/* ---------------- Gather: data (outer, n, inner), indices (m) -> (outer, m, inner) ---------------- */
+
+__device__ inline int64_t gather_index(const void *idx, int idx64, int64_t j, int64_t n)
+{
+    int64_t v = idx64 ? ((const int64_t *)idx)[j] : ((const int32_t *)idx)[j];
+    return v < 0 ? v + n : v;
+}
+
+__global__ void k_gather(const float *x, const void *idx, int idx64, float *y, int64_t m, int64_t n, int64_t inner,
+                         int64_t total)
+{
+    CU_FOR(i, total) {
+        const int64_t in = i % inner, j = (i / inner) % m, o = i / (inner * m);
+        const int64_t v = gather_index(idx, idx64, j, n);
+        y[i] = v >= 0 && v < n ? x[(o * n + v) * inner + in] : NAN;
+    }
+}
+
+__global__ void k_gather_grad(const float *dy, const void *idx, int idx64, float *dx, int64_t m, int64_t n,
+                              int64_t inner, int64_t total)
+{
+    CU_FOR(i, total) {
+        const int64_t in = i % inner, j = (i / inner) % m, o = i / (inner * m);
+        const int64_t v = gather_index(idx, idx64, j, n);
+        if (v >= 0 && v < n) atomicAdd(&dx[(o * n + v) * inner + in], dy[i]);
+    }
+}
+
+static pp_status gather_plan(const pp_kernel_ctx *c, const pp_tensor *x, int64_t *outer, int64_t *n, int64_t *inner,
+                             int64_t *m, pp_error *err)
+{
+    int ax = 0;
+    PP_CHECK(axis_of(c, x->rank, 0, &ax, err));
+    pp_cu_rows r = pp_cu_rows_of(x->dims, x->rank, ax, ax + 1);
+    const pp_tensor *idx = &c->in[1];
+    if (idx->dtype != PP_DTYPE_I64 && idx->dtype != PP_DTYPE_I32)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "indices have dtype %s, expected int64 or int32",
+                         pp_dtype_name(idx->dtype));
+    *outer = r.outer;
+    *n = r.n;
+    *inner = r.inner;
+    *m = pp_tensor_numel(idx);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_gather_forward)
+{
+    int64_t outer = 0, n = 0, inner = 0, m = 0;
+    PP_CHECK(gather_plan(c, &c->in[0], &outer, &n, &inner, &m, err));
+    if (pp_dtype_size(c->in[0].dtype) != 4)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "data of dtype %s (float32 only on cuda)",
+                         pp_dtype_name(c->in[0].dtype));
+    const int64_t total = outer * m * inner;
+    if (!total) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(total);
+    k_gather<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, c->in[1].data,
+                                                             c->in[1].dtype == PP_DTYPE_I64, (float *)c->out[0].data, m,
+                                                             n, inner, total);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_gather_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    int64_t outer = 0, n = 0, inner = 0, m = 0;
+    PP_CHECK(gather_plan(c, &grad_in[0], &outer, &n, &inner, &m, err));
+    const int64_t total = outer * m * inner;
+    if (!total) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(total);
+    k_gather_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)grad_out[0].data, c->in[1].data,
+                                                                  c->in[1].dtype == PP_DTYPE_I64,
+                                                                  (float *)grad_in[0].data, m, n, inner, total);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* ---------------- Expand ---------------- */
+
+PP_CU_FWD(pp_cu_expand_forward) { return pp_cu_broadcast_copy(c, &c->out[0], &c->in[0], err); }
+
+PP_CU_BWD(pp_cu_expand_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    return pp_cu_sum_into(c, &grad_in[0], &grad_out[0], 1.f, err);
+}
+
+/* ---------------- Where ---------------- */
+
+__global__ void k_where(pp_cu_bcast b, const uint8_t *cond, const float *x, const float *y, float *z)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        z[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
+    }
+}
+
+/* g = dy where cond selects input `which` (1: X, 2: Y), else 0 */
+__global__ void k_where_grad(pp_cu_bcast b, const uint8_t *cond, const float *dy, float *g, int which)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        g[i] = (cond[off[0]] != 0) == (which == 1) ? dy[i] : 0.f;
+    }
+}
+
+PP_CU_FWD(pp_cu_where_forward)
+{
+    pp_cu_bcast b;
+    const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
+    if (c->in[1].dtype != PP_DTYPE_F32 || c->in[2].dtype != PP_DTYPE_F32 || pp_dtype_size(c->in[0].dtype) != 1)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "expected a bool condition and float32 X, Y");
+    PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 3, c->node, err));
+    if (!b.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    k_where<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data,
+                                                            (const float *)c->in[1].data, (const float *)c->in[2].data,
+                                                            (float *)c->out[0].data);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_where_backward)
+{
+    if (!grad_out[0].data) return PP_OK;
+    pp_cu_bcast b;
+    const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
+    PP_CHECK(pp_cu_bcast_init(&b, &grad_out[0], ins, 3, c->node, err));
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    for (int k = 1; k <= 2 && b.n; k++) {
+        if (!grad_in[k].data) continue;
+        float *ws;
+        PP_CHECK(pp_cuda_workspace(c, (size_t)b.n * sizeof(float), (void **)&ws, err));
+        k_where_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data,
+                                                                     (const float *)grad_out[0].data, ws, k);
+        CU_LAUNCHED(c);
+        pp_tensor t = grad_out[0];
+        t.data = ws;
+        PP_CHECK(pp_cu_sum_into(c, &grad_in[k], &t, 1.f, err));
+    }
+    return PP_OK;
+}
+
+/* ---------------- Dropout ---------------- */
+
+__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key, float ratio, float scale)
+{
+    CU_FOR(i, n) {
+        const int keep = pp_el_rng_uniform(key, (uint64_t)i) >= ratio;
+        y[i] = keep ? x[i] * scale : 0.f;
+        if (mask) mask[i] = (uint8_t)keep;
+    }
+}
+
+__global__ void k_dropout_grad(const float *dy, float *dx, int64_t n, uint64_t key, float ratio, float scale)
+{
+    CU_FOR(i, n) if (pp_el_rng_uniform(key, (uint64_t)i) >= ratio) dx[i] += dy[i] * scale;
+}
+
+/* ratio (attribute or constant input 1) and whether this call drops (constant input 2) */
+static pp_status dropout_plan(const pp_kernel_ctx *c, float *ratio, int *drop, pp_error *err)
+{
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "ratio", 0.5f, ratio, c->node, err));
+    const void *h;
+    if (c->nin > 1 && c->in[1].data) {
+        PP_CHECK(pp_cu_host_input(c, 1, "ratio", &h, err));
+        if (c->in[1].dtype == PP_DTYPE_F32) *ratio = *(const float *)h;
+        else if (c->in[1].dtype == PP_DTYPE_F64) *ratio = (float)*(const double *)h;
+        else return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "ratio has dtype %s, expected float", pp_dtype_name(c->in[1].dtype));
+    }
+    if (!(*ratio >= 0.f && *ratio <= 1.f)) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "ratio %g is outside [0, 1]", (double)*ratio);
+    int mode = 1;
+    if (c->nin > 2 && c->in[2].data) {
+        PP_CHECK(pp_cu_host_input(c, 2, "training_mode", &h, err));
+        mode = *(const uint8_t *)h != 0;
+    }
+    *drop = c->training && mode && *ratio > 0.f;
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_dropout_forward)
+{
+    float ratio = 0.f;
+    int drop = 0;
+    PP_CHECK(dropout_plan(c, &ratio, &drop, err));
+    const int64_t n = pp_tensor_numel(&c->in[0]);
+    uint8_t *mask = c->nout > 1 ? (uint8_t *)c->out[1].data : NULL;
+    if (!drop) {
+        PP_CHECK(pp_device_copy(c->dev, c->out[0].data, c->in[0].data, (size_t)n * sizeof(float), err));
+        return mask ? pp_device_memset(c->dev, mask, 1, (size_t)n, err) : PP_OK;
+    }
+    if (!n) return PP_OK;
+    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.microbatch, c->rng.node);
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_dropout<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, mask,
+                                                              n, key, ratio, ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* recomputes the mask from c->rng, which must be the forward call's */
+PP_CU_BWD(pp_cu_dropout_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    float ratio = 0.f;
+    int drop = 0;
+    PP_CHECK(dropout_plan(c, &ratio, &drop, err));
+    const int64_t n = pp_tensor_numel(&grad_out[0]);
+    if (!drop) return pp_cu_sum_into(c, &grad_in[0], &grad_out[0], 1.f, err);
+    if (!n) return PP_OK;
+    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.microbatch, c->rng.node);
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_dropout_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)grad_out[0].data,
+                                                                   (float *)grad_in[0].data, n, key, ratio,
+                                                                   ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
