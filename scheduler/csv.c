@@ -158,7 +158,7 @@ static pp_status read_rows(FILE *in, rows *t, pp_error *err)
             if (!q) q = p + strlen(p);
             clean_cell(p, q, cell, sizeof cell);
             snprintf(where, sizeof where, "line %d, cell %d", lineno, col + 1);
-            pp_action a;
+            pp_action a = {0, 0, 0, -1};
             int empty;
             PP_CHECK_GOTO(parse_cell(cell, &a, &empty, where, err), st, done);
             if (!empty && !rows_push(t, r, a)) goto nomem;

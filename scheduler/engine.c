@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long tok_id(const engine *e, int type, int stage, int mb)
+long engine_tok_id(const engine *e, int type, int stage, int mb)
 {
-    return ((long)type * e->s->num_stages + stage) * e->s->microbatches + mb;
+    return ((long)stage * e->s->microbatches + mb) * TOK_COUNT + type;
 }
+#define tok_id engine_tok_id
 
 const pp_stage_cost *stage_cost(const pp_costs *c, int stage)
 {
@@ -53,11 +54,15 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
     if (!e->offset) return pp_error_set(err, PP_ERR_NOMEM, "schedule engine: out of memory");
     for (int r = 0; r < p; r++) e->offset[r + 1] = e->offset[r] + s->count[r];
     long nact = e->offset[p];
-    e->tok = pp_malloc((size_t)ntok * sizeof *e->tok);
+    int timed = mode != RUN_RENDEZVOUS;
+    /* Presence in one byte per token keeps the validator's working set small; times
+     * only when they matter (not under rendezvous, where only order counts). */
+    e->seen = pp_calloc((size_t)ntok, 1);
+    e->tok = timed ? pp_malloc((size_t)ntok * sizeof *e->tok) : NULL;
     e->tok_src = want_path ? pp_malloc((size_t)ntok * sizeof *e->tok_src) : NULL;
-    e->start = pp_calloc((size_t)nact + 1, sizeof *e->start);
-    e->end = pp_calloc((size_t)nact + 1, sizeof *e->end);
-    e->pred = pp_calloc((size_t)nact + 1, sizeof *e->pred);
+    e->start = timed ? pp_calloc((size_t)nact + 1, sizeof *e->start) : NULL;
+    e->end = timed ? pp_calloc((size_t)nact + 1, sizeof *e->end) : NULL;
+    e->pred = want_path ? pp_calloc((size_t)nact + 1, sizeof *e->pred) : NULL;
     e->pc = pp_calloc((size_t)p, sizeof *e->pc);
     e->blocked = pp_calloc((size_t)p, sizeof *e->blocked);
     e->clock = pp_calloc((size_t)p, sizeof *e->clock);
@@ -68,7 +73,8 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
     e->reduce_src = pp_calloc((size_t)p, sizeof *e->reduce_src);
     e->nreduced = pp_calloc((size_t)p, sizeof *e->nreduced);
     e->nstages_on = pp_calloc((size_t)p, sizeof *e->nstages_on);
-    if (!e->tok || (want_path && !e->tok_src) || !e->start || !e->end || !e->pred || !e->pc ||
+    if (!e->seen || (timed && (!e->tok || !e->start || !e->end)) || (want_path && (!e->tok_src || !e->pred)) ||
+        !e->pc ||
         !e->blocked || !e->clock || !e->stack || !e->wdone || !e->reduced || !e->reduce_end ||
         !e->reduce_src || !e->nreduced || !e->nstages_on) {
         engine_free(e);
@@ -76,7 +82,6 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
                             "schedule engine: out of memory for %d stages x %d microbatches",
                             S, s->microbatches);
     }
-    for (long i = 0; i < ntok; i++) e->tok[i] = -1;
     for (int r = 0; r < p; r++) {
         e->blocked[r] = -1;
         e->reduce_src[r] = -1;
@@ -89,6 +94,7 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
 void engine_free(engine *e)
 {
     free(e->offset);
+    free(e->seen);
     free(e->tok);
     free(e->tok_src);
     free(e->start);
@@ -109,13 +115,11 @@ void engine_free(engine *e)
 
 static int tok_type(const engine *e, long t)
 {
-    return (int)(t / ((long)e->s->num_stages * e->s->microbatches));
+    (void)e;
+    return (int)(t % TOK_COUNT);
 }
-static int tok_stage(const engine *e, long t)
-{
-    return (int)(t / e->s->microbatches % e->s->num_stages);
-}
-static int tok_mb(const engine *e, long t) { return (int)(t % e->s->microbatches); }
+static int tok_stage(const engine *e, long t) { return (int)(t / TOK_COUNT / e->s->microbatches); }
+static int tok_mb(const engine *e, long t) { return (int)(t / TOK_COUNT % e->s->microbatches); }
 
 /* The rank whose actions produce token t. */
 static int tok_rank(const engine *e, long t)
@@ -231,13 +235,14 @@ static pp_status check_fields(engine *e, pp_error *err)
  * and wakes the neighbouring rank waiting for it. */
 static pp_status produce(engine *e, int r, long t, int st, double when, int g, pp_error *err)
 {
-    if (e->tok[t] >= 0) {
+    if (e->seen[t]) {
         char d[160], msg[220];
         engine_describe_token(e, t, d, sizeof d);
         snprintf(msg, sizeof msg, "happens twice: %s was already done", d);
         return fail_at(e, r, err, msg);
     }
-    e->tok[t] = when;
+    e->seen[t] = 1;
+    if (e->tok) e->tok[t] = when;
     if (e->tok_src) e->tok_src[t] = g;
     if (e->nblocked == 0) return PP_OK;
     for (int d = -1; d <= 1; d++) {
@@ -318,13 +323,12 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
         int pred = i > 0 ? g - 1 : -1;
         if (a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD) {
             long post = tok_id(e, a->kind == PP_ACT_RECV_ACT ? TOK_ACT_POST : TOK_GRAD_POST, st, a->microbatch);
-            if (e->tok[post] < 0) PP_CHECK(produce(e, r, post, st, t0, g, err));
+            if (!e->seen[post]) PP_CHECK(produce(e, r, post, st, t0, g, err));
         }
         long need[2];
         int n = needs(e, r, a, need);
         for (int k = 0; k < n; k++) {
-            double tt = e->tok[need[k]];
-            if (tt < 0) {
+            if (!e->seen[need[k]]) {
                 if (tok_rank(e, need[k]) == r) {
                     char d[160], msg[280];
                     engine_describe_token(e, need[k], d, sizeof d);
@@ -335,6 +339,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
                 e->nblocked++;
                 return PP_OK;
             }
+            double tt = e->tok ? e->tok[need[k]] : 0;
             if (tt >= t0 && tt > 0) {
                 t0 = tt;
                 pred = e->tok_src ? e->tok_src[need[k]] : -1;
@@ -387,9 +392,11 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
          * and the compute that uses received data waits for it (RECV's token). */
         int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_OPTIMIZER_STEP;
         int recv = a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD;
-        e->start[g] = recv ? e->clock[r] : t0;
-        e->end[g] = end;
-        e->pred[g] = pred;
+        if (e->start) {
+            e->start[g] = recv ? e->clock[r] : t0;
+            e->end[g] = end;
+        }
+        if (e->pred) e->pred[g] = pred;
         if (!recv) e->clock[r] = beside ? t0 : end;
         e->pc[r] = i + 1;
     }
@@ -423,10 +430,10 @@ pp_status engine_check_complete(const engine *e, pp_error *err)
 {
     const pp_schedule *s = e->s;
     static const char *what[] = {"forwarded", "backwarded (input gradient)", "backwarded (weight gradient)"};
-    for (int type = TOK_FWD; type <= TOK_WGT; type++)
-        for (int st = 0; st < s->num_stages; st++)
-            for (int mb = 0; mb < s->microbatches; mb++)
-                if (e->tok[tok_id(e, type, st, mb)] < 0)
+    for (int st = 0; st < s->num_stages; st++)
+        for (int mb = 0; mb < s->microbatches; mb++)
+            for (int type = TOK_FWD; type <= TOK_WGT; type++)
+                if (!e->seen[tok_id(e, type, st, mb)])
                     return pp_error_set(err, PP_ERR_INVALID_ARG,
                                         "stage %d (rank %d) microbatch %d is never %s", st,
                                         s->stage_rank[st], mb, what[type]);

@@ -43,7 +43,7 @@ pp_status pp_schedule_lower(pp_schedule *s, pp_error *err)
     engine e;
     pp_status st = PP_OK;
     keyed *buf = NULL;
-    PP_CHECK(engine_init(&e, s, RUN_COMPUTE_ONLY, &unit, 1, err));
+    PP_CHECK(engine_init(&e, s, RUN_COMPUTE_ONLY, &unit, 0, err));
     st = engine_run(&e, err);
     if (st == PP_OK) st = engine_check_complete(&e, err);
     if (st != PP_OK) {
@@ -52,37 +52,45 @@ pp_status pp_schedule_lower(pp_schedule *s, pp_error *err)
     }
     int maxn = 0, S = s->num_stages;
     for (int r = 0; r < s->pp; r++) maxn = s->count[r] > maxn ? s->count[r] : maxn;
-    buf = pp_malloc((size_t)(3 * maxn + 1) * sizeof *buf);  /* each compute adds <= 2 comm */
+    /* own: the rank's compute with each SEND right after it, already in key order;
+     * recv: its receives, usually in key order too (sorted when not); then merged. */
+    buf = pp_malloc((size_t)(5 * maxn + 1) * sizeof *buf);
     if (!buf) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory lowering the schedule");
         goto done;
     }
+    keyed *own = buf, *recv = buf + 3 * maxn;
     for (int r = 0; r < s->pp; r++) {
-        int n = 0;
+        int n = 0, nr = 0, sorted = 1;
         for (int i = 0; i < s->count[r]; i++) {
             pp_action a = s->actions[r][i];
             int g = e.offset[r] + i, stg = a.stage, mb = a.microbatch;
             keyed c = {e.start[g], 1, r, i, 0, a};
-            buf[n++] = c;
+            own[n++] = c;
             int bwd = a.kind == PP_ACT_BACKWARD || a.kind == PP_ACT_BACKWARD_INPUT;
             if (a.kind == PP_ACT_FORWARD && stg + 1 < S && s->stage_rank[stg + 1] != r)
-                buf[n++] = comm_key(e.end[g], r, stg, 0, PP_ACT_SEND_ACT, stg, mb, s->stage_rank[stg + 1]);
+                own[n++] = comm_key(e.end[g], r, stg, 0, PP_ACT_SEND_ACT, stg, mb, s->stage_rank[stg + 1]);
             if (bwd && stg > 0 && s->stage_rank[stg - 1] != r)
-                buf[n++] = comm_key(e.end[g], r, stg, 1, PP_ACT_SEND_GRAD, stg, mb, s->stage_rank[stg - 1]);
+                own[n++] = comm_key(e.end[g], r, stg, 1, PP_ACT_SEND_GRAD, stg, mb, s->stage_rank[stg - 1]);
             /* The receives this action needs, keyed like the sender's SEND. */
             if (a.kind == PP_ACT_FORWARD && stg > 0 && s->stage_rank[stg - 1] != r) {
-                int q = s->stage_rank[stg - 1], gs = e.tok_src[((long)TOK_FWD * S + stg - 1) * s->microbatches + mb];
-                buf[n++] = comm_key(e.end[gs], q, stg - 1, 0, PP_ACT_RECV_ACT, stg, mb, q);
+                int q = s->stage_rank[stg - 1];
+                double sent = e.tok[engine_tok_id(&e, TOK_FWD, stg - 1, mb)];  /* the sender's end */
+                recv[nr++] = comm_key(sent, q, stg - 1, 0, PP_ACT_RECV_ACT, stg, mb, q);
             }
             if (bwd && stg + 1 < S && s->stage_rank[stg + 1] != r) {
-                int q = s->stage_rank[stg + 1], gs = e.tok_src[((long)TOK_BIN * S + stg + 1) * s->microbatches + mb];
-                buf[n++] = comm_key(e.end[gs], q, stg + 1, 1, PP_ACT_RECV_GRAD, stg, mb, q);
+                int q = s->stage_rank[stg + 1];
+                double sent = e.tok[engine_tok_id(&e, TOK_BIN, stg + 1, mb)];
+                recv[nr++] = comm_key(sent, q, stg + 1, 1, PP_ACT_RECV_GRAD, stg, mb, q);
             }
+            if (nr > 1 && sorted && keyed_cmp(&recv[nr - 2], &recv[nr - 1]) > 0) sorted = 0;
         }
-        qsort(buf, (size_t)n, sizeof *buf, keyed_cmp);
-        PP_CHECK_GOTO(schedule_reserve(s, r, n, err), st, done);
-        for (int i = 0; i < n; i++) s->actions[r][i] = buf[i].a;
-        s->count[r] = n;
+        if (!sorted) qsort(recv, (size_t)nr, sizeof *recv, keyed_cmp);
+        PP_CHECK_GOTO(schedule_reserve(s, r, n + nr, err), st, done);
+        pp_action *out = s->actions[r];
+        for (int i = 0, j = 0; i < n || j < nr;)
+            *out++ = (j == nr || (i < n && keyed_cmp(&own[i], &recv[j]) < 0)) ? own[i++].a : recv[j++].a;
+        s->count[r] = n + nr;
     }
     s->lowered = 1;
     st = pp_schedule_finish(s, err);

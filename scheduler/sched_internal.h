@@ -13,7 +13,8 @@
 typedef enum { RUN_COMPUTE_ONLY, RUN_RENDEZVOUS, RUN_ASYNC } run_mode;
 
 /* Token types: things that happen once per (stage, microbatch) and that actions wait
- * for. The token array is [TOK_COUNT][num_stages][microbatches]. */
+ * for. The token array is [num_stages][microbatches][TOK_COUNT], so the events of one
+ * (stage, microbatch) share a cache line or two. */
 enum {
     TOK_FWD,        /* FORWARD done */
     TOK_BIN,        /* input gradient done (BACKWARD or BACKWARD_INPUT) */
@@ -34,10 +35,12 @@ typedef struct engine {
     int want_path;          /* record producers for the critical path */
 
     int *offset;            /* [pp + 1] global action index of rank r's first action */
-    double *tok;            /* [TOK_COUNT * S * m] time a token was produced, -1 = not yet */
+    uint8_t *seen;          /* [S * m * TOK_COUNT] 1 once a token is produced */
+    double *tok;            /* same shape: time it was produced (NULL under RUN_RENDEZVOUS) */
     int *tok_src;           /* same shape: global index of the producing action */
-    double *start, *end;    /* [actions] */
-    int *pred;              /* [actions] action whose end fixed this one's start, -1 none */
+    double *start, *end;    /* [actions] (NULL under RUN_RENDEZVOUS) */
+    int *pred;              /* [actions] action whose end fixed this one's start, -1 none
+                               (only with want_path) */
     int *pc;                /* [pp] next action per rank */
     long *blocked;          /* [pp] token a rank waits for, -1 none */
     int nblocked;           /* ranks waiting */
@@ -61,6 +64,8 @@ void engine_free(engine *e);
  * wait on each other forever (e->pc then holds every rank's stuck action). On any
  * error e->pc holds where each rank stopped. */
 pp_status engine_run(engine *e, pp_error *err);
+/* Index of a token in e->tok / e->tok_src. */
+long engine_tok_id(const engine *e, int type, int stage, int mb);
 /* A phrase naming what token t stands for ("FORWARD of stage 2 microbatch 3 (rank 2)"). */
 void engine_describe_token(const engine *e, long t, char *buf, size_t len);
 /* Checks that every (stage, microbatch) was forwarded and backwarded (after a run). */
