@@ -66,6 +66,7 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
     e->pc = pp_calloc((size_t)p, sizeof *e->pc);
     e->blocked = pp_calloc((size_t)p, sizeof *e->blocked);
     e->clock = pp_calloc((size_t)p, sizeof *e->clock);
+    e->clock_src = pp_calloc((size_t)p, sizeof *e->clock_src);
     e->stack = pp_calloc((size_t)p, sizeof *e->stack);
     e->wdone = pp_calloc((size_t)S, sizeof *e->wdone);
     e->reduced = pp_calloc((size_t)S, sizeof *e->reduced);
@@ -75,7 +76,7 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
     e->nstages_on = pp_calloc((size_t)p, sizeof *e->nstages_on);
     if (!e->seen || (timed && (!e->tok || !e->start || !e->end)) || (want_path && (!e->tok_src || !e->pred)) ||
         !e->pc ||
-        !e->blocked || !e->clock || !e->stack || !e->wdone || !e->reduced || !e->reduce_end ||
+        !e->blocked || !e->clock || !e->clock_src || !e->stack || !e->wdone || !e->reduced || !e->reduce_end ||
         !e->reduce_src || !e->nreduced || !e->nstages_on) {
         engine_free(e);
         return pp_error_set(err, PP_ERR_NOMEM,
@@ -85,6 +86,7 @@ pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_c
     for (int r = 0; r < p; r++) {
         e->blocked[r] = -1;
         e->reduce_src[r] = -1;
+        e->clock_src[r] = -1;
     }
     for (int st = 0; st < S; st++) e->nstages_on[s->stage_rank[st]]++;
     e->fail_rank = -1;
@@ -103,6 +105,7 @@ void engine_free(engine *e)
     free(e->pc);
     free(e->blocked);
     free(e->clock);
+    free(e->clock_src);
     free(e->stack);
     free(e->wdone);
     free(e->reduced);
@@ -113,18 +116,14 @@ void engine_free(engine *e)
     memset(e, 0, sizeof *e);
 }
 
-static int tok_type(const engine *e, long t)
-{
-    (void)e;
-    return (int)(t % TOK_COUNT);
-}
+static int tok_type(long t) { return (int)(t % TOK_COUNT); }
 static int tok_stage(const engine *e, long t) { return (int)(t / TOK_COUNT / e->s->microbatches); }
 static int tok_mb(const engine *e, long t) { return (int)(t / TOK_COUNT % e->s->microbatches); }
 
 /* The rank whose actions produce token t. */
 static int tok_rank(const engine *e, long t)
 {
-    int type = tok_type(e, t), st = tok_stage(e, t);
+    int type = tok_type(t), st = tok_stage(e, t);
     if (type == TOK_ACT_MSG) st -= 1;
     if (type == TOK_GRAD_MSG) st += 1;
     return e->s->stage_rank[st];
@@ -134,7 +133,7 @@ static int tok_rank(const engine *e, long t)
 void engine_describe_token(const engine *e, long t, char *buf, size_t len)
 {
     int st = tok_stage(e, t), mb = tok_mb(e, t), q = tok_rank(e, t);
-    switch (tok_type(e, t)) {
+    switch (tok_type(t)) {
     case TOK_FWD: snprintf(buf, len, "FORWARD of stage %d microbatch %d (rank %d)", st, mb, q); break;
     case TOK_BIN:
         snprintf(buf, len, "the input gradient (BACKWARD or BACKWARD_INPUT) of stage %d microbatch %d (rank %d)",
@@ -320,7 +319,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
         int i = e->pc[r], g = e->offset[r] + i, st = (int)s->actions[r][i].stage;
         const pp_action *a = &s->actions[r][i];
         double t0 = e->clock[r];
-        int pred = i > 0 ? g - 1 : -1;
+        int pred = e->clock_src[r];
         if (a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD) {
             long post = tok_id(e, a->kind == PP_ACT_RECV_ACT ? TOK_ACT_POST : TOK_GRAD_POST, st, a->microbatch);
             if (!e->seen[post]) PP_CHECK(produce(e, r, post, st, t0, g, err));
@@ -397,7 +396,11 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             e->end[g] = end;
         }
         if (e->pred) e->pred[g] = pred;
-        if (!recv) e->clock[r] = beside ? t0 : end;
+        if (!recv) {
+            double now = beside ? t0 : end;
+            if (now != e->clock[r] || !beside) e->clock_src[r] = beside ? pred : g;
+            e->clock[r] = now;
+        }
         e->pc[r] = i + 1;
     }
     return PP_OK;

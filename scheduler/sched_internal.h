@@ -45,6 +45,7 @@ typedef struct engine {
     long *blocked;          /* [pp] token a rank waits for, -1 none */
     int nblocked;           /* ranks waiting */
     double *clock;          /* [pp] time the rank's compute stream is free */
+    int *clock_src;         /* [pp] the action that made the stream busy until clock, -1 */
     int *stack, nstack;     /* ranks to run */
     int *wdone;             /* [S] microbatches whose weight gradient is done */
     int *reduced;           /* [S] REDUCE_GRADS seen */

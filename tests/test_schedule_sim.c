@@ -201,6 +201,15 @@ static void test_random_costs_vs_reference(void **state)
                 assert_true(r->n_critical > 0);
                 assert_true(fabs(r->end[r->critical[r->n_critical - 1]] - r->makespan) < 1e-9);
                 assert_true(r->start[r->critical[0]] < 1e-12);
+                for (int i = 1; i < r->n_critical; i++) {
+                    int x = r->critical[i - 1], y = r->critical[i], ry = 0;
+                    while (y >= r->offset[ry + 1]) ry++;
+                    int ky = s->actions[ry][y - r->offset[ry]].kind;
+                    /* each link starts when the previous ends (a RECV ends when its data lands) */
+                    double link = (ky == PP_ACT_RECV_ACT || ky == PP_ACT_RECV_GRAD) ? r->end[y] : r->start[y];
+                    if (fabs(link - r->end[x]) > 1e-9)
+                        fail_msg("critical path link %d: %.12g -> %.12g", i, r->end[x], link);
+                }
                 cases++;
                 pp_sim_result_destroy(r);
                 free(sc);
