@@ -42,7 +42,10 @@ def check(ok, what):
 
 
 def to_torch(a):
-    """float64 / int64 torch tensor from a NumPy array (torch 1.13 has no NumPy 2 bridge)."""
+    """float64 / int64 torch tensor from a NumPy array (torch 1.13 has no NumPy 2 bridge);
+    a torch tensor passes through (training references hand in trainable ones)."""
+    if isinstance(a, torch.Tensor):
+        return a
     a = np.ascontiguousarray(a, dtype=np.int64 if a.dtype.kind in "iu" else np.float64)
     t = torch.frombuffer(bytearray(a.tobytes()), dtype=torch.int64 if a.dtype == np.int64 else torch.float64)
     return t.reshape(tuple(int(s) for s in a.shape))
