@@ -12,6 +12,7 @@ static void usage(FILE *out)
             "usage: onnxpipe train --model MODEL.onnx --data DIR [options]\n\n"
             "Trains MODEL on the dataset DIR (see 'onnxpipe data').\n\n"
             "layout:\n"
+            "  --device KIND          auto | cpu | cuda (default auto: a GPU when one works)\n"
             "  --pp P                 pipeline stages (default 1)\n"
             "  --dp D                 data-parallel replicas (default 1)\n"
             "  --batch B              global batch: samples per optimizer step (default 8)\n"
@@ -80,6 +81,7 @@ int cmd_train(int argc, char **argv)
     else if (!strcmp(a, name)) { if (!v) return cli_usage_error(NULL, "%s needs a value", name); field = v; i++; }
         STR_OPT("--model", c.model)
         STR_OPT("--data", c.data)
+        STR_OPT("--device", c.device)
         STR_OPT("--logits", c.loss.logits)
         STR_OPT("--labels", c.loss.labels)
         STR_OPT("--losses", c.losses_out)

@@ -2,6 +2,7 @@
  * topologically, check the op set, run inference (graph/infer.c), mark parameters. */
 #include "graph_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,79 +87,127 @@ static pp_status link_values(pp_graph *g, pp_error *err)
     return PP_OK;
 }
 
-/* A binary min-heap of node ids: among ready nodes the one earliest in the file goes
- * first, so a file already in topological order (ONNX requires it) keeps its order and
- * nodes that read only weights stay beside their consumers. */
-static void heap_push(int *h, int *n, int x)
+/* A binary min-heap of node ids ordered by key[id] (ties by id). */
+typedef struct heap {
+    int *h, n;
+    const int64_t *key;
+} heap;
+
+static int heap_less(const heap *q, int a, int b)
 {
-    int i = (*n)++;
-    while (i > 0 && h[(i - 1) / 2] > x) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = x;
+    return q->key[a] < q->key[b] || (q->key[a] == q->key[b] && a < b);
 }
 
-static int heap_pop(int *h, int *n)
+static void heap_push(heap *q, int x)
 {
-    int top = h[0], x = h[--*n], i = 0;
+    int i = q->n++;
+    while (i > 0 && heap_less(q, x, q->h[(i - 1) / 2])) {
+        q->h[i] = q->h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    q->h[i] = x;
+}
+
+static int heap_pop(heap *q)
+{
+    int top = q->h[0], x = q->h[--q->n], i = 0;
     for (;;) {
         int c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1] < h[c]) c++;
-        if (h[c] >= x) break;
-        h[i] = h[c];
+        if (c >= q->n) break;
+        if (c + 1 < q->n && heap_less(q, q->h[c + 1], q->h[c])) c++;
+        if (!heap_less(q, q->h[c], x)) break;
+        q->h[i] = q->h[c];
         i = c;
     }
-    h[i] = x;
+    q->h[i] = x;
     return top;
 }
 
-/* Kahn's algorithm with the heap above. On a cycle, names a node that could not be
- * scheduled. */
-static pp_status topo_sort(pp_graph *g, pp_error *err)
+/* Kahn's algorithm taking the ready node with the smallest key first. Fills order[n];
+ * on a cycle, names a node that could not be scheduled. */
+static pp_status kahn(const pp_graph *g, const int64_t *key, int *order, int *indeg, int *hbuf, pp_error *err)
 {
     int n = g->nnodes;
-    int sorted_already = 1;
-    for (int i = 0; i < n && sorted_already; i++)
-        for (int k = 0; k < g->nodes[i].ninputs; k++) {
-            int in = g->nodes[i].inputs[k];
-            if (in >= 0 && g->values[in].producer >= i) sorted_already = 0;
-        }
-    if (sorted_already) return PP_OK;
-    int *indeg = calloc((size_t)n + 1, sizeof *indeg);
-    int *heap = malloc(((size_t)n + 1) * sizeof *heap);
-    int *order = malloc(((size_t)n + 1) * sizeof *order);
-    pp_node *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
-    pp_status st = PP_OK;
-    if (!indeg || !heap || !order || !sorted) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory sorting graph");
-        goto done;
-    }
+    memset(indeg, 0, (size_t)n * sizeof *indeg);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].ninputs; k++) {
             int in = g->nodes[i].inputs[k];
             if (in >= 0 && g->values[in].producer >= 0) indeg[i]++;
         }
-    int nheap = 0, done_n = 0;
+    heap q = {hbuf, 0, key};
+    int done_n = 0;
     for (int i = 0; i < n; i++)
-        if (!indeg[i]) heap_push(heap, &nheap, i);
-    while (nheap) {
-        int i = heap_pop(heap, &nheap);
+        if (!indeg[i]) heap_push(&q, i);
+    while (q.n) {
+        int i = heap_pop(&q);
         order[done_n++] = i;
         for (int k = 0; k < g->nodes[i].noutputs; k++) {
             int o = g->nodes[i].outputs[k];
             if (o < 0) continue;
             for (int c = 0; c < g->values[o].nconsumers; c++)
-                if (--indeg[g->values[o].consumers[c]] == 0) heap_push(heap, &nheap, g->values[o].consumers[c]);
+                if (--indeg[g->values[o].consumers[c]] == 0) heap_push(&q, g->values[o].consumers[c]);
         }
     }
-    if (done_n < n) {
-        int stuck = -1;
-        for (int i = 0; i < n && stuck < 0; i++)
-            if (indeg[i] > 0) stuck = i;
-        st = pp_error_set(err, PP_ERR_PARSE, "the graph has a cycle through node '%s' (%s)",
-                          g->nodes[stuck].name, g->nodes[stuck].op_type);
+    if (done_n == n) return PP_OK;
+    int stuck = -1;
+    for (int i = 0; i < n && stuck < 0; i++)
+        if (indeg[i] > 0) stuck = i;
+    return pp_error_set(err, PP_ERR_PARSE, "the graph has a cycle through node '%s' (%s)", g->nodes[stuck].name,
+                        g->nodes[stuck].op_type);
+}
+
+/* Nodes that read only initializers (a Transpose of a weight, a constant chain) go
+ * right before their first consumer, so a pipeline split keeps them with it instead of
+ * computing them in stage 0 and relaying them; all other nodes keep the file order.
+ * key[i] = 2 x file index, and for such nodes 2 x (first consumer's index) - 1. */
+static int constant_only(const pp_graph *g, const char *is_const, int i)
+{
+    const pp_node *nd = &g->nodes[i];
+    for (int k = 0; k < nd->ninputs; k++) {
+        int in = nd->inputs[k];
+        if (in < 0) continue;
+        const pp_value *v = &g->values[in];
+        if (v->kind == PP_VALUE_INPUT || (v->producer >= 0 && !is_const[v->producer])) return 0;
+    }
+    return nd->ninputs > 0;
+}
+
+static pp_status topo_sort(pp_graph *g, pp_error *err)
+{
+    int n = g->nnodes;
+    int64_t *key = calloc((size_t)n + 1, sizeof *key);
+    int *order = malloc(((size_t)n + 1) * sizeof *order), *indeg = malloc(((size_t)n + 1) * sizeof *indeg);
+    int *hbuf = malloc(((size_t)n + 1) * sizeof *hbuf);
+    char *is_const = calloc((size_t)n + 1, 1);
+    pp_node *sorted = NULL;
+    pp_status st = PP_OK;
+    if (!key || !order || !indeg || !hbuf || !is_const) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory sorting graph");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) key[i] = 2 * (int64_t)i;
+    PP_CHECK_GOTO(kahn(g, key, order, indeg, hbuf, err), st, done);
+    int nconst = 0;
+    for (int j = 0; j < n; j++) nconst += is_const[order[j]] = (char)constant_only(g, is_const, order[j]);
+    if (nconst) {
+        for (int j = n - 1; j >= 0; j--) {   /* consumers first: reverse topological order */
+            int i = order[j];
+            if (!is_const[i]) continue;
+            int64_t first = INT64_MAX;
+            for (int k = 0; k < g->nodes[i].noutputs; k++) {
+                int o = g->nodes[i].outputs[k];
+                for (int c = 0; o >= 0 && c < g->values[o].nconsumers; c++)
+                    if (key[g->values[o].consumers[c]] < first) first = key[g->values[o].consumers[c]];
+            }
+            if (first != INT64_MAX) key[i] = first - 1;
+        }
+        PP_CHECK_GOTO(kahn(g, key, order, indeg, hbuf, err), st, done);
+    }
+    int identity = 1;
+    for (int i = 0; i < n; i++) identity &= order[i] == i;
+    if (identity) goto done;
+    if (!(sorted = malloc(((size_t)n + 1) * sizeof *sorted))) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory sorting graph");
         goto done;
     }
     for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
@@ -171,9 +220,11 @@ static pp_status topo_sort(pp_graph *g, pp_error *err)
         for (int c = 0; c < val->nconsumers; c++) val->consumers[c] = where[val->consumers[c]];
     }
 done:
-    free(indeg);
-    free(heap);
+    free(key);
     free(order);
+    free(indeg);
+    free(hbuf);
+    free(is_const);
     free(sorted);
     return st;
 }

@@ -97,9 +97,14 @@ static pp_status collect(pp_stage *s, pp_error *err)
         op->out = malloc(((size_t)n->noutputs + 1) * sizeof(int));
         if (!op->in || !op->out) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
         s->nops++;
+        op->host_in = calloc((size_t)n->ninputs + 1, sizeof *op->host_in);
+        if (!op->host_in) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
         for (int k = 0; k < n->ninputs; k++) {
             op->in[k] = -1;
-            if (n->inputs[k] >= 0) PP_CHECK(tslot_of(s, n->inputs[k], err, &op->in[k]));
+            if (n->inputs[k] < 0) continue;
+            PP_CHECK(tslot_of(s, n->inputs[k], err, &op->in[k]));
+            const pp_const_tensor *c = pp_graph_const(g, n->inputs[k]);
+            if (c) op->host_in[k] = c->data;
         }
         for (int k = 0; k < n->noutputs; k++) {
             op->out[k] = -1;

@@ -69,7 +69,7 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
     }
     *c = (pp_kernel_ctx){
         .node = op->name, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
-        .nattrs = op->nattrs, .in = in, .nin = op->nin, .out = out, .nout = op->nout,
+        .nattrs = op->nattrs, .in = in, .nin = op->nin, .host_in = op->host_in, .out = out, .nout = op->nout,
         .aux = op->aux_bytes ? stage_ptr(s, slot, op->aux) : NULL, .dev = s->dev,
         .training = s->opt.training,
         .rng = {s->opt.seed, (uint64_t)step, (uint64_t)mb, (uint64_t)(op->node >= 0 ? op->node : s->g->nnodes)},
@@ -99,7 +99,9 @@ pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbat
     s->slot_mb[slot] = microbatch;
     for (int o = 0; o < s->nops; o++) {
         PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
+        double t0 = s->prof ? pp_now() : 0;
         pp_status st = s->ops[o].k->forward(&c, err);
+        if (s->prof) stage_profile_add(s, o, NULL, pp_now() - t0);
         if (st != PP_OK)
             return pp_error_prefix(err, "step %lld, microbatch %lld: ", (long long)step, (long long)microbatch);
         if (s->opt.training) PP_CHECK(keep_running_stats(s, o, in, out, err));
@@ -150,7 +152,9 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
         if ((is_param && want_weight) || (!is_param && want_act))
             gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
     }
+    double t0 = s->prof ? pp_now() : 0;
     pp_status st = op->k->backward(&c, gout, gin, err);
+    if (s->prof) stage_profile_add(s, o, gin, pp_now() - t0);
     if (st != PP_OK) return pp_error_prefix(err, "backward of node '%s': ", op->name);
     return PP_OK;
 }

@@ -92,6 +92,7 @@ void pp_stage_destroy(pp_stage *s)
     for (int o = 0; o < s->nops; o++) {
         free(s->ops[o].in);
         free(s->ops[o].out);
+        free(s->ops[o].host_in);
     }
     free(s->ops);
     free(s->t);
@@ -103,6 +104,7 @@ void pp_stage_destroy(pp_stage *s)
     free(s->params);
     free(s->slot_step);
     free(s->slot_mb);
+    stage_profile_free(s->prof);
     free(s);
 }
 

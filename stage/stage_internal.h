@@ -45,6 +45,7 @@ typedef struct stage_op {
     const pp_kernel *k;
     int nin, nout;
     int *in, *out;          /* tslot ids, -1 omitted */
+    const void **host_in;   /* [nin] host data of constant inputs (graph initializers), else NULL */
     place aux;
     size_t aux_bytes;
     int backward;           /* runs in backward */
@@ -86,6 +87,7 @@ struct pp_stage {
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch) */
     pp_attr loss_attrs[2];
+    struct stage_profile *prof;     /* profile.c; NULL: profiling off */
 };
 
 /* plan.c */
@@ -98,6 +100,10 @@ typedef struct mem_interval {
     size_t offset;
 } mem_interval;
 size_t stage_memplan(mem_interval *iv, int n);
+/* profile.c: seconds of one kernel call of op o (grad_in NULL: forward) */
+typedef struct stage_profile stage_profile;
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double seconds);
+void stage_profile_free(stage_profile *p);
 /* run.c */
 void *stage_ptr(pp_stage *s, int slot, place p);
 void *stage_tensor_data(pp_stage *s, int slot, int t);

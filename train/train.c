@@ -3,6 +3,7 @@
  * the driver, then run the steps; rank 0 prints the plan and the progress lines. */
 #include <onnxpipe/comm.h>
 #include <onnxpipe/driver.h>
+#include <onnxpipe/placement.h>
 #include <onnxpipe/train.h>
 
 #include <math.h>
@@ -20,6 +21,10 @@ typedef struct run {
     pp_device *dev;
     pp_driver *drv;
     pp_dataset *data;
+    pp_topology *topo;
+    pp_placement *place;
+    pp_bind_result bind;
+    pp_error device_note;       /* why auto chose the cpu */
     int64_t mb;                 /* samples per microbatch */
     int64_t tokens_per_sample;
     FILE *losses;
@@ -118,7 +123,13 @@ static void print_plan(const run *r)
     if (r->sched->chunks > 1) printf(" (%d chunks per rank)", r->sched->chunks);
     printf(", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch, c->dp,
            (long long)c->microbatches, (long long)r->mb);
+    printf("device: %s", pp_device_kind_name(r->dev->kind));
+    if (r->device_note.msg[0]) printf(" (%s)", r->device_note.msg);
+    printf("\n\n");
     pp_partition_print(r->part, stdout);
+    printf("\n");
+    pp_placement_print(r->place, stdout);
+    printf("binding (rank 0): %s\n\n", r->bind.note[0] ? r->bind.note : r->bind.cpus);
     pp_stage_cost *costs = calloc((size_t)r->part->nstages, sizeof *costs);
     pp_sim_result *sim = NULL;
     if (costs) {
@@ -134,6 +145,43 @@ static void print_plan(const run *r)
     fflush(stdout);
 }
 
+/* Places the ranks: the grid order that keeps the heavier traffic inside a host, each
+ * rank's cores (and GPU), and binds this process unless mpirun already did. */
+static pp_status place(run *r, pp_error *err)
+{
+    const pp_train_config *c = r->cfg;
+    int64_t param_bytes[4096] = {0}, send_bytes[4096] = {0};
+    for (int s = 0; s < r->part->nstages; s++) {
+        int rank = r->sched->stage_rank[s];
+        param_bytes[rank] += r->part->stages[s].param_bytes;
+        if (s + 1 < r->part->nstages && r->part->stages[s].send_bytes > 0) send_bytes[rank] += r->part->stages[s].send_bytes;
+    }
+    pp_placement_input in = {
+        .pp = c->pp, .dp = c->dp, .param_bytes = param_bytes, .send_bytes = send_bytes,
+        .microbatches = c->microbatches, .order = -1,
+        .device = r->dev->kind == PP_DEVICE_CUDA ? PP_PLACE_GPU : PP_PLACE_CPU,
+    };
+    PP_CHECK(pp_topology_load(NULL, NULL, &r->topo, err));
+    PP_CHECK(pp_placement_plan_job(r->world, &in, r->topo, &r->place, err));
+    return pp_placement_bind(r->place, r->world->rank, r->topo, &r->bind, err);
+}
+
+/* The device: --device auto takes a GPU when one works (the one placement gave this
+ * rank), else the cpu and says why. */
+static pp_status open_device(run *r, pp_error *err)
+{
+    const char *want = r->cfg->device ? r->cfg->device : "auto";
+    pp_device_kind kind;
+    if (!strcmp(want, "auto")) kind = pp_device_auto(&r->device_note);
+    else if (!strcmp(want, "cpu")) kind = PP_DEVICE_CPU;
+    else if (!strcmp(want, "cuda")) kind = PP_DEVICE_CUDA;
+    else return pp_error_set(err, PP_ERR_INVALID_ARG, "--device '%s': use auto, cpu or cuda", want);
+    /* the GPU index among the host's: its local rank until placement says otherwise */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int index = kind == PP_DEVICE_CUDA && local ? atoi(local) : 0;
+    return pp_device_create(kind, index, &r->dev, err);
+}
+
 static pp_status setup(run *r, pp_error *err)
 {
     const pp_train_config *c = r->cfg;
@@ -144,16 +192,18 @@ static pp_status setup(run *r, pp_error *err)
         pp_log_set_prefix(prefix);
     }
     PP_CHECK(check_config(c, err));
+    if (c->pp > 4096) return pp_error_set(err, PP_ERR_INVALID_ARG, "--pp %d: at most 4096", c->pp);
     r->mb = c->batch / ((int64_t)c->dp * c->microbatches);
     pp_graph_options gopt = {.batch = r->mb, .dims = c->dims, .ndims = c->ndims};
     PP_CHECK(pp_graph_load(c->model, &gopt, &r->g, err));
     PP_CHECK(agree(r, err));
-    PP_CHECK(pp_grid_create(r->world, c->pp, c->dp, PP_GRID_STAGE_MAJOR, &r->grid, err));
     int chunks = c->chunks > 0 ? c->chunks : 1;
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &r->sched, err));
     pp_partition_options popt = {.microbatches = c->microbatches};
     PP_CHECK(pp_partition_create(r->g, r->sched->num_stages, &popt, &r->part, err));
-    PP_CHECK(pp_device_create(PP_DEVICE_CPU, 0, &r->dev, err));
+    PP_CHECK(open_device(r, err));
+    PP_CHECK(place(r, err));
+    PP_CHECK(pp_grid_create(r->world, c->pp, c->dp, r->place->order, &r->grid, err));
     PP_CHECK(pp_dataset_open(c->data, &r->data, err));
     if (r->data->samples < c->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
@@ -176,6 +226,8 @@ static void teardown(run *r)
     if (r->losses) fclose(r->losses);
     pp_driver_destroy(r->drv);
     pp_dataset_close(r->data);
+    pp_placement_destroy(r->place);
+    pp_topology_destroy(r->topo);
     pp_device_destroy(r->dev);
     pp_partition_destroy(r->part);
     pp_schedule_destroy(r->sched);
@@ -247,12 +299,17 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     run r = {.cfg = cfg, .tokens_per_sample = 1};
     pp_status st;
     PP_CHECK_GOTO(setup(&r, err), st, done);
-    int tty = isatty(STDOUT_FILENO), rank0 = r.world->rank == 0;
+    /* mpirun hands ranks a pty: there, plain lines */
+    int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE"), rank0 = r.world->rank == 0;
     double t0 = pp_now();
     for (int64_t step = 1; step <= cfg->steps; step++) {
         float lr = pp_lr_at(&cfg->lr, step);
         pp_step_stats stats;
+        double ts = pp_now();
         PP_CHECK_GOTO(pp_driver_step(r.drv, step, lr, &stats, err), st, done);
+        /* per-rank timing (bench/pipeline.sh measures the bubble from it) */
+        pp_log(PP_LOG_INFO, "step %lld: %.5f s, compute %.5f s, wait %.5f s", (long long)step, pp_now() - ts,
+               stats.compute_s, stats.wait_s);
         if (!isfinite(stats.loss) && !cfg->skip_nonfinite) {
             st = pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the loss is %g; lower --lr or pass --skip-nonfinite",
                               (long long)step, stats.loss);

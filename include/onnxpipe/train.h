@@ -65,6 +65,7 @@ typedef struct pp_train_config {
     const char *model;
     const char *data;               /* dataset directory */
     int pp, dp;
+    const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */
     pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1 */
     int chunks;                     /* virtual stages per rank (interleaved), else 1 */
     int64_t batch;                  /* global batch: samples per optimizer step */

@@ -1,0 +1,126 @@
+/* Per-op-type profile of a stage: wall time and FLOPs of every forward and backward
+ * kernel call, summed by op type, while profiling is on. Off (the default) it costs the
+ * run loop one NULL test per op. FLOPs: MatMul/Gemm 2·M·N·K per product (backward: one
+ * product per requested gradient of A or B); other ops one per output element. */
+#include "stage_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct stage_profile {
+    int *type_of_op;            /* [nops] row index */
+    double *flops_of_op;        /* [nops] forward FLOPs of one call (one product for MatMul/Gemm) */
+    int *is_gemm;               /* [nops] */
+    pp_stage_op_profile *rows;  /* [nrows] in first-seen order */
+    pp_stage_op_profile *sorted;/* what pp_stage_profile_get hands out */
+    int nrows;
+};
+
+static int64_t numel_of(const tslot *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->dims[d];
+    return n;
+}
+
+/* 2·M·N·K summed over the batch of products: output elements x 2K */
+static double op_flops(const pp_stage *s, const stage_op *op, int *gemm)
+{
+    *gemm = !strcmp(op->op_type, "MatMul") || !strcmp(op->op_type, "Gemm");
+    if (op->nout < 1 || op->out[0] < 0) return 0;
+    const tslot *y = &s->t[op->out[0]];
+    if (!*gemm || op->nin < 2 || op->in[0] < 0) return (double)numel_of(y);
+    const tslot *a = &s->t[op->in[0]];
+    int64_t k = a->dims[a->rank - 1];
+    if (!strcmp(op->op_type, "Gemm")) {
+        for (int i = 0; i < op->nattrs; i++)
+            if (!strcmp(op->attrs[i].name, "transA") && op->attrs[i].i) k = a->dims[0];
+    }
+    return 2.0 * (double)numel_of(y) * (double)k;
+}
+
+void stage_profile_free(stage_profile *p)
+{
+    if (!p) return;
+    free(p->type_of_op);
+    free(p->flops_of_op);
+    free(p->is_gemm);
+    free(p->rows);
+    free(p->sorted);
+    free(p);
+}
+
+pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err)
+{
+    stage_profile_free(s->prof);
+    s->prof = NULL;
+    if (!on) return PP_OK;
+    stage_profile *p = calloc(1, sizeof *p);
+    int n = s->nops > 0 ? s->nops : 1;
+    if (p) {
+        p->type_of_op = calloc((size_t)n, sizeof *p->type_of_op);
+        p->flops_of_op = calloc((size_t)n, sizeof *p->flops_of_op);
+        p->is_gemm = calloc((size_t)n, sizeof *p->is_gemm);
+        p->rows = calloc((size_t)n, sizeof *p->rows);
+        p->sorted = calloc((size_t)n, sizeof *p->sorted);
+    }
+    if (!p || !p->type_of_op || !p->flops_of_op || !p->is_gemm || !p->rows || !p->sorted) {
+        stage_profile_free(p);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the stage profile (%d ops)", s->nops);
+    }
+    for (int o = 0; o < s->nops; o++) {
+        const stage_op *op = &s->ops[o];
+        int r = 0;
+        while (r < p->nrows && strcmp(p->rows[r].op_type, op->op_type)) r++;
+        if (r == p->nrows) p->rows[p->nrows++].op_type = op->op_type;
+        p->type_of_op[o] = r;
+        p->flops_of_op[o] = op_flops(s, op, &p->is_gemm[o]);
+    }
+    s->prof = p;
+    return PP_OK;
+}
+
+void pp_stage_profile_reset(pp_stage *s)
+{
+    if (!s->prof) return;
+    for (int r = 0; r < s->prof->nrows; r++) {
+        const char *t = s->prof->rows[r].op_type;
+        memset(&s->prof->rows[r], 0, sizeof s->prof->rows[r]);
+        s->prof->rows[r].op_type = t;
+    }
+}
+
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double seconds)
+{
+    stage_profile *p = s->prof;
+    pp_stage_op_profile *row = &p->rows[p->type_of_op[o]];
+    double f = p->flops_of_op[o];
+    if (!grad_in) {
+        row->forward_calls++;
+        row->forward_s += seconds;
+        row->forward_flops += f;
+        return;
+    }
+    if (p->is_gemm[o]) /* one product per requested gradient of A, B (Gemm's C: ignored) */
+        f *= (double)((grad_in[0].data != NULL) + (s->ops[o].nin > 1 && grad_in[1].data != NULL));
+    row->backward_calls++;
+    row->backward_s += seconds;
+    row->backward_flops += f;
+}
+
+static int by_time_desc(const void *a, const void *b)
+{
+    const pp_stage_op_profile *x = a, *y = b;
+    double tx = x->forward_s + x->backward_s, ty = y->forward_s + y->backward_s;
+    return (tx < ty) - (tx > ty);
+}
+
+const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n)
+{
+    *n = 0;
+    if (!s->prof) return NULL;
+    memcpy(s->prof->sorted, s->prof->rows, (size_t)s->prof->nrows * sizeof *s->prof->rows);
+    qsort(s->prof->sorted, (size_t)s->prof->nrows, sizeof *s->prof->sorted, by_time_desc);
+    *n = s->prof->nrows;
+    return s->prof->sorted;
+}
