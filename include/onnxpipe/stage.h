@@ -117,6 +117,24 @@ pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
  * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. */
 pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
 
+/* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
+ * Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as
+ * 2·M·N·K per product (backward: one product per gradient asked for), other ops one
+ * per output element. The optimizer step and gradient zeroing are not kernel calls. */
+typedef struct pp_stage_op_profile {
+    const char *op_type;
+    int64_t forward_calls, backward_calls;
+    double forward_s, backward_s;           /* seconds */
+    double forward_flops, backward_flops;
+} pp_stage_op_profile;
+
+/* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. */
+pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err);
+void pp_stage_profile_reset(pp_stage *s);
+/* One row per op type of the stage, by total time, largest first; *n rows. NULL when
+ * profiling is off. Valid until the next call on s. */
+const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
+
 #ifdef __cplusplus
 }
 #endif
