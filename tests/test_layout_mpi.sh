@@ -2,7 +2,9 @@
 # Numerics do not depend on layout: the example GPT (tied embedding) and an MLP trained
 # for 20 steps with (pp, dp) in {(1,1), (2,1), (1,2), (2,2), (4,1), (4,2)} x schedules
 # {gpipe, 1f1b, interleaved, zb-h1} under mpirun give the single-rank per-step losses
-# within 1e-5 relative, and the same final parameters.
+# within 1e-5 relative, and the same final parameters within 1e-4 (AdamW divides each
+# gradient element by its own running RMS, which turns the fp32 reordering noise of
+# near-zero gradient elements into updates of a few percent of the learning rate).
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/layout
@@ -52,5 +54,5 @@ for model in gpt mlp; do
         done
     done
     echo "== $model: 24 layouts against the single-rank run"
-    "$PY" "$SRC_DIR/tests/ref/compare_runs.py" 1e-5 1e-5 "$OUT/$model-ref.losses" "$OUT/$model-ref.onnx" "${cmp[@]}"
+    "$PY" "$SRC_DIR/tests/ref/compare_runs.py" 1e-5 1e-4 "$OUT/$model-ref.losses" "$OUT/$model-ref.onnx" "${cmp[@]}"
 done
