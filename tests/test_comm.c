@@ -180,7 +180,6 @@ static void test_errors(pp_comm *c)
     setenv("PP_COMM_TIMEOUT", "abc", 1);
     pp_comm *w = NULL;
     CHECK_FAILS(pp_comm_mpi_world(&w, err), PP_ERR_INVALID_ARG, "PP_COMM_TIMEOUT='abc' is not a number");
-    setenv("PP_COMM_TIMEOUT", "2", 1);
     SAY("errors: bad peer, tag, dtype, root, short and long receives, bad PP_COMM_TIMEOUT refused with messages\n");
 }
 
@@ -190,7 +189,7 @@ static void test_timeout(pp_comm *c)
     int next = (c->rank + 1) % c->size, wnext, peer_mpi;
     MPI_Comm_rank(MPI_COMM_WORLD, &peer_mpi);
     wnext = (peer_mpi + 1) % c->size;   /* c duplicates the world */
-    CHECK(c->timeout == 2, "PP_COMM_TIMEOUT=2 gave timeout %g", c->timeout);
+    c->timeout = 2;
     char buf[8];
     pp_request *rr = NULL;
     CHECK_OK(pp_comm_irecv(c, buf, sizeof buf, next, 999, &rr, err));
@@ -206,6 +205,7 @@ static void test_timeout(pp_comm *c)
     CHECK(st == PP_ERR_TIMEOUT && strstr(e.msg, want) && strstr(e.msg, "(tag 999)") && dt >= 2.0,
           "after %.2f s: %s '%s'", dt, pp_status_string(st), e.msg);
     SAY("timeout after %.2f s: %s\n", dt, e.msg);
+    c->timeout = 60;
     /* the cancelled receive leaves the communicator usable */
     CHECK_OK(pp_comm_barrier(c, err));
     ring_once(c, 1 << 16, 5, 999);
@@ -241,6 +241,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     CHECK(c->rank == rank && c->size == size, "world %d/%d vs MPI %d/%d", c->rank, c->size, rank, size);
     CHECK(strcmp(c->i->name(c), "mpi") == 0, "backend name %s", c->i->name(c));
+    CHECK(c->timeout == 2, "PP_COMM_TIMEOUT=2 gave timeout %g", c->timeout);
+    c->timeout = 60;   /* 2 s only where a timeout is the point: the rest may run slowly under load */
     if (argc == 3 && strcmp(argv[1], "--kill-rank") == 0) return run_kill(c, atoi(argv[2]));
     SAY("world of %d rank(s), backend %s\n", c->size, c->i->name(c));
     test_ring(c);

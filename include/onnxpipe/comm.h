@@ -58,7 +58,9 @@ struct pp_comm {
  * of one). A duplicate of MPI_COMM_WORLD, so its tags never meet the application's;
  * each call returns a new one (destroy each). Errors return instead of aborting
  * (MPI_ERRORS_RETURN) and name the world ranks. PP_COMM_TIMEOUT=seconds (default 120)
- * is read here; communicators split from it inherit c->timeout, which callers may change. */
+ * is read here; communicators split from it inherit c->timeout, which callers may change.
+ * When it initialises MPI it defaults Open MPI's MPI_Iallreduce to the ring schedule
+ * (OMPI_MCA_coll_libnbc_iallreduce_algorithm=1, unless set): see bench/comm.c. */
 pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
 /* MPI_Finalize once every communicator is destroyed (call at exit of a job); a no-op
  * when the application initialised MPI itself. */
