@@ -33,11 +33,11 @@ t0=$(date +%s.%N)
 wait $job
 rc=$?
 t1=$(date +%s.%N)
-secs=$(echo "$t1 - $t0" | bc)
+secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 echo "killed pid $victim; mpirun exited with $rc after ${secs} s"
 tail -n 5 "$OUT/kill.log"
 check "a killed rank ends the job non-zero" test -n "$victim" -a "$rc" -ne 0 -a "$rc" -ne 124
-check "within 30 s" test "$(echo "$secs < 30" | bc)" = 1
+check "within 30 s" awk -v s="$secs" 'BEGIN { exit !(s < 30) }'
 check "the message names the lost rank" grep -qiE "rank [01].*(exited|killed|signal)|process rank [01]" "$OUT/kill.log"
 
 # 2. ranks started with different options refuse to start
