@@ -210,7 +210,7 @@ static pp_status setup(run *r, pp_error *err)
                             c->data, (long long)r->data->samples, (long long)c->batch);
     if (r->world->rank == 0 && !c->quiet) print_plan(r);
     pp_driver_config dc = {
-        .schedule = r->sched, .partition = r->part, .grid = r->grid, .dev = r->dev,
+        .schedule = r->sched, .partition = r->part, .grid = r->grid, .control = r->world, .dev = r->dev,
         .stage_options = {.microbatch = r->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
                           .seed = c->seed, .training = 1},
         .feed = feed, .feed_user = r, .clip_norm = c->clip_norm, .skip_nonfinite = c->skip_nonfinite,

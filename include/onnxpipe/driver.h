@@ -25,7 +25,9 @@ typedef pp_status (*pp_feed_fn)(void *user, pp_stage *stage, int slot, int64_t s
 typedef struct pp_driver_config {
     const pp_schedule *schedule;    /* lowered and validated; its pp = grid->pp */
     const pp_partition *partition;  /* schedule->num_stages stages */
-    pp_grid *grid;
+    pp_grid *grid;                  /* its communicators carry device buffers (MPI on the cpu, NCCL on GPUs) */
+    pp_comm *control;               /* host-memory collectives (loss, flags, norms): the MPI world;
+                                       NULL: grid->world */
     pp_device *dev;
     pp_stage_options stage_options; /* slots is set per stage by the driver */
     pp_feed_fn feed;
