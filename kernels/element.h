@@ -6,6 +6,8 @@
 
 #include <onnxpipe/core.h>
 
+#include "element_nn.h"   /* pp_nn_expf: a vectorisable exp */
+
 #include <math.h>
 #include <stdint.h>
 
@@ -16,6 +18,10 @@
 #define PP_EL_INV_SQRT_2PI 0.3989422804014327f
 #define PP_EL_2_OVER_SQRT_PI 1.1283791670955126f
 #define PP_EL_GELU_C 0.044715f
+
+/* min(max(x, lo), hi) by comparisons: unlike fminf/fmaxf (a libm call each without
+ * -ffinite-math-only) it vectorises, and a NaN stays NaN. */
+static inline PP_HD float pp_el_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 static inline PP_HD float pp_el_relu(float x) { return x > 0.f ? x : 0.f; }
 static inline PP_HD float pp_el_relu_grad(float x) { return x > 0.f ? 1.f : 0.f; }
@@ -36,7 +42,7 @@ static inline PP_HD float pp_el_sigmoid_grad_y(float y) { return y * (1.f - y); 
 static inline PP_HD float pp_el_tanh(float x)
 {
     if (fabsf(x) < 0.0004f) return x;
-    float c = fminf(fmaxf(x, -7.99881172180175781f), 7.99881172180175781f), c2 = c * c;
+    float c = pp_el_clamp(x, -7.99881172180175781f, 7.99881172180175781f), c2 = c * c;
     float p = c2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
     p = c2 * p + -8.60467152213735e-11f;
     p = c2 * p + 5.12229709037114e-08f;
@@ -53,7 +59,7 @@ static inline PP_HD float pp_el_tanh_grad_y(float y) { return 1.f - y * y; }
 /* erf as a clamped odd/even rational on [-4, 4] (Eigen's float erf; +-1 beyond). */
 static inline PP_HD float pp_el_erf(float x)
 {
-    float c = fminf(fmaxf(x, -4.f), 4.f), c2 = c * c;
+    float c = pp_el_clamp(x, -4.f, 4.f), c2 = c * c;
     float p = c2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
     p = c2 * p + -2.10102402082508e-06f;
     p = c2 * p + -5.69250639462346e-05f;
@@ -66,13 +72,13 @@ static inline PP_HD float pp_el_erf(float x)
     q = c2 * q + -1.42647390514189e-02f;
     return c * p / q;
 }
-static inline PP_HD float pp_el_erf_grad(float x) { return PP_EL_2_OVER_SQRT_PI * expf(-x * x); }
+static inline PP_HD float pp_el_erf_grad(float x) { return PP_EL_2_OVER_SQRT_PI * pp_nn_expf(-x * x); }
 
 /* GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)) */
 static inline PP_HD float pp_el_gelu(float x) { return 0.5f * x * (1.f + pp_el_erf(x * PP_EL_INV_SQRT_2)); }
 static inline PP_HD float pp_el_gelu_grad(float x)
 {
-    return 0.5f * (1.f + pp_el_erf(x * PP_EL_INV_SQRT_2)) + x * PP_EL_INV_SQRT_2PI * expf(-0.5f * x * x);
+    return 0.5f * (1.f + pp_el_erf(x * PP_EL_INV_SQRT_2)) + x * PP_EL_INV_SQRT_2PI * pp_nn_expf(-0.5f * x * x);
 }
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 static inline PP_HD float pp_el_gelu_tanh(float x)
