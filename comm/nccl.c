@@ -1,6 +1,9 @@
 /* The NCCL backend of pp_comm (device buffers; CUDA builds only): every operation is
  * enqueued on the communicator's stream and followed by a CUDA event that its request
- * waits on, polling ncclCommGetAsyncError too, with the communicator's deadline. */
+ * waits on, polling ncclCommGetAsyncError too, with the communicator's deadline.
+ * Sends and receives are held until the next wait, test or collective and then go out
+ * together in one ncclGroupStart/End, so "post both, then wait" exchanges between two
+ * ranks cannot deadlock on the single stream. */
 #include "comm_internal.h"
 
 #include <onnxpipe/comm_nccl.h>
@@ -17,6 +20,7 @@ typedef struct nccl_ctx {
     float *scratch;        /* device, 1 element: the barrier's all-reduce */
     pp_comm *boot;         /* borrowed: ends the job in abort */
     int aborted;           /* after an error or a timeout; every call then fails */
+    struct nccl_req *pending, **pending_end;   /* p2p posted but not yet enqueued, in order */
 } nccl_ctx;
 
 typedef struct nccl_req {
@@ -24,6 +28,9 @@ typedef struct nccl_req {
     const char *op;
     int peer, tag;         /* p2p: communicator rank of the peer; collectives: -1 */
     size_t bytes;
+    void *buf;             /* p2p: device memory */
+    int enqueued;          /* 1: on the stream, done is recorded; -1: dropped by a failed flush */
+    struct nccl_req *next; /* in the pending list */
 } nccl_req;
 
 static nccl_ctx *ctx_of(const pp_comm *c)
@@ -78,19 +85,71 @@ static pp_status begin(pp_comm *c, const char *op, pp_error *err)
     return PP_OK;
 }
 
-/* After an operation was enqueued on the stream: a request holding its event. */
-static pp_status finish(pp_comm *c, const char *op, int peer, int tag, size_t bytes, pp_request **req, pp_error *err)
+/* A request with an event (not yet recorded). */
+static pp_status new_req(pp_comm *c, const char *op, int peer, int tag, size_t bytes, void *buf, nccl_req **out,
+                         pp_error *err)
 {
     nccl_req *q = pp_calloc(1, sizeof *q);
     if (!q) return pp_error_set(err, PP_ERR_NOMEM, "rank %d: nccl %s: out of memory for the request", c->rank, op);
-    *q = (nccl_req){.op = op, .peer = peer, .tag = tag, .bytes = bytes};
+    *q = (nccl_req){.op = op, .peer = peer, .tag = tag, .bytes = bytes, .buf = buf};
     cudaError_t e = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(q->done, ctx_of(c)->stream);
     if (e != cudaSuccess) {
-        if (q->done) cudaEventDestroy(q->done);
         free(q);
-        return cuda_fail(c, e, "recording the completion event", err);
+        return cuda_fail(c, e, "cudaEventCreate", err);
     }
+    *out = q;
+    return PP_OK;
+}
+
+static void free_req(nccl_req *q)
+{
+    cudaEventDestroy(q->done);
+    free(q);
+}
+
+/* Enqueues the held sends and receives as one group, then records their events. */
+static pp_status flush(pp_comm *c, pp_error *err)
+{
+    nccl_ctx *x = ctx_of(c);
+    if (!x->pending) return PP_OK;
+    nccl_req *list = x->pending;
+    x->pending = NULL;
+    x->pending_end = &x->pending;
+    pp_status st = begin(c, list->op, err);
+    ncclResult_t r = st == PP_OK ? ncclGroupStart() : ncclSuccess;
+    for (nccl_req *q = list; q && st == PP_OK && r == ncclSuccess; q = q->next)
+        r = q->op[0] == 's' ? ncclSend(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream)
+                            : ncclRecv(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream);
+    if (st == PP_OK) {
+        ncclResult_t r2 = ncclGroupEnd();
+        if (r == ncclSuccess) r = r2;
+        if (r != ncclSuccess) st = nccl_fail(c, r, "ncclSend/ncclRecv group", err);
+    }
+    cudaError_t e = cudaSuccess;
+    for (nccl_req *q = list; q; q = q->next) {
+        if (st == PP_OK && e == cudaSuccess) e = cudaEventRecord(q->done, x->stream);
+        q->enqueued = st == PP_OK && e == cudaSuccess ? 1 : -1;
+    }
+    if (st == PP_OK && e != cudaSuccess) st = cuda_fail(c, e, "recording a completion event", err);
+    if (st != PP_OK) abort_nccl(c);
+    return st;
+}
+
+/* Every collective starts here: device and liveness, then the held p2p, in order. */
+static pp_status start(pp_comm *c, const char *op, pp_error *err)
+{
+    PP_CHECK(begin(c, op, err));
+    return flush(c, err);
+}
+
+static pp_status post(pp_comm *c, const char *op, void *buf, size_t bytes, int peer, int tag, pp_request **req,
+                      pp_error *err)
+{
+    PP_CHECK(begin(c, op, err));
+    nccl_req *q = NULL;
+    PP_CHECK(new_req(c, op, peer, tag, bytes, buf, &q, err));
+    *ctx_of(c)->pending_end = q;
+    ctx_of(c)->pending_end = &q->next;
     *req = (pp_request *)q;
     return PP_OK;
 }
@@ -98,26 +157,37 @@ static pp_status finish(pp_comm *c, const char *op, int peer, int tag, size_t by
 static pp_status nccl_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                             pp_error *err)
 {
-    PP_CHECK(begin(c, "send", err));
-    NCCL_TRY(c, ncclGroupStart(), "ncclGroupStart", err);
-    ncclResult_t r = ncclSend(buf, bytes, ncclUint8, peer, ctx_of(c)->comm, ctx_of(c)->stream);
-    ncclResult_t r2 = ncclGroupEnd();
-    NCCL_TRY(c, r != ncclSuccess ? r : r2, "ncclSend", err);
-    return finish(c, "send", peer, tag, bytes, req, err);
+    return post(c, "send", (void *)buf, bytes, peer, tag, req, err);
 }
 
 static pp_status nccl_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err)
 {
-    PP_CHECK(begin(c, "recv", err));
-    NCCL_TRY(c, ncclGroupStart(), "ncclGroupStart", err);
-    ncclResult_t r = ncclRecv(buf, bytes, ncclUint8, peer, ctx_of(c)->comm, ctx_of(c)->stream);
-    ncclResult_t r2 = ncclGroupEnd();
-    NCCL_TRY(c, r != ncclSuccess ? r : r2, "ncclRecv", err);
-    return finish(c, "recv", peer, tag, bytes, req, err);
+    return post(c, "recv", buf, bytes, peer, tag, req, err);
+}
+
+/* After a collective was enqueued on the stream: a request holding its event. */
+static pp_status finish(pp_comm *c, const char *op, size_t bytes, pp_request **req, pp_error *err)
+{
+    nccl_req *q = NULL;
+    PP_CHECK(new_req(c, op, -1, -1, bytes, NULL, &q, err));
+    cudaError_t e = cudaEventRecord(q->done, ctx_of(c)->stream);
+    if (e != cudaSuccess) {
+        free_req(q);
+        return cuda_fail(c, e, "recording the completion event", err);
+    }
+    q->enqueued = 1;
+    *req = (pp_request *)q;
+    return PP_OK;
 }
 
 static pp_status poll_req(pp_comm *c, nccl_req *q, int *done, pp_error *err)
 {
+    *done = 0;
+    if (!q->enqueued) PP_CHECK(flush(c, err));
+    if (q->enqueued < 0)
+        return pp_error_set(err, PP_ERR_COMM, "rank %d: nccl %s with rank %d was never started: the communicator "
+                                              "was aborted after an earlier error",
+                            c->rank, q->op, q->peer);
     cudaError_t e = cudaEventQuery(q->done);
     *done = e == cudaSuccess;
     if (e != cudaSuccess && e != cudaErrorNotReady) {
@@ -132,12 +202,6 @@ static pp_status poll_req(pp_comm *c, nccl_req *q, int *done, pp_error *err)
         return nccl_fail(c, r, q->op, err);
     }
     return PP_OK;
-}
-
-static void free_req(nccl_req *q)
-{
-    cudaEventDestroy(q->done);
-    free(q);
 }
 
 static pp_status nccl_test(pp_comm *c, pp_request *req, int *done, pp_error *err)
@@ -197,22 +261,22 @@ static pp_status nccl_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype d
 {
     ncclDataType_t type = ncclFloat32;
     PP_CHECK(nccl_type(dtype, &type, err));
-    PP_CHECK(begin(c, "allreduce", err));
+    PP_CHECK(start(c, "allreduce", err));
     NCCL_TRY(c, ncclAllReduce(buf, buf, count, type, ncclSum, ctx_of(c)->comm, ctx_of(c)->stream), "ncclAllReduce",
              err);
-    return finish(c, "allreduce", -1, -1, count * pp_dtype_size(dtype), req, err);
+    return finish(c, "allreduce", count * pp_dtype_size(dtype), req, err);
 }
 
 static pp_status wait_new(pp_comm *c, const char *op, size_t bytes, pp_error *err)
 {
     pp_request *req = NULL;
-    PP_CHECK(finish(c, op, -1, -1, bytes, &req, err));
+    PP_CHECK(finish(c, op, bytes, &req, err));
     return nccl_wait(c, req, err);
 }
 
 static pp_status nccl_broadcast(pp_comm *c, void *buf, size_t bytes, int root, pp_error *err)
 {
-    PP_CHECK(begin(c, "broadcast", err));
+    PP_CHECK(start(c, "broadcast", err));
     NCCL_TRY(c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, ctx_of(c)->comm, ctx_of(c)->stream), "ncclBroadcast",
              err);
     return wait_new(c, "broadcast", bytes, err);
@@ -220,14 +284,14 @@ static pp_status nccl_broadcast(pp_comm *c, void *buf, size_t bytes, int root, p
 
 static pp_status nccl_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err)
 {
-    PP_CHECK(begin(c, "allgather", err));
+    PP_CHECK(start(c, "allgather", err));
     NCCL_TRY(c, ncclAllGather(in, out, bytes, ncclUint8, ctx_of(c)->comm, ctx_of(c)->stream), "ncclAllGather", err);
     return wait_new(c, "allgather", bytes, err);
 }
 
 static pp_status nccl_barrier(pp_comm *c, pp_error *err)
 {
-    PP_CHECK(begin(c, "barrier", err));
+    PP_CHECK(start(c, "barrier", err));
     NCCL_TRY(c, ncclAllReduce(ctx_of(c)->scratch, ctx_of(c)->scratch, 1, ncclFloat32, ncclSum, ctx_of(c)->comm,
                               ctx_of(c)->stream),
              "ncclAllReduce (barrier)", err);
@@ -282,6 +346,7 @@ static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t str
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for a NCCL communicator");
     }
     *x = (nccl_ctx){.comm = nc, .stream = stream, .device = device, .boot = boot};
+    x->pending_end = &x->pending;
     pp_status st = PP_OK;
     ncclResult_t r = ncclCommUserRank(nc, &rank);
     if (r == ncclSuccess) r = ncclCommCount(nc, &size);
@@ -304,7 +369,7 @@ static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t str
 
 static pp_status nccl_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err)
 {
-    PP_CHECK(begin(c, "split", err));
+    PP_CHECK(start(c, "split", err));
     ncclComm_t sub = NULL;
     NCCL_TRY(c, ncclCommSplit(ctx_of(c)->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, NULL),
              "ncclCommSplit", err);
