@@ -184,10 +184,11 @@ static pp_status poll_req(pp_comm *c, nccl_req *q, int *done, pp_error *err)
 {
     *done = 0;
     if (!q->enqueued) PP_CHECK(flush(c, err));
-    if (q->enqueued < 0)
-        return pp_error_set(err, PP_ERR_COMM, "rank %d: nccl %s with rank %d was never started: the communicator "
-                                              "was aborted after an earlier error",
-                            c->rank, q->op, q->peer);
+    /* an aborted ncclComm_t is freed: touch it no more */
+    if (q->enqueued < 0 || ctx_of(c)->aborted)
+        return pp_error_set(err, PP_ERR_COMM, "rank %d: nccl %s: the communicator was aborted after an earlier "
+                                              "error or timeout",
+                            c->rank, q->op);
     cudaError_t e = cudaEventQuery(q->done);
     *done = e == cudaSuccess;
     if (e != cudaSuccess && e != cudaErrorNotReady) {
