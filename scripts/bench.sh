@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints their JSON lines: bench_partition, bench_schedule,
+# bench_comm (mpirun -np 2), bench_step, bench/pipeline.sh. A benchmark that is missing
+# or fails prints a JSON line saying so, and the others still run.
+# Usage: scripts/bench.sh [BUILD_DIR]  (a Release build: cmake -DCMAKE_BUILD_TYPE=Release)
+# Env: BENCH_COMM_BYTES (largest bench_comm message, default 64 MiB), STEPS (pipeline.sh).
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$SRC/build}" 2>/dev/null && pwd) || { echo "{\"bench\": \"all\", \"error\": \"no build dir ${1:-$SRC/build}\"}"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+
+echo "{\"bench\": \"all\", \"build\": \"$BUILD\", \"build_type\": \"$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)\", \"cores\": $(nproc), \"loadavg\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+
+# run NAME CMD...: the command's JSON lines, or one line saying why there are none
+run() {
+    local name=$1
+    shift
+    if [ ! -x "$1" ] && ! command -v "$1" >/dev/null; then
+        echo "{\"bench\": \"$name\", \"error\": \"missing: $1\"}"
+        return
+    fi
+    local out rc
+    out=$("$@" 2>/tmp/bench.$$.err)
+    rc=$?
+    printf '%s\n' "$out" | grep '^{' || true
+    if [ $rc -ne 0 ]; then
+        local why
+        why=$(tail -c 300 /tmp/bench.$$.err | tr '\n"\\' '   ')
+        echo "{\"bench\": \"$name\", \"error\": \"exit status $rc\", \"stderr\": \"$why\"}"
+    fi
+    rm -f /tmp/bench.$$.err
+}
+
+run partition "$BUILD/bench_partition"
+run schedule "$BUILD/bench_schedule"
+if [ -x "$BUILD/bench_comm" ]; then
+    run comm mpirun -np 2 --bind-to core -x OPENBLAS_NUM_THREADS "$BUILD/bench_comm" "${BENCH_COMM_BYTES:-67108864}"
+else
+    echo "{\"bench\": \"comm\", \"error\": \"missing: $BUILD/bench_comm\"}"
+fi
+run step "$BUILD/bench_step"
+run pipeline "$SRC/bench/pipeline.sh" "$BUILD"
