@@ -1,0 +1,21 @@
+/* onnxpipe: pipeline x data parallel training of ONNX models. One include for a
+ * custom trainer; each module's header can also be included on its own. The map of
+ * the library is DESIGN.md; examples/custom_trainer.c is a small trainer built on it. */
+#ifndef ONNXPIPE_H
+#define ONNXPIPE_H
+
+#include <onnxpipe/core.h>        /* status, errors, dtypes, logging, JSON */
+#include <onnxpipe/tensor.h>      /* shapes, tensors, attributes */
+#include <onnxpipe/graph.h>       /* the ONNX IR: load, build, save, extract */
+#include <onnxpipe/example.h>     /* example models (GPT, MLP) */
+#include <onnxpipe/partition.h>   /* balanced pipeline partition and its preview */
+#include <onnxpipe/schedule.h>    /* pipeline schedules: generate, validate, simulate, render */
+#include <onnxpipe/device.h>      /* cpu / cuda devices */
+#include <onnxpipe/kernels.h>     /* the op library and optimizer kernels */
+#include <onnxpipe/stage.h>       /* the stage executor: forward, backward, step */
+#include <onnxpipe/comm.h>        /* communicators (MPI, NCCL) and the process grid */
+#include <onnxpipe/placement.h>   /* topology-aware placement with hwloc */
+#include <onnxpipe/driver.h>      /* runs a rank's schedule on its stages */
+#include <onnxpipe/train.h>       /* datasets, LR schedules, the training job, export */
+
+#endif
