@@ -19,9 +19,26 @@
 #define PP_EL_2_OVER_SQRT_PI 1.1283791670955126f
 #define PP_EL_GELU_C 0.044715f
 
-/* min(max(x, lo), hi) by comparisons: unlike fminf/fmaxf (a libm call each without
- * -ffinite-math-only) it vectorises, and a NaN stays NaN. */
-static inline PP_HD float pp_el_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* The bits of a float, for compares that vectorise: a float compare may trap on NaN, so
+ * under the default -ftrapping-math GCC will not if-convert one inside a loop of float
+ * math, and the loop stays scalar. */
+static inline PP_HD uint32_t pp_el_bits(float x)
+{
+    union { float f; uint32_t u; } v = {x};
+    return v.u;
+}
+static inline PP_HD float pp_el_from_bits(uint32_t u)
+{
+    union { uint32_t u; float f; } v = {u};
+    return v.f;
+}
+/* x with |x| clamped to hi > 0, sign kept; NaN stays NaN. */
+static inline PP_HD float pp_el_clamp_abs(float x, float hi)
+{
+    uint32_t u = pp_el_bits(x), a = u & 0x7FFFFFFFu, lim = pp_el_bits(hi);
+    a = (a > lim) & (a <= 0x7F800000u) ? lim : a;
+    return pp_el_from_bits((u & 0x80000000u) | a);
+}
 
 static inline PP_HD float pp_el_relu(float x) { return x > 0.f ? x : 0.f; }
 static inline PP_HD float pp_el_relu_grad(float x) { return x > 0.f ? 1.f : 0.f; }
@@ -41,8 +58,7 @@ static inline PP_HD float pp_el_sigmoid_grad_y(float y) { return y * (1.f - y); 
  * loops over it vectorise; tanhf/erff cost ~5x an expf on glibc. */
 static inline PP_HD float pp_el_tanh(float x)
 {
-    if (fabsf(x) < 0.0004f) return x;
-    float c = pp_el_clamp(x, -7.99881172180175781f, 7.99881172180175781f), c2 = c * c;
+    float c = pp_el_clamp_abs(x, 7.99881172180175781f), c2 = c * c;
     float p = c2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
     p = c2 * p + -8.60467152213735e-11f;
     p = c2 * p + 5.12229709037114e-08f;
@@ -52,14 +68,16 @@ static inline PP_HD float pp_el_tanh(float x)
     float q = c2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
     q = c2 * q + 2.26843463243900e-03f;
     q = c2 * q + 4.89352518554385e-03f;
-    return c * p / q;
+    /* x itself below |x| = 0.0004, chosen by a bit mask so that the loop has no branch */
+    uint32_t tiny = 0u - (uint32_t)((pp_el_bits(x) & 0x7FFFFFFFu) < pp_el_bits(0.0004f));
+    return pp_el_from_bits((pp_el_bits(x) & tiny) | (pp_el_bits(c * p / q) & ~tiny));
 }
 static inline PP_HD float pp_el_tanh_grad_y(float y) { return 1.f - y * y; }
 
 /* erf as a clamped odd/even rational on [-4, 4] (Eigen's float erf; +-1 beyond). */
 static inline PP_HD float pp_el_erf(float x)
 {
-    float c = pp_el_clamp(x, -4.f, 4.f), c2 = c * c;
+    float c = pp_el_clamp_abs(x, 4.f), c2 = c * c;
     float p = c2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
     p = c2 * p + -2.10102402082508e-06f;
     p = c2 * p + -5.69250639462346e-05f;
