@@ -33,7 +33,12 @@ typedef struct pp_cuda {
     size_t pinned_bytes;
     cudaEvent_t *events;            /* ring of events handed out by event_record */
     int nevents, next_event;
+    struct cu_conv_algo *convs;     /* cuDNN descriptors and algorithms per Conv shape (conv.cu) */
+    int nconvs;
 } pp_cuda;
+
+/* Frees the Conv cache (conv.cu); cu_destroy calls it. */
+void pp_cu_conv_cache_free(pp_cuda *cu);
 
 #define PP_CUDA_EVENTS 64
 

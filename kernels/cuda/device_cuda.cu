@@ -251,6 +251,7 @@ static void cu_destroy(pp_device *d)
         for (int i = 0; cu->events && i < cu->nevents; i++)
             if (cu->events[i]) cudaEventDestroy(cu->events[i]);
         free(cu->events);
+        pp_cu_conv_cache_free(cu);
         if (cu->dnn) cudnnDestroy(cu->dnn);
         if (cu->blas) cublasDestroy(cu->blas);
         if (cu->stream) cudaStreamDestroy(cu->stream);

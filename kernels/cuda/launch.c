@@ -363,3 +363,13 @@ pp_status pp_cu_pool_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (pool): output N, C differ from the input's", node);
     return PP_OK;
 }
+
+void pp_cu_bn_dims(const pp_tensor *x, int dims[4])
+{
+    int64_t hw = 1;
+    for (int d = 2; d < x->rank; d++) hw *= x->dims[d];
+    dims[0] = (int)x->dims[0];
+    dims[1] = x->rank > 1 ? (int)x->dims[1] : 1;
+    dims[2] = (int)hw;
+    dims[3] = 1;
+}

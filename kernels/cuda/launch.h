@@ -142,6 +142,33 @@ pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W
 pp_status pp_cu_pool_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y, const int64_t *kernel,
                           const int64_t *pads, const int64_t *strides, const char *node, pp_error *err);
 
+/* Pooling windows along one spatial dim, as the cpu's window walk counts them: of the k
+ * positions o s - pb + j d (j < k) of output o, *inside lie in [0, in) and *padded below
+ * in + pe (the input and its pads; a position is never before -pb). AveragePool divides by
+ * inside_h inside_w, or padded_h padded_w with count_include_pad. */
+static inline PP_HD void pp_cu_window_span(int64_t o, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb,
+                                           int64_t pe, int64_t *inside, int64_t *padded)
+{
+    *inside = *padded = 0;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t i = o * s - pb + j * d;
+        *inside += i >= 0 && i < in;
+        *padded += i < in + pe;
+    }
+}
+
+/* Output position along one dim whose window puts tap j on input position i, or -1:
+ * o s - pb + j d = i with 0 <= o < out. The backward of pooling gathers through it. */
+static inline PP_HD int64_t pp_cu_window_out(int64_t i, int64_t j, int64_t out, int64_t s, int64_t d, int64_t pb)
+{
+    int64_t t = i + pb - j * d;
+    if (t < 0 || t % s) return -1;
+    return t / s < out ? t / s : -1;
+}
+
+/* BatchNormalization as cuDNN's 4-D NCHW: x (N, C, spatial...) -> (N, C, prod(spatial), 1). */
+void pp_cu_bn_dims(const pp_tensor *x, int dims[4]);
+
 #ifdef __cplusplus
 }
 #endif

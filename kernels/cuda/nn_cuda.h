@@ -17,6 +17,16 @@ PP_CU_AUX(pp_cu_layernorm_aux);
 /* shape.cu: Reshape/Flatten/Squeeze/Unsqueeze (copy), Transpose, Slice, Concat, Split,
  * Gather, Expand, Where, Dropout */
 PAIR(copy) PAIR(transpose) PAIR(slice) PAIR(concat) PAIR(split) PAIR(gather) PAIR(expand) PAIR(where) PAIR(dropout)
+/* conv.cu, pool.cu, batchnorm.cu */
+PAIR(conv) PAIR(maxpool) PAIR(avgpool) PAIR(gap) PAIR(batchnorm)
+PP_CU_AUX(pp_cu_maxpool_aux);
+PP_CU_AUX(pp_cu_batchnorm_aux);
+/* dtype_ops.cu: Equal, Cast; Shape (shapes only) and ConstantOfShape / Range (constant
+ * values) computed by the cpu kernel on the host and uploaded */
+PAIR(cast)
+PP_CU_FWD(pp_cu_equal_forward);
+PP_CU_FWD(pp_cu_shape_forward);
+PP_CU_FWD(pp_cu_fold_forward);
 #undef PAIR
 
 #endif

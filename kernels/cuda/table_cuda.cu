@@ -43,6 +43,16 @@ static const pp_kernel kernels_cuda[] = {
     K("Expand", NULL, pp_cu_expand_forward, pp_cu_expand_backward, 0, 0),
     K("Where", NULL, pp_cu_where_forward, pp_cu_where_backward, 0x1, 0x0),
     K("Dropout", NULL, pp_cu_dropout_forward, pp_cu_dropout_backward, 0x6, 0x0),
+    K("Conv", NULL, pp_cu_conv_forward, pp_cu_conv_backward, 0x3, 0x0),
+    K("MaxPool", pp_cu_maxpool_aux, pp_cu_maxpool_forward, pp_cu_maxpool_backward, 0x0, 0x0),
+    K("AveragePool", NULL, pp_cu_avgpool_forward, pp_cu_avgpool_backward, 0x0, 0x0),
+    K("GlobalAveragePool", NULL, pp_cu_gap_forward, pp_cu_gap_backward, 0x0, 0x0),
+    K("BatchNormalization", pp_cu_batchnorm_aux, pp_cu_batchnorm_forward, pp_cu_batchnorm_backward, 0x1b, 0x0),
+    K("Equal", NULL, pp_cu_equal_forward, NULL, 0x0, 0x0),
+    K("Cast", NULL, pp_cu_cast_forward, pp_cu_cast_backward, 0x0, 0x0),
+    K("Shape", NULL, pp_cu_shape_forward, NULL, 0, 0),
+    K("ConstantOfShape", NULL, pp_cu_fold_forward, NULL, 0, 0),
+    K("Range", NULL, pp_cu_fold_forward, NULL, 0, 0),
 };
 
 static const pp_kernel_table table_cuda = {kernels_cuda, (int)(sizeof kernels_cuda / sizeof kernels_cuda[0])};
