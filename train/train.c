@@ -6,6 +6,8 @@
 #include <onnxpipe/placement.h>
 #include <onnxpipe/train.h>
 
+#include "data_comm.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,8 @@
 
 typedef struct run {
     const pp_train_config *cfg;
-    pp_comm *world;
+    pp_comm *world;             /* MPI: host-memory collectives */
+    pp_comm *link;              /* device buffers: world on the cpu, its NCCL twin on cuda */
     pp_grid *grid;
     pp_graph *g;
     pp_partition *part;
@@ -24,6 +27,7 @@ typedef struct run {
     pp_topology *topo;
     pp_placement *place;
     pp_bind_result bind;
+    pp_device_kind kind;
     pp_error device_note;       /* why auto chose the cpu */
     int64_t mb;                 /* samples per microbatch */
     int64_t tokens_per_sample;
@@ -159,27 +163,34 @@ static pp_status place(run *r, pp_error *err)
     pp_placement_input in = {
         .pp = c->pp, .dp = c->dp, .param_bytes = param_bytes, .send_bytes = send_bytes,
         .microbatches = c->microbatches, .order = -1,
-        .device = r->dev->kind == PP_DEVICE_CUDA ? PP_PLACE_GPU : PP_PLACE_CPU,
+        .device = r->kind == PP_DEVICE_CUDA ? PP_PLACE_GPU : PP_PLACE_CPU,
     };
     PP_CHECK(pp_topology_load(NULL, NULL, &r->topo, err));
     PP_CHECK(pp_placement_plan_job(r->world, &in, r->topo, &r->place, err));
     return pp_placement_bind(r->place, r->world->rank, r->topo, &r->bind, err);
 }
 
-/* The device: --device auto takes a GPU when one works (the one placement gave this
- * rank), else the cpu and says why. */
-static pp_status open_device(run *r, pp_error *err)
+/* The device kind: --device auto takes a GPU when one works, else the cpu and says why. */
+static pp_status device_kind(run *r, pp_error *err)
 {
     const char *want = r->cfg->device ? r->cfg->device : "auto";
-    pp_device_kind kind;
-    if (!strcmp(want, "auto")) kind = pp_device_auto(&r->device_note);
-    else if (!strcmp(want, "cpu")) kind = PP_DEVICE_CPU;
-    else if (!strcmp(want, "cuda")) kind = PP_DEVICE_CUDA;
+    if (!strcmp(want, "auto")) r->kind = pp_device_auto(&r->device_note);
+    else if (!strcmp(want, "cpu")) r->kind = PP_DEVICE_CPU;
+    else if (!strcmp(want, "cuda")) r->kind = PP_DEVICE_CUDA;
     else return pp_error_set(err, PP_ERR_INVALID_ARG, "--device '%s': use auto, cpu or cuda", want);
-    /* the GPU index among the host's: its local rank until placement says otherwise */
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int index = kind == PP_DEVICE_CUDA && local ? atoi(local) : 0;
-    return pp_device_create(kind, index, &r->dev, err);
+    return PP_OK;
+}
+
+/* The device, after placement: on cuda the GPU placement gave this rank (by PCI bus id),
+ * or its local rank when placement saw no GPUs; then the communicator of device buffers. */
+static pp_status open_device(run *r, pp_error *err)
+{
+    int index = 0;
+    if (r->kind == PP_DEVICE_CUDA)
+        PP_CHECK(pp_train_gpu_index(r->place->ranks[r->world->rank].gpu_busid, r->place->ranks[r->world->rank].local,
+                                    &index, err));
+    PP_CHECK(pp_device_create(r->kind, index, &r->dev, err));
+    return pp_train_data_comm(r->world, r->dev, &r->link, err);
 }
 
 static pp_status setup(run *r, pp_error *err)
@@ -201,9 +212,10 @@ static pp_status setup(run *r, pp_error *err)
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &r->sched, err));
     pp_partition_options popt = {.microbatches = c->microbatches};
     PP_CHECK(pp_partition_create(r->g, r->sched->num_stages, &popt, &r->part, err));
-    PP_CHECK(open_device(r, err));
+    PP_CHECK(device_kind(r, err));
     PP_CHECK(place(r, err));
-    PP_CHECK(pp_grid_create(r->world, c->pp, c->dp, r->place->order, &r->grid, err));
+    PP_CHECK(open_device(r, err));
+    PP_CHECK(pp_grid_create(r->link, c->pp, c->dp, r->place->order, &r->grid, err));
     PP_CHECK(pp_dataset_open(c->data, &r->data, err));
     if (r->data->samples < c->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
@@ -228,10 +240,11 @@ static void teardown(run *r)
     pp_dataset_close(r->data);
     pp_placement_destroy(r->place);
     pp_topology_destroy(r->topo);
+    pp_grid_destroy(r->grid);
+    if (r->link != r->world) pp_comm_destroy(r->link);
     pp_device_destroy(r->dev);
     pp_partition_destroy(r->part);
     pp_schedule_destroy(r->sched);
-    pp_grid_destroy(r->grid);
     pp_graph_destroy(r->g);
     pp_comm_destroy(r->world);
 }

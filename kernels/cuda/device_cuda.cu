@@ -4,6 +4,8 @@
  * workspace, pinned staging for device -> host reads, and a ring of events. */
 #include "cuda_internal.h"
 
+#include <onnxpipe/device_cuda.h>
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,4 +332,20 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
 fail:
     cu_destroy(d);
     return st;
+}
+
+pp_status pp_cuda_device_index(const char *busid, int *index, pp_error *err)
+{
+    cudaError_t e = cudaDeviceGetByPCIBusId(index, busid);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return pp_error_set(err, PP_ERR_DEVICE, "no visible CUDA device at PCI bus id '%s': %s (check CUDA_VISIBLE_DEVICES)",
+                            busid, cudaGetErrorString(e));
+    }
+    return PP_OK;
+}
+
+void *pp_cuda_device_stream(const pp_device *d)
+{
+    return d && d->kind == PP_DEVICE_CUDA ? (void *)cu_of(d)->stream : NULL;
 }
