@@ -13,11 +13,11 @@
 typedef struct op_case {
     const char *op;
     int nin;
-    int ranks[3];
-    int64_t dims[3][4];
+    int ranks[5];
+    int64_t dims[5][4];
     int64_t out_dims[4];
     int out_rank;
-    pp_attr attr;               /* one attribute or name NULL */
+    pp_attr attr[3];            /* up to 3 attributes, the list ending at a NULL name */
     float tol;                  /* max |cuda - cpu| / (1 + |cpu|) */
 } op_case;
 
@@ -86,10 +86,11 @@ static void run_case(const op_case *k)
     assert_non_null(kc);
     assert_non_null(kg);
     uint64_t seed = 42;
-    pp_tensor hin[3], din[3], hgin[3], dgin[3];
+    pp_tensor hin[5], din[5], hgin[5], dgin[5];
     for (int i = 0; i < k->nin; i++) {
         hin[i] = host_tensor(k->ranks[i], k->dims[i], &seed);
-        if (!strcmp(k->op, "Sqrt") || !strcmp(k->op, "Pow") || !strcmp(k->op, "Reciprocal"))
+        if (!strcmp(k->op, "Sqrt") || !strcmp(k->op, "Pow") || !strcmp(k->op, "Reciprocal") ||
+            (!strcmp(k->op, "BatchNormalization") && i == 4)) /* positive; BatchNorm: the variance */
             for (int64_t j = 0; j < pp_tensor_numel(&hin[i]); j++) ((float *)hin[i].data)[j] = fabsf(((float *)hin[i].data)[j]) + 0.5f;
         din[i] = to_gpu(&hin[i]);
         hgin[i] = host_tensor(k->ranks[i], k->dims[i], &seed);
@@ -97,8 +98,9 @@ static void run_case(const op_case *k)
     }
     pp_tensor hy = host_tensor(k->out_rank, k->out_dims, &seed), dy = to_gpu(&hy);
     pp_tensor hg = host_tensor(k->out_rank, k->out_dims, &seed), dg = to_gpu(&hg);
-    const int nattr = k->attr.name ? 1 : 0;
-    pp_kernel_ctx cc = {.node = "n", .op_type = k->op, .opset = 17, .attrs = &k->attr, .nattrs = nattr, .in = hin,
+    int nattr = 0;
+    while (nattr < 3 && k->attr[nattr].name) nattr++;
+    pp_kernel_ctx cc = {.node = "n", .op_type = k->op, .opset = 17, .attrs = k->attr, .nattrs = nattr, .in = hin,
                         .nin = k->nin, .out = &hy, .nout = 1, .dev = cpu, .training = 1};
     pp_kernel_ctx cg = cc;
     cg.in = din;
@@ -144,24 +146,42 @@ static void run_case(const op_case *k)
 }
 
 static const op_case cases[] = {
-    {"Add", 2, {3, 1}, {{8, 16, 32}, {32}}, {8, 16, 32}, 3, {0}, 1e-6f},
-    {"Sub", 2, {2, 2}, {{16, 32}, {16, 32}}, {16, 32}, 2, {0}, 1e-6f},
-    {"Mul", 2, {3, 3}, {{4, 1, 32}, {1, 8, 32}}, {4, 8, 32}, 3, {0}, 1e-6f},
-    {"Div", 2, {2, 2}, {{16, 32}, {1, 32}}, {16, 32}, 2, {0}, 1e-4f},
-    {"Pow", 2, {2, 1}, {{16, 32}, {1}}, {16, 32}, 2, {0}, 1e-5f},
-    {"Sqrt", 1, {2}, {{16, 33}}, {16, 33}, 2, {0}, 1e-6f},
-    {"Relu", 1, {2}, {{16, 33}}, {16, 33}, 2, {0}, 0.f},
-    {"Sigmoid", 1, {2}, {{16, 33}}, {16, 33}, 2, {0}, 1e-6f},
-    {"Tanh", 1, {2}, {{16, 33}}, {16, 33}, 2, {0}, 1e-6f},
-    {"Erf", 1, {2}, {{16, 33}}, {16, 33}, 2, {0}, 1e-6f},
-    {"Gelu", 1, {2}, {{16, 33}}, {16, 33}, 2, {0}, 1e-6f},
-    {"MatMul", 2, {3, 2}, {{8, 128, 64}, {64, 96}}, {8, 128, 96}, 3, {0}, 2e-2f},
-    {"MatMul", 2, {4, 4}, {{2, 4, 128, 64}, {2, 4, 64, 128}}, {2, 4, 128, 128}, 4, {0}, 2e-2f},
-    {"Softmax", 1, {3}, {{4, 16, 128}}, {4, 16, 128}, 3, {0}, 1e-5f},
-    {"LogSoftmax", 1, {2}, {{16, 1000}}, {16, 1000}, 2, {0}, 1e-5f},
-    {"LayerNormalization", 3, {3, 1, 1}, {{4, 32, 256}, {256}, {256}}, {4, 32, 256}, 3, {0}, 1e-4f},
-    {"Transpose", 1, {4}, {{2, 16, 4, 8}}, {8, 4, 16, 2}, 4, {0}, 0.f},
-    {"Expand", 1, {2}, {{1, 32}}, {16, 32}, 2, {0}, 1e-6f},
+    {"Add", 2, {3, 1}, {{8, 16, 32}, {32}}, {8, 16, 32}, 3, {{0}}, 1e-6f},
+    {"Sub", 2, {2, 2}, {{16, 32}, {16, 32}}, {16, 32}, 2, {{0}}, 1e-6f},
+    {"Mul", 2, {3, 3}, {{4, 1, 32}, {1, 8, 32}}, {4, 8, 32}, 3, {{0}}, 1e-6f},
+    {"Div", 2, {2, 2}, {{16, 32}, {1, 32}}, {16, 32}, 2, {{0}}, 1e-4f},
+    {"Pow", 2, {2, 1}, {{16, 32}, {1}}, {16, 32}, 2, {{0}}, 1e-5f},
+    {"Sqrt", 1, {2}, {{16, 33}}, {16, 33}, 2, {{0}}, 1e-6f},
+    {"Relu", 1, {2}, {{16, 33}}, {16, 33}, 2, {{0}}, 0.f},
+    {"Sigmoid", 1, {2}, {{16, 33}}, {16, 33}, 2, {{0}}, 1e-6f},
+    {"Tanh", 1, {2}, {{16, 33}}, {16, 33}, 2, {{0}}, 1e-6f},
+    {"Erf", 1, {2}, {{16, 33}}, {16, 33}, 2, {{0}}, 1e-6f},
+    {"Gelu", 1, {2}, {{16, 33}}, {16, 33}, 2, {{0}}, 1e-6f},
+    {"MatMul", 2, {3, 2}, {{8, 128, 64}, {64, 96}}, {8, 128, 96}, 3, {{0}}, 2e-2f},
+    {"MatMul", 2, {4, 4}, {{2, 4, 128, 64}, {2, 4, 64, 128}}, {2, 4, 128, 128}, 4, {{0}}, 2e-2f},
+    {"Softmax", 1, {3}, {{4, 16, 128}}, {4, 16, 128}, 3, {{0}}, 1e-5f},
+    {"LogSoftmax", 1, {2}, {{16, 1000}}, {16, 1000}, 2, {{0}}, 1e-5f},
+    {"LayerNormalization", 3, {3, 1, 1}, {{4, 32, 256}, {256}, {256}}, {4, 32, 256}, 3, {{0}}, 1e-4f},
+    {"Transpose", 1, {4}, {{2, 16, 4, 8}}, {8, 4, 16, 2}, 4, {{0}}, 0.f},
+    {"Expand", 1, {2}, {{1, 32}}, {16, 32}, 2, {{0}}, 1e-6f},
+    /* cuDNN Conv (TF32): 2-D grouped, padded, strided with bias; 1-D dilated */
+    {"Conv", 3, {4, 4, 1}, {{2, 4, 9, 9}, {6, 2, 3, 3}, {6}}, {2, 6, 5, 5}, 4,
+     {{.name = "group", .type = PP_ATTR_INT, .i = 2}, {.name = "pads", .type = PP_ATTR_INTS, .n = 4, .ints = (const int64_t[]){1, 1, 1, 1}},
+      {.name = "strides", .type = PP_ATTR_INTS, .n = 2, .ints = (const int64_t[]){2, 2}}}, 2e-2f},
+    {"Conv", 2, {3, 3}, {{2, 3, 16}, {5, 3, 3}}, {2, 5, 12}, 3,
+     {{.name = "dilations", .type = PP_ATTR_INTS, .n = 1, .ints = (const int64_t[]){2}}}, 2e-2f},
+    /* pooling: ceil_mode with asymmetric pads; average counting the pads */
+    {"MaxPool", 1, {4}, {{2, 3, 9, 9}}, {2, 3, 5, 5}, 4,
+     {{.name = "kernel_shape", .type = PP_ATTR_INTS, .n = 2, .ints = (const int64_t[]){3, 3}},
+      {.name = "strides", .type = PP_ATTR_INTS, .n = 2, .ints = (const int64_t[]){2, 2}},
+      {.name = "pads", .type = PP_ATTR_INTS, .n = 4, .ints = (const int64_t[]){0, 0, 1, 1}}}, 1e-6f},
+    {"AveragePool", 1, {4}, {{2, 3, 8, 8}}, {2, 3, 4, 4}, 4,
+     {{.name = "kernel_shape", .type = PP_ATTR_INTS, .n = 2, .ints = (const int64_t[]){3, 3}},
+      {.name = "strides", .type = PP_ATTR_INTS, .n = 2, .ints = (const int64_t[]){2, 2}},
+      {.name = "pads", .type = PP_ATTR_INTS, .n = 4, .ints = (const int64_t[]){1, 1, 1, 1}}}, 1e-6f},
+    {"GlobalAveragePool", 1, {4}, {{2, 8, 7, 7}}, {2, 8, 1, 1}, 4, {{0}}, 1e-5f},
+    /* cuDNN BatchNormalization, training statistics */
+    {"BatchNormalization", 5, {4, 1, 1, 1, 1}, {{4, 8, 5, 5}, {8}, {8}, {8}, {8}}, {4, 8, 5, 5}, 4, {{0}}, 1e-4f},
 };
 
 static void test_ops(void **state)
@@ -219,8 +239,56 @@ static void test_flat(void **state)
     free(st.data);
 }
 
+/* Equal (int64, broadcast) and Cast (float32 -> int32, bfloat16) against the cpu, exactly */
+static void test_dtypes(void **state)
+{
+    (void)state;
+    if (!gpu) skip();
+    pp_error err = {0};
+    int64_t a[12], b[4] = {3, -1, 7, 0};
+    for (int i = 0; i < 12; i++) a[i] = i % 5 - 1;
+    float x[12];
+    for (int i = 0; i < 12; i++) x[i] = (float)i * 0.37f - 2.f;
+    uint8_t eq_c[12] = {0}, eq_g[12];
+    pp_tensor ha = {PP_DTYPE_I64, 2, {3, 4}, a}, hb = {PP_DTYPE_I64, 1, {4}, b}, he = {PP_DTYPE_BOOL, 2, {3, 4}, eq_c};
+    pp_tensor da = to_gpu(&ha), db = to_gpu(&hb), de = to_gpu(&he);
+    pp_tensor hin[2] = {ha, hb}, din[2] = {da, db};
+    pp_kernel_ctx cc = {.node = "eq", .op_type = "Equal", .in = hin, .nin = 2, .out = &he, .nout = 1, .dev = cpu};
+    pp_kernel_ctx cg = cc;
+    cg.in = din;
+    cg.out = &de;
+    cg.dev = gpu;
+    assert_int_equal(pp_kernel_find("Equal", PP_DEVICE_CPU, PP_DTYPE_F32)->forward(&cc, &err), PP_OK);
+    if (pp_kernel_find("Equal", PP_DEVICE_CUDA, PP_DTYPE_F32)->forward(&cg, &err) != PP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(pp_device_copy_to_host(gpu, eq_g, de.data, sizeof eq_g, &err), PP_OK);
+    assert_memory_equal(eq_c, eq_g, sizeof eq_g);
+    const pp_dtype to[2] = {PP_DTYPE_I32, PP_DTYPE_BF16};
+    for (int t = 0; t < 2; t++) {
+        int32_t yc[12] = {0}, yg[12];
+        pp_tensor hx = {PP_DTYPE_F32, 1, {12}, x}, hy = {to[t], 1, {12}, yc}, dx = to_gpu(&hx), dy = to_gpu(&hy);
+        pp_attr at = {.name = "to", .type = PP_ATTR_INT, .i = to[t]};
+        pp_kernel_ctx c1 = {.node = "cast", .op_type = "Cast", .attrs = &at, .nattrs = 1, .in = &hx, .nin = 1,
+                            .out = &hy, .nout = 1, .dev = cpu};
+        pp_kernel_ctx c2 = c1;
+        c2.in = &dx;
+        c2.out = &dy;
+        c2.dev = gpu;
+        assert_int_equal(pp_kernel_find("Cast", PP_DEVICE_CPU, PP_DTYPE_F32)->forward(&c1, &err), PP_OK);
+        if (pp_kernel_find("Cast", PP_DEVICE_CUDA, PP_DTYPE_F32)->forward(&c2, &err) != PP_OK) fail_msg("%s", err.msg);
+        assert_int_equal(pp_device_copy_to_host(gpu, yg, dy.data, pp_tensor_nbytes(&hy), &err), PP_OK);
+        assert_memory_equal(yc, yg, pp_tensor_nbytes(&hy));
+        pp_device_free(gpu, dx.data);
+        pp_device_free(gpu, dy.data);
+    }
+    print_message("Equal int64 (3x4 vs 4) and Cast float32 -> int32, bfloat16: bit-identical to the cpu\n");
+    pp_device_free(gpu, da.data);
+    pp_device_free(gpu, db.data);
+    pp_device_free(gpu, de.data);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ops), cmocka_unit_test(test_flat)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ops), cmocka_unit_test(test_flat),
+                                       cmocka_unit_test(test_dtypes)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -307,12 +307,78 @@ static void test_device_fallback(void **state)
     print_message("no GPU: cuda device says \"%s\"; auto picks cpu\n", err.msg);
 }
 
+/* Pooling windows along one dim, over a sweep of input sizes, kernels, strides, dilations
+ * and (asymmetric) pads with ceil-mode-sized outputs: the span counts against the cpu's
+ * window walk (inside: in [0, in); padded: below in + pe), and the gather inverse against
+ * the forward enumeration of every (output, tap) that lands on an input position. */
+static void test_pool_window(void **state)
+{
+    (void)state;
+    int cases = 0;
+    for (int64_t in = 1; in <= 9; in++)
+        for (int64_t k = 1; k <= 4; k++)
+            for (int64_t s = 1; s <= 3; s++)
+                for (int64_t d = 1; d <= 2; d++)
+                    for (int64_t pb = 0; pb < k; pb++)
+                        for (int64_t pe = 0; pe < k; pe++) {
+                            int64_t room = in + pb + pe - ((k - 1) * d + 1);
+                            if (room < 0) continue;
+                            int64_t out = (room + s - 1) / s + 1; /* ceil mode */
+                            if ((out - 1) * s >= in + pb) out--;
+                            int hit[16][4] = {{0}}; /* [i][j]: output whose tap j is input i, +1 */
+                            for (int64_t o = 0; o < out; o++) {
+                                int64_t want_in = 0, want_pad = 0, got_in, got_pad;
+                                for (int64_t j = 0; j < k; j++) {
+                                    int64_t i = o * s - pb + j * d;
+                                    if (i >= 0 && i < in) {
+                                        want_in++;
+                                        hit[i][j] = (int)o + 1;
+                                    }
+                                    if (i < in + pe) want_pad++;
+                                }
+                                pp_cu_window_span(o, in, k, s, d, pb, pe, &got_in, &got_pad);
+                                assert_int_equal(got_in, want_in);
+                                assert_int_equal(got_pad, want_pad);
+                            }
+                            for (int64_t i = 0; i < in; i++)
+                                for (int64_t j = 0; j < k; j++)
+                                    assert_int_equal(pp_cu_window_out(i, j, out, s, d, pb), hit[i][j] - 1);
+                            cases++;
+                        }
+    /* ResNet's 3x3/2 pad 1 max pool on 112: outputs 0..55; input 0 is tap 1 of output 0 */
+    int64_t a, b;
+    pp_cu_window_span(0, 112, 3, 2, 1, 1, 1, &a, &b);
+    assert_int_equal(a, 2);
+    assert_int_equal(b, 3);
+    assert_int_equal(pp_cu_window_out(0, 1, 56, 2, 1, 1), 0);
+    assert_int_equal(pp_cu_window_out(0, 0, 56, 2, 1, 1), -1);
+    assert_int_equal(pp_cu_window_out(111, 0, 56, 2, 1, 1), -1); /* 111 + 1 = 2 * 56: output 56 does not exist */
+    assert_int_equal(pp_cu_window_out(111, 2, 56, 2, 1, 1), 55);  /* 55 * 2 - 1 + 2 = 111 */
+    print_message("pool window spans and gather inverse agree with brute force on %d geometries\n", cases);
+}
+
+/* BatchNormalization as cuDNN NCHW: (N, C, H, W) -> (N, C, HW, 1), (N, C) -> (N, C, 1, 1) */
+static void test_bn_dims(void **state)
+{
+    (void)state;
+    int d[4];
+    pp_tensor x = T(4, (int64_t[]){8, 64, 56, 56});
+    pp_cu_bn_dims(&x, d);
+    assert_true(d[0] == 8 && d[1] == 64 && d[2] == 56 * 56 && d[3] == 1);
+    x = T(2, (int64_t[]){32, 10});
+    pp_cu_bn_dims(&x, d);
+    assert_true(d[0] == 32 && d[1] == 10 && d[2] == 1 && d[3] == 1);
+    x = T(3, (int64_t[]){4, 16, 100});
+    pp_cu_bn_dims(&x, d);
+    assert_true(d[0] == 4 && d[1] == 16 && d[2] == 100 && d[3] == 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grids),       cmocka_unit_test(test_alloc_round), cmocka_unit_test(test_gpt_matmuls),
         cmocka_unit_test(test_gemm_op),     cmocka_unit_test(test_bcast_reduce), cmocka_unit_test(test_resnet_conv),
-        cmocka_unit_test(test_device_fallback),
+        cmocka_unit_test(test_device_fallback), cmocka_unit_test(test_pool_window), cmocka_unit_test(test_bn_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
