@@ -143,7 +143,7 @@ static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *d
     t->view_of = base;
     t->dtype = base >= 0 ? s->t[base].dtype : PP_DTYPE_F32;
     t->rank = rank;
-    memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+    if (rank > 0) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);   /* the scalar loss: dims NULL */
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
     t->nbytes = (size_t)n * pp_dtype_size(t->dtype);
@@ -494,6 +494,7 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     if (!s->t || !s->t_of_value || !s->ops) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
     for (int v = 0; v < g->nvalues; v++) s->t_of_value[v] = -1;
     PP_CHECK(collect(s, err));
+    PP_CHECK(stage_fuse(s, err));
     s->loss_t = -1;
     if (s->last) PP_CHECK(plan_loss(s, err));
     PP_CHECK(plan_grads(s, err));

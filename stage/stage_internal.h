@@ -100,6 +100,8 @@ typedef struct mem_interval {
     size_t offset;
 } mem_interval;
 size_t stage_memplan(mem_interval *iv, int n);
+/* fuse.c: replaces op patterns by one op (the exact-GELU chain by Gelu) after collect() */
+pp_status stage_fuse(pp_stage *s, pp_error *err);
 /* profile.c: seconds of one kernel call of op o (grad_in NULL: forward) */
 typedef struct stage_profile stage_profile;
 void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double seconds);
