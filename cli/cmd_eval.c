@@ -9,7 +9,8 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: onnxpipe eval --model MODEL.onnx --data DIR -o OUT_DIR [--batch B] [--samples N] [--dim NAME=V]\n\n"
+            "usage: onnxpipe eval --model MODEL.onnx --data DIR -o OUT_DIR [--batch B] [--samples N] [--dim NAME=V]\n"
+            "                     [--device auto|cpu|cuda]\n\n"
             "Runs the model forward (inference mode) over the dataset DIR, B samples at a time,\n"
             "and appends each graph output to OUT_DIR/<output name>.bin (raw, little-endian).\n");
 }
@@ -26,6 +27,7 @@ int cmd_eval(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--model") && v) c.model = argv[++i];
         else if (!strcmp(a, "--data") && v) c.data = argv[++i];
+        else if (!strcmp(a, "--device") && v) c.device = argv[++i];
         else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && v) c.out_dir = argv[++i];
         else if (!strcmp(a, "--batch")) {
             if (!cli_parse_int("--batch", v, 1, 1LL << 30, &n)) return 2;

@@ -1,6 +1,8 @@
 /* Device registry and the checked wrappers around a backend's vtable. */
 #include <onnxpipe/device.h>
 
+#include <string.h>
+
 static pp_device_ctor ctors[PP_DEVICE_KIND_COUNT];
 
 void pp_device_register(pp_device_kind kind, pp_device_ctor ctor)
@@ -47,6 +49,15 @@ pp_device_kind pp_device_auto(pp_error *why)
     }
     if (why) *why = e;
     return PP_DEVICE_CPU;
+}
+
+pp_status pp_device_choose(const char *name, pp_device_kind *kind, pp_error *why, pp_error *err)
+{
+    if (!name || !strcmp(name, "auto")) *kind = pp_device_auto(why);
+    else if (!strcmp(name, "cpu")) *kind = PP_DEVICE_CPU;
+    else if (!strcmp(name, "cuda")) *kind = PP_DEVICE_CUDA;
+    else return pp_error_set(err, PP_ERR_INVALID_ARG, "--device '%s': use auto, cpu or cuda", name);
+    return PP_OK;
 }
 
 void pp_device_destroy(pp_device *d)

@@ -261,12 +261,6 @@ static void test_resnet_conv(void **state)
             assert_int_equal(cv.pad[0], 3);
             assert_int_equal(cv.stride[1], 2);
             assert_int_equal(cv.w[2], 7);
-            /* maxpool 3x3 stride 2 pad 1: PH = (OH + 2 - 3) / 2 + 1 = OH / 2 */
-            pp_tensor p = T(4, (int64_t[]){n, 64, PH, PH});
-            assert_int_equal(pp_cu_pool_plan(&cv, &y, &p, (int64_t[]){3, 3}, (int64_t[]){1, 1, 1, 1},
-                                             (int64_t[]){2, 2}, "pool", &err), PP_OK);
-            assert_int_equal(cv.y[2], PH);
-            assert_int_equal(cv.w[3], 3);
             /* layer2 downsample 1x1 stride 2, 64 -> 128 on PH: out PH / 2 */
             pp_tensor xd = T(4, (int64_t[]){n, 64, PH, PH}), wd = T(4, (int64_t[]){128, 64, 1, 1}),
                       yd = T(4, (int64_t[]){n, 128, PH / 2, PH / 2});

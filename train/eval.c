@@ -22,7 +22,9 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
     pp_graph_options gopt = {.batch = cfg->batch, .dims = cfg->dims, .ndims = cfg->ndims};
     PP_CHECK_GOTO(pp_graph_load(cfg->model, &gopt, &g, err), st, done);
     PP_CHECK_GOTO(pp_partition_create(g, 1, NULL, &part, err), st, done);
-    PP_CHECK_GOTO(pp_device_create(PP_DEVICE_CPU, 0, &dev, err), st, done);
+    pp_device_kind kind;
+    PP_CHECK_GOTO(pp_device_choose(cfg->device, &kind, NULL, err), st, done);
+    PP_CHECK_GOTO(pp_device_create(kind, 0, &dev, err), st, done);
     pp_stage_options so = {.slots = 1, .microbatch = cfg->batch, .global_batch = cfg->batch};
     PP_CHECK_GOTO(pp_stage_create(part, 0, dev, &so, &s, err), st, done);
     PP_CHECK_GOTO(pp_dataset_open(cfg->data, &d, err), st, done);
@@ -52,6 +54,8 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
             goto done;
         }
     }
+    for (int i = 0; i < pp_stage_num_inputs(s); i++)
+        if (pp_stage_input(s, i)->nbytes > max_bytes) max_bytes = pp_stage_input(s, i)->nbytes;
     host = malloc(max_bytes ? max_bytes : 1);
     if (!host) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
@@ -67,7 +71,8 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
                                   p->nbytes / (size_t)cfg->batch);
                 goto done;
             }
-            pp_dataset_read(d, a, first, cfg->batch, pp_stage_input_buffer(s, 0, i));
+            pp_dataset_read(d, a, first, cfg->batch, host);   /* staged: device memory may not be host memory */
+            PP_CHECK_GOTO(pp_device_copy_from_host(dev, pp_stage_input_buffer(s, 0, i), host, p->nbytes, err), st, done);
         }
         PP_CHECK_GOTO(pp_stage_forward(s, 0, 0, first / cfg->batch, err), st, done);
         for (int o = 0; o < g->noutputs; o++) {

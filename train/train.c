@@ -170,17 +170,6 @@ static pp_status place(run *r, pp_error *err)
     return pp_placement_bind(r->place, r->world->rank, r->topo, &r->bind, err);
 }
 
-/* The device kind: --device auto takes a GPU when one works, else the cpu and says why. */
-static pp_status device_kind(run *r, pp_error *err)
-{
-    const char *want = r->cfg->device ? r->cfg->device : "auto";
-    if (!strcmp(want, "auto")) r->kind = pp_device_auto(&r->device_note);
-    else if (!strcmp(want, "cpu")) r->kind = PP_DEVICE_CPU;
-    else if (!strcmp(want, "cuda")) r->kind = PP_DEVICE_CUDA;
-    else return pp_error_set(err, PP_ERR_INVALID_ARG, "--device '%s': use auto, cpu or cuda", want);
-    return PP_OK;
-}
-
 /* The device, after placement: on cuda the GPU placement gave this rank (by PCI bus id),
  * or its local rank when placement saw no GPUs; then the communicator of device buffers. */
 static pp_status open_device(run *r, pp_error *err)
@@ -212,7 +201,7 @@ static pp_status setup(run *r, pp_error *err)
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &r->sched, err));
     pp_partition_options popt = {.microbatches = c->microbatches};
     PP_CHECK(pp_partition_create(r->g, r->sched->num_stages, &popt, &r->part, err));
-    PP_CHECK(device_kind(r, err));
+    PP_CHECK(pp_device_choose(r->cfg->device, &r->kind, &r->device_note, err));
     PP_CHECK(place(r, err));
     PP_CHECK(open_device(r, err));
     PP_CHECK(pp_grid_create(r->link, c->pp, c->dp, r->place->order, &r->grid, err));

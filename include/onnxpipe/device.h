@@ -56,6 +56,9 @@ void pp_device_destroy(pp_device *d);
  * device: CUDA driver version is insufficient for CUDA runtime version"), for the CLI's
  * "--device auto: using the cpu (...)". */
 pp_device_kind pp_device_auto(pp_error *why);
+/* The kind a --device option names: "auto" (pp_device_auto; *why says why not a GPU),
+ * "cpu" or "cuda"; NULL means auto. Another name is an error listing the valid ones. */
+pp_status pp_device_choose(const char *name, pp_device_kind *kind, pp_error *why, pp_error *err);
 const char *pp_device_kind_name(pp_device_kind kind);
 
 pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err);

@@ -99,6 +99,7 @@ typedef struct pp_eval_config {
     const char *model;
     const char *data;
     const char *out_dir;
+    const char *device;     /* auto | cpu | cuda (NULL: auto) */
     int64_t batch;          /* samples per forward */
     int64_t samples;        /* 0: the whole dataset (rounded down to whole batches) */
     pp_dim_binding *dims;

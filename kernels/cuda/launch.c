@@ -352,18 +352,6 @@ pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W
     return PP_OK;
 }
 
-pp_status pp_cu_pool_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y, const int64_t *kernel,
-                          const int64_t *pads, const int64_t *strides, const char *node, pp_error *err)
-{
-    memset(cv, 0, sizeof *cv);
-    PP_CHECK(spatial(cv, X, Y, kernel, pads, strides, NULL, node, "pool", err));
-    cv->w[0] = cv->w[1] = 1;
-    cv->groups = 1;
-    if (Y->dims[0] != X->dims[0] || Y->dims[1] != X->dims[1])
-        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (pool): output N, C differ from the input's", node);
-    return PP_OK;
-}
-
 void pp_cu_bn_dims(const pp_tensor *x, int dims[4])
 {
     int64_t hw = 1;

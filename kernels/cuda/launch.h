@@ -138,9 +138,6 @@ typedef struct pp_cu_conv {
 pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W, const pp_tensor *Y,
                           const int64_t *pads, const int64_t *strides, const int64_t *dilations, int64_t groups,
                           const char *node, pp_error *err);
-/* Pool: window (kernel_shape) given, w[] holds (1, 1, kh, kw); no dilation. */
-pp_status pp_cu_pool_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y, const int64_t *kernel,
-                          const int64_t *pads, const int64_t *strides, const char *node, pp_error *err);
 
 /* Pooling windows along one spatial dim, as the cpu's window walk counts them: of the k
  * positions o s - pb + j d (j < k) of output o, *inside lie in [0, in) and *padded below
