@@ -168,9 +168,18 @@ static pp_status unary_prepare(const pp_kernel_ctx *c, un_op *op, float *alpha, 
     return PP_OK;
 }
 
+/* The activation loops (erf, tanh, GELU: rationals and exp per element) are bound by
+ * arithmetic, not memory: built for AVX2 + FMA as well as the baseline, the one the
+ * machine runs picked at load time (GCC function multiversioning). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define UN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define UN_CLONES
+#endif
+
 #define UN_LOOP(EXPR) for (int64_t i = 0; i < n; i++) { float x = X[i]; Y[i] = (EXPR); }
 
-static pp_status unary_forward(const pp_kernel_ctx *c, un_op op, pp_error *err)
+UN_CLONES static pp_status unary_forward(const pp_kernel_ctx *c, un_op op, pp_error *err)
 {
     float alpha;
     PP_CHECK(unary_prepare(c, &op, &alpha, err));
@@ -196,7 +205,7 @@ static pp_status unary_forward(const pp_kernel_ctx *c, un_op op, pp_error *err)
 /* GX += GY * DEXPR, where DEXPR reads x (the saved input) or y (the saved output). */
 #define UN_GRAD(DEXPR) for (int64_t i = 0; i < n; i++) { GX[i] += GY[i] * (DEXPR); }
 
-static pp_status unary_backward(const pp_kernel_ctx *c, un_op op, const pp_tensor *grad_out,
+UN_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, un_op op, const pp_tensor *grad_out,
                                 pp_tensor *grad_in, pp_error *err)
 {
     float *GX = grad_in[0].data;
