@@ -1,7 +1,9 @@
-/* Op fusion at plan time: exact GELU as exported below opset 20 (PyTorch's F.gelu, the
- * example GPT) is five elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5, each a pass
- * over the MLP activation forward and more backward; it becomes one Gelu op. The four
- * intermediates become unused aliases of x. Runs after collect(), before gradients and
+/* Op fusion at plan time, so that fewer passes go over the activations:
+ *  - exact GELU as exported below opset 20 (PyTorch's F.gelu, the example GPT) is five
+ *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
+ *  - on the cpu, MatMul followed by Add of a bias [N] becomes one MatMul with the bias
+ *    as a third input (kernels/cpu/matmul.c: it is sgemm's C).
+ * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
 
@@ -64,10 +66,53 @@ static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
 }
 
+/* If op o is a MatMul whose result only an Add of a float [N] (N = its last dim) reads,
+ * returns that Add's op and sets *bias; else -1. */
+static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias)
+{
+    const stage_op *mm = &s->ops[o];
+    if (strcmp(mm->op_type, "MatMul") || mm->nin != 2 || mm->nout != 1 || mm->in[0] < 0 || mm->in[1] < 0)
+        return -1;
+    int y0 = mm->out[0], add = only_reader(s, op_of_node, y0, "Add");
+    if (add < 0) return -1;
+    int b = other_input(&s->ops[add], y0), y = s->ops[add].out[0];
+    const tslot *ty0 = &s->t[y0];
+    if (b < 0 || y < 0 || s->t[b].rank != 1 || s->t[b].dtype != PP_DTYPE_F32 || ty0->rank < 1 ||
+        s->t[b].dims[0] != ty0->dims[ty0->rank - 1] || s->t[y].nbytes != ty0->nbytes)
+        return -1;
+    *bias = b;
+    return add;
+}
+
+/* The Add at position add becomes MatMul(A, W, bias) -> the Add's output. */
+static void fuse_bias(pp_stage *s, int o, int add, int bias, char *gone)
+{
+    stage_op *mm = &s->ops[o], *op = &s->ops[add];
+    int y0 = mm->out[0];
+    const void *hb = op->host_in ? op->host_in[op->in[0] == bias ? 0 : 1] : NULL;
+    op->node = mm->node;
+    op->name = mm->name;
+    op->op_type = mm->op_type;
+    op->attrs = mm->attrs;
+    op->nattrs = mm->nattrs;
+    op->k = mm->k;
+    op->nin = 3;   /* in and host_in hold ninputs + 1 = 3 entries */
+    op->in[0] = mm->in[0];
+    op->in[1] = mm->in[1];
+    op->in[2] = bias;
+    if (op->host_in) {
+        op->host_in[0] = mm->host_in ? mm->host_in[0] : NULL;
+        op->host_in[1] = mm->host_in ? mm->host_in[1] : NULL;
+        op->host_in[2] = hb;
+    }
+    gone[o] = 1;
+    s->t[y0].view_of = mm->in[0];   /* unused from now on */
+}
+
 pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
     const pp_kernel *gelu = pp_kernel_find("Gelu", s->dev->kind, PP_DTYPE_F32);
-    if (!gelu || s->nops < 5) return PP_OK;
+    if (s->nops < 2) return PP_OK;
     int span = s->end - s->first;
     int *op_of_node = malloc((size_t)span * sizeof *op_of_node);
     char *gone = calloc((size_t)s->nops, 1);
@@ -80,6 +125,13 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     for (int o = 0; o < s->nops; o++)
         if (s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
     for (int o = 0; o < s->nops; o++) {
+        int bias, add = s->dev->kind == PP_DEVICE_CPU && !gone[o] ? match_bias(s, op_of_node, o, &bias) : -1;
+        if (add >= 0) {
+            pp_log(PP_LOG_DEBUG, "stage: fused '%s' + bias '%s' into one MatMul", s->ops[o].name, s->ops[add].name);
+            fuse_bias(s, o, add, bias, gone);
+        }
+    }
+    for (int o = 0; gelu && o < s->nops; o++) {
         int chain[5], x = gone[o] ? -1 : match_gelu(s, op_of_node, o, chain);
         if (x < 0) continue;
         /* the last op of the chain becomes Gelu(x): x is defined before the Div, and

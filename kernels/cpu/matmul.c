@@ -1,10 +1,13 @@
 /* cpu MatMul (numpy semantics: batch dims broadcast, 1-D operands promoted and squeezed)
  * and Gemm (transA/transB/alpha/beta, C broadcast) on OpenBLAS sgemm. Backward runs one
- * GEMM per requested gradient with the transposes folded into sgemm's flags. */
+ * GEMM per requested gradient with the transposes folded into sgemm's flags. MatMul takes
+ * an optional third input, a bias [N] added to every row: the stage fuses MatMul + Add of a
+ * bias into it (stage/fuse.c), so the sum is the sgemm's C and no separate pass. */
 #include "broadcast.h"
 #include "cpu_math.h"
 
 #include <cblas.h>
+#include <string.h>
 
 /* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)]: A (M, K), B (K, N), Y (M, N). */
 typedef struct mm_plan {
@@ -21,7 +24,7 @@ typedef struct mm_plan {
 /* y: the output, or its gradient in backward (same shape) */
 static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_plan *p, pp_error *err)
 {
-    PP_CHECK(pp_cpu_want_inputs(c, 2, 2, err));
+    PP_CHECK(pp_cpu_want_inputs(c, 2, 3, err));
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
     const pp_tensor *A = &c->in[0], *B = &c->in[1];
@@ -56,6 +59,9 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): output has %lld elements, expected %lld",
                             c->node, (long long)pp_tensor_numel(y), (long long)(p->batch * p->M * p->N));
     p->fold_a = sb == 1 && sa == p->batch;
+    if (c->nin > 2 && (c->in[2].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[2]) != p->N))
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused bias must be float32 [%lld]", c->node,
+                            (long long)p->N);
     return PP_OK;
 }
 
@@ -75,29 +81,37 @@ PP_FWD(pp_cpu_matmul_forward)
 {
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &c->out[0], &p, err));
-    const float *A = c->in[0].data, *B = c->in[1].data;
+    const float *A = c->in[0].data, *B = c->in[1].data, *bias = c->nin > 2 ? c->in[2].data : NULL;
     float *Y = c->out[0].data;
     int64_t M = p.M, K = p.K, N = p.N;
+    float beta = 0.f;
+    if (bias) {   /* Y rows = bias, then Y += A B: the same roundings as (A B) + bias */
+        for (int64_t r = 0; r < p.batch * M; r++) memcpy(Y + r * N, bias, (size_t)N * sizeof *Y);
+        beta = 1.f;
+    }
     if (p.fold_a) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.batch * M), (int)N, (int)K, 1.f, A, (int)K,
-                    B, (int)N, 0.f, Y, (int)N);
+                    B, (int)N, beta, Y, (int)N);
         return PP_OK;
     }
     for (int64_t b = 0; b < p.batch; b++) {
         int64_t ia, ib;
         mm_batch_index(&p, b, &ia, &ib);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.f, A + ia * M * K, (int)K,
-                    B + ib * K * N, (int)N, 0.f, Y + b * M * N, (int)N);
+                    B + ib * K * N, (int)N, beta, Y + b * M * N, (int)N);
     }
     return PP_OK;
 }
 
 /* dA += dY B^T and dB += A^T dY, each only when asked; broadcast operands accumulate
- * over the output matrices that read them (sgemm beta = 1). */
+ * over the output matrices that read them (sgemm beta = 1); a fused bias gets dY summed
+ * over rows. */
 PP_BWD(pp_cpu_matmul_backward)
 {
     const float *GY = grad_out[0].data;
     float *GA = grad_in[0].data, *GB = grad_in[1].data;
+    if (GY && c->nin > 2 && grad_in[2].data)
+        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], 1.f, c->node, err));
     if (!GY || (!GA && !GB)) return PP_OK;
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &grad_out[0], &p, err));
