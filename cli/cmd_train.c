@@ -21,6 +21,7 @@ static void usage(FILE *out)
             "  --dim NAME=V           bind a symbolic dim of the model's inputs (repeatable)\n"
             "  --schedule KIND        gpipe | 1f1b | interleaved | zb-h1 (default 1f1b)\n"
             "  --chunks V             virtual stages per rank for interleaved (default 2 there, else 1)\n"
+            "  --bucket-kb N          gradient all-reduce bucket; buckets start while backward runs (default 4096)\n"
             "run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...\n"
             "training:\n"
             "  --steps N              optimizer steps (default 10)\n"
@@ -93,6 +94,7 @@ int cmd_train(int argc, char **argv)
         INT_OPT("--microbatches", 1, 1 << 20, c.microbatches)
         INT_OPT("--steps", 1, 1LL << 40, c.steps)
         INT_OPT("--warmup", 0, 1LL << 40, c.lr.warmup)
+        INT_OPT("--bucket-kb", 1, 1LL << 30, c.bucket_bytes)
         INT_OPT("--seed", 0, 1LL << 62, c.seed)
         NUM_OPT("--lr", 0, 1e3, c.lr.lr)
         NUM_OPT("--min-lr", 0, 1e3, c.lr.min_lr)
@@ -136,6 +138,7 @@ int cmd_train(int argc, char **argv)
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
     c.lr.steps = c.steps;
+    c.bucket_bytes *= 1024;
     if (!c.chunks) c.chunks = c.schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
     pp_error err = {0};
     pp_train_result res;

@@ -177,11 +177,26 @@ static pp_status do_recv_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
     return PP_OK;
 }
 
-static pp_status do_reduce(pp_driver *d, vstage *v, pp_error *err)
+/* Inside the stage's last backward of the step: buckets whose gradients are final
+ * start their all-reduce while the rest of backward runs. */
+static void bucket_hook(void *user, int done)
 {
-    if (d->grid->dp == 1) return PP_OK;
-    return pp_comm_iallreduce(d->grid->dp_comm, pp_stage_grads(v->s), (size_t)pp_stage_param_elems(v->s),
-                              PP_DTYPE_F32, &v->reduce, err);
+    pp_driver *d = user;
+    if (d->hook_status == PP_OK) d->hook_status = driver_start_buckets(d, d->hooked, done, &d->hook_err);
+}
+
+static pp_status run_last_backward(pp_driver *d, vstage *v, int mb, pp_backward_part part, pp_error *err)
+{
+    d->hooked = v;
+    d->hook_status = PP_OK;
+    pp_stage_set_grad_hook(v->s, bucket_hook, d);
+    pp_status st = do_backward(d, v, mb, part, err);
+    pp_stage_set_grad_hook(v->s, NULL, NULL);
+    if (st == PP_OK && d->hook_status != PP_OK) {
+        *err = d->hook_err;
+        st = d->hook_status;
+    }
+    return st;
 }
 
 static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_error *err)
@@ -194,14 +209,18 @@ static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_e
                             d->grid->rank, a->stage);
     switch (a->kind) {
     case PP_ACT_FORWARD: return do_forward(d, v, a->microbatch, step, err);
-    case PP_ACT_BACKWARD: return do_backward(d, v, a->microbatch, PP_BACKWARD_FULL, err);
+    case PP_ACT_BACKWARD:
+    case PP_ACT_BACKWARD_WEIGHT: {
+        pp_backward_part part = a->kind == PP_ACT_BACKWARD ? PP_BACKWARD_FULL : PP_BACKWARD_WEIGHT;
+        if (a == &d->acts[v->last_backward] && d->grid->dp > 1) return run_last_backward(d, v, a->microbatch, part, err);
+        return do_backward(d, v, a->microbatch, part, err);
+    }
     case PP_ACT_BACKWARD_INPUT: return do_backward(d, v, a->microbatch, PP_BACKWARD_INPUT, err);
-    case PP_ACT_BACKWARD_WEIGHT: return do_backward(d, v, a->microbatch, PP_BACKWARD_WEIGHT, err);
     case PP_ACT_SEND_ACT: return do_send_act(d, v, a->microbatch, peer, err);
     case PP_ACT_RECV_ACT: return do_recv_act(d, v, a->microbatch, peer, err);
     case PP_ACT_SEND_GRAD: return do_send_grad(d, v, a->microbatch, peer, err);
     case PP_ACT_RECV_GRAD: return do_recv_grad(d, v, a->microbatch, peer, err);
-    case PP_ACT_REDUCE_GRADS: return do_reduce(d, v, err);
+    case PP_ACT_REDUCE_GRADS: return d->grid->dp > 1 ? driver_start_buckets(d, v, -1, err) : PP_OK;
     case PP_ACT_OPTIMIZER_STEP: return PP_OK;   /* driver_finish_step runs after the walk */
     default: return pp_error_set(err, PP_ERR_INTERNAL, "unknown action kind %d", a->kind);
     }

@@ -17,8 +17,21 @@ typedef struct vstage {
     pp_request **sends;     /* [nslots][2 * MAX_PORTS] sends still reading the slot */
     pp_request **recv_act;  /* [microbatches][MAX_PORTS] */
     pp_request **recv_grad; /* [microbatches][MAX_PORTS] */
-    pp_request *reduce;     /* data-parallel all-reduce of the gradients */
+    struct bucket *buckets; /* the gradients in data-parallel all-reduce buckets */
+    int nbuckets;
+    int last_backward;      /* index in the rank's actions of the stage's last (weight) backward */
 } vstage;
+
+/* A contiguous range of a stage's flat gradient buffer, all-reduced across the
+ * replicas as soon as the last backward of the step has finished it. */
+typedef struct bucket {
+    int64_t offset, count;  /* elements */
+    int ready;              /* weight-gradient ops after which it is final (pp_stage_param_ready) */
+    pp_request *req;        /* its all-reduce once started */
+    int started;
+} bucket;
+
+#define DEFAULT_BUCKET_BYTES (4 << 20)
 
 /* A tied parameter held by several stages: its gradients are summed over them. */
 typedef struct tied_group {
@@ -41,6 +54,9 @@ struct pp_driver {
     tied_group *tied;
     int ntied;
     void *zeros, *scratch;  /* gradients a side does not compute / does not need */
+    vstage *hooked;         /* the stage whose last backward is running with the bucket hook */
+    pp_status hook_status;  /* the first error a bucket all-reduce met inside the hook */
+    pp_error hook_err;
     double loss_sum, compute_s, wait_s;
 };
 
@@ -48,5 +64,8 @@ vstage *driver_local(pp_driver *d, int stage);
 /* After the walk: wait for the reductions, sum tied gradients, the loss and the
  * global norm, check for NaN/Inf, clip, and step the optimizer (driver_step.c). */
 pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
+/* Starts the all-reduce of every bucket of v that is final after `done` weight-gradient
+ * ops (all of them when done < 0); driver_step.c. */
+pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err);
 
 #endif

@@ -44,6 +44,32 @@ static int count_slots(const pp_driver *d, int stage)
     return peak > 0 ? peak : 1;
 }
 
+/* Buckets of about cfg.bucket_bytes over the flat gradient buffer (parameters in layout
+ * order), and the action after which the stage's gradients are final. */
+static pp_status init_buckets(pp_driver *d, vstage *v, pp_error *err)
+{
+    v->last_backward = -1;
+    for (int k = 0; k < d->nacts; k++)
+        if (d->acts[k].stage == v->index &&
+            (d->acts[k].kind == PP_ACT_BACKWARD || d->acts[k].kind == PP_ACT_BACKWARD_WEIGHT))
+            v->last_backward = k;
+    int n = pp_stage_num_params(v->s);
+    int64_t limit = d->cfg.bucket_bytes > 0 ? d->cfg.bucket_bytes : DEFAULT_BUCKET_BYTES;
+    v->buckets = calloc((size_t)n + 1, sizeof *v->buckets);
+    if (!v->buckets) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
+    for (int i = 0; i < n; i++) {
+        const pp_stage_param *p = pp_stage_param_at(v->s, i);
+        bucket *b = v->nbuckets ? &v->buckets[v->nbuckets - 1] : NULL;
+        if (!b || b->count * (int64_t)sizeof(float) >= limit) {
+            b = &v->buckets[v->nbuckets++];
+            b->offset = p->offset;
+        }
+        b->count = p->offset + p->numel - b->offset;
+        if (pp_stage_param_ready(v->s, i) > b->ready) b->ready = pp_stage_param_ready(v->s, i);
+    }
+    return PP_OK;
+}
+
 static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
 {
     int m = d->microbatches;
@@ -64,6 +90,7 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     if (!v->slot_of_mb || !v->free_slots || !v->bw_done || !v->grad_sent || !v->sends || !v->recv_act || !v->recv_grad)
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
     for (int i = 0; i < m; i++) v->slot_of_mb[i] = -1;
+    PP_CHECK(init_buckets(d, v, err));
     for (int i = 0; i < v->nslots; i++) v->free_slots[i] = v->nslots - 1 - i;
     v->nfree = v->nslots;
     return PP_OK;
@@ -155,6 +182,7 @@ void pp_driver_destroy(pp_driver *d)
         free(v->sends);
         free(v->recv_act);
         free(v->recv_grad);
+        free(v->buckets);
     }
     for (int t = 0; t < d->ntied; t++) pp_comm_destroy(d->tied[t].comm);
     if (d->zeros) pp_device_free(d->cfg.dev, d->zeros);

@@ -62,14 +62,34 @@ static pp_status local_sumsq(pp_driver *d, double *out, pp_error *err)
     return PP_OK;
 }
 
+pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err)
+{
+    for (int b = 0; b < v->nbuckets; b++) {
+        bucket *k = &v->buckets[b];
+        if (k->started || (done >= 0 && k->ready > done)) continue;
+        k->started = 1;
+        PP_CHECK(pp_comm_iallreduce(d->grid->dp_comm, pp_stage_grads(v->s) + k->offset, (size_t)k->count,
+                                    PP_DTYPE_F32, &k->req, err));
+    }
+    /* let the reductions already under way progress (MPI moves data inside its calls) */
+    for (int b = 0; b < v->nbuckets; b++) {
+        int finished;
+        if (v->buckets[b].req) PP_CHECK(pp_comm_test(d->grid->dp_comm, v->buckets[b].req, &finished, err));
+    }
+    return PP_OK;
+}
+
 pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
 {
     double t0 = pp_now();
-    for (int i = 0; i < d->nvs; i++) {
-        pp_status st = pp_comm_wait(d->grid->dp_comm, d->vs[i].reduce, err);
-        d->vs[i].reduce = NULL;
-        PP_CHECK(st);
-    }
+    for (int i = 0; i < d->nvs; i++)
+        for (int b = 0; b < d->vs[i].nbuckets; b++) {
+            bucket *k = &d->vs[i].buckets[b];
+            pp_status st = pp_comm_wait(d->grid->dp_comm, k->req, err);
+            k->req = NULL;
+            k->started = 0;
+            PP_CHECK(st);
+        }
     for (int t = 0; t < d->ntied; t++) PP_CHECK(reduce_tied(d, &d->tied[t], err));
     /* loss, bad-gradient flag and squared norm in one reduction over the world;
      * the norm is summed over replicas too, whose gradients are equal now, so divide */

@@ -343,6 +343,24 @@ static pp_status plan_persistent(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
+/* When each parameter's gradient is final in a backward: after the last op (in backward
+ * order) that accumulates into it, counting only ops that compute weight gradients. */
+static pp_status plan_param_ready(pp_stage *s, pp_error *err)
+{
+    s->param_ready = calloc((size_t)s->nparams + 1, sizeof *s->param_ready);
+    if (!s->param_ready) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+    int done = 0;
+    for (int o = s->nops - 1; o >= 0; o--) {
+        const stage_op *op = &s->ops[o];
+        if (!op->backward || !op->has_weight) continue;
+        done++;
+        for (int k = 0; k < op->nin; k++)
+            if (op->in[k] >= 0 && s->t[op->in[k]].param >= 0 && s->t[op->in[k]].needs_grad)
+                s->param_ready[s->t[op->in[k]].param] = done;
+    }
+    return PP_OK;
+}
+
 /* Lifetimes, then places for everything else: the slot holds ports, what backward
  * reads, aux memory, the loss and the gradients that must outlive a backward half;
  * the rest goes to the forward or backward scratch arenas. */
@@ -499,5 +517,6 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     if (s->last) PP_CHECK(plan_loss(s, err));
     PP_CHECK(plan_grads(s, err));
     PP_CHECK(plan_persistent(s, err));
+    PP_CHECK(plan_param_ready(s, err));
     return plan_memory(s, err);
 }

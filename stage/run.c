@@ -173,12 +173,14 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
                 PP_CHECK(pp_device_memset(s->dev, stage_grad_data(s, slot, s->input_t[i]), 0, t->nbytes, err));
         }
     }
+    int done = 0;
     for (int o = s->nops - 1; o >= 0; o--) {
         stage_op *op = &s->ops[o];
         if (!op->backward) continue;
         if (act) PP_CHECK(zero_first_touched(s, o, slot, err));
         int a = act && op->has_act, w = weight && op->has_weight;
         if (a || w) PP_CHECK(run_backward_op(s, o, slot, a, w, err));
+        if (w && s->hook) s->hook(s->hook_user, ++done);
     }
     return PP_OK;
 }
@@ -213,3 +215,11 @@ void *pp_stage_value_buffer(pp_stage *s, int slot, int value)
     if (t < 0 || !s->g->values[value].is_output || s->t[t].at.loc != LOC_SLOT) return NULL;
     return stage_tensor_data(s, slot, t);
 }
+
+void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user)
+{
+    s->hook = fn;
+    s->hook_user = user;
+}
+
+int pp_stage_param_ready(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? s->param_ready[i] : 0; }

@@ -102,6 +102,7 @@ void pp_stage_destroy(pp_stage *s)
     free(s->input_t);
     free(s->output_t);
     free(s->params);
+    free(s->param_ready);
     free(s->slot_step);
     free(s->slot_mb);
     stage_profile_free(s->prof);

@@ -84,6 +84,10 @@ struct pp_stage {
 
     int64_t *slot_step, *slot_mb;   /* [slots] what each slot's forward ran: backward replays
                                        the same RNG key (Dropout) */
+    int *param_ready;       /* [nparams] weight-gradient ops (backward order) after which the
+                               parameter's gradient is final */
+    pp_stage_grad_hook hook;
+    void *hook_user;
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch) */
     pp_attr loss_attrs[2];

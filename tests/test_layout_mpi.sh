@@ -30,7 +30,7 @@ train() {  # MODEL TAG NP PP DP SCHEDULE EXTRA...
     local model=$1 tag=$2 np=$3 pp=$4 dp=$5 sched=$6
     shift 6
     local args=(train --model "$OUT/$model.onnx" --pp "$pp" --dp "$dp" --schedule "$sched" --batch 16 --microbatches 4
-                --steps 20 --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip-norm 1.0 --quiet
+                --steps 20 --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip-norm 1.0 --bucket-kb 4 --quiet
                 --losses "$OUT/$tag.losses" --export "$OUT/$tag.onnx" "$@")
     if [ "$np" = 1 ]; then
         "$ONNXPIPE" "${args[@]}" >"$OUT/$tag.log" 2>&1

@@ -53,7 +53,7 @@ static pp_status agree(run *r, pp_error *err)
     uint32_t h = 0;
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
-                      c->optim.nesterov, c->ndims, c->skip_nonfinite};
+                      c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm};
     h = pp_crc32c(h, nums, sizeof nums);
@@ -214,7 +214,8 @@ static pp_status setup(run *r, pp_error *err)
         .schedule = r->sched, .partition = r->part, .grid = r->grid, .control = r->world, .dev = r->dev,
         .stage_options = {.microbatch = r->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
                           .seed = c->seed, .training = 1},
-        .feed = feed, .feed_user = r, .clip_norm = c->clip_norm, .skip_nonfinite = c->skip_nonfinite,
+        .feed = feed, .feed_user = r, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
+        .skip_nonfinite = c->skip_nonfinite,
     };
     PP_CHECK(pp_driver_create(&dc, &r->drv, err));
     if (c->losses_out && r->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))

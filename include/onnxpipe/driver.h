@@ -33,6 +33,7 @@ typedef struct pp_driver_config {
     pp_feed_fn feed;
     void *feed_user;
     float clip_norm;                /* 0: off */
+    int64_t bucket_bytes;           /* data-parallel all-reduce bucket size; 0: 4 MiB */
     int skip_nonfinite;
 } pp_driver_config;
 

@@ -108,6 +108,14 @@ float *pp_stage_params(pp_stage *s);
 float *pp_stage_grads(pp_stage *s);
 float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats */
 
+/* Gradient buckets can be reduced while backward goes on: during a backward that computes
+ * weight gradients the hook runs after each op that finished some, with done = how many
+ * such ops have run; parameter i's gradient is final (for this microbatch) once
+ * done >= pp_stage_param_ready(s, i). fn NULL removes the hook. */
+typedef void (*pp_stage_grad_hook)(void *user, int done);
+void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user);
+int pp_stage_param_ready(const pp_stage *s, int i);
+
 pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);
 /* sum of squared gradients of this stage's parameters (clipping sums it across stages) */
 pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);

@@ -76,6 +76,7 @@ typedef struct pp_train_config {
     pp_optim_hparams optim;
     pp_lr_schedule lr;
     float clip_norm;                /* 0: no clipping */
+    int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB (--bucket-kb) */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
     pp_loss_spec loss;
     uint64_t seed;
