@@ -6,23 +6,22 @@
 
 int cli_fail_job(const pp_error *err)
 {
-    pp_comm *w = NULL;
-    if (pp_comm_mpi_world(&w, NULL) == PP_OK && w->size > 1) {
-        fprintf(stderr, "onnxpipe: error: [rank %d] %s\n", w->rank, err->msg[0] ? err->msg : pp_status_string(err->status));
+    int rank, size;
+    pp_comm_mpi_world_rank(&rank, &size);
+    if (size > 1) {
+        fprintf(stderr, "onnxpipe: error: [rank %d] %s\n", rank, err->msg[0] ? err->msg : pp_status_string(err->status));
         fflush(stderr);
-        pp_comm_abort(w, 1);
+        pp_comm_mpi_abort_world(1);
     }
-    pp_comm_destroy(w);
     pp_comm_mpi_finalize();
     return cli_fail(err);
 }
 
 int cli_job_rank0(void)
 {
-    pp_comm *w = NULL;
-    int rank0 = pp_comm_mpi_world(&w, NULL) != PP_OK || w->rank == 0;
-    pp_comm_destroy(w);
-    return rank0;
+    int rank, size;
+    pp_comm_mpi_world_rank(&rank, &size);
+    return rank == 0;
 }
 
 void cli_job_end(void)

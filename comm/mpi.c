@@ -371,6 +371,25 @@ pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err)
     return wrap(dup, timeout, COMM_DEFAULT_CHUNK, out, err);
 }
 
+void pp_comm_mpi_world_rank(int *rank, int *size)
+{
+    int inited = 0, finalized = 0;
+    *rank = 0;
+    *size = 1;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) return;
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+void pp_comm_mpi_abort_world(int code)
+{
+    int rank, size;
+    pp_comm_mpi_world_rank(&rank, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 void pp_comm_mpi_finalize(void)
 {
     int finalized = 0;

@@ -9,10 +9,12 @@
 #include <string.h>
 
 /* Tags name the boundary (the lower stage of the pair), the microbatch, the direction
- * and the port, so interleaved stages on the same pair of ranks never mix messages. */
+ * and the port, so interleaved stages on the same pair of ranks never mix messages.
+ * Microbatches wrap at tag_wrap: messages of one boundary keep their order (MPI keeps
+ * order per peer and tag), so equal tags far apart cannot be confused. */
 static int msg_tag(const pp_driver *d, int boundary, int mb, int grad, int port)
 {
-    return (((mb % 2048) * d->num_stages + boundary) * 2 + grad) * MAX_PORTS + port;
+    return (((mb % d->tag_wrap) * d->num_stages + boundary) * 2 + grad) * MAX_PORTS + port;
 }
 
 vstage *driver_local(pp_driver *d, int stage)

@@ -5,6 +5,7 @@
 #include <onnxpipe/driver.h>
 
 #define MAX_PORTS 32    /* tensors crossing one stage boundary */
+#define TAG_LIMIT (1 << 20)   /* comm.h: tags below this */
 
 typedef struct vstage {
     int index;              /* virtual stage */
@@ -38,7 +39,7 @@ typedef struct tied_group {
     int value;
     pp_comm *comm;          /* the ranks of my replica holding it, when more than this one */
     int nlocal;
-    int local_stage[8];     /* indices into vs */
+    int *local_stage;       /* [nlocal] indices into vs */
     int canonical;          /* 1 when this rank holds the first stage of the group (counted in the norm) */
 } tied_group;
 
@@ -48,6 +49,7 @@ struct pp_driver {
     const pp_action *acts;
     int nacts;
     int num_stages, microbatches;
+    int tag_wrap;           /* microbatches per tag cycle (see msg_tag) */
     int *local;             /* [num_stages] index into vs, or -1 */
     vstage *vs;
     int nvs;

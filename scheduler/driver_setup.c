@@ -108,18 +108,29 @@ static pp_status init_tied(pp_driver *d, pp_error *err)
         tied_group *g = &d->tied[d->ntied];
         memset(g, 0, sizeof *g);
         g->value = vs->value;
-        int ranks[256], nranks = 0;
+        int *ranks = malloc((size_t)vs->nstages * sizeof *ranks), nranks = 0;
+        g->local_stage = malloc((size_t)vs->nstages * sizeof *g->local_stage);
+        if (!ranks || !g->local_stage) {
+            free(ranks);
+            return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        }
         for (int k = 0; k < vs->nstages; k++) {
             int st = vs->stages[k], r = d->cfg.schedule->stage_rank[st];
             int seen = 0;
             for (int j = 0; j < nranks; j++) seen |= ranks[j] == r;
-            if (!seen && nranks < 256) ranks[nranks++] = r;
-            if (d->local[st] >= 0 && g->nlocal < 8) g->local_stage[g->nlocal++] = d->local[st];
+            if (!seen) ranks[nranks++] = r;
+            if (d->local[st] >= 0) g->local_stage[g->nlocal++] = d->local[st];
         }
         g->canonical = d->local[vs->stages[0]] >= 0;
-        if (nranks > 1) PP_CHECK(pp_grid_stage_group(d->grid, ranks, nranks, &g->comm, err));
-        if (g->nlocal) d->ntied++;
-        else pp_comm_destroy(g->comm);
+        pp_status st = nranks > 1 ? pp_grid_stage_group(d->grid, ranks, nranks, &g->comm, err) : PP_OK;
+        free(ranks);
+        PP_CHECK(st);
+        if (g->nlocal) {
+            d->ntied++;
+        } else {
+            pp_comm_destroy(g->comm);
+            free(g->local_stage);
+        }
     }
     return PP_OK;
 }
@@ -139,6 +150,12 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
     d->num_stages = sch->num_stages;
     d->microbatches = sch->microbatches;
     d->acts = pp_schedule_rank_actions(sch, cfg->grid->stage, &d->nacts);
+    d->tag_wrap = TAG_LIMIT / (d->num_stages * 2 * MAX_PORTS);
+    if (d->tag_wrap < 1) {
+        free(d);
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%d pipeline stages: message tags allow at most %d",
+                            sch->num_stages, TAG_LIMIT / (2 * MAX_PORTS));
+    }
     pp_status st = PP_OK;
     d->local = malloc((size_t)d->num_stages * sizeof *d->local);
     d->vs = calloc((size_t)d->num_stages, sizeof *d->vs);
@@ -184,7 +201,10 @@ void pp_driver_destroy(pp_driver *d)
         free(v->recv_grad);
         free(v->buckets);
     }
-    for (int t = 0; t < d->ntied; t++) pp_comm_destroy(d->tied[t].comm);
+    for (int t = 0; t < d->ntied; t++) {
+        pp_comm_destroy(d->tied[t].comm);
+        free(d->tied[t].local_stage);
+    }
     if (d->zeros) pp_device_free(d->cfg.dev, d->zeros);
     if (d->scratch) pp_device_free(d->cfg.dev, d->scratch);
     free(d->tied);

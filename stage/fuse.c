@@ -28,7 +28,7 @@ static int only_reader(const pp_stage *s, const int *op_of_node, int t, const ch
 /* A float scalar constant within 1e-6 of want. */
 static int is_const(const pp_stage *s, int t, double want)
 {
-    if (t < 0 || s->t[t].value < 0) return 0;
+    if (t < 0 || s->t[t].value < 0 || s->g->values[s->t[t].value].is_param) return 0;   /* trained: keep */
     const pp_const_tensor *c = pp_graph_const(s->g, s->t[t].value);
     if (!c || c->dtype != PP_DTYPE_F32 || c->nbytes != sizeof(float)) return 0;
     float f;

@@ -503,10 +503,8 @@ done:
 pp_status stage_plan(pp_stage *s, pp_error *err)
 {
     const pp_graph *g = s->g;
-    int cap = 0;
-    for (int i = s->first; i < s->end; i++) cap += g->nodes[i].ninputs + g->nodes[i].noutputs;
-    cap += g->nvalues > 0 ? 8 : 8;
-    s->t = calloc((size_t)cap + (size_t)g->ninputs + (size_t)g->nvalues, sizeof *s->t);
+    /* a tslot per value the stage touches, plus the loss's views, labels and scalar */
+    s->t = calloc((size_t)g->nvalues + 4, sizeof *s->t);
     s->t_of_value = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     s->ops = calloc((size_t)(s->end - s->first) + 2, sizeof *s->ops);
     if (!s->t || !s->t_of_value || !s->ops) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");

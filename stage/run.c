@@ -163,16 +163,10 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
 {
     PP_CHECK(check_slot(s, slot, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
-    if (act) {
-        if (s->loss_t >= 0)
-            PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->loss_seed,
-                                              sizeof(float), err));
-        for (int i = 0; i < s->ninputs; i++) {
-            tslot *t = &s->t[s->input_t[i]];
-            if (t->needs_grad && !t->grad_received && t->first_bw < 0)
-                PP_CHECK(pp_device_memset(s->dev, stage_grad_data(s, slot, s->input_t[i]), 0, t->nbytes, err));
-        }
-    }
+    /* every gradient is received, seeded (the loss) or zeroed by the first op adding to it */
+    if (act && s->loss_t >= 0)
+        PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->loss_seed, sizeof(float),
+                                          err));
     int done = 0;
     for (int o = s->nops - 1; o >= 0; o--) {
         stage_op *op = &s->ops[o];

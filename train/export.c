@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-pp_status pp_train_export(const pp_graph *g, const float *values, const int64_t *offset, const char *path,
-                          pp_error *err)
+pp_status pp_train_export(const pp_graph *g, const pp_graph *trained, const float *values, const int64_t *offset,
+                          const char *path, pp_error *err)
 {
     pp_graph *e = NULL;
     pp_status st;
@@ -20,7 +20,8 @@ pp_status pp_train_export(const pp_graph *g, const float *values, const int64_t 
     for (int i = 0; i < g->ninits; i++) {
         const pp_initializer *in = &g->inits[i];
         const pp_value *v = &g->values[in->value];
-        const void *data = v->is_param && offset[in->value] >= 0 ? (const void *)(values + offset[in->value]) : in->t.data;
+        int tv = pp_graph_find_value(trained, v->name);
+        const void *data = tv >= 0 && offset[tv] >= 0 ? (const void *)(values + offset[tv]) : in->t.data;
         PP_CHECK_GOTO(pp_graph_add_initializer(e, v->name, in->t.dtype, &in->t.shape, data, in->t.nbytes, 1, err),
                       st, done);
         if (v->folded) e->values[pp_graph_find_value(e, v->name)].folded = 1;
@@ -43,7 +44,7 @@ pp_status pp_train_export(const pp_graph *g, const float *values, const int64_t 
         const pp_value *v = &g->values[g->outputs[i]];
         PP_CHECK_GOTO(pp_graph_add_output(e, v->name, v->dtype, &v->shape, err), st, done);
     }
-    pp_graph_options opt = {.no_fold = 1};
+    pp_graph_options opt = {.no_fold = 1, .allow_unknown_dims = 1};
     PP_CHECK_GOTO(pp_graph_finalize(e, &opt, err), st, done);
     st = pp_graph_save(e, path, NULL, err);
 done:

@@ -58,6 +58,13 @@ static pp_status agree(run *r, pp_error *err)
                   c->optim.weight_decay, c->clip_norm};
     h = pp_crc32c(h, nums, sizeof nums);
     h = pp_crc32c(h, fl, sizeof fl);
+    for (int i = 0; i < c->ndims; i++) {
+        h = pp_crc32c(h, c->dims[i].name, strlen(c->dims[i].name));
+        h = pp_crc32c(h, &c->dims[i].value, sizeof c->dims[i].value);
+    }
+    const char *names[] = {c->loss.logits, c->loss.labels, c->device};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i]) h = pp_crc32c(h, names[i], strlen(names[i]) + 1);
     for (int i = 0; i < g->nnodes; i++) {
         h = pp_crc32c(h, g->nodes[i].name, strlen(g->nodes[i].name));
         h = pp_crc32c(h, g->nodes[i].op_type, strlen(g->nodes[i].op_type));
@@ -289,7 +296,13 @@ static pp_status export_model(run *r, pp_error *err)
         }
     }
     PP_CHECK_GOTO(pp_comm_allreduce(r->world, all, (size_t)total, PP_DTYPE_F32, err), st, done);
-    if (r->world->rank == 0) st = pp_train_export(g, all, offset, r->cfg->export_path, err);
+    if (r->world->rank == 0) {
+        pp_graph *model = NULL;
+        pp_graph_options unbound = {.allow_unknown_dims = 1};
+        st = pp_graph_load(r->cfg->model, &unbound, &model, err);
+        if (st == PP_OK) st = pp_train_export(model, g, all, offset, r->cfg->export_path, err);
+        pp_graph_destroy(model);
+    }
 done:
     free(all);
     free(offset);
@@ -329,6 +342,10 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     }
     if (cfg->export_path) PP_CHECK_GOTO(export_model(&r, err), st, done);
 done:
+    /* A step that failed on one rank of a job may leave receives and reductions posted
+     * into the stages' buffers, and MPI could still write into them: leave everything
+     * allocated, since the caller ends the job (pp_comm_mpi_abort_world). */
+    if (st != PP_OK && r.world && r.world->size > 1) return st;
     teardown(&r);
     return st;
 }

@@ -69,6 +69,11 @@ pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
 void pp_comm_mpi_finalize(void);
 /* Ranks that share memory with this one (a host), via MPI_Comm_split_type. */
 pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
+/* This process's rank and the size of MPI_COMM_WORLD without any communication (0 and 1
+ * when MPI is not running), and MPI_Abort on it when it has several ranks: what an error
+ * path uses, since a collective there could wait on ranks that are not failing. */
+void pp_comm_mpi_world_rank(int *rank, int *size);
+void pp_comm_mpi_abort_world(int code);
 /* Name of this host (MPI_Get_processor_name). */
 const char *pp_comm_mpi_host(void);
 

@@ -92,6 +92,9 @@ typedef struct pp_train_result {
     double tokens_per_s;            /* samples x sequence length per second */
 } pp_train_result;
 
+/* Runs the job on this rank. When it fails on a rank of a job of several, it returns
+ * without freeing what outstanding messages may still write into: the caller must end
+ * the job (pp_comm_mpi_abort_world), as the CLI does. */
 pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err);
 
 /* Inference over a dataset: forward of every `batch` samples, each graph output
@@ -108,10 +111,11 @@ typedef struct pp_eval_config {
 } pp_eval_config;
 pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error *err);
 
-/* A copy of g with trained values for its parameters, saved to path: the parameter
- * with value id v takes values[offset[v] ...] when offset[v] >= 0. */
-pp_status pp_train_export(const pp_graph *g, const float *values, const int64_t *offset, const char *path,
-                          pp_error *err);
+/* A copy of `model` (loaded without binding dims, so the export keeps symbolic batch and
+ * sequence dims) with trained values, saved to path: its initializer NAME takes
+ * values[offset[v] ...] where v is NAME's value id in `trained` and offset[v] >= 0. */
+pp_status pp_train_export(const pp_graph *model, const pp_graph *trained, const float *values, const int64_t *offset,
+                          const char *path, pp_error *err);
 
 /* Predicted per-stage costs for the simulator from a partition: F from the stage's
  * FLOPs at `gflops` GFLOP/s, backward = 2F (input and weight halves of F each),
