@@ -6,9 +6,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define ARENA_BLOCK (64 * 1024)
+#define ARENA_BLOCK (1024 * 1024)
 
-void *pp_graph_alloc(pp_graph *g, size_t n)
+void *graph_alloc_uninit(pp_graph *g, size_t n)
 {
     pp_graph_store *s = g->store;
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
@@ -25,7 +25,13 @@ void *pp_graph_alloc(pp_graph *g, size_t n)
     }
     void *p = (char *)b->data + b->used;
     b->used += n;
-    memset(p, 0, n);
+    return p;
+}
+
+void *pp_graph_alloc(pp_graph *g, size_t n)
+{
+    void *p = graph_alloc_uninit(g, n);
+    if (p) memset(p, 0, n);
     return p;
 }
 

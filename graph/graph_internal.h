@@ -28,6 +28,9 @@ struct pp_graph_store {
     int nmmaps, mmap_cap;
 };
 
+/* pp_graph_alloc without zeroing (for memory its user fills, e.g. protobuf-c's). */
+void *graph_alloc_uninit(pp_graph *g, size_t n);
+
 /* Keeps an mmapped region alive until the graph is destroyed. */
 pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err);
 

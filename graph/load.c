@@ -43,7 +43,7 @@ static void *unpack_alloc(void *data, size_t size)
 {
     loader *L = data;
     if (size < BIG_ALLOC) {
-        void *p = pp_graph_alloc(L->scratch, size);
+        void *p = graph_alloc_uninit(L->scratch, size);   /* protobuf-c initialises what it unpacks */
         L->oom |= !p;
         return p;
     }
