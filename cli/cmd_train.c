@@ -41,6 +41,7 @@ static void usage(FILE *out)
             "output:\n"
             "  --losses FILE          write 'step loss' lines\n"
             "  --export FILE          write the trained model as ONNX at the end\n"
+            "  --trace FILE           write the last step as executed (Perfetto / chrome://tracing JSON)\n"
             "  --quiet                no progress lines\n");
 }
 
@@ -87,6 +88,7 @@ int cmd_train(int argc, char **argv)
         STR_OPT("--labels", c.loss.labels)
         STR_OPT("--losses", c.losses_out)
         STR_OPT("--export", c.export_path)
+        STR_OPT("--trace", c.trace_path)
         INT_OPT("--pp", 1, 4096, c.pp)
         INT_OPT("--chunks", 1, 64, c.chunks)
         INT_OPT("--dp", 1, 1 << 20, c.dp)

@@ -234,8 +234,11 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
     d->loss_sum = 0;
     d->compute_s = d->wait_s = 0;
     for (int i = 0; i < d->nvs; i++) PP_CHECK(pp_stage_zero_grads(d->vs[i].s, err));
+    driver_trace_begin(d);
     for (int k = 0; k < d->nacts; k++) {
+        double ts = d->trace ? pp_now() : 0;
         pp_status st = run_action(d, &d->acts[k], step, err);
+        if (d->trace && d->acts[k].kind != PP_ACT_OPTIMIZER_STEP) driver_trace_add(d, &d->acts[k], ts, pp_now());
         if (st != PP_OK) {
             char buf[32];
             return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld, action %s: ", d->grid->rank,
@@ -243,7 +246,9 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
                                    pp_action_format(&d->acts[k], buf, sizeof buf));
         }
     }
+    double ts = pp_now();
     pp_status st = driver_finish_step(d, step, lr, stats, err);
+    if (d->trace) driver_trace_add(d, &(pp_action){PP_ACT_OPTIMIZER_STEP, -1, -1, -1}, ts, pp_now());
     if (st != PP_OK)
         return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld: ", d->grid->rank, d->grid->stage,
                                d->grid->replica, (long long)step);

@@ -208,6 +208,7 @@ void pp_driver_destroy(pp_driver *d)
     if (d->zeros) pp_device_free(d->cfg.dev, d->zeros);
     if (d->scratch) pp_device_free(d->cfg.dev, d->scratch);
     free(d->tied);
+    free(d->trace);
     free(d->vs);
     free(d->local);
     free(d);

@@ -225,6 +225,7 @@ static pp_status setup(run *r, pp_error *err)
         .skip_nonfinite = c->skip_nonfinite,
     };
     PP_CHECK(pp_driver_create(&dc, &r->drv, err));
+    if (c->trace_path) PP_CHECK(pp_driver_record(r->drv, 1, err));
     if (c->losses_out && r->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
     return PP_OK;
@@ -264,6 +265,17 @@ static void progress(const run *r, int64_t step, const pp_step_stats *st, float 
            tty ? "   " : "\n");
     if (tty && step == r->cfg->steps) putchar('\n');
     fflush(stdout);
+}
+
+/* The last step as executed, every rank's actions on a Perfetto timeline (rank 0 writes). */
+static pp_status write_trace(run *r, pp_error *err)
+{
+    FILE *f = NULL;
+    if (r->world->rank == 0 && !(f = fopen(r->cfg->trace_path, "w")))
+        return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", r->cfg->trace_path);
+    pp_status st = pp_driver_write_trace(r->drv, r->world, f, err);
+    if (f && fclose(f) && st == PP_OK) st = pp_error_set(err, PP_ERR_IO, "cannot write '%s'", r->cfg->trace_path);
+    return st;
 }
 
 /* Gathers every parameter onto rank 0 (replica 0's stages contribute; a tied one only
@@ -340,6 +352,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
         if (rank0 && !cfg->quiet) progress(&r, step, &stats, lr, elapsed, res->tokens_per_s, tty);
     }
+    if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(export_model(&r, err), st, done);
 done:
     /* A step that failed on one rank of a job may leave receives and reductions posted

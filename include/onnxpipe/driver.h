@@ -53,6 +53,13 @@ typedef struct pp_step_stats {
 /* Runs one step (step counts from 1) with learning rate lr. */
 pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
 
+/* Records when each action of the following steps runs (on: 1), keeping the last step;
+ * then pp_driver_write_trace, collective over `control`, gathers every rank's record and
+ * rank 0 writes a Perfetto / chrome://tracing JSON to out (one process per rank, compute
+ * and communication rows, seconds from each rank's step start). */
+pp_status pp_driver_record(pp_driver *d, int on, pp_error *err);
+pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_error *err);
+
 /* This rank's stages (for export and checkpoints). */
 int pp_driver_num_stages(const pp_driver *d);
 pp_stage *pp_driver_stage(pp_driver *d, int i);

@@ -82,6 +82,7 @@ typedef struct pp_train_config {
     uint64_t seed;
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */
     const char *export_path;        /* write the trained model here at the end (NULL: no) */
+    const char *trace_path;         /* write a Perfetto trace of the last step here (NULL: no) */
     int quiet;                      /* no progress lines */
 } pp_train_config;
 
