@@ -190,4 +190,46 @@ static inline PP_HD float pp_el_lamb_dir(float p, float m, float v, float bc1, f
     return (m / bc1) / (sqrtf(v / bc2) + eps) + wd * p;
 }
 
+/* ---- Cast: one element from one dtype to another (both backends) ------------ */
+
+static inline PP_HD int pp_el_cast_supported(pp_dtype t)
+{
+    return t == PP_DTYPE_F32 || t == PP_DTYPE_F64 || t == PP_DTYPE_I64 || t == PP_DTYPE_I32 || t == PP_DTYPE_BOOL ||
+           t == PP_DTYPE_BF16;
+}
+
+static inline PP_HD double pp_el_cast_read(pp_dtype t, const void *p, int64_t i)
+{
+    switch (t) {
+    case PP_DTYPE_F32: return ((const float *)p)[i];
+    case PP_DTYPE_F64: return ((const double *)p)[i];
+    case PP_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case PP_DTYPE_I32: return ((const int32_t *)p)[i];
+    case PP_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case PP_DTYPE_BF16: return pp_el_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return 0;
+    }
+}
+
+/* y[i] = x[i] converted; int64 <-> int32 / bool go straight through (no double round
+ * trip), so large ids survive. */
+static inline PP_HD void pp_el_cast(pp_dtype from, pp_dtype to, const void *x, void *y, int64_t i)
+{
+    switch (to) {
+    case PP_DTYPE_F32: ((float *)y)[i] = (float)pp_el_cast_read(from, x, i); break;
+    case PP_DTYPE_F64: ((double *)y)[i] = pp_el_cast_read(from, x, i); break;
+    case PP_DTYPE_I64:
+        ((int64_t *)y)[i] = from == PP_DTYPE_I32 ? ((const int32_t *)x)[i] : (int64_t)pp_el_cast_read(from, x, i);
+        break;
+    case PP_DTYPE_I32:
+        ((int32_t *)y)[i] = from == PP_DTYPE_I64 ? (int32_t)((const int64_t *)x)[i] : (int32_t)pp_el_cast_read(from, x, i);
+        break;
+    case PP_DTYPE_BOOL:
+        ((uint8_t *)y)[i] = from == PP_DTYPE_I64 ? ((const int64_t *)x)[i] != 0 : pp_el_cast_read(from, x, i) != 0;
+        break;
+    case PP_DTYPE_BF16: ((uint16_t *)y)[i] = pp_el_f32_to_bf16((float)pp_el_cast_read(from, x, i)); break;
+    default: break;
+    }
+}
+
 #endif

@@ -4,51 +4,23 @@
  * weight of the non-ignored labels (ONNX); when that is 0 the loss and its gradient are 0
  * (ONNX would give 0/0). Backward recomputes the log-softmax from the saved scores. */
 #include "element_nn.h"
+#include "xent.h"
 #include "nn_kernels.h"
 #include "nn_util.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { RED_NONE, RED_SUM, RED_MEAN };
-
+/* the call's shapes and options (kernels/xent.c) and the weights [C] or NULL */
 typedef struct xent {
-    int64_t n, c, d;            /* batch, classes, positions per sample (prod d1..dk) */
-    int reduction;
-    int has_ignore;
-    int64_t ignore;
-    const float *w;             /* [C] or NULL */
+    pp_xent x;
+    const float *w;
 } xent;
 
 static pp_status setup(const pp_kernel_ctx *c, xent *e, pp_error *err)
 {
-    const pp_tensor *s = &c->in[0], *lab = &c->in[1];
-    const char *red;
-    memset(e, 0, sizeof *e);
-    PP_CHECK(pp_attr_string(c->attrs, c->nattrs, "reduction", "mean", &red, c->node, err));
-    e->has_ignore = pp_attr_find(c->attrs, c->nattrs, "ignore_index") != NULL;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "ignore_index", 0, &e->ignore, c->node, err));
-    if (!strcmp(red, "none")) e->reduction = RED_NONE;
-    else if (!strcmp(red, "sum")) e->reduction = RED_SUM;
-    else if (!strcmp(red, "mean")) e->reduction = RED_MEAN;
-    else return nn_fail(c, PP_ERR_UNSUPPORTED, err, "reduction '%s' (expected none, sum or mean)", red);
-    if (s->rank < 2)
-        return nn_fail(c, PP_ERR_SHAPE, err, "scores have rank %d, expected at least 2 ([N, C, ...])", s->rank);
-    e->n = s->dims[0];
-    e->c = s->dims[1];
-    e->d = nn_prod(s->dims, 2, s->rank);
-    if (lab->dtype != PP_DTYPE_I64 && lab->dtype != PP_DTYPE_I32)
-        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "labels have dtype %s, expected int64 or int32",
-                       pp_dtype_name(lab->dtype));
-    if (pp_tensor_numel(lab) != e->n * e->d)
-        return nn_fail(c, PP_ERR_SHAPE, err, "labels have %lld elements, expected %lld (N x d1..dk of the scores)",
-                       (long long)pp_tensor_numel(lab), (long long)(e->n * e->d));
-    if (c->nin > 2 && c->in[2].data) {
-        if (pp_tensor_numel(&c->in[2]) != e->c)
-            return nn_fail(c, PP_ERR_SHAPE, err, "weights have %lld elements, expected C = %lld",
-                           (long long)pp_tensor_numel(&c->in[2]), (long long)e->c);
-        e->w = c->in[2].data;
-    }
+    PP_CHECK(pp_xent_setup(c, &e->x, err));
+    e->w = e->x.weighted ? c->in[2].data : NULL;
     return PP_OK;
 }
 
@@ -58,13 +30,13 @@ static pp_status label_at(const pp_kernel_ctx *c, const xent *e, int64_t p, int6
     const pp_tensor *lab = &c->in[1];
     const int64_t l = lab->dtype == PP_DTYPE_I64 ? ((const int64_t *)lab->data)[p] : ((const int32_t *)lab->data)[p];
     *label = l;
-    if (e->has_ignore && l == e->ignore) {
+    if (e->x.has_ignore && l == e->x.ignore) {
         *w = 0;
         return PP_OK;
     }
-    if (l < 0 || l >= e->c)
+    if (l < 0 || l >= e->x.c)
         return nn_fail(c, PP_ERR_INVALID_ARG, err, "label %lld at position %lld is out of range [0, %lld)%s", (long long)l,
-                       (long long)p, (long long)e->c, e->has_ignore ? " and not ignore_index" : "");
+                       (long long)p, (long long)e->x.c, e->x.has_ignore ? " and not ignore_index" : "");
     *w = e->w ? e->w[l] : 1.0f;
     return PP_OK;
 }
@@ -83,7 +55,7 @@ static void row_stats(const float *x, int64_t n, int64_t st, float *mx, float *l
 static pp_status total_weight(const pp_kernel_ctx *c, const xent *e, double *tw, pp_error *err)
 {
     *tw = 0;
-    for (int64_t p = 0; p < e->n * e->d; p++) {
+    for (int64_t p = 0; p < e->x.n * e->x.d; p++) {
         int64_t l = 0;
         float w = 0;
         PP_CHECK(label_at(c, e, p, &l, &w, err));
@@ -99,22 +71,22 @@ pp_status pp_cpu_xent_forward(const pp_kernel_ctx *c, pp_error *err)
     const float *x = c->in[0].data;
     float *out = c->out[0].data, *logp = c->nout > 1 ? c->out[1].data : NULL;
     double total = 0, tw = 0;
-    for (int64_t n = 0; n < e.n; n++)
-        for (int64_t s = 0; s < e.d; s++) {
-            const int64_t p = n * e.d + s, base = n * e.c * e.d + s;
+    for (int64_t n = 0; n < e.x.n; n++)
+        for (int64_t s = 0; s < e.x.d; s++) {
+            const int64_t p = n * e.x.d + s, base = n * e.x.c * e.x.d + s;
             int64_t l = 0;
             float w = 0, mx, ls;
             PP_CHECK(label_at(c, &e, p, &l, &w, err));
-            row_stats(x + base, e.c, e.d, &mx, &ls);
+            row_stats(x + base, e.x.c, e.x.d, &mx, &ls);
             if (logp)
-                for (int64_t j = 0; j < e.c; j++) logp[base + j * e.d] = pp_logsoftmax_out(x[base + j * e.d], mx, ls);
-            const float loss = w == 0 ? 0.0f : pp_xent_loss(pp_logsoftmax_out(x[base + l * e.d], mx, ls), w);
-            if (e.reduction == RED_NONE) out[p] = loss;
+                for (int64_t j = 0; j < e.x.c; j++) logp[base + j * e.x.d] = pp_logsoftmax_out(x[base + j * e.x.d], mx, ls);
+            const float loss = w == 0 ? 0.0f : pp_xent_loss(pp_logsoftmax_out(x[base + l * e.x.d], mx, ls), w);
+            if (e.x.reduction == PP_XENT_NONE) out[p] = loss;
             total += loss;
             tw += w;
         }
-    if (e.reduction == RED_SUM) out[0] = (float)total;
-    if (e.reduction == RED_MEAN) out[0] = tw > 0 ? (float)(total / tw) : 0.0f;
+    if (e.x.reduction == PP_XENT_SUM) out[0] = (float)total;
+    if (e.x.reduction == PP_XENT_MEAN) out[0] = tw > 0 ? (float)(total / tw) : 0.0f;
     return PP_OK;
 }
 
@@ -126,26 +98,26 @@ pp_status pp_cpu_xent_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp
     xent e;
     PP_CHECK(setup(c, &e, err));
     double tw = 1;
-    if (g && e.reduction == RED_MEAN) PP_CHECK(total_weight(c, &e, &tw, err));
+    if (g && e.x.reduction == PP_XENT_MEAN) PP_CHECK(total_weight(c, &e, &tw, err));
     const float *x = c->in[0].data;
-    for (int64_t n = 0; n < e.n; n++)
-        for (int64_t s = 0; s < e.d; s++) {
-            const int64_t p = n * e.d + s, base = n * e.c * e.d + s;
+    for (int64_t n = 0; n < e.x.n; n++)
+        for (int64_t s = 0; s < e.x.d; s++) {
+            const int64_t p = n * e.x.d + s, base = n * e.x.c * e.x.d + s;
             int64_t l = 0;
             float w = 0, mx, ls;
             PP_CHECK(label_at(c, &e, p, &l, &w, err));
-            row_stats(x + base, e.c, e.d, &mx, &ls);
+            row_stats(x + base, e.x.c, e.x.d, &mx, &ls);
             if (g && w != 0 && tw > 0) {
-                const float gp = w * (e.reduction == RED_NONE ? g[p] : (float)(g[0] / tw));
-                for (int64_t j = 0; j < e.c; j++)
-                    dx[base + j * e.d] += pp_xent_grad(pp_logsoftmax_out(x[base + j * e.d], mx, ls), j == l, gp);
+                const float gp = w * (e.x.reduction == PP_XENT_NONE ? g[p] : (float)(g[0] / tw));
+                for (int64_t j = 0; j < e.x.c; j++)
+                    dx[base + j * e.x.d] += pp_xent_grad(pp_logsoftmax_out(x[base + j * e.x.d], mx, ls), j == l, gp);
             }
             if (glp) {
                 float sum = 0;
-                for (int64_t j = 0; j < e.c; j++) sum += glp[base + j * e.d];
-                for (int64_t j = 0; j < e.c; j++)
-                    dx[base + j * e.d] +=
-                        pp_logsoftmax_grad(pp_logsoftmax_out(x[base + j * e.d], mx, ls), glp[base + j * e.d], sum);
+                for (int64_t j = 0; j < e.x.c; j++) sum += glp[base + j * e.x.d];
+                for (int64_t j = 0; j < e.x.c; j++)
+                    dx[base + j * e.x.d] +=
+                        pp_logsoftmax_grad(pp_logsoftmax_out(x[base + j * e.x.d], mx, ls), glp[base + j * e.x.d], sum);
             }
         }
     return PP_OK;

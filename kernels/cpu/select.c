@@ -112,28 +112,6 @@ PP_BWD(pp_cpu_where_backward)
 
 /* ---------------- Cast ---------------- */
 
-static int cast_supported(pp_dtype t)
-{
-    return t == PP_DTYPE_F32 || t == PP_DTYPE_F64 || t == PP_DTYPE_I64 || t == PP_DTYPE_I32 || t == PP_DTYPE_BOOL ||
-           t == PP_DTYPE_BF16;
-}
-
-static inline double cast_read(pp_dtype t, const void *p, int64_t i)
-{
-    switch (t) {
-    case PP_DTYPE_F32: return ((const float *)p)[i];
-    case PP_DTYPE_F64: return ((const double *)p)[i];
-    case PP_DTYPE_I64: return (double)((const int64_t *)p)[i];
-    case PP_DTYPE_I32: return ((const int32_t *)p)[i];
-    case PP_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case PP_DTYPE_BF16: return pp_el_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return 0;
-    }
-}
-
-/* int64 goes straight through (no double round trip) so large ids survive */
-#define CAST_SAME_OR(T, EXPR) for (int64_t i = 0; i < n; i++) ((T *)Y)[i] = (EXPR)
-
 PP_FWD(pp_cpu_cast_forward)
 {
     PP_CHECK(pp_cpu_want_inputs(c, 1, 1, err));
@@ -143,7 +121,7 @@ PP_FWD(pp_cpu_cast_forward)
     if (to_attr != (int64_t)to)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "node '%s' (Cast): attribute to=%lld but the output is %s",
                             c->node, (long long)to_attr, pp_dtype_name(to));
-    if (!cast_supported(from) || !cast_supported(to))
+    if (!pp_el_cast_supported(from) || !pp_el_cast_supported(to))
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "node '%s' (Cast): %s -> %s is not supported (float32, float64, bfloat16, int64, int32, "
                             "bool)", c->node, pp_dtype_name(from), pp_dtype_name(to));
@@ -151,24 +129,7 @@ PP_FWD(pp_cpu_cast_forward)
     void *Y = c->out[0].data;
     int64_t n = pp_tensor_numel(&c->in[0]);
     if (from == to) return pp_device_copy(c->dev, Y, X, pp_tensor_nbytes(&c->in[0]), err);
-    switch (to) {
-    case PP_DTYPE_F32: CAST_SAME_OR(float, (float)cast_read(from, X, i)); break;
-    case PP_DTYPE_F64: CAST_SAME_OR(double, cast_read(from, X, i)); break;
-    case PP_DTYPE_I64:
-        if (from == PP_DTYPE_I32) CAST_SAME_OR(int64_t, ((const int32_t *)X)[i]);
-        else CAST_SAME_OR(int64_t, (int64_t)cast_read(from, X, i));
-        break;
-    case PP_DTYPE_I32:
-        if (from == PP_DTYPE_I64) CAST_SAME_OR(int32_t, (int32_t)((const int64_t *)X)[i]);
-        else CAST_SAME_OR(int32_t, (int32_t)cast_read(from, X, i));
-        break;
-    case PP_DTYPE_BOOL:
-        if (from == PP_DTYPE_I64) CAST_SAME_OR(uint8_t, ((const int64_t *)X)[i] != 0);
-        else CAST_SAME_OR(uint8_t, cast_read(from, X, i) != 0);
-        break;
-    case PP_DTYPE_BF16: CAST_SAME_OR(uint16_t, pp_el_f32_to_bf16((float)cast_read(from, X, i))); break;
-    default: break;
-    }
+    for (int64_t i = 0; i < n; i++) pp_el_cast(from, to, X, Y, i);
     return PP_OK;
 }
 
@@ -179,11 +140,11 @@ PP_BWD(pp_cpu_cast_backward)
     const void *GY = grad_out[0].data;
     if (!GX || !GY) return PP_OK;
     pp_dtype gt = grad_out[0].dtype;
-    if (!pp_dtype_is_float(gt) || !cast_supported(gt))
+    if (!pp_dtype_is_float(gt) || !pp_el_cast_supported(gt))
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (Cast): no gradient through a %s output", c->node,
                             pp_dtype_name(gt));
     int64_t n = pp_tensor_numel(&grad_in[0]);
-    for (int64_t i = 0; i < n; i++) GX[i] += (float)cast_read(gt, GY, i);
+    for (int64_t i = 0; i < n; i++) GX[i] += (float)pp_el_cast_read(gt, GY, i);
     return PP_OK;
 }
 

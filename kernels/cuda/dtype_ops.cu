@@ -56,45 +56,9 @@ PP_CU_FWD(pp_cu_equal_forward)
 
 /* ---------------- Cast ---------------- */
 
-static int cast_supported(pp_dtype t)
-{
-    return t == PP_DTYPE_F32 || t == PP_DTYPE_F64 || t == PP_DTYPE_I64 || t == PP_DTYPE_I32 || t == PP_DTYPE_BOOL ||
-           t == PP_DTYPE_BF16;
-}
-
-__device__ inline double cast_read(pp_dtype t, const void *p, int64_t i)
-{
-    switch (t) {
-    case PP_DTYPE_F32: return ((const float *)p)[i];
-    case PP_DTYPE_F64: return ((const double *)p)[i];
-    case PP_DTYPE_I64: return (double)((const int64_t *)p)[i];
-    case PP_DTYPE_I32: return ((const int32_t *)p)[i];
-    case PP_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case PP_DTYPE_BF16: return pp_el_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return 0;
-    }
-}
-
-/* int64 <-> int32 / bool go straight through (no double round trip), as the cpu */
 __global__ void k_cast(pp_dtype from, pp_dtype to, const void *x, void *y, int64_t n)
 {
-    CU_FOR(i, n) {
-        switch (to) {
-        case PP_DTYPE_F32: ((float *)y)[i] = (float)cast_read(from, x, i); break;
-        case PP_DTYPE_F64: ((double *)y)[i] = cast_read(from, x, i); break;
-        case PP_DTYPE_I64:
-            ((int64_t *)y)[i] = from == PP_DTYPE_I32 ? ((const int32_t *)x)[i] : (int64_t)cast_read(from, x, i);
-            break;
-        case PP_DTYPE_I32:
-            ((int32_t *)y)[i] = from == PP_DTYPE_I64 ? (int32_t)((const int64_t *)x)[i] : (int32_t)cast_read(from, x, i);
-            break;
-        case PP_DTYPE_BOOL:
-            ((uint8_t *)y)[i] = from == PP_DTYPE_I64 ? ((const int64_t *)x)[i] != 0 : cast_read(from, x, i) != 0;
-            break;
-        case PP_DTYPE_BF16: ((uint16_t *)y)[i] = pp_el_f32_to_bf16((float)cast_read(from, x, i)); break;
-        default: break;
-        }
-    }
+    CU_FOR(i, n) pp_el_cast(from, to, x, y, i);
 }
 
 PP_CU_FWD(pp_cu_cast_forward)
@@ -106,7 +70,7 @@ PP_CU_FWD(pp_cu_cast_forward)
     if (to_attr != (int64_t)to)
         return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "attribute to=%lld but the output is %s", (long long)to_attr,
                          pp_dtype_name(to));
-    if (!cast_supported(from) || !cast_supported(to))
+    if (!pp_el_cast_supported(from) || !pp_el_cast_supported(to))
         return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED,
                          "%s -> %s is not supported (float32, float64, bfloat16, int64, int32, bool)",
                          pp_dtype_name(from), pp_dtype_name(to));
@@ -125,7 +89,7 @@ PP_CU_FWD(pp_cu_cast_forward)
 
 __global__ void k_cast_grad(pp_dtype gt, const void *gy, float *gx, int64_t n)
 {
-    CU_FOR(i, n) gx[i] += (float)cast_read(gt, gy, i);
+    CU_FOR(i, n) gx[i] += (float)pp_el_cast_read(gt, gy, i);
 }
 
 /* float32 input: dx += dy converted back to float32 */
@@ -133,7 +97,7 @@ PP_CU_BWD(pp_cu_cast_backward)
 {
     if (!grad_in[0].data || !grad_out[0].data) return PP_OK;
     const pp_dtype gt = grad_out[0].dtype;
-    if (!pp_dtype_is_float(gt) || !cast_supported(gt))
+    if (!pp_dtype_is_float(gt) || !pp_el_cast_supported(gt))
         return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "no gradient through a %s output", pp_dtype_name(gt));
     const int64_t n = pp_tensor_numel(&grad_in[0]);
     if (!n) return PP_OK;

@@ -3,46 +3,13 @@
  * not ignore_index gives a NaN loss (the GPU cannot name it without a synchronisation). */
 #include "cuda_internal.h"
 #include "element_nn.h"
+#include "xent.h"
 #include "nn_cuda.h"
 #include "reduce.cuh"
 
 #include <string.h>
 
-enum { RED_NONE, RED_SUM, RED_MEAN };
-
-typedef struct xent {
-    int64_t n, c, d;            /* batch, classes, positions per sample */
-    int reduction, has_ignore, lab64;
-    int64_t ignore;
-} xent;
-
-static pp_status xent_setup(const pp_kernel_ctx *c, xent *e, pp_error *err)
-{
-    const pp_tensor *s = &c->in[0], *lab = &c->in[1];
-    const char *red;
-    memset(e, 0, sizeof *e);
-    PP_CHECK(pp_attr_string(c->attrs, c->nattrs, "reduction", "mean", &red, c->node, err));
-    e->has_ignore = pp_attr_find(c->attrs, c->nattrs, "ignore_index") != NULL;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "ignore_index", 0, &e->ignore, c->node, err));
-    e->reduction = !strcmp(red, "none") ? RED_NONE : !strcmp(red, "sum") ? RED_SUM : RED_MEAN;
-    if (strcmp(red, "none") && strcmp(red, "sum") && strcmp(red, "mean"))
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "reduction '%s' (expected none, sum or mean)", red);
-    if (s->rank < 2) return pp_cu_bad(c, err, PP_ERR_SHAPE, "scores have rank %d, expected at least 2", s->rank);
-    e->n = s->dims[0];
-    e->c = s->dims[1];
-    e->d = pp_tensor_numel(s) / (e->n * e->c > 0 ? e->n * e->c : 1);
-    if (lab->dtype != PP_DTYPE_I64 && lab->dtype != PP_DTYPE_I32)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "labels have dtype %s, expected int64 or int32",
-                         pp_dtype_name(lab->dtype));
-    e->lab64 = lab->dtype == PP_DTYPE_I64;
-    if (pp_tensor_numel(lab) != e->n * e->d)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "labels have %lld elements, expected %lld", (long long)pp_tensor_numel(lab),
-                         (long long)(e->n * e->d));
-    if (c->nin > 2 && c->in[2].data && pp_tensor_numel(&c->in[2]) != e->c)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "weights have %lld elements, expected C = %lld",
-                         (long long)pp_tensor_numel(&c->in[2]), (long long)e->c);
-    return PP_OK;
-}
+typedef pp_xent xent;   /* kernels/xent.c parses and checks the call */
 
 /* label and weight (0 when ignored, NaN when out of range) at position p */
 __device__ inline int64_t xent_label(const xent &e, const void *lab, const float *w, int64_t p, float *wt)
@@ -91,7 +58,7 @@ __global__ void k_xent_total(const float *part, int64_t np, int mean, float *out
 PP_CU_FWD(pp_cu_xent_forward)
 {
     xent e;
-    PP_CHECK(xent_setup(c, &e, err));
+    PP_CHECK(pp_xent_setup(c, &e, err));
     const int64_t np = e.n * e.d;
     if (!np) return PP_OK;
     float *part;
@@ -102,11 +69,11 @@ PP_CU_FWD(pp_cu_xent_forward)
                                       c->nin > 2 ? (const float *)c->in[2].data : NULL, part,
                                       c->nout > 1 ? (float *)c->out[1].data : NULL);
     CU_LAUNCHED(c);
-    if (e.reduction == RED_NONE)
+    if (e.reduction == PP_XENT_NONE)
         CU_TRY(c, cudaMemcpy2DAsync(c->out[0].data, sizeof(float), part, 2 * sizeof(float), sizeof(float), (size_t)np,
                                     cudaMemcpyDeviceToDevice, s));
     else {
-        k_xent_total<<<1, 1024, 0, s>>>(part, np, e.reduction == RED_MEAN, (float *)c->out[0].data);
+        k_xent_total<<<1, 1024, 0, s>>>(part, np, e.reduction == PP_XENT_MEAN, (float *)c->out[0].data);
         CU_LAUNCHED(c);
     }
     return PP_OK;
@@ -131,7 +98,7 @@ __global__ void k_xent_grad(xent e, const float *x, const void *lab, const float
     float wt;
     const int64_t l = xent_label(e, lab, w, p, &wt);
     float gp = 0.f;
-    if (g && wt != 0.f) gp = e.reduction == RED_NONE ? wt * g[p] : e.reduction == RED_SUM ? wt * g[0]
+    if (g && wt != 0.f) gp = e.reduction == PP_XENT_NONE ? wt * g[p] : e.reduction == PP_XENT_SUM ? wt * g[0]
                                                      : (*tw > 0.f ? wt * g[0] / *tw : 0.f);
     for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) {
         const int64_t i = base + j * e.d;
@@ -148,7 +115,7 @@ PP_CU_BWD(pp_cu_xent_backward)
     const float *g = (const float *)grad_out[0].data, *glp = c->nout > 1 ? (const float *)grad_out[1].data : NULL;
     if (!dx || (!g && !glp)) return PP_OK;
     xent e;
-    PP_CHECK(xent_setup(c, &e, err));
+    PP_CHECK(pp_xent_setup(c, &e, err));
     const int64_t np = e.n * e.d;
     if (!np) return PP_OK;
     float *part;
@@ -156,7 +123,7 @@ PP_CU_BWD(pp_cu_xent_backward)
     cudaStream_t s = cu_of(c->dev)->stream;
     const float *w = c->nin > 2 ? (const float *)c->in[2].data : NULL;
     pp_cu_launch L = pp_cu_launch_rows(np, e.c);
-    if (g && e.reduction == RED_MEAN) {
+    if (g && e.reduction == PP_XENT_MEAN) {
         /* the total weight: the forward's per-position pass, summed with mean off */
         k_xent<<<L.grid, L.block, 0, s>>>(e, (const float *)c->in[0].data, c->in[1].data, w, part, NULL);
         CU_LAUNCHED(c);
