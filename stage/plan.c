@@ -361,6 +361,62 @@ static pp_status plan_param_ready(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
+/* Ops whose input k's gradient is the output gradient itself (d in = d out). */
+static int passes_grad(const pp_stage *s, const stage_op *op, int k)
+{
+    static const char *const pass[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    const tslot *x = &s->t[op->in[k]], *y = &s->t[op->out[0]];
+    if (!strcmp(op->op_type, "Add"))
+        return x->rank == y->rank && !memcmp(x->dims, y->dims, (size_t)x->rank * sizeof *x->dims);
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)
+        if (!strcmp(op->op_type, pass[i])) return k == 0;
+    return 0;
+}
+
+/* An activation read by one op only, which passes its gradient through unchanged, shares
+ * that op's output gradient instead of having its own: no zeroing, no accumulation pass
+ * (run.c gives the op no gradient to write for it). Ports and views keep their own. */
+static pp_status plan_grad_aliases(pp_stage *s, pp_error *err)
+{
+    for (int t = 0; t < s->nt; t++) s->t[t].grad_of = -1;
+    char *viewed = calloc((size_t)s->nt + 1, 1);
+    if (!viewed) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning gradients");
+    for (int t = 0; t < s->nt; t++)
+        if (s->t[t].view_of >= 0) viewed[s->t[t].view_of] = 1;
+    for (int o = 0; o < s->nops; o++) {
+        const stage_op *op = &s->ops[o];
+        if (!op->backward || op->nout != 1 || op->out[0] < 0 || s->t[op->out[0]].view_of >= 0) continue;
+        for (int k = 0; k < op->nin; k++) {
+            int t = op->in[k], once = 1;
+            for (int j = 0; j < op->nin; j++) once &= j == k || op->in[j] != t;
+            if (t < 0 || !once || !op_input_diff(op, k) || !passes_grad(s, op, k)) continue;
+            tslot *x = &s->t[t];
+            const pp_value *v = x->value >= 0 ? &s->g->values[x->value] : NULL;
+            if (!v || viewed[t] || !x->needs_grad || x->view_of >= 0 || x->dtype != PP_DTYPE_F32 ||
+                v->nconsumers != 1 || v->is_output || v->producer < s->first || v->producer >= s->end)
+                continue;
+            x->grad_of = op->out[0];
+        }
+    }
+    free(viewed);
+    return PP_OK;
+}
+
+/* Backward op b reads or writes t's gradient. */
+static void touch_grad(tslot *t, int b)
+{
+    if (t->first_bw < 0 || t->first_bw > b) t->first_bw = b;
+    if (t->last_bw < b) t->last_bw = b;
+}
+
+/* The tslot whose gradient memory t's gradient lives in. */
+static int grad_base(const pp_stage *s, int t)
+{
+    t = base_of(s, t);
+    while (s->t[t].grad_of >= 0) t = s->t[t].grad_of;
+    return t;
+}
+
 /* Lifetimes, then places for everything else: the slot holds ports, what backward
  * reads, aux memory, the loss and the gradients that must outlive a backward half;
  * the rest goes to the forward or backward scratch arenas. */
@@ -380,29 +436,23 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
         int b = s->nops - 1 - o;
         for (int k = 0; k < op->nout; k++) {
             if (op->out[k] < 0) continue;
-            int t = base_of(s, op->out[k]);
+            int t = base_of(s, op->out[k]), g = grad_base(s, op->out[k]);
             if (s->t[t].def_op < 0) s->t[t].def_op = o;
             if (s->t[t].last_op < o) s->t[t].last_op = o;
-            if (op->backward && s->t[t].needs_grad) {
-                if (s->t[t].last_bw < b) s->t[t].last_bw = b;
-                if (s->t[t].first_bw < 0 || s->t[t].first_bw > b) s->t[t].first_bw = b;
-            }
+            if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
         }
         for (int k = 0; k < op->nin; k++) {
             if (op->in[k] < 0) continue;
-            int t = base_of(s, op->in[k]);
+            int t = base_of(s, op->in[k]), g = grad_base(s, op->in[k]);
             if (s->t[t].last_op < o) s->t[t].last_op = o;
-            if (op->backward && s->t[t].needs_grad) {
-                if (s->t[t].first_bw < 0 || s->t[t].first_bw > b) s->t[t].first_bw = b;
-                if (s->t[t].last_bw < b) s->t[t].last_bw = b;
-            }
+            if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
             if (op->backward && (op->k->saves_in >> k & 1)) in_slot[t] = 1;
         }
         for (int k = 0; k < op->nout; k++)
             if (op->out[k] >= 0 && op->backward && (op->k->saves_out >> k & 1)) in_slot[base_of(s, op->out[k])] = 1;
         if (op->has_weight)   /* W reads these gradients after other microbatches' B */
             for (int k = 0; k < op->nout; k++)
-                if (op->out[k] >= 0) grad_in_slot[base_of(s, op->out[k])] = 1;
+                if (op->out[k] >= 0) grad_in_slot[grad_base(s, op->out[k])] = 1;
     }
     for (int t = 0; t < s->nt; t++)
         if (s->t[t].value >= 0 && s->g->values[s->t[t].value].is_output) in_slot[t] = 1;
@@ -429,7 +479,7 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             ts->at = (place){LOC_SLOT, off};
             off += align_up(ts->nbytes);
         }
-        if (ts->needs_grad && grad_in_slot[t]) {
+        if (ts->needs_grad && ts->grad_of < 0 && grad_in_slot[t]) {
             ts->grad = (place){LOC_SLOT, off};
             off += align_up(ts->nbytes);
         }
@@ -481,12 +531,14 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
     n = 0;
     for (int t = 0; t < s->nt; t++) {
         tslot *ts = &s->t[t];
-        if (ts->view_of >= 0 || !ts->needs_grad || ts->grad.loc != LOC_NONE) continue;
+        if (ts->view_of >= 0 || ts->grad_of >= 0 || !ts->needs_grad || ts->grad.loc != LOC_NONE) continue;
         iv[n] = (mem_interval){ts->nbytes, ts->first_bw, ts->last_bw, 0};
         who[n++] = t;
     }
     s->bwd_bytes = stage_memplan(iv, n);
     for (int i = 0; i < n; i++) s->t[who[i]].grad = (place){LOC_BWD, iv[i].offset};
+    for (int t = 0; t < s->nt; t++)
+        if (s->t[t].grad_of >= 0) s->t[t].grad = s->t[grad_base(s, t)].grad;
     for (int t = 0; t < s->nt; t++)
         if (s->t[t].view_of >= 0) {
             s->t[t].at = s->t[s->t[t].view_of].at;
@@ -514,6 +566,7 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     s->loss_t = -1;
     if (s->last) PP_CHECK(plan_loss(s, err));
     PP_CHECK(plan_grads(s, err));
+    PP_CHECK(plan_grad_aliases(s, err));
     PP_CHECK(plan_persistent(s, err));
     PP_CHECK(plan_param_ready(s, err));
     return plan_memory(s, err);

@@ -149,7 +149,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
         if (op->in[k] < 0 || !pp_op_input_differentiable(op->op_type, k)) continue;
         const tslot *t = &s->t[op->in[k]];
         int is_param = t->at.loc == LOC_PARAM;
-        if ((is_param && want_weight) || (!is_param && want_act))
+        if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0)   /* alias: already holds it */
             gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
     }
     double t0 = s->prof ? pp_now() : 0;

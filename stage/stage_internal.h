@@ -23,6 +23,8 @@ typedef struct place {
 typedef struct tslot {
     int value;              /* graph value id, or -1 for a view / synthetic tensor */
     int view_of;            /* tslot whose memory (and gradient memory) this one shares, or -1 */
+    int grad_of;            /* tslot whose gradient memory alone this one shares, or -1: its only
+                               reader passes the gradient through unchanged (plan.c) */
     pp_dtype dtype;
     int rank;
     int64_t dims[PP_MAX_RANK];
