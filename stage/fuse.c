@@ -2,7 +2,8 @@
  *  - exact GELU as exported below opset 20 (PyTorch's F.gelu, the example GPT) is five
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
  *  - on the cpu, MatMul followed by Add of a bias [N] becomes one MatMul with the bias
- *    as a third input (kernels/cpu/matmul.c: it is sgemm's C).
+ *    as a third input (kernels/cpu/matmul.c: it is sgemm's C), and MatMul followed by
+ *    Mul by a scalar constant one MatMul with the scalar as a fourth input (sgemm's alpha).
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
@@ -25,15 +26,21 @@ static int only_reader(const pp_stage *s, const int *op_of_node, int t, const ch
     return o >= 0 && !strcmp(s->ops[o].op_type, op_type) ? o : -1;
 }
 
-/* A float scalar constant within 1e-6 of want. */
-static int is_const(const pp_stage *s, int t, double want)
+/* A float scalar constant (not a trained one): 1 and its value in *f, else 0. */
+static int scalar_const(const pp_stage *s, int t, float *f)
 {
     if (t < 0 || s->t[t].value < 0 || s->g->values[s->t[t].value].is_param) return 0;   /* trained: keep */
     const pp_const_tensor *c = pp_graph_const(s->g, s->t[t].value);
     if (!c || c->dtype != PP_DTYPE_F32 || c->nbytes != sizeof(float)) return 0;
+    memcpy(f, c->data, sizeof *f);
+    return 1;
+}
+
+/* A float scalar constant within 1e-6 of want. */
+static int is_const(const pp_stage *s, int t, double want)
+{
     float f;
-    memcpy(&f, c->data, sizeof f);
-    return fabs((double)f - want) <= 1e-6 * fabs(want);
+    return scalar_const(s, t, &f) && fabs((double)f - want) <= 1e-6 * fabs(want);
 }
 
 /* The input of binary op o that is not t, or -2 when t is not an input. */
@@ -84,6 +91,51 @@ static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias
     return add;
 }
 
+/* If op o is a MatMul without a fused bias whose result only a Mul by a float scalar
+ * constant reads (attention's 1/sqrt(d) scale), returns that Mul's op and sets *scale
+ * to the constant's tslot; else -1. */
+static int match_scale(const pp_stage *s, const int *op_of_node, int o, int *scale)
+{
+    const stage_op *mm = &s->ops[o];
+    float f;
+    if (strcmp(mm->op_type, "MatMul") || mm->nin != 2 || mm->nout != 1 || mm->in[0] < 0 || mm->in[1] < 0)
+        return -1;
+    int mul = only_reader(s, op_of_node, mm->out[0], "Mul");
+    if (mul < 0 || s->ops[mul].out[0] < 0) return -1;
+    *scale = other_input(&s->ops[mul], mm->out[0]);
+    return scalar_const(s, *scale, &f) ? mul : -1;
+}
+
+/* The Mul at position mul becomes MatMul(A, B, -, scale) -> the Mul's output. */
+static pp_status fuse_scale(pp_stage *s, int o, int mul, int scale, char *gone, pp_error *err)
+{
+    stage_op *mm = &s->ops[o], *op = &s->ops[mul];
+    int *in = realloc(op->in, 4 * sizeof *in);
+    if (in) op->in = in;
+    const void **host_in = realloc(op->host_in, 4 * sizeof *host_in);
+    if (host_in) op->host_in = host_in;
+    if (!in || !host_in) return pp_error_set(err, PP_ERR_NOMEM, "out of memory fusing ops");
+    const void *hs = op->host_in[op->in[0] == scale ? 0 : 1];
+    op->node = mm->node;
+    op->name = mm->name;
+    op->op_type = mm->op_type;
+    op->attrs = mm->attrs;
+    op->nattrs = mm->nattrs;
+    op->k = mm->k;
+    op->nin = 4;
+    op->in[0] = mm->in[0];
+    op->in[1] = mm->in[1];
+    op->in[2] = -1;
+    op->in[3] = scale;
+    op->host_in[0] = mm->host_in ? mm->host_in[0] : NULL;
+    op->host_in[1] = mm->host_in ? mm->host_in[1] : NULL;
+    op->host_in[2] = NULL;
+    op->host_in[3] = hs;
+    gone[o] = 1;
+    s->t[mm->out[0]].view_of = mm->in[0];   /* unused from now on */
+    return PP_OK;
+}
+
 /* The Add at position add becomes MatMul(A, W, bias) -> the Add's output. */
 static void fuse_bias(pp_stage *s, int o, int add, int bias, char *gone)
 {
@@ -129,6 +181,17 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         if (add >= 0) {
             pp_log(PP_LOG_DEBUG, "stage: fused '%s' + bias '%s' into one MatMul", s->ops[o].name, s->ops[add].name);
             fuse_bias(s, o, add, bias, gone);
+        }
+    }
+    for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++) {
+        int scale, mul = gone[o] ? -1 : match_scale(s, op_of_node, o, &scale);
+        if (mul < 0) continue;
+        pp_log(PP_LOG_DEBUG, "stage: fused '%s' * scale '%s' into one MatMul", s->ops[o].name, s->ops[mul].name);
+        pp_status st = fuse_scale(s, o, mul, scale, gone, err);
+        if (st != PP_OK) {
+            free(op_of_node);
+            free(gone);
+            return st;
         }
     }
     for (int o = 0; gelu && o < s->nops; o++) {

@@ -1,8 +1,10 @@
 /* cpu MatMul (numpy semantics: batch dims broadcast, 1-D operands promoted and squeezed)
  * and Gemm (transA/transB/alpha/beta, C broadcast) on OpenBLAS sgemm. Backward runs one
  * GEMM per requested gradient with the transposes folded into sgemm's flags. MatMul takes
- * an optional third input, a bias [N] added to every row: the stage fuses MatMul + Add of a
- * bias into it (stage/fuse.c), so the sum is the sgemm's C and no separate pass. */
+ * an optional third input, a bias [N] added to every row, and an optional fourth, a float
+ * scalar s the product is multiplied by: the stage fuses MatMul + Add of a bias and
+ * MatMul + Mul by a constant into it (stage/fuse.c), so the sum is sgemm's C and the
+ * scale its alpha, with no separate pass. */
 #include "broadcast.h"
 #include "cpu_math.h"
 
@@ -19,12 +21,13 @@ typedef struct mm_plan {
     int64_t bstr[PP_MAX_RANK];
     int fold_a;                     /* B is one matrix and A is not broadcast: one GEMM
                                        with M' = batch * M */
+    float alpha;                    /* the fused scale, else 1 */
 } mm_plan;
 
 /* y: the output, or its gradient in backward (same shape) */
 static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_plan *p, pp_error *err)
 {
-    PP_CHECK(pp_cpu_want_inputs(c, 2, 3, err));
+    PP_CHECK(pp_cpu_want_inputs(c, 2, 4, err));
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
     const pp_tensor *A = &c->in[0], *B = &c->in[1];
@@ -59,9 +62,13 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): output has %lld elements, expected %lld",
                             c->node, (long long)pp_tensor_numel(y), (long long)(p->batch * p->M * p->N));
     p->fold_a = sb == 1 && sa == p->batch;
-    if (c->nin > 2 && (c->in[2].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[2]) != p->N))
+    if (c->nin > 2 && c->in[2].data && (c->in[2].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[2]) != p->N))
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused bias must be float32 [%lld]", c->node,
                             (long long)p->N);
+    if (c->nin > 3 && (!c->in[3].data || c->in[3].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[3]) != 1))
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused scale must be a float32 scalar",
+                            c->node);
+    p->alpha = c->nin > 3 ? *(const float *)c->in[3].data : 1.f;
     return PP_OK;
 }
 
@@ -82,6 +89,7 @@ PP_FWD(pp_cpu_matmul_forward)
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &c->out[0], &p, err));
     const float *A = c->in[0].data, *B = c->in[1].data, *bias = c->nin > 2 ? c->in[2].data : NULL;
+    const float alpha = p.alpha;
     float *Y = c->out[0].data;
     int64_t M = p.M, K = p.K, N = p.N;
     float beta = 0.f;
@@ -90,37 +98,38 @@ PP_FWD(pp_cpu_matmul_forward)
         beta = 1.f;
     }
     if (p.fold_a) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.batch * M), (int)N, (int)K, 1.f, A, (int)K,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.batch * M), (int)N, (int)K, alpha, A, (int)K,
                     B, (int)N, beta, Y, (int)N);
         return PP_OK;
     }
     for (int64_t b = 0; b < p.batch; b++) {
         int64_t ia, ib;
         mm_batch_index(&p, b, &ia, &ib);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.f, A + ia * M * K, (int)K,
-                    B + ib * K * N, (int)N, beta, Y + b * M * N, (int)N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, alpha, A + ia * M * K,
+                    (int)K, B + ib * K * N, (int)N, beta, Y + b * M * N, (int)N);
     }
     return PP_OK;
 }
 
-/* dA += dY B^T and dB += A^T dY, each only when asked; broadcast operands accumulate
- * over the output matrices that read them (sgemm beta = 1); a fused bias gets dY summed
- * over rows. */
+/* dA += s dY B^T and dB += s A^T dY (s: the fused scale), each only when asked;
+ * broadcast operands accumulate over the output matrices that read them (sgemm beta = 1);
+ * a fused bias gets dY summed over rows. */
 PP_BWD(pp_cpu_matmul_backward)
 {
     const float *GY = grad_out[0].data;
     float *GA = grad_in[0].data, *GB = grad_in[1].data;
-    if (GY && c->nin > 2 && grad_in[2].data)
+    if (GY && c->nin > 2 && c->in[2].data && grad_in[2].data)
         PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], 1.f, c->node, err));
     if (!GY || (!GA && !GB)) return PP_OK;
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &grad_out[0], &p, err));
     const float *A = c->in[0].data, *B = c->in[1].data;
     int M = (int)p.M, K = (int)p.K, N = (int)p.N;
+    const float s = p.alpha;
     if (p.fold_a) {
         int MB = (int)(p.batch * p.M);
-        if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, 1.f, GY, N, B, N, 1.f, GA, K);
-        if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, 1.f, A, K, GY, N, 1.f, GB, N);
+        if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, s, GY, N, B, N, 1.f, GA, K);
+        if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, s, A, K, GY, N, 1.f, GB, N);
         return PP_OK;
     }
     for (int64_t b = 0; b < p.batch; b++) {
@@ -128,10 +137,10 @@ PP_BWD(pp_cpu_matmul_backward)
         mm_batch_index(&p, b, &ia, &ib);
         const float *gy = GY + b * p.M * p.N;
         if (GA)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.f, gy, N, B + ib * p.K * p.N, N, 1.f,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, s, gy, N, B + ib * p.K * p.N, N, 1.f,
                         GA + ia * p.M * p.K, K);
         if (GB)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.f, A + ia * p.M * p.K, K, gy, N, 1.f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, s, A + ia * p.M * p.K, K, gy, N, 1.f,
                         GB + ib * p.K * p.N, N);
     }
     return PP_OK;
