@@ -63,7 +63,7 @@ static void test_gpt_matmuls(void **state)
     int serial;
     /* x (8,128,256) @ W_qkv (256,768): B is one matrix -> fold: M' = 1024 */
     pp_tensor x = T(3, (int64_t[]){8, 128, 256}), w = T(2, (int64_t[]){256, 768}), y = T(3, (int64_t[]){8, 128, 768});
-    assert_int_equal(pp_cu_mm_plan(&x, &w, &y, &p, "qkv", &err), PP_OK);
+    assert_int_equal(pp_mm_plan_make(&x, &w, &y, &p, "qkv", &err), PP_OK);
     assert_true(p.fold_a);
     pp_cu_gemm g = pp_cu_mm_gemm(&p, PP_CU_Y, &serial);
     /* column-major C^T (768 x 1024) = W^T x^T: m = N = 768, n = 1024, k = 256, lda = 768, ldb = 256 */
@@ -99,7 +99,7 @@ static void test_gpt_matmuls(void **state)
     /* scores: q (8,4,128,64) @ k^T (8,4,64,128): 32 matrices, strided batch */
     pp_tensor q = T(4, (int64_t[]){8, 4, 128, 64}), kt = T(4, (int64_t[]){8, 4, 64, 128}),
               s = T(4, (int64_t[]){8, 4, 128, 128});
-    assert_int_equal(pp_cu_mm_plan(&q, &kt, &s, &p, "scores", &err), PP_OK);
+    assert_int_equal(pp_mm_plan_make(&q, &kt, &s, &p, "scores", &err), PP_OK);
     assert_false(p.fold_a);
     g = pp_cu_mm_gemm(&p, PP_CU_Y, &serial);
     assert_int_equal(serial, 0);
@@ -124,7 +124,7 @@ static void test_gpt_matmuls(void **state)
     /* context: P (8,4,128,128) @ v (8,4,128,64) */
     pp_tensor pm = T(4, (int64_t[]){8, 4, 128, 128}), v = T(4, (int64_t[]){8, 4, 128, 64}),
               o = T(4, (int64_t[]){8, 4, 128, 64});
-    assert_int_equal(pp_cu_mm_plan(&pm, &v, &o, &p, "ctx", &err), PP_OK);
+    assert_int_equal(pp_mm_plan_make(&pm, &v, &o, &p, "ctx", &err), PP_OK);
     g = pp_cu_mm_gemm(&p, PP_CU_DB, &serial);
     /* dv (128,64) = P^T dO: m = 64, n = 128, k = 128, transb = T, strides P 16384, dO 8192, dv 8192 */
     assert_int_equal(serial, 0);
@@ -139,7 +139,7 @@ static void test_gpt_matmuls(void **state)
     /* a weight shared by a batch (A batched, B one matrix but A broadcast too): dB would
      * race in one strided call, so it runs serially */
     pp_tensor a1 = T(3, (int64_t[]){1, 4, 8}), b3 = T(3, (int64_t[]){5, 8, 2}), y3 = T(3, (int64_t[]){5, 4, 2});
-    assert_int_equal(pp_cu_mm_plan(&a1, &b3, &y3, &p, "bc", &err), PP_OK);
+    assert_int_equal(pp_mm_plan_make(&a1, &b3, &y3, &p, "bc", &err), PP_OK);
     g = pp_cu_mm_gemm(&p, PP_CU_DA, &serial);
     assert_int_equal(serial, 1);
     assert_int_equal(g.batch, 1);
@@ -149,7 +149,7 @@ static void test_gpt_matmuls(void **state)
     assert_int_equal(g.stride_a, 16);
     /* errors name the node */
     pp_tensor bad = T(2, (int64_t[]){7, 3});
-    assert_int_equal(pp_cu_mm_plan(&x, &bad, &y, &p, "qkv", &err), PP_ERR_SHAPE);
+    assert_int_equal(pp_mm_plan_make(&x, &bad, &y, &p, "qkv", &err), PP_ERR_SHAPE);
     assert_non_null(strstr(err.msg, "qkv"));
     print_message("GPT matmuls: folded projections, 32-matrix strided attention, serial shared-operand gradients\n");
 }

@@ -7,20 +7,14 @@
  * scale its alpha, with no separate pass. */
 #include "broadcast.h"
 #include "cpu_math.h"
+#include "mm_plan.h"
 
 #include <cblas.h>
 #include <string.h>
 
-/* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)]: A (M, K), B (K, N), Y (M, N). */
+/* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)] (kernels/mm_plan.h) and the fused scale. */
 typedef struct mm_plan {
-    int64_t M, K, N;
-    int64_t batch;                  /* number of output matrices */
-    int brank;
-    int64_t bdims[PP_MAX_RANK];     /* output batch dims */
-    int64_t astr[PP_MAX_RANK];      /* per batch dim: A's matrix stride (0: broadcast) */
-    int64_t bstr[PP_MAX_RANK];
-    int fold_a;                     /* B is one matrix and A is not broadcast: one GEMM
-                                       with M' = batch * M */
+    pp_mm_plan m;
     float alpha;                    /* the fused scale, else 1 */
 } mm_plan;
 
@@ -30,58 +24,15 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
     PP_CHECK(pp_cpu_want_inputs(c, 2, 4, err));
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
-    const pp_tensor *A = &c->in[0], *B = &c->in[1];
-    if (A->rank < 1 || B->rank < 1)
-        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): operands must have rank >= 1 (got %d and %d)",
-                            c->node, A->rank, B->rank);
-    int ab = A->rank > 1 ? A->rank - 2 : 0, bb = B->rank > 1 ? B->rank - 2 : 0;
-    p->M = A->rank > 1 ? A->dims[A->rank - 2] : 1;
-    p->K = A->dims[A->rank - 1];
-    int64_t kb = B->rank > 1 ? B->dims[B->rank - 2] : B->dims[0];
-    p->N = B->rank > 1 ? B->dims[B->rank - 1] : 1;
-    if (kb != p->K)
-        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): inner dims differ (A has K=%lld, B has K=%lld)",
-                            c->node, (long long)p->K, (long long)kb);
-    p->brank = ab > bb ? ab : bb;
-    int64_t sa = 1, sb = 1;
-    p->batch = 1;
-    for (int d = p->brank - 1; d >= 0; d--) {
-        int da = d - (p->brank - ab), db = d - (p->brank - bb);
-        int64_t na = da >= 0 ? A->dims[da] : 1, nb = db >= 0 ? B->dims[db] : 1;
-        if (na != nb && na != 1 && nb != 1)
-            return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): batch dims %lld and %lld do not broadcast",
-                                c->node, (long long)na, (long long)nb);
-        p->bdims[d] = na > nb ? na : nb;
-        p->astr[d] = na == 1 ? 0 : sa;
-        p->bstr[d] = nb == 1 ? 0 : sb;
-        sa *= na;
-        sb *= nb;
-        p->batch *= p->bdims[d];
-    }
-    if (pp_tensor_numel(y) != p->batch * p->M * p->N)
-        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): output has %lld elements, expected %lld",
-                            c->node, (long long)pp_tensor_numel(y), (long long)(p->batch * p->M * p->N));
-    p->fold_a = sb == 1 && sa == p->batch;
-    if (c->nin > 2 && c->in[2].data && (c->in[2].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[2]) != p->N))
+    PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], y, &p->m, c->node, err));
+    if (c->nin > 2 && c->in[2].data && (c->in[2].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[2]) != p->m.N))
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused bias must be float32 [%lld]", c->node,
-                            (long long)p->N);
+                            (long long)p->m.N);
     if (c->nin > 3 && (!c->in[3].data || c->in[3].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[3]) != 1))
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused scale must be a float32 scalar",
                             c->node);
     p->alpha = c->nin > 3 ? *(const float *)c->in[3].data : 1.f;
     return PP_OK;
-}
-
-/* Matrix indices of A and B that output matrix b reads. */
-static void mm_batch_index(const mm_plan *p, int64_t b, int64_t *ia, int64_t *ib)
-{
-    *ia = *ib = 0;
-    for (int d = p->brank - 1; d >= 0; d--) {
-        int64_t idx = b % p->bdims[d];
-        b /= p->bdims[d];
-        *ia += idx * p->astr[d];
-        *ib += idx * p->bstr[d];
-    }
 }
 
 PP_FWD(pp_cpu_matmul_forward)
@@ -91,20 +42,20 @@ PP_FWD(pp_cpu_matmul_forward)
     const float *A = c->in[0].data, *B = c->in[1].data, *bias = c->nin > 2 ? c->in[2].data : NULL;
     const float alpha = p.alpha;
     float *Y = c->out[0].data;
-    int64_t M = p.M, K = p.K, N = p.N;
+    int64_t M = p.m.M, K = p.m.K, N = p.m.N;
     float beta = 0.f;
     if (bias) {   /* Y rows = bias, then Y += A B: the same roundings as (A B) + bias */
-        for (int64_t r = 0; r < p.batch * M; r++) memcpy(Y + r * N, bias, (size_t)N * sizeof *Y);
+        for (int64_t r = 0; r < p.m.batch * M; r++) memcpy(Y + r * N, bias, (size_t)N * sizeof *Y);
         beta = 1.f;
     }
-    if (p.fold_a) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.batch * M), (int)N, (int)K, alpha, A, (int)K,
+    if (p.m.fold_a) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.m.batch * M), (int)N, (int)K, alpha, A, (int)K,
                     B, (int)N, beta, Y, (int)N);
         return PP_OK;
     }
-    for (int64_t b = 0; b < p.batch; b++) {
+    for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
-        mm_batch_index(&p, b, &ia, &ib);
+        pp_mm_batch_index(&p.m, b, &ia, &ib);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, alpha, A + ia * M * K,
                     (int)K, B + ib * K * N, (int)N, beta, Y + b * M * N, (int)N);
     }
@@ -124,24 +75,24 @@ PP_BWD(pp_cpu_matmul_backward)
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &grad_out[0], &p, err));
     const float *A = c->in[0].data, *B = c->in[1].data;
-    int M = (int)p.M, K = (int)p.K, N = (int)p.N;
+    int M = (int)p.m.M, K = (int)p.m.K, N = (int)p.m.N;
     const float s = p.alpha;
-    if (p.fold_a) {
-        int MB = (int)(p.batch * p.M);
+    if (p.m.fold_a) {
+        int MB = (int)(p.m.batch * p.m.M);
         if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, s, GY, N, B, N, 1.f, GA, K);
         if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, s, A, K, GY, N, 1.f, GB, N);
         return PP_OK;
     }
-    for (int64_t b = 0; b < p.batch; b++) {
+    for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
-        mm_batch_index(&p, b, &ia, &ib);
-        const float *gy = GY + b * p.M * p.N;
+        pp_mm_batch_index(&p.m, b, &ia, &ib);
+        const float *gy = GY + b * p.m.M * p.m.N;
         if (GA)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, s, gy, N, B + ib * p.K * p.N, N, 1.f,
-                        GA + ia * p.M * p.K, K);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, s, gy, N, B + ib * p.m.K * p.m.N, N, 1.f,
+                        GA + ia * p.m.M * p.m.K, K);
         if (GB)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, s, A + ia * p.M * p.K, K, gy, N, 1.f,
-                        GB + ib * p.K * p.N, N);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, s, A + ia * p.m.M * p.m.K, K, gy, N, 1.f,
+                        GB + ib * p.m.K * p.m.N, N);
     }
     return PP_OK;
 }

@@ -8,6 +8,8 @@
 
 #include <onnxpipe/tensor.h>
 
+#include "mm_plan.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,21 +47,8 @@ typedef struct pp_cu_gemm {
 pp_cu_gemm pp_cu_gemm_rowmajor(int tx, int ty, int64_t M, int64_t N, int64_t K, int64_t sx, int64_t sy,
                                int64_t sc, int64_t batch);
 
-/* MatMul with numpy semantics: A (..., M, K) @ B (..., K, N), batch dims broadcast. */
-typedef struct pp_cu_mm {
-    int64_t M, K, N;
-    int64_t batch;                  /* output matrices */
-    int brank;
-    int64_t bdims[PP_MAX_RANK];     /* output batch dims */
-    int64_t astr[PP_MAX_RANK];      /* per batch dim: A's matrix stride (0: broadcast) */
-    int64_t bstr[PP_MAX_RANK];
-    int64_t a_mats, b_mats;         /* matrices stored in A and in B */
-    int fold_a;                     /* B is one matrix, A is not broadcast: M' = batch M */
-} pp_cu_mm;
-pp_status pp_cu_mm_plan(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_cu_mm *p, const char *node,
-                        pp_error *err);
-/* Matrix indices of A and B that output matrix b reads. */
-void pp_cu_mm_batch_index(const pp_cu_mm *p, int64_t b, int64_t *ia, int64_t *ib);
+/* MatMul: the shared batch plan (kernels/mm_plan.h) drives the cuBLAS calls. */
+typedef pp_mm_plan pp_cu_mm;
 
 typedef enum {
     PP_CU_Y,    /* Y = A B:      X = A,  Y = B  */

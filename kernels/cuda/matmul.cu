@@ -31,7 +31,7 @@ static pp_status mm_part(const pp_kernel_ctx *c, const pp_cu_mm *p, pp_cu_part p
     const int64_t sa = p->M * p->K, sb = p->K * p->N, sy = p->M * p->N;
     for (int64_t b = 0; b < p->batch; b++) {
         int64_t ia, ib;
-        pp_cu_mm_batch_index(p, b, &ia, &ib);
+        pp_mm_batch_index(p, b, &ia, &ib);
         switch (part) {
         case PP_CU_Y: PP_CHECK(run_gemm(c, &g, X + ia * sa, Y + ib * sb, C + b * sy, 1.f, beta, err)); break;
         case PP_CU_DA: PP_CHECK(run_gemm(c, &g, X + b * sy, Y + ib * sb, C + ia * sa, 1.f, beta, err)); break;
@@ -54,7 +54,7 @@ PP_CU_FWD(pp_cu_matmul_forward)
 {
     pp_cu_mm p;
     PP_CHECK(want_f32(c, 2, err));
-    PP_CHECK(pp_cu_mm_plan(&c->in[0], &c->in[1], &c->out[0], &p, c->node, err));
+    PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], &c->out[0], &p, c->node, err));
     return mm_part(c, &p, PP_CU_Y, (const float *)c->in[0].data, (const float *)c->in[1].data, (float *)c->out[0].data,
                    0.f, err);
 }
@@ -65,7 +65,7 @@ PP_CU_BWD(pp_cu_matmul_backward)
     const float *GY = (const float *)grad_out[0].data;
     if (!GY || (!grad_in[0].data && !grad_in[1].data)) return PP_OK;
     pp_cu_mm p;
-    PP_CHECK(pp_cu_mm_plan(&c->in[0], &c->in[1], &grad_out[0], &p, c->node, err));
+    PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], &grad_out[0], &p, c->node, err));
     if (grad_in[0].data)
         PP_CHECK(mm_part(c, &p, PP_CU_DA, GY, (const float *)c->in[1].data, (float *)grad_in[0].data, 1.f, err));
     if (grad_in[1].data)

@@ -1,0 +1,33 @@
+/* Private to kernels/: the batch plan of a numpy MatMul, A (..., M, K) @ B (..., K, N)
+ * with broadcast batch dims, shared by the cpu and cuda kernels (kernels/mm_plan.c). */
+#ifndef PP_KERNELS_MM_PLAN_H
+#define PP_KERNELS_MM_PLAN_H
+
+#include <onnxpipe/kernels.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_mm_plan {
+    int64_t M, K, N;
+    int64_t batch;                  /* output matrices */
+    int brank;
+    int64_t bdims[PP_MAX_RANK];     /* output batch dims */
+    int64_t astr[PP_MAX_RANK];      /* per batch dim: A's matrix stride (0: broadcast) */
+    int64_t bstr[PP_MAX_RANK];
+    int64_t a_mats, b_mats;         /* matrices stored in A and in B */
+    int fold_a;                     /* B is one matrix and A is not broadcast: one GEMM with M' = batch M */
+} pp_mm_plan;
+
+/* Y: the output, or its gradient (same shape). 1-D operands are promoted as numpy does.
+ * Errors name the node and the shapes. */
+pp_status pp_mm_plan_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_mm_plan *p,
+                          const char *node, pp_error *err);
+/* Matrix indices of A and B that output matrix b reads. */
+void pp_mm_batch_index(const pp_mm_plan *p, int64_t b, int64_t *ia, int64_t *ib);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
