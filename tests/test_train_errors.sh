@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Bad input to onnxpipe train gives a clear error and a non-zero exit, never a crash:
+# an op outside the supported set, labels out of range, a dataset too short for one
+# batch, data whose shape does not fit the model, and bad options.
+set -uo pipefail
+: "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
+OUT=$BUILD_DIR/test-out/train-errors
+rm -rf "$OUT"
+mkdir -p "$OUT"
+fail=0
+expect() {  # DESCRIPTION PATTERN COMMAND...: non-zero exit, no signal, stderr matches
+    local what=$1 pattern=$2
+    shift 2
+    "$@" >"$OUT/out.txt" 2>"$OUT/err.txt"
+    local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE -e "$pattern" "$OUT/err.txt"; then
+        echo "ok   $what: $(head -c 300 "$OUT/err.txt" | head -n 1)"
+    else
+        echo "FAIL $what (exit $rc): $(cat "$OUT/err.txt")"
+        fail=1
+    fi
+}
+"$ONNXPIPE" example gpt --layers 1 --d-model 32 --heads 2 --vocab 256 --seq 16 -o "$OUT/gpt.onnx" >/dev/null || exit 1
+"$ONNXPIPE" example mlp --in 8 --hidden 16 --classes 4 --loss -o "$OUT/mlp.onnx" >/dev/null || exit 1
+"$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/d16" --seq 16 >/dev/null || exit 1
+"$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/d8" --seq 8 >/dev/null || exit 1
+head -c 100 /usr/share/common-licenses/GPL-3 >"$OUT/short.txt"
+"$ONNXPIPE" data text "$OUT/short.txt" -o "$OUT/dshort" --seq 16 >/dev/null || exit 1
+"$PY" - "$OUT" <<'PYEOF'
+import json, os, sys
+import numpy as np
+import onnx
+from onnx import helper, TensorProto
+out = sys.argv[1]
+# an MLP dataset whose labels go past the 4 classes
+d = os.path.join(out, "mlp-bad"); os.makedirs(d, exist_ok=True)
+np.zeros((16, 8), np.float32).tofile(f"{d}/x.bin")
+np.arange(16, dtype=np.int64).tofile(f"{d}/labels.bin")
+json.dump({"format": "onnxpipe-dataset-1", "samples": 16, "arrays": [
+    {"name": "x", "dtype": "float32", "shape": [8], "file": "x.bin"},
+    {"name": "labels", "dtype": "int64", "shape": [], "file": "labels.bin"}]}, open(f"{d}/dataset.json", "w"))
+# a model with an op outside the supported set
+w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], np.ones(64, np.float32))
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                       helper.make_node("Einsum", ["h"], ["y"], name="odd_einsum", equation="ij->ji")],
+                      "odd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "einsum.onnx"))
+PYEOF
+L=(--loss cross_entropy --logits logits --labels labels)
+expect "unsupported op" "odd_einsum.*Einsum.*not supported" \
+    "$ONNXPIPE" train --model "$OUT/einsum.onnx" --data "$OUT/d16" "${L[@]}" --steps 1 --quiet
+expect "labels out of range" "label 4 .*out of range \[0, 4\)" \
+    "$ONNXPIPE" train --model "$OUT/mlp.onnx" --data "$OUT/mlp-bad" --batch 16 --steps 1 --quiet
+expect "dataset too short for one batch" "holds 6 samples, fewer than one batch of 8" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/dshort" "${L[@]}" --batch 8 --steps 1 --quiet
+expect "data shape does not fit the model" "no array 'input_ids' of int64 \[8, 16\]" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d8" "${L[@]}" --batch 8 --steps 1 --quiet
+expect "no loss named" "no SoftmaxCrossEntropyLoss output.*--loss cross_entropy" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" --steps 1 --quiet
+expect "batch not divisible" "--batch 10 must be a positive multiple of dp x microbatches = 4" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --batch 10 --microbatches 4 --steps 1
+expect "unknown device" "--device 'tpu': use auto, cpu or cuda" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --device tpu --steps 1
+expect "missing model file" "nonexistent.onnx" \
+    "$ONNXPIPE" train --model "$OUT/nonexistent.onnx" --data "$OUT/d16" --steps 1
+expect "bad number" "--lr expects a number" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" --lr fast
+expect "NaN/Inf gradients name step and parameter" "step [0-9]+: the gradient of parameter '[^']+' is NaN or Inf.*--skip-nonfinite" \
+    "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --optimizer sgd --lr 1000 --steps 20 --quiet
+if "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --optimizer sgd --lr 1000 --steps 20 --quiet \
+        --skip-nonfinite >"$OUT/skip.txt" 2>&1; then
+    echo "ok   --skip-nonfinite trains on past the bad steps"
+else
+    echo "FAIL --skip-nonfinite: $(cat "$OUT/skip.txt")"
+    fail=1
+fi
+exit $fail
