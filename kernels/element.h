@@ -40,7 +40,8 @@ static inline PP_HD float pp_el_clamp_abs(float x, float hi)
     return pp_el_from_bits((u & 0x80000000u) | a);
 }
 
-static inline PP_HD float pp_el_relu(float x) { return x > 0.f ? x : 0.f; }
+/* NaN passes through, as in PyTorch, so a bad input is not hidden from the NaN checks */
+static inline PP_HD float pp_el_relu(float x) { return x > 0.f || x != x ? x : 0.f; }
 static inline PP_HD float pp_el_relu_grad(float x) { return x > 0.f ? 1.f : 0.f; }
 static inline PP_HD float pp_el_leaky_relu(float x, float alpha) { return x >= 0.f ? x : alpha * x; }
 static inline PP_HD float pp_el_leaky_relu_grad(float x, float alpha) { return x >= 0.f ? 1.f : alpha; }

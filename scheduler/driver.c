@@ -103,7 +103,15 @@ static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_er
     double t0 = pp_now();
     PP_CHECK(pp_stage_forward(v->s, slot, step, mb, err));
     d->compute_s += pp_now() - t0;
-    if (v->index == d->num_stages - 1) d->loss_sum += pp_stage_loss(v->s, slot);
+    if (v->index == d->num_stages - 1) {
+        double loss = pp_stage_loss(v->s, slot);
+        if (!isfinite(loss) && !d->cfg.skip_nonfinite) {   /* say where it came from */
+            PP_CHECK(pp_stage_diagnose(v->s, slot, step, mb, err));
+            return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %d: the loss is %g", (long long)step, mb,
+                                loss);
+        }
+        d->loss_sum += loss;
+    }
     vstage *next = driver_local(d, v->index + 1);
     if (next) PP_CHECK(copy_local_acts(d, v, next, mb, err));
     return PP_OK;

@@ -217,3 +217,42 @@ void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user)
 }
 
 int pp_stage_param_ready(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? s->param_ready[i] : 0; }
+
+/* First non-finite element of a float tensor in the slot's memory, or -1. */
+static pp_status nonfinite_at(pp_stage *s, const pp_tensor *t, int64_t *bad, pp_error *err)
+{
+    *bad = -1;
+    if (!t->data || t->dtype != PP_DTYPE_F32) return PP_OK;
+    return pp_kernel_find_nonfinite(s->dev, t->data, pp_tensor_numel(t), bad, err);
+}
+
+pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
+{
+    PP_CHECK(check_slot(s, slot, err));
+    int64_t bad;
+    for (int i = 0; i < s->ninputs; i++) {
+        pp_tensor t = tensor_of(&s->t[s->input_t[i]], stage_tensor_data(s, slot, s->input_t[i]));
+        PP_CHECK(nonfinite_at(s, &t, &bad, err));
+        if (bad >= 0)
+            return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %lld: input '%s' of the stage holds NaN or "
+                                "Inf (element %lld)%s", (long long)step, (long long)microbatch, s->inputs[i].name,
+                                (long long)bad, s->inputs[i].is_data ? "" : "; it comes from the previous stage");
+    }
+    pp_tensor in[MAX_IO], out[MAX_IO];
+    pp_kernel_ctx c;
+    for (int o = 0; o < s->nops; o++) {
+        PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
+        PP_CHECK(s->ops[o].k->forward(&c, err));
+        for (int k = 0; k < s->ops[o].nout; k++) {
+            PP_CHECK(nonfinite_at(s, &out[k], &bad, err));
+            if (bad >= 0)
+                return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %lld: node '%s' (%s) produced NaN or "
+                                    "Inf in '%s' (element %lld)", (long long)step, (long long)microbatch,
+                                    s->ops[o].name, s->ops[o].op_type,
+                                    s->t[s->ops[o].out[k]].value >= 0 ? s->g->values[s->t[s->ops[o].out[k]].value].name
+                                                                      : "the loss",
+                                    (long long)bad);
+        }
+    }
+    return PP_OK;
+}

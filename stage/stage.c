@@ -137,9 +137,18 @@ pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err)
     for (int i = 0; i < s->nparams; i++) {
         int64_t bad;
         PP_CHECK(pp_kernel_find_nonfinite(s->dev, s->grad_buf + s->params[i].offset, s->params[i].numel, &bad, err));
-        if (bad >= 0)
-            return pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the gradient of parameter '%s' is NaN or Inf "
-                                "at element %lld", (long long)step, s->params[i].name, (long long)bad);
+        if (bad < 0) continue;
+        const char *reader = "?", *op = "?";   /* the first node that reads the parameter */
+        for (int o = 0; o < s->nops && !strcmp(reader, "?"); o++)
+            for (int k = 0; k < s->ops[o].nin; k++)
+                if (s->ops[o].in[k] >= 0 && s->t[s->ops[o].in[k]].param == i) {
+                    reader = s->ops[o].name;
+                    op = s->ops[o].op_type;
+                    break;
+                }
+        return pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the gradient of parameter '%s' (read by node '%s' (%s)) "
+                            "is NaN or Inf at element %lld", (long long)step, s->params[i].name, reader, op,
+                            (long long)bad);
     }
     return PP_OK;
 }

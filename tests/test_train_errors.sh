@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bad input to onnxpipe train gives a clear error and a non-zero exit, never a crash:
 # an op outside the supported set, labels out of range, a dataset too short for one
-# batch, data whose shape does not fit the model, and bad options.
+# batch, data whose shape does not fit the model, bad options, and NaN/Inf in the loss
+# (named by step, microbatch and node or input) or in the gradients (step, parameter).
 set -uo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/train-errors
@@ -46,6 +47,13 @@ g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
                       "odd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "einsum.onnx"))
+# an MLP dataset with one NaN feature in sample 5 (microbatch 1 of 2 x 4)
+d = os.path.join(out, "mlp-nan"); os.makedirs(d, exist_ok=True)
+x = np.ones((16, 8), np.float32); x[5, 3] = np.nan; x.tofile(f"{d}/x.bin")
+np.zeros(16, np.int64).tofile(f"{d}/labels.bin")
+json.dump({"format": "onnxpipe-dataset-1", "samples": 16, "arrays": [
+    {"name": "x", "dtype": "float32", "shape": [8], "file": "x.bin"},
+    {"name": "labels", "dtype": "int64", "shape": [], "file": "labels.bin"}]}, open(f"{d}/dataset.json", "w"))
 PYEOF
 L=(--loss cross_entropy --logits logits --labels labels)
 expect "unsupported op" "odd_einsum.*Einsum.*not supported" \
@@ -66,6 +74,8 @@ expect "missing model file" "nonexistent.onnx" \
     "$ONNXPIPE" train --model "$OUT/nonexistent.onnx" --data "$OUT/d16" --steps 1
 expect "bad number" "--lr expects a number" \
     "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" --lr fast
+expect "a NaN loss names step, microbatch and where it came from" "step 1, microbatch 1: input 'x' of the stage holds NaN" \
+    "$ONNXPIPE" train --model "$OUT/mlp.onnx" --data "$OUT/mlp-nan" --batch 8 --microbatches 2 --steps 1 --quiet
 expect "NaN/Inf gradients name step and parameter" "step [0-9]+: the gradient of parameter '[^']+' is NaN or Inf.*--skip-nonfinite" \
     "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --optimizer sgd --lr 1000 --steps 20 --quiet
 if "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --optimizer sgd --lr 1000 --steps 20 --quiet \

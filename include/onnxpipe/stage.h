@@ -90,6 +90,10 @@ typedef enum {
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 /* The last stage's loss for that slot (mean over the microbatch), after forward. */
 double pp_stage_loss(const pp_stage *s, int slot);
+/* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
+ * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
+ * node and tensor of the first non-finite value (PP_OK if it finds none). */
+pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
 
 /* Parameters: one flat fp32 buffer on the device, with a table by initializer name. */
