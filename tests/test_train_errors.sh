@@ -76,7 +76,7 @@ expect "bad number" "--lr expects a number" \
     "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" --lr fast
 expect "a NaN loss names step, microbatch and where it came from" "step 1, microbatch 1: input 'x' of the stage holds NaN" \
     "$ONNXPIPE" train --model "$OUT/mlp.onnx" --data "$OUT/mlp-nan" --batch 8 --microbatches 2 --steps 1 --quiet
-expect "NaN/Inf gradients name step and parameter" "step [0-9]+: the gradient of parameter '[^']+' is NaN or Inf.*--skip-nonfinite" \
+expect "NaN/Inf gradients name step, parameter and node" "step [0-9]+: the gradient of parameter '[^']+' \(read by node '[^']+' \([A-Za-z]+\)\) is NaN or Inf.*--skip-nonfinite" \
     "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --optimizer sgd --lr 1000 --steps 20 --quiet
 if "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" "${L[@]}" --optimizer sgd --lr 1000 --steps 20 --quiet \
         --skip-nonfinite >"$OUT/skip.txt" 2>&1; then
