@@ -101,7 +101,7 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
     PP_CHECK(local_sumsq(d, &sums[2], err));
     PP_CHECK(pp_comm_allreduce(d->cfg.control ? d->cfg.control : d->grid->world, sums, 3, PP_DTYPE_F64, err));
     d->wait_s += pp_now() - t0;
-    stats->loss = sums[0] / ((double)d->grid->dp * d->microbatches);
+    stats->loss = sums[0];
     stats->grad_norm = sqrt(fmax(sums[2], 0) / d->grid->dp);
     if (sums[1] > 0) {
         if (!d->cfg.skip_nonfinite) {

@@ -173,6 +173,22 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
         s->loss_t = s->ops[o].out[0];
         s->loss_seed = !strcmp(red, "mean") ? (float)((double)s->opt.microbatch / (double)s->opt.global_batch)
                                             : (float)(1.0 / (double)s->opt.global_batch);
+        /* labels reached from a graph input through reshapes can be counted by the trainer */
+        int v = n->ninputs > 1 ? n->inputs[1] : -1;
+        while (v >= 0 && g->values[v].producer >= 0) {
+            const pp_node *p = &g->nodes[g->values[v].producer];
+            int passes = !strcmp(p->op_type, "Reshape") || !strcmp(p->op_type, "Flatten") ||
+                         !strcmp(p->op_type, "Squeeze") || !strcmp(p->op_type, "Unsqueeze") ||
+                         !strcmp(p->op_type, "Identity");
+            v = passes ? p->inputs[0] : -1;
+        }
+        const pp_attr *ig = pp_attr_find(n->attrs, n->nattrs, "ignore_index");
+        if (v >= 0 && g->values[v].kind == PP_VALUE_INPUT && ig && ig->type == PP_ATTR_INT && !strcmp(red, "mean") &&
+            (n->ninputs < 3 || n->inputs[2] < 0)) {
+            s->loss_labels = g->values[v].name;
+            s->loss_ignore = ig->i;
+            s->loss_counts = 1;
+        }
         return PP_OK;
     }
     const pp_loss_spec *ls = &s->opt.loss;
@@ -241,6 +257,9 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
     op->out[0] = loss;
     s->loss_t = loss;
     s->loss_seed = (float)((double)s->opt.microbatch / (double)s->opt.global_batch);
+    s->loss_labels = ls->labels;
+    s->loss_ignore = ls->ignore_index;
+    s->loss_counts = 1;
     return PP_OK;
 }
 

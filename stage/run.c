@@ -165,7 +165,7 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
     /* every gradient is received, seeded (the loss) or zeroed by the first op adding to it */
     if (act && s->loss_t >= 0)
-        PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->loss_seed, sizeof(float),
+        PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->slot_seed[slot], sizeof(float),
                                           err));
     int done = 0;
     for (int o = s->nops - 1; o >= 0; o--) {
@@ -254,5 +254,24 @@ pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microba
                                     (long long)bad);
         }
     }
+    return PP_OK;
+}
+
+void pp_stage_set_loss_seed(pp_stage *s, int slot, double seed)
+{
+    if (slot >= 0 && slot < s->opt.slots) s->slot_seed[slot] = (float)seed;
+}
+
+double pp_stage_loss_seed(const pp_stage *s, int slot)
+{
+    return slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0;
+}
+
+pp_status pp_stage_loss_labels(const pp_stage *s, const char **labels, int64_t *ignore_index, pp_error *err)
+{
+    if (s->loss_t < 0 || !s->loss_counts)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "the stage has no unweighted mean loss over graph-input labels");
+    *labels = s->loss_labels;
+    *ignore_index = s->loss_ignore;
     return PP_OK;
 }

@@ -59,7 +59,9 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
     s->slot_step = calloc((size_t)opt->slots, sizeof *s->slot_step);
     s->slot_mb = calloc((size_t)opt->slots, sizeof *s->slot_mb);
-    if (!s->slot_step || !s->slot_mb) {
+    s->slot_seed = calloc((size_t)opt->slots, sizeof *s->slot_seed);
+    for (int i = 0; s->slot_seed && i < opt->slots; i++) s->slot_seed[i] = s->loss_seed;
+    if (!s->slot_step || !s->slot_mb || !s->slot_seed) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory creating stage");
         goto fail;
     }
@@ -104,6 +106,7 @@ void pp_stage_destroy(pp_stage *s)
     free(s->params);
     free(s->param_ready);
     free(s->slot_step);
+    free(s->slot_seed);
     free(s->slot_mb);
     stage_profile_free(s->prof);
     free(s);

@@ -91,7 +91,11 @@ struct pp_stage {
     pp_stage_grad_hook hook;
     void *hook_user;
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
-    float loss_seed;        /* dL_global / d(loss of a microbatch) */
+    float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
+    float *slot_seed;       /* [slots] the seed each slot's backward uses */
+    const char *loss_labels;    /* graph input (or --labels name) of the labels; NULL: unknown */
+    int64_t loss_ignore;
+    int loss_counts;        /* the loss is an unweighted mean skipping loss_ignore labels */
     pp_attr loss_attrs[2];
     struct stage_profile *prof;     /* profile.c; NULL: profiling off */
 };

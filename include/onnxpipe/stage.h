@@ -90,6 +90,19 @@ typedef enum {
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 /* The last stage's loss for that slot (mean over the microbatch), after forward. */
 double pp_stage_loss(const pp_stage *s, int slot);
+/* The loss's share of the global loss per slot: dL/d(loss of the microbatch). It starts
+ * as microbatch / global_batch (equal microbatches); a trainer whose labels have
+ * ignore_index entries sets (counted labels of the microbatch) / (counted labels of the
+ * global batch) before the forward, so the gradient is the global mean whatever the
+ * layout. pp_stage_loss_seed reads it back (the global loss is the sum of seed x loss). */
+void pp_stage_set_loss_seed(pp_stage *s, int slot, double seed);
+double pp_stage_loss_seed(const pp_stage *s, int slot);
+/* Where the loss's labels come from: the graph input (or the --labels name) holding
+ * them and the ignore_index it skips. PP_ERR_UNSUPPORTED when the stage has no loss, the
+ * labels are computed from something other than a graph input by reshapes, the loss is
+ * weighted, or it is not a mean (then the default seeds are the right ones). */
+pp_status pp_stage_loss_labels(const pp_stage *s, const char **labels, int64_t *ignore_index, pp_error *err);
+
 /* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
  * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
  * node and tensor of the first non-finite value (PP_OK if it finds none). */
