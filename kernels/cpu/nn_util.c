@@ -207,3 +207,10 @@ void nn_add(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
+
+void nn_fill_output(const pp_tensor *y, const void *src, const int64_t *src_st, size_t esize)
+{
+    int64_t y_st[PP_MAX_RANK];
+    nn_strides(y->rank, y->dims, y_st);
+    nn_copy_strided(y->data, y_st, src, src_st, y->dims, y->rank, esize);
+}

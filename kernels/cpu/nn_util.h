@@ -29,6 +29,9 @@ void nn_strides(int rank, const int64_t *dims, int64_t *strides);
  * both are merged first, and the innermost loop is a memcpy when both are unit-stride. */
 void nn_copy_strided(void *dst, const int64_t *dst_st, const void *src, const int64_t *src_st,
                      const int64_t *dims, int rank, size_t esize);
+/* Fills the contiguous output y from src read at src_st (Transpose, Expand, Slice:
+ * each op only plans src and src_st). */
+void nn_fill_output(const pp_tensor *y, const void *src, const int64_t *src_st, size_t esize);
 /* The same for floats with dst[...] += alpha * src[...]; a 0 stride in dst sums into it
  * (reductions, broadcast backward), a 0 stride in src broadcasts from it. */
 void nn_add_strided(float *dst, const int64_t *dst_st, const float *src, const int64_t *src_st,

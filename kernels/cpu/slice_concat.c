@@ -78,11 +78,10 @@ static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp
 pp_status pp_cpu_slice_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     const pp_tensor *x = &c->in[0], *y = &c->out[0];
-    int64_t off, src_st[PP_MAX_RANK], y_st[PP_MAX_RANK];
+    int64_t off, src_st[PP_MAX_RANK];
     PP_CHECK(slice_plan(c, x, y, &off, src_st, err));
-    nn_strides(y->rank, y->dims, y_st);
     const size_t es = pp_dtype_size(x->dtype);
-    nn_copy_strided(y->data, y_st, (const char *)x->data + off * (int64_t)es, src_st, y->dims, y->rank, es);
+    nn_fill_output(y, (const char *)x->data + off * (int64_t)es, src_st, es);
     return PP_OK;
 }
 

@@ -39,10 +39,9 @@ static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tenso
 pp_status pp_cpu_transpose_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     const pp_tensor *x = &c->in[0], *y = &c->out[0];
-    int64_t src_st[PP_MAX_RANK], y_st[PP_MAX_RANK];
+    int64_t src_st[PP_MAX_RANK];
     PP_CHECK(plan(c, x, y, src_st, err));
-    nn_strides(y->rank, y->dims, y_st);
-    nn_copy_strided(y->data, y_st, x->data, src_st, y->dims, y->rank, pp_dtype_size(x->dtype));
+    nn_fill_output(y, x->data, src_st, pp_dtype_size(x->dtype));
     return PP_OK;
 }
 
