@@ -48,6 +48,7 @@ static pp_status reduce_run(const pp_kernel_ctx *c, const pp_cu_reduce *r, const
                             pp_error *err)
 {
     cudaStream_t s = cu_of(c->dev)->stream;
+    if (!r->nout) return PP_OK;   /* an empty dst: a grid of 0 blocks is a launch error */
     if (r->nred >= 256) {
         unsigned grid = r->nout < PP_CU_MAX_GRID ? (unsigned)r->nout : PP_CU_MAX_GRID;
         k_reduce_block<<<grid, PP_CU_BLOCK, 0, s>>>(*r, src, dst, scale);
@@ -138,10 +139,11 @@ template <typename Op> __global__ void k_unary(const float *x, float *y, int64_t
 {
     CU_FOR(i, n) y[i] = op.fwd(x[i]);
 }
-/* dx += dy * op.grad(v), v = the saved input or output (Op::from_y says which) */
+/* dx += dy * op.grad(v), v = the saved input or output (Op::src says which; never read
+ * for GRAD_NONE, whose table entry saves nothing, so v is NULL there) */
 template <typename Op> __global__ void k_unary_grad(const float *v, const float *dy, float *dx, int64_t n, Op op)
 {
-    CU_FOR(i, n) dx[i] += dy[i] * op.grad(v[i]);
+    CU_FOR(i, n) dx[i] += dy[i] * op.grad(Op::src == GRAD_NONE ? 0.f : v[i]);
 }
 
 template <typename Op> static pp_status unary_fwd(const pp_kernel_ctx *c, Op op, pp_error *err)
@@ -149,6 +151,9 @@ template <typename Op> static pp_status unary_fwd(const pp_kernel_ctx *c, Op op,
     const int64_t n = pp_tensor_numel(&c->out[0]);
     if (c->in[0].dtype != PP_DTYPE_F32)
         return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input has dtype %s, expected float32", pp_dtype_name(c->in[0].dtype));
+    if (pp_tensor_numel(&c->in[0]) != n)
+        return pp_cu_bad(c, err, PP_ERR_SHAPE, "output has %lld elements, input %lld", (long long)n,
+                         (long long)pp_tensor_numel(&c->in[0]));
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
     k_unary<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, n, op);
@@ -160,8 +165,11 @@ template <typename Op>
 static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, Op op, pp_error *err)
 {
     if (!gout[0].data || !gin[0].data) return PP_OK;
-    const int64_t n = pp_tensor_numel(&gout[0]);
-    const float *v = (const float *)(Op::from_y ? c->out[0].data : c->in[0].data);
+    const int64_t n = pp_tensor_numel(&gin[0]);
+    const float *v = (const float *)(Op::src == GRAD_Y ? c->out[0].data : Op::src == GRAD_X ? c->in[0].data : NULL);
+    if (Op::src != GRAD_NONE && !v)
+        return pp_cu_bad(c, err, PP_ERR_INTERNAL, "backward needs the saved %s, which was not kept",
+                         Op::src == GRAD_Y ? "output" : "input");
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
     k_unary_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(v, (const float *)gout[0].data, (float *)gin[0].data, n,
@@ -195,7 +203,15 @@ UNARY(relu, op_relu)
 UNARY(sigmoid, op_sigmoid)
 UNARY(tanh, op_tanh)
 UNARY(erf, op_erf)
-UNARY(identity, op_identity)
+
+/* Identity copies any dtype, as the cpu kernel does; its gradient passes through */
+PP_CU_FWD(pp_cu_identity_forward)
+{
+    if (c->in[0].dtype != c->out[0].dtype || pp_tensor_nbytes(&c->in[0]) != pp_tensor_nbytes(&c->out[0]))
+        return pp_cu_bad(c, err, PP_ERR_SHAPE, "output dtype/size differs from the input");
+    return pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->in[0]), err);
+}
+PP_CU_BWD(pp_cu_identity_backward) { return unary_bwd(c, grad_out, grad_in, op_identity(), err); }
 
 PP_CU_FWD(pp_cu_leaky_relu_forward)
 {

@@ -1,6 +1,7 @@
 /* Functors of the cuda elementwise kernels: each wraps element.h's PP_HD math, so the GPU
  * computes exactly the formulas the cpu kernels are tested with. Unary: fwd(x), grad(v)
- * with v the input or (from_y) the output; binary: fwd(a, b), dx(a, b), dy(a, b). */
+ * with v what the backward reads (src: GRAD_X the saved input, GRAD_Y the saved output,
+ * GRAD_NONE nothing: the table saves no tensor for it); binary: fwd(a, b), dx(a, b), dy(a, b). */
 #ifndef PP_KERNELS_CUDA_EW_OPS_CUH
 #define PP_KERNELS_CUDA_EW_OPS_CUH
 
@@ -22,26 +23,28 @@ __device__ inline void bc_offsets(const pp_cu_bcast &b, int64_t i, int64_t *off)
     }
 }
 
-#define UNARY_OP(name, FROM_Y, FWD, GRAD)                                 \
+enum { GRAD_X, GRAD_Y, GRAD_NONE };
+
+#define UNARY_OP(name, SRC, FWD, GRAD)                                    \
     struct name {                                                         \
-        static const int from_y = FROM_Y;                                 \
+        static const int src = SRC;                                       \
         __device__ float fwd(float x) const { return FWD; }               \
         __device__ float grad(float v) const { return GRAD; }             \
     };
-UNARY_OP(op_sqrt, 1, sqrtf(x), 0.5f / v)
-UNARY_OP(op_neg, 0, -x, -1.f)
-UNARY_OP(op_reciprocal, 1, 1.f / x, -v * v)
-UNARY_OP(op_relu, 1, pp_el_relu(x), pp_el_relu_grad(v))
-UNARY_OP(op_sigmoid, 1, pp_el_sigmoid(x), pp_el_sigmoid_grad_y(v))
-UNARY_OP(op_tanh, 1, pp_el_tanh(x), pp_el_tanh_grad_y(v))
-UNARY_OP(op_erf, 0, pp_el_erf(x), pp_el_erf_grad(v))
-UNARY_OP(op_gelu, 0, pp_el_gelu(x), pp_el_gelu_grad(v))
-UNARY_OP(op_gelu_tanh, 0, pp_el_gelu_tanh(x), pp_el_gelu_tanh_grad(v))
-UNARY_OP(op_identity, 0, x, 1.f)
+UNARY_OP(op_sqrt, GRAD_Y, sqrtf(x), 0.5f / v)
+UNARY_OP(op_neg, GRAD_NONE, -x, ((void)v, -1.f))
+UNARY_OP(op_reciprocal, GRAD_Y, 1.f / x, -v * v)
+UNARY_OP(op_relu, GRAD_Y, pp_el_relu(x), pp_el_relu_grad(v))
+UNARY_OP(op_sigmoid, GRAD_Y, pp_el_sigmoid(x), pp_el_sigmoid_grad_y(v))
+UNARY_OP(op_tanh, GRAD_Y, pp_el_tanh(x), pp_el_tanh_grad_y(v))
+UNARY_OP(op_erf, GRAD_X, pp_el_erf(x), pp_el_erf_grad(v))
+UNARY_OP(op_gelu, GRAD_X, pp_el_gelu(x), pp_el_gelu_grad(v))
+UNARY_OP(op_gelu_tanh, GRAD_X, pp_el_gelu_tanh(x), pp_el_gelu_tanh_grad(v))
+UNARY_OP(op_identity, GRAD_NONE, x, ((void)v, 1.f))
 #undef UNARY_OP
 
 struct op_leaky {
-    static const int from_y = 0;
+    static const int src = GRAD_X;
     float alpha;
     __device__ float fwd(float x) const { return pp_el_leaky_relu(x, alpha); }
     __device__ float grad(float v) const { return pp_el_leaky_relu_grad(v, alpha); }
