@@ -106,43 +106,70 @@ PP_CU_BWD(pp_cu_transpose_backward)
 
 /* ---------------- Slice ---------------- */
 
-/* out[i] = x[base + i . src_st]: the strided plan from starts/axes/steps */
+/* out[i] = x[base + i . src_st]: the strided plan from starts/ends/axes/steps, clamped as
+ * ONNX says (and as the cpu kernel does); the output dims must be the slice's counts. */
 static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, pp_cu_strided *s,
                             int64_t *base, pp_error *err)
 {
     int64_t starts[PP_MAX_RANK], axes[PP_MAX_RANK], steps[PP_MAX_RANK], ends[PP_MAX_RANK];
     int ns = 0, na = -1, nst = -1, ne = 0;
     if (c->opset < 10) {
-        const int64_t *a;
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "starts", &a, &ns, c->node, err));
-        memcpy(starts, a, (size_t)ns * sizeof *a);
+        const int64_t *a, *e, *st;
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "starts", &st, &ns, c->node, err));
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "ends", &e, &ne, c->node, err));
         PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &na, c->node, err));
-        memcpy(axes, a, (size_t)na * sizeof *a);
-        if (!na) na = -1;
+        if (ns > PP_MAX_RANK || ne > PP_MAX_RANK || na > PP_MAX_RANK)
+            return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d starts / %d ends / %d axes, at most %d", ns, ne, na,
+                             PP_MAX_RANK);
+        for (int i = 0; i < ns; i++) starts[i] = st[i];
+        for (int i = 0; i < ne; i++) ends[i] = e[i];
+        for (int i = 0; i < na; i++) axes[i] = a[i];
+        if (!a) na = -1;
     } else {
         PP_CHECK(pp_cu_host_ints(c, 1, "starts", starts, &ns, PP_MAX_RANK, err));
         PP_CHECK(pp_cu_host_ints(c, 2, "ends", ends, &ne, PP_MAX_RANK, err));
         PP_CHECK(pp_cu_host_ints(c, 3, "axes", axes, &na, PP_MAX_RANK, err));
         PP_CHECK(pp_cu_host_ints(c, 4, "steps", steps, &nst, PP_MAX_RANK, err));
     }
-    int64_t xst[PP_MAX_RANK], yst[PP_MAX_RANK], sst[PP_MAX_RANK], first[PP_MAX_RANK] = {0}, step[PP_MAX_RANK];
+    if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length",
+                         ns, ne, na, nst);
+    if (y->rank != x->rank)
+        return pp_cu_bad(c, err, PP_ERR_SHAPE, "output has rank %d, input %d", y->rank, x->rank);
+    int64_t xst[PP_MAX_RANK], yst[PP_MAX_RANK], sst[PP_MAX_RANK], first[PP_MAX_RANK], step[PP_MAX_RANK],
+        count[PP_MAX_RANK];
     strides_of(x, xst);
     strides_of(y, yst);
-    for (int d = 0; d < x->rank; d++) step[d] = 1;
+    for (int d = 0; d < x->rank; d++) {
+        first[d] = 0;
+        step[d] = 1;
+        count[d] = x->dims[d];
+    }
     for (int i = 0; i < ns; i++) {
         int64_t ax = na >= 0 ? axes[i] : i;
         if (ax < 0) ax += x->rank;
         if (ax < 0 || ax >= x->rank) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range", (long long)ax);
         const int64_t n = x->dims[ax], stp = nst >= 0 ? steps[i] : 1;
         if (stp == 0) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "step 0 on axis %lld", (long long)ax);
-        int64_t st = starts[i] < 0 ? starts[i] + n : starts[i];
-        st = stp > 0 ? (st < 0 ? 0 : st > n ? n : st) : (st < 0 ? 0 : st > n - 1 ? n - 1 : st);
-        first[ax] = st;
+        int64_t b = starts[i] < 0 ? starts[i] + n : starts[i], e = ends[i] < 0 ? ends[i] + n : ends[i];
+        if (stp > 0) {
+            b = b < 0 ? 0 : b > n ? n : b;
+            e = e < 0 ? 0 : e > n ? n : e;
+            count[ax] = e > b ? (e - b + stp - 1) / stp : 0;
+        } else {
+            b = b < 0 ? 0 : b > n - 1 ? n - 1 : b;
+            e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
+            count[ax] = b > e ? (b - e - stp - 1) / -stp : 0;
+        }
+        first[ax] = b;
         step[ax] = stp;
     }
     *base = 0;
     for (int d = 0; d < x->rank; d++) {
-        *base += first[d] * xst[d];
+        if (count[d] != y->dims[d])
+            return pp_cu_bad(c, err, PP_ERR_SHAPE, "output dim %d is %lld, the slice gives %lld", d,
+                             (long long)y->dims[d], (long long)count[d]);
+        if (count[d] > 0) *base += first[d] * xst[d];
         sst[d] = xst[d] * step[d];
     }
     pp_cu_strided_init(s, y->rank, y->dims, yst, sst);
