@@ -42,8 +42,9 @@ __global__ void k_xent(xent e, const float *x, const void *lab, const float *w, 
     }
 }
 
-/* out = sum (or weighted mean) of the per-position losses, in order, in double */
-__global__ void k_xent_total(const float *part, int64_t np, int mean, float *out)
+/* out = what of the per-position (loss, weight) pairs, summed in double in one block */
+enum { XENT_TOTAL_LOSS, XENT_TOTAL_MEAN, XENT_TOTAL_WEIGHT };
+__global__ void k_xent_total(const float *part, int64_t np, int what, float *out)
 {
     double l = 0, w = 0;
     for (int64_t p = threadIdx.x; p < np; p += blockDim.x) {
@@ -52,7 +53,8 @@ __global__ void k_xent_total(const float *part, int64_t np, int mean, float *out
     }
     l = cu_block_reduce(l, cu_sum(), 0.0);
     w = cu_block_reduce(w, cu_sum(), 0.0);
-    if (threadIdx.x == 0) out[0] = !mean ? (float)l : w > 0 ? (float)(l / w) : 0.f;
+    if (threadIdx.x == 0)
+        out[0] = what == XENT_TOTAL_LOSS ? (float)l : what == XENT_TOTAL_WEIGHT ? (float)w : w > 0 ? (float)(l / w) : 0.f;
 }
 
 PP_CU_FWD(pp_cu_xent_forward)
@@ -73,7 +75,8 @@ PP_CU_FWD(pp_cu_xent_forward)
         CU_TRY(c, cudaMemcpy2DAsync(c->out[0].data, sizeof(float), part, 2 * sizeof(float), sizeof(float), (size_t)np,
                                     cudaMemcpyDeviceToDevice, s));
     else {
-        k_xent_total<<<1, 1024, 0, s>>>(part, np, e.reduction == PP_XENT_MEAN, (float *)c->out[0].data);
+        k_xent_total<<<1, 1024, 0, s>>>(part, np, e.reduction == PP_XENT_MEAN ? XENT_TOTAL_MEAN : XENT_TOTAL_LOSS,
+                                        (float *)c->out[0].data);
         CU_LAUNCHED(c);
     }
     return PP_OK;
@@ -99,7 +102,7 @@ __global__ void k_xent_grad(xent e, const float *x, const void *lab, const float
     const int64_t l = xent_label(e, lab, w, p, &wt);
     float gp = 0.f;
     if (g && wt != 0.f) gp = e.reduction == PP_XENT_NONE ? wt * g[p] : e.reduction == PP_XENT_SUM ? wt * g[0]
-                                                     : (*tw > 0.f ? wt * g[0] / *tw : 0.f);
+                                                     : (*tw > 0.f ? wt * (g[0] / *tw) : 0.f);
     for (int64_t j = threadIdx.x; j < e.c; j += blockDim.x) {
         const int64_t i = base + j * e.d;
         const float lp = pp_logsoftmax_out(x[i], mx, ls);
@@ -127,7 +130,7 @@ PP_CU_BWD(pp_cu_xent_backward)
         /* the total weight: the forward's per-position pass, summed with mean off */
         k_xent<<<L.grid, L.block, 0, s>>>(e, (const float *)c->in[0].data, c->in[1].data, w, part, NULL);
         CU_LAUNCHED(c);
-        k_xent_total<<<1, 1024, 0, s>>>(part + 1, np, 0, part + 2 * np);
+        k_xent_total<<<1, 1024, 0, s>>>(part, np, XENT_TOTAL_WEIGHT, part + 2 * np);
         CU_LAUNCHED(c);
     }
     k_xent_grad<<<L.grid, L.block, 0, s>>>(e, (const float *)c->in[0].data, c->in[1].data, w, g, glp, part + 2 * np, dx);
