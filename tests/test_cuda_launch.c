@@ -1,12 +1,15 @@
 /* Host-only checks of the cuda backend's launch arithmetic (kernels/cuda/launch.c) on the
  * real shapes of the example GPT (L=4, d=256, H=4, T=128, B=8) and ResNet-18 (batch 1..8,
- * 224x224 and 64x64), against values derived by hand in the comments; plus the clean
- * failure of the cuda device where there is no GPU (this machine). */
+ * 224x224 and 64x64), against values derived by hand in the comments; the GEMM plans run
+ * through a host model of cuBLAS's column-major strided-batched sgemm against brute-force
+ * row-major products; plus the clean failure of the cuda device where there is no GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <math.h>
 #include <onnxpipe/device.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "launch.h"
@@ -38,7 +41,18 @@ static void test_grids(void **state)
     assert_int_equal(pp_cu_launch_rows(1024, 768).block, 1024);
     assert_int_equal(pp_cu_launch_rows(1024, 50257).block, 1024);
     assert_int_equal(pp_cu_launch_rows(1, 3).block, 32);
-    print_message("grids: 1-D and row launches match the hand-derived sizes\n");
+    /* two-pass reductions (sumsq, LAMB norms) cap the blocks at 1024 partials: the GPT
+     * embedding 256 x 256 = 65536 floats -> 256 blocks; the MLP weight 4 d^2 = 262144 ->
+     * 1024; GPT-2's 50257 x 768 = 38597376 -> ceil(n / 256) = 150771, capped to 1024
+     * (each block of LAMB's second pass folds every partial: 1024 reads, not 150771) */
+    l = pp_cu_launch_parts(256 * 256, 1024);
+    assert_int_equal(l.grid, 256);
+    assert_int_equal(l.block, 256);
+    assert_int_equal(pp_cu_launch_parts(4 * 256 * 256, 1024).grid, 1024);
+    assert_int_equal(pp_cu_launch_1d(50257LL * 768).grid, 150771);
+    assert_int_equal(pp_cu_launch_parts(50257LL * 768, 1024).grid, 1024);
+    assert_int_equal(pp_cu_launch_parts(0, 1024).grid, 1);
+    print_message("grids: 1-D, row and two-pass launches match the hand-derived sizes\n");
 }
 
 static void test_alloc_round(void **state)
@@ -152,6 +166,208 @@ static void test_gpt_matmuls(void **state)
     assert_int_equal(pp_mm_plan_make(&x, &bad, &y, &p, "qkv", &err), PP_ERR_SHAPE);
     assert_non_null(strstr(err.msg, "qkv"));
     print_message("GPT matmuls: folded projections, 32-matrix strided attention, serial shared-operand gradients\n");
+}
+
+/* cublasSgemmStridedBatched as its documentation defines it, column-major:
+ * C_b[i + j ldc] = alpha sum_l op(A_b)(i, l) op(B_b)(l, j) + beta C_b[i + j ldc],
+ * op(A)(i, l) = transa ? A[l + i lda] : A[i + l lda]; X_b = X + b stride_x. */
+static void cublas_model(const pp_cu_gemm *g, float alpha, const float *A, const float *B, float beta, float *C)
+{
+    for (int b = 0; b < g->batch; b++) {
+        const float *a = A + b * g->stride_a, *bb = B + b * g->stride_b;
+        float *c = C + b * g->stride_c;
+        for (int i = 0; i < g->m; i++)
+            for (int j = 0; j < g->n; j++) {
+                double acc = 0;
+                for (int l = 0; l < g->k; l++)
+                    acc += (double)(g->transa ? a[l + i * g->lda] : a[i + l * g->lda]) *
+                           (g->transb ? bb[j + l * g->ldb] : bb[l + j * g->ldb]);
+                c[i + j * g->ldc] = (float)(alpha * acc + (beta != 0.f ? beta * c[i + j * g->ldc] : 0.f));
+            }
+    }
+}
+
+static float *rnd(int64_t n, unsigned *seed)
+{
+    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(rand_r(seed) % 2001 - 1000) / 1000.f;
+    return p;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* One MatMul part as matmul.cu's mm_part issues it: one call, or the serial loop. */
+static void mm_part_model(const pp_cu_mm *p, pp_cu_part part, const float *X, const float *Y, float *C, float beta)
+{
+    int serial;
+    pp_cu_gemm g = pp_cu_mm_gemm(p, part, &serial);
+    if (!serial) {
+        cublas_model(&g, 1.f, Y, X, beta, C);
+        return;
+    }
+    assert_int_equal(g.batch, 1);
+    for (int64_t b = 0; b < p->batch; b++) {
+        int64_t ox, oy, oc;
+        pp_cu_mm_offsets(p, part, b, &ox, &oy, &oc);
+        cublas_model(&g, 1.f, Y + oy, X + ox, beta, C + oc);
+    }
+}
+
+/* numpy matmul by brute force over the broadcast batch: operand index of output batch
+ * index b for an operand with batch dims od[0..orank) right-aligned to out dims bd */
+static int64_t bcast_index(int64_t b, const int64_t *bd, int brank, const int64_t *od, int orank)
+{
+    int64_t idx = 0, mul = 1;
+    for (int d = brank - 1; d >= 0; d--) {
+        int64_t i = b % bd[d];
+        b /= bd[d];
+        int e = d - (brank - orank);
+        if (e >= 0) {
+            idx += (od[e] == 1 ? 0 : i) * mul;
+            mul *= od[e];
+        }
+    }
+    return idx;
+}
+
+typedef struct mm_case {
+    int ra, rb;
+    int64_t a[4], b[4];
+} mm_case;
+
+/* MatMul forward and both gradients (accumulated onto random values, beta = 1) through
+ * the plan and the cuBLAS model, against brute force: folded, strided, broadcast-strided,
+ * serial and 1-D operands. */
+static void test_matmul_model(void **state)
+{
+    (void)state;
+    const mm_case cases[] = {
+        {3, 2, {2, 3, 4}, {4, 5}},              /* fold: weight shared by the batch */
+        {4, 4, {2, 3, 4, 5}, {2, 3, 5, 6}},     /* uniform strides, attention-like */
+        {2, 3, {4, 5}, {3, 5, 6}},              /* A broadcast: stride 0, dA serial */
+        {4, 3, {3, 1, 4, 5}, {2, 5, 6}},        /* both broadcast: no uniform stride, serial */
+        {3, 4, {1, 4, 5}, {2, 3, 5, 6}},        /* A (1, ...) against a 2-D batch */
+        {4, 2, {2, 1, 3, 4}, {4, 2}},           /* fold with a unit batch dim */
+        {1, 3, {5}, {2, 5, 3}},                 /* 1-D A */
+        {3, 1, {2, 4, 5}, {5}},                 /* 1-D B */
+        {1, 1, {6}, {6}},                       /* dot */
+    };
+    unsigned seed = 11;
+    double worst = 0;
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const mm_case *mc = &cases[t];
+        pp_tensor A = T(mc->ra, mc->a), B = T(mc->rb, mc->b);
+        /* promoted shapes and the output */
+        int64_t M = mc->ra > 1 ? mc->a[mc->ra - 2] : 1, K = mc->a[mc->ra - 1], N = mc->rb > 1 ? mc->b[mc->rb - 1] : 1;
+        int abr = mc->ra > 2 ? mc->ra - 2 : 0, bbr = mc->rb > 2 ? mc->rb - 2 : 0, br = abr > bbr ? abr : bbr;
+        int64_t bd[4], nb = 1, na_m = 1, nb_m = 1;
+        for (int d = 0; d < br; d++) {
+            int ea = d - (br - abr), eb = d - (br - bbr);
+            int64_t x = ea >= 0 ? mc->a[ea] : 1, y = eb >= 0 ? mc->b[eb] : 1;
+            bd[d] = x > y ? x : y;
+            nb *= bd[d];
+        }
+        for (int d = 0; d < abr; d++) na_m *= mc->a[d];
+        for (int d = 0; d < bbr; d++) nb_m *= mc->b[d];
+        int64_t yd[4] = {0};
+        int yr = 0;
+        for (int d = 0; d < br; d++) yd[yr++] = bd[d];
+        if (mc->ra > 1) yd[yr++] = M;
+        if (mc->rb > 1) yd[yr++] = N;
+        pp_tensor Y = T(yr, yd);
+        pp_cu_mm p;
+        pp_error err = {0};
+        assert_int_equal(pp_mm_plan_make(&A, &B, &Y, &p, "mm", &err), PP_OK);
+        const int64_t nA = na_m * M * K, nB = nb_m * K * N, nY = nb * M * N;
+        float *a = rnd(nA, &seed), *b = rnd(nB, &seed), *dy = rnd(nY, &seed);
+        float *y = rnd(nY, &seed), *da = rnd(nA, &seed), *db = rnd(nB, &seed);
+        float *ry = malloc((size_t)nY * 4), *rda = malloc((size_t)nA * 4), *rdb = malloc((size_t)nB * 4);
+        memcpy(rda, da, (size_t)nA * 4);
+        memcpy(rdb, db, (size_t)nB * 4);
+        for (int64_t bi = 0; bi < nb; bi++) {
+            int64_t ia = bcast_index(bi, bd, br, mc->a, abr), ib = bcast_index(bi, bd, br, mc->b, bbr);
+            const float *am = a + ia * M * K, *bm = b + ib * K * N, *g = dy + bi * M * N;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = 0;
+                    for (int64_t l = 0; l < K; l++) acc += (double)am[i * K + l] * bm[l * N + j];
+                    ry[bi * M * N + i * N + j] = (float)acc;
+                }
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t l = 0; l < K; l++)
+                    for (int64_t j = 0; j < N; j++) {
+                        rda[ia * M * K + i * K + l] += g[i * N + j] * bm[l * N + j];
+                        rdb[ib * K * N + l * N + j] += am[i * K + l] * g[i * N + j];
+                    }
+        }
+        mm_part_model(&p, PP_CU_Y, a, b, y, 0.f);
+        mm_part_model(&p, PP_CU_DA, dy, b, da, 1.f);
+        mm_part_model(&p, PP_CU_DB, a, dy, db, 1.f);
+        double d = fmax(max_diff(y, ry, nY), fmax(max_diff(da, rda, nA), max_diff(db, rdb, nB)));
+        assert_true(d < 1e-4);
+        worst = fmax(worst, d);
+        free(a), free(b), free(dy), free(y), free(da), free(db), free(ry), free(rda), free(rdb);
+    }
+    print_message("MatMul plans through the cuBLAS model vs brute force (Y, dA += , dB +=), %zu broadcast cases: "
+                  "max diff %.2e\n", sizeof cases / sizeof cases[0], worst);
+}
+
+/* Gemm Y = alpha op(A) op(B) + beta C and dA, dB (+= alpha ...) for every transA/transB,
+ * through pp_cu_gemm_op_gemm / _operands and the cuBLAS model, against brute force. */
+static void test_gemm_model(void **state)
+{
+    (void)state;
+    const int64_t M = 3, K = 5, N = 4;
+    const float alpha = 0.75f, beta = 1.5f;
+    unsigned seed = 5;
+    double worst = 0;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            pp_cu_gemm_op op = {ta, tb, M, K, N};
+            /* A stored (M, K) or (K, M); B stored (K, N) or (N, K) */
+            float *a = rnd(M * K, &seed), *b = rnd(K * N, &seed), *c = rnd(M * N, &seed), *dy = rnd(M * N, &seed);
+            float *da = rnd(M * K, &seed), *db = rnd(K * N, &seed), y[12], ry[12], rda[15], rdb[20];
+            memcpy(rda, da, sizeof rda);
+            memcpy(rdb, db, sizeof rdb);
+#define AT(i, l) (ta ? a[(l) * M + (i)] : a[(i) * K + (l)])
+#define BT(l, j) (tb ? b[(j) * K + (l)] : b[(l) * N + (j)])
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = 0;
+                    for (int64_t l = 0; l < K; l++) acc += (double)AT(i, l) * BT(l, j);
+                    ry[i * N + j] = (float)(alpha * acc + beta * c[i * N + j]);
+                    y[i * N + j] = c[i * N + j];    /* gemm forward: C broadcast into Y first */
+                }
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t l = 0; l < K; l++)
+                    for (int64_t j = 0; j < N; j++) {
+                        rda[ta ? l * M + i : i * K + l] += alpha * dy[i * N + j] * BT(l, j);
+                        rdb[tb ? j * K + l : l * N + j] += alpha * AT(i, l) * dy[i * N + j];
+                    }
+#undef AT
+#undef BT
+            const float *x, *yy;
+            pp_cu_gemm g = pp_cu_gemm_op_gemm(&op, PP_CU_Y);
+            pp_cu_gemm_op_operands(&op, PP_CU_Y, a, b, dy, &x, &yy);
+            cublas_model(&g, alpha, yy, x, beta, y);
+            g = pp_cu_gemm_op_gemm(&op, PP_CU_DA);
+            pp_cu_gemm_op_operands(&op, PP_CU_DA, a, b, dy, &x, &yy);
+            cublas_model(&g, alpha, yy, x, 1.f, da);
+            g = pp_cu_gemm_op_gemm(&op, PP_CU_DB);
+            pp_cu_gemm_op_operands(&op, PP_CU_DB, a, b, dy, &x, &yy);
+            cublas_model(&g, alpha, yy, x, 1.f, db);
+            double d = fmax(max_diff(y, ry, M * N), fmax(max_diff(da, rda, M * K), max_diff(db, rdb, K * N)));
+            assert_true(d < 1e-5);
+            worst = fmax(worst, d);
+            free(a), free(b), free(c), free(dy), free(da), free(db);
+        }
+    print_message("Gemm plans (transA x transB, alpha %.2f, beta %.2f) through the cuBLAS model: max diff %.2e\n",
+                  (double)alpha, (double)beta, worst);
 }
 
 static void test_gemm_op(void **state)
@@ -269,6 +485,27 @@ static void test_resnet_conv(void **state)
             assert_int_equal(cv.pad[0], 0);
             assert_int_equal(cv.y[3], PH / 2);
         }
+    /* grouped 3x3 (64 channels in 32 groups, ResNeXt-style) on 56x56, pad 1: the filter
+     * is K x C/g = 64 x 2; a 1-D dilated conv (N, 3, 16) * (5, 3, 3), dilation 2 runs as
+     * H = 1: W' = 16 - 2 (3 - 1) = 12 */
+    {
+        pp_cu_conv cv;
+        pp_tensor xg = T(4, (int64_t[]){8, 64, 56, 56}), wg = T(4, (int64_t[]){64, 2, 3, 3}),
+                  yg = T(4, (int64_t[]){8, 64, 56, 56});
+        assert_int_equal(pp_cu_conv_plan(&cv, &xg, &wg, &yg, (int64_t[]){1, 1, 1, 1}, NULL, NULL, 32, "g", &err), PP_OK);
+        assert_int_equal(cv.groups, 32);
+        assert_int_equal(cv.w[0], 64);
+        assert_int_equal(cv.w[1], 2);
+        assert_int_equal(cv.x[1], 64);
+        pp_tensor x1 = T(3, (int64_t[]){2, 3, 16}), w1 = T(3, (int64_t[]){5, 3, 3}), y1 = T(3, (int64_t[]){2, 5, 12});
+        assert_int_equal(pp_cu_conv_plan(&cv, &x1, &w1, &y1, NULL, NULL, (int64_t[]){2}, 1, "c1", &err), PP_OK);
+        assert_true(cv.x[2] == 1 && cv.x[3] == 16 && cv.w[2] == 1 && cv.w[3] == 3 && cv.y[2] == 1 && cv.y[3] == 12);
+        assert_true(cv.dil[0] == 1 && cv.dil[1] == 2 && cv.pad[0] == 0 && cv.stride[0] == 1);
+        assert_int_equal(cv.xst[0], 3 * 16);
+        /* groups that do not divide the channels are a shape error */
+        assert_int_equal(pp_cu_conv_plan(&cv, &xg, &wg, &yg, (int64_t[]){1, 1, 1, 1}, NULL, NULL, 16, "g", &err),
+                         PP_ERR_SHAPE);
+    }
     /* a wrong output size and asymmetric pads are errors naming the node */
     pp_tensor x = T(4, (int64_t[]){1, 3, 64, 64}), w = T(4, (int64_t[]){64, 3, 7, 7}), y = T(4, (int64_t[]){1, 64, 31, 31});
     pp_cu_conv cv;
@@ -373,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_grids),       cmocka_unit_test(test_alloc_round), cmocka_unit_test(test_gpt_matmuls),
         cmocka_unit_test(test_gemm_op),     cmocka_unit_test(test_bcast_reduce), cmocka_unit_test(test_resnet_conv),
         cmocka_unit_test(test_device_fallback), cmocka_unit_test(test_pool_window), cmocka_unit_test(test_bn_dims),
+        cmocka_unit_test(test_matmul_model),    cmocka_unit_test(test_gemm_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

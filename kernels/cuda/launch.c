@@ -12,6 +12,14 @@ pp_cu_launch pp_cu_launch_1d(int64_t n)
     return (pp_cu_launch){(unsigned)g, PP_CU_BLOCK};
 }
 
+pp_cu_launch pp_cu_launch_parts(int64_t n, unsigned max_blocks)
+{
+    pp_cu_launch l = pp_cu_launch_1d(n);
+    if (max_blocks < 1) max_blocks = 1;
+    if (l.grid > max_blocks) l.grid = max_blocks;
+    return l;
+}
+
 pp_cu_launch pp_cu_launch_rows(int64_t rows, int64_t n)
 {
     unsigned b = 32;
@@ -83,6 +91,18 @@ pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial)
     }
 }
 
+void pp_cu_mm_offsets(const pp_cu_mm *p, pp_cu_part part, int64_t b, int64_t *ox, int64_t *oy, int64_t *oc)
+{
+    const int64_t sa = p->M * p->K, sb = p->K * p->N, sy = p->M * p->N;
+    int64_t ia, ib;
+    pp_mm_batch_index(p, b, &ia, &ib);
+    switch (part) {
+    case PP_CU_Y: *ox = ia * sa, *oy = ib * sb, *oc = b * sy; break;
+    case PP_CU_DA: *ox = b * sy, *oy = ib * sb, *oc = ia * sa; break;
+    default: *ox = ia * sa, *oy = b * sy, *oc = ib * sb; break;
+    }
+}
+
 pp_cu_gemm pp_cu_gemm_op_gemm(const pp_cu_gemm_op *g, pp_cu_part part)
 {
     const int64_t M = g->M, K = g->K, N = g->N;
@@ -94,6 +114,16 @@ pp_cu_gemm pp_cu_gemm_op_gemm(const pp_cu_gemm_op *g, pp_cu_part part)
     default:
         return g->tb ? pp_cu_gemm_rowmajor(1, g->ta, N, K, M, 0, 0, 0, 1)      /* dB (N,K) = dY^T A' */
                      : pp_cu_gemm_rowmajor(!g->ta, 0, K, N, M, 0, 0, 0, 1);    /* dB (K,N) = A'^T dY */
+    }
+}
+
+void pp_cu_gemm_op_operands(const pp_cu_gemm_op *g, pp_cu_part part, const float *A, const float *B, const float *dY,
+                            const float **x, const float **y)
+{
+    switch (part) {
+    case PP_CU_Y: *x = A, *y = B; break;
+    case PP_CU_DA: *x = g->ta ? B : dY, *y = g->ta ? dY : B; break;
+    default: *x = g->tb ? dY : A, *y = g->tb ? A : dY; break;
     }
 }
 

@@ -23,6 +23,10 @@ typedef struct pp_cu_launch {
 
 /* n elements, one per thread, grid-stride beyond PP_CU_MAX_GRID blocks (grid >= 1). */
 pp_cu_launch pp_cu_launch_1d(int64_t n);
+/* A two-pass block reduction over n elements (sum of squares, LAMB's norms): grid-stride
+ * blocks of PP_CU_BLOCK, at most max_blocks of them, so that the second pass, which folds
+ * one partial per block, reads at most max_blocks values. */
+pp_cu_launch pp_cu_launch_parts(int64_t n, unsigned max_blocks);
 /* One block per row of n elements: block = next power of two >= n, clamped to [32, 1024]. */
 pp_cu_launch pp_cu_launch_rows(int64_t rows, int64_t n);
 
@@ -60,6 +64,9 @@ typedef enum {
  * shared by several output matrices): then the returned call has batch 1 and the caller
  * runs it for b = 0..batch-1 at the offsets of pp_cu_mm_batch_index, in stream order. */
 pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial);
+/* Element offsets of X, Y and C (the part's operands above) for output matrix b of a
+ * serial part. */
+void pp_cu_mm_offsets(const pp_cu_mm *p, pp_cu_part part, int64_t b, int64_t *ox, int64_t *oy, int64_t *oc);
 
 /* Gemm: Y (M, N) = alpha op(A) op(B) + beta C. */
 typedef struct pp_cu_gemm_op {
@@ -70,6 +77,9 @@ typedef struct pp_cu_gemm_op {
  * (A, dY). For the gradients the returned struct's comment order is (X, Y) =
  * DA: ta ? (B, dY) : (dY, B);  DB: tb ? (dY, A) : (A, dY). */
 pp_cu_gemm pp_cu_gemm_op_gemm(const pp_cu_gemm_op *g, pp_cu_part part);
+/* The (X, Y) operands of that call, from the stored A, B and dY (Y's gradient). */
+void pp_cu_gemm_op_operands(const pp_cu_gemm_op *g, pp_cu_part part, const float *A, const float *B, const float *dY,
+                            const float **x, const float **y);
 
 /* Elementwise broadcast of up to 3 inputs onto out, with contiguous dims merged. */
 #define PP_CU_MAX_IN 3

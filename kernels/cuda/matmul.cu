@@ -28,15 +28,10 @@ static pp_status mm_part(const pp_kernel_ctx *c, const pp_cu_mm *p, pp_cu_part p
     int serial;
     pp_cu_gemm g = pp_cu_mm_gemm(p, part, &serial);
     if (!serial) return run_gemm(c, &g, X, Y, C, 1.f, beta, err);
-    const int64_t sa = p->M * p->K, sb = p->K * p->N, sy = p->M * p->N;
     for (int64_t b = 0; b < p->batch; b++) {
-        int64_t ia, ib;
-        pp_mm_batch_index(p, b, &ia, &ib);
-        switch (part) {
-        case PP_CU_Y: PP_CHECK(run_gemm(c, &g, X + ia * sa, Y + ib * sb, C + b * sy, 1.f, beta, err)); break;
-        case PP_CU_DA: PP_CHECK(run_gemm(c, &g, X + b * sy, Y + ib * sb, C + ia * sa, 1.f, beta, err)); break;
-        default: PP_CHECK(run_gemm(c, &g, X + ia * sa, Y + b * sy, C + ib * sb, 1.f, beta, err)); break;
-        }
+        int64_t ox, oy, oc;
+        pp_cu_mm_offsets(p, part, b, &ox, &oy, &oc);
+        PP_CHECK(run_gemm(c, &g, X + ox, Y + oy, C + oc, 1.f, beta, err));
     }
     return PP_OK;
 }
@@ -121,15 +116,13 @@ PP_CU_BWD(pp_cu_gemm_backward)
     gemm_attrs a;
     PP_CHECK(gemm_plan(c, &grad_out[0], &a, err));
     const float *A = (const float *)c->in[0].data, *B = (const float *)c->in[1].data;
-    if (grad_in[0].data) {
-        pp_cu_gemm g = pp_cu_gemm_op_gemm(&a.g, PP_CU_DA);
-        PP_CHECK(a.g.ta ? run_gemm(c, &g, B, GY, (float *)grad_in[0].data, a.alpha, 1.f, err)
-                        : run_gemm(c, &g, GY, B, (float *)grad_in[0].data, a.alpha, 1.f, err));
-    }
-    if (grad_in[1].data) {
-        pp_cu_gemm g = pp_cu_gemm_op_gemm(&a.g, PP_CU_DB);
-        PP_CHECK(a.g.tb ? run_gemm(c, &g, GY, A, (float *)grad_in[1].data, a.alpha, 1.f, err)
-                        : run_gemm(c, &g, A, GY, (float *)grad_in[1].data, a.alpha, 1.f, err));
+    for (int k = 0; k < 2; k++) {
+        if (!grad_in[k].data) continue;
+        const pp_cu_part part = k ? PP_CU_DB : PP_CU_DA;
+        const float *x, *y;
+        pp_cu_gemm g = pp_cu_gemm_op_gemm(&a.g, part);
+        pp_cu_gemm_op_operands(&a.g, part, A, B, GY, &x, &y);
+        PP_CHECK(run_gemm(c, &g, x, y, (float *)grad_in[k].data, a.alpha, 1.f, err));
     }
     if (c->nin > 2 && grad_in[2].data && a.beta != 0.f) PP_CHECK(pp_cu_sum_into(c, &grad_in[2], &grad_out[0], a.beta, err));
     return PP_OK;

@@ -8,6 +8,7 @@
 
 #define FLAT_CTX(name) pp_kernel_ctx c_ = {}; c_.node = name; c_.op_type = "flat"; const pp_kernel_ctx *c = &c_
 #define LAUNCH(n) pp_cu_launch L_ = pp_cu_launch_1d(n)
+#define PARTS 1024      /* blocks of a two-pass reduction (pp_cu_launch_parts) */
 
 __global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float momentum, int nesterov,
                       float wd, int first)
@@ -54,7 +55,7 @@ __global__ void k_lamb_moments(const float *p, const float *g, float *m, float *
     }
 }
 
-/* LAMB pass 2: one block folds the per-block norms, then every block steps p */
+/* LAMB pass 2: every block folds the nblocks (<= PARTS) per-block norms, then steps p */
 __global__ void k_lamb_apply(float *p, const float *m, const float *v, int64_t n, const double *norms, int nblocks,
                              float lr, pp_optim_scalars k, float eps, float wd)
 {
@@ -79,6 +80,9 @@ static pp_status cu_optim_update(pp_device *dev, const pp_optim_hparams *h, floa
     cudaStream_t s = cu_of(dev)->stream;
     const pp_optim_scalars k = pp_optim_scalars_of(h);
     LAUNCH(n);
+    /* LAMB's passes run on at most PARTS blocks: each block of pass 2 folds every
+     * partial, so an uncapped grid (n / 256 blocks) would cost (n / 256)^2 reads */
+    const pp_cu_launch P = pp_cu_launch_parts(n, PARTS);
     switch (h->kind) {
     case PP_OPTIM_SGD:
         k_sgd<<<L_.grid, L_.block, 0, s>>>(param, grad, h->momentum != 0.f ? state : NULL, n, h->lr, h->momentum,
@@ -91,12 +95,12 @@ static pp_status cu_optim_update(pp_device *dev, const pp_optim_hparams *h, floa
         break;
     case PP_OPTIM_LAMB: {
         void *ws;
-        PP_CHECK(pp_cuda_workspace(c, 2 * sizeof(double) * L_.grid, &ws, err));
-        k_lamb_moments<<<L_.grid, L_.block, 0, s>>>(param, grad, state, state + n, n, h->beta1, h->beta2, k, h->eps,
-                                                    h->weight_decay, (double *)ws);
+        PP_CHECK(pp_cuda_workspace(c, 2 * sizeof(double) * P.grid, &ws, err));
+        k_lamb_moments<<<P.grid, P.block, 0, s>>>(param, grad, state, state + n, n, h->beta1, h->beta2, k, h->eps,
+                                                  h->weight_decay, (double *)ws);
         CU_LAUNCHED(c);
-        k_lamb_apply<<<L_.grid, L_.block, 0, s>>>(param, state, state + n, n, (const double *)ws, (int)L_.grid, h->lr,
-                                                  k, h->eps, h->weight_decay);
+        k_lamb_apply<<<P.grid, P.block, 0, s>>>(param, state, state + n, n, (const double *)ws, (int)P.grid, h->lr, k,
+                                                h->eps, h->weight_decay);
         break;
     }
     }
@@ -121,20 +125,17 @@ __global__ void k_sum_parts(double *part, int nparts)
     if (threadIdx.x == 0) part[0] = s;
 }
 
-#define SUMSQ_BLOCKS 1024
-
 static pp_status cu_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
 {
     FLAT_CTX("sumsq");
     c_.dev = dev;
     cudaStream_t s = cu_of(dev)->stream;
-    LAUNCH(n);
-    unsigned grid = L_.grid < SUMSQ_BLOCKS ? L_.grid : SUMSQ_BLOCKS;
+    const pp_cu_launch P = pp_cu_launch_parts(n, PARTS);
     void *ws;
-    PP_CHECK(pp_cuda_workspace(c, SUMSQ_BLOCKS * sizeof(double), &ws, err));
-    k_sumsq_part<<<grid, L_.block, 0, s>>>(x, n, (double *)ws);
+    PP_CHECK(pp_cuda_workspace(c, PARTS * sizeof(double), &ws, err));
+    k_sumsq_part<<<P.grid, P.block, 0, s>>>(x, n, (double *)ws);
     CU_LAUNCHED(c);
-    k_sum_parts<<<1, 1024, 0, s>>>((double *)ws, (int)grid);
+    k_sum_parts<<<1, 1024, 0, s>>>((double *)ws, (int)P.grid);
     CU_LAUNCHED(c);
     return pp_device_copy_to_host(dev, out, ws, sizeof(double), err);
 }
