@@ -81,7 +81,10 @@ static pp_status cu_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err
         cu->capblocks = cap;
     }
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want);
+    /* cudaMalloc allocates on the calling thread's current device, which another device
+     * object (or another thread) may have changed since this one was created */
+    cudaError_t e = cudaSetDevice(cu->ordinal);
+    if (e == cudaSuccess) e = cudaMalloc(&p, want);
     if (e == cudaErrorMemoryAllocation) {
         /* give the unused cached blocks back and try once more */
         (void)cudaGetLastError();
@@ -144,8 +147,10 @@ pp_status pp_cuda_pinned(pp_device *d, size_t n, void **out, pp_error *err)
         cu->pinned = NULL;
         cu->pinned_bytes = 0;
         size_t want = pp_cu_alloc_round(n);
-        if (cudaMallocHost(&cu->pinned, want) != cudaSuccess)
-            return pp_cu_fail(NULL, err, "CUDA", "cudaMallocHost", cudaGetErrorString(cudaGetLastError()));
+        void *p = NULL;
+        cudaError_t e = cudaMallocHost(&p, want);
+        if (e != cudaSuccess) return pp_cu_fail(NULL, err, "CUDA", "cudaMallocHost", cudaGetErrorString(e));
+        cu->pinned = p;
         cu->pinned_bytes = want;
     }
     *out = cu->pinned;
@@ -246,6 +251,7 @@ static void cu_destroy(pp_device *d)
 {
     pp_cuda *cu = cu_of(d);
     if (cu) {
+        cudaSetDevice(cu->ordinal); /* handles and memory belong to it, not to the current one */
         if (cu->stream) cudaStreamSynchronize(cu->stream);
         for (int i = 0; i < cu->nblocks; i++) cudaFree(cu->blocks[i].ptr);
         free(cu->blocks);
@@ -305,27 +311,32 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
     cu->events = ev;
     cu->nevents = PP_CUDA_EVENTS;
     pp_status st = PP_OK;
-#define INIT_TRY(lib, expr, ok, text)                                  \
+    /* each step keeps its library's status and reports that library's own text */
+#define INIT_TRY(lib, type, ok, expr, text_of)                         \
     do {                                                               \
-        if ((expr) != (ok)) {                                          \
-            st = pp_cu_fail(NULL, err, lib, #expr, text);              \
+        type s_ = (expr);                                              \
+        if (s_ != (ok)) {                                              \
+            st = pp_cu_fail(NULL, err, lib, #expr, text_of(s_));       \
             goto fail;                                                 \
         }                                                              \
     } while (0)
-    INIT_TRY("CUDA", cudaSetDevice(index), cudaSuccess, cudaGetErrorString(cudaGetLastError()));
-    INIT_TRY("CUDA", cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking), cudaSuccess,
-             cudaGetErrorString(cudaGetLastError()));
-    for (int i = 0; i < cu->nevents; i++)
-        INIT_TRY("CUDA", cudaEventCreateWithFlags(&cu->events[i], cudaEventDisableTiming), cudaSuccess,
-                 cudaGetErrorString(cudaGetLastError()));
-    INIT_TRY("cuBLAS", cublasCreate(&cu->blas), CUBLAS_STATUS_SUCCESS, "cannot create a handle");
-    INIT_TRY("cuBLAS", cublasSetStream(cu->blas, cu->stream), CUBLAS_STATUS_SUCCESS, "cannot bind the stream");
-    /* TF32 tensor cores for fp32 GEMMs (10-bit mantissa products, fp32 accumulation);
-     * PP_CUDA_TF32=0 would be the place to turn it off, read with the other tunables. */
-    INIT_TRY("cuBLAS", cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS,
-             "cannot set TF32 math");
-    INIT_TRY("cuDNN", cudnnCreate(&cu->dnn), CUDNN_STATUS_SUCCESS, "cannot create a handle");
-    INIT_TRY("cuDNN", cudnnSetStream(cu->dnn, cu->stream), CUDNN_STATUS_SUCCESS, "cannot bind the stream");
+#define CUDA_INIT(expr) INIT_TRY("CUDA", cudaError_t, cudaSuccess, expr, cudaGetErrorString)
+#define CUBLAS_INIT(expr) INIT_TRY("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, expr, cublasGetStatusString)
+#define CUDNN_INIT(expr) INIT_TRY("cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, expr, cudnnGetErrorString)
+    CUDA_INIT(cudaSetDevice(index));
+    CUDA_INIT(cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < cu->nevents; i++) CUDA_INIT(cudaEventCreateWithFlags(&cu->events[i], cudaEventDisableTiming));
+    CUBLAS_INIT(cublasCreate(&cu->blas));
+    CUBLAS_INIT(cublasSetStream(cu->blas, cu->stream));
+    /* TF32 tensor cores for fp32 GEMMs (10-bit mantissa products, fp32 accumulation), as
+     * cuDNN's default math for Conv; NVIDIA_TF32_OVERRIDE=0 in the environment turns TF32
+     * off in both libraries (full fp32, e.g. to compare with the cpu at 1e-5) */
+    CUBLAS_INIT(cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    CUDNN_INIT(cudnnCreate(&cu->dnn));
+    CUDNN_INIT(cudnnSetStream(cu->dnn, cu->stream));
+#undef CUDNN_INIT
+#undef CUBLAS_INIT
+#undef CUDA_INIT
 #undef INIT_TRY
     *out = d;
     return PP_OK;
