@@ -1,37 +1,30 @@
-/* The NCCL backend of pp_comm (device buffers; CUDA builds only): every operation is
- * enqueued on the communicator's stream and followed by a CUDA event that its request
- * waits on, polling ncclCommGetAsyncError too, with the communicator's deadline.
- * Sends and receives are held until the next wait, test or collective and then go out
- * together in one ncclGroupStart/End, so "post both, then wait" exchanges between two
- * ranks cannot deadlock on the single stream. */
-#include "comm_internal.h"
+/* The NCCL backend of pp_comm (device buffers; CUDA builds only). Every communicator has
+ * its own stream. Before an operation is enqueued there, that stream waits on an event
+ * recorded on the caller's compute stream, so the kernels that wrote a send buffer (or
+ * last read a receive buffer) come first; a wait makes the compute stream wait on the
+ * operation's event, so the host never blocks in the step and an all-reduce overlaps the
+ * kernels queued after it. Sends and receives are held until the next wait, test or
+ * collective and go out together in one ncclGroupStart/End, so "post both, then wait"
+ * exchanges cannot deadlock. Timeouts and asynchronous errors are the watchdog's
+ * (nccl_watch.c). */
+#include "nccl_internal.h"
 
 #include <onnxpipe/comm_nccl.h>
 
-#include <cuda_runtime.h>
-#include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
-
-typedef struct nccl_ctx {
-    ncclComm_t comm;
-    cudaStream_t stream;
-    int own_stream;        /* created here, destroyed with the communicator */
-    int device;
-    float *scratch;        /* device, 1 element: the barrier's all-reduce */
-    pp_comm *boot;         /* borrowed: ends the job in abort */
-    int aborted;           /* after an error or a timeout; every call then fails */
-    struct nccl_req *pending, **pending_end;   /* p2p posted but not yet enqueued, in order */
-} nccl_ctx;
 
 typedef struct nccl_req {
     cudaEvent_t done;
-    const char *op;
-    int peer, tag;         /* p2p: communicator rank of the peer; collectives: -1 */
+    const char *op;        /* "send", "recv", "allreduce", ... */
+    int peer;              /* p2p: communicator rank of the peer; collectives: -1 */
     size_t bytes;
     void *buf;             /* p2p: device memory */
     int enqueued;          /* 1: on the stream, done is recorded; -1: dropped by a failed flush */
     struct nccl_req *next; /* in the pending list */
 } nccl_req;
+
+typedef enum { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER } coll_kind;
 
 static nccl_ctx *ctx_of(const pp_comm *c)
 {
@@ -56,42 +49,41 @@ static pp_status nccl_fail(const pp_comm *c, ncclResult_t r, const char *what, p
                         ctx_of(c)->device, what, ncclGetErrorString(r));
 }
 
-#define CUDA_TRY(c, call, what, err)                                    \
-    do {                                                                \
-        cudaError_t cuda_try_e_ = (call);                               \
-        if (cuda_try_e_ != cudaSuccess) return cuda_fail(c, cuda_try_e_, what, err); \
-    } while (0)
-#define NCCL_TRY(c, call, what, err)                                    \
-    do {                                                                \
-        ncclResult_t nccl_try_r_ = (call);                              \
-        if (nccl_try_r_ != ncclSuccess) return nccl_fail(c, nccl_try_r_, what, err); \
-    } while (0)
-
-static void abort_nccl(pp_comm *c)
-{
-    if (ctx_of(c)->aborted) return;
-    ctx_of(c)->aborted = 1;
-    ncclCommAbort(ctx_of(c)->comm);
-}
-
-/* Every enqueueing call starts here: the right device, and a live communicator. */
+/* Under the lock, before anything is enqueued: a live communicator on the right device,
+ * whose stream waits for the kernels already queued on the compute stream. */
 static pp_status begin(pp_comm *c, const char *op, pp_error *err)
 {
-    if (ctx_of(c)->aborted)
-        return pp_error_set(err, PP_ERR_COMM, "rank %d: nccl %s: the communicator was aborted after an earlier "
-                                              "error or timeout",
-                            c->rank, op);
-    CUDA_TRY(c, cudaSetDevice(ctx_of(c)->device), "cudaSetDevice", err);
-    return PP_OK;
+    nccl_ctx *x = ctx_of(c);
+    if (nccl_failed(x, op, err)) return PP_ERR_COMM;
+    cudaError_t e = cudaSetDevice(x->device);
+    if (e == cudaSuccess) e = cudaEventRecord(x->ready, x->compute);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(x->stream, x->ready, 0);
+    return e == cudaSuccess ? PP_OK : cuda_fail(c, e, "ordering the nccl stream after the compute stream", err);
+}
+
+/* Under the lock, after an enqueue: a failure leaves the communicators in an unknown
+ * state, so they are all aborted (the job is lost). */
+static pp_status end(pp_status st, const pp_error *err)
+{
+    if (st != PP_OK) nccl_fail_all(err ? err->msg : "a NCCL call failed");
+    nccl_unlock();
+    return st;
+}
+
+/* Records q's completion event after what was just enqueued. */
+static pp_status record(pp_comm *c, nccl_req *q, pp_error *err)
+{
+    cudaError_t e = cudaEventRecord(q->done, ctx_of(c)->stream);
+    q->enqueued = e == cudaSuccess ? 1 : -1;
+    return e == cudaSuccess ? PP_OK : cuda_fail(c, e, "recording a completion event", err);
 }
 
 /* A request with an event (not yet recorded). */
-static pp_status new_req(pp_comm *c, const char *op, int peer, int tag, size_t bytes, void *buf, nccl_req **out,
-                         pp_error *err)
+static pp_status new_req(pp_comm *c, const char *op, int peer, size_t bytes, void *buf, nccl_req **out, pp_error *err)
 {
     nccl_req *q = pp_calloc(1, sizeof *q);
     if (!q) return pp_error_set(err, PP_ERR_NOMEM, "rank %d: nccl %s: out of memory for the request", c->rank, op);
-    *q = (nccl_req){.op = op, .peer = peer, .tag = tag, .bytes = bytes, .buf = buf};
+    *q = (nccl_req){.op = op, .peer = peer, .bytes = bytes, .buf = buf};
     cudaError_t e = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         free(q);
@@ -103,11 +95,27 @@ static pp_status new_req(pp_comm *c, const char *op, int peer, int tag, size_t b
 
 static void free_req(nccl_req *q)
 {
-    cudaEventDestroy(q->done);
+    cudaEventDestroy(q->done);   /* also while recorded and pending: CUDA releases it once complete */
     free(q);
 }
 
-/* Enqueues the held sends and receives as one group, then records their events. */
+/* "2 sends and 1 receive with rank 3 (12288 bytes)": a group as the watchdog names it. */
+static void describe_group(const nccl_req *list, char *out, size_t n)
+{
+    int sends = 0, recvs = 0, peer = list->peer;
+    size_t bytes = 0;
+    for (const nccl_req *q = list; q; q = q->next) {
+        *(q->op[0] == 's' ? &sends : &recvs) += 1;
+        bytes += q->bytes;
+        if (q->peer != peer) peer = -1;
+    }
+    char who[32] = "several ranks";
+    if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
+    snprintf(out, n, "%d send%s and %d receive%s with %s (%zu bytes)", sends, sends == 1 ? "" : "s", recvs,
+             recvs == 1 ? "" : "s", who, bytes);
+}
+
+/* Enqueues the held sends and receives as one group and records their events. */
 static pp_status flush(pp_comm *c, pp_error *err)
 {
     nccl_ctx *x = ctx_of(c);
@@ -115,41 +123,33 @@ static pp_status flush(pp_comm *c, pp_error *err)
     nccl_req *list = x->pending;
     x->pending = NULL;
     x->pending_end = &x->pending;
+    char what[96];
+    describe_group(list, what, sizeof what);
+    nccl_lock("ncclSend/ncclRecv group");
     pp_status st = begin(c, list->op, err);
-    ncclResult_t r = st == PP_OK ? ncclGroupStart() : ncclSuccess;
-    for (nccl_req *q = list; q && st == PP_OK && r == ncclSuccess; q = q->next)
-        r = q->op[0] == 's' ? ncclSend(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream)
-                            : ncclRecv(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream);
     if (st == PP_OK) {
+        ncclResult_t r = ncclGroupStart();
+        for (nccl_req *q = list; q && r == ncclSuccess; q = q->next)
+            r = q->op[0] == 's' ? ncclSend(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream)
+                                : ncclRecv(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream);
         ncclResult_t r2 = ncclGroupEnd();
         if (r == ncclSuccess) r = r2;
         if (r != ncclSuccess) st = nccl_fail(c, r, "ncclSend/ncclRecv group", err);
     }
-    cudaError_t e = cudaSuccess;
-    for (nccl_req *q = list; q; q = q->next) {
-        if (st == PP_OK && e == cudaSuccess) e = cudaEventRecord(q->done, x->stream);
-        q->enqueued = st == PP_OK && e == cudaSuccess ? 1 : -1;
-    }
-    if (st == PP_OK && e != cudaSuccess) st = cuda_fail(c, e, "recording a completion event", err);
-    if (st != PP_OK) abort_nccl(c);
-    return st;
+    for (nccl_req *q = list; q; q = q->next)
+        if (st != PP_OK || (st = record(c, q, err)) != PP_OK) q->enqueued = -1;
+    if (st == PP_OK) st = nccl_watch_push(x, what, err);
+    return end(st, err);
 }
 
-/* Every collective starts here: device and liveness, then the held p2p, in order. */
-static pp_status start(pp_comm *c, const char *op, pp_error *err)
+static pp_status post(pp_comm *c, const char *op, void *buf, size_t bytes, int peer, pp_request **req, pp_error *err)
 {
-    PP_CHECK(begin(c, op, err));
-    return flush(c, err);
-}
-
-static pp_status post(pp_comm *c, const char *op, void *buf, size_t bytes, int peer, int tag, pp_request **req,
-                      pp_error *err)
-{
-    PP_CHECK(begin(c, op, err));
+    nccl_ctx *x = ctx_of(c);
+    if (nccl_failed(x, op, err)) return PP_ERR_COMM;
     nccl_req *q = NULL;
-    PP_CHECK(new_req(c, op, peer, tag, bytes, buf, &q, err));
-    *ctx_of(c)->pending_end = q;
-    ctx_of(c)->pending_end = &q->next;
+    PP_CHECK(new_req(c, op, peer, bytes, buf, &q, err));
+    *x->pending_end = q;
+    x->pending_end = &q->next;
     *req = (pp_request *)q;
     return PP_OK;
 }
@@ -157,87 +157,93 @@ static pp_status post(pp_comm *c, const char *op, void *buf, size_t bytes, int p
 static pp_status nccl_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                             pp_error *err)
 {
-    return post(c, "send", (void *)buf, bytes, peer, tag, req, err);
+    (void)tag;
+    return post(c, "send", (void *)buf, bytes, peer, req, err);
 }
 
 static pp_status nccl_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err)
 {
-    return post(c, "recv", buf, bytes, peer, tag, req, err);
+    (void)tag;
+    return post(c, "recv", buf, bytes, peer, req, err);
 }
 
-/* After a collective was enqueued on the stream: a request holding its event. */
-static pp_status finish(pp_comm *c, const char *op, size_t bytes, pp_request **req, pp_error *err)
+/* Enqueues one collective (after the held p2p) and returns its request. */
+static pp_status collective(pp_comm *c, coll_kind kind, const void *in, void *out, size_t count, ncclDataType_t type,
+                            int root, const char *op, size_t bytes, nccl_req **req, pp_error *err)
 {
-    nccl_req *q = NULL;
-    PP_CHECK(new_req(c, op, -1, -1, bytes, NULL, &q, err));
-    cudaError_t e = cudaEventRecord(q->done, ctx_of(c)->stream);
-    if (e != cudaSuccess) {
-        free_req(q);
-        return cuda_fail(c, e, "recording the completion event", err);
+    PP_CHECK(flush(c, err));
+    nccl_ctx *x = ctx_of(c);
+    char what[96];
+    snprintf(what, sizeof what, "%s of %zu bytes over %d ranks", op, bytes, c->size);
+    nccl_lock(op);
+    pp_status st = begin(c, op, err);
+    if (st == PP_OK) {
+        ncclResult_t r = kind == COLL_ALLREDUCE ? ncclAllReduce(in, out, count, type, ncclSum, x->comm, x->stream)
+                         : kind == COLL_BROADCAST ? ncclBroadcast(in, out, count, type, root, x->comm, x->stream)
+                                                  : ncclAllGather(in, out, count, type, x->comm, x->stream);
+        if (r != ncclSuccess) st = nccl_fail(c, r, op, err);
     }
-    q->enqueued = 1;
-    *req = (pp_request *)q;
-    return PP_OK;
+    *req = NULL;
+    if (st == PP_OK) st = new_req(c, op, -1, bytes, NULL, req, err);
+    if (st == PP_OK) st = record(c, *req, err);
+    if (st == PP_OK) st = nccl_watch_push(x, what, err);
+    if (st != PP_OK && *req) {
+        free_req(*req);
+        *req = NULL;
+    }
+    return end(st, err);
 }
 
-static pp_status poll_req(pp_comm *c, nccl_req *q, int *done, pp_error *err)
+/* The compute stream waits for q (the host does not), then q is freed. */
+static pp_status order_compute_after(pp_comm *c, nccl_req *q, pp_error *err)
 {
-    *done = 0;
-    if (!q->enqueued) PP_CHECK(flush(c, err));
-    /* an aborted ncclComm_t is freed: touch it no more */
-    if (q->enqueued < 0 || ctx_of(c)->aborted)
-        return pp_error_set(err, PP_ERR_COMM, "rank %d: nccl %s: the communicator was aborted after an earlier "
-                                              "error or timeout",
-                            c->rank, q->op);
-    cudaError_t e = cudaEventQuery(q->done);
-    *done = e == cudaSuccess;
-    if (e != cudaSuccess && e != cudaErrorNotReady) {
-        abort_nccl(c);
-        return cuda_fail(c, e, q->op, err);
+    pp_status st = q->enqueued ? PP_OK : flush(c, err);
+    if (st == PP_OK && nccl_failed(ctx_of(c), q->op, err)) st = PP_ERR_COMM;
+    if (st == PP_OK) {
+        cudaError_t e = cudaStreamWaitEvent(ctx_of(c)->compute, q->done, 0);
+        if (e != cudaSuccess) st = cuda_fail(c, e, "ordering the compute stream after nccl", err);
     }
-    ncclResult_t async = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(ctx_of(c)->comm, &async);
-    if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress) r = async;
-    if (r != ncclSuccess) {
-        abort_nccl(c);
-        return nccl_fail(c, r, q->op, err);
-    }
-    return PP_OK;
-}
-
-static pp_status nccl_test(pp_comm *c, pp_request *req, int *done, pp_error *err)
-{
-    return poll_req(c, (nccl_req *)req, done, err);
+    free_req(q);
+    return st;
 }
 
 static pp_status nccl_wait(pp_comm *c, pp_request *req, pp_error *err)
 {
+    return order_compute_after(c, (nccl_req *)req, err);
+}
+
+static pp_status nccl_test(pp_comm *c, pp_request *req, int *done, pp_error *err)
+{
     nccl_req *q = (nccl_req *)req;
+    *done = 0;
+    if (!q->enqueued) PP_CHECK(flush(c, err));
+    if (nccl_failed(ctx_of(c), q->op, err)) return PP_ERR_COMM;
+    cudaError_t e = cudaEventQuery(q->done);
+    *done = e == cudaSuccess;
+    return e == cudaSuccess || e == cudaErrorNotReady ? PP_OK : cuda_fail(c, e, q->op, err);
+}
+
+/* The blocking collectives (set-up and export, not the step) also wait on the host, up to
+ * the communicator's timeout. */
+static pp_status host_wait(pp_comm *c, nccl_req *q, pp_error *err)
+{
     double t0 = pp_now();
-    pp_status st = PP_OK;
     for (;;) {
         int done = 0;
-        st = poll_req(c, q, &done, err);
-        if (st != PP_OK || done) break;
+        pp_status st = nccl_test(c, (pp_request *)q, &done, err);
+        if (st != PP_OK || done) return st == PP_OK ? order_compute_after(c, q, err) : (free_req(q), st);
         double waited = pp_now() - t0;
         if (waited > c->timeout) {
-            abort_nccl(c);
-            if (q->peer >= 0)
-                st = pp_error_set(err, PP_ERR_TIMEOUT,
-                                  "rank %d: waited %.1f s for nccl %s of %zu bytes with rank %d (tag %d); is rank %d "
-                                  "alive? (PP_COMM_TIMEOUT=%g s; the NCCL communicator was aborted)",
-                                  c->rank, waited, q->op, q->bytes, q->peer, q->tag, q->peer, c->timeout);
-            else
-                st = pp_error_set(err, PP_ERR_TIMEOUT,
-                                  "rank %d: waited %.1f s for nccl %s of %zu bytes over %d ranks; is every rank alive "
-                                  "and calling it? (PP_COMM_TIMEOUT=%g s; the NCCL communicator was aborted)",
-                                  c->rank, waited, q->op, q->bytes, c->size, c->timeout);
-            break;
+            pp_error_set(err, PP_ERR_TIMEOUT,
+                         "rank %d: waited %.1f s for nccl %s of %zu bytes over %d ranks; is every rank alive and "
+                         "calling it? (PP_COMM_TIMEOUT=%g s; the NCCL communicators were aborted)",
+                         c->rank, waited, q->op, q->bytes, c->size, c->timeout);
+            free_req(q);
+            nccl_lock("aborting after a timeout");
+            return end(PP_ERR_TIMEOUT, err);
         }
         comm_poll_pause(waited);
     }
-    free_req(q);
-    return st;
 }
 
 static pp_status nccl_type(pp_dtype dt, ncclDataType_t *out, pp_error *err)
@@ -262,57 +268,56 @@ static pp_status nccl_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype d
 {
     ncclDataType_t type = ncclFloat32;
     PP_CHECK(nccl_type(dtype, &type, err));
-    PP_CHECK(start(c, "allreduce", err));
-    NCCL_TRY(c, ncclAllReduce(buf, buf, count, type, ncclSum, ctx_of(c)->comm, ctx_of(c)->stream), "ncclAllReduce",
-             err);
-    return finish(c, "allreduce", count * pp_dtype_size(dtype), req, err);
-}
-
-static pp_status wait_new(pp_comm *c, const char *op, size_t bytes, pp_error *err)
-{
-    pp_request *req = NULL;
-    PP_CHECK(finish(c, op, bytes, &req, err));
-    return nccl_wait(c, req, err);
+    return collective(c, COLL_ALLREDUCE, buf, buf, count, type, 0, "allreduce", count * pp_dtype_size(dtype),
+                      (nccl_req **)req, err);
 }
 
 static pp_status nccl_broadcast(pp_comm *c, void *buf, size_t bytes, int root, pp_error *err)
 {
-    PP_CHECK(start(c, "broadcast", err));
-    NCCL_TRY(c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, ctx_of(c)->comm, ctx_of(c)->stream), "ncclBroadcast",
-             err);
-    return wait_new(c, "broadcast", bytes, err);
+    nccl_req *q = NULL;
+    PP_CHECK(collective(c, COLL_BROADCAST, buf, buf, bytes, ncclUint8, root, "broadcast", bytes, &q, err));
+    return host_wait(c, q, err);
 }
 
 static pp_status nccl_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err)
 {
-    PP_CHECK(start(c, "allgather", err));
-    NCCL_TRY(c, ncclAllGather(in, out, bytes, ncclUint8, ctx_of(c)->comm, ctx_of(c)->stream), "ncclAllGather", err);
-    return wait_new(c, "allgather", bytes, err);
+    nccl_req *q = NULL;
+    PP_CHECK(collective(c, COLL_ALLGATHER, in, out, bytes, ncclUint8, 0, "allgather", bytes, &q, err));
+    return host_wait(c, q, err);
 }
 
 static pp_status nccl_barrier(pp_comm *c, pp_error *err)
 {
-    PP_CHECK(start(c, "barrier", err));
-    NCCL_TRY(c, ncclAllReduce(ctx_of(c)->scratch, ctx_of(c)->scratch, 1, ncclFloat32, ncclSum, ctx_of(c)->comm,
-                              ctx_of(c)->stream),
-             "ncclAllReduce (barrier)", err);
-    return wait_new(c, "barrier", sizeof(float), err);
+    nccl_req *q = NULL;
+    float *one = ctx_of(c)->scratch;
+    PP_CHECK(collective(c, COLL_ALLREDUCE, one, one, 1, ncclFloat32, 0, "barrier", sizeof(float), &q, err));
+    return host_wait(c, q, err);
 }
 
 static void nccl_destroy(pp_comm *c)
 {
     nccl_ctx *x = ctx_of(c);
+    nccl_watch_remove(x);
     cudaSetDevice(x->device);
+    for (nccl_req *q = x->pending, *n; q; q = n) {   /* posted, never waited for */
+        n = q->next;
+        free_req(q);
+    }
     if (x->comm && !x->aborted) ncclCommDestroy(x->comm);
+    for (int i = 0; i < NCCL_MAX_IN_FLIGHT; i++)
+        if (x->flight[i].done) cudaEventDestroy(x->flight[i].done);
+    if (x->ready) cudaEventDestroy(x->ready);
     if (x->scratch) cudaFree(x->scratch);
-    if (x->own_stream && x->stream) cudaStreamDestroy(x->stream);
+    if (x->stream) cudaStreamDestroy(x->stream);
     free(x);
     free(c);
 }
 
 static void nccl_abort(pp_comm *c, int code)
 {
-    abort_nccl(c);
+    nccl_lock("aborting the job");
+    nccl_fail_all("the job was aborted");
+    nccl_unlock();
     pp_comm_abort(ctx_of(c)->boot, code);
 }
 
@@ -333,9 +338,23 @@ static const pp_comm_i nccl_comm_i = {
     /* .destroy    = */ nccl_destroy,
 };
 
-/* A pp_comm around a NCCL communicator on (device, stream): stream NULL makes one.
- * nc is destroyed here on failure. */
-static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t stream, double timeout, pp_comm **out,
+/* Its own stream (highest priority, so transfers start while compute kernels queue), the
+ * ordering and in-flight events, and the barrier's scratch element. */
+static cudaError_t make_streams(nccl_ctx *x)
+{
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&x->stream, cudaStreamNonBlocking, greatest);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&x->ready, cudaEventDisableTiming);
+    for (int i = 0; i < NCCL_MAX_IN_FLIGHT && e == cudaSuccess; i++)
+        e = cudaEventCreateWithFlags(&x->flight[i].done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&x->scratch, sizeof(float));
+    return e;
+}
+
+/* A pp_comm around a NCCL communicator; compute is the caller's stream. nc is destroyed
+ * here on failure. */
+static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t compute, double timeout, pp_comm **out,
                       pp_error *err)
 {
     int rank = 0, size = 0;
@@ -346,20 +365,16 @@ static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t str
         ncclCommDestroy(nc);
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for a NCCL communicator");
     }
-    *x = (nccl_ctx){.comm = nc, .stream = stream, .device = device, .boot = boot};
+    *x = (nccl_ctx){.comm = nc, .compute = compute, .device = device, .owner = c, .boot = boot};
     x->pending_end = &x->pending;
     pp_status st = PP_OK;
     ncclResult_t r = ncclCommUserRank(nc, &rank);
     if (r == ncclSuccess) r = ncclCommCount(nc, &size);
     c->rank = rank, c->size = size;
     if (r != ncclSuccess) st = nccl_fail(c, r, "ncclCommUserRank/Count", err);
-    cudaError_t e = cudaSuccess;
-    if (st == PP_OK && !stream) {
-        e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
-        x->own_stream = e == cudaSuccess;
-    }
-    if (st == PP_OK && e == cudaSuccess) e = cudaMalloc((void **)&x->scratch, sizeof(float));
-    if (st == PP_OK && e != cudaSuccess) st = cuda_fail(c, e, "setting up the stream and scratch buffer", err);
+    cudaError_t e = st == PP_OK ? make_streams(x) : cudaSuccess;
+    if (e != cudaSuccess) st = cuda_fail(c, e, "setting up the nccl stream, events and scratch buffer", err);
+    if (st == PP_OK) st = nccl_watch_add(x, err);
     if (st != PP_OK) {
         nccl_destroy(c);
         return st;
@@ -370,16 +385,21 @@ static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t str
 
 static pp_status nccl_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err)
 {
-    PP_CHECK(start(c, "split", err));
+    PP_CHECK(flush(c, err));
+    nccl_ctx *x = ctx_of(c);
     ncclComm_t sub = NULL;
-    NCCL_TRY(c, ncclCommSplit(ctx_of(c)->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, NULL),
-             "ncclCommSplit", err);
-    if (!sub) return PP_OK;
-    /* the part shares its parent's stream (when the parent owns it, it must outlive the part) */
-    return wrap(sub, ctx_of(c)->boot, ctx_of(c)->device, ctx_of(c)->stream, c->timeout, out, err);
+    nccl_lock("ncclCommSplit");
+    pp_status st = begin(c, "split", err);
+    if (st == PP_OK) {
+        ncclResult_t r = ncclCommSplit(x->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, NULL);
+        if (r != ncclSuccess) st = nccl_fail(c, r, "ncclCommSplit", err);
+    }
+    PP_CHECK(end(st, err));
+    *out = NULL;
+    return sub ? wrap(sub, x->boot, x->device, x->compute, c->timeout, out, err) : PP_OK;
 }
 
-pp_status pp_comm_nccl_create(pp_comm *boot, int cuda_device, void *cuda_stream, pp_comm **out, pp_error *err)
+pp_status pp_comm_nccl_create(pp_comm *boot, int cuda_device, void *compute_stream, pp_comm **out, pp_error *err)
 {
     if (!boot || !out) return pp_error_set(err, PP_ERR_INVALID_ARG, "pp_comm_nccl_create: NULL communicator");
     *out = NULL;
@@ -404,5 +424,5 @@ pp_status pp_comm_nccl_create(pp_comm *boot, int cuda_device, void *cuda_stream,
     if (r != ncclSuccess)
         return pp_error_set(err, PP_ERR_COMM, "rank %d: ncclCommInitRank over %d ranks on cuda device %d failed: %s",
                             boot->rank, boot->size, cuda_device, ncclGetErrorString(r));
-    return wrap(nc, boot, cuda_device, (cudaStream_t)cuda_stream, boot->timeout, out, err);
+    return wrap(nc, boot, cuda_device, (cudaStream_t)compute_stream, boot->timeout, out, err);
 }

@@ -10,8 +10,8 @@
 
 /* The communicator for activations and gradients in dev's memory: world itself on the cpu
  * (*out == world: not to be destroyed), a NCCL communicator over world's ranks on cuda,
- * sharing dev's stream so that its transfers are ordered after the kernels that produced
- * them (destroy with pp_comm_destroy before dev and world). Collective over world. */
+ * ordered against dev's stream by events (destroy with pp_comm_destroy before dev and
+ * world). Collective over world. */
 pp_status pp_train_data_comm(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
 
 /* The CUDA ordinal for a rank: the GPU at busid when placement named one, else fallback

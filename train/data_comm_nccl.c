@@ -1,7 +1,8 @@
 /* The job's device-buffer communicator and GPU choice in a CUDA build (replaces
- * data_comm.c, see cmake/cuda.cmake): on a cuda device, a NCCL twin of the MPI world on
- * the device's own stream, so sends and all-reduces queue behind the kernels that wrote
- * their buffers and the kernels that read a receive queue behind it. */
+ * data_comm.c, see cmake/cuda.cmake): on a cuda device, a NCCL twin of the MPI world
+ * whose compute stream is the device's own, so sends and all-reduces start after the
+ * kernels that wrote their buffers and the kernels that read a receive wait for it,
+ * while NCCL runs on streams of its own (comm_nccl.h). */
 #include "data_comm.h"
 
 #include <onnxpipe/comm_nccl.h>

@@ -28,7 +28,9 @@ typedef struct pp_comm_i {
      * peer ("rank R: waited S s for recv of N bytes with rank P (tag T); is rank P
      * alive?") when req has not completed c->timeout seconds after the wait began. After
      * a timeout the point-to-point request is cancelled; a timed-out collective leaves
-     * c unusable for collectives, so the caller should end the job (abort). */
+     * c unusable for collectives, so the caller should end the job (abort). NCCL: the
+     * host does not block; the caller's compute stream is ordered after req, and a
+     * watchdog enforces the timeout (comm_nccl.h). */
     pp_status (*wait)(pp_comm *c, pp_request *req, pp_error *err);
     /* Sets *done when req has completed; req stays valid until its wait (which then
      * returns at once). */
