@@ -68,7 +68,8 @@ __global__ void k_bn_running(float *mean_out, float *var_out, const float *rm, c
     CU_FOR(ch, C) {
         const float mean = stats[ch], rstd = stats[C + ch];
         if (mean_out) mean_out[ch] = rm[ch] * momentum + mean * (1.f - momentum);
-        if (var_out) var_out[ch] = rv[ch] * momentum + (1.f / (rstd * rstd) - eps) * (1.f - momentum);
+        /* a constant channel has var 0, which the float round trip can leave at -1e-12 */
+        if (var_out) var_out[ch] = rv[ch] * momentum + fmaxf(1.f / (rstd * rstd) - eps, 0.f) * (1.f - momentum);
     }
 }
 

@@ -92,6 +92,15 @@ static pp_status algo_make(const pp_kernel_ctx *c, const pp_cu_conv *cv, cu_conv
     CUDNN_TRY(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, a->x, a->y, a->conv, a->w,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pw));
     PICK(pw, n, a->bwd_filter, a->ws_filter);
+    /* the heuristics' memory figure is an estimate: the size query for the chosen
+     * algorithm is what the call checks its workspace against */
+    size_t ws = 0;
+    CUDNN_TRY(c, cudnnGetConvolutionForwardWorkspaceSize(h, a->x, a->w, a->conv, a->y, a->fwd, &ws));
+    if (ws > a->ws_fwd) a->ws_fwd = ws;
+    CUDNN_TRY(c, cudnnGetConvolutionBackwardDataWorkspaceSize(h, a->w, a->y, a->conv, a->x, a->bwd_data, &ws));
+    if (ws > a->ws_data) a->ws_data = ws;
+    CUDNN_TRY(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, a->x, a->y, a->conv, a->w, a->bwd_filter, &ws));
+    if (ws > a->ws_filter) a->ws_filter = ws;
     return PP_OK;
 }
 
