@@ -400,6 +400,9 @@ static void test_gemm_op(void **state)
     assert_int_equal(g.transb, 1);
     assert_int_equal(g.ldb, 1000);
     assert_int_equal(g.ldc, 512);
+    /* empty operands (N = 0, K = 0) keep every leading dimension >= 1, as cuBLAS demands */
+    g = pp_cu_gemm_rowmajor(0, 1, 4, 0, 0, 0, 0, 0, 1);
+    assert_true(g.m == 0 && g.k == 0 && g.lda == 1 && g.ldb == 1 && g.ldc == 1);
 }
 
 static void test_bcast_reduce(void **state)

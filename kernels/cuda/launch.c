@@ -40,6 +40,8 @@ int pp_cu_alloc_fits(size_t have, size_t want)
     return want <= have && have <= 2 * want;
 }
 
+static int ld_of(int64_t rows) { return rows > 1 ? (int)rows : 1; }
+
 pp_cu_gemm pp_cu_gemm_rowmajor(int tx, int ty, int64_t M, int64_t N, int64_t K, int64_t sx, int64_t sy, int64_t sc,
                                int64_t batch)
 {
@@ -49,9 +51,11 @@ pp_cu_gemm pp_cu_gemm_rowmajor(int tx, int ty, int64_t M, int64_t N, int64_t K, 
     g.m = (int)N;
     g.n = (int)M;
     g.k = (int)K;
-    g.lda = (int)(ty ? K : N);  /* Y stored (K, N) row-major = (N, K) column-major */
-    g.ldb = (int)(tx ? M : K);
-    g.ldc = (int)N;
+    /* Y stored (K, N) row-major = (N, K) column-major. cuBLAS rejects a leading dimension
+     * below 1 even when a dimension is 0 (empty tensors), where any ld >= 1 is right */
+    g.lda = ld_of(ty ? K : N);
+    g.ldb = ld_of(tx ? M : K);
+    g.ldc = ld_of(N);
     g.stride_a = sy;
     g.stride_b = sx;
     g.stride_c = sc;
