@@ -30,3 +30,15 @@ const pp_kernel *pp_kernel_find(const char *op_type, pp_device_kind device, pp_d
         }
     return NULL;
 }
+
+int pp_kernel_list(pp_device_kind device, const pp_kernel **out, int max)
+{
+    int n = 0;
+    for (int t = 0; t < ntables; t++)
+        for (int k = 0; k < tables[t]->count; k++)
+            if (tables[t]->kernels[k].device == device) {
+                if (n < max) out[n] = &tables[t]->kernels[k];
+                n++;
+            }
+    return n;
+}

@@ -67,6 +67,11 @@ typedef struct pp_kernel {
 /* The kernel for op_type on this device computing in dtype, or NULL. */
 const pp_kernel *pp_kernel_find(const char *op_type, pp_device_kind device, pp_dtype dtype);
 
+/* The registered kernels of one device kind: the first max of them into out (out may be
+ * NULL when max is 0); returns how many there are. A backend's tables are registered by
+ * pp_backends_init (device.h), with or without a usable device. */
+int pp_kernel_list(pp_device_kind device, const pp_kernel **out, int max);
+
 /* Registration tables, one per kernel family and device. The cpu tables are built in;
  * another backend (cuda) registers its tables when it is initialised. */
 typedef struct pp_kernel_table {
