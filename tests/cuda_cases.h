@@ -1,0 +1,409 @@
+/* The one case table of the cuda kernel tests, and case_run: a case runs on the cpu kernel
+ * and, given a GPU, on the cuda kernel, forward then backward (backward sees only the
+ * tensors the op's table entry saves, as in the stage), and the outputs and accumulated
+ * input gradients are compared. test_cuda_gpu runs the table on a GPU; test_cuda_cover
+ * checks on any machine that every op of the cuda kernel table has a case here and that
+ * every case runs on the cpu. Header-only: each test program includes it once. */
+#ifndef PP_TESTS_CUDA_CASES_H
+#define PP_TESTS_CUDA_CASES_H
+
+#include <onnxpipe/kernels.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    FILL_RAND,      /* float uniform in [-1, 1) */
+    FILL_POS,       /* float uniform in [0.5, 1.5) (Sqrt, Pow bases, variances, weights) */
+    FILL_INT,       /* integers uniform in [lo, hi] (indices, labels) */
+    FILL_BOOL,      /* 0 or 1 */
+    FILL_CONST,     /* the given values: a constant input, also handed to the kernel as host_in */
+} fill_rule;
+
+typedef struct in_spec {
+    pp_dtype dtype;
+    int rank;
+    int64_t dims[4];
+    fill_rule fill;
+    int64_t lo, hi;         /* FILL_INT */
+    const double *values;   /* FILL_CONST, converted to dtype */
+} in_spec;
+
+typedef struct out_spec {
+    pp_dtype dtype;
+    int rank;
+    int64_t dims[4];
+} out_spec;
+
+#define CASE_MAX_IN 5
+#define CASE_MAX_OUT 3
+typedef struct op_case {
+    const char *op;
+    int opset;                  /* 0: 17 */
+    int nin, nout;
+    in_spec in[CASE_MAX_IN];
+    out_spec out[CASE_MAX_OUT];
+    pp_attr attr[4];            /* the list ends at a NULL name */
+    float tol;                  /* float outputs and gradients: max |cuda - cpu| / (1 + |cpu|); others exact */
+} op_case;
+
+#define NARGS(...) NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define NARGS_(a, b, c, d, e, f, g, h, n, ...) n
+#define F(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL}
+#define POS(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_POS, 0, 0, NULL}
+#define INTS(dt, lo, hi, ...) {dt, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_INT, lo, hi, NULL}
+#define BOOLS(...) {PP_DTYPE_BOOL, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_BOOL, 0, 0, NULL}
+#define I64S(...) {PP_DTYPE_I64, 1, {NARGS(__VA_ARGS__)}, FILL_CONST, 0, 0, (const double[]){__VA_ARGS__}}
+#define SCALAR(dt, v) {dt, 0, {0}, FILL_CONST, 0, 0, (const double[]){v}}
+#define OUT(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define OUT_T(dt, ...) {dt, NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define OUT_SCALAR {PP_DTYPE_F32, 0, {0}}
+#define A_INT(nm, v) {.name = nm, .type = PP_ATTR_INT, .i = v}
+#define A_FLOAT(nm, v) {.name = nm, .type = PP_ATTR_FLOAT, .f = v}
+#define A_STR(nm, v) {.name = nm, .type = PP_ATTR_STRING, .s = v}
+#define A_INTS(nm, ...) {.name = nm, .type = PP_ATTR_INTS, .n = NARGS(__VA_ARGS__), .ints = (const int64_t[]){__VA_ARGS__}}
+
+#define TF32 2e-2f     /* cuBLAS / cuDNN with TF32 tensor cores: 10-bit mantissa products */
+
+static const op_case cases[] = {
+    /* elementwise, numpy broadcasting */
+    {"Add", 0, 2, 1, {F(8, 16, 32), F(32)}, {OUT(8, 16, 32)}, {{0}}, 1e-6f},
+    {"Sub", 0, 2, 1, {F(16, 32), F(16, 1)}, {OUT(16, 32)}, {{0}}, 1e-6f},
+    {"Mul", 0, 2, 1, {F(4, 1, 32), F(1, 8, 32)}, {OUT(4, 8, 32)}, {{0}}, 1e-6f},
+    {"Div", 0, 2, 1, {F(16, 32), POS(1, 32)}, {OUT(16, 32)}, {{0}}, 1e-5f},
+    {"Pow", 0, 2, 1, {POS(16, 32), F(1)}, {OUT(16, 32)}, {{0}}, 1e-5f},
+    {"Sqrt", 0, 1, 1, {POS(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Neg", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 0.f},
+    {"Reciprocal", 0, 1, 1, {POS(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Relu", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 0.f},
+    {"LeakyRelu", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {A_FLOAT("alpha", 0.2f)}, 0.f},
+    {"Sigmoid", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Tanh", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Erf", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Gelu", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Gelu", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {A_STR("approximate", "tanh")}, 1e-6f},
+    {"Identity", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 0.f},
+    /* GEMMs */
+    {"MatMul", 0, 2, 1, {F(8, 128, 64), F(64, 96)}, {OUT(8, 128, 96)}, {{0}}, TF32},
+    {"MatMul", 0, 2, 1, {F(2, 4, 128, 64), F(2, 4, 64, 128)}, {OUT(2, 4, 128, 128)}, {{0}}, TF32},
+    {"Gemm", 0, 3, 1, {F(32, 64), F(64, 48), F(48)}, {OUT(32, 48)}, {{0}}, TF32},
+    {"Gemm", 0, 3, 1, {F(64, 32), F(48, 64), F(32, 1)}, {OUT(32, 48)},
+     {A_INT("transA", 1), A_INT("transB", 1), A_FLOAT("alpha", 0.5f), A_FLOAT("beta", 2.f)}, TF32},
+    {"Gemm", 0, 2, 1, {F(16, 24), F(8, 24)}, {OUT(16, 8)}, {A_INT("transB", 1)}, TF32},
+    /* rows: softmax, layer norm, reductions, loss */
+    {"Softmax", 0, 1, 1, {F(4, 16, 128)}, {OUT(4, 16, 128)}, {{0}}, 1e-5f},
+    {"Softmax", 11, 1, 1, {F(4, 6, 5)}, {OUT(4, 6, 5)}, {A_INT("axis", 1)}, 1e-5f},
+    {"LogSoftmax", 0, 1, 1, {F(16, 1000)}, {OUT(16, 1000)}, {{0}}, 1e-5f},
+    {"LogSoftmax", 0, 1, 1, {F(4, 7, 5)}, {OUT(4, 7, 5)}, {A_INT("axis", 1)}, 1e-5f},
+    {"LayerNormalization", 0, 3, 1, {F(4, 32, 256), F(256), F(256)}, {OUT(4, 32, 256)}, {{0}}, 1e-4f},
+    {"LayerNormalization", 0, 3, 3, {F(4, 6, 8), F(6, 8), F(6, 8)}, {OUT(4, 6, 8), OUT(4, 1, 1), OUT(4, 1, 1)},
+     {A_INT("axis", -2)}, 1e-4f},
+    {"ReduceSum", 0, 2, 1, {F(4, 8, 16), I64S(1)}, {OUT(4, 1, 16)}, {{0}}, 1e-5f},
+    {"ReduceSum", 0, 2, 1, {F(4, 8, 16), I64S(-1, 0)}, {OUT(8)}, {A_INT("keepdims", 0)}, 1e-5f},
+    {"ReduceSum", 0, 2, 1, {F(3, 300, 2), I64S(1)}, {OUT(3, 2)}, {A_INT("keepdims", 0)}, 1e-5f},
+    {"ReduceSum", 0, 1, 1, {F(16, 40)}, {OUT_SCALAR}, {A_INT("keepdims", 0)}, 1e-5f},
+    {"ReduceMean", 0, 1, 1, {F(4, 8, 16)}, {OUT(4, 1, 16)}, {A_INTS("axes", 1)}, 1e-5f},
+    {"ReduceMean", 18, 2, 1, {F(4, 8, 16), I64S(2)}, {OUT(4, 8)}, {A_INT("keepdims", 0)}, 1e-5f},
+    {"SoftmaxCrossEntropyLoss", 0, 2, 1, {F(8, 10), INTS(PP_DTYPE_I64, 0, 9, 8)}, {OUT_SCALAR}, {{0}}, 1e-5f},
+    {"SoftmaxCrossEntropyLoss", 0, 2, 1, {F(4, 5, 3), INTS(PP_DTYPE_I32, 0, 4, 4, 3)}, {OUT_SCALAR},
+     {A_STR("reduction", "sum")}, 1e-5f},
+    {"SoftmaxCrossEntropyLoss", 0, 3, 1, {F(6, 5), INTS(PP_DTYPE_I64, 0, 4, 6), POS(5)}, {OUT(6)},
+     {A_STR("reduction", "none"), A_INT("ignore_index", 2)}, 1e-5f},
+    {"SoftmaxCrossEntropyLoss", 0, 3, 2, {F(4, 7, 5), INTS(PP_DTYPE_I64, -1, 6, 4, 5), POS(7)},
+     {OUT_SCALAR, OUT(4, 7, 5)}, {A_INT("ignore_index", -1)}, 1e-5f},
+    /* data movement */
+    {"Reshape", 0, 2, 1, {F(4, 6, 8), I64S(4, -1, 2)}, {OUT(4, 24, 2)}, {{0}}, 0.f},
+    {"Flatten", 0, 1, 1, {F(2, 3, 4, 5)}, {OUT(6, 20)}, {A_INT("axis", 2)}, 0.f},
+    {"Squeeze", 0, 2, 1, {F(4, 1, 8), I64S(1)}, {OUT(4, 8)}, {{0}}, 0.f},
+    {"Unsqueeze", 0, 2, 1, {F(4, 8), I64S(0)}, {OUT(1, 4, 8)}, {{0}}, 0.f},
+    {"Transpose", 0, 1, 1, {F(2, 16, 4, 8)}, {OUT(8, 4, 16, 2)}, {{0}}, 0.f},
+    {"Transpose", 0, 1, 1, {F(2, 16, 4, 8)}, {OUT(2, 4, 16, 8)}, {A_INTS("perm", 0, 2, 1, 3)}, 0.f},
+    {"Slice", 0, 5, 1, {F(6, 10, 8), I64S(1, -8), I64S(5, 100), I64S(0, -1), I64S(1, 2)}, {OUT(4, 10, 4)}, {{0}}, 0.f},
+    {"Slice", 0, 5, 1, {F(6, 10, 8), I64S(-1), I64S(-1000), I64S(1), I64S(-3)}, {OUT(6, 4, 8)}, {{0}}, 0.f},
+    {"Slice", 0, 3, 1, {F(5, 6), I64S(1, 0), I64S(4, -1)}, {OUT(3, 5)}, {{0}}, 0.f},
+    {"Concat", 0, 3, 1, {F(2, 3, 4), F(2, 5, 4), F(2, 1, 4)}, {OUT(2, 9, 4)}, {A_INT("axis", 1)}, 0.f},
+    {"Split", 0, 2, 2, {F(4, 8), I64S(3, 5)}, {OUT(4, 3), OUT(4, 5)}, {A_INT("axis", -1)}, 0.f},
+    {"Gather", 0, 2, 1, {F(10, 6), INTS(PP_DTYPE_I64, -10, 9, 3, 4)}, {OUT(3, 4, 6)}, {{0}}, 1e-6f},
+    {"Gather", 0, 2, 1, {F(4, 7, 5), INTS(PP_DTYPE_I32, -7, 6, 9)}, {OUT(4, 9, 5)}, {A_INT("axis", 1)}, 1e-6f},
+    {"Expand", 0, 2, 1, {F(1, 32), I64S(16, 32)}, {OUT(16, 32)}, {{0}}, 1e-6f},
+    {"Where", 0, 3, 1, {BOOLS(4, 1, 8), F(4, 6, 8), F(8)}, {OUT(4, 6, 8)}, {{0}}, 1e-6f},
+    /* the counter-based RNG is element.h's on both devices: same seed, same mask */
+    {"Dropout", 0, 3, 2, {F(64, 64), SCALAR(PP_DTYPE_F32, 0.3), SCALAR(PP_DTYPE_BOOL, 1)},
+     {OUT(64, 64), OUT_T(PP_DTYPE_BOOL, 64, 64)}, {{0}}, 1e-6f},
+    /* cuDNN Conv (TF32): 2-D grouped, padded, strided with bias; 1-D dilated */
+    {"Conv", 0, 3, 1, {F(2, 4, 9, 9), F(6, 2, 3, 3), F(6)}, {OUT(2, 6, 5, 5)},
+     {A_INT("group", 2), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)}, TF32},
+    {"Conv", 0, 2, 1, {F(2, 3, 16), F(5, 3, 3)}, {OUT(2, 5, 12)}, {A_INTS("dilations", 2)}, TF32},
+    /* pooling: ceil_mode with asymmetric pads; average counting the pads */
+    {"MaxPool", 0, 1, 1, {F(2, 3, 9, 9)}, {OUT(2, 3, 5, 5)},
+     {A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INTS("pads", 0, 0, 1, 1), A_INT("ceil_mode", 1)}, 1e-6f},
+    {"AveragePool", 0, 1, 1, {F(2, 3, 8, 8)}, {OUT(2, 3, 4, 4)},
+     {A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1), A_INT("count_include_pad", 1)},
+     1e-6f},
+    {"GlobalAveragePool", 0, 1, 1, {F(2, 8, 7, 7)}, {OUT(2, 8, 1, 1)}, {{0}}, 1e-5f},
+    /* cuDNN BatchNormalization, training statistics */
+    {"BatchNormalization", 0, 5, 1, {F(4, 8, 5, 5), F(8), F(8), F(8), POS(8)}, {OUT(4, 8, 5, 5)}, {{0}}, 1e-4f},
+    /* non-float dtypes */
+    {"Equal", 0, 2, 1, {INTS(PP_DTYPE_I64, -1, 2, 3, 4), INTS(PP_DTYPE_I64, -1, 2, 4)}, {OUT_T(PP_DTYPE_BOOL, 3, 4)},
+     {{0}}, 0.f},
+    {"Cast", 0, 1, 1, {F(4, 12)}, {OUT_T(PP_DTYPE_I32, 4, 12)}, {A_INT("to", PP_DTYPE_I32)}, 0.f},
+    {"Cast", 0, 1, 1, {F(3, 5)}, {OUT_T(PP_DTYPE_BF16, 3, 5)}, {A_INT("to", PP_DTYPE_BF16)}, 0.f},
+    {"Cast", 0, 1, 1, {INTS(PP_DTYPE_I64, -50, 50, 10)}, {OUT(10)}, {A_INT("to", PP_DTYPE_F32)}, 0.f},
+    {"Cast", 0, 1, 1, {F(7)}, {OUT(7)}, {A_INT("to", PP_DTYPE_F32)}, 0.f},
+    /* shape-valued ops, computed on the host and uploaded */
+    {"Shape", 0, 1, 1, {F(2, 3, 4)}, {OUT_T(PP_DTYPE_I64, 2)}, {A_INT("start", 1)}, 0.f},
+    {"ConstantOfShape", 0, 1, 1, {I64S(2, 3, 4)}, {OUT(2, 3, 4)},
+     {{.name = "value", .type = PP_ATTR_TENSOR, .t = {PP_DTYPE_F32, {.rank = 1, .dims = {1}}, (const float[]){1.5f}, 4}}},
+     0.f},
+    {"Range", 0, 3, 1, {SCALAR(PP_DTYPE_I64, 2), SCALAR(PP_DTYPE_I64, 20), SCALAR(PP_DTYPE_I64, 3)},
+     {OUT_T(PP_DTYPE_I64, 6)}, {{0}}, 0.f},
+    {"Range", 0, 3, 1, {SCALAR(PP_DTYPE_F32, 0.5), SCALAR(PP_DTYPE_F32, 3), SCALAR(PP_DTYPE_F32, 0.25)}, {OUT(10)},
+     {{0}}, 0.f},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ---------------- running a case ---------------- */
+
+static float case_frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / 16777216.f * 2.f - 1.f;
+}
+
+static void case_store(pp_dtype t, void *p, int64_t i, double v)
+{
+    switch (t) {
+    case PP_DTYPE_F32: ((float *)p)[i] = (float)v; break;
+    case PP_DTYPE_F64: ((double *)p)[i] = v; break;
+    case PP_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case PP_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    }
+}
+
+/* element i as a double (bfloat16: its bits, compared exactly) */
+static double case_load(pp_dtype t, const void *p, int64_t i)
+{
+    switch (t) {
+    case PP_DTYPE_F32: return ((const float *)p)[i];
+    case PP_DTYPE_F64: return ((const double *)p)[i];
+    case PP_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case PP_DTYPE_I32: return ((const int32_t *)p)[i];
+    case PP_DTYPE_BF16: return ((const uint16_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+    }
+}
+
+static pp_tensor case_tensor(pp_dtype dt, int rank, const int64_t *dims)
+{
+    pp_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+    t.data = calloc(1, pp_tensor_nbytes(&t) + 8);
+    return t;
+}
+
+static pp_tensor case_input(const in_spec *s, uint64_t *seed)
+{
+    pp_tensor t = case_tensor(s->dtype, s->rank, s->dims);
+    for (int64_t i = 0; i < pp_tensor_numel(&t); i++) {
+        const float u = case_frand(seed);
+        double v = u;
+        switch (s->fill) {
+        case FILL_RAND: break;
+        case FILL_POS: v = fabsf(u) + 0.5f; break;
+        case FILL_INT: v = (double)(s->lo + (int64_t)((u + 1.f) * 0.5f * (float)(s->hi - s->lo + 1))); break;
+        case FILL_BOOL: v = u > 0.f; break;
+        case FILL_CONST: v = s->values[i]; break;
+        }
+        case_store(t.dtype, t.data, i, v);
+    }
+    return t;
+}
+
+static int case_has_grad(const in_spec *s) { return s->dtype == PP_DTYPE_F32 && s->fill != FILL_CONST; }
+
+/* max over elements of |a - b| / (1 + |b|); NaN anywhere gives NaN */
+static double case_diff(const pp_tensor *a, const void *b_data)
+{
+    double m = 0;
+    for (int64_t i = 0; i < pp_tensor_numel(a); i++) {
+        const double x = case_load(a->dtype, b_data, i), y = case_load(a->dtype, a->data, i);
+        const double d = fabs(x - y) / (1.0 + fabs(y));
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+/* Dropout on the cpu: the kept share is 1 - ratio (within 5 sigma) and kept values are x / (1 - ratio). */
+static int case_dropout_stats(const pp_tensor *x, const pp_tensor *y, const pp_tensor *mask, double ratio)
+{
+    const int64_t n = pp_tensor_numel(x);
+    int64_t kept = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float xv = ((const float *)x->data)[i], yv = ((const float *)y->data)[i];
+        const int k = ((const uint8_t *)mask->data)[i] != 0;
+        kept += k;
+        bad += k ? fabsf(yv - xv / (float)(1.0 - ratio)) > 1e-6f * (1.f + fabsf(yv)) : yv != 0.f;
+    }
+    const double share = (double)kept / (double)n, sigma = sqrt(ratio * (1 - ratio) / (double)n);
+    printf("    Dropout ratio %.2f: kept %.4f of %lld (expected %.4f +- %.4f), %lld values not x/(1-ratio) or 0\n",
+           ratio, share, (long long)n, 1 - ratio, sigma, (long long)bad);
+    return fabs(share - (1 - ratio)) <= 5 * sigma && !bad;
+}
+
+/* One device's copy of a case's tensors and the kernel calls on it. */
+typedef struct case_side {
+    pp_device *dev;
+    const pp_kernel *k;
+    pp_tensor in[CASE_MAX_IN], out[CASE_MAX_OUT], gin[CASE_MAX_IN], gout[CASE_MAX_OUT];
+    void *aux;
+} case_side;
+
+static pp_tensor case_on(pp_device *d, const pp_tensor *h)
+{
+    pp_tensor t = *h;
+    pp_error err = {0};
+    if (!h->data) return t;
+    t.data = NULL;
+    if (pp_device_alloc(d, pp_tensor_nbytes(h) + 8, &t.data, &err) != PP_OK ||
+        pp_device_copy_from_host(d, t.data, h->data, pp_tensor_nbytes(h), &err) != PP_OK) {
+        printf("device upload failed: %s\n", err.msg);
+        t.data = NULL;
+    }
+    return t;
+}
+
+/* Forward, then backward with only the saved tensors; 0 on success, else prints why. */
+static int case_calls(const op_case *k, case_side *s, const void *const *host_in)
+{
+    pp_error err = {0};
+    pp_kernel_ctx c = {.node = "n", .op_type = k->op, .opset = k->opset ? k->opset : 17, .attrs = k->attr,
+                       .in = s->in, .nin = k->nin, .host_in = host_in, .out = s->out, .nout = k->nout,
+                       .dev = s->dev, .training = 1, .rng = {1234, 3, 1, 7}};
+    while (c.nattrs < 4 && k->attr[c.nattrs].name) c.nattrs++;
+    const size_t aux = s->k->aux_bytes ? s->k->aux_bytes(&c) : 0;
+    if (aux && pp_device_alloc(s->dev, aux, &s->aux, &err) != PP_OK) goto fail;
+    c.aux = s->aux;
+    if (s->k->forward(&c, &err) != PP_OK) goto fail;
+    if (!s->k->backward) return 0;
+    pp_tensor in[CASE_MAX_IN], out[CASE_MAX_OUT];
+    for (int i = 0; i < k->nin; i++) {
+        in[i] = s->in[i];
+        if (!(s->k->saves_in >> i & 1)) in[i].data = NULL;
+    }
+    for (int o = 0; o < k->nout; o++) {
+        out[o] = s->out[o];
+        if (!(s->k->saves_out >> o & 1)) out[o].data = NULL;
+    }
+    c.in = in;
+    c.out = out;
+    if (s->k->backward(&c, s->gout, s->gin, &err) != PP_OK) goto fail;
+    return 0;
+fail:
+    printf("%s on %s: %s\n", k->op, pp_device_kind_name(s->dev->kind), err.msg);
+    return -1;
+}
+
+static void case_side_free(case_side *s, const op_case *k)
+{
+    for (int i = 0; i < k->nin; i++) {
+        if (s->in[i].data) pp_device_free(s->dev, s->in[i].data);
+        if (s->gin[i].data) pp_device_free(s->dev, s->gin[i].data);
+    }
+    for (int o = 0; o < k->nout; o++) {
+        if (s->out[o].data) pp_device_free(s->dev, s->out[o].data);
+        if (s->gout[o].data) pp_device_free(s->dev, s->gout[o].data);
+    }
+    if (s->aux) pp_device_free(s->dev, s->aux);
+}
+
+/* Runs case k on the cpu and, when gpu is not NULL, on the cuda kernel, and compares.
+ * Returns 0 when everything ran and matched. */
+static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
+{
+    uint64_t seed = 42;
+    case_side h = {.dev = cpu, .k = pp_kernel_find(k->op, PP_DEVICE_CPU, PP_DTYPE_F32)};
+    case_side g = {.dev = gpu, .k = gpu ? pp_kernel_find(k->op, PP_DEVICE_CUDA, PP_DTYPE_F32) : NULL};
+    if (!h.k || (gpu && !g.k)) {
+        printf("%s: no %s kernel\n", k->op, h.k ? "cuda" : "cpu");
+        return -1;
+    }
+    const void *host_in[CASE_MAX_IN] = {0};
+    for (int i = 0; i < k->nin; i++) {
+        h.in[i] = case_input(&k->in[i], &seed);
+        if (k->in[i].fill == FILL_CONST) host_in[i] = h.in[i].data;
+        in_spec gs = k->in[i];
+        gs.fill = FILL_RAND;     /* the gradient buffers start non-zero: backward must add */
+        h.gin[i] = case_input(&gs, &seed);
+        if (!case_has_grad(&k->in[i])) {
+            free(h.gin[i].data);
+            h.gin[i].data = NULL;
+        }
+    }
+    for (int o = 0; o < k->nout; o++) {
+        const out_spec *s = &k->out[o];
+        h.out[o] = case_tensor(s->dtype, s->rank, s->dims);
+        h.gout[o] = case_tensor(s->dtype, s->rank, s->dims);
+        if (s->dtype != PP_DTYPE_F32) {
+            free(h.gout[o].data);
+            h.gout[o].data = NULL;
+        }
+        for (int64_t e = 0; h.gout[o].data && e < pp_tensor_numel(&h.gout[o]); e++)
+            ((float *)h.gout[o].data)[e] = case_frand(&seed);
+    }
+    if (gpu) {
+        for (int i = 0; i < k->nin; i++) {
+            g.in[i] = case_on(gpu, &h.in[i]);
+            g.gin[i] = case_on(gpu, &h.gin[i]);
+        }
+        for (int o = 0; o < k->nout; o++) {
+            g.out[o] = case_on(gpu, &h.out[o]);
+            g.gout[o] = case_on(gpu, &h.gout[o]);
+        }
+    }
+    int bad = case_calls(k, &h, host_in);
+    if (!bad && !strcmp(k->op, "Dropout"))
+        bad = !case_dropout_stats(&h.in[0], &h.out[0], &h.out[1], case_load(h.in[1].dtype, h.in[1].data, 0));
+    double fwd = 0, bwd = 0, exact = 0;
+    if (!bad && gpu) {
+        bad = case_calls(k, &g, host_in);
+        pp_error err = {0};
+        for (int t = 0; !bad && t < k->nout + k->nin; t++) {
+            const pp_tensor *ht = t < k->nout ? &h.out[t] : &h.gin[t - k->nout];
+            const pp_tensor *gt = t < k->nout ? &g.out[t] : &g.gin[t - k->nout];
+            if (!ht->data) continue;
+            const size_t nb = pp_tensor_nbytes(ht);
+            void *back = malloc(nb + 8);
+            if (pp_device_copy_to_host(gpu, back, gt->data, nb, &err) != PP_OK) {
+                printf("%s: download failed: %s\n", k->op, err.msg);
+                bad = 1;
+            }
+            const double d = case_diff(ht, back);
+            if (ht->dtype != PP_DTYPE_F32) exact = d > exact || d != d ? d : exact;
+            else if (t < k->nout) fwd = d > fwd || d != d ? d : fwd;
+            else bwd = d > bwd || d != d ? d : bwd;
+            free(back);
+        }
+        printf("%-24s opset %2d: forward max rel diff %.2e, backward %.2e, non-float outputs %.0f (tol %.0e)\n",
+               k->op, k->opset ? k->opset : 17, fwd, bwd, exact, (double)k->tol);
+        bad = bad || !(fwd <= k->tol) || !(bwd <= k->tol) || exact != 0;
+    }
+    for (int i = 0; i < k->nin; i++) {
+        free(h.in[i].data);
+        free(h.gin[i].data);
+    }
+    for (int o = 0; o < k->nout; o++) {
+        free(h.out[o].data);
+        free(h.gout[o].data);
+    }
+    if (h.aux) pp_device_free(cpu, h.aux);   /* the host tensors are malloc'd, aux is the cpu device's */
+    if (gpu) case_side_free(&g, k);
+    return bad ? -1 : 0;
+}
+
+#endif

@@ -1,0 +1,76 @@
+/* Runs without a GPU (and is never skipped in a CUDA build): every op of the cuda kernel
+ * table has a case in cuda_cases.h, every case names a cuda op, and every case runs on
+ * the cpu kernel, forward and backward with only the saved tensors, so that the GPU
+ * suite (test_cuda_gpu) meets no malformed case on a GPU host. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <onnxpipe/device.h>
+#include <onnxpipe/kernels.h>
+
+#include "cuda_cases.h"
+
+#define MAX_KERNELS 256
+
+static int has_case(const char *op)
+{
+    for (int i = 0; i < NCASES; i++)
+        if (!strcmp(cases[i].op, op)) return 1;
+    return 0;
+}
+
+/* the cuda table, as registered by pp_backends_init with or without a GPU */
+static void test_every_cuda_op_has_a_case(void **state)
+{
+    (void)state;
+    pp_error err = {0};
+    pp_device *d = NULL;
+    const pp_status st = pp_device_create(PP_DEVICE_CUDA, 0, &d, &err);   /* registers the backends */
+    pp_device_destroy(d);
+    const pp_kernel *ks[MAX_KERNELS];
+    const int n = pp_kernel_list(PP_DEVICE_CUDA, ks, MAX_KERNELS);
+    if (n == 0) {
+        /* only a build without the cuda backend may have no cuda kernels */
+        assert_int_equal(st, PP_ERR_UNSUPPORTED);
+        print_message("no cuda backend in this build (%s)\n", err.msg);
+        skip();
+    }
+    assert_true(n <= MAX_KERNELS);
+    int missing = 0;
+    for (int i = 0; i < n; i++)
+        if (!has_case(ks[i]->op_type)) {
+            print_message("cuda op %s has no case in tests/cuda_cases.h\n", ks[i]->op_type);
+            missing++;
+        }
+    int stale = 0;
+    for (int i = 0; i < NCASES; i++)
+        if (!pp_kernel_find(cases[i].op, PP_DEVICE_CUDA, PP_DTYPE_F32)) {
+            print_message("case %d names %s, which has no cuda kernel\n", i, cases[i].op);
+            stale++;
+        }
+    print_message("%d cuda kernels, %d cases: %d ops without a case, %d cases without a cuda op\n", n, NCASES, missing,
+                  stale);
+    assert_int_equal(missing, 0);
+    assert_int_equal(stale, 0);
+}
+
+static void test_cases_run_on_cpu(void **state)
+{
+    (void)state;
+    pp_error err = {0};
+    pp_device *cpu = NULL;
+    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &cpu, &err), PP_OK);
+    int failed = 0;
+    for (int i = 0; i < NCASES; i++) failed += case_run(&cases[i], cpu, NULL) != 0;
+    print_message("%d cases ran on the cpu kernels, %d failed\n", NCASES, failed);
+    pp_device_destroy(cpu);
+    assert_int_equal(failed, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_cuda_op_has_a_case),
+                                       cmocka_unit_test(test_cases_run_on_cpu)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
