@@ -129,16 +129,34 @@ __global__ void k_layernorm_dx(const float *x, const float *scale, const float *
     }
 }
 
-/* dScale[j] += sum_r dy xhat, dB[j] += sum_r dy: one thread per column, rows in order */
-__global__ void k_layernorm_dparams(const float *x, const float *dy, const float *mean, const float *rstd,
-                                    float *dscale, float *dbias, int64_t M, int64_t D)
+/* dScale and dB in two deterministic passes, so that a few hundred columns over thousands
+ * of rows fill the GPU: pass 1, one thread per (chunk of LN_CHUNK rows, column), writes the
+ * chunk's sums of dy xhat and dy to part[2][chunks][D]; pass 2, one thread per column,
+ * adds the chunks in order into dscale / dbias. */
+#define LN_CHUNK 64
+__global__ void k_layernorm_dparams_part(const float *x, const float *dy, const float *mean, const float *rstd,
+                                         float *part, int64_t M, int64_t D, int64_t chunks)
 {
-    CU_FOR(j, D) {
+    CU_FOR(i, chunks * D) {
+        const int64_t ch = i / D, j = i - ch * D, r1 = (ch + 1) * LN_CHUNK < M ? (ch + 1) * LN_CHUNK : M;
         float ss = 0.f, sb = 0.f;
-        for (int64_t r = 0; r < M; r++) {
+        for (int64_t r = ch * LN_CHUNK; r < r1; r++) {
             const float g = dy[r * D + j];
             ss += g * pp_layernorm_xhat(x[r * D + j], mean[r], rstd[r]);
             sb += g;
+        }
+        part[i] = ss;
+        part[chunks * D + i] = sb;
+    }
+}
+
+__global__ void k_layernorm_dparams_sum(const float *part, float *dscale, float *dbias, int64_t D, int64_t chunks)
+{
+    CU_FOR(j, D) {
+        float ss = 0.f, sb = 0.f;
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            ss += part[ch * D + j];
+            sb += part[(chunks + ch) * D + j];
         }
         if (dscale) dscale[j] += ss;
         if (dbias) dbias[j] += sb;
@@ -209,8 +227,14 @@ PP_CU_BWD(pp_cu_layernorm_backward)
     }
     float *ds = (float *)grad_in[1].data, *db = c->nin > 2 ? (float *)grad_in[2].data : NULL;
     if (dy && (ds || db)) {
-        pp_cu_launch L = pp_cu_launch_1d(D);
-        k_layernorm_dparams<<<L.grid, L.block, 0, s>>>(x, dy, mean, rstd, ds, db, M, D);
+        const int64_t chunks = (M + LN_CHUNK - 1) / LN_CHUNK;
+        float *part;
+        PP_CHECK(pp_cuda_workspace(c, 2 * (size_t)(chunks * D) * sizeof(float), (void **)&part, err));
+        pp_cu_launch L = pp_cu_launch_1d(chunks * D);
+        k_layernorm_dparams_part<<<L.grid, L.block, 0, s>>>(x, dy, mean, rstd, part, M, D, chunks);
+        CU_LAUNCHED(c);
+        L = pp_cu_launch_1d(D);
+        k_layernorm_dparams_sum<<<L.grid, L.block, 0, s>>>(part, ds, db, D, chunks);
         CU_LAUNCHED(c);
     }
     return PP_OK;
