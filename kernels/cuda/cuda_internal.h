@@ -19,6 +19,18 @@ typedef struct cu_block {
     int in_use;
 } cu_block;
 
+/* One slot of the host -> device upload ring: pinned memory the host fills and a copy
+ * reads in stream order; done marks the copy's end, so the slot is reused only after it. */
+typedef struct cu_upload {
+    void *buf;
+    size_t bytes;
+    cudaEvent_t done;
+    int pending;                    /* done recorded and not yet waited for */
+} cu_upload;
+
+#define PP_CUDA_UPLOADS 8
+#define PP_CUDA_UPLOAD_MAX ((size_t)64 << 20)   /* larger uploads copy directly and synchronise */
+
 typedef struct pp_cuda {
     int ordinal;
     cudaStream_t stream;            /* every kernel, copy and memset of the device runs here */
@@ -31,6 +43,8 @@ typedef struct pp_cuda {
     size_t workspace_bytes;
     void *pinned;                   /* pinned host staging for small device -> host reads */
     size_t pinned_bytes;
+    cu_upload up[PP_CUDA_UPLOADS];  /* pinned staging ring for host -> device copies */
+    int next_up;
     cudaEvent_t *events;            /* ring of events handed out by event_record */
     int nevents, next_event;
     struct cu_conv_algo *convs;     /* cuDNN descriptors and algorithms per Conv shape (conv.cu) */

@@ -1,7 +1,8 @@
 /* The cuda pp_device: one stream per device that every kernel and copy runs on, cuBLAS
  * and cuDNN handles bound to it, a caching allocator over cudaMalloc (the stage allocates
  * once; blocks are reused, never returned to the driver until destroy), a growing
- * workspace, pinned staging for device -> host reads, and a ring of events. */
+ * workspace, pinned staging for device -> host reads and a pinned ring for host -> device
+ * copies (no stream drain per upload), and a ring of events. */
 #include "cuda_internal.h"
 
 #include <onnxpipe/device_cuda.h>
@@ -171,11 +172,38 @@ static const char *cu_name(const pp_device *d)
     return "cuda";
 }
 
-/* Host -> device: the host buffer may be reused as soon as this returns. */
+/* Host -> device: the host buffer may be reused as soon as this returns. A copy from
+ * pageable memory would make the driver wait for the whole stream (every queued kernel
+ * and NCCL call) at each microbatch's input and loss seed; so up to PP_CUDA_UPLOAD_MAX
+ * bytes go through a ring of pinned slots instead, and the host waits only for the copy
+ * that last used the slot, PP_CUDA_UPLOADS uploads ago. */
 static pp_status cu_copy_from_host(pp_device *d, void *dst, const void *src, size_t n, pp_error *err)
 {
-    DEV_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cu_of(d)->stream));
-    DEV_TRY(cudaStreamSynchronize(cu_of(d)->stream));
+    pp_cuda *cu = cu_of(d);
+    if (!n) return PP_OK;
+    if (n > PP_CUDA_UPLOAD_MAX) {
+        DEV_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cu->stream));
+        DEV_TRY(cudaStreamSynchronize(cu->stream));
+        return PP_OK;
+    }
+    cu_upload *u = &cu->up[cu->next_up];
+    cu->next_up = (cu->next_up + 1) % PP_CUDA_UPLOADS;
+    if (u->pending) DEV_TRY(cudaEventSynchronize(u->done));
+    u->pending = 0;
+    if (!u->done) DEV_TRY(cudaEventCreateWithFlags(&u->done, cudaEventDisableTiming));
+    if (n > u->bytes) {
+        if (u->buf) DEV_TRY(cudaFreeHost(u->buf));
+        u->buf = NULL;
+        u->bytes = 0;
+        void *p = NULL;
+        DEV_TRY(cudaMallocHost(&p, pp_cu_alloc_round(n)));
+        u->buf = p;
+        u->bytes = pp_cu_alloc_round(n);
+    }
+    memcpy(u->buf, src, n);
+    DEV_TRY(cudaMemcpyAsync(dst, u->buf, n, cudaMemcpyHostToDevice, cu->stream));
+    DEV_TRY(cudaEventRecord(u->done, cu->stream));
+    u->pending = 1;
     return PP_OK;
 }
 
@@ -256,6 +284,10 @@ static void cu_destroy(pp_device *d)
         for (int i = 0; i < cu->nblocks; i++) cudaFree(cu->blocks[i].ptr);
         free(cu->blocks);
         if (cu->pinned) cudaFreeHost(cu->pinned);
+        for (int i = 0; i < PP_CUDA_UPLOADS; i++) {
+            if (cu->up[i].buf) cudaFreeHost(cu->up[i].buf);
+            if (cu->up[i].done) cudaEventDestroy(cu->up[i].done);
+        }
         for (int i = 0; cu->events && i < cu->nevents; i++)
             if (cu->events[i]) cudaEventDestroy(cu->events[i]);
         free(cu->events);
