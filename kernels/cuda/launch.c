@@ -277,7 +277,7 @@ pp_cu_rows pp_cu_rows_of(const int64_t *dims, int rank, int axis_from, int axis_
     return r;
 }
 
-/* Fills the spatial part shared by Conv and pooling; k[2] is the window (kh, kw). */
+/* Fills the spatial part of a Conv plan; k is the kernel (kh, kw) or (kw) for 1-D. */
 static pp_status spatial(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y, const int64_t *k,
                          const int64_t *pads, const int64_t *strides, const int64_t *dil, const char *node,
                          const char *op, pp_error *err)

@@ -126,7 +126,7 @@ typedef struct pp_cu_rows {
 } pp_cu_rows;
 pp_cu_rows pp_cu_rows_of(const int64_t *dims, int rank, int axis_from, int axis_to);
 
-/* cuDNN NCHW descriptors for a 1-D or 2-D Conv / pool (1-D becomes H = 1). */
+/* cuDNN NCHW descriptors for a 1-D or 2-D Conv (1-D becomes H = 1; pooling uses the cpu's pp_window). */
 typedef struct pp_cu_conv {
     int x[4], w[4], y[4];           /* N C H W; K C/g kh kw; N K OH OW */
     int xst[4], yst[4];             /* packed strides */
