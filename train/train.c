@@ -202,7 +202,8 @@ static pp_status place(run *r, pp_error *err)
     pp_placement_input in = {
         .pp = c->pp, .dp = c->dp, .param_bytes = param_bytes, .send_bytes = send_bytes,
         .microbatches = c->microbatches, .order = -1,
-        .device = r->kind == PP_DEVICE_CUDA ? PP_PLACE_GPU : PP_PLACE_CPU,
+        /* GPUs by PCI bus id where hwloc sees them (a container may hide them: then local index) */
+        .device = r->kind == PP_DEVICE_CUDA ? PP_PLACE_AUTO : PP_PLACE_CPU,
     };
     PP_CHECK(pp_topology_load(NULL, NULL, &r->topo, err));
     PP_CHECK(pp_placement_plan_job(r->world, &in, r->topo, &r->place, err));
@@ -219,6 +220,37 @@ static pp_status open_device(run *r, pp_error *err)
                                     &index, err));
     PP_CHECK(pp_device_create(r->kind, index, &r->dev, err));
     return pp_train_data_comm(r->world, r->dev, &r->link, err);
+}
+
+/* --device auto: cuda only when every rank opens a GPU of its own (its index among its
+ * host's ranks), else every rank runs on the cpu and the plan says why. */
+static pp_status choose_device(run *r, pp_error *err)
+{
+    const char *name = r->cfg->device;
+    PP_CHECK(pp_device_choose(name, &r->kind, &r->device_note, err));
+    if ((name && strcmp(name, "auto")) || r->world->size == 1) return PP_OK;
+    pp_comm *node = NULL;
+    PP_CHECK(pp_comm_mpi_node(r->world, &node, err));
+    int local = node->rank, nlocal = node->size;
+    pp_comm_destroy(node);
+    if (r->kind == PP_DEVICE_CUDA) {
+        pp_device *d = NULL;
+        pp_error why = {0};
+        if (pp_device_create(PP_DEVICE_CUDA, local, &d, &why) != PP_OK) {
+            r->kind = PP_DEVICE_CPU;
+            pp_error_set(&r->device_note, PP_ERR_DEVICE, "rank %d is rank %d of %d on its host and has no GPU %d: %s",
+                         r->world->rank, local, nlocal, local, why.msg);
+        }
+        pp_device_destroy(d);
+    }
+    double gpus = r->kind == PP_DEVICE_CUDA;
+    PP_CHECK(pp_comm_allreduce(r->world, &gpus, 1, PP_DTYPE_F64, err));
+    if (r->kind == PP_DEVICE_CUDA && gpus < r->world->size) {
+        r->kind = PP_DEVICE_CPU;
+        pp_error_set(&r->device_note, PP_ERR_DEVICE, "only %.0f of the %d ranks have a GPU of their own", gpus,
+                     r->world->size);
+    }
+    return PP_OK;
 }
 
 static pp_status setup(run *r, pp_error *err)
@@ -240,7 +272,7 @@ static pp_status setup(run *r, pp_error *err)
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &r->sched, err));
     pp_partition_options popt = {.microbatches = c->microbatches};
     PP_CHECK(pp_partition_create(r->g, r->sched->num_stages, &popt, &r->part, err));
-    PP_CHECK(pp_device_choose(r->cfg->device, &r->kind, &r->device_note, err));
+    PP_CHECK(choose_device(r, err));
     PP_CHECK(place(r, err));
     PP_CHECK(open_device(r, err));
     PP_CHECK(pp_grid_create(r->link, c->pp, c->dp, r->place->order, &r->grid, err));
