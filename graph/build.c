@@ -2,11 +2,24 @@
  * the loader, the example generator and subgraph extraction all go through. */
 #include "graph_internal.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #define ARENA_BLOCK (1024 * 1024)
+#define ARENA_BLOCK_MAX (64 * 1024 * 1024)
+#define HUGE_MIN (4 * 1024 * 1024)
+
+/* Asks for transparent huge pages over a large allocation (a hint: a large graph's
+ * arrays and arena otherwise cost one page fault per 4 KiB). */
+static void advise_huge(void *p, size_t n)
+{
+    if (n < HUGE_MIN) return;
+    uintptr_t page = 4096, a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + n) & ~(page - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
 
 void *graph_alloc_uninit(pp_graph *g, size_t n)
 {
@@ -15,9 +28,13 @@ void *graph_alloc_uninit(pp_graph *g, size_t n)
     if (!n) n = sizeof(max_align_t);
     arena_block *b = s->arena;
     if (!b || b->cap - b->used < n) {
-        size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+        /* blocks double up to ARENA_BLOCK_MAX as the graph grows */
+        size_t cap = b ? 2 * b->cap : ARENA_BLOCK;
+        if (cap > ARENA_BLOCK_MAX) cap = ARENA_BLOCK_MAX;
+        if (cap < n) cap = n;
         b = malloc(sizeof *b + cap);
         if (!b) return NULL;
+        advise_huge(b, sizeof *b + cap);
         b->next = s->arena;
         b->used = 0;
         b->cap = cap;
@@ -26,6 +43,18 @@ void *graph_alloc_uninit(pp_graph *g, size_t n)
     void *p = (char *)b->data + b->used;
     b->used += n;
     return p;
+}
+
+void graph_arena_reset(pp_graph *g)
+{
+    arena_block *b = g->store->arena;
+    if (!b) return;
+    for (arena_block *o = b->next, *n; o; o = n) {
+        n = o->next;
+        free(o);
+    }
+    b->next = NULL;
+    b->used = 0;
 }
 
 void *pp_graph_alloc(pp_graph *g, size_t n)
@@ -39,7 +68,7 @@ const char *pp_graph_strdup(pp_graph *g, const char *str)
 {
     if (!str) return NULL;
     size_t n = strlen(str) + 1;
-    char *d = pp_graph_alloc(g, n);
+    char *d = graph_alloc_uninit(g, n);
     if (d) memcpy(d, str, n);
     return d;
 }
@@ -116,6 +145,7 @@ static int grow(void **arr, int *cap, int need, size_t size)
     while (c < need) c *= 2;
     void *p = pp_realloc_array(*arr, (size_t)c, size);
     if (!p) return 0;
+    advise_huge(p, (size_t)c * size);
     memset((char *)p + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
     *arr = p;
     *cap = c;
@@ -131,12 +161,13 @@ static uint64_t hash_name(const char *s)
 
 static int rehash(pp_graph *g, int cap)
 {
-    int *slots = calloc((size_t)cap, sizeof *slots);
+    struct name_slot *slots = calloc((size_t)cap, sizeof *slots);
     if (!slots) return 0;
+    advise_huge(slots, (size_t)cap * sizeof *slots);
     for (int v = 0; v < g->nvalues; v++) {
-        uint64_t h = g->store->name_hash[v] & (uint64_t)(cap - 1);
-        while (slots[h]) h = (h + 1) & (uint64_t)(cap - 1);
-        slots[h] = v + 1;
+        uint64_t full = g->store->name_hash[v], h = full & (uint64_t)(cap - 1);
+        while (slots[h].name) h = (h + 1) & (uint64_t)(cap - 1);
+        slots[h] = (struct name_slot){g->values[v].name, (uint32_t)v, (uint32_t)(full >> 32)};
     }
     free(g->store->name_slots);
     g->store->name_slots = slots;
@@ -144,25 +175,59 @@ static int rehash(pp_graph *g, int cap)
     return 1;
 }
 
+void graph_prefetch_name(const pp_graph *g, const void *name, size_t n, int string)
+{
+    const pp_graph_store *s = g->store;
+    if (!s->name_cap) return;
+    uint64_t h = 1469598103934665603ull;   /* hash_name over n bytes */
+    for (const unsigned char *c = name, *e = c + n; c < e; c++) h = (h ^ *c) * 1099511628211ull;
+    const struct name_slot *slot = &s->name_slots[h & (uint64_t)(s->name_cap - 1)];
+    if (!string) __builtin_prefetch(slot);
+    else if (slot->name && slot->tag == (uint32_t)(h >> 32)) __builtin_prefetch(slot->name);
+}
+
+/* The slot holding `name` (hash `full`), or the empty slot where it would go. */
+static struct name_slot *find_slot(const pp_graph_store *s, const char *name, uint64_t full)
+{
+    uint64_t mask = (uint64_t)(s->name_cap - 1), h = full & mask;
+    uint32_t tag = (uint32_t)(full >> 32);
+    for (struct name_slot *e; (e = &s->name_slots[h])->name; h = (h + 1) & mask)
+        if (e->tag == tag && !strcmp(e->name, name)) return e;
+    return &s->name_slots[h];
+}
+
 int pp_graph_find_value(const pp_graph *g, const char *name)
 {
     const pp_graph_store *s = g->store;
     if (!s->name_cap || !name) return -1;
-    uint64_t full = hash_name(name), h = full & (uint64_t)(s->name_cap - 1);
-    for (int id; (id = s->name_slots[h]); h = (h + 1) & (uint64_t)(s->name_cap - 1))
-        if (s->name_hash[id - 1] == full && !strcmp(g->values[id - 1].name, name)) return id - 1;
-    return -1;
+    const struct name_slot *e = find_slot(s, name, hash_name(name));
+    return e->name ? (int)e->id : -1;
+}
+
+int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits)
+{
+    pp_graph_store *s = g->store;
+    if (nodes > INT_MAX / 2 || values > INT_MAX / 4 || inits > INT_MAX / 2) return 0;
+    int hash_cap = s->value_cap, cap = 64;
+    while (cap < 2 * (int)values) cap *= 2;
+    return grow((void **)&g->nodes, &s->node_cap, (int)nodes, sizeof *g->nodes) &&
+           grow((void **)&g->values, &s->value_cap, (int)values, sizeof *g->values) &&
+           grow((void **)&s->name_hash, &hash_cap, s->value_cap, sizeof *s->name_hash) &&
+           grow((void **)&g->inits, &s->init_cap, (int)inits, sizeof *g->inits) &&
+           (cap <= s->name_cap || rehash(g, cap));
 }
 
 int pp_graph_value(pp_graph *g, const char *name)
 {
-    int id = pp_graph_find_value(g, name);
-    if (id >= 0) return id;
     pp_graph_store *s = g->store;
+    uint64_t full = hash_name(name);
+    if (s->name_cap) {
+        struct name_slot *e = find_slot(s, name, full);
+        if (e->name) return (int)e->id;
+    }
     int hash_cap = s->value_cap;
     if (!grow((void **)&g->values, &s->value_cap, g->nvalues + 1, sizeof *g->values)) return -1;
     if (!grow((void **)&s->name_hash, &hash_cap, s->value_cap, sizeof *s->name_hash)) return -1;
-    s->name_hash[g->nvalues] = hash_name(name);
     if (2 * (g->nvalues + 1) > s->name_cap && !rehash(g, s->name_cap ? 2 * s->name_cap : 64)) return -1;
     pp_value *v = &g->values[g->nvalues];
     memset(v, 0, sizeof *v);
@@ -170,10 +235,9 @@ int pp_graph_value(pp_graph *g, const char *name)
     v->shape.rank = -1;
     v->producer = -1;
     v->init = -1;
-    id = g->nvalues++;
-    uint64_t h = hash_name(name) & (uint64_t)(s->name_cap - 1);
-    while (s->name_slots[h]) h = (h + 1) & (uint64_t)(s->name_cap - 1);
-    s->name_slots[h] = id + 1;
+    int id = g->nvalues++;
+    s->name_hash[id] = full;
+    *find_slot(s, name, full) = (struct name_slot){v->name, (uint32_t)id, (uint32_t)(full >> 32)};
     return id;
 }
 
@@ -274,6 +338,15 @@ pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_
     return PP_OK;
 }
 
+/* A copy of an op type or domain, shared by the nodes that have the same one (a graph
+ * has few distinct ones; ids and passes compare them as strings). */
+static const char *intern(pp_graph *g, const char *str)
+{
+    const char **slot = &g->store->interned[hash_name(str) % PP_INTERNED];
+    if (!*slot || strcmp(*slot, str)) *slot = pp_graph_strdup(g, str);
+    return *slot;
+}
+
 pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain, const char *name,
                             const char *const *inputs, int ninputs,
                             const char *const *outputs, int noutputs,
@@ -290,8 +363,8 @@ pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain
         name = auto_name;
     }
     n->name = pp_graph_strdup(g, name);
-    n->op_type = pp_graph_strdup(g, op_type);
-    n->domain = pp_graph_strdup(g, domain && strcmp(domain, "ai.onnx") ? domain : "");
+    n->op_type = intern(g, op_type);
+    n->domain = intern(g, domain && strcmp(domain, "ai.onnx") ? domain : "");
     n->inputs = calloc((size_t)(ninputs ? ninputs : 1), sizeof *n->inputs);
     n->outputs = calloc((size_t)(noutputs ? noutputs : 1), sizeof *n->outputs);
     if (!n->name || !n->op_type || !n->domain || !n->inputs || !n->outputs) {

@@ -238,8 +238,12 @@ pp_status graph_link(pp_graph *g, pp_error *err)
 
 static pp_status check_ops(const pp_graph *g, pp_error *err)
 {
+    const char *ok_op = NULL, *ok_domain = NULL;   /* the last supported pair: nodes share interned strings */
     for (int i = 0; i < g->nnodes; i++) {
         const pp_node *n = &g->nodes[i];
+        if (n->op_type == ok_op && n->domain == ok_domain) continue;
+        ok_op = n->op_type;
+        ok_domain = n->domain;
         if (!pp_op_supported(n->domain, n->op_type))
             return pp_error_set(err, PP_ERR_UNSUPPORTED,
                                 "node '%s': op %s (domain '%s') is not supported; onnxpipe supports the ai.onnx "
@@ -261,9 +265,10 @@ void graph_mark_params(pp_graph *g)
         const pp_node *n = &g->nodes[i];
         for (int k = 0; k < n->ninputs; k++) {
             int in = n->inputs[k];
-            if (in < 0 || !pp_op_input_differentiable(n->op_type, k)) continue;
+            if (in < 0) continue;
             pp_value *v = &g->values[in];
-            if (v->init >= 0 && !v->folded && pp_dtype_is_float(v->dtype) && !v->is_param) {
+            if (v->init >= 0 && !v->folded && pp_dtype_is_float(v->dtype) && !v->is_param &&
+                pp_op_input_differentiable(n->op_type, k)) {
                 v->is_param = 1;
                 g->nparams += pp_shape_numel(&v->shape);
                 g->param_bytes += (int64_t)g->inits[v->init].t.nbytes;

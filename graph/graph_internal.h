@@ -16,20 +16,40 @@ typedef struct graph_mmap {
     size_t len;
 } graph_mmap;
 
+#define PP_INTERNED 64
+
 struct pp_graph_store {
     arena_block *arena;
     int node_cap, value_cap, init_cap, input_cap, output_cap, opset_cap;
-    /* open-addressing table: value name -> id + 1 (0 = empty); name_hash[id] is the
-     * hash of value id's name, compared before the strings */
-    int *name_slots;
+    /* open-addressing table: value name -> id; a slot holds the name and the high bits
+     * of its hash, compared before the strings (name NULL = empty); name_hash[id] is the
+     * full hash of value id's name, for rehashing */
+    struct name_slot {
+        const char *name;
+        uint32_t id, tag;
+    } *name_slots;
     int name_cap;
     uint64_t *name_hash;
+    const char *interned[PP_INTERNED];   /* op types and domains of nodes, by hash */
     graph_mmap *mmaps;
     int nmmaps, mmap_cap;
 };
 
 /* pp_graph_alloc without zeroing (for memory its user fills, e.g. protobuf-c's). */
 void *graph_alloc_uninit(pp_graph *g, size_t n);
+
+/* Empties g's arena for reuse, keeping its newest block: everything allocated is gone. */
+void graph_arena_reset(pp_graph *g);
+
+/* Makes room for at least this many nodes, values and initializers in all, so that
+ * building a large graph does not regrow and rehash. 0 if it could not (a hint only:
+ * the add_* calls still grow as needed). */
+int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits);
+
+/* Starts loading the name-table slot of the n-byte name (not NUL-terminated) into the
+ * cache, or with string = 1 (once the slot is cached) the name the slot points to, for a
+ * lookup soon after; no effect on results. */
+void graph_prefetch_name(const pp_graph *g, const void *name, size_t n, int string);
 
 /* Keeps an mmapped region alive until the graph is destroyed. */
 pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err);

@@ -1,9 +1,9 @@
-/* Reading an ONNX ModelProto (protobuf-c) into a pp_graph: opsets, nodes with their
- * attributes, value types, and initializers from raw_data, typed fields or mmapped
- * external data. Every malformed input becomes an error naming what is wrong. */
+/* Reading an ONNX ModelProto into a pp_graph: opsets, nodes with their attributes,
+ * value types, and initializers from raw_data, typed fields or mmapped external data.
+ * Elements are decoded one at a time (graph/load_wire.c, protobuf-c for the unusual
+ * ones). Every malformed input becomes an error naming what is wrong. */
 #include "graph_internal.h"
-
-#include <onnx/onnx.pb-c.h>
+#include "load_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,15 +22,23 @@ typedef struct ext_file {
     size_t len;             /* bytes */
 } ext_file;
 
-/* protobuf-c allocates the unpacked model from two arenas: small messages from a
- * scratch graph's arena, dropped after loading (no per-message free), and blocks of
- * BIG_ALLOC bytes or more (raw_data of large initializers) from the graph's own arena,
- * so those initializers keep their bytes without a copy. */
+/* protobuf-c allocates unpacked messages from two arenas: small ones from a scratch
+ * graph's arena (no per-message free; the model level lives until loading ends, one
+ * graph element only until the next is decoded), and blocks of BIG_ALLOC bytes or more
+ * (raw_data of large initializers) from the graph's own arena, so those initializers
+ * keep their bytes without a copy. */
 #define BIG_ALLOC (64 * 1024)
 
 typedef struct loader {
     pp_graph *g;
-    pp_graph *scratch;
+    pp_graph *scratch;      /* the model and graph messages */
+    pp_graph *elem;         /* the current element when decoding from the wire */
+    pp_graph *cur;          /* which of the two unpack_alloc uses */
+    ProtobufCAllocator alloc;
+    const char *what;       /* the file, for messages */
+    const Onnx__GraphProto *gp;   /* elements unpacked by protobuf-c, or NULL: */
+    wire_graph wg;                /* elements as wire spans */
+    int parse_failed;       /* an element did not parse: the message is final */
     const void **big;       /* blocks allocated in g's arena */
     int nbig, big_cap;
     int oom;
@@ -43,7 +51,7 @@ static void *unpack_alloc(void *data, size_t size)
 {
     loader *L = data;
     if (size < BIG_ALLOC) {
-        void *p = graph_alloc_uninit(L->scratch, size);   /* protobuf-c initialises what it unpacks */
+        void *p = graph_alloc_uninit(L->cur, size);   /* protobuf-c initialises what it unpacks */
         L->oom |= !p;
         return p;
     }
@@ -417,13 +425,102 @@ static pp_status check_name(const Onnx__ValueInfoProto *vi, const char *role, si
     return pp_error_set(err, PP_ERR_PARSE, "graph %s %zu has no name", role, i);
 }
 
+/* The graph's repeated fields. */
+typedef enum { EL_NODE, EL_INIT, EL_INPUT, EL_OUTPUT, EL_VALUE_INFO } el_kind;
+
+static size_t count(const loader *L, el_kind k)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    const wire_graph *w = &L->wg;
+    switch (k) {
+    case EL_NODE: return gp ? gp->n_node : w->n_node;
+    case EL_INIT: return gp ? gp->n_initializer : w->n_init;
+    case EL_INPUT: return gp ? gp->n_input : w->n_input;
+    case EL_OUTPUT: return gp ? gp->n_output : w->n_output;
+    default: return gp ? gp->n_value_info : w->n_value_info;
+    }
+}
+
+#define PREFETCH 8   /* elements ahead */
+
+static void prefetch_slot(void *g, wire_span name) { graph_prefetch_name(g, name.p, name.n, 0); }
+static void prefetch_string(void *g, wire_span name) { graph_prefetch_name(g, name.p, name.n, 1); }
+
+/* Element i of kind k; from the wire it is valid until the next call. NULL when it does
+ * not parse (L->oom tells whether memory ran out). */
+static const void *element(loader *L, el_kind k, size_t i)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    if (gp) {
+        const void *const *arr[] = {(const void *const *)gp->node, (const void *const *)gp->initializer,
+                                    (const void *const *)gp->input, (const void *const *)gp->output,
+                                    (const void *const *)gp->value_info};
+        return arr[k][i];
+    }
+    const wire_span *spans[] = {L->wg.node, L->wg.init, L->wg.input, L->wg.output, L->wg.value_info};
+    /* the names of later elements: slots 2 x PREFETCH ahead, their strings PREFETCH ahead
+     * (hides the name table's cache misses) */
+    uint32_t f1 = k == EL_INIT ? 8 : 1, f2 = k == EL_NODE ? 2 : 0;
+    if (i + 2 * PREFETCH < count(L, k)) wire_each_string(spans[k][i + 2 * PREFETCH], f1, f2, prefetch_slot, L->g);
+    if (i + PREFETCH < count(L, k)) wire_each_string(spans[k][i + PREFETCH], f1, f2, prefetch_string, L->g);
+    graph_arena_reset(L->elem);
+    L->cur = L->elem;
+    const void *e;
+    wire_span s;
+    switch (k) {
+    case EL_NODE:
+        s = L->wg.node[i];
+        if (!(e = wire_node(s, &L->alloc))) e = onnx__node_proto__unpack(&L->alloc, s.n, s.p);
+        break;
+    case EL_INIT:
+        s = L->wg.init[i];
+        if (!(e = wire_tensor(s, &L->alloc))) e = onnx__tensor_proto__unpack(&L->alloc, s.n, s.p);
+        break;
+    default:
+        s = k == EL_INPUT ? L->wg.input[i] : k == EL_OUTPUT ? L->wg.output[i] : L->wg.value_info[i];
+        if (!(e = wire_value_info(s, &L->alloc))) e = onnx__value_info_proto__unpack(&L->alloc, s.n, s.p);
+        break;
+    }
+    L->cur = L->scratch;
+    return e;
+}
+
+/* The message for a model that did not parse (the same wherever the fault lies). */
+static pp_status parse_error(loader *L, pp_error *err)
+{
+    L->parse_failed = 1;
+    return L->oom ? pp_error_set(err, PP_ERR_NOMEM, "out of memory reading '%s'", L->what)
+                  : pp_error_set(err, PP_ERR_PARSE, "'%s' is not a valid ONNX model (protobuf parse failed); "
+                                 "is it truncated?", L->what);
+}
+
+/* 1 if every element parses: a model that does not parse is reported as such before any
+ * other fault, as when protobuf-c unpacked it whole. */
+static int elements_parse(loader *L)
+{
+    for (el_kind k = EL_NODE; k <= EL_VALUE_INFO; k++)
+        for (size_t i = 0; i < count(L, k); i++)
+            if (!element(L, k, i)) return 0;
+    return 1;
+}
+
+#define ELEMENT(var, L, k, i)                          \
+    do {                                               \
+        if (!((var) = element((L), (k), (i)))) return parse_error((L), err); \
+    } while (0)
+
 static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err)
 {
     pp_graph *g = L->g;
     pp_dtype dt;
     pp_shape sh;
-    for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *tp = gp->initializer[i];
+    const Onnx__ValueInfoProto *vi;
+    /* about one new value per initializer, input, node and output */
+    graph_reserve(g, count(L, EL_NODE), count(L, EL_INIT) + count(L, EL_INPUT) + count(L, EL_NODE) +
+                  count(L, EL_OUTPUT), count(L, EL_INIT));
+    for (size_t i = 0; i < count(L, EL_INIT); i++) {
+        const Onnx__TensorProto *tp;
+        ELEMENT(tp, L, EL_INIT, i);
         if (!tp->name || !*tp->name) return pp_error_set(err, PP_ERR_PARSE, "initializer %zu has no name", i);
         pp_const_tensor t;
         char label[512];
@@ -433,25 +530,32 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
     }
     if (gp->n_sparse_initializer)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "sparse initializers are not supported");
-    for (size_t i = 0; i < gp->n_input; i++) {
-        PP_CHECK(check_name(gp->input[i], "input", i, err));
-        int v = pp_graph_find_value(g, gp->input[i]->name);
+    for (size_t i = 0; i < count(L, EL_INPUT); i++) {
+        ELEMENT(vi, L, EL_INPUT, i);
+        PP_CHECK(check_name(vi, "input", i, err));
+        int v = pp_graph_find_value(g, vi->name);
         if (v >= 0 && g->values[v].init >= 0) continue;   /* an initializer listed as input (IR < 4 style) */
-        PP_CHECK(load_type(L, gp->input[i], &dt, &sh, err));
-        PP_CHECK(pp_graph_add_input(g, gp->input[i]->name, dt, &sh, err));
+        PP_CHECK(load_type(L, vi, &dt, &sh, err));
+        PP_CHECK(pp_graph_add_input(g, vi->name, dt, &sh, err));
     }
-    for (size_t i = 0; i < gp->n_node; i++) PP_CHECK(load_node(L, gp->node[i], err));
-    for (size_t i = 0; i < gp->n_output; i++) {
-        PP_CHECK(check_name(gp->output[i], "output", i, err));
-        PP_CHECK(load_type(L, gp->output[i], &dt, &sh, err));
-        PP_CHECK(pp_graph_add_output(g, gp->output[i]->name, dt, sh.rank >= 0 ? &sh : NULL, err));
+    for (size_t i = 0; i < count(L, EL_NODE); i++) {
+        const Onnx__NodeProto *np;
+        ELEMENT(np, L, EL_NODE, i);
+        PP_CHECK(load_node(L, np, err));
+    }
+    for (size_t i = 0; i < count(L, EL_OUTPUT); i++) {
+        ELEMENT(vi, L, EL_OUTPUT, i);
+        PP_CHECK(check_name(vi, "output", i, err));
+        PP_CHECK(load_type(L, vi, &dt, &sh, err));
+        PP_CHECK(pp_graph_add_output(g, vi->name, dt, sh.rank >= 0 ? &sh : NULL, err));
     }
     /* value_info: types of intermediate values; inference recomputes and checks them */
-    for (size_t i = 0; i < gp->n_value_info; i++) {
-        PP_CHECK(check_name(gp->value_info[i], "value_info", i, err));
-        int v = pp_graph_find_value(g, gp->value_info[i]->name);
+    for (size_t i = 0; i < count(L, EL_VALUE_INFO); i++) {
+        ELEMENT(vi, L, EL_VALUE_INFO, i);
+        PP_CHECK(check_name(vi, "value_info", i, err));
+        int v = pp_graph_find_value(g, vi->name);
         if (v < 0 || g->values[v].init >= 0) continue;
-        PP_CHECK(load_type(L, gp->value_info[i], &dt, &sh, err));
+        PP_CHECK(load_type(L, vi, &dt, &sh, err));
         if (dt != PP_DTYPE_UNDEFINED) g->values[v].dtype = dt;
         if (sh.rank >= 0) g->values[v].shape = sh;
     }
@@ -478,47 +582,69 @@ static pp_status model_opset(const Onnx__ModelProto *m, int64_t *opset, pp_error
     return PP_OK;
 }
 
+/* Opsets, names and the graph, once the model-level messages are unpacked. */
+static pp_status load_parts(loader *L, const Onnx__ModelProto *m, const Onnx__GraphProto *gp, pp_error *err)
+{
+    int64_t opset;
+    PP_CHECK(model_opset(m, &opset, err));
+    L->g->name = pp_graph_strdup(L->g, str_or(gp->name, "graph"));
+    L->g->ir_version = m->has_ir_version ? m->ir_version : 8;
+    L->g->producer_name = pp_graph_strdup(L->g, str_or(m->producer_name, ""));
+    for (size_t i = 0; i < m->n_opset_import; i++)
+        PP_CHECK(pp_graph_add_opset(L->g, str_or(m->opset_import[i]->domain, ""), m->opset_import[i]->version,
+                                    err));
+    return load_graph(L, gp, err);
+}
+
 static pp_status load_model(const void *buf, size_t len, const char *base_dir, const char *what,
                             const pp_graph_options *opt, pp_graph **out, pp_error *err)
 {
     *out = NULL;
     if (len == 0) return pp_error_set(err, PP_ERR_PARSE, "'%s' is empty, not an ONNX model", what);
-    loader L = {.base_dir = base_dir};
+    loader L = {.base_dir = base_dir, .what = what};
     pp_status st = PP_OK;
-    int64_t opset;
+    uint8_t *rest = NULL;
+    size_t rest_len = 0;
     PP_CHECK_GOTO(pp_graph_create("graph", 0, &L.g, err), st, done);
     PP_CHECK_GOTO(pp_graph_create("unpack", 0, &L.scratch, err), st, done);
-    ProtobufCAllocator alloc = {unpack_alloc, unpack_free, &L};
-    const Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, len, buf);
-    if (!m) {
-        st = L.oom ? pp_error_set(err, PP_ERR_NOMEM, "out of memory reading '%s'", what)
-                   : pp_error_set(err, PP_ERR_PARSE, "'%s' is not a valid ONNX model (protobuf parse failed); "
-                                  "is it truncated?", what);
+    PP_CHECK_GOTO(pp_graph_create("element", 0, &L.elem, err), st, done);
+    L.cur = L.scratch;
+    L.alloc = (ProtobufCAllocator){unpack_alloc, unpack_free, &L};
+    /* the graph's elements stay on the wire until read; odd files are unpacked whole */
+    int split = wire_split_model(buf, len, &rest, &rest_len, &L.wg);
+    const Onnx__ModelProto *m = NULL;
+    const Onnx__GraphProto *gp = NULL;
+    if (split >= 0) m = onnx__model_proto__unpack(&L.alloc, split ? rest_len : len, split ? rest : buf);
+    if (m) gp = split ? onnx__graph_proto__unpack(&L.alloc, L.wg.rest_len, L.wg.rest) : m->graph;
+    L.oom |= split < 0;
+    if (!m || (split && !gp)) {
+        st = parse_error(&L, err);
         goto done;
     }
-    if (!m->graph) {
+    if (!gp) {
         st = pp_error_set(err, PP_ERR_PARSE, "'%s' holds no graph; is it an ONNX model?", what);
         goto done;
     }
-    PP_CHECK_GOTO(model_opset(m, &opset, err), st, fail);
-    L.g->name = pp_graph_strdup(L.g, str_or(m->graph->name, "graph"));
-    L.g->ir_version = m->has_ir_version ? m->ir_version : 8;
-    L.g->producer_name = pp_graph_strdup(L.g, str_or(m->producer_name, ""));
-    for (size_t i = 0; i < m->n_opset_import; i++)
-        PP_CHECK_GOTO(pp_graph_add_opset(L.g, str_or(m->opset_import[i]->domain, ""),
-                                         m->opset_import[i]->version, err), st, fail);
-    PP_CHECK_GOTO(load_graph(&L, m->graph, err), st, fail);
-    /* the unpacked model (in the scratch arena) is not needed by finalize */
+    L.gp = split ? NULL : gp;
+    st = load_parts(&L, m, gp, err);
+    if (st != PP_OK && !L.parse_failed && split && !elements_parse(&L)) st = parse_error(&L, err);
+    if (st != PP_OK) goto fail;
+    /* the unpacked messages (in the scratch arenas) are not needed by finalize */
     pp_graph_destroy(L.scratch);
-    L.scratch = NULL;
+    pp_graph_destroy(L.elem);
+    L.scratch = L.elem = NULL;
+    wire_graph_free(&L.wg);
     PP_CHECK_GOTO(pp_graph_finalize(L.g, opt, err), st, fail);
     *out = L.g;
     L.g = NULL;
 fail:
-    if (st != PP_OK) pp_error_prefix(err, "while loading '%s': ", what);
+    if (st != PP_OK && !L.parse_failed) pp_error_prefix(err, "while loading '%s': ", what);
 done:
     pp_graph_destroy(L.g);
     pp_graph_destroy(L.scratch);
+    pp_graph_destroy(L.elem);
+    wire_graph_free(&L.wg);
+    free(rest);
     free(L.big);
     free(L.files);
     return st;
