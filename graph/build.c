@@ -106,9 +106,9 @@ void pp_graph_destroy(pp_graph *g)
         }
         free(s->name_slots);
         free(s->name_hash);
+        free(s->consumers);
         free(s);
     }
-    for (int i = 0; i < g->nvalues; i++) free(g->values[i].consumers);
     for (int i = 0; i < g->nnodes; i++) {
         free(g->nodes[i].inputs);
         free(g->nodes[i].outputs);

@@ -23,8 +23,9 @@ static void compact_nodes(pp_graph *g)
 
 static pp_status link_values(pp_graph *g, pp_error *err)
 {
+    free(g->store->consumers);   /* every value's consumer list, in one block */
+    g->store->consumers = NULL;
     for (int v = 0; v < g->nvalues; v++) {
-        free(g->values[v].consumers);
         g->values[v].consumers = NULL;
         g->values[v].nconsumers = 0;
         g->values[v].producer = -1;
@@ -57,13 +58,17 @@ static pp_status link_values(pp_graph *g, pp_error *err)
             v->producer = i;
         }
     }
+    size_t total = 0;
+    for (int v = 0; v < g->nvalues; v++) total += (size_t)count[v];
+    int *block = g->store->consumers = malloc((total ? total : 1) * sizeof *block);
+    if (!block) {
+        free(count);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory linking graph");
+    }
     for (int v = 0; v < g->nvalues; v++) {
         if (!count[v]) continue;
-        g->values[v].consumers = malloc((size_t)count[v] * sizeof(int));
-        if (!g->values[v].consumers) {
-            free(count);
-            return pp_error_set(err, PP_ERR_NOMEM, "out of memory linking graph");
-        }
+        g->values[v].consumers = block;
+        block += count[v];
     }
     free(count);
     for (int i = 0; i < g->nnodes; i++) {

@@ -31,6 +31,7 @@ struct pp_graph_store {
     int name_cap;
     uint64_t *name_hash;
     const char *interned[PP_INTERNED];   /* op types and domains of nodes, by hash */
+    int *consumers;   /* the storage of every pp_value's consumers (graph_link) */
     graph_mmap *mmaps;
     int nmmaps, mmap_cap;
 };

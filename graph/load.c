@@ -1,9 +1,8 @@
 /* Reading an ONNX ModelProto into a pp_graph: opsets, nodes with their attributes,
- * value types, and initializers from raw_data, typed fields or mmapped external data.
- * Elements are decoded one at a time (graph/load_wire.c, protobuf-c for the unusual
- * ones). Every malformed input becomes an error naming what is wrong. */
-#include "graph_internal.h"
-#include "load_wire.h"
+ * value types and initializers (graph/load_tensor.c). Elements are decoded one at a
+ * time (graph/load_wire.c; protobuf-c for the unusual ones). Every malformed input
+ * becomes an error naming what is wrong. */
+#include "load_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,38 +13,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* One external-data file, mapped once however many initializers point into it. */
-typedef struct ext_file {
-    const char *location;   /* as written in the model */
-    const uint8_t *addr;    /* NULL for an empty file */
-    size_t len;             /* bytes */
-} ext_file;
-
-/* protobuf-c allocates unpacked messages from two arenas: small ones from a scratch
- * graph's arena (no per-message free; the model level lives until loading ends, one
- * graph element only until the next is decoded), and blocks of BIG_ALLOC bytes or more
- * (raw_data of large initializers) from the graph's own arena, so those initializers
- * keep their bytes without a copy. */
-#define BIG_ALLOC (64 * 1024)
-
-typedef struct loader {
-    pp_graph *g;
-    pp_graph *scratch;      /* the model and graph messages */
-    pp_graph *elem;         /* the current element when decoding from the wire */
-    pp_graph *cur;          /* which of the two unpack_alloc uses */
-    ProtobufCAllocator alloc;
-    const char *what;       /* the file, for messages */
-    const Onnx__GraphProto *gp;   /* elements unpacked by protobuf-c, or NULL: */
-    wire_graph wg;                /* elements as wire spans */
-    int parse_failed;       /* an element did not parse: the message is final */
-    const void **big;       /* blocks allocated in g's arena */
-    int nbig, big_cap;
-    int oom;
-    const char *base_dir;   /* directory external locations are relative to; may be NULL */
-    ext_file *files;
-    int nfiles, cap;
-} loader;
 
 static void *unpack_alloc(void *data, size_t size)
 {
@@ -70,246 +37,12 @@ static void *unpack_alloc(void *data, size_t size)
 
 static void unpack_free(void *data, void *p) { (void)data, (void)p; }   /* arenas free at once */
 
-/* 1 if p is a block unpack_alloc placed in the graph's arena. */
-static int in_graph_arena(const loader *L, const void *p)
-{
-    for (int i = L->nbig - 1; i >= 0; i--)
-        if (L->big[i] == p) return 1;
-    return 0;
-}
-
-static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
-
-/* ONNX elem_type -> pp_dtype; UNDEFINED for types we cannot hold (string, complex, float8). */
-static pp_dtype dtype_from_onnx(int64_t t)
-{
-    if (t <= 0 || t == PP_DTYPE_STRING || t > PP_DTYPE_BF16) return PP_DTYPE_UNDEFINED;
-    return pp_dtype_size((pp_dtype)t) ? (pp_dtype)t : PP_DTYPE_UNDEFINED;
-}
-
 /* A NUL-terminated copy of a protobuf bytes field, owned by the graph. */
 static char *graph_cstr(pp_graph *g, ProtobufCBinaryData b)
 {
     char *s = pp_graph_alloc(g, b.len + 1);
     if (s && b.len) memcpy(s, b.data, b.len);
     return s;
-}
-
-/* ---- external data ------------------------------------------------------ */
-
-/* Rejects absolute locations and any '..' component: external data stays beside the model. */
-static int location_is_safe(const char *loc)
-{
-    if (!*loc || loc[0] == '/') return 0;
-    for (const char *p = loc; *p;) {
-        const char *e = strchr(p, '/');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == 2 && p[0] == '.' && p[1] == '.') return 0;
-        p += n + (e ? 1 : 0);
-    }
-    return 1;
-}
-
-static pp_status map_external(loader *L, const char *init, const char *loc, const ext_file **out,
-                              pp_error *err)
-{
-    for (int i = 0; i < L->nfiles; i++)
-        if (!strcmp(L->files[i].location, loc)) {
-            *out = &L->files[i];
-            return PP_OK;
-        }
-    if (!location_is_safe(loc))
-        return pp_error_set(err, PP_ERR_PARSE,
-                            "%s: external data location '%s' is absolute or leaves the model's "
-                            "directory; it must be a relative path beside the model", init, loc);
-    if (!L->base_dir)
-        return pp_error_set(err, PP_ERR_INVALID_ARG,
-                            "%s has external data in '%s' but no base directory was given; "
-                            "load the model from its file or pass base_dir", init, loc);
-    size_t plen = strlen(L->base_dir) + strlen(loc) + 2;
-    char *path = malloc(plen);
-    if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
-    snprintf(path, plen, "%s/%s", L->base_dir, loc);
-    pp_status st = PP_OK;
-    struct stat sb;
-    void *addr = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        st = pp_error_set(err, PP_ERR_IO, "%s: cannot open external data file '%s': %s",
-                          init, path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = pp_error_set(err, PP_ERR_IO, "%s: external data '%s' is not a regular file", init, path);
-        goto done;
-    }
-    if (sb.st_size > 0) {
-        addr = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (addr == MAP_FAILED) {
-            st = pp_error_set(err, PP_ERR_IO, "%s: cannot mmap external data file '%s': %s",
-                              init, path, strerror(errno));
-            goto done;
-        }
-        if ((st = graph_keep_mmap(L->g, addr, (size_t)sb.st_size, err)) != PP_OK) {
-            munmap(addr, (size_t)sb.st_size);
-            goto done;
-        }
-    }
-    if (L->nfiles == L->cap) {
-        int cap = L->cap ? 2 * L->cap : 4;
-        ext_file *f = pp_realloc_array(L->files, (size_t)cap, sizeof *f);
-        if (!f) {
-            st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        L->files = f;
-        L->cap = cap;
-    }
-    ext_file *f = &L->files[L->nfiles];
-    *f = (ext_file){pp_graph_strdup(L->g, loc), addr, (size_t)sb.st_size};
-    if (!f->location) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    L->nfiles++;
-    *out = f;
-done:
-    if (fd >= 0) close(fd);
-    free(path);
-    return st;
-}
-
-/* Parses a decimal entry value (offset, length) of an external_data list. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || *s < '0' || *s > '9') return 0;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return 0;
-    *out = v;
-    return 1;
-}
-
-/* Points t->data into the mapped file (a copy only when the offset is misaligned for the dtype). */
-static pp_status load_external(loader *L, const Onnx__TensorProto *tp, const char *name,
-                               pp_const_tensor *t, pp_error *err)
-{
-    const char *loc = NULL;
-    uint64_t offset = 0, length = t->nbytes;
-    for (size_t i = 0; i < tp->n_external_data; i++) {
-        const char *k = tp->external_data[i]->key, *v = tp->external_data[i]->value;
-        if (!k) continue;
-        if (!strcmp(k, "location")) loc = v;
-        else if ((!strcmp(k, "offset") && !parse_u64(v, &offset)) || (!strcmp(k, "length") && !parse_u64(v, &length)))
-            return pp_error_set(err, PP_ERR_PARSE, "%s: external data %s '%s' is not a number",
-                                name, k, str_or(v, ""));
-    }
-    if (!loc || !*loc)
-        return pp_error_set(err, PP_ERR_PARSE, "%s has external data without a location", name);
-    if (length != t->nbytes)
-        return pp_error_set(err, PP_ERR_PARSE,
-                            "%s: external data in '%s' has length %llu, but its dtype and dims need %zu bytes",
-                            name, loc, (unsigned long long)length, t->nbytes);
-    const ext_file *f = NULL;
-    PP_CHECK(map_external(L, name, loc, &f, err));
-    if (offset > f->len || length > f->len - offset)
-        return pp_error_set(err, PP_ERR_PARSE,
-                            "%s: external data at offset %llu, length %llu lies beyond the end of '%s' (%zu "
-                            "bytes); is the data file truncated or from another model?",
-                            name, (unsigned long long)offset, (unsigned long long)length, loc, f->len);
-    const uint8_t *p = f->addr ? f->addr + offset : NULL;
-    t->data = p;
-    if (p && (uintptr_t)p % pp_dtype_size(t->dtype)) {
-        /* kernels read typed pointers; a misaligned tensor is copied once */
-        void *c = pp_graph_alloc(L->g, t->nbytes);
-        if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory copying %s", name);
-        memcpy(c, p, t->nbytes);
-        t->data = c;
-    }
-    return PP_OK;
-}
-
-/* ---- tensors ------------------------------------------------------------ */
-
-/* Typed-field data -> packed little-endian bytes of t->dtype (t->nbytes of them). */
-static pp_status load_typed(loader *L, const Onnx__TensorProto *tp, const char *name, int64_t numel,
-                            pp_const_tensor *t, pp_error *err)
-{
-    size_t n = 0, esize = pp_dtype_size(t->dtype);
-    const void *src = NULL;
-    size_t src_size = 0;   /* bytes per source element */
-    const char *field = NULL;
-    switch (t->dtype) {
-    case PP_DTYPE_F32: n = tp->n_float_data; src = tp->float_data; src_size = 4; field = "float_data"; break;
-    case PP_DTYPE_I64: n = tp->n_int64_data; src = tp->int64_data; src_size = 8; field = "int64_data"; break;
-    case PP_DTYPE_F64: n = tp->n_double_data; src = tp->double_data; src_size = 8; field = "double_data"; break;
-    case PP_DTYPE_U32:
-    case PP_DTYPE_U64: n = tp->n_uint64_data; src = tp->uint64_data; src_size = 8; field = "uint64_data"; break;
-    default:           n = tp->n_int32_data; src = tp->int32_data; src_size = 4; field = "int32_data"; break;
-    }
-    if (n != (size_t)numel)
-        return pp_error_set(err, PP_ERR_PARSE,
-                            "%s (%s): %zu values in %s for %lld elements; the data does not match "
-                            "the dims", name, pp_dtype_name(t->dtype), n, field, (long long)numel);
-    uint8_t *dst = pp_graph_alloc(L->g, t->nbytes);
-    if (!dst) return pp_error_set(err, PP_ERR_NOMEM, "out of memory loading %s", name);
-    if (esize == src_size) {
-        memcpy(dst, src, t->nbytes);
-    } else {
-        /* narrower types live in the low bytes of each 32/64-bit element (little-endian) */
-        for (size_t i = 0; i < n; i++) memcpy(dst + i * esize, (const uint8_t *)src + i * src_size, esize);
-    }
-    t->data = dst;
-    return PP_OK;
-}
-
-/* A TensorProto -> pp_const_tensor; `name` says which in messages ("initializer 'w'"). Data lives in the graph or an mmap. */
-static pp_status load_tensor(loader *L, const Onnx__TensorProto *tp, const char *name, pp_const_tensor *t,
-                             pp_error *err)
-{
-    memset(t, 0, sizeof *t);
-    int64_t dt = tp->has_data_type ? tp->data_type : 0;
-    t->dtype = dtype_from_onnx(dt);
-    if (t->dtype == PP_DTYPE_UNDEFINED)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s has data type %lld, which onnxpipe does "
-                            "not support (numeric tensors only)", name, (long long)dt);
-    if (tp->n_dims > PP_MAX_RANK)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s has rank %zu (at most %d supported)",
-                            name, tp->n_dims, PP_MAX_RANK);
-    if (tp->segment)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s is segmented, which is not supported", name);
-    size_t esize = pp_dtype_size(t->dtype);
-    int64_t numel = 1;
-    for (size_t i = 0; i < tp->n_dims; i++) {
-        int64_t d = tp->dims[i];
-        if (d < 0)
-            return pp_error_set(err, PP_ERR_PARSE, "%s has negative dim %lld", name, (long long)d);
-        if (d && numel > INT64_MAX / (int64_t)esize / d)
-            return pp_error_set(err, PP_ERR_PARSE, "%s: the product of its dims overflows", name);
-        numel *= d;
-    }
-    t->shape = pp_shape_make((int)tp->n_dims, tp->dims);
-    t->nbytes = (size_t)numel * esize;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return load_external(L, tp, name, t, err);
-    if (tp->has_raw_data) {
-        if (tp->raw_data.len != t->nbytes)
-            return pp_error_set(err, PP_ERR_PARSE,
-                                "%s (%s): %zu bytes of raw_data for %lld elements (%zu bytes); the "
-                                "data does not match the dims", name, pp_dtype_name(t->dtype), tp->raw_data.len,
-                                (long long)numel, t->nbytes);
-        if (in_graph_arena(L, tp->raw_data.data)) {   /* already graph memory: no copy */
-            t->data = tp->raw_data.data;
-            return PP_OK;
-        }
-        void *c = pp_graph_alloc(L->g, t->nbytes);
-        if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory loading %s", name);
-        if (t->nbytes) memcpy(c, tp->raw_data.data, t->nbytes);
-        t->data = c;
-        return PP_OK;
-    }
-    return load_typed(L, tp, name, numel, t, err);
 }
 
 /* ---- value types, attributes, nodes ------------------------------------- */
@@ -328,7 +61,7 @@ static pp_status load_type(loader *L, const Onnx__ValueInfoProto *vi, pp_dtype *
                             "sparse types are not supported)", name);
     const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
     if (tt->has_elem_type && tt->elem_type != 0) {
-        *dtype = dtype_from_onnx(tt->elem_type);
+        *dtype = load_dtype(tt->elem_type);
         if (*dtype == PP_DTYPE_UNDEFINED)
             return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' has data type %d, which onnxpipe does not "
                                 "support", name, (int)tt->elem_type);
@@ -409,7 +142,7 @@ static pp_status load_attr(loader *L, int node_id, const Onnx__AttributeProto *a
 static pp_status load_node(loader *L, const Onnx__NodeProto *np, pp_error *err)
 {
     if (np->n_input > INT_MAX || np->n_output > INT_MAX)
-        return pp_error_set(err, PP_ERR_PARSE, "node '%s' has too many inputs or outputs", str_or(np->name, ""));
+        return pp_error_set(err, PP_ERR_PARSE, "node '%s' has too many inputs or outputs", load_str_or(np->name, ""));
     int id;
     PP_CHECK(pp_graph_add_node(L->g, np->op_type, np->domain, np->name, (const char *const *)np->input,
                                (int)np->n_input, (const char *const *)np->output, (int)np->n_output, &id, err));
@@ -567,7 +300,7 @@ static pp_status model_opset(const Onnx__ModelProto *m, int64_t *opset, pp_error
 {
     *opset = -1;
     for (size_t i = 0; i < m->n_opset_import; i++) {
-        const char *d = str_or(m->opset_import[i]->domain, "");
+        const char *d = load_str_or(m->opset_import[i]->domain, "");
         if (!*d || !strcmp(d, "ai.onnx")) *opset = m->opset_import[i]->version;
     }
     if (*opset < 0)
@@ -587,11 +320,11 @@ static pp_status load_parts(loader *L, const Onnx__ModelProto *m, const Onnx__Gr
 {
     int64_t opset;
     PP_CHECK(model_opset(m, &opset, err));
-    L->g->name = pp_graph_strdup(L->g, str_or(gp->name, "graph"));
+    L->g->name = pp_graph_strdup(L->g, load_str_or(gp->name, "graph"));
     L->g->ir_version = m->has_ir_version ? m->ir_version : 8;
-    L->g->producer_name = pp_graph_strdup(L->g, str_or(m->producer_name, ""));
+    L->g->producer_name = pp_graph_strdup(L->g, load_str_or(m->producer_name, ""));
     for (size_t i = 0; i < m->n_opset_import; i++)
-        PP_CHECK(pp_graph_add_opset(L->g, str_or(m->opset_import[i]->domain, ""), m->opset_import[i]->version,
+        PP_CHECK(pp_graph_add_opset(L->g, load_str_or(m->opset_import[i]->domain, ""), m->opset_import[i]->version,
                                     err));
     return load_graph(L, gp, err);
 }
