@@ -149,6 +149,12 @@ pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error 
     return c->i->split(c, color, key, out, err);
 }
 
+pp_status pp_comm_check(pp_comm *c, pp_error *err)
+{
+    PP_CHECK(check_comm(c, "check", err));
+    return c->i->check ? c->i->check(c, err) : PP_OK;
+}
+
 void pp_comm_abort(pp_comm *c, int code)
 {
     if (c) c->i->abort(c, code);

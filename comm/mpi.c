@@ -341,6 +341,7 @@ static const pp_comm_i mpi_comm_i = {
     /* .split      = */ mpi_split,
     /* .abort      = */ mpi_abort,
     /* .destroy    = */ mpi_destroy,
+    /* .check      = */ NULL,
 };
 
 pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err)

@@ -3,10 +3,10 @@
  * recorded on the caller's compute stream, so the kernels that wrote a send buffer (or
  * last read a receive buffer) come first; a wait makes the compute stream wait on the
  * operation's event, so the host never blocks in the step and an all-reduce overlaps the
- * kernels queued after it. Sends and receives are held until the next wait, test or
- * collective and go out together in one ncclGroupStart/End, so "post both, then wait"
- * exchanges cannot deadlock. Timeouts and asynchronous errors are the watchdog's
- * (nccl_watch.c). */
+ * kernels queued after it. Operations are enqueued when they are posted, in the order
+ * posted: the schedule's lowering orders every rank's messages by one global key, which
+ * is what keeps NCCL's in-order streams from waiting on each other in a cycle. Timeouts
+ * and asynchronous errors are the watchdog's (nccl_watch.c). */
 #include "nccl_internal.h"
 
 #include <onnxpipe/comm_nccl.h>
@@ -17,11 +17,7 @@
 typedef struct nccl_req {
     cudaEvent_t done;
     const char *op;        /* "send", "recv", "allreduce", ... */
-    int peer;              /* p2p: communicator rank of the peer; collectives: -1 */
     size_t bytes;
-    void *buf;             /* p2p: device memory */
-    int enqueued;          /* 1: on the stream, done is recorded; -1: dropped by a failed flush */
-    struct nccl_req *next; /* in the pending list */
 } nccl_req;
 
 typedef enum { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER } coll_kind;
@@ -49,6 +45,13 @@ static pp_status nccl_fail(const pp_comm *c, ncclResult_t r, const char *what, p
                         ctx_of(c)->device, what, ncclGetErrorString(r));
 }
 
+/* Before the lock: a call after a failure fails at once (the watchdog may hold the lock
+ * inside a hung abort). */
+static pp_status refuse(pp_comm *c, const char *op, pp_error *err)
+{
+    return nccl_failed(ctx_of(c), op, err) ? PP_ERR_COMM : PP_OK;
+}
+
 /* Under the lock, before anything is enqueued: a live communicator on the right device,
  * whose stream waits for the kernels already queued on the compute stream. */
 static pp_status begin(pp_comm *c, const char *op, pp_error *err)
@@ -61,36 +64,32 @@ static pp_status begin(pp_comm *c, const char *op, pp_error *err)
     return e == cudaSuccess ? PP_OK : cuda_fail(c, e, "ordering the nccl stream after the compute stream", err);
 }
 
-/* Under the lock, after an enqueue: a failure leaves the communicators in an unknown
- * state, so they are all aborted (the job is lost). */
-static pp_status end(pp_status st, const pp_error *err)
+/* Under the lock, after the NCCL call: the request with its completion event, filed with
+ * the watchdog; then unlocks. A failure leaves the communicators in an unknown state, so
+ * they are all aborted (the job is lost). */
+static pp_status end(pp_comm *c, pp_status st, const char *op, size_t bytes, const char *what, nccl_req **req,
+                     pp_error *err)
 {
-    if (st != PP_OK) nccl_fail_all(err ? err->msg : "a NCCL call failed");
-    nccl_unlock();
-    return st;
-}
-
-/* Records q's completion event after what was just enqueued. */
-static pp_status record(pp_comm *c, nccl_req *q, pp_error *err)
-{
-    cudaError_t e = cudaEventRecord(q->done, ctx_of(c)->stream);
-    q->enqueued = e == cudaSuccess ? 1 : -1;
-    return e == cudaSuccess ? PP_OK : cuda_fail(c, e, "recording a completion event", err);
-}
-
-/* A request with an event (not yet recorded). */
-static pp_status new_req(pp_comm *c, const char *op, int peer, size_t bytes, void *buf, nccl_req **out, pp_error *err)
-{
-    nccl_req *q = pp_calloc(1, sizeof *q);
-    if (!q) return pp_error_set(err, PP_ERR_NOMEM, "rank %d: nccl %s: out of memory for the request", c->rank, op);
-    *q = (nccl_req){.op = op, .peer = peer, .bytes = bytes, .buf = buf};
-    cudaError_t e = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-        free(q);
-        return cuda_fail(c, e, "cudaEventCreate", err);
+    nccl_req *q = NULL;
+    if (st == PP_OK && !(q = pp_calloc(1, sizeof *q)))
+        st = pp_error_set(err, PP_ERR_NOMEM, "rank %d: nccl %s: out of memory for the request", c->rank, op);
+    cudaError_t e = cudaSuccess;
+    if (st == PP_OK) {
+        *q = (nccl_req){.op = op, .bytes = bytes};
+        e = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventRecord(q->done, ctx_of(c)->stream);
+        if (e != cudaSuccess) st = cuda_fail(c, e, "recording a completion event", err);
     }
-    *out = q;
-    return PP_OK;
+    if (st == PP_OK) st = nccl_watch_push(ctx_of(c), what, err);
+    if (st != PP_OK) {
+        if (q && q->done) cudaEventDestroy(q->done);
+        free(q);
+        q = NULL;
+        nccl_fail_all(err ? err->msg : "a NCCL call failed");
+    }
+    nccl_unlock();
+    *req = q;
+    return st;
 }
 
 static void free_req(nccl_req *q)
@@ -99,83 +98,45 @@ static void free_req(nccl_req *q)
     free(q);
 }
 
-/* "2 sends and 1 receive with rank 3 (12288 bytes)": a group as the watchdog names it. */
-static void describe_group(const nccl_req *list, char *out, size_t n)
+static pp_status p2p(pp_comm *c, int send, void *buf, size_t bytes, int peer, pp_request **req, pp_error *err)
 {
-    int sends = 0, recvs = 0, peer = list->peer;
-    size_t bytes = 0;
-    for (const nccl_req *q = list; q; q = q->next) {
-        *(q->op[0] == 's' ? &sends : &recvs) += 1;
-        bytes += q->bytes;
-        if (q->peer != peer) peer = -1;
-    }
-    char who[32] = "several ranks";
-    if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
-    snprintf(out, n, "%d send%s and %d receive%s with %s (%zu bytes)", sends, sends == 1 ? "" : "s", recvs,
-             recvs == 1 ? "" : "s", who, bytes);
-}
-
-/* Enqueues the held sends and receives as one group and records their events. */
-static pp_status flush(pp_comm *c, pp_error *err)
-{
+    const char *op = send ? "send" : "recv";
+    PP_CHECK(refuse(c, op, err));
     nccl_ctx *x = ctx_of(c);
-    if (!x->pending) return PP_OK;
-    nccl_req *list = x->pending;
-    x->pending = NULL;
-    x->pending_end = &x->pending;
     char what[96];
-    describe_group(list, what, sizeof what);
-    nccl_lock("ncclSend/ncclRecv group");
-    pp_status st = begin(c, list->op, err);
+    snprintf(what, sizeof what, "%s of %zu bytes %s rank %d", op, bytes, send ? "to" : "from", peer);
+    nccl_lock(send ? "ncclSend" : "ncclRecv");
+    pp_status st = begin(c, op, err);
     if (st == PP_OK) {
-        ncclResult_t r = ncclGroupStart();
-        for (nccl_req *q = list; q && r == ncclSuccess; q = q->next)
-            r = q->op[0] == 's' ? ncclSend(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream)
-                                : ncclRecv(q->buf, q->bytes, ncclUint8, q->peer, x->comm, x->stream);
-        ncclResult_t r2 = ncclGroupEnd();
-        if (r == ncclSuccess) r = r2;
-        if (r != ncclSuccess) st = nccl_fail(c, r, "ncclSend/ncclRecv group", err);
+        ncclResult_t r = send ? ncclSend(buf, bytes, ncclUint8, peer, x->comm, x->stream)
+                              : ncclRecv(buf, bytes, ncclUint8, peer, x->comm, x->stream);
+        if (r != ncclSuccess) st = nccl_fail(c, r, send ? "ncclSend" : "ncclRecv", err);
     }
-    for (nccl_req *q = list; q; q = q->next)
-        if (st != PP_OK || (st = record(c, q, err)) != PP_OK) q->enqueued = -1;
-    if (st == PP_OK) st = nccl_watch_push(x, what, err);
-    return end(st, err);
-}
-
-static pp_status post(pp_comm *c, const char *op, void *buf, size_t bytes, int peer, pp_request **req, pp_error *err)
-{
-    nccl_ctx *x = ctx_of(c);
-    if (nccl_failed(x, op, err)) return PP_ERR_COMM;
-    nccl_req *q = NULL;
-    PP_CHECK(new_req(c, op, peer, bytes, buf, &q, err));
-    *x->pending_end = q;
-    x->pending_end = &q->next;
-    *req = (pp_request *)q;
-    return PP_OK;
+    return end(c, st, op, bytes, what, (nccl_req **)req, err);
 }
 
 static pp_status nccl_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                             pp_error *err)
 {
     (void)tag;
-    return post(c, "send", (void *)buf, bytes, peer, req, err);
+    return p2p(c, 1, (void *)buf, bytes, peer, req, err);
 }
 
 static pp_status nccl_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err)
 {
     (void)tag;
-    return post(c, "recv", buf, bytes, peer, req, err);
+    return p2p(c, 0, buf, bytes, peer, req, err);
 }
 
-/* Enqueues one collective (after the held p2p) and returns its request. */
+/* Enqueues one collective and returns its request. */
 static pp_status collective(pp_comm *c, coll_kind kind, const void *in, void *out, size_t count, ncclDataType_t type,
                             int root, const char *op, size_t bytes, nccl_req **req, pp_error *err)
 {
-    PP_CHECK(flush(c, err));
+    PP_CHECK(refuse(c, op, err));
     nccl_ctx *x = ctx_of(c);
     char what[96];
     snprintf(what, sizeof what, "%s of %zu bytes over %d ranks", op, bytes, c->size);
-    nccl_lock(op);
+    nccl_lock(kind == COLL_ALLREDUCE ? "ncclAllReduce" : kind == COLL_BROADCAST ? "ncclBroadcast" : "ncclAllGather");
     pp_status st = begin(c, op, err);
     if (st == PP_OK) {
         ncclResult_t r = kind == COLL_ALLREDUCE ? ncclAllReduce(in, out, count, type, ncclSum, x->comm, x->stream)
@@ -183,22 +144,14 @@ static pp_status collective(pp_comm *c, coll_kind kind, const void *in, void *ou
                                                   : ncclAllGather(in, out, count, type, x->comm, x->stream);
         if (r != ncclSuccess) st = nccl_fail(c, r, op, err);
     }
-    *req = NULL;
-    if (st == PP_OK) st = new_req(c, op, -1, bytes, NULL, req, err);
-    if (st == PP_OK) st = record(c, *req, err);
-    if (st == PP_OK) st = nccl_watch_push(x, what, err);
-    if (st != PP_OK && *req) {
-        free_req(*req);
-        *req = NULL;
-    }
-    return end(st, err);
+    return end(c, st, op, bytes, what, req, err);
 }
 
 /* The compute stream waits for q (the host does not), then q is freed. */
-static pp_status order_compute_after(pp_comm *c, nccl_req *q, pp_error *err)
+static pp_status nccl_wait(pp_comm *c, pp_request *req, pp_error *err)
 {
-    pp_status st = q->enqueued ? PP_OK : flush(c, err);
-    if (st == PP_OK && nccl_failed(ctx_of(c), q->op, err)) st = PP_ERR_COMM;
+    nccl_req *q = (nccl_req *)req;
+    pp_status st = refuse(c, q->op, err);
     if (st == PP_OK) {
         cudaError_t e = cudaStreamWaitEvent(ctx_of(c)->compute, q->done, 0);
         if (e != cudaSuccess) st = cuda_fail(c, e, "ordering the compute stream after nccl", err);
@@ -207,20 +160,19 @@ static pp_status order_compute_after(pp_comm *c, nccl_req *q, pp_error *err)
     return st;
 }
 
-static pp_status nccl_wait(pp_comm *c, pp_request *req, pp_error *err)
-{
-    return order_compute_after(c, (nccl_req *)req, err);
-}
-
 static pp_status nccl_test(pp_comm *c, pp_request *req, int *done, pp_error *err)
 {
     nccl_req *q = (nccl_req *)req;
     *done = 0;
-    if (!q->enqueued) PP_CHECK(flush(c, err));
-    if (nccl_failed(ctx_of(c), q->op, err)) return PP_ERR_COMM;
+    PP_CHECK(refuse(c, q->op, err));
     cudaError_t e = cudaEventQuery(q->done);
     *done = e == cudaSuccess;
     return e == cudaSuccess || e == cudaErrorNotReady ? PP_OK : cuda_fail(c, e, q->op, err);
+}
+
+static pp_status nccl_check(pp_comm *c, pp_error *err)
+{
+    return refuse(c, "check after the step", err);
 }
 
 /* The blocking collectives (set-up and export, not the step) also wait on the host, up to
@@ -231,7 +183,7 @@ static pp_status host_wait(pp_comm *c, nccl_req *q, pp_error *err)
     for (;;) {
         int done = 0;
         pp_status st = nccl_test(c, (pp_request *)q, &done, err);
-        if (st != PP_OK || done) return st == PP_OK ? order_compute_after(c, q, err) : (free_req(q), st);
+        if (st != PP_OK || done) return st == PP_OK ? nccl_wait(c, (pp_request *)q, err) : (free_req(q), st);
         double waited = pp_now() - t0;
         if (waited > c->timeout) {
             pp_error_set(err, PP_ERR_TIMEOUT,
@@ -240,7 +192,9 @@ static pp_status host_wait(pp_comm *c, nccl_req *q, pp_error *err)
                          c->rank, waited, q->op, q->bytes, c->size, c->timeout);
             free_req(q);
             nccl_lock("aborting after a timeout");
-            return end(PP_ERR_TIMEOUT, err);
+            nccl_fail_all(err ? err->msg : "timeout");
+            nccl_unlock();
+            return PP_ERR_TIMEOUT;
         }
         comm_poll_pause(waited);
     }
@@ -297,13 +251,8 @@ static pp_status nccl_barrier(pp_comm *c, pp_error *err)
 static void nccl_destroy(pp_comm *c)
 {
     nccl_ctx *x = ctx_of(c);
-    nccl_watch_remove(x);
+    nccl_watch_remove(x);   /* and ncclCommDestroy, under the lock */
     cudaSetDevice(x->device);
-    for (nccl_req *q = x->pending, *n; q; q = n) {   /* posted, never waited for */
-        n = q->next;
-        free_req(q);
-    }
-    if (x->comm && !x->aborted) ncclCommDestroy(x->comm);
     for (int i = 0; i < NCCL_MAX_IN_FLIGHT; i++)
         if (x->flight[i].done) cudaEventDestroy(x->flight[i].done);
     if (x->ready) cudaEventDestroy(x->ready);
@@ -336,6 +285,7 @@ static const pp_comm_i nccl_comm_i = {
     /* .split      = */ nccl_split,
     /* .abort      = */ nccl_abort,
     /* .destroy    = */ nccl_destroy,
+    /* .check      = */ nccl_check,
 };
 
 /* Its own stream (highest priority, so transfers start while compute kernels queue), the
@@ -366,7 +316,6 @@ static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t com
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for a NCCL communicator");
     }
     *x = (nccl_ctx){.comm = nc, .compute = compute, .device = device, .owner = c, .boot = boot};
-    x->pending_end = &x->pending;
     pp_status st = PP_OK;
     ncclResult_t r = ncclCommUserRank(nc, &rank);
     if (r == ncclSuccess) r = ncclCommCount(nc, &size);
@@ -385,7 +334,8 @@ static pp_status wrap(ncclComm_t nc, pp_comm *boot, int device, cudaStream_t com
 
 static pp_status nccl_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err)
 {
-    PP_CHECK(flush(c, err));
+    *out = NULL;
+    PP_CHECK(refuse(c, "split", err));
     nccl_ctx *x = ctx_of(c);
     ncclComm_t sub = NULL;
     nccl_lock("ncclCommSplit");
@@ -394,8 +344,9 @@ static pp_status nccl_split(pp_comm *c, int color, int key, pp_comm **out, pp_er
         ncclResult_t r = ncclCommSplit(x->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, NULL);
         if (r != ncclSuccess) st = nccl_fail(c, r, "ncclCommSplit", err);
     }
-    PP_CHECK(end(st, err));
-    *out = NULL;
+    if (st != PP_OK) nccl_fail_all(err ? err->msg : "ncclCommSplit failed");
+    nccl_unlock();
+    PP_CHECK(st);
     return sub ? wrap(sub, x->boot, x->device, x->compute, c->timeout, out, err) : PP_OK;
 }
 

@@ -32,7 +32,6 @@ typedef struct nccl_ctx {
     float *scratch;        /* device, 1 element: the barrier's all-reduce */
     pp_comm *boot;         /* borrowed: ends the job when the watchdog must */
     int aborted;           /* ncclCommAbort was called: comm is gone (under the watch lock) */
-    struct nccl_req *pending, **pending_end;   /* p2p posted but not yet enqueued, in order */
     nccl_flight flight[NCCL_MAX_IN_FLIGHT];    /* ring, oldest at head (stream order) */
     int head, count;
     struct nccl_ctx *next_live;                /* the watchdog's list */
@@ -40,13 +39,14 @@ typedef struct nccl_ctx {
 
 /* The one lock around every NCCL call that uses a communicator (enqueue, split, destroy)
  * and the watchdog's scans and aborts: ncclCommAbort frees the communicator, so no other
- * call may be inside it then. `what` names the call for the watchdog's message should
- * it block (a split or group waits for its peers). */
+ * call may be inside it then. `what` (a string literal) names the call for the
+ * watchdog's message should it block (a split waits for its peers). */
 void nccl_lock(const char *what);
 void nccl_unlock(void);
 
-/* Registers x with the watchdog (starting its thread with the first) / removes it
- * (stopping the thread with the last). Called without the lock. */
+/* Registers x with the watchdog (starting its thread with the first) / removes it and
+ * destroys its NCCL communicator under the lock (stopping the thread with the last, which
+ * also forgets a failure: communicators made afterwards start clean). Without the lock. */
 pp_status nccl_watch_add(nccl_ctx *x, pp_error *err);
 void nccl_watch_remove(nccl_ctx *x);
 

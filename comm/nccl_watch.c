@@ -5,10 +5,14 @@
  * NCCL communicator of the process (the kernels waiting on them end, so the caller's next
  * stream synchronisation returns) and every later call fails with the first error. Should
  * the job still be alive LAST_RESORT_S seconds later (its thread stuck inside a NCCL call
- * that waits for a dead peer), the watchdog ends it with MPI_Abort. */
+ * that waits for a dead peer, or the abort itself hung), a reaper thread ends it with
+ * MPI_Abort; so does the watchdog when a NCCL call has held the lock longer than the
+ * timeout. An operation's time in flight counts from when the one before it on its stream
+ * finished, not from when it was queued, so work queued early never times out. */
 #include "nccl_internal.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +29,8 @@ static _Atomic double longest_timeout;    /* of the live communicators, for a ca
 
 static _Atomic int failed;                /* set after fail_msg is written */
 static char fail_msg[PP_ERROR_LEN];
-static double failed_at;
+static _Atomic int generation;            /* bumped when a failure is forgotten */
+static _Atomic int ended;                 /* end_job ran */
 
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;    /* the thread's start, sleep and stop */
 static pthread_cond_t ctl_cv = PTHREAD_COND_INITIALIZER;
@@ -53,12 +58,40 @@ int nccl_failed(const nccl_ctx *x, const char *op, pp_error *err)
     return 1;
 }
 
+static void end_job(const char *why)
+{
+    if (atomic_exchange(&ended, 1)) return;
+    pp_log(PP_LOG_ERROR, "%s; ending the job (MPI_Abort)", why);
+    pp_comm_mpi_abort_world(1);
+}
+
+/* Sleeps LAST_RESORT_S, then ends the job unless the failure it was started for has been
+ * forgotten (every communicator destroyed) or the process has ended meanwhile. */
+static void *reaper(void *arg)
+{
+    int gen = (int)(intptr_t)arg;
+    struct timespec ts = {(time_t)LAST_RESORT_S, 0};
+    while (nanosleep(&ts, &ts) != 0) continue;
+    if (atomic_load(&failed) && atomic_load(&generation) == gen) {
+        char why[PP_ERROR_LEN + 96];
+        snprintf(why, sizeof why, "%s; the job did not end within %g s after the NCCL communicators were aborted",
+                 fail_msg, LAST_RESORT_S);
+        end_job(why);
+    }
+    return NULL;
+}
+
 void nccl_fail_all(const char *msg)
 {
     if (!atomic_load(&failed)) {
         snprintf(fail_msg, sizeof fail_msg, "%s", msg);
-        failed_at = pp_now();
         atomic_store(&failed, 1);
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_create(&t, &attr, reaper, (void *)(intptr_t)atomic_load(&generation));
+        pthread_attr_destroy(&attr);
     }
     for (nccl_ctx *x = live; x; x = x->next_live)
         if (!x->aborted) {
@@ -67,8 +100,8 @@ void nccl_fail_all(const char *msg)
         }
 }
 
-/* Drops the finished operations at the head of x's ring; an error text for a stream
- * that failed. */
+/* Drops the finished operations at the head of x's ring (the next one's time in flight
+ * starts now); an error text for a stream that failed. */
 static const char *retire(nccl_ctx *x)
 {
     while (x->count) {
@@ -76,14 +109,18 @@ static const char *retire(nccl_ctx *x)
         if (e == cudaErrorNotReady) return NULL;
         if (e != cudaSuccess) return cudaGetErrorString(e);
         x->head = (x->head + 1) % NCCL_MAX_IN_FLIGHT;
-        x->count--;
+        if (--x->count) {
+            double now = pp_now();
+            nccl_flight *next = &x->flight[x->head];
+            if (next->since < now) next->since = now;
+        }
     }
     return NULL;
 }
 
 pp_status nccl_watch_push(nccl_ctx *x, const char *what, pp_error *err)
 {
-    for (double t0 = pp_now(); x->count == NCCL_MAX_IN_FLIGHT;) {
+    for (double t0 = pp_now();;) {
         const char *bad = retire(x);
         if (bad)
             return pp_error_set(err, PP_ERR_DEVICE, "rank %d: the nccl stream failed before %s: %s", x->owner->rank,
@@ -91,10 +128,9 @@ pp_status nccl_watch_push(nccl_ctx *x, const char *what, pp_error *err)
         if (x->count < NCCL_MAX_IN_FLIGHT) break;
         nccl_unlock();   /* let the watchdog judge the oldest operation meanwhile */
         comm_poll_pause(pp_now() - t0);
-        nccl_lock(what);
+        nccl_lock("waiting for a free slot of the in-flight ring");
         if (nccl_failed(x, what, err)) return PP_ERR_COMM;
     }
-    retire(x);
     nccl_flight *f = &x->flight[(x->head + x->count) % NCCL_MAX_IN_FLIGHT];
     cudaError_t e = cudaEventRecord(f->done, x->stream);
     if (e != cudaSuccess)
@@ -132,24 +168,9 @@ static void judge(nccl_ctx *x, double now, char *msg, size_t n)
                  ncclGetErrorString(r), ncclGetLastError(x->comm));
 }
 
-static void end_job(const char *why)
-{
-    pp_log(PP_LOG_ERROR, "%s; ending the job (MPI_Abort)", why);
-    pp_comm_mpi_abort_world(1);
-}
-
 static void scan(void)
 {
-    double now = pp_now();
-    if (atomic_load(&failed)) {
-        if (now - failed_at > LAST_RESORT_S) {
-            char why[PP_ERROR_LEN + 96];
-            snprintf(why, sizeof why, "%s; the job did not end within %g s after the NCCL communicators were aborted",
-                     fail_msg, LAST_RESORT_S);
-            end_job(why);
-        }
-        return;
-    }
+    if (atomic_load(&failed)) return;   /* the reaper has it */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_nsec += WATCH_PERIOD_NS * 5;
@@ -158,7 +179,7 @@ static void scan(void)
     if (pthread_mutex_timedlock(&nccl_mu, &deadline) != 0) {
         /* the job's thread is inside a NCCL call (a split or a group waiting for its peers) */
         const char *what = atomic_load(&busy_what);
-        double since = atomic_load(&busy_since), limit = atomic_load(&longest_timeout);
+        double now = pp_now(), since = atomic_load(&busy_since), limit = atomic_load(&longest_timeout);
         if (what && now - since > limit) {
             char why[PP_ERROR_LEN];
             snprintf(why, sizeof why, "%s has blocked for %.1f s (PP_COMM_TIMEOUT=%g s); is every rank alive?", what,
@@ -168,7 +189,11 @@ static void scan(void)
         return;
     }
     char msg[PP_ERROR_LEN] = "";
-    for (nccl_ctx *x = live; x && !msg[0]; x = x->next_live) judge(x, now, msg, sizeof msg);
+    double now = pp_now();
+    for (nccl_ctx *x = live; x && !msg[0]; x = x->next_live) {
+        if (x->owner->timeout > atomic_load(&longest_timeout)) atomic_store(&longest_timeout, x->owner->timeout);
+        judge(x, now, msg, sizeof msg);
+    }
     if (msg[0]) nccl_fail_all(msg);
     pthread_mutex_unlock(&nccl_mu);
 }
@@ -212,11 +237,17 @@ pp_status nccl_watch_add(nccl_ctx *x, pp_error *err)
 
 void nccl_watch_remove(nccl_ctx *x)
 {
-    nccl_lock("unregistering a communicator");
+    nccl_lock("ncclCommDestroy");
+    if (x->comm && !x->aborted) ncclCommDestroy(x->comm);
+    x->aborted = 1;
     nccl_ctx **p = &live;
     while (*p && *p != x) p = &(*p)->next_live;
     if (*p) *p = x->next_live;
     int last = !live;
+    if (last && atomic_load(&failed)) {
+        atomic_fetch_add(&generation, 1);
+        atomic_store(&failed, 0);
+    }
     nccl_unlock();
     if (!last) return;
     pthread_mutex_lock(&ctl_mu);

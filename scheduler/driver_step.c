@@ -99,6 +99,9 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
         if (pp_stage_check_grads(d->vs[i].s, step, &local) == PP_ERR_NUMERIC) bad = 1;
     double sums[3] = {d->loss_sum, bad, 0};
     PP_CHECK(local_sumsq(d, &sums[2], err));
+    /* the norm was read on the host, after every transfer of the step: did they all land? */
+    PP_CHECK(pp_comm_check(d->grid->world, err));
+    if (d->grid->dp_comm) PP_CHECK(pp_comm_check(d->grid->dp_comm, err));
     PP_CHECK(pp_comm_allreduce(d->cfg.control ? d->cfg.control : d->grid->world, sums, 3, PP_DTYPE_F64, err));
     d->wait_s += pp_now() - t0;
     stats->loss = sums[0];

@@ -49,6 +49,10 @@ typedef struct pp_comm_i {
     /* Ends the whole job (every rank of every communicator) with this exit code. */
     void (*abort)(pp_comm *c, int code);
     void (*destroy)(pp_comm *c);
+    /* NULL where every failure is reported by the call or wait it belongs to (MPI). NCCL:
+     * the error of an operation that failed on the device after its wait returned (the
+     * watchdog aborted it); call it after a host synchronisation that follows the waits. */
+    pp_status (*check)(pp_comm *c, pp_error *err);
 } pp_comm_i;
 
 struct pp_comm {
@@ -90,6 +94,9 @@ pp_status pp_comm_broadcast(pp_comm *c, void *buf, size_t bytes, int root, pp_er
 pp_status pp_comm_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err);
 pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
 pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
+/* The vtable's check (PP_OK where it has none): whether the operations already waited for
+ * really completed; a step calls it after the host synchronisation that ends it. */
+pp_status pp_comm_check(pp_comm *c, pp_error *err);
 void pp_comm_abort(pp_comm *c, int code);
 
 /* ---- the process grid ------------------------------------------------------- */
