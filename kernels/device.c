@@ -39,11 +39,11 @@ pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_e
     return ctors[kind](index, out, err);
 }
 
-pp_device_kind pp_device_auto(pp_error *why)
+pp_device_kind pp_device_auto(int index, pp_error *why)
 {
     pp_device *d = NULL;
     pp_error e = {0};
-    if (pp_device_create(PP_DEVICE_CUDA, 0, &d, &e) == PP_OK) {
+    if (pp_device_create(PP_DEVICE_CUDA, index, &d, &e) == PP_OK) {
         pp_device_destroy(d);
         return PP_DEVICE_CUDA;
     }
@@ -51,9 +51,9 @@ pp_device_kind pp_device_auto(pp_error *why)
     return PP_DEVICE_CPU;
 }
 
-pp_status pp_device_choose(const char *name, pp_device_kind *kind, pp_error *why, pp_error *err)
+pp_status pp_device_choose(const char *name, int index, pp_device_kind *kind, pp_error *why, pp_error *err)
 {
-    if (!name || !strcmp(name, "auto")) *kind = pp_device_auto(why);
+    if (!name || !strcmp(name, "auto")) *kind = pp_device_auto(index, why);
     else if (!strcmp(name, "cpu")) *kind = PP_DEVICE_CPU;
     else if (!strcmp(name, "cuda")) *kind = PP_DEVICE_CUDA;
     else return pp_error_set(err, PP_ERR_INVALID_ARG, "--device '%s': use auto, cpu or cuda", name);

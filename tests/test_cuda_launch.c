@@ -529,7 +529,7 @@ static void test_device_fallback(void **state)
     pp_error err = {0}, why = {0};
     pp_device *d = NULL;
     pp_status st = pp_device_create(PP_DEVICE_CUDA, 0, &d, &err);
-    pp_device_kind k = pp_device_auto(&why);
+    pp_device_kind k = pp_device_auto(0, &why);
     if (st == PP_OK) {
         assert_int_equal(k, PP_DEVICE_CUDA);
         pp_device_destroy(d);

@@ -23,7 +23,7 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
     PP_CHECK_GOTO(pp_graph_load(cfg->model, &gopt, &g, err), st, done);
     PP_CHECK_GOTO(pp_partition_create(g, 1, NULL, &part, err), st, done);
     pp_device_kind kind;
-    PP_CHECK_GOTO(pp_device_choose(cfg->device, &kind, NULL, err), st, done);
+    PP_CHECK_GOTO(pp_device_choose(cfg->device, 0, &kind, NULL, err), st, done);
     PP_CHECK_GOTO(pp_device_create(kind, 0, &dev, err), st, done);
     pp_stage_options so = {.slots = 1, .microbatch = cfg->batch, .global_batch = cfg->batch};
     PP_CHECK_GOTO(pp_stage_create(part, 0, dev, &so, &s, err), st, done);

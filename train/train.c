@@ -227,22 +227,18 @@ static pp_status open_device(run *r, pp_error *err)
 static pp_status choose_device(run *r, pp_error *err)
 {
     const char *name = r->cfg->device;
-    PP_CHECK(pp_device_choose(name, &r->kind, &r->device_note, err));
-    if ((name && strcmp(name, "auto")) || r->world->size == 1) return PP_OK;
-    pp_comm *node = NULL;
-    PP_CHECK(pp_comm_mpi_node(r->world, &node, err));
-    int local = node->rank, nlocal = node->size;
-    pp_comm_destroy(node);
-    if (r->kind == PP_DEVICE_CUDA) {
-        pp_device *d = NULL;
-        pp_error why = {0};
-        if (pp_device_create(PP_DEVICE_CUDA, local, &d, &why) != PP_OK) {
-            r->kind = PP_DEVICE_CPU;
-            pp_error_set(&r->device_note, PP_ERR_DEVICE, "rank %d is rank %d of %d on its host and has no GPU %d: %s",
-                         r->world->rank, local, nlocal, local, why.msg);
-        }
-        pp_device_destroy(d);
+    int is_auto = !name || !strcmp(name, "auto"), local = 0, nlocal = 1;
+    if (is_auto && r->world->size > 1) {
+        pp_comm *node = NULL;
+        PP_CHECK(pp_comm_mpi_node(r->world, &node, err));
+        local = node->rank, nlocal = node->size;
+        pp_comm_destroy(node);
     }
+    PP_CHECK(pp_device_choose(name, local, &r->kind, &r->device_note, err));
+    if (!is_auto || r->world->size == 1) return PP_OK;
+    if (r->kind == PP_DEVICE_CPU && local > 0)
+        pp_error_prefix(&r->device_note, "rank %d, rank %d of %d on its host, has no GPU %d: ", r->world->rank, local,
+                        nlocal, local);
     double gpus = r->kind == PP_DEVICE_CUDA;
     PP_CHECK(pp_comm_allreduce(r->world, &gpus, 1, PP_DTYPE_F64, err));
     if (r->kind == PP_DEVICE_CUDA && gpus < r->world->size) {
