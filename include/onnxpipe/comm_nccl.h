@@ -22,10 +22,11 @@ extern "C" {
  *   through compute_stream (pp_device_copy_to_host does). test() asks without waiting.
  *   broadcast, allgather and barrier also wait on the host, up to boot->timeout.
  * Tags are ignored (see comm.h): the sends to a peer must be posted in the order that
- * peer posts its receives. isend/irecv are held until the next wait, test or collective
- * on the communicator and then enqueued as one NCCL group, so a rank may post its sends
- * and receives of a step in any order before waiting; their buffers must stay valid until
- * the operation has completed on the device. A watchdog thread (comm/nccl_watch.c) polls
+ * peer posts its receives. Each operation is enqueued when posted and NCCL's streams run
+ * in order, so a receive blocks the operations posted after it on its communicator until
+ * its send arrives: ranks must post their messages in one global order (the schedule's
+ * lowering does). Buffers must stay valid until the operation has completed on the
+ * device. check() reports a failure that came after a wait. A watchdog thread (comm/nccl_watch.c) polls
  * every live communicator's oldest operation and ncclCommGetAsyncError; on an error, or an
  * operation in flight longer than the communicator's timeout, it aborts every NCCL
  * communicator of the process (ncclCommAbort) and every later call fails with that error;
