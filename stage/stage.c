@@ -137,8 +137,10 @@ pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err)
 
 pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err)
 {
+    int64_t bad = -1;   /* one scan (one device sync); per parameter only to name the culprit */
+    PP_CHECK(pp_kernel_find_nonfinite(s->dev, s->grad_buf, s->param_elems, &bad, err));
+    if (bad < 0) return PP_OK;
     for (int i = 0; i < s->nparams; i++) {
-        int64_t bad;
         PP_CHECK(pp_kernel_find_nonfinite(s->dev, s->grad_buf + s->params[i].offset, s->params[i].numel, &bad, err));
         if (bad < 0) continue;
         const char *reader = "?", *op = "?";   /* the first node that reads the parameter */
