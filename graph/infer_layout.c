@@ -269,18 +269,7 @@ pp_status infer_slice_plan(const infer_ctx *c, const pp_node *n, const pp_shape 
             out->dims[ax] = -1;
             continue;
         }
-        if (s < 0) s += d;
-        if (e < 0) e = e < INT64_MIN + d ? -1 : e + d;
-        if (st > 0) {
-            s = clamp(s, 0, d);
-            e = clamp(e, 0, d);
-        } else {
-            s = clamp(s, 0, d - 1);
-            e = clamp(e, -1, d - 1);
-        }
-        int64_t span = st > 0 ? e - s : s - e, mag = st > 0 ? st : -st;
-        out->dims[ax] = span > 0 ? (span - 1) / mag + 1 : 0;
-        start[ax] = s;
+        out->dims[ax] = pp_slice_axis(d, s, e, st, &start[ax]);
         step[ax] = st;
     }
     return PP_OK;

@@ -86,6 +86,25 @@ pp_status pp_attr_string(const pp_attr *attrs, int nattrs, const char *name, con
 pp_status pp_attr_ints(const pp_attr *attrs, int nattrs, const char *name,
                        const int64_t **out, int *n, const char *node, pp_error *err);
 
+/* One axis of an ONNX Slice of a dim of size dim (step != 0, negative steps included):
+ * start and end made non-negative and clamped as the spec says; *first is the first index
+ * taken, the result the count of elements. Shape inference and the cpu and cuda kernels
+ * all slice with it. */
+static inline int64_t pp_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first)
+{
+    *first = 0;
+    if (dim <= 0) return 0;
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    const int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
+    start = start < 0 ? 0 : start > hi ? hi : start;
+    end = end < lo ? lo : end > hi ? hi : end;
+    *first = start;
+    const int64_t span = step > 0 ? end - start : start - end;
+    if (span <= 0) return 0;
+    return step == INT64_MIN ? 1 : (span - 1) / (step > 0 ? step : -step) + 1;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,19 +46,7 @@ static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp
         PP_CHECK(nn_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
         const int64_t dim = x->dims[ax], st = nt >= 0 ? steps[i] : 1;
         if (st == 0) return nn_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
-        int64_t s = starts[i], e = ends[i];
-        if (s < 0) s += dim;
-        if (e < 0) e += dim;
-        if (st > 0) {
-            s = s < 0 ? 0 : s > dim ? dim : s;
-            e = e < 0 ? 0 : e > dim ? dim : e;
-            count[ax] = e > s ? (e - s + st - 1) / st : 0;
-        } else {
-            s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
-            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-            count[ax] = s > e ? (s - e - st - 1) / -st : 0;
-        }
-        start[ax] = s;
+        count[ax] = pp_slice_axis(dim, starts[i], ends[i], st, &start[ax]);
         step[ax] = st;
     }
     if (y->rank != x->rank)

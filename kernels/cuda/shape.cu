@@ -151,17 +151,7 @@ static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp
         if (ax < 0 || ax >= x->rank) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range", (long long)ax);
         const int64_t n = x->dims[ax], stp = nst >= 0 ? steps[i] : 1;
         if (stp == 0) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "step 0 on axis %lld", (long long)ax);
-        int64_t b = starts[i] < 0 ? starts[i] + n : starts[i], e = ends[i] < 0 ? ends[i] + n : ends[i];
-        if (stp > 0) {
-            b = b < 0 ? 0 : b > n ? n : b;
-            e = e < 0 ? 0 : e > n ? n : e;
-            count[ax] = e > b ? (e - b + stp - 1) / stp : 0;
-        } else {
-            b = b < 0 ? 0 : b > n - 1 ? n - 1 : b;
-            e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
-            count[ax] = b > e ? (b - e - stp - 1) / -stp : 0;
-        }
-        first[ax] = b;
+        count[ax] = pp_slice_axis(n, starts[i], ends[i], stp, &first[ax]);
         step[ax] = stp;
     }
     *base = 0;
