@@ -137,7 +137,8 @@ pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err)
     return PP_OK;
 }
 
-/* Grows *arr (of `size`-byte items, *cap slots) to hold `need` items. */
+/* Grows *arr (of `size`-byte items, *cap slots) to hold `need` items. The new slots are
+ * not zeroed: every add_* call fills the item it appends. */
 static int grow(void **arr, int *cap, int need, size_t size)
 {
     if (need <= *cap) return 1;
@@ -146,7 +147,6 @@ static int grow(void **arr, int *cap, int need, size_t size)
     void *p = pp_realloc_array(*arr, (size_t)c, size);
     if (!p) return 0;
     advise_huge(p, (size_t)c * size);
-    memset((char *)p + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
     *arr = p;
     *cap = c;
     return 1;

@@ -242,6 +242,20 @@ static int elements_parse(loader *L)
         if (!((var) = element((L), (k), (i)))) return parse_error((L), err); \
     } while (0)
 
+/* "initializer '<name>'" in buf[cap], cut as snprintf cuts it (without its cost per
+ * initializer). */
+static const char *init_label(char *buf, size_t cap, const char *name)
+{
+    static const char head[] = "initializer '";
+    size_t h = sizeof head - 1, n = strlen(name), total = h + n + 1;
+    size_t len = total < cap ? total : cap - 1;   /* cap > h */
+    memcpy(buf, head, h);
+    memcpy(buf + h, name, len - h < n ? len - h : n);
+    if (len == total) buf[len - 1] = '\'';
+    buf[len] = '\0';
+    return buf;
+}
+
 static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err)
 {
     pp_graph *g = L->g;
@@ -257,8 +271,7 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
         if (!tp->name || !*tp->name) return pp_error_set(err, PP_ERR_PARSE, "initializer %zu has no name", i);
         pp_const_tensor t;
         char label[512];
-        snprintf(label, sizeof label, "initializer '%s'", tp->name);
-        PP_CHECK(load_tensor(L, tp, label, &t, err));
+        PP_CHECK(load_tensor(L, tp, init_label(label, sizeof label, tp->name), &t, err));
         PP_CHECK(pp_graph_add_initializer(g, tp->name, t.dtype, &t.shape, t.data, t.nbytes, 0, err));
     }
     if (gp->n_sparse_initializer)
