@@ -109,11 +109,7 @@ void pp_graph_destroy(pp_graph *g)
         free(s->consumers);
         free(s);
     }
-    for (int i = 0; i < g->nnodes; i++) {
-        free(g->nodes[i].inputs);
-        free(g->nodes[i].outputs);
-        free(g->nodes[i].attrs);
-    }
+    for (int i = 0; i < g->nnodes; i++) free(g->nodes[i].attrs);   /* inputs, outputs: arena */
     free(g->nodes);
     free(g->values);
     free(g->inits);
@@ -365,29 +361,23 @@ pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain
     n->name = pp_graph_strdup(g, name);
     n->op_type = intern(g, op_type);
     n->domain = intern(g, domain && strcmp(domain, "ai.onnx") ? domain : "");
-    n->inputs = calloc((size_t)(ninputs ? ninputs : 1), sizeof *n->inputs);
-    n->outputs = calloc((size_t)(noutputs ? noutputs : 1), sizeof *n->outputs);
-    if (!n->name || !n->op_type || !n->domain || !n->inputs || !n->outputs) {
-        free(n->inputs);
-        free(n->outputs);
-        goto oom;
-    }
+    /* the input and output ids, in the arena */
+    n->inputs = graph_alloc_uninit(g, ((size_t)ninputs + (size_t)noutputs + 1) * sizeof *n->inputs);
+    if (!n->name || !n->op_type || !n->domain || !n->inputs) goto oom;
+    n->outputs = n->inputs + ninputs;
     for (int i = 0; i < ninputs; i++) {
         n->inputs[i] = (inputs[i] && *inputs[i]) ? pp_graph_value(g, inputs[i]) : -1;
-        if (inputs[i] && *inputs[i] && n->inputs[i] < 0) goto oom_node;
+        if (inputs[i] && *inputs[i] && n->inputs[i] < 0) goto oom;
     }
     for (int i = 0; i < noutputs; i++) {
         n->outputs[i] = (outputs[i] && *outputs[i]) ? pp_graph_value(g, outputs[i]) : -1;
-        if (outputs[i] && *outputs[i] && n->outputs[i] < 0) goto oom_node;
+        if (outputs[i] && *outputs[i] && n->outputs[i] < 0) goto oom;
     }
     n->ninputs = ninputs;
     n->noutputs = noutputs;
     if (node_id) *node_id = g->nnodes;
     g->nnodes++;
     return PP_OK;
-oom_node:
-    free(n->inputs);
-    free(n->outputs);
 oom:
     return pp_error_set(err, PP_ERR_NOMEM, "out of memory adding node '%s'", name ? name : op_type);
 }

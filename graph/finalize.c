@@ -12,11 +12,7 @@ static void compact_nodes(pp_graph *g)
     int k = 0;
     for (int i = 0; i < g->nnodes; i++) {
         if (g->nodes[i].op_type) g->nodes[k++] = g->nodes[i];
-        else {
-            free(g->nodes[i].inputs);
-            free(g->nodes[i].outputs);
-            free(g->nodes[i].attrs);
-        }
+        else free(g->nodes[i].attrs);   /* inputs and outputs live in the arena */
     }
     g->nnodes = k;
 }
