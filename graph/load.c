@@ -198,19 +198,16 @@ static const void *element(loader *L, el_kind k, size_t i)
     if (i + PREFETCH < count(L, k)) wire_each_string(spans[k][i + PREFETCH], f1, f2, prefetch_string, L->g);
     graph_arena_reset(L->elem);
     L->cur = L->elem;
+    wire_span s = spans[k][i];
     const void *e;
-    wire_span s;
     switch (k) {
     case EL_NODE:
-        s = L->wg.node[i];
         if (!(e = wire_node(s, &L->alloc))) e = onnx__node_proto__unpack(&L->alloc, s.n, s.p);
         break;
     case EL_INIT:
-        s = L->wg.init[i];
         if (!(e = wire_tensor(s, &L->alloc))) e = onnx__tensor_proto__unpack(&L->alloc, s.n, s.p);
         break;
     default:
-        s = k == EL_INPUT ? L->wg.input[i] : k == EL_OUTPUT ? L->wg.output[i] : L->wg.value_info[i];
         if (!(e = wire_value_info(s, &L->alloc))) e = onnx__value_info_proto__unpack(&L->alloc, s.n, s.p);
         break;
     }
@@ -237,9 +234,10 @@ static int elements_parse(loader *L)
     return 1;
 }
 
-#define ELEMENT(var, L, k, i)                          \
-    do {                                               \
-        if (!((var) = element((L), (k), (i)))) return parse_error((L), err); \
+/* var = element i of kind k, or return the parse error (in load_graph). */
+#define ELEMENT(var, L, k, i)                                                    \
+    do {                                                                         \
+        if (!((var) = element((L), (k), (i)))) return parse_error((L), err);     \
     } while (0)
 
 /* "initializer '<name>'" in buf[cap], cut as snprintf cuts it (without its cost per
