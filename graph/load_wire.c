@@ -171,63 +171,71 @@ static char *string(ProtobufCAllocator *a, wire_span s)
     return c;
 }
 
+/* A NUL-terminated copy of s at *dst, which moves past it. */
+static char *put_string(char **dst, wire_span s)
+{
+    char *c = *dst;
+    memcpy(c, s.p, s.n);
+    c[s.n] = '\0';
+    *dst += s.n + 1;
+    return c;
+}
+
 Onnx__NodeProto *wire_node(wire_span s, ProtobufCAllocator *a)
 {
     reader r = {s.p, s.p + s.n};
     field f;
     int k;
-    size_t nin = 0, nout = 0;
+    size_t nin = 0, nout = 0, bytes = 0;
     while ((k = next_field(&r, &f)) > 0) {
         if (f.type != 2 || (f.num != 1 && f.num != 2 && f.num != 3 && f.num != 4 && f.num != 6 && f.num != 7))
             return NULL;   /* attributes and anything else: protobuf-c */
         nin += f.num == 1;
         nout += f.num == 2;
+        bytes += f.num == 6 ? 0 : f.s.n + 1;   /* doc_string is not read */
     }
     if (k < 0) return NULL;
-    Onnx__NodeProto *n = alloc(a, sizeof *n);
+    /* one block: the node, its input and output pointers, the strings */
+    Onnx__NodeProto *n = alloc(a, sizeof *n + (nin + nout) * sizeof(char *) + bytes);
     if (!n) return NULL;
     onnx__node_proto__init(n);
-    if ((nin && !(n->input = alloc(a, nin * sizeof *n->input))) ||
-        (nout && !(n->output = alloc(a, nout * sizeof *n->output))))
-        return NULL;
+    char **ptrs = (char **)(n + 1), *str = (char *)(ptrs + nin + nout);
+    if (nin) n->input = ptrs;
+    if (nout) n->output = ptrs + nin;
     r = (reader){s.p, s.p + s.n};
     while (next_field(&r, &f) > 0) {
-        char *str = f.num == 6 ? NULL : string(a, f.s);   /* doc_string is not read */
-        if (f.num != 6 && !str) return NULL;
         switch (f.num) {
-        case 1: n->input[n->n_input++] = str; break;
-        case 2: n->output[n->n_output++] = str; break;
-        case 3: n->name = str; break;
-        case 4: n->op_type = str; break;
-        case 7: n->domain = str; break;
+        case 1: n->input[n->n_input++] = put_string(&str, f.s); break;
+        case 2: n->output[n->n_output++] = put_string(&str, f.s); break;
+        case 3: n->name = put_string(&str, f.s); break;
+        case 4: n->op_type = put_string(&str, f.s); break;
+        case 7: n->domain = put_string(&str, f.s); break;
         default: break;
         }
     }
     return n;
 }
 
-/* TensorShapeProto.Dimension: dim_value or dim_param, nothing else. */
-static Onnx__TensorShapeProto__Dimension *dimension(wire_span s, ProtobufCAllocator *a)
+/* TensorShapeProto.Dimension into d: dim_value or dim_param, nothing else. */
+static int dimension(wire_span s, ProtobufCAllocator *a, Onnx__TensorShapeProto__Dimension *d)
 {
     reader r = {s.p, s.p + s.n};
     field f;
     int k, seen = 0;
-    Onnx__TensorShapeProto__Dimension *d = alloc(a, sizeof *d);
-    if (!d) return NULL;
     onnx__tensor_shape_proto__dimension__init(d);
     while ((k = next_field(&r, &f)) > 0) {
-        if (seen++) return NULL;
+        if (seen++) return 0;
         if (f.num == 1 && f.type == 0) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
             d->dim_value = (int64_t)f.v;
         } else if (f.num == 2 && f.type == 2) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-            if (!(d->dim_param = string(a, f.s))) return NULL;
+            if (!(d->dim_param = string(a, f.s))) return 0;
         } else {
-            return NULL;
+            return 0;
         }
     }
-    return k < 0 ? NULL : d;
+    return k == 0;
 }
 
 static Onnx__TensorShapeProto *shape(wire_span s, ProtobufCAllocator *a)
@@ -240,13 +248,20 @@ static Onnx__TensorShapeProto *shape(wire_span s, ProtobufCAllocator *a)
         if (f.num != 1 || f.type != 2) return NULL;
         ndim++;
     }
-    Onnx__TensorShapeProto *sh = alloc(a, sizeof *sh);
-    if (k < 0 || !sh) return NULL;
+    if (k < 0) return NULL;
+    /* one block: the shape, its dim pointers, the dims */
+    Onnx__TensorShapeProto *sh = alloc(a, sizeof *sh + ndim * (sizeof *sh->dim + sizeof **sh->dim));
+    if (!sh) return NULL;
     onnx__tensor_shape_proto__init(sh);
-    if (ndim && !(sh->dim = alloc(a, ndim * sizeof *sh->dim))) return NULL;
+    Onnx__TensorShapeProto__Dimension **ptrs = (Onnx__TensorShapeProto__Dimension **)(sh + 1);
+    Onnx__TensorShapeProto__Dimension *dims = (Onnx__TensorShapeProto__Dimension *)(ptrs + ndim);
+    if (ndim) sh->dim = ptrs;
     r = (reader){s.p, s.p + s.n};
-    while (next_field(&r, &f) > 0)
-        if (!(sh->dim[sh->n_dim++] = dimension(f.s, a))) return NULL;
+    while (next_field(&r, &f) > 0) {
+        if (!dimension(f.s, a, &dims[sh->n_dim])) return NULL;
+        sh->dim[sh->n_dim] = &dims[sh->n_dim];
+        sh->n_dim++;
+    }
     return sh;
 }
 
@@ -257,9 +272,9 @@ static Onnx__TypeProto *type(wire_span s, ProtobufCAllocator *a)
     field f;
     int k;
     if (next_field(&r, &f) <= 0 || f.num != 1 || f.type != 2 || r.p != r.end) return NULL;
-    Onnx__TypeProto *tp = alloc(a, sizeof *tp);
-    Onnx__TypeProto__Tensor *tt = alloc(a, sizeof *tt);
-    if (!tp || !tt) return NULL;
+    Onnx__TypeProto *tp = alloc(a, sizeof *tp + sizeof(Onnx__TypeProto__Tensor));
+    if (!tp) return NULL;
+    Onnx__TypeProto__Tensor *tt = (Onnx__TypeProto__Tensor *)(tp + 1);
     onnx__type_proto__init(tp);
     onnx__type_proto__tensor__init(tt);
     tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
@@ -283,33 +298,24 @@ Onnx__ValueInfoProto *wire_value_info(wire_span s, ProtobufCAllocator *a)
     reader r = {s.p, s.p + s.n};
     field f;
     int k;
-    Onnx__ValueInfoProto *vi = alloc(a, sizeof *vi);
+    size_t bytes = 0;
+    while ((k = next_field(&r, &f)) > 0) {
+        if (f.type != 2 || f.num < 1 || f.num > 3) return NULL;
+        bytes += f.num == 1 ? f.s.n + 1 : 0;
+    }
+    Onnx__ValueInfoProto *vi = k < 0 ? NULL : alloc(a, sizeof *vi + bytes);   /* and the names */
     if (!vi) return NULL;
     onnx__value_info_proto__init(vi);
-    while ((k = next_field(&r, &f)) > 0) {
-        if (f.type != 2) return NULL;
+    char *str = (char *)(vi + 1);
+    r = (reader){s.p, s.p + s.n};
+    while (next_field(&r, &f) > 0) {
         if (f.num == 1) {
-            if (!(vi->name = string(a, f.s))) return NULL;
-        } else if (f.num == 2 && !vi->type) {
-            if (!(vi->type = type(f.s, a))) return NULL;
-        } else if (f.num != 3) {
-            return NULL;
+            vi->name = put_string(&str, f.s);
+        } else if (f.num == 2) {
+            if (vi->type || !(vi->type = type(f.s, a))) return NULL;
         }
     }
-    return k < 0 ? NULL : vi;
-}
-
-/* The number of dims in a dims field (packed or one varint); 0 with *ok = 0 if malformed. */
-static size_t count_dims(const field *f, int *ok)
-{
-    if (f->type == 0) return 1;
-    reader d = {f->s.p, f->s.p + f->s.n};
-    uint64_t v;
-    size_t n = 0;
-    while (d.p < d.end)
-        if (!varint(&d, 10, &v)) return *ok = 0, 0;
-        else n++;
-    return n;
+    return vi;
 }
 
 /* TensorProto with dims, data_type, name, raw_data and doc_string only. */
