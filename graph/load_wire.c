@@ -318,6 +318,19 @@ Onnx__ValueInfoProto *wire_value_info(wire_span s, ProtobufCAllocator *a)
     return vi;
 }
 
+/* The number of dims in a dims field (packed or one varint); 0 with *ok = 0 if malformed. */
+static size_t count_dims(const field *f, int *ok)
+{
+    if (f->type == 0) return 1;
+    reader d = {f->s.p, f->s.p + f->s.n};
+    uint64_t v;
+    size_t n = 0;
+    while (d.p < d.end)
+        if (!varint(&d, 10, &v)) return *ok = 0, 0;
+        else n++;
+    return n;
+}
+
 /* TensorProto with dims, data_type, name, raw_data and doc_string only. */
 Onnx__TensorProto *wire_tensor(wire_span s, ProtobufCAllocator *a)
 {
