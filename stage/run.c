@@ -118,23 +118,45 @@ double pp_stage_loss(const pp_stage *s, int slot)
     return v;
 }
 
-/* Zeroes the gradients op o is the first to accumulate into (not received ones, not
+/* Bit k: input k's gradient is one op o is the first to write (not received ones, not
  * parameters, which are zeroed once per step). */
-static pp_status zero_first_touched(pp_stage *s, int o, int slot, pp_error *err)
+static unsigned first_touched(const pp_stage *s, int o)
 {
-    stage_op *op = &s->ops[o];
+    const stage_op *op = &s->ops[o];
     int b = s->nops - 1 - o;
-    for (int k = 0; k < op->nin; k++) {
+    unsigned mask = 0;
+    for (int k = 0; k < op->nin && k < MAX_IO; k++) {
         if (op->in[k] < 0) continue;
         int t = s->t[op->in[k]].view_of >= 0 ? s->t[op->in[k]].view_of : op->in[k];
-        tslot *ts = &s->t[t];
-        if (!ts->needs_grad || ts->grad_received || ts->grad.loc == LOC_PARAM || ts->first_bw != b) continue;
-        PP_CHECK(pp_device_memset(s->dev, stage_grad_data(s, slot, t), 0, ts->nbytes, err));
+        const tslot *ts = &s->t[t];
+        if (ts->needs_grad && !ts->grad_received && ts->grad.loc != LOC_PARAM && ts->first_bw == b) mask |= 1u << k;
+    }
+    return mask;
+}
+
+/* Of the first-touched inputs, those the kernel may assign instead of add to (the ctx's
+ * grad_fresh): it gets their whole gradient (not a smaller view), and once (an input
+ * read twice gets two additions). The others are zeroed here. */
+static pp_status fresh_or_zero(pp_stage *s, int o, int slot, unsigned first, const pp_tensor *gin, unsigned *fresh,
+                               pp_error *err)
+{
+    const stage_op *op = &s->ops[o];
+    *fresh = 0;
+    for (int k = 0; k < op->nin && k < MAX_IO; k++) {
+        if (!(first >> k & 1)) continue;
+        int t = s->t[op->in[k]].view_of >= 0 ? s->t[op->in[k]].view_of : op->in[k], once = 1;
+        for (int j = 0; j < op->nin; j++) once &= j == k || op->in[j] < 0 || op->in[j] != op->in[k];
+        if (op->k->assigns_fresh && gin && gin[k].data && once && s->t[op->in[k]].nbytes == s->t[t].nbytes) {
+            *fresh |= 1u << k;
+            continue;
+        }
+        PP_CHECK(pp_device_memset(s->dev, stage_grad_data(s, slot, t), 0, s->t[t].nbytes, err));
     }
     return PP_OK;
 }
 
-static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int want_weight, pp_error *err)
+static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int want_weight, unsigned first,
+                                 pp_error *err)
 {
     stage_op *op = &s->ops[o];
     pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
@@ -152,6 +174,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
         if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0)   /* alias: already holds it */
             gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
     }
+    PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
     double t0 = s->prof ? pp_now() : 0;
     pp_status st = op->k->backward(&c, gout, gin, err);
     if (s->prof) stage_profile_add(s, o, gin, pp_now() - t0);
@@ -163,7 +186,7 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
 {
     PP_CHECK(check_slot(s, slot, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
-    /* every gradient is received, seeded (the loss) or zeroed by the first op adding to it */
+    /* every gradient is received, seeded (the loss) or made by the first op writing it */
     if (act && s->loss_t >= 0)
         PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->slot_seed[slot], sizeof(float),
                                           err));
@@ -171,9 +194,12 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
     for (int o = s->nops - 1; o >= 0; o--) {
         stage_op *op = &s->ops[o];
         if (!op->backward) continue;
-        if (act) PP_CHECK(zero_first_touched(s, o, slot, err));
+        unsigned first = act ? first_touched(s, o) : 0, none;
         int a = act && op->has_act, w = weight && op->has_weight;
-        if (a || w) PP_CHECK(run_backward_op(s, o, slot, a, w, err));
+        if (a || w)
+            PP_CHECK(run_backward_op(s, o, slot, a, w, first, err));
+        else
+            PP_CHECK(fresh_or_zero(s, o, slot, first, NULL, &none, err));
         if (w && s->hook) s->hook(s->hook_user, ++done);
     }
     return PP_OK;

@@ -1,6 +1,7 @@
 /* Shared by the kernel tests: runs one op's forward and backward on the cpu device
  * and checks every gradient against central finite differences of
- * L = sum_k <out_k, R_k> (R random), and that backward accumulates (+=).
+ * L = sum_k <out_k, R_k> (R random), that backward accumulates (+=), and that a kernel
+ * with assigns_fresh assigns every element of a gradient marked fresh.
  * Header-only so each test program includes it once. */
 #ifndef PP_TEST_KERNEL_CHECK_H
 #define PP_TEST_KERNEL_CHECK_H
@@ -123,6 +124,41 @@ static double kc_loss(const kc_case *c, pp_tensor *out, pp_tensor *r)
     return L;
 }
 
+/* For a kernel with assigns_fresh: backward once with every gradient marked fresh into
+ * buffers of NaN must write every element, and write half of what two accumulating calls
+ * added (gin). Returns the max relative difference, or -1 on a kernel error. */
+static double kc_check_fresh(const kc_case *c, const pp_kernel *k, pp_kernel_ctx *ctx, const pp_tensor *gout,
+                             const pp_tensor *gin)
+{
+    pp_tensor fin[KC_MAX_IO];
+    pp_error err = {0};
+    double worst = 0;
+    ctx->grad_fresh = 0;
+    for (int i = 0; i < c->nin; i++) {
+        fin[i] = gin[i];
+        if (!gin[i].data) continue;
+        int64_t n = pp_tensor_numel(&gin[i]);
+        fin[i].data = malloc((size_t)n * sizeof(float) + 8);
+        for (int64_t e = 0; e < n; e++) ((float *)fin[i].data)[e] = NAN;
+        ctx->grad_fresh |= 1u << i;
+    }
+    if (k->backward(ctx, gout, fin, &err) != PP_OK) {
+        printf("%s: fresh backward failed: %s\n", c->name, err.msg);
+        worst = -1;
+    }
+    for (int i = 0; i < c->nin; i++) {
+        if (!gin[i].data) continue;
+        const float *a = gin[i].data, *f = fin[i].data;
+        for (int64_t e = 0; e < pp_tensor_numel(&gin[i]) && worst >= 0; e++) {
+            double d = fabs(0.5 * (double)a[e] - (double)f[e]) / fmax(1.0, fabs(0.5 * (double)a[e]));
+            if (!(d <= worst)) worst = isnan(d) ? 1e30 : d;
+        }
+        free(fin[i].data);
+    }
+    ctx->grad_fresh = 0;
+    return worst;
+}
+
 /* Checks the case; returns the max relative gradient error (or -1 on a kernel error,
  * with the message printed). Forward-only cases return 0 after a successful forward. */
 static double kc_check(const kc_case *c)
@@ -194,6 +230,18 @@ static double kc_check(const kc_case *c)
         }
     }
     printf("%-40s %-24s max gradient error vs finite differences %.3g\n", c->name, c->op, worst);
+    if (k->assigns_fresh) {   /* the saved outputs and aux of the unperturbed inputs again */
+        if (kc_forward(c, dev, k, in, out, &aux, &err) != PP_OK) {
+            printf("%s: forward failed: %s\n", c->name, err.msg);
+            worst = -1;
+            goto done;
+        }
+        ctx.aux = aux;
+        double fe = kc_check_fresh(c, k, &ctx, gout, gin);
+        printf("%-40s %-24s fresh (assigned) gradient vs half the twice-added one: max rel diff %.3g\n", c->name, c->op,
+               fe);
+        if (fe < 0 || fe > 1e-5) worst = fe < 0 ? -1 : fmax(worst, 1.0);
+    }
 done:
     for (int i = 0; i < c->nin; i++) free(in[i].data);
     for (int k2 = 0; k2 < c->nout; k2++) {

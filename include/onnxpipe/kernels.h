@@ -44,6 +44,10 @@ typedef struct pp_kernel_ctx {
     pp_device *dev;
     int training;               /* Dropout drops, BatchNorm uses batch statistics */
     pp_rng_key rng;
+    unsigned grad_fresh;        /* backward, only for a kernel with assigns_fresh: bit i: grad_in[i]
+                                   holds garbage and this call is its first writer, so the kernel
+                                   assigns (=) every element instead of adding (the stage's first
+                                   writer of a gradient skips zeroing it); 0 everywhere else */
 } pp_kernel_ctx;
 
 typedef struct pp_kernel {
@@ -54,7 +58,8 @@ typedef struct pp_kernel {
     size_t (*aux_bytes)(const pp_kernel_ctx *c);
     pp_status (*forward)(const pp_kernel_ctx *c, pp_error *err);
     /* Gradients: grad_out[k] is dL/d(out k) (data NULL: no gradient flows into output k);
-     * ACCUMULATES (+=) into grad_in[i] for every i whose data is non-NULL, and skips the
+     * ACCUMULATES (+=) into grad_in[i] for every i whose data is non-NULL (assigns where
+     * c->grad_fresh says so, see there), and skips the
      * others. So a caller can ask for input gradients first and weight gradients later
      * (zero-bubble B and W) by passing different non-NULL sets. c->in / c->out hold the
      * tensors named in saves_in / saves_out. NULL for ops with no gradient. */
@@ -62,6 +67,7 @@ typedef struct pp_kernel {
                           pp_error *err);
     unsigned saves_in;          /* bit i: backward reads forward input i */
     unsigned saves_out;         /* bit k: backward reads forward output k */
+    int assigns_fresh;          /* backward honours c->grad_fresh (else the caller zeroes first) */
 } pp_kernel;
 
 /* The kernel for op_type on this device computing in dtype, or NULL. */

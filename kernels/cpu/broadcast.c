@@ -3,6 +3,7 @@
 #include "broadcast.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *shape_str(const pp_tensor *t, char *buf, size_t len)
 {
@@ -65,7 +66,7 @@ pp_status pp_bcast_init(pp_bcast *b, const pp_tensor *out, const pp_tensor *cons
     return PP_OK;
 }
 
-pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale, const char *node,
+pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale, int assign, const char *node,
                               pp_error *err)
 {
     pp_bcast b = {0};
@@ -73,6 +74,12 @@ pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale,
     PP_CHECK(pp_bcast_init(&b, src, ins, 1, node, err));
     float *y = dst->data;
     const float *x = src->data;
+    const int64_t n = pp_tensor_numel(src);
+    if (assign && pp_tensor_numel(dst) == n) {   /* no broadcast: one pass, 0 + s x */
+        for (int64_t i = 0; i < n; i++) y[i] = scale * x[i];
+        return PP_OK;
+    }
+    if (assign) memset(y, 0, (size_t)pp_tensor_numel(dst) * sizeof *y);
     for (int64_t r = 0; r < b.rows; r++) {
         int64_t off;
         pp_bcast_row(&b, r, &off);

@@ -34,9 +34,9 @@ static inline void pp_bcast_row(const pp_bcast *b, int64_t r, int64_t *off)
     }
 }
 
-/* dst (shape broadcastable to src's) += sum of src over the broadcast dims: the gradient of
- * a broadcast input. */
-pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale, const char *node,
+/* dst (shape broadcastable to src's) += scale x the sum of src over the broadcast dims: the
+ * gradient of a broadcast input; assign: dst = that (its old contents are not read). */
+pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale, int assign, const char *node,
                               pp_error *err);
 
 #endif

@@ -10,6 +10,15 @@
                                     pp_error *err)
 #define PP_AUX(name) size_t name(const pp_kernel_ctx *c)
 
+/* Loops bound by arithmetic (exp, erf, sqrt per element) are built for AVX2 + FMA as well
+ * as the baseline, the one the machine runs picked at load time (GCC function
+ * multiversioning). The source fixes the order of operations, so both round the same. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define PP_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PP_CPU_CLONES
+#endif
+
 /* "node 'x' (Op): input 1 has dtype int64, expected float32" unless input i is `want`;
  * an omitted input passes when optional. */
 pp_status pp_cpu_want_dtype(const pp_kernel_ctx *c, int i, pp_dtype want, int optional, pp_error *err);

@@ -108,9 +108,11 @@ static pp_status binary_backward(const pp_kernel_ctx *c, bin_op op, const pp_ten
 {
     if (!grad_out[0].data) return PP_OK;
     if (op == BIN_ADD || op == BIN_SUB) {
-        if (grad_in[0].data) PP_CHECK(pp_bcast_reduce_add(&grad_in[0], &grad_out[0], 1.f, c->node, err));
+        if (grad_in[0].data)
+            PP_CHECK(pp_bcast_reduce_add(&grad_in[0], &grad_out[0], 1.f, c->grad_fresh & 1, c->node, err));
         if (grad_in[1].data)
-            PP_CHECK(pp_bcast_reduce_add(&grad_in[1], &grad_out[0], op == BIN_ADD ? 1.f : -1.f, c->node, err));
+            PP_CHECK(pp_bcast_reduce_add(&grad_in[1], &grad_out[0], op == BIN_ADD ? 1.f : -1.f, c->grad_fresh >> 1 & 1,
+                                         c->node, err));
         return PP_OK;
     }
     pp_bcast b = {0};
@@ -119,6 +121,7 @@ static pp_status binary_backward(const pp_kernel_ctx *c, bin_op op, const pp_ten
     for (int which = 0; which < 2; which++) {
         float *G = grad_in[which].data;
         if (!G) continue;
+        if (c->grad_fresh >> which & 1) memset(G, 0, (size_t)pp_tensor_nbytes(&grad_in[which]));
         switch (op * 2 + which) {
         case BIN_MUL * 2: BIN_GRAD(x1); break;
         case BIN_MUL * 2 + 1: BIN_GRAD(x0); break;
@@ -169,17 +172,10 @@ static pp_status unary_prepare(const pp_kernel_ctx *c, un_op *op, float *alpha, 
 }
 
 /* The activation loops (erf, tanh, GELU: rationals and exp per element) are bound by
- * arithmetic, not memory: built for AVX2 + FMA as well as the baseline, the one the
- * machine runs picked at load time (GCC function multiversioning). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#define UN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define UN_CLONES
-#endif
-
+ * arithmetic, not memory: PP_CPU_CLONES (cpu_math.h). */
 #define UN_LOOP(EXPR) for (int64_t i = 0; i < n; i++) { float x = X[i]; Y[i] = (EXPR); }
 
-UN_CLONES static pp_status unary_forward(const pp_kernel_ctx *c, un_op op, pp_error *err)
+PP_CPU_CLONES static pp_status unary_forward(const pp_kernel_ctx *c, un_op op, pp_error *err)
 {
     float alpha;
     PP_CHECK(unary_prepare(c, &op, &alpha, err));
@@ -202,10 +198,15 @@ UN_CLONES static pp_status unary_forward(const pp_kernel_ctx *c, un_op op, pp_er
     return PP_OK;
 }
 
-/* GX += GY * DEXPR, where DEXPR reads x (the saved input) or y (the saved output). */
-#define UN_GRAD(DEXPR) for (int64_t i = 0; i < n; i++) { GX[i] += GY[i] * (DEXPR); }
+/* GX += GY * DEXPR, where DEXPR reads x (the saved input) or y (the saved output);
+ * GX = 0 + GY * DEXPR when it is fresh (the same rounding, GX not read). */
+#define UN_GRAD(DEXPR)                                                                  \
+    if (fresh)                                                                          \
+        for (int64_t i = 0; i < n; i++) { GX[i] = 0.f + GY[i] * (DEXPR); }              \
+    else                                                                                \
+        for (int64_t i = 0; i < n; i++) { GX[i] += GY[i] * (DEXPR); }
 
-UN_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, un_op op, const pp_tensor *grad_out,
+PP_CPU_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, un_op op, const pp_tensor *grad_out,
                                 pp_tensor *grad_in, pp_error *err)
 {
     float *GX = grad_in[0].data;
@@ -220,6 +221,7 @@ UN_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, un_op op, cons
     }
     const float *X = c->in[0].data, *Y = c->out[0].data;
     int64_t n = pp_tensor_numel(&grad_in[0]);
+    const int fresh = c->grad_fresh & 1;
     switch (op) {
     case UN_SQRT: UN_GRAD(0.5f / Y[i]); break;
     case UN_NEG: UN_GRAD(-1.f); break;

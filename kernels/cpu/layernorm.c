@@ -2,6 +2,7 @@
  * B hold D values. Forward keeps mean and rstd per row in aux ([2][M] floats); backward
  * reads X, Scale and aux, and also takes gradients on the Mean / InvStdDev outputs. */
 #include "element_nn.h"
+#include "cpu_math.h"
 #include "nn_kernels.h"
 #include "nn_util.h"
 
@@ -48,7 +49,7 @@ size_t pp_cpu_layernorm_aux_bytes(const pp_kernel_ctx *c)
     return 2 * (size_t)nn_prod(x->dims, 0, (int)axis) * sizeof(float);
 }
 
-pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_error *err)
+PP_CPU_CLONES pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     ln_layout l;
     PP_CHECK(layout(c, &l, err));
@@ -74,7 +75,7 @@ pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_cpu_layernorm_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
+PP_CPU_CLONES pp_status pp_cpu_layernorm_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
                                     pp_error *err)
 {
     ln_layout l;

@@ -64,34 +64,45 @@ PP_FWD(pp_cpu_matmul_forward)
 
 /* dA += s dY B^T and dB += s A^T dY (s: the fused scale), each only when asked;
  * broadcast operands accumulate over the output matrices that read them (sgemm beta = 1);
+ * a fresh gradient (c->grad_fresh) is assigned by its first product (beta = 0);
  * a fused bias gets dY summed over rows. */
 PP_BWD(pp_cpu_matmul_backward)
 {
     const float *GY = grad_out[0].data;
     float *GA = grad_in[0].data, *GB = grad_in[1].data;
     if (GY && c->nin > 2 && c->in[2].data && grad_in[2].data)
-        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], 1.f, c->node, err));
+        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], 1.f, c->grad_fresh >> 2 & 1, c->node, err));
     if (!GY || (!GA && !GB)) return PP_OK;
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &grad_out[0], &p, err));
     const float *A = c->in[0].data, *B = c->in[1].data;
     int M = (int)p.m.M, K = (int)p.m.K, N = (int)p.m.N;
     const float s = p.alpha;
+    /* beta of the first product into dA and dB; a broadcast one is zeroed, then added to */
+    float beta_a = c->grad_fresh & 1 ? 0.f : 1.f, beta_b = c->grad_fresh >> 1 & 1 ? 0.f : 1.f;
     if (p.m.fold_a) {
         int MB = (int)(p.m.batch * p.m.M);
-        if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, s, GY, N, B, N, 1.f, GA, K);
-        if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, s, A, K, GY, N, 1.f, GB, N);
+        if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, s, GY, N, B, N, beta_a, GA, K);
+        if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, s, A, K, GY, N, beta_b, GB, N);
         return PP_OK;
+    }
+    if (GA && beta_a == 0.f && p.m.a_mats != p.m.batch) {
+        memset(GA, 0, (size_t)p.m.a_mats * p.m.M * p.m.K * sizeof *GA);
+        beta_a = 1.f;
+    }
+    if (GB && beta_b == 0.f && p.m.b_mats != p.m.batch) {
+        memset(GB, 0, (size_t)p.m.b_mats * p.m.K * p.m.N * sizeof *GB);
+        beta_b = 1.f;
     }
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
         pp_mm_batch_index(&p.m, b, &ia, &ib);
         const float *gy = GY + b * p.m.M * p.m.N;
         if (GA)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, s, gy, N, B + ib * p.m.K * p.m.N, N, 1.f,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, s, gy, N, B + ib * p.m.K * p.m.N, N, beta_a,
                         GA + ia * p.m.M * p.m.K, K);
         if (GB)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, s, A + ia * p.m.M * p.m.K, K, gy, N, 1.f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, s, A + ia * p.m.M * p.m.K, K, gy, N, beta_b,
                         GB + ib * p.m.K * p.m.N, N);
     }
     return PP_OK;
@@ -190,6 +201,6 @@ PP_BWD(pp_cpu_gemm_backward)
                         grad_in[1].data, g.K);
     }
     if (c->nin > 2 && grad_in[2].data && g.beta != 0.f)
-        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], g.beta, c->node, err));
+        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], g.beta, 0, c->node, err));
     return PP_OK;
 }

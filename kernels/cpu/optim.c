@@ -2,6 +2,7 @@
  * Nesterov, L2 weight decay), Adam, AdamW (decoupled decay) and LAMB (per-tensor trust
  * ratio), with torch.optim's formulas and order of operations (element.h). Scalars such
  * as bias corrections are computed in double and rounded once, as torch does. */
+#include "cpu_math.h"
 #include "element.h"
 
 #include <math.h>
@@ -71,17 +72,34 @@ pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h)
     return k;
 }
 
-/* Adam (L2 decay added to the gradient) and AdamW (decoupled: p *= 1 - lr wd first) */
+/* Adam (L2 decay added to the gradient: l2 != 0) and AdamW (decoupled: p *= shrink =
+ * 1 - lr wd first; shrink is 1 for Adam). It runs over every parameter each step:
+ * PP_CPU_CLONES, and vectorised because this file is compiled without errno for sqrtf
+ * (CMakeLists.txt); vector sqrt and division round as the scalar ones. */
+PP_CPU_CLONES static void adam_loop(const pp_optim_hparams *h, const pp_optim_scalars *ks, float *restrict p,
+                                const float *restrict g, float *restrict m, float *restrict v, int64_t n)
+{
+    const pp_optim_scalars k = *ks;
+    const float b1 = h->beta1, b2 = h->beta2, eps = h->eps;
+    if (k.l2 != 0.f) {
+        for (int64_t i = 0; i < n; i++) {
+            float pi = p[i] * k.shrink, gi = g[i] + k.l2 * pi;
+            pp_el_adam_moments(gi, &m[i], &v[i], b1, k.c1, b2, k.c2);
+            p[i] = pp_el_adam_apply(pi, m[i], v[i], k.step_size, k.bc2_sqrt, eps);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float pi = p[i] * k.shrink;
+        pp_el_adam_moments(g[i], &m[i], &v[i], b1, k.c1, b2, k.c2);
+        p[i] = pp_el_adam_apply(pi, m[i], v[i], k.step_size, k.bc2_sqrt, eps);
+    }
+}
+
 static void update_adam(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
 {
     const pp_optim_scalars k = pp_optim_scalars_of(h);
-    int decoupled = h->kind == PP_OPTIM_ADAMW;
-    for (int64_t i = 0; i < n; i++) {
-        float pi = decoupled ? p[i] * k.shrink : p[i];
-        float gi = k.l2 != 0.f ? g[i] + k.l2 * pi : g[i];
-        pp_el_adam_moments(gi, &m[i], &v[i], h->beta1, k.c1, h->beta2, k.c2);
-        p[i] = pp_el_adam_apply(pi, m[i], v[i], k.step_size, k.bc2_sqrt, h->eps);
-    }
+    adam_loop(h, &k, p, g, m, v, n);
 }
 
 /* LAMB: pass 1 updates the moments and measures ||p|| and ||u||; pass 2 recomputes u

@@ -5,6 +5,7 @@
 #include "nn_util.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* ---- Slice --------------------------------------------------------------------- */
 
@@ -180,10 +181,21 @@ pp_status pp_cpu_split_backward(const pp_kernel_ctx *c, const pp_tensor *gout, p
     PP_CHECK(get_axis(c, 0, gin[0].rank, &axis, err));
     PP_CHECK(check_pieces(c, &gin[0], gout, c->nout, axis, err));
     int64_t off = 0, dims3[3], wst[3], pst[3];
+    /* fresh: every piece is copied in; zeroed first when a piece gets no gradient */
+    int fresh = c->grad_fresh & 1;
+    for (int k = 0; k < c->nout && fresh; k++)
+        if (!gout[k].data) {
+            memset(gin[0].data, 0, pp_tensor_nbytes(&gin[0]));
+            fresh = 0;
+        }
     for (int k = 0; k < c->nout; k++) {
         const int64_t dk = gout[k].dims[axis];
         piece_box(&gin[0], axis, dk, dims3, wst, pst);
-        if (gout[k].data) nn_add_strided((float *)gin[0].data + off * dims3[2], wst, gout[k].data, pst, dims3, 3, 1.0f);
+        float *dst = (float *)gin[0].data + off * dims3[2];
+        if (gout[k].data && fresh)
+            nn_copy_strided(dst, wst, gout[k].data, pst, dims3, 3, sizeof(float));
+        else if (gout[k].data)
+            nn_add_strided(dst, wst, gout[k].data, pst, dims3, 3, 1.0f);
         off += dk;
     }
     return PP_OK;

@@ -1,7 +1,9 @@
 /* Softmax and LogSoftmax on the cpu: over one axis (opset >= 13, default -1), or over
  * the input coerced to 2-D at `axis` (opset < 13, default 1). Backward reads the saved
- * output only. Rows along the last axis are contiguous; other axes run strided. */
+ * output only (and assigns a fresh gradient). Rows along the last axis are contiguous;
+ * other axes run strided. */
 #include "element_nn.h"
+#include "cpu_math.h"
 #include "nn_kernels.h"
 #include "nn_util.h"
 
@@ -44,19 +46,22 @@ static inline void row_forward(float *y, const float *x, int64_t n, int64_t st, 
     }
 }
 
-/* dx += d/dx given y, dy: n elements at stride st */
-static inline void row_backward(float *dx, const float *y, const float *dy, int64_t n, int64_t st, int log)
+/* dx += d/dx given y, dy: n elements at stride st; fresh: dx = 0 + d/dx (dx not read) */
+static inline void row_backward(float *dx, const float *y, const float *dy, int64_t n, int64_t st, int log,
+                                int fresh)
 {
     if (log) {
         const float s = nn_row_sum(dy, n, st);
-        for (int64_t i = 0; i < n; i++) dx[i * st] += pp_logsoftmax_grad(y[i * st], dy[i * st], s);
+        for (int64_t i = 0; i < n; i++)
+            dx[i * st] = (fresh ? 0.f : dx[i * st]) + pp_logsoftmax_grad(y[i * st], dy[i * st], s);
     } else {
         const float s = nn_row_dot(y, dy, n, st);
-        for (int64_t i = 0; i < n; i++) dx[i * st] += pp_softmax_grad(y[i * st], dy[i * st], s);
+        for (int64_t i = 0; i < n; i++)
+            dx[i * st] = (fresh ? 0.f : dx[i * st]) + pp_softmax_grad(y[i * st], dy[i * st], s);
     }
 }
 
-pp_status pp_cpu_softmax_forward(const pp_kernel_ctx *c, pp_error *err)
+PP_CPU_CLONES pp_status pp_cpu_softmax_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     sm_layout s;
     PP_CHECK(layout(c, &c->in[0], &s, err));
@@ -74,7 +79,7 @@ pp_status pp_cpu_softmax_forward(const pp_kernel_ctx *c, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_cpu_softmax_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
+PP_CPU_CLONES pp_status pp_cpu_softmax_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
                                   pp_error *err)
 {
     if (!gin[0].data || !gout[0].data) return PP_OK;
@@ -83,13 +88,16 @@ pp_status pp_cpu_softmax_backward(const pp_kernel_ctx *c, const pp_tensor *gout,
     const int log = c->op_type[0] == 'L';
     const float *y = c->out[0].data, *dy = gout[0].data;
     float *dx = gin[0].data;
+    const int fresh = c->grad_fresh & 1;
     for (int64_t o = 0; o < s.outer; o++) {
         const int64_t base = o * s.n * s.inner;
-        if (s.inner == 1)
-            row_backward(dx + base, y + base, dy + base, s.n, 1, log);
+        if (s.inner == 1 && fresh)
+            row_backward(dx + base, y + base, dy + base, s.n, 1, log, 1);
+        else if (s.inner == 1)
+            row_backward(dx + base, y + base, dy + base, s.n, 1, log, 0);
         else
             for (int64_t j = 0; j < s.inner; j++)
-                row_backward(dx + base + j, y + base + j, dy + base + j, s.n, s.inner, log);
+                row_backward(dx + base + j, y + base + j, dy + base + j, s.n, s.inner, log, fresh);
     }
     return PP_OK;
 }

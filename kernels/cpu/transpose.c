@@ -1,6 +1,7 @@
 /* Transpose on the cpu: out[i0..] = in[i at perm], walked with strides (nn_util.c merges
  * contiguous dims, so [B,T,H,D] -> [B,H,T,D] copies rows of D, and tiles a swap of the
- * innermost dim). Backward adds the output gradient through the same strides. */
+ * innermost dim). Backward adds (or, fresh, copies) the output gradient through the same
+ * strides. */
 #include "nn_kernels.h"
 #include "nn_util.h"
 
@@ -53,6 +54,9 @@ pp_status pp_cpu_transpose_backward(const pp_kernel_ctx *c, const pp_tensor *gou
     int64_t src_st[PP_MAX_RANK], y_st[PP_MAX_RANK];
     PP_CHECK(plan(c, &gin[0], gy, src_st, err));
     nn_strides(gy->rank, gy->dims, y_st);
-    nn_add_strided(gin[0].data, src_st, gy->data, y_st, gy->dims, gy->rank, 1.0f);
+    if (c->grad_fresh & 1)   /* assigned: a copy through the same strides */
+        nn_copy_strided(gin[0].data, src_st, gy->data, y_st, gy->dims, gy->rank, sizeof(float));
+    else
+        nn_add_strided(gin[0].data, src_st, gy->data, y_st, gy->dims, gy->rank, 1.0f);
     return PP_OK;
 }

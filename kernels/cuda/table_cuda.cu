@@ -4,7 +4,7 @@
 #include "cuda_internal.h"
 #include "nn_cuda.h"
 
-#define K(op, aux, fwd, bwd, sin, sout) {op, PP_DEVICE_CUDA, PP_DTYPE_F32, aux, fwd, bwd, sin, sout}
+#define K(op, aux, fwd, bwd, sin, sout) {op, PP_DEVICE_CUDA, PP_DTYPE_F32, aux, fwd, bwd, sin, sout, 0}
 #define BIT(i) (1u << (i))
 
 static const pp_kernel kernels_cuda[] = {
