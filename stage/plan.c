@@ -182,11 +182,16 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
                          !strcmp(p->op_type, "Identity");
             v = passes ? p->inputs[0] : -1;
         }
+        /* class weights the trainer can read: a float initializer of one weight per class */
+        int w = n->ninputs > 2 ? n->inputs[2] : -1;
+        const pp_const_tensor *wt = w >= 0 && g->values[w].init >= 0 ? &g->inits[g->values[w].init].t : NULL;
+        int weights_known = w < 0 || (wt && wt->dtype == PP_DTYPE_F32 && wt->shape.rank == 1 && wt->data);
         const pp_attr *ig = pp_attr_find(n->attrs, n->nattrs, "ignore_index");
-        if (v >= 0 && g->values[v].kind == PP_VALUE_INPUT && ig && ig->type == PP_ATTR_INT && !strcmp(red, "mean") &&
-            (n->ninputs < 3 || n->inputs[2] < 0)) {
+        if (v >= 0 && g->values[v].kind == PP_VALUE_INPUT && !strcmp(red, "mean") && weights_known) {
             s->loss_labels = g->values[v].name;
-            s->loss_ignore = ig->i;
+            s->loss_ignore = ig && ig->type == PP_ATTR_INT ? ig->i : INT64_MIN;
+            s->loss_weights = wt ? wt->data : NULL;
+            s->loss_classes = wt ? wt->shape.dims[0] : 0;
             s->loss_counts = 1;
         }
         return PP_OK;

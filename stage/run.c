@@ -293,11 +293,10 @@ double pp_stage_loss_seed(const pp_stage *s, int slot)
     return slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0;
 }
 
-pp_status pp_stage_loss_labels(const pp_stage *s, const char **labels, int64_t *ignore_index, pp_error *err)
+pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err)
 {
     if (s->loss_t < 0 || !s->loss_counts)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "the stage has no unweighted mean loss over graph-input labels");
-    *labels = s->loss_labels;
-    *ignore_index = s->loss_ignore;
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "the stage has no mean loss over graph-input labels");
+    *out = (pp_loss_labels){s->loss_labels, s->loss_ignore, s->loss_weights, s->loss_classes};
     return PP_OK;
 }

@@ -48,6 +48,8 @@ typedef struct stage_op {
     int nin, nout;
     int *in, *out;          /* tslot ids, -1 omitted */
     const void **host_in;   /* [nin] host data of constant inputs (graph initializers), else NULL */
+    pp_attr folded[3];      /* fuse.c: perm_A / perm_B / perm_Y of Transposes folded into a MatMul
+                               (attrs points here then) */
     place aux;
     size_t aux_bytes;
     int backward;           /* runs in backward */
@@ -94,8 +96,10 @@ struct pp_stage {
     float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
     float *slot_seed;       /* [slots] the seed each slot's backward uses */
     const char *loss_labels;    /* graph input (or --labels name) of the labels; NULL: unknown */
-    int64_t loss_ignore;
-    int loss_counts;        /* the loss is an unweighted mean skipping loss_ignore labels */
+    int64_t loss_ignore;    /* INT64_MIN: none */
+    const float *loss_weights;  /* class weights (the graph's initializer), or NULL */
+    int64_t loss_classes;
+    int loss_counts;        /* the loss is a (weighted) mean skipping loss_ignore labels */
     pp_attr loss_attrs[2];
     struct stage_profile *prof;     /* profile.c; NULL: profiling off */
 };

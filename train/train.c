@@ -30,8 +30,8 @@ typedef struct run {
     pp_device_kind kind;
     pp_error device_note;       /* why auto chose the cpu */
     int64_t mb;                 /* samples per microbatch */
-    int64_t counted_step;       /* the step whose global count of loss labels is below */
-    int64_t counted_global;
+    int64_t counted_step;       /* the step whose global weight of loss labels is below */
+    double counted_global;
     int64_t tokens_per_sample;
     FILE *losses;
 } run;
@@ -92,33 +92,39 @@ static pp_status agree(run *r, pp_error *err)
     return st;
 }
 
-/* Labels not equal to ignore in samples first .. first+count-1 (int64 arrays). */
-static int64_t count_labels(const run *r, const pp_dataset_array *a, int64_t first, int64_t count, int64_t ignore)
+/* The weight of the labels in samples first .. first+count-1 (int64 arrays): each label
+ * not equal to ignore_index counts its class weight, or 1. Labels out of range count
+ * nothing here; the loss kernel reports them. */
+static double weigh_labels(const run *r, const pp_dataset_array *a, int64_t first, int64_t count,
+                           const pp_loss_labels *l)
 {
-    int64_t n = 0, per = (int64_t)(a->sample_bytes / sizeof(int64_t));
+    double n = 0;
+    int64_t per = (int64_t)(a->sample_bytes / sizeof(int64_t));
     for (int64_t i = 0; i < count; i++) {
         const int64_t *y = (const int64_t *)a->data + ((first + i) % r->data->samples) * per;
-        for (int64_t k = 0; k < per; k++) n += y[k] != ignore;
+        for (int64_t k = 0; k < per; k++)
+            if (y[k] != l->ignore_index)
+                n += !l->class_weights ? 1.0 : y[k] >= 0 && y[k] < l->classes ? l->class_weights[y[k]] : 0.0;
     }
     return n;
 }
 
-/* With ignore_index labels the loss is a mean over the labels counted in the whole
- * global batch: the microbatch's seed is its count over the global count (every rank
- * reads the same global batch, so all agree without a message). */
+/* A mean loss with ignore_index labels or class weights divides by the weight of its
+ * microbatch's labels; the global loss divides by the global batch's: the microbatch's
+ * seed is the ratio (every rank reads the same global batch, so all agree without a
+ * message). */
 static void weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t first)
 {
-    const char *name;
-    int64_t ignore;
-    if (pp_stage_loss_labels(s, &name, &ignore, NULL) != PP_OK) return;
-    const pp_dataset_array *a = pp_dataset_find(r->data, name);
+    pp_loss_labels l;
+    if (pp_stage_loss_labels(s, &l, NULL) != PP_OK) return;
+    const pp_dataset_array *a = pp_dataset_find(r->data, l.labels);
     if (!a || a->dtype != PP_DTYPE_I64) return;
     if (r->counted_step != step) {
-        r->counted_global = count_labels(r, a, (step - 1) * r->cfg->batch, r->cfg->batch, ignore);
+        r->counted_global = weigh_labels(r, a, (step - 1) * r->cfg->batch, r->cfg->batch, &l);
         r->counted_step = step;
     }
-    int64_t mine = count_labels(r, a, first, r->mb, ignore);
-    pp_stage_set_loss_seed(s, slot, r->counted_global ? (double)mine / (double)r->counted_global : 0.0);
+    double mine = weigh_labels(r, a, first, r->mb, &l);
+    pp_stage_set_loss_seed(s, slot, r->counted_global != 0 ? mine / r->counted_global : 0.0);
 }
 
 /* Fills a stage's data inputs for a microbatch: replica r reads its share of the

@@ -92,16 +92,23 @@ pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbat
 double pp_stage_loss(const pp_stage *s, int slot);
 /* The loss's share of the global loss per slot: dL/d(loss of the microbatch). It starts
  * as microbatch / global_batch (equal microbatches); a trainer whose labels have
- * ignore_index entries sets (counted labels of the microbatch) / (counted labels of the
- * global batch) before the forward, so the gradient is the global mean whatever the
- * layout. pp_stage_loss_seed reads it back (the global loss is the sum of seed x loss). */
+ * ignore_index entries or class weights sets (weight of the microbatch's counted labels) /
+ * (weight of the global batch's counted labels) before the forward, so the gradient is
+ * the global mean whatever the layout. pp_stage_loss_seed reads it back (the global loss
+ * is the sum of seed x loss). */
 void pp_stage_set_loss_seed(pp_stage *s, int slot, double seed);
 double pp_stage_loss_seed(const pp_stage *s, int slot);
-/* Where the loss's labels come from: the graph input (or the --labels name) holding
- * them and the ignore_index it skips. PP_ERR_UNSUPPORTED when the stage has no loss, the
- * labels are computed from something other than a graph input by reshapes, the loss is
- * weighted, or it is not a mean (then the default seeds are the right ones). */
-pp_status pp_stage_loss_labels(const pp_stage *s, const char **labels, int64_t *ignore_index, pp_error *err);
+/* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
+typedef struct pp_loss_labels {
+    const char *labels;          /* the graph input (or the --labels name) holding the labels */
+    int64_t ignore_index;        /* labels equal to it count for nothing; INT64_MIN: none */
+    const float *class_weights;  /* label y counts class_weights[y] (0 <= y < classes), or NULL: 1 */
+    int64_t classes;
+} pp_loss_labels;
+/* PP_ERR_UNSUPPORTED when the stage has no loss, the labels are computed from something
+ * other than a graph input by reshapes, the class weights are not a float initializer, or
+ * the loss is not a mean (then the default seeds are the right ones). */
+pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
 
 /* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
  * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
