@@ -4,6 +4,9 @@
  *  - on the cpu, MatMul followed by Add of a bias [N] becomes one MatMul with the bias
  *    as a third input (kernels/cpu/matmul.c: it is sgemm's C), and MatMul followed by
  *    Mul by a scalar constant one MatMul with the scalar as a fourth input (sgemm's alpha).
+ *  - on the cpu, a Transpose (explicit perm, rank >= 3) whose only reader is a MatMul
+ *    operand, or that is the only reader of a MatMul's result, folds into the MatMul as a
+ *    strided operand or output (attention's heads: no copies; kernels/cpu/matmul.c).
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
@@ -161,6 +164,69 @@ static void fuse_bias(pp_stage *s, int o, int add, int bias, char *gone)
     s->t[y0].view_of = mm->in[0];   /* unused from now on */
 }
 
+/* The explicit perm of Transpose op t, rank >= 3, else NULL. */
+static const pp_attr *transpose_perm(const stage_op *t)
+{
+    if (strcmp(t->op_type, "Transpose") || t->nin != 1 || t->nout != 1 || t->in[0] < 0 || t->out[0] < 0) return NULL;
+    const pp_attr *a = pp_attr_find(t->attrs, t->nattrs, "perm");
+    return a && a->type == PP_ATTR_INTS && a->n >= 3 ? a : NULL;
+}
+
+/* A MatMul without attributes or bias whose float operands and result have one rank
+ * >= 3 and equal batch dims: the kernel can take folded Transposes. */
+static int foldable_matmul(const pp_stage *s, const stage_op *m)
+{
+    if (strcmp(m->op_type, "MatMul") || m->nattrs || m->nout != 1 || m->out[0] < 0 || m->in[0] < 0 || m->in[1] < 0 ||
+        m->in[0] == m->in[1] || (m->nin > 2 && m->in[2] >= 0))
+        return 0;
+    const tslot *a = &s->t[m->in[0]], *b = &s->t[m->in[1]], *y = &s->t[m->out[0]];
+    if (y->rank < 3 || a->rank != y->rank || b->rank != y->rank || a->dtype != PP_DTYPE_F32 ||
+        b->dtype != PP_DTYPE_F32)
+        return 0;
+    for (int d = 0; d + 2 < y->rank; d++)
+        if (a->dims[d] != y->dims[d] || b->dims[d] != y->dims[d]) return 0;
+    return 1;
+}
+
+/* Folds the Transposes around MatMul op o (foldable_matmul): an operand's producer whose
+ * only reader it is, and its result's only reader, each when the folded matrix keeps a
+ * unit stride in one of its last two dims (one sgemm per batch). */
+static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gone)
+{
+    stage_op *m = &s->ops[o];
+    static const char *const names[3] = {"perm_A", "perm_B", "perm_Y"};
+    for (int k = 0; k < 3; k++) {
+        int t = -1;
+        if (k < 2) {   /* operand k: Transpose(x) -> m */
+            int v = s->t[m->in[k]].value, node = v >= 0 ? s->g->values[v].producer : -1;
+            t = node >= s->first && node < s->end ? op_of_node[node - s->first] : -1;
+            if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[k], "MatMul") != o) t = -1;
+        } else {
+            t = only_reader(s, op_of_node, m->out[0], "Transpose");
+        }
+        const pp_attr *perm = t >= 0 && !gone[t] ? transpose_perm(&s->ops[t]) : NULL;
+        if (!perm || perm->n != s->t[m->out[0]].rank) continue;
+        const int r = perm->n;
+        /* operand: logical dim j is x's dim perm[j]; output: y's dim j is logical dim perm[j] */
+        int unit = k < 2 ? perm->ints[r - 1] == r - 1 || perm->ints[r - 2] == r - 1
+                         : perm->ints[r - 1] == r - 1 || perm->ints[r - 1] == r - 2;
+        if (!unit) continue;
+        stage_op *tr = &s->ops[t];
+        if (k < 2) {
+            s->t[m->in[k]].view_of = tr->in[0];   /* unused from now on */
+            m->in[k] = tr->in[0];
+            if (m->host_in) m->host_in[k] = tr->host_in ? tr->host_in[0] : NULL;
+        } else {
+            s->t[m->out[0]].view_of = m->in[0];   /* unused from now on */
+            m->out[0] = tr->out[0];
+        }
+        m->folded[m->nattrs++] = (pp_attr){.name = names[k], .type = PP_ATTR_INTS, .n = r, .ints = perm->ints};
+        m->attrs = m->folded;
+        gone[t] = 1;
+        pp_log(PP_LOG_DEBUG, "stage: folded Transpose '%s' into MatMul '%s'", tr->name, m->name);
+    }
+}
+
 pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
     const pp_kernel *gelu = pp_kernel_find("Gelu", s->dev->kind, PP_DTYPE_F32);
@@ -213,6 +279,12 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
             s->t[s->ops[chain[k]].out[0]].view_of = x;   /* unused from now on */
         }
     }
+    /* a fused MatMul sits where its Add or Mul was, under the MatMul's node */
+    for (int i = 0; i < span; i++) op_of_node[i] = -1;
+    for (int o = 0; o < s->nops; o++)
+        if (!gone[o] && s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
+    for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++)
+        if (!gone[o] && foldable_matmul(s, &s->ops[o])) fold_transposes(s, op_of_node, o, gone);
     int n = 0;
     for (int o = 0; o < s->nops; o++) {
         if (gone[o]) {
@@ -221,7 +293,9 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
             free(s->ops[o].host_in);
             continue;
         }
-        s->ops[n++] = s->ops[o];
+        s->ops[n] = s->ops[o];
+        if (s->ops[o].attrs == s->ops[o].folded) s->ops[n].attrs = s->ops[n].folded;
+        n++;
     }
     s->nops = n;
     free(op_of_node);

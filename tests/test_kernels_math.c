@@ -109,6 +109,70 @@ static const kc_case gemm_cases[] = {
      .attrs = {ATTR_I("transB", 1)}, .nattrs = 1},
 };
 
+/* MatMul with Transposes folded in by the stage (stage/fuse.c): perm_A / perm_B read the
+ * operand as Transpose(input, perm), perm_Y writes Transpose(Y, perm_Y); attention's
+ * q k^T, probs v into [B, T, H, D/H], and transposed (column-major) matrices. */
+static const kc_case matmul_perm_cases[] = {
+    {CASE("matmul_perm_q_kT", "MatMul", 2, 1), .in = {{T4(2, 3, 2, 4)}, {T4(2, 5, 2, 4)}}, .out = {{T4(2, 2, 3, 5)}},
+     .attrs = {ATTR_INTS("perm_A", 0, 2, 1, 3), ATTR_INTS("perm_B", 0, 2, 3, 1)}, .nattrs = 2},
+    {CASE("matmul_perm_pv_Y", "MatMul", 2, 1), .in = {{T4(2, 2, 3, 5)}, {T4(2, 5, 2, 4)}}, .out = {{T4(2, 3, 2, 4)}},
+     .attrs = {ATTR_INTS("perm_B", 0, 2, 1, 3), ATTR_INTS("perm_Y", 0, 2, 1, 3)}, .nattrs = 2},
+    {CASE("matmul_perm_colmajor_AY", "MatMul", 2, 1), .in = {{T3(2, 4, 3)}, {T3(2, 4, 5)}}, .out = {{T3(2, 5, 3)}},
+     .attrs = {ATTR_INTS("perm_A", 0, 2, 1), ATTR_INTS("perm_Y", 0, 2, 1)}, .nattrs = 2},
+};
+
+/* Element of x at logical index l when the operand is Transpose(x, perm) (to_mem 0) or x
+ * is Transpose(logical, perm) (to_mem 1); perm NULL: l itself. */
+static float perm_at(const pp_tensor *x, const int64_t *perm, int to_mem, const int64_t *l)
+{
+    int64_t off = 0;
+    for (int d = 0; d < x->rank; d++) {
+        int64_t i = 0;
+        if (!perm) i = l[d];
+        else if (to_mem) i = l[perm[d]];
+        else for (int j = 0; j < x->rank; j++) if (perm[j] == d) i = l[j];
+        off = off * x->dims[d] + i;
+    }
+    return ((const float *)x->data)[off];
+}
+
+/* The folded MatMul by explicit index maps and triple loops, in double. */
+static double matmul_perm_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    const pp_attr *pa = pp_attr_find(c->attrs, c->nattrs, "perm_A"), *pb = pp_attr_find(c->attrs, c->nattrs, "perm_B");
+    const pp_attr *py = pp_attr_find(c->attrs, c->nattrs, "perm_Y");
+    const int64_t *PA = pa ? pa->ints : NULL, *PB = pb ? pb->ints : NULL, *PY = py ? py->ints : NULL;
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        const int r = out[0].rank;
+        int64_t ya[PP_MAX_RANK] = {0}, yb[PP_MAX_RANK] = {0}, yd[PP_MAX_RANK] = {0}, n = 1;   /* logical dims */
+        for (int d = 0; d < r; d++) {
+            ya[d] = PA ? in[0].dims[PA[d]] : in[0].dims[d];
+            yb[d] = PB ? in[1].dims[PB[d]] : in[1].dims[d];
+        }
+        for (int d = 0; d < r; d++) yd[d] = d < r - 1 ? ya[d] : yb[d];
+        for (int d = 0; d < r; d++) n *= yd[d];
+        const int64_t K = ya[r - 1];
+        worst = 0;
+        for (int64_t f = 0; f < n; f++) {
+            int64_t l[PP_MAX_RANK], la[PP_MAX_RANK], lb[PP_MAX_RANK], q = f;
+            for (int d = r - 1; d >= 0; d--) l[d] = q % yd[d], q /= yd[d];
+            memcpy(la, l, sizeof la);
+            memcpy(lb, l, sizeof lb);
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                la[r - 1] = k, lb[r - 2] = k;
+                acc += (double)perm_at(&in[0], PA, 0, la) * perm_at(&in[1], PB, 0, lb);
+            }
+            double d = fabs(acc - perm_at(&out[0], PY, 1, l));
+            if (!(d <= worst)) worst = d;
+        }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
 #define NCASES(a) ((int)(sizeof a / sizeof a[0]))
 
 static void test_matmul(void **state)
@@ -124,8 +188,14 @@ static void test_matmul(void **state)
         printf("%-40s forward vs triple loop max |diff| %.3g\n", gemm_cases[i].name, d);
         assert_true(d >= 0 && d < 1e-5);
     }
+    for (int i = 0; i < NCASES(matmul_perm_cases); i++) {
+        double d = matmul_perm_maxdiff(&matmul_perm_cases[i]);
+        printf("%-40s forward vs index maps + triple loop max |diff| %.3g\n", matmul_perm_cases[i].name, d);
+        assert_true(d >= 0 && d < 1e-5);
+    }
     run_cases(matmul_cases, NCASES(matmul_cases));
     run_cases(gemm_cases, NCASES(gemm_cases));
+    run_cases(matmul_perm_cases, NCASES(matmul_perm_cases));
 }
 
 /* distinct values 0.05 apart (shuffled), so a finite-difference step never changes a max */

@@ -4,7 +4,10 @@
  * an optional third input, a bias [N] added to every row, and an optional fourth, a float
  * scalar s the product is multiplied by: the stage fuses MatMul + Add of a bias and
  * MatMul + Mul by a constant into it (stage/fuse.c), so the sum is sgemm's C and the
- * scale its alpha, with no separate pass. */
+ * scale its alpha, with no separate pass. The stage also folds Transposes around it
+ * (attention's heads): attributes perm_A / perm_B say input k is the Transpose's input and
+ * the operand is Transpose(in k, perm), perm_Y that the output is written as Transpose(Y,
+ * perm_Y); each is then a strided matrix per batch (one sgemm each, no copy). */
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "mm_plan.h"
@@ -35,8 +38,172 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
     return PP_OK;
 }
 
+/* ---------------- MatMul with folded Transposes ---------------- */
+
+/* A matrix in memory: element (i, j) at p[t ? j ld + i : i ld + j] */
+typedef struct smat {
+    float *p;
+    int t, ld;
+} smat;
+
+static smat smat_t(smat m) { return (smat){m.p, !m.t, m.ld}; }
+
+/* Z (m, n) = alpha X (m, k) Y (k, n) + beta Z; a transposed Z as Z^T = Y^T X^T */
+static void smat_gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+{
+    enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
+    if (Z.t)
+        cblas_sgemm(CblasRowMajor, Y.t ? NT : T, X.t ? NT : T, n, m, k, alpha, Y.p, Y.ld, X.p, X.ld, beta, Z.p, Z.ld);
+    else
+        cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
+}
+
+/* One operand seen through its perm: logical dims and element strides. */
+typedef struct sview {
+    int rank;
+    int64_t dims[PP_MAX_RANK], st[PP_MAX_RANK];
+} sview;
+
+/* x: the tensor in memory; perm (n entries; NULL: none): logical dim k is x's dim perm[k]
+ * (to_mem 0) or x's dim k is logical dim perm[k] (to_mem 1, the output's perm_Y). */
+static pp_status sview_make(const pp_tensor *x, const int64_t *perm, int n, int to_mem, sview *v, const char *node,
+                            pp_error *err)
+{
+    int64_t st[PP_MAX_RANK], s = 1;
+    for (int d = x->rank - 1; d >= 0; d--) st[d] = s, s *= x->dims[d];
+    v->rank = x->rank;
+    if (perm && n != x->rank)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "node '%s' (MatMul): a folded perm has %d entries for rank %d",
+                            node, n, x->rank);
+    for (int k = 0; k < x->rank; k++) {
+        int64_t q = perm ? perm[k] : k;
+        if (q < 0 || q >= x->rank)
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "node '%s' (MatMul): folded perm entry %lld out of range",
+                                node, (long long)q);
+        if (to_mem) v->dims[q] = x->dims[k], v->st[q] = st[k];
+        else v->dims[k] = x->dims[q], v->st[k] = st[q];
+    }
+    return PP_OK;
+}
+
+/* The batch-b matrix of a view with batch strides; a logical matrix with unit column
+ * stride is row-major, one with unit row stride transposed. */
+static pp_status sview_mat(const sview *v, float *base, const int64_t *idx, smat *m, const char *node, pp_error *err)
+{
+    const int r = v->rank;
+    int64_t off = 0;
+    for (int d = 0; d + 2 < r; d++) off += idx[d] * v->st[d];
+    if (v->st[r - 1] == 1 && (v->dims[r - 2] == 1 || v->st[r - 2] >= v->dims[r - 1]))
+        *m = (smat){base + off, 0, (int)(v->dims[r - 2] == 1 ? v->dims[r - 1] : v->st[r - 2])};
+    else if (v->st[r - 2] == 1 && (v->dims[r - 1] == 1 || v->st[r - 1] >= v->dims[r - 2]))
+        *m = (smat){base + off, 1, (int)(v->dims[r - 1] == 1 ? v->dims[r - 2] : v->st[r - 1])};
+    else
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (MatMul): a folded operand has no unit stride in its "
+                            "last two dims", node);
+    return PP_OK;
+}
+
+typedef struct perm_plan {
+    sview a, b, y;
+    int64_t M, K, N, batch;
+    float alpha;
+} perm_plan;
+
+static int has_perms(const pp_kernel_ctx *c)
+{
+    return pp_attr_find(c->attrs, c->nattrs, "perm_A") || pp_attr_find(c->attrs, c->nattrs, "perm_B") ||
+           pp_attr_find(c->attrs, c->nattrs, "perm_Y");
+}
+
+/* y: the output in memory, or its gradient (same shape) */
+static pp_status perm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, perm_plan *p, pp_error *err)
+{
+    const char *nm[3] = {"perm_A", "perm_B", "perm_Y"};
+    const pp_tensor *t[3] = {&c->in[0], &c->in[1], y};
+    sview *v[3] = {&p->a, &p->b, &p->y};
+    PP_CHECK(pp_cpu_want_inputs(c, 2, 4, err));
+    if (c->nin > 2 && c->in[2].data)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (MatMul): folded Transposes and a fused bias", c->node);
+    for (int i = 0; i < 3; i++) {
+        const int64_t *perm;
+        int n;
+        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, nm[i], &perm, &n, c->node, err));
+        PP_CHECK(sview_make(t[i], perm, n, i == 2, v[i], c->node, err));
+    }
+    const int r = p->y.rank;
+    if (r < 3 || p->a.rank != r || p->b.rank != r)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): folded Transposes need operands of one rank >= 3",
+                            c->node);
+    p->batch = 1;
+    for (int d = 0; d + 2 < r; d++) {
+        if (p->a.dims[d] != p->y.dims[d] || p->b.dims[d] != p->y.dims[d])
+            return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): folded Transposes need equal batch dims",
+                                c->node);
+        p->batch *= p->y.dims[d];
+    }
+    p->M = p->a.dims[r - 2], p->K = p->a.dims[r - 1], p->N = p->b.dims[r - 1];
+    if (p->b.dims[r - 2] != p->K || p->y.dims[r - 2] != p->M || p->y.dims[r - 1] != p->N)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): folded operands (%lld x %lld) (%lld x %lld) do not "
+                            "give the output", c->node, (long long)p->M, (long long)p->K, (long long)p->b.dims[r - 2],
+                            (long long)p->N);
+    p->alpha = c->nin > 3 && c->in[3].data ? *(const float *)c->in[3].data : 1.f;
+    return PP_OK;
+}
+
+/* The next batch multi-index (row-major over the batch dims). */
+static void next_index(const sview *y, int64_t *idx)
+{
+    for (int d = y->rank - 3; d >= 0; d--) {
+        if (++idx[d] < y->dims[d]) return;
+        idx[d] = 0;
+    }
+}
+
+static pp_status perm_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    perm_plan p;
+    PP_CHECK(perm_plan_make(c, &c->out[0], &p, err));
+    int64_t idx[PP_MAX_RANK] = {0};
+    for (int64_t b = 0; b < p.batch; b++, next_index(&p.y, idx)) {
+        smat A, B, Y;
+        PP_CHECK(sview_mat(&p.a, c->in[0].data, idx, &A, c->node, err));
+        PP_CHECK(sview_mat(&p.b, c->in[1].data, idx, &B, c->node, err));
+        PP_CHECK(sview_mat(&p.y, c->out[0].data, idx, &Y, c->node, err));
+        smat_gemm((int)p.M, (int)p.N, (int)p.K, p.alpha, A, B, 0.f, Y);
+    }
+    return PP_OK;
+}
+
+/* dA = s dY B^T, dB = s A^T dY per batch; every batch owns its blocks of dA and dB (no
+ * broadcast), so a fresh gradient is assigned by beta 0. */
+static pp_status perm_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    perm_plan p;
+    PP_CHECK(perm_plan_make(c, &grad_out[0], &p, err));
+    const float beta_a = c->grad_fresh & 1 ? 0.f : 1.f, beta_b = c->grad_fresh >> 1 & 1 ? 0.f : 1.f;
+    int64_t idx[PP_MAX_RANK] = {0};
+    for (int64_t b = 0; b < p.batch; b++, next_index(&p.y, idx)) {
+        smat A, B, GY, G;
+        PP_CHECK(sview_mat(&p.y, grad_out[0].data, idx, &GY, c->node, err));
+        if (grad_in[0].data) {
+            PP_CHECK(sview_mat(&p.b, (float *)c->in[1].data, idx, &B, c->node, err));
+            PP_CHECK(sview_mat(&p.a, grad_in[0].data, idx, &G, c->node, err));
+            smat_gemm((int)p.M, (int)p.K, (int)p.N, p.alpha, GY, smat_t(B), beta_a, G);
+        }
+        if (grad_in[1].data) {
+            PP_CHECK(sview_mat(&p.a, (float *)c->in[0].data, idx, &A, c->node, err));
+            PP_CHECK(sview_mat(&p.b, grad_in[1].data, idx, &G, c->node, err));
+            smat_gemm((int)p.K, (int)p.N, (int)p.M, p.alpha, smat_t(A), GY, beta_b, G);
+        }
+    }
+    return PP_OK;
+}
+
+/* ---------------- MatMul ---------------- */
+
 PP_FWD(pp_cpu_matmul_forward)
 {
+    if (has_perms(c)) return perm_forward(c, err);
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &c->out[0], &p, err));
     const float *A = c->in[0].data, *B = c->in[1].data, *bias = c->nin > 2 ? c->in[2].data : NULL;
@@ -73,6 +240,7 @@ PP_BWD(pp_cpu_matmul_backward)
     if (GY && c->nin > 2 && c->in[2].data && grad_in[2].data)
         PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], 1.f, c->grad_fresh >> 2 & 1, c->node, err));
     if (!GY || (!GA && !GB)) return PP_OK;
+    if (has_perms(c)) return perm_backward(c, grad_out, grad_in, err);
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &grad_out[0], &p, err));
     const float *A = c->in[0].data, *B = c->in[1].data;
