@@ -139,12 +139,18 @@ static inline PP_HD uint64_t pp_el_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 /* A 64-bit key from (seed, step, microbatch, node), hashed once per call. */
-static inline PP_HD uint64_t pp_el_rng_key(uint64_t seed, uint64_t step, uint64_t mb, uint64_t node)
+static inline PP_HD uint64_t pp_el_rng_key(uint64_t seed, uint64_t step, uint64_t node)
 {
     uint64_t k = pp_el_mix64(seed + 0x9E3779B97F4A7C15ull);
     k = pp_el_mix64(k ^ (step + 0x632BE59BD9B4E019ull));
-    k = pp_el_mix64(k ^ (mb + 0x85157AF5ull));
     return pp_el_mix64(k ^ (node + 0xD6E8FEB86659FD93ull));
+}
+/* The index of element 0 of an n-element microbatch tensor among its node's draws: the
+ * tensor is sample-major, so the microbatch's first sample times the elements per sample
+ * (sample * n when the tensor does not split into `samples` equal parts, or samples is 0). */
+static inline PP_HD uint64_t pp_el_rng_base(uint64_t sample, uint64_t samples, int64_t n)
+{
+    return samples && n % (int64_t)samples == 0 ? sample * (uint64_t)(n / (int64_t)samples) : sample * (uint64_t)n;
 }
 /* uniform in [0, 1) with 24 bits, for element index i under key k */
 static inline PP_HD float pp_el_rng_uniform(uint64_t key, uint64_t i)

@@ -77,6 +77,7 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     v->nslots = count_slots(d, stage);
     pp_stage_options so = d->cfg.stage_options;
     so.slots = v->nslots;
+    so.first_sample = (int64_t)d->grid->replica * (so.global_batch / d->grid->dp);   /* replicas split the batch in order */
     PP_CHECK(pp_stage_create(d->cfg.partition, stage, d->cfg.dev, &so, &v->s, err));
     if (pp_stage_num_inputs(v->s) > MAX_PORTS || pp_stage_num_outputs(v->s) > MAX_PORTS)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "stage %d: more than %d tensors cross a boundary", stage, MAX_PORTS);

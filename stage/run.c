@@ -72,7 +72,8 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
         .nattrs = op->nattrs, .in = in, .nin = op->nin, .host_in = op->host_in, .out = out, .nout = op->nout,
         .aux = op->aux_bytes ? stage_ptr(s, slot, op->aux) : NULL, .dev = s->dev,
         .training = s->opt.training,
-        .rng = {s->opt.seed, (uint64_t)step, (uint64_t)mb, (uint64_t)(op->node >= 0 ? op->node : s->g->nnodes)},
+        .rng = {s->opt.seed, (uint64_t)step, (uint64_t)(s->opt.first_sample + mb * s->opt.microbatch),
+                (uint64_t)(op->node >= 0 ? op->node : s->g->nnodes), (uint64_t)s->opt.microbatch},
     };
     return PP_OK;
 }

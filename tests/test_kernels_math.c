@@ -394,7 +394,7 @@ static void test_dropout_rng(void **state)
     assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
     const pp_kernel *k = pp_kernel_find("Dropout", PP_DEVICE_CPU, PP_DTYPE_F32);
     pp_tensor in[2] = {kc_alloc(&c->in[0]), kc_alloc(&c->in[1])}, out[3][2];
-    pp_rng_key keys[3] = {{7, 3, 1, 12}, {7, 3, 1, 12}, {7, 3, 2, 12}};
+    pp_rng_key keys[3] = {{7, 3, 1, 12, 0}, {7, 3, 1, 12, 0}, {7, 3, 2, 12, 0}};
     for (int r = 0; r < 3; r++) {
         out[r][0] = kc_alloc(&c->out[0]);
         out[r][1] = kc_alloc(&c->out[1]);

@@ -13,12 +13,15 @@ extern "C" {
 #endif
 
 /* Keys a counter-based RNG (Dropout), so that a random draw depends on what is being
- * computed and never on which rank computes it. */
+ * computed and never on which rank computes it, nor on how the global batch is split:
+ * sample s of a step draws the same numbers in any microbatch of any replica (kernels
+ * take the draws of element i of an n-element tensor at pp_el_rng_base(...) + i). */
 typedef struct pp_rng_key {
     uint64_t seed;
     uint64_t step;
-    uint64_t microbatch;
+    uint64_t sample;    /* the microbatch's first sample in the step's global batch */
     uint64_t node;      /* node index in the whole graph */
+    uint64_t samples;   /* samples in the microbatch; 0: the draws are not tied to samples */
 } pp_rng_key;
 
 /* One call of one node. */

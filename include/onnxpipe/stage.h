@@ -35,6 +35,8 @@ typedef struct pp_stage_options {
     pp_loss_spec loss;          /* used when the stage holds no SoftmaxCrossEntropyLoss output;
                                    a last stage without either runs forward only (training = 0) */
     uint64_t seed;              /* Dropout RNG seed */
+    int64_t first_sample;       /* this replica's first sample in the global batch: Dropout draws
+                                   by global sample, the same for any layout (pp_rng_key) */
     int training;               /* 1: Dropout drops, BatchNorm uses batch statistics */
 } pp_stage_options;
 

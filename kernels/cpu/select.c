@@ -189,10 +189,11 @@ PP_FWD(pp_cpu_dropout_forward)
         if (mask) memset(mask, 1, (size_t)n);
         return PP_OK;
     }
-    uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.microbatch, c->rng.node);
+    uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node);
+    uint64_t base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
     float scale = ratio < 1.f ? 1.f / (1.f - ratio) : 0.f;
     for (int64_t i = 0; i < n; i++) {
-        int keep = pp_el_rng_uniform(key, (uint64_t)i) >= ratio;
+        int keep = pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio;
         Y[i] = keep ? X[i] * scale : 0.f;
         if (mask) mask[i] = (uint8_t)keep;
     }
@@ -213,9 +214,10 @@ PP_BWD(pp_cpu_dropout_backward)
         for (int64_t i = 0; i < n; i++) GX[i] += GY[i];
         return PP_OK;
     }
-    uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.microbatch, c->rng.node);
+    uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node);
+    uint64_t base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
     float scale = ratio < 1.f ? 1.f / (1.f - ratio) : 0.f;
     for (int64_t i = 0; i < n; i++)
-        if (pp_el_rng_uniform(key, (uint64_t)i) >= ratio) GX[i] += GY[i] * scale;
+        if (pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio) GX[i] += GY[i] * scale;
     return PP_OK;
 }

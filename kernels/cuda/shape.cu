@@ -414,18 +414,20 @@ PP_CU_BWD(pp_cu_where_backward)
 
 /* ---------------- Dropout ---------------- */
 
-__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key, float ratio, float scale)
+__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key, uint64_t base, float ratio,
+                          float scale)
 {
     CU_FOR(i, n) {
-        const int keep = pp_el_rng_uniform(key, (uint64_t)i) >= ratio;
+        const int keep = pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio;
         y[i] = keep ? x[i] * scale : 0.f;
         if (mask) mask[i] = (uint8_t)keep;
     }
 }
 
-__global__ void k_dropout_grad(const float *dy, float *dx, int64_t n, uint64_t key, float ratio, float scale)
+__global__ void k_dropout_grad(const float *dy, float *dx, int64_t n, uint64_t key, uint64_t base, float ratio,
+                               float scale)
 {
-    CU_FOR(i, n) if (pp_el_rng_uniform(key, (uint64_t)i) >= ratio) dx[i] += dy[i] * scale;
+    CU_FOR(i, n) if (pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio) dx[i] += dy[i] * scale;
 }
 
 /* ratio (attribute or constant input 1) and whether this call drops (constant input 2) */
@@ -461,10 +463,12 @@ PP_CU_FWD(pp_cu_dropout_forward)
         return mask ? pp_device_memset(c->dev, mask, 1, (size_t)n, err) : PP_OK;
     }
     if (!n) return PP_OK;
-    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.microbatch, c->rng.node);
+    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node),
+                   base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
     pp_cu_launch L = pp_cu_launch_1d(n);
     k_dropout<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, mask,
-                                                              n, key, ratio, ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+                                                              n, key, base, ratio,
+                                                              ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -479,10 +483,11 @@ PP_CU_BWD(pp_cu_dropout_backward)
     const int64_t n = pp_tensor_numel(&grad_out[0]);
     if (!drop) return pp_cu_sum_into(c, &grad_in[0], &grad_out[0], 1.f, err);
     if (!n) return PP_OK;
-    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.microbatch, c->rng.node);
+    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node),
+                   base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
     pp_cu_launch L = pp_cu_launch_1d(n);
     k_dropout_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)grad_out[0].data,
-                                                                   (float *)grad_in[0].data, n, key, ratio,
+                                                                   (float *)grad_in[0].data, n, key, base, ratio,
                                                                    ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
     CU_LAUNCHED(c);
     return PP_OK;
