@@ -4,6 +4,8 @@
  *  - on the cpu, MatMul followed by Add of a bias [N] becomes one MatMul with the bias
  *    as a third input (kernels/cpu/matmul.c: it is sgemm's C), and MatMul followed by
  *    Mul by a scalar constant one MatMul with the scalar as a fourth input (sgemm's alpha).
+ *  - a Reshape / Flatten / Squeeze / Unsqueeze of an activation becomes a view of its
+ *    input (same memory, same gradient memory; no copy) unless its result leaves the stage;
  *  - on the cpu, a Transpose (explicit perm, rank >= 3) whose only reader is a MatMul
  *    operand, or that is the only reader of a MatMul's result, folds into the MatMul as a
  *    strided operand or output (attention's heads: no copies; kernels/cpu/matmul.c).
@@ -227,6 +229,28 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
     }
 }
 
+/* If op o only changes the shape of an activation (not a trained or constant tensor)
+ * and its result is read in this stage only, the result becomes a view of the input's
+ * base and the op goes. Every tensor keeps one element order, so readers see the same
+ * bytes; gradients of both add into one buffer, which is what the copy's backward did. */
+static void reshape_to_view(pp_stage *s, int o, char *gone)
+{
+    static const char *const shapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    const stage_op *op = &s->ops[o];
+    int is_shape = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) is_shape |= !strcmp(op->op_type, shapes[i]);
+    if (!is_shape || op->nout != 1 || op->in[0] < 0 || op->out[0] < 0) return;
+    int x = s->t[op->in[0]].view_of >= 0 ? s->t[op->in[0]].view_of : op->in[0], y = op->out[0];
+    const tslot *tx = &s->t[x], *ty = &s->t[y];
+    if (tx->value < 0 || ty->value < 0 || tx->nbytes != ty->nbytes || tx->dtype != ty->dtype) return;
+    const pp_value *vx = &s->g->values[tx->value], *vy = &s->g->values[ty->value];
+    if (vx->init >= 0 || vy->is_output) return;
+    for (int c = 0; c < vy->nconsumers; c++)
+        if (vy->consumers[c] >= s->end) return;
+    s->t[y].view_of = x;
+    gone[o] = 1;
+}
+
 pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
     const pp_kernel *gelu = pp_kernel_find("Gelu", s->dev->kind, PP_DTYPE_F32);
@@ -279,6 +303,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
             s->t[s->ops[chain[k]].out[0]].view_of = x;   /* unused from now on */
         }
     }
+    for (int o = 0; o < s->nops; o++)
+        if (!gone[o]) reshape_to_view(s, o, gone);
     /* a fused MatMul sits where its Add or Mul was, under the MatMul's node */
     for (int i = 0; i < span; i++) op_of_node[i] = -1;
     for (int o = 0; o < s->nops; o++)

@@ -140,7 +140,7 @@ static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *d
     tslot *t = &s->t[s->nt];
     memset(t, 0, sizeof *t);
     t->value = -1;
-    t->view_of = base;
+    t->view_of = base >= 0 && s->t[base].view_of >= 0 ? s->t[base].view_of : base;   /* views are of bases */
     t->dtype = base >= 0 ? s->t[base].dtype : PP_DTYPE_F32;
     t->rank = rank;
     if (rank > 0) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);   /* the scalar loss: dims NULL */
