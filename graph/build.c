@@ -148,10 +148,11 @@ static int grow(void **arr, int *cap, int need, size_t size)
     return 1;
 }
 
-static uint64_t hash_name(const char *s)
+/* FNV-1a over the n bytes of a name. */
+static uint64_t hash_name(const void *name, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (const unsigned char *c = name, *e = c + n; c < e; c++) h = (h ^ *c) * 1099511628211ull;
     return h;
 }
 
@@ -171,33 +172,27 @@ static int rehash(pp_graph *g, int cap)
     return 1;
 }
 
-void graph_prefetch_name(const pp_graph *g, const void *name, size_t n, int string)
-{
-    const pp_graph_store *s = g->store;
-    if (!s->name_cap) return;
-    uint64_t h = 1469598103934665603ull;   /* hash_name over n bytes */
-    for (const unsigned char *c = name, *e = c + n; c < e; c++) h = (h ^ *c) * 1099511628211ull;
-    const struct name_slot *slot = &s->name_slots[h & (uint64_t)(s->name_cap - 1)];
-    if (!string) __builtin_prefetch(slot);
-    else if (slot->name && slot->tag == (uint32_t)(h >> 32)) __builtin_prefetch(slot->name);
-}
-
-/* The slot holding `name` (hash `full`), or the empty slot where it would go. */
-static struct name_slot *find_slot(const pp_graph_store *s, const char *name, uint64_t full)
+/* The slot holding the n-byte `name` (hash `full`), or the empty slot where it would go. */
+static struct name_slot *find_slot(const pp_graph_store *s, const char *name, size_t n, uint64_t full)
 {
     uint64_t mask = (uint64_t)(s->name_cap - 1), h = full & mask;
     uint32_t tag = (uint32_t)(full >> 32);
     for (struct name_slot *e; (e = &s->name_slots[h])->name; h = (h + 1) & mask)
-        if (e->tag == tag && !strcmp(e->name, name)) return e;
+        if (e->tag == tag && !strncmp(e->name, name, n) && !e->name[n]) return e;
     return &s->name_slots[h];
+}
+
+int graph_find_value_n(const pp_graph *g, const char *name, size_t n)
+{
+    const pp_graph_store *s = g->store;
+    if (!s->name_cap) return -1;
+    const struct name_slot *e = find_slot(s, name, n, hash_name(name, n));
+    return e->name ? (int)e->id : -1;
 }
 
 int pp_graph_find_value(const pp_graph *g, const char *name)
 {
-    const pp_graph_store *s = g->store;
-    if (!s->name_cap || !name) return -1;
-    const struct name_slot *e = find_slot(s, name, hash_name(name));
-    return e->name ? (int)e->id : -1;
+    return name ? graph_find_value_n(g, name, strlen(name)) : -1;
 }
 
 int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits)
@@ -213,13 +208,33 @@ int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits)
            (cap <= s->name_cap || rehash(g, cap));
 }
 
+#define RECENT 16   /* newest values checked before the table */
+
+/* The value named `name` (hash `full`) if it is one of the RECENT newest values or the
+ * one after the last value found in the table, else -1. Most node inputs are (an output
+ * a few nodes back, the next weight), and their hashes are in cache where the table's
+ * slots are not. */
+static int recent_value(pp_graph *g, const char *name, uint64_t full)
+{
+    pp_graph_store *s = g->store;
+    const uint64_t *h = s->name_hash;
+    for (int v = g->nvalues - 1; v >= 0 && v >= g->nvalues - RECENT; v--)
+        if (h[v] == full && !strcmp(g->values[v].name, name)) return v;
+    int next = s->last_found + 1;
+    if (next < g->nvalues && h[next] == full && !strcmp(g->values[next].name, name)) return s->last_found = next;
+    return -1;
+}
+
 int pp_graph_value(pp_graph *g, const char *name)
 {
     pp_graph_store *s = g->store;
-    uint64_t full = hash_name(name);
+    size_t n = strlen(name);
+    uint64_t full = hash_name(name, n);
+    int found = recent_value(g, name, full);
+    if (found >= 0) return found;
     if (s->name_cap) {
-        struct name_slot *e = find_slot(s, name, full);
-        if (e->name) return (int)e->id;
+        struct name_slot *e = find_slot(s, name, n, full);
+        if (e->name) return s->last_found = (int)e->id;
     }
     int hash_cap = s->value_cap;
     if (!grow((void **)&g->values, &s->value_cap, g->nvalues + 1, sizeof *g->values)) return -1;
@@ -233,7 +248,7 @@ int pp_graph_value(pp_graph *g, const char *name)
     v->init = -1;
     int id = g->nvalues++;
     s->name_hash[id] = full;
-    *find_slot(s, name, full) = (struct name_slot){v->name, (uint32_t)id, (uint32_t)(full >> 32)};
+    *find_slot(s, name, n, full) = (struct name_slot){v->name, (uint32_t)id, (uint32_t)(full >> 32)};
     return id;
 }
 
@@ -338,7 +353,7 @@ pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_
  * has few distinct ones; ids and passes compare them as strings). */
 static const char *intern(pp_graph *g, const char *str)
 {
-    const char **slot = &g->store->interned[hash_name(str) % PP_INTERNED];
+    const char **slot = &g->store->interned[hash_name(str, strlen(str)) % PP_INTERNED];
     if (!*slot || strcmp(*slot, str)) *slot = pp_graph_strdup(g, str);
     return *slot;
 }

@@ -30,6 +30,7 @@ struct pp_graph_store {
     } *name_slots;
     int name_cap;
     uint64_t *name_hash;
+    int last_found;   /* the value pp_graph_value last found (not made) */
     const char *interned[PP_INTERNED];   /* op types and domains of nodes, by hash */
     int *consumers;   /* the storage of every pp_value's consumers (graph_link) */
     graph_mmap *mmaps;
@@ -47,10 +48,8 @@ void graph_arena_reset(pp_graph *g);
  * the add_* calls still grow as needed). */
 int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits);
 
-/* Starts loading the name-table slot of the n-byte name (not NUL-terminated) into the
- * cache, or with string = 1 (once the slot is cached) the name the slot points to, for a
- * lookup soon after; no effect on results. */
-void graph_prefetch_name(const pp_graph *g, const void *name, size_t n, int string);
+/* The id of the value whose name is the n bytes at name (no NUL among them), or -1. */
+int graph_find_value_n(const pp_graph *g, const char *name, size_t n);
 
 /* Keeps an mmapped region alive until the graph is destroyed. */
 pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err);

@@ -45,48 +45,7 @@ static char *graph_cstr(pp_graph *g, ProtobufCBinaryData b)
     return s;
 }
 
-/* ---- value types, attributes, nodes ------------------------------------- */
-
-/* A ValueInfoProto's tensor type; dtype UNDEFINED / rank -1 where the file leaves them out. */
-static pp_status load_type(loader *L, const Onnx__ValueInfoProto *vi, pp_dtype *dtype, pp_shape *shape,
-                           pp_error *err)
-{
-    *dtype = PP_DTYPE_UNDEFINED;
-    memset(shape, 0, sizeof *shape);
-    shape->rank = -1;
-    const char *name = vi->name;
-    if (!vi->type) return PP_OK;
-    if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' is not a tensor (sequence, map, optional and "
-                            "sparse types are not supported)", name);
-    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
-    if (tt->has_elem_type && tt->elem_type != 0) {
-        *dtype = load_dtype(tt->elem_type);
-        if (*dtype == PP_DTYPE_UNDEFINED)
-            return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' has data type %d, which onnxpipe does not "
-                                "support", name, (int)tt->elem_type);
-    }
-    if (!tt->shape) return PP_OK;
-    if (tt->shape->n_dim > PP_MAX_RANK)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "value '%s' has rank %zu (at most %d supported)", name,
-                            tt->shape->n_dim, PP_MAX_RANK);
-    shape->rank = (int)tt->shape->n_dim;
-    for (int i = 0; i < shape->rank; i++) {
-        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-        shape->dims[i] = -1;
-        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-            if (d->dim_value < 0)
-                return pp_error_set(err, PP_ERR_PARSE, "value '%s' has negative dim %lld at axis %d", name,
-                                    (long long)d->dim_value, i);
-            shape->dims[i] = d->dim_value;
-        } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
-                   *d->dim_param) {
-            if (!(shape->syms[i] = pp_graph_strdup(L->g, d->dim_param)))
-                return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
-        }
-    }
-    return PP_OK;
-}
+/* ---- attributes, nodes ---------------------------------------------------- */
 
 static pp_status load_attr(loader *L, int node_id, const Onnx__AttributeProto *ap, pp_error *err)
 {
@@ -174,11 +133,6 @@ static size_t count(const loader *L, el_kind k)
     }
 }
 
-#define PREFETCH 8   /* elements ahead */
-
-static void prefetch_slot(void *g, wire_span name) { graph_prefetch_name(g, name.p, name.n, 0); }
-static void prefetch_string(void *g, wire_span name) { graph_prefetch_name(g, name.p, name.n, 1); }
-
 /* Element i of kind k; from the wire it is valid until the next call. NULL when it does
  * not parse (L->oom tells whether memory ran out). */
 static const void *element(loader *L, el_kind k, size_t i)
@@ -191,11 +145,6 @@ static const void *element(loader *L, el_kind k, size_t i)
         return arr[k][i];
     }
     const wire_span *spans[] = {L->wg.node, L->wg.init, L->wg.input, L->wg.output, L->wg.value_info};
-    /* the names of later elements: slots 2 x PREFETCH ahead, their strings PREFETCH ahead
-     * (hides the name table's cache misses) */
-    uint32_t f1 = k == EL_INIT ? 8 : 1, f2 = k == EL_NODE ? 2 : 0;
-    if (i + 2 * PREFETCH < count(L, k)) wire_each_string(spans[k][i + 2 * PREFETCH], f1, f2, prefetch_slot, L->g);
-    if (i + PREFETCH < count(L, k)) wire_each_string(spans[k][i + PREFETCH], f1, f2, prefetch_string, L->g);
     graph_arena_reset(L->elem);
     L->cur = L->elem;
     wire_span s = spans[k][i];
@@ -254,6 +203,17 @@ static const char *init_label(char *buf, size_t cap, const char *name)
     return buf;
 }
 
+/* The value named as r says, or -1; tried first as the one after `prev` (value_info
+ * usually lists values in the order nodes made them). */
+static int ahead_value(const pp_graph *g, const type_rec *r, int prev)
+{
+    if (prev >= 0 && prev + 1 < g->nvalues) {
+        const char *name = g->values[prev + 1].name;
+        if (!strncmp(name, r->name, r->len) && !name[r->len]) return prev + 1;
+    }
+    return graph_find_value_n(g, r->name, r->len);
+}
+
 static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err)
 {
     pp_graph *g = L->g;
@@ -279,7 +239,7 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
         PP_CHECK(check_name(vi, "input", i, err));
         int v = pp_graph_find_value(g, vi->name);
         if (v >= 0 && g->values[v].init >= 0) continue;   /* an initializer listed as input (IR < 4 style) */
-        PP_CHECK(load_type(L, vi, &dt, &sh, err));
+        PP_CHECK(load_type(g, vi, &dt, &sh, err));
         PP_CHECK(pp_graph_add_input(g, vi->name, dt, &sh, err));
     }
     for (size_t i = 0; i < count(L, EL_NODE); i++) {
@@ -290,16 +250,30 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
     for (size_t i = 0; i < count(L, EL_OUTPUT); i++) {
         ELEMENT(vi, L, EL_OUTPUT, i);
         PP_CHECK(check_name(vi, "output", i, err));
-        PP_CHECK(load_type(L, vi, &dt, &sh, err));
+        PP_CHECK(load_type(g, vi, &dt, &sh, err));
         PP_CHECK(pp_graph_add_output(g, vi->name, dt, sh.rank >= 0 ? &sh : NULL, err));
     }
     /* value_info: types of intermediate values; inference recomputes and checks them */
+    int v = -1;
     for (size_t i = 0; i < count(L, EL_VALUE_INFO); i++) {
+        const type_rec *r = types_ahead_get(&L->ahead, i);
+        if (r) {
+            v = ahead_value(g, r, v);
+            if (v < 0 || g->values[v].init >= 0) continue;
+            if (r->dtype != PP_DTYPE_UNDEFINED) g->values[v].dtype = r->dtype;
+            if (r->rank >= 0) {
+                pp_shape *sh_v = &g->values[v].shape;
+                memset(sh_v, 0, sizeof *sh_v);
+                sh_v->rank = r->rank;
+                memcpy(sh_v->dims, r->dims, (size_t)r->rank * sizeof *r->dims);
+            }
+            continue;
+        }
         ELEMENT(vi, L, EL_VALUE_INFO, i);
         PP_CHECK(check_name(vi, "value_info", i, err));
-        int v = pp_graph_find_value(g, vi->name);
+        v = pp_graph_find_value(g, vi->name);
         if (v < 0 || g->values[v].init >= 0) continue;
-        PP_CHECK(load_type(L, vi, &dt, &sh, err));
+        PP_CHECK(load_type(g, vi, &dt, &sh, err));
         if (dt != PP_DTYPE_UNDEFINED) g->values[v].dtype = dt;
         if (sh.rank >= 0) g->values[v].shape = sh;
     }
@@ -370,10 +344,12 @@ static pp_status load_model(const void *buf, size_t len, const char *base_dir, c
         goto done;
     }
     L.gp = split ? NULL : gp;
+    if (split) types_ahead_start(&L.ahead, L.wg.value_info, L.wg.n_value_info);
     st = load_parts(&L, m, gp, err);
     if (st != PP_OK && !L.parse_failed && split && !elements_parse(&L)) st = parse_error(&L, err);
     if (st != PP_OK) goto fail;
     /* the unpacked messages (in the scratch arenas) are not needed by finalize */
+    types_ahead_stop(&L.ahead);
     pp_graph_destroy(L.scratch);
     pp_graph_destroy(L.elem);
     L.scratch = L.elem = NULL;
@@ -384,6 +360,7 @@ static pp_status load_model(const void *buf, size_t len, const char *base_dir, c
 fail:
     if (st != PP_OK && !L.parse_failed) pp_error_prefix(err, "while loading '%s': ", what);
 done:
+    types_ahead_stop(&L.ahead);
     pp_graph_destroy(L.g);
     pp_graph_destroy(L.scratch);
     pp_graph_destroy(L.elem);

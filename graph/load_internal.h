@@ -6,6 +6,9 @@
 #include "graph_internal.h"
 #include "load_wire.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 /* One external-data file, mapped once however many initializers point into it. */
 typedef struct ext_file {
     const char *location;   /* as written in the model */
@@ -20,6 +23,30 @@ typedef struct ext_file {
  * keep their bytes without a copy. */
 #define BIG_ALLOC (64 * 1024)
 
+/* One value_info entry decoded ahead (graph/load_type.c); ok = 0: the main thread
+ * decodes it itself. */
+#define TYPE_REC_RANK 4
+
+typedef struct type_rec {
+    const char *name;   /* in the file, not NUL-terminated */
+    uint32_t len;       /* bytes of name */
+    int8_t ok, dtype, rank;   /* rank -1: no shape */
+    int64_t dims[TYPE_REC_RANK];
+} type_rec;
+
+/* The second thread and what it has decoded: recs[0, done) are final. */
+typedef struct types_ahead {
+    pthread_t thread;
+    int running;
+    const wire_span *spans;
+    size_t n;
+    type_rec *recs;
+    _Atomic size_t done;
+    _Atomic int stop;
+    pp_graph *scratch;   /* the thread's own arena */
+    ProtobufCAllocator alloc;
+} types_ahead;
+
 typedef struct loader {
     pp_graph *g;
     pp_graph *scratch;      /* the model and graph messages */
@@ -29,6 +56,7 @@ typedef struct loader {
     const char *what;       /* the file, for messages */
     const Onnx__GraphProto *gp;   /* elements unpacked by protobuf-c, or NULL: */
     wire_graph wg;                /* elements as wire spans */
+    types_ahead ahead;            /* wg's value_info list, decoded on a second thread */
     int parse_failed;       /* an element did not parse: the message is final */
     const void **big;       /* blocks allocated in g's arena */
     int nbig, big_cap;
@@ -43,6 +71,19 @@ static inline const char *load_str_or(const char *s, const char *dflt) { return 
 
 /* ONNX elem_type -> pp_dtype; UNDEFINED for types we cannot hold (string, complex, float8). */
 pp_dtype load_dtype(int64_t t);
+
+/* A ValueInfoProto's tensor type; dtype UNDEFINED / rank -1 where the file leaves them
+ * out. Named dims are copied into g; with g NULL they fail (PP_ERR_UNSUPPORTED). */
+pp_status load_type(pp_graph *g, const Onnx__ValueInfoProto *vi, pp_dtype *dtype, pp_shape *shape,
+                    pp_error *err);
+
+/* Starts decoding the n value_info spans on a second thread (nothing for a short list
+ * or where no thread can start). */
+void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n);
+/* Entry i if the thread has decoded it and it is plain, else NULL. */
+const type_rec *types_ahead_get(types_ahead *a, size_t i);
+/* Stops and joins the thread and frees what it decoded; safe on a zeroed types_ahead. */
+void types_ahead_stop(types_ahead *a);
 
 /* One tensor; `name` says which in messages ("initializer 'w'"). Data lives in the graph
  * or an mmap. */

@@ -32,7 +32,7 @@ int wire_split_model(const uint8_t *buf, size_t len, uint8_t **rest, size_t *res
 
 void wire_graph_free(wire_graph *wg);
 
-/* Calls fn for each length-delimited field of s numbered a or b (to prefetch names). */
+/* Calls fn for each length-delimited field of s numbered a or b. */
 void wire_each_string(wire_span s, uint32_t a, uint32_t b, void (*fn)(void *ctx, wire_span str), void *ctx);
 
 /* Decode one element the way protobuf-c would, allocating from a; NULL where the element
