@@ -11,23 +11,24 @@ static void compact_nodes(pp_graph *g)
 {
     int k = 0;
     for (int i = 0; i < g->nnodes; i++) {
-        if (g->nodes[i].op_type) g->nodes[k++] = g->nodes[i];
-        else free(g->nodes[i].attrs);   /* inputs and outputs live in the arena */
+        if (!g->nodes[i].op_type) free(g->nodes[i].attrs);   /* inputs and outputs live in the arena */
+        else if (k++ != i) g->nodes[k - 1] = g->nodes[i];
     }
     g->nnodes = k;
 }
 
+/* Producers and consumer lists from the node list; the checks of single producers and
+ * of reads of values nobody makes. One pass over the values (they are 192 bytes each). */
 static pp_status link_values(pp_graph *g, pp_error *err)
 {
-    free(g->store->consumers);   /* every value's consumer list, in one block */
-    g->store->consumers = NULL;
-    for (int v = 0; v < g->nvalues; v++) {
-        g->values[v].consumers = NULL;
-        g->values[v].nconsumers = 0;
-        g->values[v].producer = -1;
-    }
     int *count = calloc((size_t)g->nvalues + 1, sizeof *count);
-    if (!count) return pp_error_set(err, PP_ERR_NOMEM, "out of memory linking graph");
+    int *prod = malloc(((size_t)g->nvalues + 1) * sizeof *prod);
+    pp_status st = PP_OK;
+    if (!count || !prod) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory linking graph");
+        goto done;
+    }
+    memset(prod, 0xff, (size_t)g->nvalues * sizeof *prod);   /* -1: no producer */
     for (int i = 0; i < g->nnodes; i++) {
         const pp_node *n = &g->nodes[i];
         for (int k = 0; k < n->ninputs; k++)
@@ -35,57 +36,67 @@ static pp_status link_values(pp_graph *g, pp_error *err)
         for (int k = 0; k < n->noutputs; k++) {
             int o = n->outputs[k];
             if (o < 0) continue;
-            pp_value *v = &g->values[o];
+            const pp_value *v = &g->values[o];
             if (v->init >= 0) {
-                free(count);
-                return pp_error_set(err, PP_ERR_PARSE, "node '%s' (%s) writes '%s', which is an initializer",
-                                    n->name, n->op_type, v->name);
+                st = pp_error_set(err, PP_ERR_PARSE, "node '%s' (%s) writes '%s', which is an initializer",
+                                  n->name, n->op_type, v->name);
+                goto done;
             }
             if (v->kind == PP_VALUE_INPUT) {
-                free(count);
-                return pp_error_set(err, PP_ERR_PARSE, "node '%s' (%s) writes '%s', which is a graph input",
-                                    n->name, n->op_type, v->name);
+                st = pp_error_set(err, PP_ERR_PARSE, "node '%s' (%s) writes '%s', which is a graph input",
+                                  n->name, n->op_type, v->name);
+                goto done;
             }
-            if (v->producer >= 0) {
-                free(count);
-                return pp_error_set(err, PP_ERR_PARSE, "value '%s' is produced by both node '%s' and node '%s'",
-                                    v->name, g->nodes[v->producer].name, n->name);
+            if (prod[o] >= 0) {
+                st = pp_error_set(err, PP_ERR_PARSE, "value '%s' is produced by both node '%s' and node '%s'",
+                                  v->name, g->nodes[prod[o]].name, n->name);
+                goto done;
             }
-            v->producer = i;
+            prod[o] = i;
         }
     }
     size_t total = 0;
     for (int v = 0; v < g->nvalues; v++) total += (size_t)count[v];
-    int *block = g->store->consumers = malloc((total ? total : 1) * sizeof *block);
+    int *block = malloc((total ? total : 1) * sizeof *block);
     if (!block) {
-        free(count);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory linking graph");
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory linking graph");
+        goto done;
     }
+    free(g->store->consumers);   /* every value's consumer list, in one block (until here the old one) */
+    g->store->consumers = block;
     for (int v = 0; v < g->nvalues; v++) {
-        if (!count[v]) continue;
-        g->values[v].consumers = block;
+        pp_value *val = &g->values[v];
+        val->producer = prod[v];
+        val->consumers = count[v] ? block : NULL;
+        val->nconsumers = 0;
         block += count[v];
     }
-    free(count);
     for (int i = 0; i < g->nnodes; i++) {
         const pp_node *n = &g->nodes[i];
         for (int k = 0; k < n->ninputs; k++) {
             int in = n->inputs[k];
             if (in < 0) continue;
             pp_value *v = &g->values[in];
-            if (v->producer < 0 && v->kind == PP_VALUE_NODE)
-                return pp_error_set(err, PP_ERR_PARSE,
-                                    "node '%s' (%s) reads '%s', which no node produces and which is neither "
-                                    "a graph input nor an initializer", n->name, n->op_type, v->name);
+            if (v->producer < 0 && v->kind == PP_VALUE_NODE) {
+                st = pp_error_set(err, PP_ERR_PARSE,
+                                  "node '%s' (%s) reads '%s', which no node produces and which is neither "
+                                  "a graph input nor an initializer", n->name, n->op_type, v->name);
+                goto done;
+            }
             v->consumers[v->nconsumers++] = i;
         }
     }
     for (int k = 0; k < g->noutputs; k++) {
         const pp_value *v = &g->values[g->outputs[k]];
-        if (v->producer < 0 && v->kind == PP_VALUE_NODE)
-            return pp_error_set(err, PP_ERR_PARSE, "graph output '%s' is produced by no node", v->name);
+        if (v->producer < 0 && v->kind == PP_VALUE_NODE) {
+            st = pp_error_set(err, PP_ERR_PARSE, "graph output '%s' is produced by no node", v->name);
+            goto done;
+        }
     }
-    return PP_OK;
+done:
+    free(count);
+    free(prod);
+    return st;
 }
 
 /* A binary min-heap of node ids ordered by key[id] (ties by id). */
@@ -173,6 +184,22 @@ static int constant_only(const pp_graph *g, const char *is_const, int i)
     return nd->ninputs > 0;
 }
 
+/* Where every node's inputs are produced by earlier nodes (or by none), so that Kahn's
+ * algorithm would keep the file order: fills is_const[] in that order and returns how
+ * many nodes are constant-only; else -1. */
+static int consts_in_file_order(const pp_graph *g, char *is_const)
+{
+    int nconst = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        for (int k = 0; k < g->nodes[i].ninputs; k++) {
+            int in = g->nodes[i].inputs[k];
+            if (in >= 0 && g->values[in].producer >= i) return -1;
+        }
+        nconst += is_const[i] = (char)constant_only(g, is_const, i);
+    }
+    return nconst;
+}
+
 static pp_status topo_sort(pp_graph *g, pp_error *err)
 {
     int n = g->nnodes;
@@ -187,9 +214,14 @@ static pp_status topo_sort(pp_graph *g, pp_error *err)
         goto done;
     }
     for (int i = 0; i < n; i++) key[i] = 2 * (int64_t)i;
-    PP_CHECK_GOTO(kahn(g, key, order, indeg, hbuf, err), st, done);
-    int nconst = 0;
-    for (int j = 0; j < n; j++) nconst += is_const[order[j]] = (char)constant_only(g, is_const, order[j]);
+    int nconst = consts_in_file_order(g, is_const);
+    if (nconst >= 0) {
+        for (int i = 0; i < n; i++) order[i] = i;
+    } else {
+        PP_CHECK_GOTO(kahn(g, key, order, indeg, hbuf, err), st, done);
+        nconst = 0;
+        for (int j = 0; j < n; j++) nconst += is_const[order[j]] = (char)constant_only(g, is_const, order[j]);
+    }
     if (nconst) {
         for (int j = n - 1; j >= 0; j--) {   /* consumers first: reverse topological order */
             int i = order[j];
@@ -239,12 +271,14 @@ pp_status graph_link(pp_graph *g, pp_error *err)
 
 static pp_status check_ops(const pp_graph *g, pp_error *err)
 {
-    const char *ok_op = NULL, *ok_domain = NULL;   /* the last supported pair: nodes share interned strings */
+    /* supported (op type, domain) pairs seen, by address: nodes share interned strings */
+    struct { const char *op, *domain; } ok[16] = {{0}};
     for (int i = 0; i < g->nnodes; i++) {
         const pp_node *n = &g->nodes[i];
-        if (n->op_type == ok_op && n->domain == ok_domain) continue;
-        ok_op = n->op_type;
-        ok_domain = n->domain;
+        int h = (int)(((uintptr_t)n->op_type >> 4) % 16);
+        if (n->op_type == ok[h].op && n->domain == ok[h].domain) continue;
+        ok[h].op = n->op_type;
+        ok[h].domain = n->domain;
         if (!pp_op_supported(n->domain, n->op_type))
             return pp_error_set(err, PP_ERR_UNSUPPORTED,
                                 "node '%s': op %s (domain '%s') is not supported; onnxpipe supports the ai.onnx "
@@ -254,27 +288,26 @@ static pp_status check_ops(const pp_graph *g, pp_error *err)
     return PP_OK;
 }
 
-/* Walks backward from differentiable node inputs: an initializer is a parameter when
- * a chain of differentiable inputs leads from it to some node. A floating-point
- * initializer only read as a shape, index or mask is not trained. */
+/* An initializer is a parameter when some node reads it at a differentiable input. A
+ * floating-point initializer only read as a shape, index or mask is not trained. Walks
+ * the initializers' consumer lists (valid after graph_link), not every node input. */
 void graph_mark_params(pp_graph *g)
 {
     g->nparams = 0;
     g->param_bytes = 0;
-    for (int v = 0; v < g->nvalues; v++) g->values[v].is_param = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        const pp_node *n = &g->nodes[i];
-        for (int k = 0; k < n->ninputs; k++) {
-            int in = n->inputs[k];
-            if (in < 0) continue;
-            pp_value *v = &g->values[in];
-            if (v->init >= 0 && !v->folded && pp_dtype_is_float(v->dtype) && !v->is_param &&
-                pp_op_input_differentiable(n->op_type, k)) {
-                v->is_param = 1;
-                g->nparams += pp_shape_numel(&v->shape);
-                g->param_bytes += (int64_t)g->inits[v->init].t.nbytes;
-            }
+    for (int i = 0; i < g->ninits; i++) g->values[g->inits[i].value].is_param = 0;   /* only initializers are */
+    for (int i = 0; i < g->ninits; i++) {
+        int id = g->inits[i].value;
+        pp_value *v = &g->values[id];
+        if (v->folded || v->is_param || !pp_dtype_is_float(v->dtype)) continue;
+        for (int c = 0; c < v->nconsumers && !v->is_param; c++) {
+            const pp_node *n = &g->nodes[v->consumers[c]];
+            for (int k = 0; k < n->ninputs && !v->is_param; k++)
+                v->is_param = n->inputs[k] == id && pp_op_input_differentiable(n->op_type, k);
         }
+        if (!v->is_param) continue;
+        g->nparams += pp_shape_numel(&v->shape);
+        g->param_bytes += (int64_t)g->inits[v->init].t.nbytes;
     }
 }
 

@@ -76,6 +76,24 @@ static const infer_op *find_op(const char *op_type)
     return bsearch(op_type, ops, NOPS, sizeof ops[0], cmp_op);
 }
 
+/* What infer_one needs to know of an op type, remembered by the string's address (nodes
+ * share their op type strings, so a graph's millions of nodes need a few lookups). */
+typedef struct op_memo {
+    const char *type;
+    const infer_op *op;
+    char constant, identity;
+} op_memo;
+
+#define MEMO 16
+
+static const op_memo *memo_get(op_memo *memo, const char *type)
+{
+    op_memo *m = &memo[((uintptr_t)type >> 4) % MEMO];
+    if (m->type != type)
+        *m = (op_memo){type, find_op(type), (char)!strcmp(type, "Constant"), (char)!strcmp(type, "Identity")};
+    return m;
+}
+
 /* ---- dim binding ----------------------------------------------------------- */
 
 static const pp_dim_binding *find_binding(const pp_graph_options *opt, const char *name)
@@ -306,16 +324,17 @@ static pp_status commit(infer_ctx *c, const pp_node *n, pp_error *err)
     return PP_OK;
 }
 
-static pp_status infer_one(infer_ctx *c, pp_node *n, int *changed, pp_error *err)
+static pp_status infer_one(infer_ctx *c, op_memo *memo, pp_node *n, int *changed, pp_error *err)
 {
     pp_graph *g = c->g;
-    if (!strcmp(n->op_type, "Constant")) {
+    const op_memo *m = memo_get(memo, n->op_type);
+    if (m->constant) {
         *changed = 1;
         return constant_node(g, n, err);
     }
-    const infer_op *op = find_op(n->op_type);
+    const infer_op *op = m->op;
     if (!op) return infer_fail(n, PP_ERR_UNSUPPORTED, err, "no shape rule for this op");
-    if (!c->opt->no_fold && !strcmp(n->op_type, "Identity") && bypass_identity(g, n)) {
+    if (!c->opt->no_fold && m->identity && bypass_identity(g, n)) {
         *changed = 1;
         return PP_OK;
     }
@@ -381,7 +400,8 @@ pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err)
         goto done;
     }
     for (int i = 0; i < n0; i++) used_before[i] = g->values[g->inits[i].value].nconsumers > 0;
-    for (int i = 0; i < g->nnodes; i++) PP_CHECK_GOTO(infer_one(&c, &g->nodes[i], &changed, err), st, done);
+    op_memo memo[MEMO] = {{0}};
+    for (int i = 0; i < g->nnodes; i++) PP_CHECK_GOTO(infer_one(&c, memo, &g->nodes[i], &changed, err), st, done);
     if (changed) {
         PP_CHECK_GOTO(graph_link(g, err), st, done);
         drop_dead_inits(g, used_before, n0);
