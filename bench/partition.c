@@ -1,13 +1,16 @@
 /* Times loading and partitioning: synthetic chains and residual DAGs of 10^3..10^6
  * nodes and a 96-layer GPT, built in memory, saved to a temporary file, then
- * pp_graph_load and pp_partition_create timed separately. One JSON line per case;
- * the yardstick is a raw read of the same file. Usage: bench_partition [max_nodes]. */
+ * pp_graph_load and pp_partition_create timed separately, REPS times each (wall min and
+ * max, and CPU seconds of all threads: loading decodes value types on a second thread).
+ * One JSON line per case and stage count; the yardstick is a raw read of the same file.
+ * Usage: bench_partition [max_nodes]. */
 #include <onnxpipe/example.h>
 #include <onnxpipe/partition.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define D 4   /* hidden width of the synthetic graphs: h is [1, D] */
@@ -66,6 +69,27 @@ static double read_file(const char *path, long *bytes)
     return pp_now() - t;
 }
 
+/* CPU seconds of this process so far, all threads (the loader may use two). */
+static double cpu_now(void)
+{
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + 1e-6 * (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
+typedef struct span {
+    double min, max;
+} span;
+
+static void note(span *s, double x)
+{
+    if (x < s->min) s->min = x;
+    if (x > s->max) s->max = x;
+}
+
+#define REPS 3        /* loads (and partitions) per case: min and max are reported */
+#define MAX_STAGES 4  /* stage counts per case */
+
 static void run_case(const char *kind, pp_graph *built, const char *path, const int *stages, int nst,
                      const pp_graph_options *opt)
 {
@@ -75,24 +99,40 @@ static void run_case(const char *kind, pp_graph *built, const char *path, const 
     pp_graph_destroy(built);
     long bytes;
     double read_s = read_file(path, &bytes);
-    double t0 = pp_now();
+    span load = {1e30, 0}, load_cpu = {1e30, 0}, part[MAX_STAGES], part_cpu[MAX_STAGES];
+    for (int k = 0; k < nst; k++) part[k] = part_cpu[k] = (span){1e30, 0};
+    pp_partition *p[MAX_STAGES] = {NULL};
     pp_graph *g = NULL;
-    if (pp_graph_load(path, opt, &g, &err)) die(&err);
-    double load_s = pp_now() - t0;
+    for (int r = 0; r < REPS; r++) {
+        pp_graph_destroy(g);
+        g = NULL;
+        double t0 = pp_now(), c0 = cpu_now();
+        if (pp_graph_load(path, opt, &g, &err)) die(&err);
+        note(&load, pp_now() - t0);
+        note(&load_cpu, cpu_now() - c0);
+        for (int k = 0; k < nst; k++) {
+            pp_partition_destroy(p[k]);
+            p[k] = NULL;
+            double t1 = pp_now(), c1 = cpu_now();
+            if (pp_partition_create(g, stages[k], NULL, &p[k], &err)) die(&err);
+            note(&part[k], pp_now() - t1);
+            note(&part_cpu[k], cpu_now() - c1);
+        }
+    }
     for (int k = 0; k < nst; k++) {
-        pp_partition *p = NULL;
-        double t1 = pp_now();
-        if (pp_partition_create(g, stages[k], NULL, &p, &err)) die(&err);
-        double part_s = pp_now() - t1;
         printf("{\"bench\": \"partition\", \"graph\": \"%s\", \"nodes\": %d, \"file_bytes\": %ld, \"stages\": %d, "
-               "\"read_s\": %.4f, \"load_s\": %.4f, \"partition_s\": %.4f, \"total_s\": %.4f, "
+               "\"reps\": %d, \"load_threads\": 2, \"read_s\": %.4f, "
+               "\"load_s\": %.4f, \"load_s_max\": %.4f, \"load_cpu_s\": %.4f, \"load_cpu_s_max\": %.4f, "
+               "\"partition_s\": %.4f, \"partition_s_max\": %.4f, \"partition_cpu_s\": %.4f, "
+               "\"total_s\": %.4f, \"total_s_max\": %.4f, "
                "\"params\": %lld, \"bottleneck\": %lld, \"lower_bound\": %lld, \"cut_bytes\": %lld, "
                "\"tiebreak\": %s}\n",
-               kind, nodes, bytes, stages[k], read_s, load_s, part_s, load_s + part_s, (long long)g->nparams,
-               (long long)p->bottleneck, (long long)p->lower_bound, (long long)p->cut_bytes,
-               p->tiebreak ? "true" : "false");
+               kind, nodes, bytes, stages[k], REPS, read_s, load.min, load.max, load_cpu.min, load_cpu.max,
+               part[k].min, part[k].max, part_cpu[k].min, load.min + part[k].min, load.max + part[k].max,
+               (long long)g->nparams, (long long)p[k]->bottleneck, (long long)p[k]->lower_bound,
+               (long long)p[k]->cut_bytes, p[k]->tiebreak ? "true" : "false");
         fflush(stdout);
-        pp_partition_destroy(p);
+        pp_partition_destroy(p[k]);
     }
     pp_graph_destroy(g);
     unlink(path);
