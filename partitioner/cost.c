@@ -71,10 +71,22 @@ static int64_t attr_int(const pp_node *n, const char *name)
     return a && a->type == PP_ATTR_INT ? a->i : 0;
 }
 
-/* Forward FLOPs of one node, -1 when a shape it needs is unknown. */
-static int64_t node_flops(const pp_graph *g, const pp_node *n)
+/* find_cost remembered by the op type string's address (nodes share their op type
+ * strings, so a large graph needs a few lookups). */
+#define MEMO 16
+
+static op_cost memo_cost(op_cost *memo, const char *op)
 {
-    op_cost oc = find_cost(n->op_type);
+    op_cost *m = &memo[((uintptr_t)op >> 4) % MEMO];
+    if (m->op != op) *m = find_cost(op);
+    m->op = op;
+    return *m;
+}
+
+/* Forward FLOPs of one node, -1 when a shape it needs is unknown. */
+static int64_t node_flops(const pp_graph *g, const pp_node *n, op_cost *memo)
+{
+    op_cost oc = memo_cost(memo, n->op_type);
     if (oc.kind == F_MOVE) return 0;
     int64_t oe = numel(g, n->noutputs ? n->outputs[0] : -1);
     if (oe < 0) return -1;
@@ -113,6 +125,7 @@ pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *e
     if (!g->finalized)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "graph '%s' is not finalized (call pp_graph_finalize)",
                             g->name ? g->name : "");
+    op_cost memo[MEMO] = {{0}};
     unsigned char *seen = pp_calloc((size_t)g->nvalues + 1, 1);
     if (!seen) return pp_error_set(err, PP_ERR_NOMEM, "out of memory computing node costs");
     for (int i = 0; i < g->nnodes; i++) {
@@ -126,7 +139,7 @@ pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *e
             c->params += pp_shape_numel(&g->values[v].shape);
             c->param_bytes += (int64_t)g->inits[g->values[v].init].t.nbytes;
         }
-        c->flops = node_flops(g, n);
+        c->flops = node_flops(g, n, memo);
         for (int k = 0; k < n->noutputs; k++) {
             int o = n->outputs[k];
             if (o < 0) continue;
