@@ -121,7 +121,7 @@ static void run_case(const char *kind, pp_graph *built, const char *path, const 
     }
     for (int k = 0; k < nst; k++) {
         printf("{\"bench\": \"partition\", \"graph\": \"%s\", \"nodes\": %d, \"file_bytes\": %ld, \"stages\": %d, "
-               "\"reps\": %d, \"load_threads\": 2, \"read_s\": %.4f, "
+               "\"reps\": %d, \"load_threads_max\": 2, \"read_s\": %.4f, "
                "\"load_s\": %.4f, \"load_s_max\": %.4f, \"load_cpu_s\": %.4f, \"load_cpu_s_max\": %.4f, "
                "\"partition_s\": %.4f, \"partition_s_max\": %.4f, \"partition_cpu_s\": %.4f, "
                "\"total_s\": %.4f, \"total_s_max\": %.4f, "
