@@ -172,6 +172,12 @@ static int rehash(pp_graph *g, int cap)
     return 1;
 }
 
+void graph_prefetch_value(const pp_graph *g, const char *name)
+{
+    const pp_graph_store *s = g->store;
+    if (s->name_cap) __builtin_prefetch(&s->name_slots[hash_name(name, strlen(name)) & (uint64_t)(s->name_cap - 1)]);
+}
+
 /* The slot holding the n-byte `name` (hash `full`), or the empty slot where it would go. */
 static struct name_slot *find_slot(const pp_graph_store *s, const char *name, size_t n, uint64_t full)
 {

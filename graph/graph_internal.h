@@ -48,6 +48,10 @@ void graph_arena_reset(pp_graph *g);
  * the add_* calls still grow as needed). */
 int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits);
 
+/* Starts loading the name-table slot of this name into the cache, for a lookup or an
+ * insertion soon after; no effect on results. */
+void graph_prefetch_value(const pp_graph *g, const char *name);
+
 /* The id of the value whose name is the n bytes at name (no NUL among them), or -1. */
 int graph_find_value_n(const pp_graph *g, const char *name, size_t n);
 

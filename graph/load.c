@@ -189,6 +189,52 @@ static int elements_parse(loader *L)
         if (!((var) = element((L), (k), (i)))) return parse_error((L), err);     \
     } while (0)
 
+#define LOOKAHEAD 8   /* elements decoded ahead, so that their names' table slots are fetched early */
+
+typedef struct elem_slot {
+    const void *elem;      /* the decoded node or tensor, or NULL */
+    size_t used;           /* bytes of buf handed out */
+    max_align_t buf[64];   /* what the decoder allocates (1 KiB) */
+} elem_slot;
+
+static void *slot_alloc(void *data, size_t size)
+{
+    elem_slot *s = data;
+    size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (size > sizeof s->buf - s->used) return NULL;
+    void *p = (char *)s->buf + s->used;
+    s->used += size;
+    return p;
+}
+
+/* Initializer or node j decoded into its slot of the ring (NULL where the wire decoder
+ * does not take it or it does not fit: element() decodes it in its turn), and the table
+ * slots of the values it makes prefetched (their insertion is otherwise a cache miss). */
+static void decode_ahead(loader *L, elem_slot *ring, el_kind k, size_t j)
+{
+    if (L->gp || j >= count(L, k)) return;
+    elem_slot *s = &ring[j % LOOKAHEAD];
+    ProtobufCAllocator a = {slot_alloc, unpack_free, s};
+    s->used = 0;
+    if (k == EL_INIT) {
+        const Onnx__TensorProto *t = wire_tensor(L->wg.init[j], &a);
+        if (t && t->name) graph_prefetch_value(L->g, t->name);
+        s->elem = t;
+    } else {
+        const Onnx__NodeProto *n = wire_node(L->wg.node[j], &a);
+        for (size_t o = 0; n && o < n->n_output; o++) graph_prefetch_value(L->g, n->output[o]);
+        s->elem = n;
+    }
+}
+
+/* Element i of kind k (EL_INIT or EL_NODE) from the ring, or decoded now; the next one
+ * LOOKAHEAD ahead goes into the ring once the caller is done with this one. */
+#define ELEMENT_AHEAD(var, L, ring, k, i)                                    \
+    do {                                                                     \
+        (var) = (L)->gp ? NULL : (ring)[(i) % LOOKAHEAD].elem;               \
+        if (!(var)) ELEMENT(var, L, k, i);                                   \
+    } while (0)
+
 /* "initializer '<name>'" in buf[cap], cut as snprintf cuts it (without its cost per
  * initializer). */
 static const char *init_label(char *buf, size_t cap, const char *name)
@@ -223,14 +269,17 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
     /* about one new value per initializer, input, node and output */
     graph_reserve(g, count(L, EL_NODE), count(L, EL_INIT) + count(L, EL_INPUT) + count(L, EL_NODE) +
                   count(L, EL_OUTPUT), count(L, EL_INIT));
+    elem_slot ring[LOOKAHEAD];
+    for (size_t j = 0; j < LOOKAHEAD; j++) decode_ahead(L, ring, EL_INIT, j);
     for (size_t i = 0; i < count(L, EL_INIT); i++) {
         const Onnx__TensorProto *tp;
-        ELEMENT(tp, L, EL_INIT, i);
+        ELEMENT_AHEAD(tp, L, ring, EL_INIT, i);
         if (!tp->name || !*tp->name) return pp_error_set(err, PP_ERR_PARSE, "initializer %zu has no name", i);
         pp_const_tensor t;
         char label[512];
         PP_CHECK(load_tensor(L, tp, init_label(label, sizeof label, tp->name), &t, err));
         PP_CHECK(pp_graph_add_initializer(g, tp->name, t.dtype, &t.shape, t.data, t.nbytes, 0, err));
+        decode_ahead(L, ring, EL_INIT, i + LOOKAHEAD);
     }
     if (gp->n_sparse_initializer)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "sparse initializers are not supported");
@@ -242,10 +291,12 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
         PP_CHECK(load_type(g, vi, &dt, &sh, err));
         PP_CHECK(pp_graph_add_input(g, vi->name, dt, &sh, err));
     }
+    for (size_t j = 0; j < LOOKAHEAD; j++) decode_ahead(L, ring, EL_NODE, j);
     for (size_t i = 0; i < count(L, EL_NODE); i++) {
         const Onnx__NodeProto *np;
-        ELEMENT(np, L, EL_NODE, i);
+        ELEMENT_AHEAD(np, L, ring, EL_NODE, i);
         PP_CHECK(load_node(L, np, err));
+        decode_ahead(L, ring, EL_NODE, i + LOOKAHEAD);
     }
     for (size_t i = 0; i < count(L, EL_OUTPUT); i++) {
         ELEMENT(vi, L, EL_OUTPUT, i);
