@@ -170,26 +170,28 @@ done:
 
 /* Stage inputs: values read here that an earlier stage produced (value id order),
  * then graph inputs read here; outputs: values produced here that a later stage
- * reads, then graph outputs produced here. stamp[nvalues] is scratch. */
-static pp_status stage_io(pp_partition *p, int *stamp, pp_error *err)
+ * reads, then graph outputs produced here. The values from earlier stages are the cut
+ * tensors and the graph inputs are p->inputs, so only their consumers are visited, not
+ * every node input. stamp[nvalues] is scratch; mark[P] and buf[P] as for consumer_stages. */
+static pp_status stage_io(pp_partition *p, int *stamp, int *mark, int *buf, pp_error *err)
 {
     const pp_graph *g = p->graph;
-    for (int s = 0; s < p->nstages; s++) {
+    int P = p->nstages, ok = 1, tick = 0;
+    size_t np = (size_t)(P > 0 ? P : 1);
+    ivec *recv = calloc(np, sizeof *recv), *ginp = calloc(np, sizeof *ginp);
+    if (!recv || !ginp) ok = 0;
+    for (int s = 0; s < P; s++) mark[s] = 0;
+    for (int c = 0; c < p->ncuts && ok; c++) {
+        int v = p->cuts[c].value;
+        int k = consumer_stages(p, &g->values[v], mark, ++tick, buf);
+        for (int j = 0; j < k && ok; j++)
+            if (buf[j] > p->cuts[c].from_stage) ok = push(&recv[buf[j]], v);
+    }
+    for (int i = 0; i < p->ninputs && ok; i++)
+        for (int j = 0; j < p->inputs[i].nstages && ok; j++) ok = push(&ginp[p->inputs[i].stages[j]], p->inputs[i].value);
+    for (int s = 0; s < P && ok; s++) {
         pp_stage_info *st = &p->stages[s];
-        ivec recv = {0}, ginp = {0}, outs = {0};
-        int ok = 1;
-        for (int i = st->first_node; i <= st->last_node && ok; i++) {
-            const pp_node *n = &g->nodes[i];
-            for (int k = 0; k < n->ninputs && ok; k++) {
-                int v = n->inputs[k];
-                if (v < 0 || stamp[v] == s + 1) continue;
-                const pp_value *val = &g->values[v];
-                int earlier = val->producer >= 0 && p->node_stage[val->producer] < s;
-                if (!earlier && val->kind != PP_VALUE_INPUT) continue;
-                stamp[v] = s + 1;
-                ok = push(earlier ? &recv : &ginp, v);
-            }
-        }
+        ivec *in = &recv[s], outs = {0};
         for (int c = 0; c < p->ncuts && ok; c++)
             if (p->cuts[c].from_stage == s) {
                 stamp[p->cuts[c].value] = -(s + 1);
@@ -203,18 +205,23 @@ static pp_status stage_io(pp_partition *p, int *stamp, pp_error *err)
             }
         }
         if (ok) {
-            if (recv.n > 1) qsort(recv.v, (size_t)recv.n, sizeof *recv.v, cmp_int);
-            if (ginp.n > 1) qsort(ginp.v, (size_t)ginp.n, sizeof *ginp.v, cmp_int);
-            for (int k = 0; k < ginp.n && ok; k++) ok = push(&recv, ginp.v[k]);
+            if (in->n > 1) qsort(in->v, (size_t)in->n, sizeof *in->v, cmp_int);
+            if (ginp[s].n > 1) qsort(ginp[s].v, (size_t)ginp[s].n, sizeof *ginp[s].v, cmp_int);
+            for (int k = 0; k < ginp[s].n && ok; k++) ok = push(in, ginp[s].v[k]);
         }
-        free(ginp.v);
-        st->inputs = recv.v;
-        st->ninputs = recv.n;
+        st->inputs = in->v;
+        st->ninputs = in->n;
+        in->v = NULL;
         st->outputs = outs.v;
         st->noutputs = outs.n;
-        if (!ok) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     }
-    return PP_OK;
+    for (int s = 0; s < P && recv && ginp; s++) {
+        free(recv[s].v);
+        free(ginp[s].v);
+    }
+    free(recv);
+    free(ginp);
+    return ok ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
 }
 
 pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
@@ -233,7 +240,7 @@ pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *ed
     }
     for (int s = 0; s < p->nstages; s++) mark[s] = 0;
     PP_CHECK_GOTO(params_and_inputs(p, mark, buf, err), st, done);
-    PP_CHECK_GOTO(stage_io(p, stamp, err), st, done);
+    PP_CHECK_GOTO(stage_io(p, stamp, mark, buf, err), st, done);
 done:
     free(mark);
     free(buf);
