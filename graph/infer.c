@@ -81,7 +81,7 @@ static const infer_op *find_op(const char *op_type)
 typedef struct op_memo {
     const char *type;
     const infer_op *op;
-    char constant, identity;
+    char constant, identity, shape;
 } op_memo;
 
 #define MEMO 16
@@ -90,7 +90,8 @@ static const op_memo *memo_get(op_memo *memo, const char *type)
 {
     op_memo *m = &memo[((uintptr_t)type >> 4) % MEMO];
     if (m->type != type)
-        *m = (op_memo){type, find_op(type), (char)!strcmp(type, "Constant"), (char)!strcmp(type, "Identity")};
+        *m = (op_memo){type, find_op(type), (char)!strcmp(type, "Constant"), (char)!strcmp(type, "Identity"),
+                       (char)!strcmp(type, "Shape")};
     return m;
 }
 
@@ -211,12 +212,13 @@ static pp_status compute_grad_live(infer_ctx *c, pp_error *err)
 
 /* 1 when every input is constant and none is a trained parameter, and the outputs are
  * small enough. Shape needs only a known input shape. */
-static pp_status foldable(infer_ctx *c, const pp_node *n, const infer_op *op, int *ok, pp_error *err)
+static pp_status foldable(infer_ctx *c, const pp_node *n, const op_memo *m, int *ok, pp_error *err)
 {
     pp_graph *g = c->g;
+    const infer_op *op = m->op;
     *ok = 0;
     if (!op->fold) return PP_OK;
-    if (!strcmp(n->op_type, "Shape")) {
+    if (m->shape) {
         *ok = pp_shape_numel(infer_shape_of(c, n, 0)) >= 0;
         return PP_OK;
     }
@@ -352,7 +354,7 @@ static pp_status infer_one(infer_ctx *c, op_memo *memo, pp_node *n, int *changed
     }
     PP_CHECK(commit(c, n, err));
     int ok, folded;
-    PP_CHECK(foldable(c, n, op, &ok, err));
+    PP_CHECK(foldable(c, n, m, &ok, err));
     if (!ok) return PP_OK;
     PP_CHECK(evaluate(c, n, op, &folded, err));
     *changed |= folded;
