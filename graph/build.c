@@ -231,6 +231,22 @@ static int recent_value(pp_graph *g, const char *name, uint64_t full)
     return -1;
 }
 
+int graph_big_arrays(const pp_graph *g, graph_region *r, int max)
+{
+    const pp_graph_store *s = g->store;
+    graph_region all[] = {
+        {g->values, (size_t)s->value_cap * sizeof *g->values},
+        {s->name_slots, (size_t)s->name_cap * sizeof *s->name_slots},
+        {g->nodes, (size_t)s->node_cap * sizeof *g->nodes},
+        {s->name_hash, (size_t)s->value_cap * sizeof *s->name_hash},
+        {g->inits, (size_t)s->init_cap * sizeof *g->inits},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < max; i++)
+        if (all[i].p && all[i].n >= HUGE_MIN) r[n++] = all[i];
+    return n;
+}
+
 int pp_graph_value(pp_graph *g, const char *name)
 {
     pp_graph_store *s = g->store;

@@ -260,15 +260,19 @@ static int ahead_value(const pp_graph *g, const type_rec *r, int prev)
     return graph_find_value_n(g, r->name, r->len);
 }
 
+/* Room for about one new value per initializer, input, node and output. */
+static void reserve(loader *L)
+{
+    graph_reserve(L->g, count(L, EL_NODE), count(L, EL_INIT) + count(L, EL_INPUT) + count(L, EL_NODE) +
+                  count(L, EL_OUTPUT), count(L, EL_INIT));
+}
+
 static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err)
 {
     pp_graph *g = L->g;
     pp_dtype dt;
     pp_shape sh;
     const Onnx__ValueInfoProto *vi;
-    /* about one new value per initializer, input, node and output */
-    graph_reserve(g, count(L, EL_NODE), count(L, EL_INIT) + count(L, EL_INPUT) + count(L, EL_NODE) +
-                  count(L, EL_OUTPUT), count(L, EL_INIT));
     elem_slot ring[LOOKAHEAD];
     for (size_t j = 0; j < LOOKAHEAD; j++) decode_ahead(L, ring, EL_INIT, j);
     for (size_t i = 0; i < count(L, EL_INIT); i++) {
@@ -395,7 +399,8 @@ static pp_status load_model(const void *buf, size_t len, const char *base_dir, c
         goto done;
     }
     L.gp = split ? NULL : gp;
-    if (split) types_ahead_start(&L.ahead, L.wg.value_info, L.wg.n_value_info);
+    reserve(&L);
+    if (split) types_ahead_start(&L.ahead, L.wg.value_info, L.wg.n_value_info, L.g);
     st = load_parts(&L, m, gp, err);
     if (st != PP_OK && !L.parse_failed && split && !elements_parse(&L)) st = parse_error(&L, err);
     if (st != PP_OK) goto fail;

@@ -45,6 +45,8 @@ typedef struct types_ahead {
     _Atomic int stop;
     pp_graph *scratch;   /* the thread's own arena */
     ProtobufCAllocator alloc;
+    graph_region fill[5];   /* the graph's large arrays, faulted in first (see ahead_main) */
+    int nfill;
 } types_ahead;
 
 typedef struct loader {
@@ -77,9 +79,10 @@ pp_dtype load_dtype(int64_t t);
 pp_status load_type(pp_graph *g, const Onnx__ValueInfoProto *vi, pp_dtype *dtype, pp_shape *shape,
                     pp_error *err);
 
-/* Starts decoding the n value_info spans on a second thread (nothing for a short list
- * or where no thread can start). */
-void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n);
+/* Starts the second thread: it faults in the pages of g's large arrays (as reserved now),
+ * then decodes the n value_info spans. Nothing for a small graph or where no thread can
+ * start. */
+void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n, const pp_graph *g);
 /* Entry i if the thread has decoded it and it is plain, else NULL. */
 const type_rec *types_ahead_get(types_ahead *a, size_t i);
 /* Stops and joins the thread and frees what it decoded; safe on a zeroed types_ahead. */

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 pp_status load_type(pp_graph *g, const Onnx__ValueInfoProto *vi, pp_dtype *dtype, pp_shape *shape, pp_error *err)
 {
@@ -80,10 +81,20 @@ static void decode(types_ahead *a, size_t i)
     r->ok = 1;
 }
 
+/* Faults in region r's pages (the kernel zeroes them here instead of on the main
+ * thread's first write); contents are not changed, so it may overlap the main thread's
+ * writes, and a region the main thread has since moved is harmless. */
+static void populate(graph_region r)
+{
+    uintptr_t page = 4096, b = ((uintptr_t)r.p + page - 1) & ~(page - 1), e = ((uintptr_t)r.p + r.n) & ~(page - 1);
+    if (e > b) madvise((void *)b, e - b, MADV_POPULATE_WRITE);
+}
+
 static void *ahead_main(void *arg)
 {
     types_ahead *a = arg;
     pthread_setname_np(pthread_self(), "pp-load-types");
+    for (int i = 0; i < a->nfill && !atomic_load_explicit(&a->stop, memory_order_relaxed); i++) populate(a->fill[i]);
     for (size_t i = 0; i < a->n && !atomic_load_explicit(&a->stop, memory_order_relaxed); i++) {
         decode(a, i);
         if ((i + 1) % PUBLISH == 0 || i + 1 == a->n) atomic_store_explicit(&a->done, i + 1, memory_order_release);
@@ -91,17 +102,18 @@ static void *ahead_main(void *arg)
     return NULL;
 }
 
-void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n)
+void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n, const pp_graph *g)
 {
     memset(a, 0, sizeof *a);
-    if (n < 2 * PUBLISH) return;   /* not worth a thread */
+    a->nfill = graph_big_arrays(g, a->fill, (int)(sizeof a->fill / sizeof a->fill[0]));
+    if (n < 2 * PUBLISH && !a->nfill) return;   /* not worth a thread */
     a->spans = spans;
     a->n = n;
     atomic_init(&a->done, 0);
     atomic_init(&a->stop, 0);
     if (pp_graph_create("ahead", 0, &a->scratch, NULL) != PP_OK) return;
     a->alloc = (ProtobufCAllocator){ahead_alloc, ahead_free, a->scratch};
-    if (!(a->recs = malloc(n * sizeof *a->recs)) || pthread_create(&a->thread, NULL, ahead_main, a) != 0) {
+    if (!(a->recs = malloc((n + 1) * sizeof *a->recs)) || pthread_create(&a->thread, NULL, ahead_main, a) != 0) {
         free(a->recs);
         pp_graph_destroy(a->scratch);
         memset(a, 0, sizeof *a);
