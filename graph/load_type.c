@@ -1,6 +1,7 @@
-/* Value types: a ValueInfoProto's tensor type as dtype and shape, and the second thread
- * that decodes a graph's value_info list while the main thread reads initializers and
- * nodes (the plain entries only; the main thread decodes the others as before). */
+/* Value types: a ValueInfoProto's tensor type as dtype and shape, and the loader's second
+ * thread, which faults in the pages of the graph's large arrays and then decodes the
+ * value_info list while the main thread reads initializers and nodes (the plain entries
+ * only; the main thread decodes the others as before). */
 #include "load_internal.h"
 
 #include <sched.h>
