@@ -203,7 +203,7 @@ static int consts_in_file_order(const pp_graph *g, char *is_const)
 static pp_status topo_sort(pp_graph *g, pp_error *err)
 {
     int n = g->nnodes;
-    int64_t *key = calloc((size_t)n + 1, sizeof *key);
+    int64_t *key = malloc(((size_t)n + 1) * sizeof *key);
     int *order = malloc(((size_t)n + 1) * sizeof *order), *indeg = malloc(((size_t)n + 1) * sizeof *indeg);
     int *hbuf = malloc(((size_t)n + 1) * sizeof *hbuf);
     char *is_const = calloc((size_t)n + 1, 1);
@@ -213,9 +213,10 @@ static pp_status topo_sort(pp_graph *g, pp_error *err)
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory sorting graph");
         goto done;
     }
-    for (int i = 0; i < n; i++) key[i] = 2 * (int64_t)i;
     int nconst = consts_in_file_order(g, is_const);
-    if (nconst >= 0) {
+    if (nconst == 0) goto done;   /* the file order stands */
+    for (int i = 0; i < n; i++) key[i] = 2 * (int64_t)i;
+    if (nconst > 0) {
         for (int i = 0; i < n; i++) order[i] = i;
     } else {
         PP_CHECK_GOTO(kahn(g, key, order, indeg, hbuf, err), st, done);
