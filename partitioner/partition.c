@@ -94,12 +94,13 @@ static void bounds(pp_partition *p, const weights *w)
     p->lower_bound = big > avg ? big : avg;
 }
 
-/* The activation edges of g, in value id order; *out is malloc'ed. */
+/* The activation edges of g, in value id order; *out is malloc'ed (room for one per
+ * value: pages past the last edge are never touched). */
 static pp_status collect_edges(const pp_graph *g, act_edge **out, int *n, pp_error *err)
 {
-    int cap = 0;
-    *out = NULL;
     *n = 0;
+    if (!(*out = malloc(((size_t)g->nvalues + 1) * sizeof **out)))
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory collecting cut tensors");
     for (int v = 0; v < g->nvalues; v++) {
         const pp_value *val = &g->values[v];
         if (val->producer < 0) continue;
@@ -107,12 +108,6 @@ static pp_status collect_edges(const pp_graph *g, act_edge **out, int *n, pp_err
         for (int k = 0; k < val->nconsumers; k++)
             if (val->consumers[k] > last) last = val->consumers[k];
         if (last == val->producer) continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            act_edge *e = pp_realloc_array(*out, (size_t)cap, sizeof *e);
-            if (!e) return pp_error_set(err, PP_ERR_NOMEM, "out of memory collecting cut tensors");
-            *out = e;
-        }
         (*out)[(*n)++] = (act_edge){v, val->producer, last, value_bytes(g, v)};
     }
     return PP_OK;
