@@ -231,15 +231,18 @@ static int recent_value(pp_graph *g, const char *name, uint64_t full)
     return -1;
 }
 
-int graph_big_arrays(const pp_graph *g, graph_region *r, int max)
+int graph_big_arrays(const pp_graph *g, size_t nodes, size_t values, size_t inits, graph_region *r, int max)
 {
     const pp_graph_store *s = g->store;
+    if (nodes > (size_t)s->node_cap) nodes = (size_t)s->node_cap;
+    if (values > (size_t)s->value_cap) values = (size_t)s->value_cap;
+    if (inits > (size_t)s->init_cap) inits = (size_t)s->init_cap;
     graph_region all[] = {
-        {g->values, (size_t)s->value_cap * sizeof *g->values},
+        {g->values, values * sizeof *g->values},
         {s->name_slots, (size_t)s->name_cap * sizeof *s->name_slots},
-        {g->nodes, (size_t)s->node_cap * sizeof *g->nodes},
-        {s->name_hash, (size_t)s->value_cap * sizeof *s->name_hash},
-        {g->inits, (size_t)s->init_cap * sizeof *g->inits},
+        {g->nodes, nodes * sizeof *g->nodes},
+        {s->name_hash, values * sizeof *s->name_hash},
+        {g->inits, inits * sizeof *g->inits},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < max; i++)

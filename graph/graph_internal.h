@@ -48,13 +48,14 @@ void graph_arena_reset(pp_graph *g);
  * the add_* calls still grow as needed). */
 int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits);
 
-/* A graph's large arrays (values, name table, nodes, ...) as far as reserved: up to max
- * of those of 4 MiB or more, for prefaulting their pages. */
+/* A graph's large arrays (values, name table, nodes, ...) as far as this many nodes,
+ * values and initializers fill them (and the capacity allows): up to max of those of
+ * 4 MiB or more, for prefaulting their pages. */
 typedef struct graph_region {
     void *p;
     size_t n;   /* bytes */
 } graph_region;
-int graph_big_arrays(const pp_graph *g, graph_region *r, int max);
+int graph_big_arrays(const pp_graph *g, size_t nodes, size_t values, size_t inits, graph_region *r, int max);
 
 /* Starts loading the name-table slot of this name into the cache, for a lookup or an
  * insertion soon after; no effect on results. */

@@ -260,11 +260,14 @@ static int ahead_value(const pp_graph *g, const type_rec *r, int prev)
     return graph_find_value_n(g, r->name, r->len);
 }
 
-/* Room for about one new value per initializer, input, node and output. */
-static void reserve(loader *L)
+/* Room for about one new value per initializer, input, node and output; the
+ * graph's large arrays that this fills go to *fill. */
+static void reserve(loader *L, graph_region *fill, int max, int *nfill)
 {
-    graph_reserve(L->g, count(L, EL_NODE), count(L, EL_INIT) + count(L, EL_INPUT) + count(L, EL_NODE) +
-                  count(L, EL_OUTPUT), count(L, EL_INIT));
+    size_t nodes = count(L, EL_NODE), inits = count(L, EL_INIT);
+    size_t values = inits + count(L, EL_INPUT) + nodes + count(L, EL_OUTPUT);
+    graph_reserve(L->g, nodes, values, inits);
+    *nfill = graph_big_arrays(L->g, nodes, values, inits, fill, max);
 }
 
 static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err)
@@ -399,8 +402,10 @@ static pp_status load_model(const void *buf, size_t len, const char *base_dir, c
         goto done;
     }
     L.gp = split ? NULL : gp;
-    reserve(&L);
-    if (split) types_ahead_start(&L.ahead, L.wg.value_info, L.wg.n_value_info, L.g);
+    graph_region fill[5];
+    int nfill;
+    reserve(&L, fill, 5, &nfill);
+    if (split) types_ahead_start(&L.ahead, L.wg.value_info, L.wg.n_value_info, fill, nfill);
     st = load_parts(&L, m, gp, err);
     if (st != PP_OK && !L.parse_failed && split && !elements_parse(&L)) st = parse_error(&L, err);
     if (st != PP_OK) goto fail;

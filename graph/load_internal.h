@@ -79,10 +79,10 @@ pp_dtype load_dtype(int64_t t);
 pp_status load_type(pp_graph *g, const Onnx__ValueInfoProto *vi, pp_dtype *dtype, pp_shape *shape,
                     pp_error *err);
 
-/* Starts the second thread: it faults in the pages of g's large arrays (as reserved now),
- * then decodes the n value_info spans. Nothing for a small graph or where no thread can
- * start. */
-void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n, const pp_graph *g);
+/* Starts the second thread: it faults in the pages of the nfill regions (the graph's
+ * large arrays), then decodes the n value_info spans. Nothing for a small graph or where
+ * no thread can start. */
+void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n, const graph_region *fill, int nfill);
 /* Entry i if the thread has decoded it and it is plain, else NULL. */
 const type_rec *types_ahead_get(types_ahead *a, size_t i);
 /* Stops and joins the thread and frees what it decoded; safe on a zeroed types_ahead. */

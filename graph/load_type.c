@@ -103,10 +103,10 @@ static void *ahead_main(void *arg)
     return NULL;
 }
 
-void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n, const pp_graph *g)
+void types_ahead_start(types_ahead *a, const wire_span *spans, size_t n, const graph_region *fill, int nfill)
 {
     memset(a, 0, sizeof *a);
-    a->nfill = graph_big_arrays(g, a->fill, (int)(sizeof a->fill / sizeof a->fill[0]));
+    for (int i = 0; i < nfill && a->nfill < (int)(sizeof a->fill / sizeof a->fill[0]); i++) a->fill[a->nfill++] = fill[i];
     if (n < 2 * PUBLISH && !a->nfill) return;   /* not worth a thread */
     a->spans = spans;
     a->n = n;
