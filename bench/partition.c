@@ -1,7 +1,8 @@
 /* Times loading and partitioning: synthetic chains and residual DAGs of 10^3..10^6
  * nodes and a 96-layer GPT, built in memory, saved to a temporary file, then
  * pp_graph_load and pp_partition_create timed separately, REPS times each (wall min and
- * max, and CPU seconds of all threads: loading decodes value types on a second thread).
+ * max, and CPU seconds of all threads: for a large graph the loader runs a second thread
+ * that prefaults its arrays and decodes value types).
  * One JSON line per case and stage count; the yardstick is a raw read of the same file.
  * Usage: bench_partition [max_nodes]. */
 #include <onnxpipe/example.h>
