@@ -99,6 +99,16 @@ static inline PP_HD float pp_el_gelu_grad(float x)
 {
     return 0.5f * (1.f + pp_el_erf(x * PP_EL_INV_SQRT_2)) + x * PP_EL_INV_SQRT_2PI * pp_nn_expf(-0.5f * x * x);
 }
+/* The same from the saved output y = GELU(x): 0.5 (1 + erf(x / sqrt 2)) is y / x (0.5
+ * at x = +-0), so no erf is evaluated again; the operands are chosen by a bit mask
+ * before the division so that the loop has no branch and no division by 0. */
+static inline PP_HD float pp_el_gelu_grad_xy(float x, float y)
+{
+    uint32_t zero = 0u - (uint32_t)((pp_el_bits(x) & 0x7FFFFFFFu) == 0u);
+    float num = pp_el_from_bits((pp_el_bits(y) & ~zero) | (pp_el_bits(0.5f) & zero));
+    float den = pp_el_from_bits((pp_el_bits(x) & ~zero) | (pp_el_bits(1.f) & zero));
+    return num / den + x * PP_EL_INV_SQRT_2PI * pp_nn_expf(-0.5f * x * x);
+}
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 static inline PP_HD float pp_el_gelu_tanh(float x)
 {

@@ -1,6 +1,7 @@
 /* numpy multidirectional broadcasting: plan (align right, zero strides on broadcast dims,
  * merge contiguous dims) and the reduce-to-shape used by the backward of broadcast ops. */
 #include "broadcast.h"
+#include "cpu_math.h"   /* PP_CPU_CLONES */
 
 #include <stdio.h>
 #include <string.h>
@@ -66,8 +67,10 @@ pp_status pp_bcast_init(pp_bcast *b, const pp_tensor *out, const pp_tensor *cons
     return PP_OK;
 }
 
-pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale, int assign, const char *node,
-                              pp_error *err)
+/* Memory-bound row sums (a fused bias's gradient: 37 MB of dY per GPT step) run faster
+ * with the AVX2 loads of the clone; the order of the additions is the source's. */
+PP_CPU_CLONES pp_status pp_bcast_reduce_add(pp_tensor *dst, const pp_tensor *src, float scale, int assign,
+                                            const char *node, pp_error *err)
 {
     pp_bcast b = {0};
     const pp_tensor *ins[1] = {dst};

@@ -231,7 +231,7 @@ PP_CPU_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, un_op op, 
     case UN_SIGMOID: UN_GRAD(pp_el_sigmoid_grad_y(Y[i])); break;
     case UN_TANH: UN_GRAD(pp_el_tanh_grad_y(Y[i])); break;
     case UN_ERF: UN_GRAD(pp_el_erf_grad(X[i])); break;
-    case UN_GELU: UN_GRAD(pp_el_gelu_grad(X[i])); break;
+    case UN_GELU: UN_GRAD(pp_el_gelu_grad_xy(X[i], Y[i])); break;
     case UN_GELU_TANH: UN_GRAD(pp_el_gelu_tanh_grad(X[i])); break;
     case UN_IDENTITY: UN_GRAD(1.f); break;
     }

@@ -19,7 +19,7 @@ static const pp_kernel kernels_math[] = {
     K("Sigmoid", NULL, pp_cpu_sigmoid_forward, pp_cpu_sigmoid_backward, 0x0, 0x1, 1),
     K("Tanh", NULL, pp_cpu_tanh_forward, pp_cpu_tanh_backward, 0x0, 0x1, 1),
     K("Erf", NULL, pp_cpu_erf_forward, pp_cpu_erf_backward, 0x1, 0x0, 1),
-    K("Gelu", NULL, pp_cpu_gelu_forward, pp_cpu_gelu_backward, 0x1, 0x0, 1),
+    K("Gelu", NULL, pp_cpu_gelu_forward, pp_cpu_gelu_backward, 0x1, 0x1, 1),
     K("MatMul", NULL, pp_cpu_matmul_forward, pp_cpu_matmul_backward, 0x3, 0x0, 1),
     K("Gemm", NULL, pp_cpu_gemm_forward, pp_cpu_gemm_backward, 0x3, 0x0, 0),
     K("Conv", NULL, pp_cpu_conv_forward, pp_cpu_conv_backward, 0x3, 0x0, 0),

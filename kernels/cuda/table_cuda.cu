@@ -21,7 +21,7 @@ static const pp_kernel kernels_cuda[] = {
     K("Sigmoid", NULL, pp_cu_sigmoid_forward, pp_cu_sigmoid_backward, 0x0, 0x1),
     K("Tanh", NULL, pp_cu_tanh_forward, pp_cu_tanh_backward, 0x0, 0x1),
     K("Erf", NULL, pp_cu_erf_forward, pp_cu_erf_backward, 0x1, 0x0),
-    K("Gelu", NULL, pp_cu_gelu_forward, pp_cu_gelu_backward, 0x1, 0x0),
+    K("Gelu", NULL, pp_cu_gelu_forward, pp_cu_gelu_backward, 0x1, 0x1),
     K("Identity", NULL, pp_cu_identity_forward, pp_cu_identity_backward, 0x0, 0x0),
     K("MatMul", NULL, pp_cu_matmul_forward, pp_cu_matmul_backward, 0x3, 0x0),
     K("Gemm", NULL, pp_cu_gemm_forward, pp_cu_gemm_backward, 0x3, 0x0),
