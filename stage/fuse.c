@@ -1,9 +1,10 @@
 /* Op fusion at plan time, so that fewer passes go over the activations:
  *  - exact GELU as exported below opset 20 (PyTorch's F.gelu, the example GPT) is five
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
- *  - on the cpu, MatMul followed by Add of a bias [N] becomes one MatMul with the bias
- *    as a third input (kernels/cpu/matmul.c: it is sgemm's C), and MatMul followed by
- *    Mul by a scalar constant one MatMul with the scalar as a fourth input (sgemm's alpha).
+ *  - on the cpu, MatMul followed by Mul by a scalar constant becomes one MatMul with the
+ *    scalar as a fourth input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled
+ *    or not) followed by Add of a bias [N] or [M, N] (attention's causal mask) one MatMul
+ *    with the bias as a third input (sgemm's C);
  *  - a Reshape / Flatten / Squeeze / Unsqueeze of an activation becomes a view of its
  *    input (same memory, same gradient memory; no copy) unless its result leaves the stage;
  *  - on the cpu, a Transpose (explicit perm, rank >= 3) whose only reader is a MatMul
@@ -78,20 +79,22 @@ static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
 }
 
-/* If op o is a MatMul whose result only an Add of a float [N] (N = its last dim) reads,
- * returns that Add's op and sets *bias; else -1. */
+/* If op o is a MatMul (with a fused scale or none) whose result only an Add of a float
+ * [N] or [M, N] (its last dims) reads, returns that Add's op and sets *bias; else -1. */
 static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias)
 {
     const stage_op *mm = &s->ops[o];
-    if (strcmp(mm->op_type, "MatMul") || mm->nin != 2 || mm->nout != 1 || mm->in[0] < 0 || mm->in[1] < 0)
+    if (strcmp(mm->op_type, "MatMul") || (mm->nin != 2 && (mm->nin != 4 || mm->in[2] >= 0)) || mm->nout != 1 ||
+        mm->in[0] < 0 || mm->in[1] < 0)
         return -1;
     int y0 = mm->out[0], add = only_reader(s, op_of_node, y0, "Add");
     if (add < 0) return -1;
     int b = other_input(&s->ops[add], y0), y = s->ops[add].out[0];
-    const tslot *ty0 = &s->t[y0];
-    if (b < 0 || y < 0 || s->t[b].rank != 1 || s->t[b].dtype != PP_DTYPE_F32 || ty0->rank < 1 ||
-        s->t[b].dims[0] != ty0->dims[ty0->rank - 1] || s->t[y].nbytes != ty0->nbytes)
-        return -1;
+    if (b < 0 || y < 0 || s->t[b].dtype != PP_DTYPE_F32 || s->t[y].nbytes != s->t[y0].nbytes) return -1;
+    const tslot *tb = &s->t[b], *ty0 = &s->t[y0];
+    if (tb->rank < 1 || tb->rank > 2 || ty0->rank < tb->rank) return -1;
+    for (int d = 1; d <= tb->rank; d++)
+        if (tb->dims[tb->rank - d] != ty0->dims[ty0->rank - d]) return -1;
     *bias = b;
     return add;
 }
@@ -141,10 +144,18 @@ static pp_status fuse_scale(pp_stage *s, int o, int mul, int scale, char *gone, 
     return PP_OK;
 }
 
-/* The Add at position add becomes MatMul(A, W, bias) -> the Add's output. */
-static void fuse_bias(pp_stage *s, int o, int add, int bias, char *gone)
+/* The Add at position add becomes MatMul(A, W, bias[, scale]) -> the Add's output. */
+static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp_error *err)
 {
     stage_op *mm = &s->ops[o], *op = &s->ops[add];
+    const int nin = mm->nin == 4 ? 4 : 3;   /* the Add's in and host_in hold 2 + 1 = 3 entries */
+    if (nin == 4) {
+        int *in = realloc(op->in, 4 * sizeof *in);
+        if (in) op->in = in;
+        const void **host_in = op->host_in ? realloc(op->host_in, 4 * sizeof *host_in) : NULL;
+        if (host_in) op->host_in = host_in;
+        if (!in || (op->host_in && !host_in)) return pp_error_set(err, PP_ERR_NOMEM, "out of memory fusing ops");
+    }
     int y0 = mm->out[0];
     const void *hb = op->host_in ? op->host_in[op->in[0] == bias ? 0 : 1] : NULL;
     op->node = mm->node;
@@ -153,17 +164,18 @@ static void fuse_bias(pp_stage *s, int o, int add, int bias, char *gone)
     op->attrs = mm->attrs;
     op->nattrs = mm->nattrs;
     op->k = mm->k;
-    op->nin = 3;   /* in and host_in hold ninputs + 1 = 3 entries */
+    op->nin = nin;
     op->in[0] = mm->in[0];
     op->in[1] = mm->in[1];
     op->in[2] = bias;
+    if (nin == 4) op->in[3] = mm->in[3];
     if (op->host_in) {
-        op->host_in[0] = mm->host_in ? mm->host_in[0] : NULL;
-        op->host_in[1] = mm->host_in ? mm->host_in[1] : NULL;
+        for (int i = 0; i < nin; i++) op->host_in[i] = i != 2 && mm->host_in ? mm->host_in[i] : NULL;
         op->host_in[2] = hb;
     }
     gone[o] = 1;
     s->t[y0].view_of = mm->in[0];   /* unused from now on */
+    return PP_OK;
 }
 
 /* The explicit perm of Transpose op t, rank >= 3, else NULL. */
@@ -174,12 +186,13 @@ static const pp_attr *transpose_perm(const stage_op *t)
     return a && a->type == PP_ATTR_INTS && a->n >= 3 ? a : NULL;
 }
 
-/* A MatMul without attributes or bias whose float operands and result have one rank
- * >= 3 and equal batch dims: the kernel can take folded Transposes. */
+/* A MatMul without attributes whose float operands and result have one rank >= 3 and
+ * equal batch dims: the kernel can take folded Transposes (of the output only without a
+ * fused bias). */
 static int foldable_matmul(const pp_stage *s, const stage_op *m)
 {
     if (strcmp(m->op_type, "MatMul") || m->nattrs || m->nout != 1 || m->out[0] < 0 || m->in[0] < 0 || m->in[1] < 0 ||
-        m->in[0] == m->in[1] || (m->nin > 2 && m->in[2] >= 0))
+        m->in[0] == m->in[1])
         return 0;
     const tslot *a = &s->t[m->in[0]], *b = &s->t[m->in[1]], *y = &s->t[m->out[0]];
     if (y->rank < 3 || a->rank != y->rank || b->rank != y->rank || a->dtype != PP_DTYPE_F32 ||
@@ -203,7 +216,7 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
             int v = s->t[m->in[k]].value, node = v >= 0 ? s->g->values[v].producer : -1;
             t = node >= s->first && node < s->end ? op_of_node[node - s->first] : -1;
             if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[k], "MatMul") != o) t = -1;
-        } else {
+        } else if (m->nin < 3 || m->in[2] < 0) {
             t = only_reader(s, op_of_node, m->out[0], "Transpose");
         }
         const pp_attr *perm = t >= 0 && !gone[t] ? transpose_perm(&s->ops[t]) : NULL;
@@ -263,26 +276,22 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         free(gone);
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory fusing ops");
     }
+    pp_status st = PP_OK;
     for (int i = 0; i < span; i++) op_of_node[i] = -1;
     for (int o = 0; o < s->nops; o++)
         if (s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
-    for (int o = 0; o < s->nops; o++) {
-        int bias, add = s->dev->kind == PP_DEVICE_CPU && !gone[o] ? match_bias(s, op_of_node, o, &bias) : -1;
-        if (add >= 0) {
-            pp_log(PP_LOG_DEBUG, "stage: fused '%s' + bias '%s' into one MatMul", s->ops[o].name, s->ops[add].name);
-            fuse_bias(s, o, add, bias, gone);
-        }
-    }
+    /* scales first: a fused MatMul sits where its Mul was, and its result's Add follows */
     for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++) {
         int scale, mul = gone[o] ? -1 : match_scale(s, op_of_node, o, &scale);
         if (mul < 0) continue;
         pp_log(PP_LOG_DEBUG, "stage: fused '%s' * scale '%s' into one MatMul", s->ops[o].name, s->ops[mul].name);
-        pp_status st = fuse_scale(s, o, mul, scale, gone, err);
-        if (st != PP_OK) {
-            free(op_of_node);
-            free(gone);
-            return st;
-        }
+        PP_CHECK_GOTO(fuse_scale(s, o, mul, scale, gone, err), st, done);
+    }
+    for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++) {
+        int bias, add = gone[o] ? -1 : match_bias(s, op_of_node, o, &bias);
+        if (add < 0) continue;
+        pp_log(PP_LOG_DEBUG, "stage: fused '%s' + bias '%s' into one MatMul", s->ops[o].name, s->ops[add].name);
+        PP_CHECK_GOTO(fuse_bias(s, o, add, bias, gone, err), st, done);
     }
     for (int o = 0; gelu && o < s->nops; o++) {
         int chain[5], x = gone[o] ? -1 : match_gelu(s, op_of_node, o, chain);
@@ -324,7 +333,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         n++;
     }
     s->nops = n;
+done:
     free(op_of_node);
     free(gone);
-    return PP_OK;
+    return st;
 }

@@ -111,7 +111,8 @@ static const kc_case gemm_cases[] = {
 
 /* MatMul with Transposes folded in by the stage (stage/fuse.c): perm_A / perm_B read the
  * operand as Transpose(input, perm), perm_Y writes Transpose(Y, perm_Y); attention's
- * q k^T, probs v into [B, T, H, D/H], and transposed (column-major) matrices. */
+ * q k^T, probs v into [B, T, H, D/H], and transposed (column-major) matrices. A third
+ * input is a fused bias [N] or [M, N] (attention's causal mask) added to every matrix. */
 static const kc_case matmul_perm_cases[] = {
     {CASE("matmul_perm_q_kT", "MatMul", 2, 1), .in = {{T4(2, 3, 2, 4)}, {T4(2, 5, 2, 4)}}, .out = {{T4(2, 2, 3, 5)}},
      .attrs = {ATTR_INTS("perm_A", 0, 2, 1, 3), ATTR_INTS("perm_B", 0, 2, 3, 1)}, .nattrs = 2},
@@ -119,6 +120,12 @@ static const kc_case matmul_perm_cases[] = {
      .attrs = {ATTR_INTS("perm_B", 0, 2, 1, 3), ATTR_INTS("perm_Y", 0, 2, 1, 3)}, .nattrs = 2},
     {CASE("matmul_perm_colmajor_AY", "MatMul", 2, 1), .in = {{T3(2, 4, 3)}, {T3(2, 4, 5)}}, .out = {{T3(2, 5, 3)}},
      .attrs = {ATTR_INTS("perm_A", 0, 2, 1), ATTR_INTS("perm_Y", 0, 2, 1)}, .nattrs = 2},
+    {CASE("matmul_perm_q_kT_biasMN", "MatMul", 3, 1), .in = {{T4(2, 3, 2, 4)}, {T4(2, 5, 2, 4)}, {T2(3, 5)}},
+     .out = {{T4(2, 2, 3, 5)}}, .attrs = {ATTR_INTS("perm_A", 0, 2, 1, 3), ATTR_INTS("perm_B", 0, 2, 3, 1)},
+     .nattrs = 2},
+    {CASE("matmul_batched_biasMN", "MatMul", 3, 1), .in = {{T3(2, 3, 4)}, {T3(2, 4, 5)}, {T2(3, 5)}},
+     .out = {{T3(2, 3, 5)}}},
+    {CASE("matmul_batched_biasN", "MatMul", 3, 1), .in = {{T3(2, 3, 4)}, {T3(2, 4, 5)}, {T1(5)}}, .out = {{T3(2, 3, 5)}}},
 };
 
 /* Element of x at logical index l when the operand is Transpose(x, perm) (to_mem 0) or x
@@ -136,7 +143,7 @@ static float perm_at(const pp_tensor *x, const int64_t *perm, int to_mem, const 
     return ((const float *)x->data)[off];
 }
 
-/* The folded MatMul by explicit index maps and triple loops, in double. */
+/* The folded MatMul by explicit index maps and triple loops, plus the bias, in double. */
 static double matmul_perm_maxdiff(const kc_case *c)
 {
     pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
@@ -164,6 +171,10 @@ static double matmul_perm_maxdiff(const kc_case *c)
             for (int64_t k = 0; k < K; k++) {
                 la[r - 1] = k, lb[r - 2] = k;
                 acc += (double)perm_at(&in[0], PA, 0, la) * perm_at(&in[1], PB, 0, lb);
+            }
+            if (c->nin > 2) {   /* [N] or [M, N] */
+                const float *bias = in[2].data;
+                acc += bias[in[2].rank == 1 ? l[r - 1] : l[r - 2] * yd[r - 1] + l[r - 1]];
             }
             double d = fabs(acc - perm_at(&out[0], PY, 1, l));
             if (!(d <= worst)) worst = d;

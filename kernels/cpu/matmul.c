@@ -1,10 +1,11 @@
 /* cpu MatMul (numpy semantics: batch dims broadcast, 1-D operands promoted and squeezed)
  * and Gemm (transA/transB/alpha/beta, C broadcast) on OpenBLAS sgemm. Backward runs one
  * GEMM per requested gradient with the transposes folded into sgemm's flags. MatMul takes
- * an optional third input, a bias [N] added to every row, and an optional fourth, a float
- * scalar s the product is multiplied by: the stage fuses MatMul + Add of a bias and
- * MatMul + Mul by a constant into it (stage/fuse.c), so the sum is sgemm's C and the
- * scale its alpha, with no separate pass. The stage also folds Transposes around it
+ * an optional third input, a bias [N] added to every row or [M, N] added to every output
+ * matrix (attention's causal mask), and an optional fourth, a float scalar s the product
+ * is multiplied by: the stage fuses MatMul + Add of a bias and MatMul + Mul by a constant
+ * into it (stage/fuse.c), so the sum is sgemm's C and the scale its alpha, with no
+ * separate pass. The stage also folds Transposes around it
  * (attention's heads): attributes perm_A / perm_B say input k is the Transpose's input and
  * the operand is Transpose(in k, perm), perm_Y that the output is written as Transpose(Y,
  * perm_Y); each is then a strided matrix per batch (one sgemm each, no copy). */
@@ -18,8 +19,39 @@
 /* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)] (kernels/mm_plan.h) and the fused scale. */
 typedef struct mm_plan {
     pp_mm_plan m;
+    int64_t bias_rows;              /* 0: no fused bias, else bias_rows() */
     float alpha;                    /* the fused scale, else 1 */
 } mm_plan;
+
+/* A matrix in memory: element (i, j) at p[t ? j ld + i : i ld + j] */
+typedef struct smat {
+    float *p;
+    int t, ld;
+} smat;
+
+/* The rows of the fused bias (input 2) for output matrices (M, N): 1 for [N], M for
+ * [M, N] (the last two dims of a tensor of M N elements). */
+static pp_status bias_rows(const pp_kernel_ctx *c, int64_t M, int64_t N, int64_t *rows, pp_error *err)
+{
+    const pp_tensor *b = &c->in[2];
+    const int64_t n = pp_tensor_numel(b);
+    *rows = n == N ? 1 : M;
+    if (b->dtype != PP_DTYPE_F32 || (n != N && (n != M * N || b->rank < 2 || b->dims[b->rank - 1] != N)))
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused bias must be float32 [%lld] or "
+                            "[%lld, %lld]", c->node, (long long)N, (long long)M, (long long)N);
+    return PP_OK;
+}
+
+/* Y (M, N) = the bias rows (bias_rows: 1 or M of N floats), before sgemm adds with beta 1:
+ * the same roundings as (A B) + bias. */
+static void fill_bias(smat Y, const float *bias, int64_t rows, int64_t M, int64_t N)
+{
+    for (int64_t i = 0; i < M; i++) {
+        const float *b = bias + (i % rows) * N;
+        if (!Y.t) memcpy(Y.p + i * Y.ld, b, (size_t)N * sizeof *b);
+        else for (int64_t j = 0; j < N; j++) Y.p[j * Y.ld + i] = b[j];
+    }
+}
 
 /* y: the output, or its gradient in backward (same shape) */
 static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_plan *p, pp_error *err)
@@ -28,9 +60,8 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], y, &p->m, c->node, err));
-    if (c->nin > 2 && c->in[2].data && (c->in[2].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[2]) != p->m.N))
-        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused bias must be float32 [%lld]", c->node,
-                            (long long)p->m.N);
+    p->bias_rows = 0;
+    if (c->nin > 2 && c->in[2].data) PP_CHECK(bias_rows(c, p->m.M, p->m.N, &p->bias_rows, err));
     if (c->nin > 3 && (!c->in[3].data || c->in[3].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[3]) != 1))
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): the fused scale must be a float32 scalar",
                             c->node);
@@ -39,12 +70,6 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
 }
 
 /* ---------------- MatMul with folded Transposes ---------------- */
-
-/* A matrix in memory: element (i, j) at p[t ? j ld + i : i ld + j] */
-typedef struct smat {
-    float *p;
-    int t, ld;
-} smat;
 
 static smat smat_t(smat m) { return (smat){m.p, !m.t, m.ld}; }
 
@@ -106,6 +131,7 @@ static pp_status sview_mat(const sview *v, float *base, const int64_t *idx, smat
 typedef struct perm_plan {
     sview a, b, y;
     int64_t M, K, N, batch;
+    int64_t bias_rows;              /* 0: no fused bias */
     float alpha;
 } perm_plan;
 
@@ -122,8 +148,9 @@ static pp_status perm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, perm
     const pp_tensor *t[3] = {&c->in[0], &c->in[1], y};
     sview *v[3] = {&p->a, &p->b, &p->y};
     PP_CHECK(pp_cpu_want_inputs(c, 2, 4, err));
-    if (c->nin > 2 && c->in[2].data)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (MatMul): folded Transposes and a fused bias", c->node);
+    if (c->nin > 2 && c->in[2].data && pp_attr_find(c->attrs, c->nattrs, "perm_Y"))
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (MatMul): a folded output Transpose and a fused bias",
+                            c->node);
     for (int i = 0; i < 3; i++) {
         const int64_t *perm;
         int n;
@@ -147,6 +174,8 @@ static pp_status perm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, perm
                             "give the output", c->node, (long long)p->M, (long long)p->K, (long long)p->b.dims[r - 2],
                             (long long)p->N);
     p->alpha = c->nin > 3 && c->in[3].data ? *(const float *)c->in[3].data : 1.f;
+    p->bias_rows = 0;
+    if (c->nin > 2 && c->in[2].data) PP_CHECK(bias_rows(c, p->M, p->N, &p->bias_rows, err));
     return PP_OK;
 }
 
@@ -169,7 +198,8 @@ static pp_status perm_forward(const pp_kernel_ctx *c, pp_error *err)
         PP_CHECK(sview_mat(&p.a, c->in[0].data, idx, &A, c->node, err));
         PP_CHECK(sview_mat(&p.b, c->in[1].data, idx, &B, c->node, err));
         PP_CHECK(sview_mat(&p.y, c->out[0].data, idx, &Y, c->node, err));
-        smat_gemm((int)p.M, (int)p.N, (int)p.K, p.alpha, A, B, 0.f, Y);
+        if (p.bias_rows) fill_bias(Y, c->in[2].data, p.bias_rows, p.M, p.N);
+        smat_gemm((int)p.M, (int)p.N, (int)p.K, p.alpha, A, B, p.bias_rows ? 1.f : 0.f, Y);
     }
     return PP_OK;
 }
@@ -211,8 +241,8 @@ PP_FWD(pp_cpu_matmul_forward)
     float *Y = c->out[0].data;
     int64_t M = p.m.M, K = p.m.K, N = p.m.N;
     float beta = 0.f;
-    if (bias) {   /* Y rows = bias, then Y += A B: the same roundings as (A B) + bias */
-        for (int64_t r = 0; r < p.m.batch * M; r++) memcpy(Y + r * N, bias, (size_t)N * sizeof *Y);
+    if (bias) {   /* Y matrices = bias, then Y += A B */
+        for (int64_t b = 0; b < p.m.batch; b++) fill_bias((smat){Y + b * M * N, 0, (int)N}, bias, p.bias_rows, M, N);
         beta = 1.f;
     }
     if (p.m.fold_a) {
