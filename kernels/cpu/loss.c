@@ -3,6 +3,7 @@
  * none|sum|mean, optional log_prob output [N, C, d1..dk]. Mean divides by the summed
  * weight of the non-ignored labels (ONNX); when that is 0 the loss and its gradient are 0
  * (ONNX would give 0/0). Backward recomputes the log-softmax from the saved scores. */
+#include "cpu_math.h"   /* PP_CPU_CLONES */
 #include "element_nn.h"
 #include "xent.h"
 #include "nn_kernels.h"
@@ -41,14 +42,29 @@ static pp_status label_at(const pp_kernel_ctx *c, const xent *e, int64_t p, int6
     return PP_OK;
 }
 
-/* max and log-sum-exp of the C scores at x with stride st */
-static void row_stats(const float *x, int64_t n, int64_t st, float *mx, float *ls)
+/* max and log-sum-exp of the C scores at x with stride st (the sum in NN_LANES partial
+ * sums, so that the exps vectorise); inlined with st = 1 for contiguous rows */
+static inline void row_stats(const float *x, int64_t n, int64_t st, float *mx, float *ls)
 {
     const float m = nn_row_max(x, n, st);
+    float acc[NN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES)
+        for (int k = 0; k < NN_LANES; k++) acc[k] += pp_softmax_exp(x[(i + k) * st], m);
+    for (; i < n; i++) acc[0] += pp_softmax_exp(x[i * st], m);
     float s = 0;
-    for (int64_t i = 0; i < n; i++) s += pp_softmax_exp(x[i * st], m);
+    for (int k = 0; k < NN_LANES; k++) s += acc[k];
     *mx = m;
     *ls = logf(s);
+}
+
+/* dx += the loss gradient gp (softmax - onehot(l)) over the C scores at stride st; the
+ * label's entry is redone after the loop, which then has no branch and vectorises */
+static inline void row_grad(float *dx, const float *x, int64_t n, int64_t st, float mx, float ls, int64_t l, float gp)
+{
+    const float dx_l = dx[l * st];
+    for (int64_t j = 0; j < n; j++) dx[j * st] += pp_xent_grad(pp_logsoftmax_out(x[j * st], mx, ls), 0, gp);
+    dx[l * st] = dx_l + pp_xent_grad(pp_logsoftmax_out(x[l * st], mx, ls), 1, gp);
 }
 
 /* Summed weight of the non-ignored labels (the mean's divisor). */
@@ -64,7 +80,7 @@ static pp_status total_weight(const pp_kernel_ctx *c, const xent *e, double *tw,
     return PP_OK;
 }
 
-pp_status pp_cpu_xent_forward(const pp_kernel_ctx *c, pp_error *err)
+PP_CPU_CLONES pp_status pp_cpu_xent_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     xent e;
     PP_CHECK(setup(c, &e, err));
@@ -77,7 +93,8 @@ pp_status pp_cpu_xent_forward(const pp_kernel_ctx *c, pp_error *err)
             int64_t l = 0;
             float w = 0, mx, ls;
             PP_CHECK(label_at(c, &e, p, &l, &w, err));
-            row_stats(x + base, e.x.c, e.x.d, &mx, &ls);
+            if (e.x.d == 1) row_stats(x + base, e.x.c, 1, &mx, &ls);
+            else row_stats(x + base, e.x.c, e.x.d, &mx, &ls);
             if (logp)
                 for (int64_t j = 0; j < e.x.c; j++) logp[base + j * e.x.d] = pp_logsoftmax_out(x[base + j * e.x.d], mx, ls);
             const float loss = w == 0 ? 0.0f : pp_xent_loss(pp_logsoftmax_out(x[base + l * e.x.d], mx, ls), w);
@@ -90,7 +107,8 @@ pp_status pp_cpu_xent_forward(const pp_kernel_ctx *c, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_cpu_xent_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, pp_error *err)
+PP_CPU_CLONES pp_status pp_cpu_xent_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
+                                            pp_error *err)
 {
     float *dx = gin[0].data;
     const float *g = gout[0].data, *glp = c->nout > 1 ? gout[1].data : NULL;
@@ -106,11 +124,12 @@ pp_status pp_cpu_xent_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp
             int64_t l = 0;
             float w = 0, mx, ls;
             PP_CHECK(label_at(c, &e, p, &l, &w, err));
-            row_stats(x + base, e.x.c, e.x.d, &mx, &ls);
+            if (e.x.d == 1) row_stats(x + base, e.x.c, 1, &mx, &ls);
+            else row_stats(x + base, e.x.c, e.x.d, &mx, &ls);
             if (g && w != 0 && tw > 0) {
                 const float gp = w * (e.x.reduction == PP_XENT_NONE ? g[p] : (float)(g[0] / tw));
-                for (int64_t j = 0; j < e.x.c; j++)
-                    dx[base + j * e.x.d] += pp_xent_grad(pp_logsoftmax_out(x[base + j * e.x.d], mx, ls), j == l, gp);
+                if (e.x.d == 1) row_grad(dx + base, x + base, e.x.c, 1, mx, ls, l, gp);
+                else row_grad(dx + base, x + base, e.x.c, e.x.d, mx, ls, l, gp);
             }
             if (glp) {
                 float sum = 0;
