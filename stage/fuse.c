@@ -253,7 +253,7 @@ static void reshape_to_view(pp_stage *s, int o, char *gone)
     int is_shape = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) is_shape |= !strcmp(op->op_type, shapes[i]);
     if (!is_shape || op->nout != 1 || op->in[0] < 0 || op->out[0] < 0) return;
-    int x = s->t[op->in[0]].view_of >= 0 ? s->t[op->in[0]].view_of : op->in[0], y = op->out[0];
+    int x = stage_base(s, op->in[0]), y = op->out[0];
     const tslot *tx = &s->t[x], *ty = &s->t[y];
     if (tx->value < 0 || ty->value < 0 || tx->nbytes != ty->nbytes || tx->dtype != ty->dtype) return;
     const pp_value *vx = &s->g->values[tx->value], *vy = &s->g->values[ty->value];

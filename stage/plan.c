@@ -140,7 +140,7 @@ static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *d
     tslot *t = &s->t[s->nt];
     memset(t, 0, sizeof *t);
     t->value = -1;
-    t->view_of = base >= 0 && s->t[base].view_of >= 0 ? s->t[base].view_of : base;   /* views are of bases */
+    t->view_of = base >= 0 ? stage_base(s, base) : -1;   /* views are of bases */
     t->dtype = base >= 0 ? s->t[base].dtype : PP_DTYPE_F32;
     t->rank = rank;
     if (rank > 0) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);   /* the scalar loss: dims NULL */
@@ -268,8 +268,6 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
-static int base_of(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }
-
 static int op_input_diff(const stage_op *op, int k)
 {
     return pp_op_input_differentiable(op->op_type, k);
@@ -296,7 +294,7 @@ static pp_status plan_grads(pp_stage *s, pp_error *err)
         stage_op *op = &s->ops[o];
         int any = 0;
         for (int k = 0; k < op->nin; k++)
-            if (op->in[k] >= 0 && op_input_diff(op, k) && req[base_of(s, op->in[k])]) any = 1;
+            if (op->in[k] >= 0 && op_input_diff(op, k) && req[stage_base(s, op->in[k])]) any = 1;
         for (int k = 0; k < op->nout; k++)
             if (op->out[k] >= 0 && any && s->t[op->out[k]].dtype == PP_DTYPE_F32) req[op->out[k]] = 1;
     }
@@ -306,9 +304,9 @@ static pp_status plan_grads(pp_stage *s, pp_error *err)
         stage_op *op = &s->ops[o];
         int out_reach = 0, in_req = 0;
         for (int k = 0; k < op->nout; k++)
-            if (op->out[k] >= 0 && reach[op->out[k]] && req[base_of(s, op->out[k])]) out_reach = 1;
+            if (op->out[k] >= 0 && reach[op->out[k]] && req[stage_base(s, op->out[k])]) out_reach = 1;
         for (int k = 0; k < op->nin; k++)
-            if (op->in[k] >= 0 && op_input_diff(op, k) && req[base_of(s, op->in[k])]) in_req = 1;
+            if (op->in[k] >= 0 && op_input_diff(op, k) && req[stage_base(s, op->in[k])]) in_req = 1;
         if (!out_reach || !in_req) continue;
         if (!op->k->backward)
             return free(req), free(reach),
@@ -316,15 +314,15 @@ static pp_status plan_grads(pp_stage *s, pp_error *err)
                                 "a gradient must flow through it", op->name, op->op_type);
         op->backward = 1;
         for (int k = 0; k < op->nin; k++) {
-            if (op->in[k] < 0 || !op_input_diff(op, k) || !req[base_of(s, op->in[k])]) continue;
-            reach[op->in[k]] = reach[base_of(s, op->in[k])] = 1;
-            if (s->t[base_of(s, op->in[k])].value >= 0 && s->g->values[s->t[base_of(s, op->in[k])].value].is_param)
+            if (op->in[k] < 0 || !op_input_diff(op, k) || !req[stage_base(s, op->in[k])]) continue;
+            reach[op->in[k]] = reach[stage_base(s, op->in[k])] = 1;
+            if (s->t[stage_base(s, op->in[k])].value >= 0 && s->g->values[s->t[stage_base(s, op->in[k])].value].is_param)
                 op->has_weight = 1;
             else
                 op->has_act = 1;
         }
     }
-    for (int t = 0; t < s->nt; t++) s->t[t].needs_grad = req[base_of(s, t)] && reach[t];
+    for (int t = 0; t < s->nt; t++) s->t[t].needs_grad = req[stage_base(s, t)] && reach[t];
     for (int t = 0; t < s->nt; t++)
         if (s->t[t].view_of >= 0 && s->t[t].needs_grad) s->t[s->t[t].view_of].needs_grad = 1;
     free(req);
@@ -436,7 +434,7 @@ static void touch_grad(tslot *t, int b)
 /* The tslot whose gradient memory t's gradient lives in. */
 static int grad_base(const pp_stage *s, int t)
 {
-    t = base_of(s, t);
+    t = stage_base(s, t);
     while (s->t[t].grad_of >= 0) t = s->t[t].grad_of;
     return t;
 }
@@ -460,20 +458,20 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
         int b = s->nops - 1 - o;
         for (int k = 0; k < op->nout; k++) {
             if (op->out[k] < 0) continue;
-            int t = base_of(s, op->out[k]), g = grad_base(s, op->out[k]);
+            int t = stage_base(s, op->out[k]), g = grad_base(s, op->out[k]);
             if (s->t[t].def_op < 0) s->t[t].def_op = o;
             if (s->t[t].last_op < o) s->t[t].last_op = o;
             if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
         }
         for (int k = 0; k < op->nin; k++) {
             if (op->in[k] < 0) continue;
-            int t = base_of(s, op->in[k]), g = grad_base(s, op->in[k]);
+            int t = stage_base(s, op->in[k]), g = grad_base(s, op->in[k]);
             if (s->t[t].last_op < o) s->t[t].last_op = o;
             if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
             if (op->backward && (op->k->saves_in >> k & 1)) in_slot[t] = 1;
         }
         for (int k = 0; k < op->nout; k++)
-            if (op->out[k] >= 0 && op->backward && (op->k->saves_out >> k & 1)) in_slot[base_of(s, op->out[k])] = 1;
+            if (op->out[k] >= 0 && op->backward && (op->k->saves_out >> k & 1)) in_slot[stage_base(s, op->out[k])] = 1;
         if (op->has_weight)   /* W reads these gradients after other microbatches' B */
             for (int k = 0; k < op->nout; k++)
                 if (op->out[k] >= 0) grad_in_slot[grad_base(s, op->out[k])] = 1;

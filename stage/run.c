@@ -128,7 +128,7 @@ static unsigned first_touched(const pp_stage *s, int o)
     unsigned mask = 0;
     for (int k = 0; k < op->nin && k < MAX_IO; k++) {
         if (op->in[k] < 0) continue;
-        int t = s->t[op->in[k]].view_of >= 0 ? s->t[op->in[k]].view_of : op->in[k];
+        int t = stage_base(s, op->in[k]);
         const tslot *ts = &s->t[t];
         if (ts->needs_grad && !ts->grad_received && ts->grad.loc != LOC_PARAM && ts->first_bw == b) mask |= 1u << k;
     }
@@ -145,7 +145,7 @@ static pp_status fresh_or_zero(pp_stage *s, int o, int slot, unsigned first, con
     *fresh = 0;
     for (int k = 0; k < op->nin && k < MAX_IO; k++) {
         if (!(first >> k & 1)) continue;
-        int t = s->t[op->in[k]].view_of >= 0 ? s->t[op->in[k]].view_of : op->in[k], once = 1;
+        int t = stage_base(s, op->in[k]), once = 1;
         for (int j = 0; j < op->nin; j++) once &= j == k || op->in[j] < 0 || op->in[j] != op->in[k];
         if (op->k->assigns_fresh && gin && gin[k].data && once && s->t[op->in[k]].nbytes == s->t[t].nbytes) {
             *fresh |= 1u << k;

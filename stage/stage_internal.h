@@ -120,6 +120,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err);
 typedef struct stage_profile stage_profile;
 void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double seconds);
 void stage_profile_free(stage_profile *p);
+/* The tensor whose memory t uses: t itself, or the base it is a view of. */
+static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }
 /* run.c */
 void *stage_ptr(pp_stage *s, int slot, place p);
 void *stage_tensor_data(pp_stage *s, int slot, int t);
