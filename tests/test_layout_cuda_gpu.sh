@@ -39,8 +39,7 @@ if ! train probe cuda 1 1 1 gpipe --steps 1; then
     exit 1
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-gpus=${gpus:-1}
-[ "$gpus" -ge 1 ] || gpus=1
+[ "$gpus" -ge 1 ] || gpus=1   # the probe ran on one, whatever nvidia-smi says
 echo "GPUs on this host: $gpus"
 
 train ref cpu 1 1 1 1f1b || { cat "$OUT/ref.log"; exit 1; }
