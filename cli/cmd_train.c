@@ -42,7 +42,15 @@ static void usage(FILE *out)
             "  --losses FILE          write 'step loss' lines\n"
             "  --export FILE          write the trained model as ONNX at the end\n"
             "  --trace FILE           write the last step as executed (Perfetto / chrome://tracing JSON)\n"
-            "  --quiet                no progress lines\n");
+            "  --quiet                no progress lines\n"
+            "checkpoints (onnxpipe ckpt --help):\n"
+            "  --save DIR             save checkpoints to DIR/step-N (at the end, and every --save-every)\n"
+            "  --save-every N         save every N steps (default: only at the end)\n"
+            "  --keep K               keep the newest K checkpoints (default: all)\n"
+            "  --save-sync            write before training goes on (default: a thread writes while it trains)\n"
+            "  --resume auto|PATH     go on from the newest checkpoint in --save that verifies (none: start\n"
+            "                         from scratch), or from PATH; any pp, dp, schedule and microbatches;\n"
+            "                         --steps stays the total, counted from the first run's start\n");
 }
 
 static int parse_optimizer(const char *s, pp_optim_kind *k)
@@ -89,6 +97,10 @@ int cmd_train(int argc, char **argv)
         STR_OPT("--losses", c.losses_out)
         STR_OPT("--export", c.export_path)
         STR_OPT("--trace", c.trace_path)
+        STR_OPT("--save", c.save_dir)
+        STR_OPT("--resume", c.resume)
+        INT_OPT("--save-every", 1, 1LL << 40, c.save_every)
+        INT_OPT("--keep", 1, 1 << 20, c.keep)
         INT_OPT("--pp", 1, 4096, c.pp)
         INT_OPT("--chunks", 1, 64, c.chunks)
         INT_OPT("--dp", 1, 1 << 20, c.dp)
@@ -109,6 +121,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--nesterov")) c.optim.nesterov = 1;
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
+        else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
         else if (!strcmp(a, "--optimizer")) {
             if (!v || !parse_optimizer(v, &c.optim.kind))
                 return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v ? v : "");
@@ -139,6 +152,8 @@ int cmd_train(int argc, char **argv)
     }
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
+    if ((c.save_every || c.keep || c.save_sync) && !c.save_dir)
+        return cli_usage_error("add --save DIR", "--save-every, --keep and --save-sync need --save");
     c.lr.steps = c.steps;
     c.bucket_bytes *= 1024;
     if (!c.chunks) c.chunks = c.schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
@@ -148,8 +163,9 @@ int cmd_train(int argc, char **argv)
     for (int i = 0; i < c.ndims; i++) free((char *)dims[i].name);
     if (st != PP_OK) return cli_fail_job(&err);
     if (cli_job_rank0())
-        printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n", (long long)res.steps_done,
-               res.seconds, res.first_loss, res.last_loss, res.tokens_per_s);
+        printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
+               (long long)(res.steps_done ? res.steps_done - res.first_step + 1 : 0), res.seconds, res.first_loss,
+               res.last_loss, res.tokens_per_s);
     cli_job_end();
     return 0;
 }

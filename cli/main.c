@@ -20,6 +20,7 @@ static const struct {
     {"data", cmd_data, "make a dataset (byte-level text)"},
     {"eval", cmd_eval, "run a model forward over a dataset"},
     {"place", cmd_place, "show where ranks go (hosts, cores, GPUs) and the traffic per step"},
+    {"ckpt", cmd_ckpt, "list, inspect, verify and export checkpoints"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
@@ -89,7 +90,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("onnxpipe 0.1.0\n");
+        printf("onnxpipe %s\n", PP_VERSION);
         return 0;
     }
     for (int i = 0; i < NCOMMANDS; i++)

@@ -1,6 +1,8 @@
 /* Data type sizes and names (ONNX TensorProto.DataType numbering). */
 #include <onnxpipe/core.h>
 
+#include <string.h>
+
 size_t pp_dtype_size(pp_dtype dt)
 {
     switch (dt) {
@@ -36,4 +38,11 @@ const char *pp_dtype_name(pp_dtype dt)
 int pp_dtype_is_float(pp_dtype dt)
 {
     return dt == PP_DTYPE_F32 || dt == PP_DTYPE_F16 || dt == PP_DTYPE_BF16 || dt == PP_DTYPE_F64;
+}
+
+pp_dtype pp_dtype_parse(const char *name)
+{
+    for (int d = 1; name && d <= PP_DTYPE_BF16; d++)
+        if (!strcmp(pp_dtype_name((pp_dtype)d), name)) return (pp_dtype)d;
+    return PP_DTYPE_UNDEFINED;
 }

@@ -106,3 +106,9 @@ void pp_json_finish(pp_json *j)
     fputc('\n', j->out);
     fflush(j->out);
 }
+
+void pp_json_raw(pp_json *j, const char *key, const char *json)
+{
+    item(j, key);
+    fputs(json, j->out);
+}

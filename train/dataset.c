@@ -30,13 +30,6 @@ static pp_status read_file(const char *path, char **out, size_t *len, pp_error *
     return PP_OK;
 }
 
-static pp_dtype dtype_by_name(const char *s)
-{
-    for (int d = 1; d <= 16; d++)
-        if (!strcmp(pp_dtype_name((pp_dtype)d), s)) return (pp_dtype)d;
-    return PP_DTYPE_UNDEFINED;
-}
-
 static pp_status open_array(pp_dataset *d, int i, const pp_jvalue *a, const char *hdr, pp_error *err)
 {
     pp_dataset_array *arr = &d->arrays[i];
@@ -47,7 +40,7 @@ static pp_status open_array(pp_dataset *d, int i, const pp_jvalue *a, const char
         return pp_error_set(err, PP_ERR_PARSE, "'%s': array %d needs string name, dtype, file and a shape list",
                             hdr, i);
     arr->name = pp_strdup(name->str);
-    arr->dtype = dtype_by_name(dt->str);
+    arr->dtype = pp_dtype_parse(dt->str);
     if (!arr->dtype || !pp_dtype_size(arr->dtype))
         return pp_error_set(err, PP_ERR_PARSE, "'%s': array '%s' has unknown dtype '%s'", hdr, name->str, dt->str);
     if (shape->n > PP_MAX_RANK)

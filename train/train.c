@@ -7,6 +7,7 @@
 #include <onnxpipe/train.h>
 
 #include "data_comm.h"
+#include "train_ckpt.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,7 +35,12 @@ typedef struct run {
     double counted_global;
     int64_t tokens_per_sample;
     FILE *losses;
+    train_ckpt ck;
 } run;
+
+/* The first sample of step's global batch (a resumed run goes on where its checkpoint
+ * stopped, whatever batch that run had). */
+static int64_t step_first_sample(const run *r, int64_t step) { return r->ck.sample0 + (step - 1) * r->cfg->batch; }
 
 static pp_status check_config(const pp_train_config *c, pp_error *err)
 {
@@ -55,7 +61,8 @@ static pp_status agree(run *r, pp_error *err)
     uint32_t h = 0;
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
-                      c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes};
+                      c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
+                      c->save_sync};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm};
     h = pp_crc32c(h, nums, sizeof nums);
@@ -64,7 +71,7 @@ static pp_status agree(run *r, pp_error *err)
         h = pp_crc32c(h, c->dims[i].name, strlen(c->dims[i].name));
         h = pp_crc32c(h, &c->dims[i].value, sizeof c->dims[i].value);
     }
-    const char *names[] = {c->loss.logits, c->loss.labels, c->device};
+    const char *names[] = {c->loss.logits, c->loss.labels, c->device, c->save_dir, c->resume};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i]) h = pp_crc32c(h, names[i], strlen(names[i]) + 1);
     for (int i = 0; i < g->nnodes; i++) {
@@ -120,7 +127,7 @@ static void weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t firs
     const pp_dataset_array *a = pp_dataset_find(r->data, l.labels);
     if (!a || a->dtype != PP_DTYPE_I64) return;
     if (r->counted_step != step) {
-        r->counted_global = weigh_labels(r, a, (step - 1) * r->cfg->batch, r->cfg->batch, &l);
+        r->counted_global = weigh_labels(r, a, step_first_sample(r, step), r->cfg->batch, &l);
         r->counted_step = step;
     }
     double mine = weigh_labels(r, a, first, r->mb, &l);
@@ -133,7 +140,7 @@ static pp_status feed(void *user, pp_stage *s, int slot, int64_t step, int64_t m
 {
     run *r = user;
     int64_t per_replica = r->cfg->batch / r->cfg->dp;
-    int64_t first = (step - 1) * r->cfg->batch + r->grid->replica * per_replica + microbatch * r->mb;
+    int64_t first = step_first_sample(r, step) + r->grid->replica * per_replica + microbatch * r->mb;
     for (int i = 0; i < pp_stage_num_inputs(s); i++) {
         const pp_stage_port *p = pp_stage_input(s, i);
         if (!p->is_data) continue;
@@ -291,6 +298,7 @@ static pp_status setup(run *r, pp_error *err)
         .skip_nonfinite = c->skip_nonfinite,
     };
     PP_CHECK(pp_driver_create(&dc, &r->drv, err));
+    PP_CHECK(train_ckpt_init(&r->ck, c, r->world, r->drv, r->part, r->grid, r->sched, err));
     if (c->trace_path) PP_CHECK(pp_driver_record(r->drv, 1, err));
     if (c->losses_out && r->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
@@ -300,6 +308,7 @@ static pp_status setup(run *r, pp_error *err)
 static void teardown(run *r)
 {
     if (r->losses) fclose(r->losses);
+    train_ckpt_free(&r->ck);
     pp_driver_destroy(r->drv);
     pp_dataset_close(r->data);
     pp_placement_destroy(r->place);
@@ -325,7 +334,7 @@ static void progress(const run *r, int64_t step, const pp_step_stats *st, float 
 {
     char el[32], eta[32];
     format_duration(elapsed, el, sizeof el);
-    format_duration(elapsed / (double)step * (double)(r->cfg->steps - step), eta, sizeof eta);
+    format_duration(elapsed / (double)(step - r->ck.resumed_step) * (double)(r->cfg->steps - step), eta, sizeof eta);
     printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
            (long long)step, (long long)r->cfg->steps, st->loss, lr, tok_s, el, eta, st->skipped ? "  (skipped)" : "",
            tty ? "   " : "\n");
@@ -342,6 +351,20 @@ static pp_status write_trace(run *r, pp_error *err)
     pp_status st = pp_driver_write_trace(r->drv, r->world, f, err);
     if (f && fclose(f) && st == PP_OK) st = pp_error_set(err, PP_ERR_IO, "cannot write '%s'", r->cfg->trace_path);
     return st;
+}
+
+typedef struct gathered {
+    const pp_graph *g;
+    const float *all;
+    const int64_t *offset;
+} gathered;
+
+static const void *gathered_value(void *user, const char *name, size_t nbytes)
+{
+    const gathered *x = user;
+    int v = pp_graph_find_value(x->g, name);
+    (void)nbytes;
+    return v >= 0 && x->offset[v] >= 0 ? (const void *)(x->all + x->offset[v]) : NULL;
 }
 
 /* Gathers every parameter onto rank 0 (replica 0's stages contribute; a tied one only
@@ -378,7 +401,8 @@ static pp_status export_model(run *r, pp_error *err)
         pp_graph *model = NULL;
         pp_graph_options unbound = {.allow_unknown_dims = 1};
         st = pp_graph_load(r->cfg->model, &unbound, &model, err);
-        if (st == PP_OK) st = pp_train_export(model, g, all, offset, r->cfg->export_path, err);
+        gathered x = {.g = g, .all = all, .offset = offset};
+        if (st == PP_OK) st = pp_ckpt_write_model(model, gathered_value, &x, r->cfg->export_path, err);
         pp_graph_destroy(model);
     }
 done:
@@ -396,7 +420,11 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     /* mpirun hands ranks a pty: there, plain lines */
     int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE"), rank0 = r.world->rank == 0;
     double t0 = pp_now();
-    for (int64_t step = 1; step <= cfg->steps; step++) {
+    res->first_step = r.ck.resumed_step + 1;
+    if (rank0 && !cfg->quiet && r.ck.resumed_step >= cfg->steps)
+        printf("the checkpoint is at step %lld, not before --steps %lld: no step to run\n",
+               (long long)r.ck.resumed_step, (long long)cfg->steps);
+    for (int64_t step = res->first_step; step <= cfg->steps; step++) {
         float lr = pp_lr_at(&cfg->lr, step);
         pp_step_stats stats;
         double ts = pp_now();
@@ -411,13 +439,17 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         }
         double elapsed = pp_now() - t0;
         res->steps_done = step;
-        if (step == 1) res->first_loss = stats.loss;
+        if (step == res->first_step) res->first_loss = stats.loss;
         res->last_loss = stats.loss;
         res->seconds = elapsed;
-        res->tokens_per_s = (double)(step * cfg->batch * r.tokens_per_sample) / elapsed;
+        res->tokens_per_s = (double)((step - r.ck.resumed_step) * cfg->batch * r.tokens_per_sample) / elapsed;
         if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
         if (rank0 && !cfg->quiet) progress(&r, step, &stats, lr, elapsed, res->tokens_per_s, tty);
+        PP_CHECK_GOTO(train_ckpt_after_step(&r.ck, step, err), st, done);
     }
+    PP_CHECK_GOTO(train_ckpt_finish(&r.ck, err), st, done);
+    res->saves = r.ck.saves;
+    res->save_stall_s = r.ck.stall_s;
     if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(export_model(&r, err), st, done);
 done:

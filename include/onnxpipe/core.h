@@ -19,6 +19,8 @@ extern "C" {
 #define PP_HD
 #endif
 
+#define PP_VERSION "0.1.0"     /* onnxpipe's version (CMakeLists.txt project VERSION) */
+
 typedef enum {
     PP_OK = 0,
     PP_ERR_INVALID_ARG,   /* a caller passed a bad value */
@@ -87,6 +89,7 @@ typedef enum {
 
 size_t pp_dtype_size(pp_dtype dt);          /* bytes per element; 0 if unknown or string */
 const char *pp_dtype_name(pp_dtype dt);     /* "float32", "int64", ... */
+pp_dtype pp_dtype_parse(const char *name);  /* the inverse; PP_DTYPE_UNDEFINED if unknown */
 int pp_dtype_is_float(pp_dtype dt);         /* f16, bf16, f32, f64 */
 
 /* Logging. PP_LOG=error|warn|info|debug (default warn); read once in pp_log_init. */
@@ -133,6 +136,8 @@ void pp_json_double(pp_json *j, const char *key, double value);
 void pp_json_bool(pp_json *j, const char *key, int value);
 void pp_json_null(pp_json *j, const char *key);
 void pp_json_finish(pp_json *j);  /* newline after the top-level value */
+/* A value that is already JSON text (the caller vouches for it), written as is. */
+void pp_json_raw(pp_json *j, const char *key, const char *json);
 
 /* A small JSON reader (for dataset headers and manifests): a tree of values. */
 typedef enum { PP_JNULL, PP_JBOOL, PP_JNUM, PP_JSTR, PP_JARR, PP_JOBJ } pp_jtype;

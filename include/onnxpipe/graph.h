@@ -168,6 +168,10 @@ int pp_op_supported(const char *domain, const char *op_type);
 int pp_op_input_differentiable(const char *op_type, int index);
 /* The constant data of a value (initializer), or NULL. */
 const pp_const_tensor *pp_graph_const(const pp_graph *g, int value);
+/* A 64-bit hash of what the model is, for checkpoints: graph inputs and outputs (names,
+ * dtypes), every trainable parameter (name, dtype, shape) and the nodes that read it
+ * (name, op type); not the weights. The same for any dims bound at load. */
+uint64_t pp_graph_model_hash(const pp_graph *g);
 /* Node id by name, or -1. */
 int pp_graph_find_node(const pp_graph *g, const char *name);
 

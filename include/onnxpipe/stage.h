@@ -132,7 +132,26 @@ const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
 int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
 float *pp_stage_params(pp_stage *s);
 float *pp_stage_grads(pp_stage *s);
-float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats */
+float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats: parameter p's
+                                                      slots (Adam: m then v, p->numel each) lie
+                                                      back to back from slots x p->offset */
+int pp_stage_optim_slots(const pp_stage *s);        /* pp_optim_state_slots of its optimizer */
+const pp_optim_hparams *pp_stage_optim(const pp_stage *s);
+const pp_graph *pp_stage_graph(const pp_stage *s);
+
+/* Persistent state that is not trained but changes while training: BatchNormalization's
+ * running mean and variance (initializers the training forward updates). Checkpoints
+ * keep them by initializer name. None when the stage is not training. */
+typedef struct pp_stage_buffer {
+    const char *name;       /* initializer name */
+    int value;
+    void *data;             /* device memory, nbytes */
+    pp_dtype dtype;
+    pp_shape shape;
+    size_t nbytes;
+} pp_stage_buffer;
+int pp_stage_num_buffers(const pp_stage *s);
+pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp_error *err);
 
 /* Gradient buckets can be reduced while backward goes on: during a backward that computes
  * weight gradients the hook runs after each op that finished some, with done = how many

@@ -83,14 +83,25 @@ typedef struct pp_train_config {
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */
     const char *export_path;        /* write the trained model here at the end (NULL: no) */
     const char *trace_path;         /* write a Perfetto trace of the last step here (NULL: no) */
+    /* checkpoints (ckpt.h): to save_dir/step-<N>/ every save_every steps and at the end */
+    const char *save_dir;           /* NULL: no checkpoints */
+    int64_t save_every;             /* 0: only at the end */
+    int keep;                       /* keep the newest K checkpoints; 0: all */
+    int save_sync;                  /* 1: write before training goes on (default: a thread writes) */
+    const char *resume;             /* "auto": the newest checkpoint in save_dir that verifies (none:
+                                       start from scratch); a path: that checkpoint; NULL: no resume.
+                                       steps counts from the start of the run, not from the resume */
     int quiet;                      /* no progress lines */
 } pp_train_config;
 
 typedef struct pp_train_result {
+    int64_t first_step;             /* 1, or the step after the checkpoint resumed from */
     int64_t steps_done;
     double first_loss, last_loss;
     double seconds;
     double tokens_per_s;            /* samples x sequence length per second */
+    int saves;                      /* checkpoints saved */
+    double save_stall_s;            /* training time they cost this rank (async: the copy to host) */
 } pp_train_result;
 
 /* Runs the job on this rank. When it fails on a rank of a job of several, it returns
@@ -111,12 +122,6 @@ typedef struct pp_eval_config {
     int ndims;
 } pp_eval_config;
 pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error *err);
-
-/* A copy of `model` (loaded without binding dims, so the export keeps symbolic batch and
- * sequence dims) with trained values, saved to path: its initializer NAME takes
- * values[offset[v] ...] where v is NAME's value id in `trained` and offset[v] >= 0. */
-pp_status pp_train_export(const pp_graph *model, const pp_graph *trained, const float *values, const int64_t *offset,
-                          const char *path, pp_error *err);
 
 /* Predicted per-stage costs for the simulator from a partition: F from the stage's
  * FLOPs at `gflops` GFLOP/s, backward = 2F (input and weight halves of F each),

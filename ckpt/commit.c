@@ -1,0 +1,175 @@
+/* Rank 0 commits a checkpoint once every (stage, replica) has left its marker in the
+ * temporary directory: manifest.json (fsynced), the directory renamed to step-<N> and
+ * the parent fsynced, then `latest` replaced by rename, then --keep pruning. A crash at
+ * any point leaves the previous checkpoint whole and `latest` naming a complete one. */
+#include "ckpt_internal.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+/* Waits for the markers of every (stage, replica), then reads them. */
+static pp_status gather(const ck_commit *c, pp_jvalue **markers, pp_error *err)
+{
+    int replicas = c->replicas, stages = c->expected / replicas;
+    double t0 = pp_now();
+    for (int i = 0; i < c->expected; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "shard-s%03d-r%03d.json", i / replicas, i % replicas);
+        char *path = join(c->tmp, name), *text = NULL;
+        if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        struct stat sb;
+        while (stat(path, &sb) != 0) {
+            if (pp_now() - t0 > c->timeout_s) {
+                pp_status st = pp_error_set(err, PP_ERR_TIMEOUT, "stage %d replica %d did not write its shard into "
+                                            "'%s' within %.0f s (of %d stages x %d replicas)", i / replicas,
+                                            i % replicas, c->tmp, c->timeout_s, stages, replicas);
+                free(path);
+                return st;
+            }
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        pp_status st = ck_read_file(path, &text, NULL, err);
+        if (st == PP_OK && (st = pp_json_parse(text, &markers[i], err)) != PP_OK)
+            pp_error_prefix(err, "checkpoint marker '%s': ", path);
+        free(text);
+        free(path);
+        PP_CHECK(st);
+    }
+    return PP_OK;
+}
+
+static pp_status remove_markers(const ck_commit *c, pp_error *err)
+{
+    int replicas = c->replicas;
+    for (int i = 0; i < c->expected; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "shard-s%03d-r%03d.json", i / replicas, i % replicas);
+        char *path = join(c->tmp, name);
+        if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        unlink(path);
+        free(path);
+    }
+    return PP_OK;
+}
+
+/* step-<N> takes the new directory; one already there (a run resumed from an older
+ * checkpoint that reaches N again) is moved aside first and removed after. */
+static pp_status move_into_place(const ck_commit *c, pp_error *err)
+{
+    struct stat sb;
+    char *aside = NULL;
+    pp_status st = PP_OK;
+    if (stat(c->final_dir, &sb) == 0) {
+        size_t n = strlen(c->final_dir) + strlen(c->run_id) + 8;
+        if (!(aside = malloc(n))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        snprintf(aside, n, "%s.old-%s", c->final_dir, c->run_id);
+        PP_CHECK_GOTO(ck_rename(c->final_dir, aside, err), st, done);
+    }
+    PP_CHECK_GOTO(ck_rename(c->tmp, c->final_dir, err), st, done);
+    PP_CHECK_GOTO(ck_fsync_path(c->root, err), st, done);
+    if (aside) st = ck_remove_tree(aside, err);
+done:
+    free(aside);
+    return st;
+}
+
+static pp_status move_latest(const ck_commit *c, pp_error *err)
+{
+    char text[64], name[96];
+    snprintf(text, sizeof text, "step-%lld\n", (long long)c->meta->step);
+    snprintf(name, sizeof name, "latest.tmp-%.60s", c->run_id);
+    char *tmp = join(c->root, name), *latest = join(c->root, "latest");
+    pp_status st = tmp && latest ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (st == PP_OK) st = ck_write_file(tmp, text, strlen(text), err);
+    if (st == PP_OK) st = ck_rename(tmp, latest, err);
+    if (st == PP_OK) st = ck_fsync_path(c->root, err);
+    free(tmp);
+    free(latest);
+    return st;
+}
+
+static int by_step_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* After `latest` has moved: the oldest checkpoints beyond keep (never the one just
+ * committed), and the temporary directories that crashed jobs left behind. */
+static pp_status prune(const ck_commit *c, pp_error *err)
+{
+    DIR *d = opendir(c->root);
+    if (!d) return PP_OK;
+    int64_t *steps = NULL;
+    int n = 0, cap = 0;
+    char **stale = NULL;
+    int nstale = 0;
+    struct dirent *e;
+    pp_status st = PP_OK;
+    while ((e = readdir(d))) {
+        int64_t s = ck_step_of(e->d_name);
+        if (s >= 0) {
+            if (n == cap) {
+                int64_t *p = pp_realloc_array(steps, (size_t)(cap = cap ? 2 * cap : 16), sizeof *p);
+                if (!p) break;
+                steps = p;
+            }
+            steps[n++] = s;
+        } else if (!strncmp(e->d_name, "step-", 5) && (strstr(e->d_name, ".tmp-") || strstr(e->d_name, ".old-")) &&
+                   !strstr(e->d_name, c->run_id)) {
+            char **p = pp_realloc_array(stale, (size_t)nstale + 1, sizeof *p);
+            if (!p) break;
+            stale = p;
+            stale[nstale++] = join(c->root, e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(steps, (size_t)n, sizeof *steps, by_step_desc);
+    for (int i = c->keep; c->keep > 0 && i < n && st == PP_OK; i++) {
+        if (steps[i] == c->meta->step) continue;
+        char name[64];
+        snprintf(name, sizeof name, "step-%lld", (long long)steps[i]);
+        char *p = join(c->root, name);
+        st = p ? ck_remove_tree(p, err) : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        free(p);
+    }
+    for (int i = 0; i < nstale; i++) {
+        if (st == PP_OK && stale[i]) st = ck_remove_tree(stale[i], err);
+        free(stale[i]);
+    }
+    free(stale);
+    free(steps);
+    return st;
+}
+
+pp_status ck_commit_run(const ck_commit *c, pp_error *err)
+{
+    pp_jvalue **markers = calloc((size_t)c->expected + 1, sizeof *markers);
+    char *manifest = join(c->tmp, "manifest.json");
+    pp_status st = markers && manifest ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (st == PP_OK) st = gather(c, markers, err);
+    if (st == PP_OK)
+        st = ck_manifest_write(manifest, c->meta, c->model_hash, (const pp_jvalue *const *)markers, c->expected, err);
+    if (st == PP_OK) st = remove_markers(c, err);
+    if (st == PP_OK) st = ck_fsync_path(c->tmp, err);
+    if (st == PP_OK) st = move_into_place(c, err);
+    if (st == PP_OK) st = move_latest(c, err);
+    if (st == PP_OK) st = prune(c, err);
+    for (int i = 0; markers && i < c->expected; i++) pp_json_free(markers[i]);
+    free(markers);
+    free(manifest);
+    return st;
+}

@@ -1,0 +1,119 @@
+/* Offline checks of checkpoints: verify (every file's size and checksum, and on a
+ * mismatch the tensor whose bytes changed), the list of checkpoints in a directory, and
+ * the newest one that verifies (what --resume auto takes). */
+#include "ckpt_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pp_status verify_file(pp_ckpt *c, int f, pp_error *err)
+{
+    PP_CHECK(ck_map_file(c, f, err));
+    for (int i = 0; i < c->info.ntensors; i++)
+        if (c->tensors[i].file == f) PP_CHECK(ck_check_tensor(c, &c->tensors[i], err));
+    uint32_t crc = pp_crc32c(0, c->maps[f], c->map_lens[f]);
+    if (crc != c->files[f].crc32c)
+        return pp_error_set(err, PP_ERR_PARSE, "checkpoint shard '%s/%s' fails its checksum (crc32c %08x, the manifest "
+                            "says %08x) outside its tensors' data: its header is corrupt", c->dir, c->files[f].name,
+                            crc, c->files[f].crc32c);
+    return PP_OK;
+}
+
+pp_status pp_ckpt_verify(const char *dir, pp_error *err)
+{
+    pp_ckpt *c = NULL;
+    PP_CHECK(pp_ckpt_open(dir, &c, err));
+    pp_status st = PP_OK;
+    for (int f = 0; f < c->info.nfiles && st == PP_OK; f++) {
+        st = verify_file(c, f, err);
+        /* one file at a time: a verify of a large checkpoint maps no more than one shard */
+        ck_unmap(c->maps[f], c->map_lens[f]);
+        c->maps[f] = NULL;
+    }
+    pp_ckpt_close(c);
+    return st;
+}
+
+static int by_step_desc(const void *a, const void *b)
+{
+    int64_t x = ((const pp_ckpt_entry *)a)->step, y = ((const pp_ckpt_entry *)b)->step;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(root);
+    if (!d) {
+        if (errno == ENOENT) return PP_OK;
+        return pp_error_set(err, PP_ERR_IO, "cannot open checkpoint directory '%s': %s", root, strerror(errno));
+    }
+    char latest[64] = "";
+    size_t ln = strlen(root) + 16;
+    char *lpath = malloc(ln), *text = NULL;
+    if (lpath) {
+        snprintf(lpath, ln, "%s/latest", root);
+        if (ck_read_file(lpath, &text, NULL, NULL) == PP_OK) {
+            snprintf(latest, sizeof latest, "%s", text);
+            latest[strcspn(latest, "\n")] = 0;
+        }
+    }
+    free(text);
+    free(lpath);
+    pp_ckpt_entry *e = NULL;
+    int cnt = 0;
+    pp_status st = PP_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int64_t step = ck_step_of(de->d_name);
+        if (step < 0) continue;
+        pp_ckpt_entry *p = pp_realloc_array(e, (size_t)cnt + 1, sizeof *p);
+        size_t dn = strlen(root) + strlen(de->d_name) + 2;
+        char *dir = malloc(dn);
+        if (!p || !dir) {
+            free(dir);
+            if (p) e = p;
+            st = pp_error_set(err, PP_ERR_NOMEM, "out of memory listing '%s'", root);
+            break;
+        }
+        e = p;
+        snprintf(dir, dn, "%s/%s", root, de->d_name);
+        e[cnt++] = (pp_ckpt_entry){.step = step, .dir = dir, .latest = !strcmp(latest, de->d_name)};
+    }
+    closedir(d);
+    if (st != PP_OK) {
+        pp_ckpt_list_free(e, cnt);
+        return st;
+    }
+    qsort(e, (size_t)cnt, sizeof *e, by_step_desc);
+    *out = e;
+    *n = cnt;
+    return PP_OK;
+}
+
+void pp_ckpt_list_free(pp_ckpt_entry *e, int n)
+{
+    for (int i = 0; e && i < n; i++) free(e[i].dir);
+    free(e);
+}
+
+pp_status pp_ckpt_find_resume(const char *root, char *dir, size_t len, pp_error *err)
+{
+    pp_ckpt_entry *e;
+    int n;
+    dir[0] = 0;
+    PP_CHECK(pp_ckpt_list(root, &e, &n, err));
+    for (int i = 0; i < n; i++) {
+        pp_error why = {0};
+        if (pp_ckpt_verify(e[i].dir, &why) == PP_OK) {
+            snprintf(dir, len, "%s", e[i].dir);
+            break;
+        }
+        pp_log(PP_LOG_WARN, "skipping checkpoint '%s': %s", e[i].dir, why.msg);
+    }
+    pp_ckpt_list_free(e, n);
+    return PP_OK;
+}

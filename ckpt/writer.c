@@ -1,0 +1,321 @@
+/* Saving: this rank's part of each of its stages is copied to host memory (the stall a
+ * save costs), then written as one safetensors shard per (stage, replica) with a marker
+ * naming its tensors and checksums, in a thread when async. Rank 0 then commits. */
+#include "ckpt_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pp_ckpt_writer {
+    pp_ckpt_writer_options opt;
+    char *root, *run_id;
+    pthread_t thread;
+    int running;
+    /* the save in flight */
+    ck_shard *shards;
+    int nshards;
+    pp_ckpt_meta meta;          /* strings below are owned copies */
+    char *model_path, *schedule, *trainer_json;
+    uint64_t model_hash;
+    int rank, expected, replicas;
+    char *tmp, *final_dir;
+    pp_status st;               /* the thread's result */
+    pp_error err;
+};
+
+static void free_shards(pp_ckpt_writer *w)
+{
+    for (int i = 0; i < w->nshards; i++) {
+        for (int k = 0; k < w->shards[i].nitems; k++) {
+            free(w->shards[i].items[k].name);
+            free(w->shards[i].items[k].param);
+        }
+        free(w->shards[i].items);
+        free(w->shards[i].host);
+    }
+    free(w->shards);
+    w->shards = NULL;
+    w->nshards = 0;
+    free(w->model_path), free(w->schedule), free(w->trainer_json), free(w->tmp), free(w->final_dir);
+    w->model_path = w->schedule = w->trainer_json = w->tmp = w->final_dir = NULL;
+}
+
+pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_writer **out, pp_error *err)
+{
+    *out = NULL;
+    if (!opt->root || !opt->root[0] || !opt->run_id || !opt->run_id[0] || strchr(opt->run_id, '/') || opt->keep < 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint writer: a root directory, a run id without '/' and "
+                            "keep >= 0 are needed (keep %d)", opt->keep);
+    pp_ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->root = pp_strdup(opt->root)) || !(w->run_id = pp_strdup(opt->run_id))) {
+        pp_ckpt_writer_destroy(w);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    }
+    w->opt = *opt;
+    w->opt.root = w->root;
+    w->opt.run_id = w->run_id;
+    if (w->opt.timeout_s <= 0) w->opt.timeout_s = 600;
+    *out = w;
+    return PP_OK;
+}
+
+/* A stage's tensors in order (each parameter with its optimizer state, then buffers),
+ * with device pointers, appended to items / src. */
+typedef struct src_list {
+    ck_item *items;
+    const void **src;
+    int n, cap;
+} src_list;
+
+static pp_status add(src_list *l, const char *param, const char *state, pp_dtype dt, const pp_shape *shape,
+                     const void *src, int64_t nbytes, pp_error *err)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        ck_item *it = pp_realloc_array(l->items, (size_t)cap, sizeof *it);
+        if (it) l->items = it;
+        const void **s = pp_realloc_array(l->src, (size_t)cap, sizeof *s);
+        if (s) l->src = s;
+        if (!it || !s) return pp_error_set(err, PP_ERR_NOMEM, "out of memory staging a checkpoint");
+        l->cap = cap;
+    }
+    ck_item *it = &l->items[l->n];
+    memset(it, 0, sizeof *it);
+    size_t n = strlen(param) + (state ? strlen(state) + 2 : 1);
+    it->name = malloc(n);
+    it->param = pp_strdup(param);
+    if (!it->name || !it->param) {
+        free(it->name), free(it->param);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory staging a checkpoint");
+    }
+    snprintf(it->name, n, state ? "%s.%s" : "%s", param, state);
+    it->state = state;
+    it->dtype = dt;
+    it->shape = *shape;
+    for (int d = 0; d < PP_MAX_RANK; d++) it->shape.syms[d] = NULL;
+    it->nbytes = nbytes;
+    l->src[l->n++] = src;
+    return PP_OK;
+}
+
+/* The names of the optimizer's state slots, as torch.optim calls them. */
+static const char *state_name(const pp_optim_hparams *h, int slot)
+{
+    if (h->kind == PP_OPTIM_SGD) return "momentum";
+    return slot == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+static int stores_param(const pp_ckpt_part *part, int stage, int value)
+{
+    for (int t = 0; t < part->partition->ntied; t++)
+        if (part->partition->tied[t].value == value) return part->partition->tied[t].stages[0] == stage;
+    return 1;
+}
+
+static pp_status list_stage(const pp_ckpt_part *part, int i, src_list *l, pp_error *err)
+{
+    pp_stage *s = part->stages[i];
+    const pp_optim_hparams *h = pp_stage_optim(s);
+    int slots = pp_stage_optim_slots(s);
+    float *params = pp_stage_params(s), *state = pp_stage_optim_state(s);
+    for (int k = 0; k < pp_stage_num_params(s); k++) {
+        const pp_stage_param *p = pp_stage_param_at(s, k);
+        if (!stores_param(part, part->stage_index[i], p->value)) continue;
+        int64_t nb = p->numel * (int64_t)sizeof(float);
+        PP_CHECK(add(l, p->name, NULL, PP_DTYPE_F32, &p->shape, params + p->offset, nb, err));
+        for (int j = 0; j < slots; j++)
+            PP_CHECK(add(l, p->name, state_name(h, j), PP_DTYPE_F32, &p->shape,
+                         state + (size_t)slots * (size_t)p->offset + (size_t)j * (size_t)p->numel, nb, err));
+    }
+    for (int k = 0; k < pp_stage_num_buffers(s); k++) {
+        pp_stage_buffer b;
+        PP_CHECK(pp_stage_buffer_at(s, k, &b, err));
+        PP_CHECK(add(l, b.name, NULL, b.dtype, &b.shape, b.data, (int64_t)b.nbytes, err));
+    }
+    return PP_OK;
+}
+
+/* This replica's share of stage i: the items whose first byte falls in its 1/replicas of
+ * the stage's bytes, copied from the device into one host buffer. */
+static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, pp_error *err)
+{
+    src_list l = {0};
+    pp_status st;
+    PP_CHECK_GOTO(list_stage(part, i, &l, err), st, done);
+    int64_t total = 0, at = 0;
+    for (int k = 0; k < l.n; k++) total += l.items[k].nbytes;
+    sh->stage = part->stage_index[i];
+    sh->replica = part->replica;
+    sh->items = calloc((size_t)l.n + 1, sizeof *sh->items);
+    if (!sh->items) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory staging a checkpoint");
+        goto done;
+    }
+    int *mine = calloc((size_t)l.n + 1, sizeof *mine);
+    for (int k = 0; mine && k < l.n; k++) {
+        mine[k] = total > 0 && (int)((__int128)at * part->replicas / total) == part->replica;
+        at += l.items[k].nbytes;
+        if (mine[k]) sh->bytes += l.items[k].nbytes;
+    }
+    sh->host = mine ? malloc((size_t)sh->bytes + 1) : NULL;
+    if (!sh->host) {
+        free(mine);
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory staging %lld checkpoint bytes", (long long)sh->bytes);
+        goto done;
+    }
+    pp_device *dev = pp_stage_device(part->stages[i]);
+    int64_t off = 0;
+    st = PP_OK;
+    for (int k = 0; k < l.n && st == PP_OK; k++) {
+        if (!mine[k]) continue;
+        ck_item *it = &sh->items[sh->nitems++];
+        *it = l.items[k];
+        l.items[k].name = l.items[k].param = NULL;      /* moved */
+        it->offset = off;
+        st = pp_device_copy_to_host(dev, sh->host + off, l.src[k], (size_t)it->nbytes, err);
+        off += it->nbytes;
+    }
+    free(mine);
+done:
+    for (int k = 0; k < l.n; k++) free(l.items[k].name), free(l.items[k].param);
+    free(l.items);
+    free((void *)l.src);
+    return st;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+/* Writes this rank's shards and markers into the temporary directory; rank 0 commits. */
+static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
+{
+    for (int i = 0; i < w->nshards; i++) {
+        ck_shard *sh = &w->shards[i];
+        char base[40], name[64];
+        snprintf(base, sizeof base, "shard-s%03d-r%03d", sh->stage, sh->replica);
+        if (sh->nitems > 0) {
+            snprintf(sh->file, sizeof sh->file, "%s.safetensors", base);
+            char *path = path_join(w->tmp, sh->file);
+            if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            pp_status st = ck_shard_write(sh, path, w->meta.step, err);
+            free(path);
+            PP_CHECK(st);
+        }
+        /* the marker appears whole (rename) once its shard is durable */
+        snprintf(name, sizeof name, "%s.json.part", base);
+        char *part = path_join(w->tmp, name);
+        snprintf(name, sizeof name, "%s.json", base);
+        char *marker = path_join(w->tmp, name);
+        pp_status st = part && marker ? ck_marker_write(sh, part, err) : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (st == PP_OK) st = ck_rename(part, marker, err);
+        free(part);
+        free(marker);
+        PP_CHECK(st);
+    }
+    if (w->rank != 0) return PP_OK;
+    ck_commit c = {.root = w->root, .tmp = w->tmp, .final_dir = w->final_dir, .expected = w->expected, .replicas = w->replicas,
+                   .timeout_s = w->opt.timeout_s, .keep = w->opt.keep, .model_hash = w->model_hash, .meta = &w->meta,
+                   .run_id = w->run_id};
+    return ck_commit_run(&c, err);
+}
+
+static void *thread_main(void *arg)
+{
+    pp_ckpt_writer *w = arg;
+    w->st = write_job(w, &w->err);
+    return NULL;
+}
+
+pp_status pp_ckpt_writer_wait(pp_ckpt_writer *w, pp_error *err)
+{
+    if (!w || !w->running) return PP_OK;
+    pthread_join(w->thread, NULL);
+    w->running = 0;
+    if (w->st == PP_OK) return PP_OK;
+    if (err) *err = w->err;
+    pp_error_prefix(err, "checkpoint step %lld: ", (long long)w->meta.step);
+    return w->st;
+}
+
+static pp_status copy_meta(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp_ckpt_meta *m, pp_error *err)
+{
+    w->meta = *m;
+    w->model_path = pp_strdup(m->model_path ? m->model_path : "");
+    w->schedule = pp_strdup(m->schedule ? m->schedule : "");
+    w->trainer_json = m->trainer_json ? pp_strdup(m->trainer_json) : NULL;
+    char name[64];
+    snprintf(name, sizeof name, "step-%lld", (long long)m->step);
+    w->final_dir = path_join(w->root, name);
+    size_t n = strlen(name) + strlen(w->run_id) + 8;
+    char *tmpname = malloc(n);
+    if (tmpname) snprintf(tmpname, n, "%s.tmp-%s", name, w->run_id);
+    w->tmp = tmpname ? path_join(w->root, tmpname) : NULL;
+    free(tmpname);
+    if (!w->model_path || !w->schedule || (m->trainer_json && !w->trainer_json) || !w->final_dir || !w->tmp)
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    w->meta.model_path = w->model_path;
+    w->meta.schedule = w->schedule;
+    w->meta.trainer_json = w->trainer_json;
+    w->model_hash = pp_graph_model_hash(part->partition->graph);
+    w->rank = part->rank;
+    w->replicas = part->replicas;
+    w->expected = part->partition->nstages * part->replicas;
+    return PP_OK;
+}
+
+pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
+                              double *stall_s, pp_error *err)
+{
+    double t0 = pp_now();
+    if (stall_s) *stall_s = 0;
+    PP_CHECK(pp_ckpt_writer_wait(w, err));
+    free_shards(w);
+    if (part->replicas < 1 || part->replica < 0 || part->replica >= part->replicas || part->nstages < 1)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint: replica %d of %d and %d stages: need 0 <= replica < "
+                            "replicas and at least one stage", part->replica, part->replicas, part->nstages);
+    PP_CHECK(copy_meta(w, part, meta, err));
+    w->shards = calloc((size_t)part->nstages, sizeof *w->shards);
+    if (!w->shards) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    w->nshards = part->nstages;
+    for (int i = 0; i < part->nstages; i++) PP_CHECK(stage_shard(part, i, &w->shards[i], err));
+    PP_CHECK(ck_mkdir(w->root, err));
+    PP_CHECK(ck_mkdir(w->tmp, err));
+    w->st = PP_OK;
+    pp_error_clear(&w->err);
+    if (w->opt.async && pthread_create(&w->thread, NULL, thread_main, w) == 0) {
+        w->running = 1;
+        if (stall_s) *stall_s = pp_now() - t0;
+        return PP_OK;
+    }
+    pp_status st = write_job(w, err);
+    if (st != PP_OK) pp_error_prefix(err, "checkpoint step %lld: ", (long long)meta->step);
+    if (stall_s) *stall_s = pp_now() - t0;
+    return st;
+}
+
+void pp_ckpt_writer_destroy(pp_ckpt_writer *w)
+{
+    if (!w) return;
+    pp_ckpt_writer_wait(w, NULL);
+    free_shards(w);
+    free(w->root);
+    free(w->run_id);
+    free(w);
+}
+
+pp_status pp_ckpt_save(const char *root, const char *run_id, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
+                       pp_error *err)
+{
+    pp_ckpt_writer_options o = {.root = root, .run_id = run_id};
+    pp_ckpt_writer *w = NULL;
+    PP_CHECK(pp_ckpt_writer_create(&o, &w, err));
+    pp_status st = pp_ckpt_writer_save(w, part, meta, NULL, err);
+    pp_ckpt_writer_destroy(w);
+    return st;
+}

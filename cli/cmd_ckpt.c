@@ -1,0 +1,179 @@
+/* `onnxpipe ckpt list|inspect|verify|export`: checkpoints looked at, checked and turned
+ * into an inference model offline (no MPI, no device). */
+#include "cli.h"
+
+#include <onnxpipe/ckpt.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: onnxpipe ckpt list DIR [--no-verify]     checkpoints in DIR (a --save directory), newest first\n"
+            "       onnxpipe ckpt inspect CKPT [--json]      manifest: step, model, optimizer, LR, layout, tensors\n"
+            "       onnxpipe ckpt verify CKPT                every file's size and checksum (exit 1 on a bad one)\n"
+            "       onnxpipe ckpt export CKPT --model MODEL.onnx -o OUT.onnx\n"
+            "                                                the inference model with the checkpoint's weights\n\n"
+            "CKPT is a checkpoint directory (DIR/step-N). Shards are safetensors files: any\n"
+            "safetensors reader opens them; manifest.json names every tensor's file and offset.\n");
+}
+
+static int list(int argc, char **argv)
+{
+    const char *root = NULL;
+    int verify = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-verify")) verify = 0;
+        else if (argv[i][0] == '-' || root) return cli_usage_error("run 'onnxpipe ckpt --help'", "unexpected '%s'", argv[i]);
+        else root = argv[i];
+    }
+    if (!root) return cli_usage_error("example: onnxpipe ckpt list ckpts", "ckpt list needs a directory");
+    pp_error err = {0};
+    pp_ckpt_entry *e;
+    int n;
+    if (pp_ckpt_list(root, &e, &n, &err) != PP_OK) return cli_fail(&err);
+    if (!n) printf("no checkpoints in '%s'\n", root);
+    else printf("%-10s %-12s %-26s %s\n", "step", "size", "written with", "status");
+    for (int i = 0; i < n; i++) {
+        pp_ckpt *c = NULL;
+        pp_error why = {0};
+        char size[32] = "?", layout[64] = "?", status[PP_ERROR_LEN + 32];
+        if (pp_ckpt_open(e[i].dir, &c, &why) == PP_OK) {
+            const pp_ckpt_info *in = pp_ckpt_inspect(c);
+            pp_format_bytes((double)in->bytes, size, sizeof size);
+            snprintf(layout, sizeof layout, "pp %d x dp %d, %s", in->meta.pp, in->meta.dp,
+                     in->meta.schedule ? in->meta.schedule : "?");
+            if (verify && pp_ckpt_verify(e[i].dir, &why) != PP_OK) snprintf(status, sizeof status, "BAD: %s", why.msg);
+            else snprintf(status, sizeof status, "%s", verify ? "verified" : "not verified");
+        } else {
+            snprintf(status, sizeof status, "BAD: %s", why.msg);
+        }
+        pp_ckpt_close(c);
+        printf("%-10lld %-12s %-26s %s%s\n", (long long)e[i].step, size, layout, status, e[i].latest ? "  (latest)" : "");
+    }
+    pp_ckpt_list_free(e, n);
+    return 0;
+}
+
+static void print_info(const pp_ckpt_info *in)
+{
+    const pp_ckpt_meta *m = &in->meta;
+    static const char *const optims[] = {"sgd", "adam", "adamw", "lamb"};
+    char b[32];
+    printf("checkpoint %s\n", in->dir);
+    printf("  format        %s %d (written by onnxpipe %s)\n", PP_CKPT_FORMAT, in->format_version,
+           in->onnxpipe_version ? in->onnxpipe_version : "?");
+    printf("  model         %s (hash %016llx)\n", m->model_path ? m->model_path : "?",
+           (unsigned long long)in->model_hash);
+    printf("  step          %lld (%lld samples)\n", (long long)m->step, (long long)m->samples);
+    printf("  optimizer     %s lr %g", optims[m->optim.kind], (double)m->optim.lr);
+    if (m->optim.kind == PP_OPTIM_SGD) printf(" momentum %g%s", (double)m->optim.momentum, m->optim.nesterov ? " nesterov" : "");
+    else printf(" betas (%g, %g) eps %g", (double)m->optim.beta1, (double)m->optim.beta2, (double)m->optim.eps);
+    printf(" weight decay %g\n", (double)m->optim.weight_decay);
+    const pp_jvalue *lr = in->trainer ? pp_json_get(in->trainer, "lr_schedule") : NULL;
+    const pp_jvalue *kind = lr ? pp_json_get(lr, "kind") : NULL, *pos = lr ? pp_json_get(lr, "position") : NULL;
+    if (kind && kind->type == PP_JSTR && pos && pos->type == PP_JNUM)
+        printf("  lr schedule   %s at step %.0f\n", kind->str, pos->num);
+    if (m->loss_scale > 0) printf("  loss scale    %g\n", m->loss_scale);
+    else printf("  loss scale    none\n");
+    printf("  seed          %llu\n", (unsigned long long)m->seed);
+    printf("  written with  pp %d x dp %d, %s, chunks %d, batch %lld as %lld microbatches per replica\n", m->pp, m->dp,
+           m->schedule ? m->schedule : "?", m->chunks, (long long)m->batch, (long long)m->microbatches);
+    printf("  files         %d, %s\n", in->nfiles, pp_format_bytes((double)in->bytes, b, sizeof b));
+    printf("  tensors       %d\n\n", in->ntensors);
+    printf("  %-48s %-9s %-20s %-12s %s\n", "tensor", "dtype", "shape", "bytes", "file");
+    for (int i = 0; i < in->ntensors; i++) {
+        const pp_ckpt_tensor *t = &in->tensors[i];
+        char shape[64];
+        printf("  %-48s %-9s %-20s %-12lld %s\n", t->name, pp_dtype_name(t->dtype),
+               pp_shape_format(&t->shape, shape, sizeof shape), (long long)t->nbytes, in->files[t->file].name);
+    }
+}
+
+static int inspect(int argc, char **argv)
+{
+    const char *dir = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (argv[i][0] == '-' || dir) return cli_usage_error("run 'onnxpipe ckpt --help'", "unexpected '%s'", argv[i]);
+        else dir = argv[i];
+    }
+    if (!dir) return cli_usage_error("example: onnxpipe ckpt inspect ckpts/step-100", "ckpt inspect needs a checkpoint");
+    pp_error err = {0};
+    pp_ckpt *c = NULL;
+    if (pp_ckpt_open(dir, &c, &err) != PP_OK) return cli_fail(&err);
+    if (json) {
+        /* the manifest is the JSON form: stable keys, checked by the open above */
+        size_t n = strlen(dir) + 16;
+        char *path = malloc(n);
+        FILE *f = NULL;
+        if (path) snprintf(path, n, "%s/manifest.json", dir);
+        if (path && (f = fopen(path, "rb"))) {
+            char buf[65536];
+            size_t k;
+            while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, stdout);
+            fclose(f);
+        }
+        free(path);
+    } else {
+        print_info(pp_ckpt_inspect(c));
+    }
+    pp_ckpt_close(c);
+    return 0;
+}
+
+static int verify(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-')
+        return cli_usage_error("example: onnxpipe ckpt verify ckpts/step-100", "ckpt verify needs one checkpoint");
+    pp_error err = {0};
+    if (pp_ckpt_verify(argv[1], &err) != PP_OK) return cli_fail(&err);
+    pp_ckpt *c = NULL;
+    if (pp_ckpt_open(argv[1], &c, &err) != PP_OK) return cli_fail(&err);
+    const pp_ckpt_info *in = pp_ckpt_inspect(c);
+    char b[32];
+    printf("%s: ok (%d files, %d tensors, %s; sizes and crc32c checksums match the manifest)\n", argv[1], in->nfiles,
+           in->ntensors, pp_format_bytes((double)in->bytes, b, sizeof b));
+    pp_ckpt_close(c);
+    return 0;
+}
+
+static int export_(int argc, char **argv)
+{
+    const char *dir = NULL, *model = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--model") && v) model = argv[++i];
+        else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && v) out = argv[++i];
+        else if (argv[i][0] == '-' || dir) return cli_usage_error("run 'onnxpipe ckpt --help'", "unexpected '%s'", argv[i]);
+        else dir = argv[i];
+    }
+    if (!dir || !model || !out)
+        return cli_usage_error("example: onnxpipe ckpt export ckpts/step-100 --model gpt.onnx -o trained.onnx",
+                               "ckpt export needs a checkpoint, --model and -o");
+    pp_error err = {0};
+    pp_ckpt *c = NULL;
+    if (pp_ckpt_open(dir, &c, &err) != PP_OK) return cli_fail(&err);
+    pp_status st = pp_ckpt_export(c, model, out, &err);
+    int64_t step = pp_ckpt_inspect(c)->meta.step;
+    pp_ckpt_close(c);
+    if (st != PP_OK) return cli_fail(&err);
+    printf("wrote %s: %s with the weights of step %lld\n", out, model, (long long)step);
+    return 0;
+}
+
+int cmd_ckpt(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "list")) return list(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "inspect")) return inspect(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "verify")) return verify(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "export")) return export_(argc - 1, argv + 1);
+    return cli_usage_error("run 'onnxpipe ckpt --help'", "unknown ckpt command '%s' (list, inspect, verify, export)",
+                           argv[1]);
+}

@@ -1,0 +1,168 @@
+/* The job's checkpoints: --resume (rank 0 chooses, every rank loads its own stages by
+ * name, so any layout resumes any checkpoint), --save-every and the final save through
+ * the async writer, and the LR schedule and data position recorded for the trainer. */
+#include "train_ckpt.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *lr_name(pp_lr_kind k)
+{
+    static const char *const names[] = {"constant", "linear", "cosine", "poly"};
+    return (int)k >= 0 && k <= PP_LR_POLY ? names[k] : "unknown";
+}
+
+/* The trainer's part of the manifest: the LR schedule and its position, the batch. */
+static char *trainer_json(const pp_train_config *c, int64_t step)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return NULL;
+    pp_json j;
+    pp_json_init(&j, f, 0);
+    pp_json_begin_object(&j, NULL);
+    pp_json_begin_object(&j, "lr_schedule");
+    pp_json_string(&j, "kind", lr_name(c->lr.kind));
+    pp_json_double(&j, "lr", c->lr.lr);
+    pp_json_double(&j, "min_lr", c->lr.min_lr);
+    pp_json_int(&j, "warmup", c->lr.warmup);
+    pp_json_int(&j, "steps", c->lr.steps);
+    pp_json_double(&j, "power", c->lr.power);
+    pp_json_int(&j, "position", step);
+    pp_json_end_object(&j);
+    pp_json_double(&j, "clip_norm", c->clip_norm);
+    pp_json_int(&j, "steps", c->steps);
+    pp_json_end_object(&j);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The LR schedule comes from the command line; say so when it differs from the one the
+ * checkpoint was trained with. */
+static void compare_lr(const pp_train_config *c, const pp_ckpt_info *in)
+{
+    const pp_jvalue *lr = in->trainer ? pp_json_get(in->trainer, "lr_schedule") : NULL;
+    const pp_jvalue *kind = lr ? pp_json_get(lr, "kind") : NULL, *peak = lr ? pp_json_get(lr, "lr") : NULL;
+    if (!kind || kind->type != PP_JSTR || !peak || peak->type != PP_JNUM) return;
+    if (strcmp(kind->str, lr_name(c->lr.kind)) || (float)peak->num != c->lr.lr)
+        pp_log(PP_LOG_WARN, "the checkpoint was trained with --lr-schedule %s --lr %g; this run uses %s --lr %g",
+               kind->str, peak->num, lr_name(c->lr.kind), (double)c->lr.lr);
+}
+
+/* Rank 0 picks the checkpoint (auto: the newest in --save that verifies) and tells the
+ * others; then every rank loads its own stages. */
+static pp_status resume(train_ckpt *k, pp_error *err)
+{
+    const pp_train_config *c = k->cfg;
+    char dir[4096] = "";
+    int rank0 = k->world->rank == 0;
+    if (rank0) {
+        if (!strcmp(c->resume, "auto")) PP_CHECK(pp_ckpt_find_resume(c->save_dir, dir, sizeof dir, err));
+        else snprintf(dir, sizeof dir, "%s", c->resume);
+    }
+    PP_CHECK(pp_comm_broadcast(k->world, dir, sizeof dir, 0, err));
+    if (!dir[0]) {
+        if (rank0 && !c->quiet) printf("resume: no checkpoint in '%s', starting from scratch\n\n", c->save_dir);
+        return PP_OK;
+    }
+    pp_ckpt *ck = NULL;
+    PP_CHECK(pp_ckpt_open(dir, &ck, err));
+    pp_status st = pp_ckpt_load(ck, &k->part, err);
+    const pp_ckpt_info *in = pp_ckpt_inspect(ck);
+    if (st == PP_OK) {
+        k->resumed_step = k->last_saved = in->meta.step;
+        k->sample0 = in->meta.samples - in->meta.step * c->batch;
+        if (rank0) compare_lr(c, in);
+        if (rank0 && !c->quiet)
+            printf("resumed from '%s': step %lld, %lld samples (written with pp %d x dp %d, %s)\n\n", dir,
+                   (long long)in->meta.step, (long long)in->meta.samples, in->meta.pp, in->meta.dp,
+                   in->meta.schedule ? in->meta.schedule : "?");
+    }
+    pp_ckpt_close(ck);
+    return st;
+}
+
+/* One id for the whole job (rank 0's clock and pid): it names the temporary directories. */
+static pp_status run_id(pp_comm *world, char *id, size_t len, pp_error *err)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llx%05lx", (unsigned long long)ts.tv_sec, (unsigned long)getpid() & 0xfffff);
+    PP_CHECK(pp_comm_broadcast(world, buf, sizeof buf, 0, err));
+    snprintf(id, len, "%s", buf);
+    return PP_OK;
+}
+
+pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *world, pp_driver *drv,
+                          const pp_partition *part, const pp_grid *grid, const pp_schedule *sched, pp_error *err)
+{
+    memset(k, 0, sizeof *k);
+    k->cfg = cfg;
+    k->world = world;
+    k->sched = sched;
+    if (!cfg->save_dir && !cfg->resume) return PP_OK;
+    if (cfg->resume && !strcmp(cfg->resume, "auto") && !cfg->save_dir)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--resume auto looks in the --save directory: pass --save DIR");
+    int n = pp_driver_num_stages(drv);
+    k->stages = calloc((size_t)n, sizeof *k->stages);
+    k->index = calloc((size_t)n, sizeof *k->index);
+    if (!k->stages || !k->index) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        k->stages[i] = pp_driver_stage(drv, i);
+        k->index[i] = pp_driver_stage_index(drv, i);
+    }
+    k->part = (pp_ckpt_part){.stages = k->stages, .stage_index = k->index, .nstages = n, .partition = part,
+                             .replica = grid->replica, .replicas = grid->dp, .rank = world->rank};
+    if (cfg->resume) PP_CHECK(resume(k, err));
+    if (!cfg->save_dir) return PP_OK;
+    char id[32];
+    PP_CHECK(run_id(world, id, sizeof id, err));
+    pp_ckpt_writer_options o = {.root = cfg->save_dir, .keep = cfg->keep, .async = !cfg->save_sync, .run_id = id};
+    return pp_ckpt_writer_create(&o, &k->writer, err);
+}
+
+pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
+{
+    const pp_train_config *c = k->cfg;
+    if (!k->writer || step == k->last_saved) return PP_OK;
+    if (step != c->steps && (c->save_every <= 0 || step % c->save_every)) return PP_OK;
+    char *tj = trainer_json(c, step);
+    if (!tj) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    pp_ckpt_meta m = {
+        .step = step, .samples = k->sample0 + step * c->batch, .seed = c->seed, .optim = c->optim,
+        .model_path = c->model, .pp = c->pp, .dp = c->dp, .chunks = k->sched->chunks, .batch = c->batch,
+        .microbatches = c->microbatches, .schedule = pp_schedule_kind_name(k->sched->kind), .trainer_json = tj,
+    };
+    m.optim.lr = c->lr.lr;
+    double stall = 0;
+    pp_status st = pp_ckpt_writer_save(k->writer, &k->part, &m, &stall, err);
+    free(tj);
+    PP_CHECK(st);
+    k->last_saved = step;
+    k->saves++;
+    k->stall_s += stall;
+    if (k->world->rank == 0 && !c->quiet)
+        printf("checkpoint %s/step-%lld: %s (training stalled %.3f s)\n", c->save_dir, (long long)step,
+               c->save_sync ? "saved" : "saving in the background", stall);
+    return PP_OK;
+}
+
+pp_status train_ckpt_finish(train_ckpt *k, pp_error *err)
+{
+    return pp_ckpt_writer_wait(k->writer, err);
+}
+
+void train_ckpt_free(train_ckpt *k)
+{
+    pp_ckpt_writer_destroy(k->writer);
+    free(k->stages);
+    free(k->index);
+    memset(k, 0, sizeof *k);
+}

@@ -1,0 +1,37 @@
+/* Private to train/: the job's checkpoints. Resuming (rank 0 picks the checkpoint, every
+ * rank loads its own stages from it), saving every --save-every steps and at the end, and
+ * the data position a resumed run continues from. */
+#ifndef PP_TRAIN_CKPT_H
+#define PP_TRAIN_CKPT_H
+
+#include <onnxpipe/ckpt.h>
+#include <onnxpipe/comm.h>
+#include <onnxpipe/driver.h>
+#include <onnxpipe/train.h>
+
+typedef struct train_ckpt {
+    const pp_train_config *cfg;
+    pp_comm *world;
+    const pp_schedule *sched;
+    pp_ckpt_part part;
+    pp_stage **stages;
+    int *index;
+    pp_ckpt_writer *writer;
+    int64_t resumed_step;       /* the checkpoint's step (0: fresh start) */
+    int64_t sample0;            /* global batch of step s starts at sample0 + (s - 1) x batch */
+    int64_t last_saved;
+    int saves;
+    double stall_s;
+} train_ckpt;
+
+/* Resumes when cfg->resume asks (collective over world) and opens the writer when
+ * cfg->save_dir is set. */
+pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *world, pp_driver *drv,
+                          const pp_partition *part, const pp_grid *grid, const pp_schedule *sched, pp_error *err);
+/* After step `step`: saves when it is due (every save_every, and the last step). */
+pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err);
+/* Waits for the save in flight (rank 0: until committed). */
+pp_status train_ckpt_finish(train_ckpt *k, pp_error *err);
+void train_ckpt_free(train_ckpt *k);
+
+#endif
