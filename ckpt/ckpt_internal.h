@@ -15,6 +15,8 @@ typedef struct ck_item {
     int64_t nbytes;
     int64_t offset;         /* from the start of the shard's data area (safetensors data_offsets) */
     uint32_t crc;
+    const void *src;        /* still to copy from here (the writer thread stages it), or NULL */
+    pp_device *dev;
 } ck_item;
 
 /* What one (stage, replica) writes: its items staged back to back in host memory. */

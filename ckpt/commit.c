@@ -128,7 +128,8 @@ static pp_status prune(const ck_commit *c, pp_error *err)
                 steps = p;
             }
             steps[n++] = s;
-        } else if (!strncmp(e->d_name, "step-", 5) && (strstr(e->d_name, ".tmp-") || strstr(e->d_name, ".old-")) &&
+        } else if ((!strncmp(e->d_name, "latest.tmp-", 11) ||
+                    (!strncmp(e->d_name, "step-", 5) && (strstr(e->d_name, ".tmp-") || strstr(e->d_name, ".old-")))) &&
                    !strstr(e->d_name, c->run_id)) {
             char **p = pp_realloc_array(stale, (size_t)nstale + 1, sizeof *p);
             if (!p) break;
@@ -160,7 +161,9 @@ pp_status ck_commit_run(const ck_commit *c, pp_error *err)
     pp_jvalue **markers = calloc((size_t)c->expected + 1, sizeof *markers);
     char *manifest = join(c->tmp, "manifest.json");
     pp_status st = markers && manifest ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    double t0 = pp_now();
     if (st == PP_OK) st = gather(c, markers, err);
+    double t_gather = pp_now() - t0;
     if (st == PP_OK)
         st = ck_manifest_write(manifest, c->meta, c->model_hash, (const pp_jvalue *const *)markers, c->expected, err);
     if (st == PP_OK) st = remove_markers(c, err);
@@ -168,6 +171,8 @@ pp_status ck_commit_run(const ck_commit *c, pp_error *err)
     if (st == PP_OK) st = move_into_place(c, err);
     if (st == PP_OK) st = move_latest(c, err);
     if (st == PP_OK) st = prune(c, err);
+    pp_log(PP_LOG_DEBUG, "checkpoint step %lld: waited %.3f s for the other shards, committed in %.3f s",
+           (long long)c->meta->step, t_gather, pp_now() - t0 - t_gather);
     for (int i = 0; markers && i < c->expected; i++) pp_json_free(markers[i]);
     free(markers);
     free(manifest);

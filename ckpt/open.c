@@ -2,8 +2,10 @@
  * manifest and the entry), finding tensors by name, and mapping its shards. */
 #include "ckpt_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct reader {
     const char *path;   /* the manifest, for messages */
@@ -223,7 +225,10 @@ pp_status ck_map_file(pp_ckpt *c, int f, pp_error *err)
     char *path = malloc(n);
     if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     snprintf(path, n, "%s/%s", c->dir, c->files[f].name);
-    pp_status st = ck_map(path, &c->maps[f], &c->map_lens[f], err);
+    struct stat sb;
+    pp_status st = stat(path, &sb) != 0 && errno == ENOENT
+                       ? pp_error_set(err, PP_ERR_IO, "checkpoint shard '%s' is missing (the manifest lists it)", path)
+                       : ck_map(path, &c->maps[f], &c->map_lens[f], err);
     if (st == PP_OK && (int64_t)c->map_lens[f] != c->files[f].size) {
         st = pp_error_set(err, PP_ERR_PARSE, "checkpoint shard '%s' has %lld bytes, the manifest says %lld: the file "
                           "is truncated or was replaced", path, (long long)c->map_lens[f],

@@ -1,6 +1,10 @@
-/* Saving: this rank's part of each of its stages is copied to host memory (the stall a
- * save costs), then written as one safetensors shard per (stage, replica) with a marker
- * naming its tensors and checksums, in a thread when async. Rank 0 then commits. */
+/* Saving: this rank's part of each of its stages is copied to host memory, then written
+ * as one safetensors shard per (stage, replica) with a marker naming its tensors and
+ * checksums, in a thread when async. Rank 0 then commits. Async on the cpu, the thread
+ * also makes the copy of parameters and optimizer state, which only the next optimizer
+ * step changes: the trainer calls pp_ckpt_writer_wait_staged before it, so the copy
+ * overlaps the next step's forward and backward (BatchNorm statistics, which a forward
+ * changes, are copied before save returns). */
 #include "ckpt_internal.h"
 
 #include <pthread.h>
@@ -22,6 +26,13 @@ struct pp_ckpt_writer {
     char *tmp, *final_dir;
     pp_status st;               /* the thread's result */
     pp_error err;
+    /* host staging, kept from save to save (a fresh buffer costs its page faults each time) */
+    char **hosts;
+    size_t *caps;
+    int nhosts;
+    pthread_mutex_t lock;
+    pthread_cond_t staged_cv;
+    int staged;                 /* the save in flight no longer reads the stages */
 };
 
 static void free_shards(pp_ckpt_writer *w)
@@ -32,7 +43,6 @@ static void free_shards(pp_ckpt_writer *w)
             free(w->shards[i].items[k].param);
         }
         free(w->shards[i].items);
-        free(w->shards[i].host);
     }
     free(w->shards);
     w->shards = NULL;
@@ -52,6 +62,9 @@ pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_write
         pp_ckpt_writer_destroy(w);
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     }
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->staged_cv, NULL);
+    w->staged = 1;
     w->opt = *opt;
     w->opt.root = w->root;
     w->opt.run_id = w->run_id;
@@ -65,11 +78,12 @@ pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_write
 typedef struct src_list {
     ck_item *items;
     const void **src;
+    int *forward_writes;    /* a forward changes it (BatchNorm statistics): never deferred */
     int n, cap;
 } src_list;
 
 static pp_status add(src_list *l, const char *param, const char *state, pp_dtype dt, const pp_shape *shape,
-                     const void *src, int64_t nbytes, pp_error *err)
+                     const void *src, int64_t nbytes, int forward_writes, pp_error *err)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
@@ -77,7 +91,9 @@ static pp_status add(src_list *l, const char *param, const char *state, pp_dtype
         if (it) l->items = it;
         const void **s = pp_realloc_array(l->src, (size_t)cap, sizeof *s);
         if (s) l->src = s;
-        if (!it || !s) return pp_error_set(err, PP_ERR_NOMEM, "out of memory staging a checkpoint");
+        int *f = pp_realloc_array(l->forward_writes, (size_t)cap, sizeof *f);
+        if (f) l->forward_writes = f;
+        if (!it || !s || !f) return pp_error_set(err, PP_ERR_NOMEM, "out of memory staging a checkpoint");
         l->cap = cap;
     }
     ck_item *it = &l->items[l->n];
@@ -95,6 +111,7 @@ static pp_status add(src_list *l, const char *param, const char *state, pp_dtype
     it->shape = *shape;
     for (int d = 0; d < PP_MAX_RANK; d++) it->shape.syms[d] = NULL;
     it->nbytes = nbytes;
+    l->forward_writes[l->n] = forward_writes;
     l->src[l->n++] = src;
     return PP_OK;
 }
@@ -123,22 +140,23 @@ static pp_status list_stage(const pp_ckpt_part *part, int i, src_list *l, pp_err
         const pp_stage_param *p = pp_stage_param_at(s, k);
         if (!stores_param(part, part->stage_index[i], p->value)) continue;
         int64_t nb = p->numel * (int64_t)sizeof(float);
-        PP_CHECK(add(l, p->name, NULL, PP_DTYPE_F32, &p->shape, params + p->offset, nb, err));
+        PP_CHECK(add(l, p->name, NULL, PP_DTYPE_F32, &p->shape, params + p->offset, nb, 0, err));
         for (int j = 0; j < slots; j++)
             PP_CHECK(add(l, p->name, state_name(h, j), PP_DTYPE_F32, &p->shape,
-                         state + (size_t)slots * (size_t)p->offset + (size_t)j * (size_t)p->numel, nb, err));
+                         state + (size_t)slots * (size_t)p->offset + (size_t)j * (size_t)p->numel, nb, 0, err));
     }
     for (int k = 0; k < pp_stage_num_buffers(s); k++) {
         pp_stage_buffer b;
         PP_CHECK(pp_stage_buffer_at(s, k, &b, err));
-        PP_CHECK(add(l, b.name, NULL, b.dtype, &b.shape, b.data, (int64_t)b.nbytes, err));
+        PP_CHECK(add(l, b.name, NULL, b.dtype, &b.shape, b.data, (int64_t)b.nbytes, 1, err));
     }
     return PP_OK;
 }
 
 /* This replica's share of stage i: the items whose first byte falls in its 1/replicas of
  * the stage's bytes, copied from the device into one host buffer. */
-static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, pp_error *err)
+static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char **host, size_t *cap, int defer,
+                             pp_error *err)
 {
     src_list l = {0};
     pp_status st;
@@ -158,7 +176,11 @@ static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, pp_e
         at += l.items[k].nbytes;
         if (mine[k]) sh->bytes += l.items[k].nbytes;
     }
-    sh->host = mine ? malloc((size_t)sh->bytes + 1) : NULL;
+    if (mine && *cap < (size_t)sh->bytes + 1) {
+        free(*host);
+        *cap = (*host = malloc((size_t)sh->bytes + 1)) ? (size_t)sh->bytes + 1 : 0;
+    }
+    sh->host = mine ? *host : NULL;
     if (!sh->host) {
         free(mine);
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory staging %lld checkpoint bytes", (long long)sh->bytes);
@@ -173,7 +195,8 @@ static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, pp_e
         *it = l.items[k];
         l.items[k].name = l.items[k].param = NULL;      /* moved */
         it->offset = off;
-        st = pp_device_copy_to_host(dev, sh->host + off, l.src[k], (size_t)it->nbytes, err);
+        if (defer && !l.forward_writes[k]) it->src = l.src[k], it->dev = dev;
+        else st = pp_device_copy_to_host(dev, sh->host + off, l.src[k], (size_t)it->nbytes, err);
         off += it->nbytes;
     }
     free(mine);
@@ -181,6 +204,7 @@ done:
     for (int k = 0; k < l.n; k++) free(l.items[k].name), free(l.items[k].param);
     free(l.items);
     free((void *)l.src);
+    free(l.forward_writes);
     return st;
 }
 
@@ -225,11 +249,39 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
     return ck_commit_run(&c, err);
 }
 
+/* The copies save left to the thread, then the stages are free again. */
+static pp_status stage_deferred(pp_ckpt_writer *w, pp_error *err)
+{
+    pp_status st = PP_OK;
+    for (int i = 0; i < w->nshards && st == PP_OK; i++)
+        for (int k = 0; k < w->shards[i].nitems && st == PP_OK; k++) {
+            ck_item *it = &w->shards[i].items[k];
+            if (it->src) st = pp_device_copy_to_host(it->dev, w->shards[i].host + it->offset, it->src, (size_t)it->nbytes, err);
+            it->src = NULL;
+        }
+    pthread_mutex_lock(&w->lock);
+    w->staged = 1;
+    pthread_cond_broadcast(&w->staged_cv);
+    pthread_mutex_unlock(&w->lock);
+    return st;
+}
+
 static void *thread_main(void *arg)
 {
     pp_ckpt_writer *w = arg;
-    w->st = write_job(w, &w->err);
+    w->st = stage_deferred(w, &w->err);
+    if (w->st == PP_OK) w->st = write_job(w, &w->err);
     return NULL;
+}
+
+double pp_ckpt_writer_wait_staged(pp_ckpt_writer *w)
+{
+    if (!w) return 0;
+    double t0 = pp_now();
+    pthread_mutex_lock(&w->lock);
+    while (!w->staged) pthread_cond_wait(&w->staged_cv, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    return pp_now() - t0;
 }
 
 pp_status pp_ckpt_writer_wait(pp_ckpt_writer *w, pp_error *err)
@@ -283,17 +335,32 @@ pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const
     w->shards = calloc((size_t)part->nstages, sizeof *w->shards);
     if (!w->shards) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     w->nshards = part->nstages;
-    for (int i = 0; i < part->nstages; i++) PP_CHECK(stage_shard(part, i, &w->shards[i], err));
+    if (w->nhosts < part->nstages) {
+        char **h = pp_realloc_array(w->hosts, (size_t)part->nstages, sizeof *h);
+        if (h) w->hosts = h;
+        size_t *c = pp_realloc_array(w->caps, (size_t)part->nstages, sizeof *c);
+        if (c) w->caps = c;
+        if (!h || !c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        for (int i = w->nhosts; i < part->nstages; i++) w->hosts[i] = NULL, w->caps[i] = 0;
+        w->nhosts = part->nstages;
+    }
+    /* only a cpu's memory is read from another thread (a GPU copy runs on the trainer's stream) */
+    int defer = w->opt.async && pp_stage_device(part->stages[0])->kind == PP_DEVICE_CPU;
+    for (int i = 0; i < part->nstages; i++)
+        PP_CHECK(stage_shard(part, i, &w->shards[i], &w->hosts[i], &w->caps[i], defer, err));
+    pp_log(PP_LOG_DEBUG, "checkpoint step %lld: staged in %.3f s", (long long)meta->step, pp_now() - t0);
     PP_CHECK(ck_mkdir(w->root, err));
     PP_CHECK(ck_mkdir(w->tmp, err));
     w->st = PP_OK;
     pp_error_clear(&w->err);
+    w->staged = 0;
     if (w->opt.async && pthread_create(&w->thread, NULL, thread_main, w) == 0) {
         w->running = 1;
         if (stall_s) *stall_s = pp_now() - t0;
         return PP_OK;
     }
-    pp_status st = write_job(w, err);
+    pp_status st = stage_deferred(w, err);
+    if (st == PP_OK) st = write_job(w, err);
     if (st != PP_OK) pp_error_prefix(err, "checkpoint step %lld: ", (long long)meta->step);
     if (stall_s) *stall_s = pp_now() - t0;
     return st;
@@ -304,6 +371,11 @@ void pp_ckpt_writer_destroy(pp_ckpt_writer *w)
     if (!w) return;
     pp_ckpt_writer_wait(w, NULL);
     free_shards(w);
+    for (int i = 0; i < w->nhosts; i++) free(w->hosts[i]);
+    free(w->hosts);
+    free(w->caps);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->staged_cv);
     free(w->root);
     free(w->run_id);
     free(w);

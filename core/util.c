@@ -101,3 +101,37 @@ uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n)
     for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
+
+/* crc of A || B from crc(A), crc(B) and |B|: zlib's method (multiply by x^(8|B|) with a
+ * matrix squared per bit of |B|), for the reflected Castagnoli polynomial. */
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec)
+{
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+
+static void gf2_square(uint32_t *sq, const uint32_t *mat)
+{
+    for (int n = 0; n < 32; n++) sq[n] = gf2_times(mat, mat[n]);
+}
+
+uint32_t pp_crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2)
+{
+    if (len2 == 0) return crc1;
+    uint32_t even[32], odd[32], row = 1;
+    odd[0] = 0x82F63B78u;   /* one zero bit */
+    for (int n = 1; n < 32; n++, row <<= 1) odd[n] = row;
+    gf2_square(even, odd);  /* two zero bits */
+    gf2_square(odd, even);  /* four */
+    for (;;) {
+        gf2_square(even, odd);
+        if (len2 & 1) crc1 = gf2_times(even, crc1);
+        if (!(len2 >>= 1)) break;
+        gf2_square(odd, even);
+        if (len2 & 1) crc1 = gf2_times(odd, crc1);
+        if (!(len2 >>= 1)) break;
+    }
+    return crc1 ^ crc2;
+}

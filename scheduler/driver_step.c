@@ -117,6 +117,7 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
     }
     float scale = 1.0f;
     if (d->cfg.clip_norm > 0 && stats->grad_norm > d->cfg.clip_norm) scale = (float)(d->cfg.clip_norm / stats->grad_norm);
+    if (d->cfg.before_update) PP_CHECK(d->cfg.before_update(d->cfg.before_update_user, err));
     for (int i = 0; i < d->nvs; i++) PP_CHECK(pp_stage_step(d->vs[i].s, lr, scale, step, err));
     return PP_OK;
 }

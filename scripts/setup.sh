@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what onnxpipe needs on Debian 12, idempotently: the build dependencies
 # from Debian, and a Python venv (sees Debian's torch; onnx + onnxruntime from pip)
-# for the reference tests. Safe to run again; does nothing when all is present.
+# for the reference tests (safetensors: checkpoint shards read back by its reader). Safe to run again; does nothing when all is present.
 set -euo pipefail
 
 debs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
@@ -19,10 +19,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 venv=${ONNXPIPE_VENV:-$HOME/.cache/onnxpipe/venv}
-if ! "$venv/bin/python" -c "import torch, onnx, onnxruntime" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import torch, onnx, onnxruntime, safetensors" 2>/dev/null; then
   echo "setup: creating the Python venv at $venv"
   mkdir -p "$(dirname "$venv")"
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check onnx onnxruntime
-  "$venv/bin/python" -c "import torch, onnx, onnxruntime"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check onnx onnxruntime safetensors
+  "$venv/bin/python" -c "import torch, onnx, onnxruntime, safetensors"
 fi

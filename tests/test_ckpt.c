@@ -35,7 +35,10 @@ static void test_crc32c(void **state)
     parts = pp_crc32c(parts, big + 7, 50001);
     parts = pp_crc32c(parts, big + 50008, sizeof big - 50008);
     assert_int_equal(one, parts);
-    printf("crc32c: check values of RFC 3720 and '123456789' match; split == whole (%08x)\n", one);
+    assert_int_equal(pp_crc32c_combine(pp_crc32c(0, big, 50008), pp_crc32c(0, big + 50008, sizeof big - 50008),
+                                       sizeof big - 50008), one);
+    assert_int_equal(pp_crc32c_combine(one, pp_crc32c(0, NULL, 0), 0), one);
+    printf("crc32c: check values of RFC 3720 and '123456789' match; split == whole == combined (%08x)\n", one);
 }
 
 typedef struct job {

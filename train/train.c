@@ -295,7 +295,7 @@ static pp_status setup(run *r, pp_error *err)
         .stage_options = {.microbatch = r->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
                           .seed = c->seed, .training = 1},
         .feed = feed, .feed_user = r, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
-        .skip_nonfinite = c->skip_nonfinite,
+        .skip_nonfinite = c->skip_nonfinite, .before_update = train_ckpt_before_update, .before_update_user = &r->ck,
     };
     PP_CHECK(pp_driver_create(&dc, &r->drv, err));
     PP_CHECK(train_ckpt_init(&r->ck, c, r->world, r->drv, r->part, r->grid, r->sched, err));

@@ -154,6 +154,14 @@ pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
     return PP_OK;
 }
 
+pp_status train_ckpt_before_update(void *user, pp_error *err)
+{
+    train_ckpt *k = user;
+    (void)err;
+    k->stall_s += pp_ckpt_writer_wait_staged(k->writer);
+    return PP_OK;
+}
+
 pp_status train_ckpt_finish(train_ckpt *k, pp_error *err)
 {
     return pp_ckpt_writer_wait(k->writer, err);

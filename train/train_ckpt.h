@@ -30,6 +30,8 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
                           const pp_partition *part, const pp_grid *grid, const pp_schedule *sched, pp_error *err);
 /* After step `step`: saves when it is due (every save_every, and the last step). */
 pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err);
+/* The driver's before_update: an async save still copying parameters finishes first. */
+pp_status train_ckpt_before_update(void *k, pp_error *err);
 /* Waits for the save in flight (rank 0: until committed). */
 pp_status train_ckpt_finish(train_ckpt *k, pp_error *err);
 void train_ckpt_free(train_ckpt *k);

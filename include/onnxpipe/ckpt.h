@@ -63,10 +63,16 @@ typedef struct pp_ckpt_writer_options {
 pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_writer **out, pp_error *err);
 /* Waits for the previous save, copies this rank's tensors (a disjoint part of each of its
  * stages) to host memory, and writes them: in a thread when async, else before returning
- * (rank 0 then also waits until the checkpoint is committed). Every rank of the job calls
- * it with the same meta->step. *stall_s (may be NULL): the seconds this call took. */
+ * (rank 0 then also waits until the checkpoint is committed). Async on the cpu the thread
+ * makes the copy of parameters and optimizer state (see pp_ckpt_writer_wait_staged).
+ * Every rank of the job calls it with the same meta->step. *stall_s (may be NULL): the
+ * seconds this call took. */
 pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                               double *stall_s, pp_error *err);
+/* Async on the cpu, save leaves the copy of parameters and optimizer state to the writer
+ * thread: call this before anything changes them (the next optimizer step). Returns the
+ * seconds it waited. A no-op otherwise. */
+double pp_ckpt_writer_wait_staged(pp_ckpt_writer *w);
 /* Waits for the write in flight; on rank 0 until its checkpoint is committed. Returns the
  * write's error, if it had one. */
 pp_status pp_ckpt_writer_wait(pp_ckpt_writer *w, pp_error *err);

@@ -109,6 +109,8 @@ char *pp_strdup(const char *s);
 
 /* CRC32C (Castagnoli), for checkpoint manifests. crc starts at 0. */
 uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
+/* The CRC32C of A followed by B, from crc(A), crc(B) and B's length (no data pass). */
+uint32_t pp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
 /* Wall-clock seconds from a monotonic clock. */
 double pp_now(void);

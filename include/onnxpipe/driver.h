@@ -35,6 +35,10 @@ typedef struct pp_driver_config {
     float clip_norm;                /* 0: off */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket size; 0: 4 MiB */
     int skip_nonfinite;
+    /* Called before the optimizer step changes the parameters (NULL: nothing): an async
+     * checkpoint still copying them makes the step wait here (pp_ckpt_writer_wait_staged). */
+    pp_status (*before_update)(void *user, pp_error *err);
+    void *before_update_user;
 } pp_driver_config;
 
 /* Builds this rank's stages (the virtual stages the schedule puts on grid->stage) and
