@@ -210,18 +210,13 @@ pp_status load_tensor(loader *L, const Onnx__TensorProto *tp, const char *name, 
                             name, tp->n_dims, PP_MAX_RANK);
     if (tp->segment)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s is segmented, which is not supported", name);
-    size_t esize = pp_dtype_size(t->dtype);
-    int64_t numel = 1;
-    for (size_t i = 0; i < tp->n_dims; i++) {
-        int64_t d = tp->dims[i];
-        if (d < 0)
-            return pp_error_set(err, PP_ERR_PARSE, "%s has negative dim %lld", name, (long long)d);
-        if (d && numel > INT64_MAX / (int64_t)esize / d)
-            return pp_error_set(err, PP_ERR_PARSE, "%s: the product of its dims overflows", name);
-        numel *= d;
-    }
+    for (size_t i = 0; i < tp->n_dims; i++)
+        if (tp->dims[i] < 0)
+            return pp_error_set(err, PP_ERR_PARSE, "%s has negative dim %lld", name, (long long)tp->dims[i]);
     t->shape = pp_shape_make((int)tp->n_dims, tp->dims);
-    t->nbytes = (size_t)numel * esize;
+    PP_CHECK(pp_shape_check_size(&t->shape, t->dtype, err, "%s", name));
+    int64_t numel = pp_shape_numel(&t->shape);
+    t->nbytes = (size_t)numel * pp_dtype_size(t->dtype);
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return load_external(L, tp, name, t, err);
     if (tp->has_raw_data) {
