@@ -85,9 +85,10 @@ static void print_info(const pp_ckpt_info *in)
     printf("  %-48s %-9s %-20s %-12s %s\n", "tensor", "dtype", "shape", "bytes", "file");
     for (int i = 0; i < in->ntensors; i++) {
         const pp_ckpt_tensor *t = &in->tensors[i];
-        char shape[64];
-        printf("  %-48s %-9s %-20s %-12lld %s\n", t->name, pp_dtype_name(t->dtype),
-               pp_shape_format(&t->shape, shape, sizeof shape), (long long)t->nbytes, in->files[t->file].name);
+        char shape[64], name[1024], file[1024];   /* names from the model and manifest, escaped */
+        printf("  %-48s %-9s %-20s %-12lld %s\n", pp_text_escape(t->name, 0, name, sizeof name),
+               pp_dtype_name(t->dtype), pp_shape_format(&t->shape, shape, sizeof shape), (long long)t->nbytes,
+               pp_text_escape(in->files[t->file].name, 0, file, sizeof file));
     }
 }
 

@@ -1,4 +1,6 @@
 /* A streaming JSON writer: keys come out in the caller's order, so output is stable. */
+#include "text_internal.h"
+
 #include <onnxpipe/core.h>
 
 #include <math.h>
@@ -20,9 +22,17 @@ static void write_string(FILE *out, const char *s)
         case '\n': fputs("\\n", out); break;
         case '\t': fputs("\\t", out); break;
         case '\r': fputs("\\r", out); break;
-        default:
-            if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-            else fputc(*p, out);
+        default: {
+            /* controls, C1 and bidi characters as JSON's exact \u00XX escapes; bytes that
+             * are not UTF-8, which JSON cannot hold, as the text \xNN that messages show */
+            unsigned cp;
+            int safe;
+            size_t n = text_char(p, 0, &cp, &safe);
+            if (!n) fprintf(out, "\\\\x%02x", *p);
+            else if (!safe) fprintf(out, "\\u%04x", cp);
+            else fwrite(p, 1, n, out);
+            if (n > 1) p += n - 1;
+        }
         }
     }
     fputc('"', out);

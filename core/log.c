@@ -30,10 +30,17 @@ void pp_log(pp_log_level level, const char *fmt, ...)
 {
     static const char *const names[] = {"error", "warning", "info", "debug"};
     if (!pp_log_enabled(level)) return;
-    va_list ap;
+    char buf[1024], *msg = buf;   /* names quoted from a model are escaped, as in pp_error */
+    va_list ap, again;
     va_start(ap, fmt);
-    fprintf(stderr, "%sonnxpipe: %s: ", log_prefix, names[level]);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    va_copy(again, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n >= (int)sizeof buf && (msg = malloc((size_t)n + 1))) vsnprintf(msg, (size_t)n + 1, fmt, again);
+    else if (!msg) msg = buf;   /* cut where no memory is left */
+    va_end(again);
     va_end(ap);
+    fprintf(stderr, "%sonnxpipe: %s: ", log_prefix, names[level]);
+    pp_text_fputs(msg, 1, stderr);
+    fputc('\n', stderr);
+    if (msg != buf) free(msg);
 }

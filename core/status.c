@@ -26,30 +26,31 @@ const char *pp_status_string(pp_status st)
     return status_names[st];
 }
 
+/* Messages quote names from model files: formatted in full first, then escaped into
+ * err->msg (newlines and tabs of multi-line messages kept). */
 pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
 {
     if (!err) return st;
-    err->status = st;
+    char msg[PP_ERROR_LEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    err->status = st;
+    pp_text_escape(msg, 1, err->msg, sizeof err->msg);
     return st;
 }
 
 pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
 {
     if (!err) return PP_OK;
-    char old[PP_ERROR_LEN];
-    memcpy(old, err->msg, sizeof old);
+    char msg[PP_ERROR_LEN];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof err->msg)
-        memcpy(err->msg + n, old, strnlen(old, sizeof err->msg - 1 - (size_t)n));
-    err->msg[sizeof err->msg - 1] = '\0';
-    if (n >= 0 && (size_t)n < sizeof err->msg) err->msg[n + strnlen(old, sizeof err->msg - 1 - (size_t)n)] = '\0';
+    if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, "%s", err->msg);
+    pp_text_escape(msg, 1, err->msg, sizeof err->msg);   /* the old part was escaped: no change there */
     return err->status;
 }
 

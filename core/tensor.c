@@ -1,6 +1,8 @@
 /* Shape and tensor helpers, and typed attribute getters with errors that name the node. */
 #include <onnxpipe/tensor.h>
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 int64_t pp_shape_numel(const pp_shape *s)
@@ -12,6 +14,25 @@ int64_t pp_shape_numel(const pp_shape *s)
         n *= s->dims[i];
     }
     return n;
+}
+
+pp_status pp_shape_check_size(const pp_shape *s, pp_dtype dt, pp_error *err, const char *what_fmt, ...)
+{
+    size_t es = pp_dtype_size(dt);
+    int64_t bytes = es ? (int64_t)es : 1;
+    int over = 0;   /* zero dims are left out: a product taken in any order must fit */
+    for (int i = 0; i < s->rank && i < PP_MAX_RANK && !over; i++)
+        if (s->dims[i] > 0) over = __builtin_mul_overflow(bytes, s->dims[i], &bytes) || bytes > PP_MAX_TENSOR_BYTES;
+    if (!over) return PP_OK;
+    char what[512], sb[256];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof what, what_fmt, ap);
+    va_end(ap);
+    return pp_error_set(err, PP_ERR_SHAPE,
+                        "%s: shape %s of %s holds more than 128 TiB, the most onnxpipe takes for one tensor; "
+                        "a dim in the model (or one bound with --batch / --dim) is wrong",
+                        what, pp_shape_format(s, sb, sizeof sb), pp_dtype_name(dt));
 }
 
 const char *pp_shape_format(const pp_shape *s, char *buf, size_t len)

@@ -334,6 +334,7 @@ pp_status pp_graph_add_initializer(pp_graph *g, const char *name, pp_dtype dtype
     if (shape->rank > PP_MAX_RANK)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "initializer '%s' has rank %d (at most %d supported)",
                             name, shape->rank, PP_MAX_RANK);
+    PP_CHECK(pp_shape_check_size(shape, dtype, err, "initializer '%s'", name));
     int64_t numel = pp_shape_numel(shape);
     size_t esize = pp_dtype_size(dtype);
     if (numel < 0 || !esize || (size_t)numel * esize != nbytes)

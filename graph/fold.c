@@ -88,7 +88,9 @@ pp_status fold_slice(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
     iter_init(&it, &out->shape, NULL, 0);
     it.nops = 1;
     for (int d = 0; d < x->shape.rank; d++) {
-        it.strides[0][d] = in_st[d] * step[d];
+        /* a step past the dim takes one element: its stride is never walked (and in_st x
+         * step may not fit); otherwise |step| < dim and the product stays within the input */
+        it.strides[0][d] = out->shape.dims[d] > 1 ? in_st[d] * step[d] : 0;
         it.off[0] += start[d] * in_st[d];
     }
     if (pp_shape_numel(&out->shape) > 0) gather_elems(out, x->data, &it);

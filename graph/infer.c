@@ -131,6 +131,7 @@ static pp_status bind_dims(pp_graph *g, const pp_graph_options *opt, pp_error *e
             return pp_error_set(err, PP_ERR_SHAPE, "graph input '%s': dim %d is unknown and has no name; %s",
                                 v->name, d, d == 0 ? "bind it with --batch N" : "export the model with a static size");
         }
+        PP_CHECK(pp_shape_check_size(s, v->dtype, err, "graph input '%s'", v->name));
     }
     for (int b = 0; b < opt->ndims; b++) {
         int used = 0;
@@ -317,6 +318,8 @@ static pp_status commit(infer_ctx *c, const pp_node *n, pp_error *err)
         if (v->dtype && c->odt[k] && v->dtype != c->odt[k])
             return infer_fail(n, PP_ERR_SHAPE, err, "output '%s' is declared %s in the model but inferred as %s",
                               v->name, pp_dtype_name(v->dtype), pp_dtype_name(c->odt[k]));
+        PP_CHECK(pp_shape_check_size(s, c->odt[k], err, "node '%s' (%s): output '%s'", n->name, n->op_type,
+                                     v->name));
         if (!c->opt->allow_unknown_dims && (pp_shape_numel(s) < 0 || !c->odt[k]))
             return infer_fail(n, PP_ERR_SHAPE, err, "could not infer the %s of output %d ('%s')",
                               c->odt[k] ? "shape" : "dtype", k, v->name);

@@ -44,7 +44,9 @@ pp_status shape_reshape(infer_ctx *c, const pp_node *n, pp_error *err)
         } else if (sh[i] < -1) {
             return infer_fail(n, PP_ERR_SHAPE, err, "shape[%d] = %lld is invalid", i, (long long)sh[i]);
         }
-        prod = (prod < 0 || r.dims[i] < 0) ? -1 : prod * r.dims[i];
+        if (prod >= 0 && r.dims[i] >= 0 && __builtin_mul_overflow(prod, r.dims[i], &prod))
+            return shape_error(n, err, "cannot reshape (the target's dims overflow int64)", x, &r);
+        if (r.dims[i] < 0) prod = -1;
     }
     int64_t total = pp_shape_numel(x);
     if (infer_at >= 0) {

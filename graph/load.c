@@ -341,12 +341,13 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
 /* The ai.onnx opset version (13..21 are what onnxpipe implements). */
 static pp_status model_opset(const Onnx__ModelProto *m, int64_t *opset, pp_error *err)
 {
+    int found = 0;   /* a version of its own, not -1: a file may say any number */
     *opset = -1;
     for (size_t i = 0; i < m->n_opset_import; i++) {
         const char *d = load_str_or(m->opset_import[i]->domain, "");
-        if (!*d || !strcmp(d, "ai.onnx")) *opset = m->opset_import[i]->version;
+        if (!*d || !strcmp(d, "ai.onnx")) *opset = m->opset_import[i]->version, found = 1;
     }
-    if (*opset < 0)
+    if (!found)
         return pp_error_set(err, PP_ERR_PARSE, "the model imports no ai.onnx opset");
     if (*opset < 13)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "the model uses ai.onnx opset %lld; onnxpipe reads opsets "
@@ -372,12 +373,13 @@ static pp_status load_parts(loader *L, const Onnx__ModelProto *m, const Onnx__Gr
     return load_graph(L, gp, err);
 }
 
+/* what: the file (model_path) or "<buffer>", for messages. */
 static pp_status load_model(const void *buf, size_t len, const char *base_dir, const char *what,
-                            const pp_graph_options *opt, pp_graph **out, pp_error *err)
+                            const char *model_path, const pp_graph_options *opt, pp_graph **out, pp_error *err)
 {
     *out = NULL;
     if (len == 0) return pp_error_set(err, PP_ERR_PARSE, "'%s' is empty, not an ONNX model", what);
-    loader L = {.base_dir = base_dir, .what = what};
+    loader L = {.base_dir = base_dir, .model_path = model_path, .what = what};
     pp_status st = PP_OK;
     uint8_t *rest = NULL;
     size_t rest_len = 0;
@@ -435,7 +437,7 @@ done:
 pp_status pp_graph_load_buffer(const void *buf, size_t len, const char *base_dir,
                                const pp_graph_options *opt, pp_graph **out, pp_error *err)
 {
-    return load_model(buf, len, base_dir, "<buffer>", opt, out, err);
+    return load_model(buf, len, base_dir, "<buffer>", NULL, opt, out, err);
 }
 
 pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph **out, pp_error *err)
@@ -466,7 +468,7 @@ pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph 
     if (!slash) strcpy(dir, ".");
     else if (slash == dir) dir[1] = '\0';
     else *slash = '\0';
-    pp_status st = load_model(buf, len, dir, path, opt, out, err);
+    pp_status st = load_model(buf, len, dir, path, path, opt, out, err);
     if (st == PP_OK && !((*out)->path = pp_graph_strdup(*out, path))) {
         pp_graph_destroy(*out);
         *out = NULL;

@@ -64,6 +64,7 @@ typedef struct loader {
     int nbig, big_cap;
     int oom;
     const char *base_dir;   /* directory external locations are relative to; may be NULL */
+    const char *model_path; /* the model's file, or NULL when loaded from a buffer */
     ext_file *files;
     int nfiles, cap;
 } loader;

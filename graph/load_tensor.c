@@ -42,6 +42,42 @@ static int location_is_safe(const char *loc)
     return 1;
 }
 
+/* 1 if the resolved path real lies in dir (resolved here), or, with dir_of, in the
+ * folder holding the file dir. */
+static int lies_in(const char *real, const char *dir, int dir_of)
+{
+    char *rd = realpath(dir, NULL);
+    if (!rd) return 0;
+    if (dir_of) {
+        char *slash = strrchr(rd, '/');
+        if (slash) slash[slash == rd] = '\0';   /* "/m.onnx" -> "/" */
+    }
+    size_t n = strlen(rd);
+    int in = !strncmp(real, rd, n) && (real[n] == '/' || (n == 1 && rd[0] == '/'));
+    free(rd);
+    return in;
+}
+
+/* The data file, links resolved, must lie in the model's folder: the folder it was loaded
+ * from, or the one the model file really is in (a model and its data linked in from a
+ * cache, as the Hugging Face hub lays them out); onnxruntime (1.24) checks the same. A
+ * link beside the model pointing anywhere else is refused. *real: the resolved path
+ * (NULL when the file does not exist: opening it says so). */
+static pp_status check_inside(const loader *L, const char *init, const char *loc, const char *path, char **real,
+                              pp_error *err)
+{
+    *real = realpath(path, NULL);
+    if (!*real || lies_in(*real, L->base_dir, 0) || (L->model_path && lies_in(*real, L->model_path, 1)))
+        return PP_OK;
+    pp_status st = pp_error_set(err, PP_ERR_PARSE,
+                                "%s: external data location '%s' resolves to '%s', which lies outside the "
+                                "model's directory; links beside a model may only point into its folder",
+                                init, loc, *real);
+    free(*real);
+    *real = NULL;
+    return st;
+}
+
 static pp_status map_external(loader *L, const char *init, const char *loc, const ext_file **out,
                               pp_error *err)
 {
@@ -62,10 +98,12 @@ static pp_status map_external(loader *L, const char *init, const char *loc, cons
     char *path = malloc(plen);
     if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     snprintf(path, plen, "%s/%s", L->base_dir, loc);
-    pp_status st = PP_OK;
+    char *real = NULL;
+    pp_status st = check_inside(L, init, loc, path, &real, err);
     struct stat sb;
     void *addr = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = st != PP_OK ? -1 : open(real ? real : path, O_RDONLY | O_CLOEXEC);
+    if (st != PP_OK) goto done;
     if (fd < 0 || fstat(fd, &sb) != 0) {
         st = pp_error_set(err, PP_ERR_IO, "%s: cannot open external data file '%s': %s",
                           init, path, strerror(errno));
@@ -107,6 +145,7 @@ static pp_status map_external(loader *L, const char *init, const char *loc, cons
     *out = f;
 done:
     if (fd >= 0) close(fd);
+    free(real);
     free(path);
     return st;
 }
@@ -210,18 +249,13 @@ pp_status load_tensor(loader *L, const Onnx__TensorProto *tp, const char *name, 
                             name, tp->n_dims, PP_MAX_RANK);
     if (tp->segment)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s is segmented, which is not supported", name);
-    size_t esize = pp_dtype_size(t->dtype);
-    int64_t numel = 1;
-    for (size_t i = 0; i < tp->n_dims; i++) {
-        int64_t d = tp->dims[i];
-        if (d < 0)
-            return pp_error_set(err, PP_ERR_PARSE, "%s has negative dim %lld", name, (long long)d);
-        if (d && numel > INT64_MAX / (int64_t)esize / d)
-            return pp_error_set(err, PP_ERR_PARSE, "%s: the product of its dims overflows", name);
-        numel *= d;
-    }
+    for (size_t i = 0; i < tp->n_dims; i++)
+        if (tp->dims[i] < 0)
+            return pp_error_set(err, PP_ERR_PARSE, "%s has negative dim %lld", name, (long long)tp->dims[i]);
     t->shape = pp_shape_make((int)tp->n_dims, tp->dims);
-    t->nbytes = (size_t)numel * esize;
+    PP_CHECK(pp_shape_check_size(&t->shape, t->dtype, err, "%s", name));
+    int64_t numel = pp_shape_numel(&t->shape);
+    t->nbytes = (size_t)numel * pp_dtype_size(t->dtype);
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return load_external(L, tp, name, t, err);
     if (tp->has_raw_data) {

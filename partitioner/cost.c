@@ -83,8 +83,31 @@ static op_cost memo_cost(op_cost *memo, const char *op)
     return *m;
 }
 
-/* Forward FLOPs of one node, -1 when a shape it needs is unknown. */
-static int64_t node_flops(const pp_graph *g, const pp_node *n, op_cost *memo)
+/* a * b for counts >= 0; *over set when the product leaves int64 (a kernel size or a
+ * contraction dim can be large where no single tensor is). */
+static int64_t mul(int64_t a, int64_t b, int *over)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *over = 1;
+        return 0;
+    }
+    return r;
+}
+
+static int64_t add(int64_t a, int64_t b, int *over)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        *over = 1;
+        return 0;
+    }
+    return r;
+}
+
+/* Forward FLOPs of one node, -1 when a shape it needs is unknown; *over set when they
+ * do not fit in int64. */
+static int64_t node_flops(const pp_graph *g, const pp_node *n, op_cost *memo, int *over)
 {
     op_cost oc = memo_cost(memo, n->op_type);
     if (oc.kind == F_MOVE) return 0;
@@ -95,29 +118,64 @@ static int64_t node_flops(const pp_graph *g, const pp_node *n, op_cost *memo)
     switch (oc.kind) {
     case F_MATMUL:   /* [.., M, K] x [.., K, N]: 2*M*N*K per batch entry */
         if (!a || a->rank < 1 || a->dims[a->rank - 1] < 0) return -1;
-        return 2 * oe * a->dims[a->rank - 1];
+        return mul(2 * oe, a->dims[a->rank - 1], over);
     case F_GEMM:     /* A [M, K] (or [K, M] with transA) */
         if (!a || a->rank != 2 || a->dims[0] < 0 || a->dims[1] < 0) return -1;
-        return 2 * oe * a->dims[attr_int(n, "transA") ? 0 : 1] + bias;
+        return add(mul(2 * oe, a->dims[attr_int(n, "transA") ? 0 : 1], over), bias, over);
     case F_CONV: {   /* W [Cout, Cin/group, k...]: 2 * out * (Cin/group) * kernel */
         if (!w || w->rank < 2) return -1;
         int64_t per = 1;
-        for (int d = 1; d < w->rank; d++) per *= w->dims[d];
-        return 2 * oe * per + bias;
+        for (int d = 1; d < w->rank; d++) per *= w->dims[d];   /* a tensor's dims: fits */
+        return add(mul(2 * oe, per, over), bias, over);
     }
     case F_POOL: {
         const pp_attr *k = pp_attr_find(n->attrs, n->nattrs, "kernel_shape");
         int64_t per = 1;
-        for (int d = 0; k && k->type == PP_ATTR_INTS && d < k->n; d++) per *= k->ints[d];
-        return oe * per;
+        for (int d = 0; k && k->type == PP_ATTR_INTS && d < k->n; d++) per = mul(per, k->ints[d], over);
+        return mul(oe, per, over);
     }
     case F_REDUCE: {
         int64_t ie = n->ninputs ? numel(g, n->inputs[0]) : -1;
-        return ie < 0 ? -1 : ie * oc.per;
+        return ie < 0 ? -1 : mul(ie, oc.per, over);
     }
     default:
-        return oe * oc.per;
+        return mul(oe, oc.per, over);
     }
+}
+
+/* The model's totals may reach these (64 PiB, 4.6e18 FLOPs) and no more: every sum the
+ * partitioner makes of a subset of nodes (a stage, the bound, a cut) then fits, with
+ * room for the x4 of parameter memory. One tensor is at most PP_MAX_TENSOR_BYTES
+ * (checked when the graph was finalized), but a model may hold very many. */
+#define TOTAL_BYTES_MAX ((int64_t)1 << 56)
+#define TOTAL_FLOPS_MAX ((int64_t)1 << 62)
+
+/* Adds node i's costs to the running totals t[4] = {params, param bytes, FLOPs, act bytes};
+ * an error naming the node when a total leaves its bound. The act total counts outputs
+ * of unknown size by their bytes per sample, as the cut tie-break does. */
+static pp_status add_totals(const pp_graph *g, int i, const pp_node_cost *c, int flops_over, int64_t *t,
+                            pp_error *err)
+{
+    static const char *const what[4] = {"parameters", "parameter bytes", "forward FLOPs", "activation bytes"};
+    const pp_node *n = &g->nodes[i];
+    int64_t act = 0;
+    for (int k = 0; k < n->noutputs; k++)
+        if (n->outputs[k] >= 0) act += value_bytes_per_sample(g, n->outputs[k]);   /* each <= 4 x 2^47 */
+    const int64_t x[4] = {c->params, c->param_bytes, c->flops, c->act_bytes >= 0 ? c->act_bytes : act};
+    const int64_t max[4] = {TOTAL_BYTES_MAX, TOTAL_BYTES_MAX, TOTAL_FLOPS_MAX, TOTAL_BYTES_MAX};
+    for (int k = 0; k < 4; k++) {
+        int over = k == 2 && flops_over;
+        if (!over && x[k] > 0) over = __builtin_add_overflow(t[k], x[k], &t[k]) || t[k] > max[k];
+        if (!over) continue;
+        char sb[256];
+        const pp_shape *os = n->noutputs && n->outputs[0] >= 0 ? &g->values[n->outputs[0]].shape : NULL;
+        return pp_error_set(err, PP_ERR_SHAPE,
+                            "node '%s' (%s, output %s): the model's %s per microbatch pass %.3g, more than "
+                            "onnxpipe can count; are the model's dims (or --batch / --dim) right?",
+                            n->name, n->op_type, os ? pp_shape_format(os, sb, sizeof sb) : "[]", what[k],
+                            (double)max[k]);
+    }
+    return PP_OK;
 }
 
 pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err)
@@ -126,6 +184,8 @@ pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *e
         return pp_error_set(err, PP_ERR_INVALID_ARG, "graph '%s' is not finalized (call pp_graph_finalize)",
                             g->name ? g->name : "");
     op_cost memo[MEMO] = {{0}};
+    int64_t totals[4] = {0};
+    pp_status st = PP_OK;
     unsigned char *seen = pp_calloc((size_t)g->nvalues + 1, 1);
     if (!seen) return pp_error_set(err, PP_ERR_NOMEM, "out of memory computing node costs");
     for (int i = 0; i < g->nnodes; i++) {
@@ -139,14 +199,16 @@ pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *e
             c->params += pp_shape_numel(&g->values[v].shape);
             c->param_bytes += (int64_t)g->inits[g->values[v].init].t.nbytes;
         }
-        c->flops = node_flops(g, n, memo);
+        int over = 0;
+        c->flops = node_flops(g, n, memo, &over);
         for (int k = 0; k < n->noutputs; k++) {
             int o = n->outputs[k];
             if (o < 0) continue;
             int64_t b = value_bytes(g, o);
             c->act_bytes = b < 0 || c->act_bytes < 0 ? -1 : c->act_bytes + b;
         }
+        if ((st = add_totals(g, i, c, over, totals, err)) != PP_OK) break;
     }
     free(seen);
-    return PP_OK;
+    return st;
 }

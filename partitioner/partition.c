@@ -283,7 +283,11 @@ pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int6
     m.grad_bytes = s->param_bytes;
     m.optimizer_bytes = 2 * s->param_bytes;
     m.inflight = inflight(p->nstages, stage, microbatches);
-    m.stash_bytes = s->act_bytes < 0 ? -1 : s->act_bytes * m.inflight;
-    m.total_bytes = 4 * s->param_bytes + (m.stash_bytes < 0 ? 0 : m.stash_bytes);
+    /* held at INT64_MAX where the microbatches in flight (the caller's number) make it overflow */
+    int64_t stash, total;
+    if (__builtin_mul_overflow(s->act_bytes, (int64_t)m.inflight, &stash)) stash = INT64_MAX;
+    m.stash_bytes = s->act_bytes < 0 ? -1 : stash;
+    if (__builtin_add_overflow(4 * s->param_bytes, m.stash_bytes < 0 ? 0 : m.stash_bytes, &total)) total = INT64_MAX;
+    m.total_bytes = total;
     return m;
 }

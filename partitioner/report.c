@@ -45,17 +45,21 @@ static int64_t stage_weight(const pp_partition *p, int s)
         int64_t own = 0;
         for (int i = st->first_node; i <= st->last_node; i++) own += p->costs[i].param_bytes;
         pp_stage_memory m = pp_partition_stage_memory(p, s, p->microbatches);
-        return 4 * own + (m.stash_bytes < 0 ? 0 : m.stash_bytes);
+        int64_t w;   /* the stash is held at INT64_MAX where it would overflow: so is this */
+        return __builtin_add_overflow(4 * own, m.stash_bytes < 0 ? 0 : m.stash_bytes, &w) ? INT64_MAX : w;
     }
     }
     return 0;
 }
 
+/* Names (and symbolic dims) come from the model file: they are printed escaped. */
 static void print_value(const pp_graph *g, int v, int64_t bytes, FILE *out)
 {
     char sb[128], bb[32];
-    fprintf(out, "%s %s %s %s", g->values[v].name, pp_dtype_name(g->values[v].dtype),
-            pp_shape_format(&g->values[v].shape, sb, sizeof sb), fmt_bytes(bytes, bb, sizeof bb));
+    pp_text_fputs(g->values[v].name, 0, out);
+    fprintf(out, " %s ", pp_dtype_name(g->values[v].dtype));
+    pp_text_fputs(pp_shape_format(&g->values[v].shape, sb, sizeof sb), 0, out);
+    fprintf(out, " %s", fmt_bytes(bytes, bb, sizeof bb));
 }
 
 static void print_stages(const pp_partition *p, FILE *out)
@@ -69,12 +73,15 @@ static void print_stages(const pp_partition *p, FILE *out)
         pp_stage_memory m = pp_partition_stage_memory(p, s, p->microbatches);
         double share = g->nparams ? 100.0 * (double)st->params / (double)g->nparams : 0;
         int ncut = s + 1 < p->nstages ? p->boundaries[s].ntensors : 0;
-        fprintf(out, "%5d %8d %9s %5.1f%% %9s %10s %10s %4d %10s  %s .. %s\n", s,
+        fprintf(out, "%5d %8d %9s %5.1f%% %9s %10s %10s %4d %10s  ", s,
                 st->last_node - st->first_node + 1, pp_format_count((double)st->params, a, sizeof a), share,
                 st->flops < 0 ? "?" : pp_format_count((double)st->flops, b, sizeof b),
                 fmt_bytes(st->act_bytes, c, sizeof c), fmt_bytes(st->send_bytes, d, sizeof d), ncut,
-                pp_format_bytes((double)m.total_bytes, e, sizeof e), g->nodes[st->first_node].name,
-                g->nodes[st->last_node].name);
+                pp_format_bytes((double)m.total_bytes, e, sizeof e));
+        pp_text_fputs(g->nodes[st->first_node].name, 0, out);
+        fputs(" .. ", out);
+        pp_text_fputs(g->nodes[st->last_node].name, 0, out);
+        fputc('\n', out);
     }
     fprintf(out, "memory = params + grads + Adam m, v (4 x param bytes) + activations of min(P-s, M) "
                  "microbatches in flight (1F1B, M = %lld)%s\n",
@@ -156,8 +163,13 @@ void pp_partition_print(const pp_partition *p, FILE *out)
 {
     const pp_graph *g = p->graph;
     char a[32], b[32];
-    fprintf(out, "model: %s (graph '%s', producer %s, opset %lld)\n", g->path ? g->path : "(in memory)", g->name,
-            g->producer_name && *g->producer_name ? g->producer_name : "unknown", (long long)g->opset);
+    fputs("model: ", out);
+    pp_text_fputs(g->path ? g->path : "(in memory)", 0, out);
+    fputs(" (graph '", out);
+    pp_text_fputs(g->name, 0, out);
+    fputs("', producer ", out);
+    pp_text_fputs(g->producer_name && *g->producer_name ? g->producer_name : "unknown", 0, out);
+    fprintf(out, ", opset %lld)\n", (long long)g->opset);
     fprintf(out, "  %d nodes, %s parameters (%s)\n", g->nnodes, pp_format_count((double)g->nparams, a, sizeof a),
             pp_format_bytes((double)g->param_bytes, b, sizeof b));
     fprintf(out, "partition: %d stages, balance %s%s\n\n", p->nstages, pp_balance_name(p->balance),

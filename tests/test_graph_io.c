@@ -525,12 +525,43 @@ static void m_graph_attr(proto_model *p, Onnx__TensorProto *t)
     p->node.attribute = ap;
 }
 
+static void m_huge_input(proto_model *p, Onnx__TensorProto *t)
+{
+    (void)t;
+    static Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    static Onnx__TensorShapeProto__Dimension d = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    static Onnx__TensorShapeProto__Dimension *dims[2] = {&d, &d};
+    d.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    d.dim_value = 1ll << 40;
+    shape.n_dim = 2;
+    shape.dim = dims;
+    static Onnx__TypeProto type;
+    static Onnx__TypeProto__Tensor tt;
+    type = p->type, tt = p->tt;
+    tt.shape = &shape;
+    type.tensor_type = &tt;
+    p->in.type = &type;
+}
+/* A terminal escape (clear screen), a title-setting OSC and an invalid byte in the names;
+ * valid UTF-8 (the é) stays as it is. */
+static void m_escape_names(proto_model *p, Onnx__TensorProto *t)
+{
+    (void)t;
+    p->node.name = "re\x1b[2Jlu\xff\xc3\xa9";
+    p->node.op_type = "Foo\x1b]0;pwned\x07";
+}
+
 static void test_malformed(void **state)
 {
     (void)state;
     struct { const char *what; mutate_fn fn; pp_status st; const char *expect; } cases[] = {
         {"negative dim", m_negative_dim, PP_ERR_PARSE, "initializer 'w' has negative dim -3"},
-        {"dims overflow", m_overflow, PP_ERR_PARSE, "product of its dims overflows"},
+        {"dims overflow", m_overflow, PP_ERR_SHAPE,
+         "initializer 'w': shape [1073741824, 1073741824, 1073741824] of float32 holds more than 128 TiB"},
+        {"input dim 2^40", m_huge_input, PP_ERR_SHAPE,
+         "graph input 'x': shape [1099511627776, 1099511627776] of float32 holds more than 128 TiB"},
+        {"ESC in names", m_escape_names, PP_ERR_UNSUPPORTED,
+         "node 're\\x1b[2Jlu\\xff\xc3\xa9': op Foo\\x1b]0;pwned\\x07 (domain 'ai.onnx') is not supported"},
         {"data size", m_size, PP_ERR_PARSE, "7 bytes of raw_data for 4 elements"},
         {"rank 9", m_rank, PP_ERR_UNSUPPORTED, "rank 9"},
         {"complex dtype", m_dtype, PP_ERR_UNSUPPORTED, "data type 14"},
@@ -560,6 +591,8 @@ static void test_malformed(void **state)
         assert_null(g);
         assert_int_equal(st, cases[k].st);
         if (!strstr(err.msg, cases[k].expect)) fail_msg("expected '%s' in '%s'", cases[k].expect, err.msg);
+        for (const unsigned char *c = (const unsigned char *)err.msg; *c; c++)
+            if (*c < 0x20 || *c == 0x7f || *c == 0xff) fail_msg("byte 0x%02x in the message '%s'", *c, err.msg);
     }
 }
 

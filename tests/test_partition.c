@@ -348,12 +348,56 @@ static void test_errors(void **state)
     pp_graph_destroy(g);
 }
 
+/* Huge dims: one tensor past 2^47 bytes is refused when the graph is finalized (the
+ * tensor named); tensors that fit but whose MatMul FLOPs do not fit in int64 are refused
+ * by the cost model (the node named), where analyze.c's sums used to overflow. */
+static void test_huge_dims(void **state)
+{
+    (void)state;
+    pp_graph *g;
+    pp_partition *p = NULL;
+    pp_error err = {0};
+    int64_t big[2] = {(int64_t)1 << 40, 8}, sq[2] = {(int64_t)1 << 21, (int64_t)1 << 21};
+    assert_int_equal(pp_graph_create("huge", 17, &g, &err), PP_OK);
+    pp_shape sb = pp_shape_make(2, big);
+    assert_int_equal(pp_graph_add_input(g, "x", PP_DTYPE_F32, &sb, &err), PP_OK);   /* 2^45 bytes: fits */
+    add_node(g, "Relu", "r0", "x", NULL, "y0");
+    add_node(g, "Concat", "cat", "y0", "y0", "y1");   /* [2^41, 8] float32: 2^46 bytes, fits */
+    add_node(g, "Concat", "cat2", "y1", "y1", "y2");  /* 2^47 bytes: the limit, fits */
+    add_node(g, "Concat", "cat3", "y2", "y2", "y3");  /* 2^48 bytes: refused */
+    assert_int_equal(pp_graph_set_attr_int(g, 1, "axis", 0, &err), PP_OK);
+    assert_int_equal(pp_graph_set_attr_int(g, 2, "axis", 0, &err), PP_OK);
+    assert_int_equal(pp_graph_set_attr_int(g, 3, "axis", 0, &err), PP_OK);
+    assert_int_equal(pp_graph_add_output(g, "y3", PP_DTYPE_F32, NULL, &err), PP_OK);
+    assert_int_equal(pp_graph_finalize(g, NULL, &err), PP_ERR_SHAPE);
+    printf("2^48 bytes: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "node 'cat3' (Concat): output 'y3': shape [8796093022208, 8] of float32 holds "
+                                    "more than 128 TiB"));
+    pp_graph_destroy(g);
+
+    assert_int_equal(pp_graph_create("flops", 17, &g, &err), PP_OK);
+    pp_shape ss = pp_shape_make(2, sq);
+    assert_int_equal(pp_graph_add_input(g, "a", PP_DTYPE_F32, &ss, &err), PP_OK);   /* 2^44 bytes each */
+    assert_int_equal(pp_graph_add_input(g, "b", PP_DTYPE_F32, &ss, &err), PP_OK);
+    add_node(g, "MatMul", "mm", "a", "b", "c");        /* 2 x 2^42 x 2^21 = 2^64 FLOPs */
+    add_node(g, "Relu", "r", "c", NULL, "d");
+    assert_int_equal(pp_graph_add_output(g, "d", PP_DTYPE_F32, NULL, &err), PP_OK);
+    assert_int_equal(pp_graph_finalize(g, NULL, &err), PP_OK);
+    pp_partition_options uni = {.balance = PP_BALANCE_UNIFORM};
+    assert_int_equal(pp_partition_create(g, 2, &uni, &p, &err), PP_ERR_SHAPE);
+    printf("2^64 FLOPs: %s\n", err.msg);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "node 'mm' (MatMul, output [2097152, 2097152]): the model's forward FLOPs"));
+    pp_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cut_analysis),
         cmocka_unit_test(test_random_chains_vs_brute_force),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_huge_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,7 +47,9 @@ typedef struct pp_error {
     char msg[PP_ERROR_LEN];
 } pp_error;
 
-/* Fills err (may be NULL) and returns st, so `return pp_error_set(err, ...)` reads well. */
+/* Fills err (may be NULL) and returns st, so `return pp_error_set(err, ...)` reads well.
+ * The message is escaped as pp_text_escape does, keeping its newlines and tabs: names
+ * quoted from a model file cannot put control bytes on the user's terminal. */
 pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends context ("while loading 'x.onnx': ") to an error already set. */
@@ -97,9 +99,19 @@ typedef enum { PP_LOG_ERROR = 0, PP_LOG_WARN, PP_LOG_INFO, PP_LOG_DEBUG } pp_log
 void pp_log_init(void);
 void pp_log_set_level(pp_log_level level);
 int pp_log_enabled(pp_log_level level);
+/* One line on stderr, escaped as error messages are. */
 void pp_log(pp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix of every log line, e.g. "[rank 3] " (empty by default). */
 void pp_log_set_prefix(const char *prefix);
+
+/* Text from a model file (a node, tensor or dim name), made safe to print: C0 controls
+ * (newline and tab too unless keep_layout), DEL, C1 controls, bidirectional overrides
+ * and bytes that are not valid UTF-8 become "\xNN"; other UTF-8 stays. Backslashes stay,
+ * so escaping escaped text changes nothing. pp_text_escape writes at most len bytes with
+ * the NUL into buf (cut before a whole character or escape) and returns buf;
+ * pp_text_fputs writes all of s. s may be NULL (""). */
+const char *pp_text_escape(const char *s, int keep_layout, char *buf, size_t len);
+void pp_text_fputs(const char *s, int keep_layout, FILE *out);
 
 /* Memory helpers that return NULL on overflow as well as on exhaustion. */
 void *pp_malloc(size_t n);

@@ -19,6 +19,20 @@ typedef struct pp_shape {
     const char *syms[PP_MAX_RANK];
 } pp_shape;
 
+/* The largest tensor onnxpipe takes: 2^47 bytes (128 TiB, the user address space of a
+ * machine with 48-bit virtual addresses); a larger shape is a wrong dim, not a model.
+ * Every shape is checked against it once on the way in (initializers and graph inputs
+ * when loaded or built, node outputs when inferred), so that element and byte counts
+ * fit in int64 with room to spare everywhere after. */
+#define PP_MAX_TENSOR_BYTES ((int64_t)1 << 47)
+
+/* PP_OK when the known non-zero dims of s (an unknown one counts as 1) of dtype dt (1 byte
+ * per element when undefined) hold at most PP_MAX_TENSOR_BYTES; else PP_ERR_SHAPE, with a
+ * message naming the tensor (what_fmt and its arguments, formatted only then: "graph input
+ * '%s'"), its shape and the limit. */
+pp_status pp_shape_check_size(const pp_shape *s, pp_dtype dt, pp_error *err, const char *what_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Elements of a fully known shape; -1 if any dim (or the rank) is unknown. */
 int64_t pp_shape_numel(const pp_shape *s);
 /* "[8, 128, 256]" with symbolic names where a dim is unbound. */
