@@ -25,6 +25,9 @@ static void usage(FILE *out)
             "run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...\n"
             "training:\n"
             "  --steps N              optimizer steps (default 10)\n"
+            "  --epochs E             instead of --steps: E passes over the data (samples / batch steps each)\n"
+            "  --shuffle              a seeded permutation of the samples per epoch (--seed), the same for\n"
+            "                         every layout\n"
             "  --optimizer NAME       sgd | adam | adamw | lamb (default adamw)\n"
             "  --lr X                 peak learning rate (default 1e-3)\n"
             "  --lr-schedule NAME     constant | linear | cosine | poly (default constant)\n"
@@ -50,7 +53,18 @@ static void usage(FILE *out)
             "  --save-sync            write before training goes on (default: a thread writes while it trains)\n"
             "  --resume auto|PATH     go on from the newest checkpoint in --save that verifies (none: start\n"
             "                         from scratch), or from PATH; any pp, dp, schedule and microbatches;\n"
-            "                         --steps stays the total, counted from the first run's start\n");
+            "                         --steps stays the total, counted from the first run's start\n"
+            "evaluation:\n"
+            "  --eval-data DIR        a dataset evaluated forward-only through the same pipeline\n"
+            "  --eval-every N         after every N steps and after the last (default: after the last only)\n"
+            "  --eval-batches K       global batches per evaluation (default: all of the eval data)\n"
+            "logs and profiles:\n"
+            "  --logdir DIR           TensorBoard event files (rank 0): train/, eval/, pipeline/, memory/ scalars\n"
+            "  --metrics FILE         the same values as JSON lines, one object per step\n"
+            "  --log-every N          gather per-rank figures (wait, memory, bubble) every N steps (default 10)\n"
+            "  --log-histograms N     weight and gradient histograms every N steps (with --logdir)\n"
+            "  --profile-steps A:B    profile steps A..B: every op's forward/backward, messages and reductions\n"
+            "  --profile FILE         ... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout\n");
 }
 
 static int parse_optimizer(const char *s, pp_optim_kind *k)
@@ -65,6 +79,33 @@ static int parse_optimizer(const char *s, pp_optim_kind *k)
 }
 
 #define MAX_DIMS 16
+
+/* --profile-steps A:B (or A: one step) with 1 <= A <= B. */
+static int parse_range(const char *v, int64_t *first, int64_t *last)
+{
+    char *end;
+    long long a = v ? strtoll(v, &end, 10) : 0, b = a;
+    if (v && *end == ':') b = strtoll(end + 1, &end, 10);
+    if (!v || *end || a < 1 || b < a) {
+        cli_usage_error("example: --profile-steps 5:7 (steps 5, 6 and 7)",
+                        "--profile-steps expects A:B with 1 <= A <= B, got '%s'", v ? v : "");
+        return 0;
+    }
+    *first = a, *last = b;
+    return 1;
+}
+
+/* "onnxpipe train ..." as typed, for the TensorBoard summary (caller frees). */
+static char *join_args(int argc, char **argv)
+{
+    size_t n = sizeof "onnxpipe";
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 3;
+    char *s = malloc(n), *o = s;
+    if (!s) return NULL;
+    o += sprintf(o, "onnxpipe");
+    for (int i = 0; i < argc; i++) o += sprintf(o, strchr(argv[i], ' ') ? " '%s'" : " %s", argv[i]);
+    return s;
+}
 
 int cmd_train(int argc, char **argv)
 {
@@ -101,6 +142,15 @@ int cmd_train(int argc, char **argv)
         STR_OPT("--resume", c.resume)
         INT_OPT("--save-every", 1, 1LL << 40, c.save_every)
         INT_OPT("--keep", 1, 1 << 20, c.keep)
+        STR_OPT("--eval-data", c.eval_data)
+        STR_OPT("--logdir", c.logdir)
+        STR_OPT("--metrics", c.metrics_out)
+        STR_OPT("--profile", c.profile_out)
+        INT_OPT("--epochs", 1, 1LL << 30, c.epochs)
+        INT_OPT("--eval-every", 1, 1LL << 40, c.eval_every)
+        INT_OPT("--eval-batches", 1, 1LL << 40, c.eval_batches)
+        INT_OPT("--log-every", 1, 1LL << 40, c.log_every)
+        INT_OPT("--log-histograms", 1, 1LL << 40, c.log_histograms)
         INT_OPT("--pp", 1, 4096, c.pp)
         INT_OPT("--chunks", 1, 64, c.chunks)
         INT_OPT("--dp", 1, 1 << 20, c.dp)
@@ -122,6 +172,11 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
+        else if (!strcmp(a, "--shuffle")) c.shuffle = 1;
+        else if (!strcmp(a, "--profile-steps")) {
+            if (!parse_range(v, &c.profile_first, &c.profile_last)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--optimizer")) {
             if (!v || !parse_optimizer(v, &c.optim.kind))
                 return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v ? v : "");
@@ -157,15 +212,25 @@ int cmd_train(int argc, char **argv)
     c.lr.steps = c.steps;
     c.bucket_bytes *= 1024;
     if (!c.chunks) c.chunks = c.schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
+    if ((c.profile_first > 0) != (c.profile_out != NULL))
+        return cli_usage_error("example: --profile-steps 5:7 --profile prof.json",
+                               "--profile-steps and --profile go together");
+    char *cmdline = join_args(argc, argv);
+    c.command_line = cmdline;
     pp_error err = {0};
     pp_train_result res;
     pp_status st = pp_train_run(&c, &res, &err);
     for (int i = 0; i < c.ndims; i++) free((char *)dims[i].name);
+    free(cmdline);
     if (st != PP_OK) return cli_fail_job(&err);
-    if (cli_job_rank0())
-        printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
+    if (cli_job_rank0()) {
+        printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f %s",
                (long long)(res.steps_done ? res.steps_done - res.first_step + 1 : 0), res.seconds, res.first_loss,
-               res.last_loss, res.tokens_per_s);
+               res.last_loss, res.tokens_per_s, res.counts_tokens ? "tokens/s" : "samples/s");
+        if (res.evals)
+            printf(", eval loss %.4f (%d evaluations, %.1f s)", res.eval_loss, res.evals, res.eval_seconds);
+        printf("\n");
+    }
     cli_job_end();
     return 0;
 }

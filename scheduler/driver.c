@@ -12,7 +12,7 @@
  * and the port, so interleaved stages on the same pair of ranks never mix messages.
  * Microbatches wrap at tag_wrap: messages of one boundary keep their order (MPI keeps
  * order per peer and tag), so equal tags far apart cannot be confused. */
-static int msg_tag(const pp_driver *d, int boundary, int mb, int grad, int port)
+int driver_msg_tag(const pp_driver *d, int boundary, int mb, int grad, int port)
 {
     return (((mb % d->tag_wrap) * d->num_stages + boundary) * 2 + grad) * MAX_PORTS + port;
 }
@@ -33,7 +33,7 @@ static pp_status touch(pp_driver *d, vstage *v, int mb, pp_error *err)
     return PP_OK;
 }
 
-static pp_status wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
+pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
 {
     double t0 = pp_now();
     for (int i = 0; i < n; i++) {
@@ -51,13 +51,13 @@ static pp_status try_release(pp_driver *d, vstage *v, int mb, pp_error *err)
 {
     int slot = v->slot_of_mb[mb];
     if (slot < 0 || !v->bw_done[mb] || (v->index > 0 && !v->grad_sent[mb])) return PP_OK;
-    PP_CHECK(wait_all(d, v->sends + (size_t)slot * 2 * MAX_PORTS, 2 * MAX_PORTS, err));
+    PP_CHECK(driver_wait_all(d, v->sends + (size_t)slot * 2 * MAX_PORTS, 2 * MAX_PORTS, err));
     v->slot_of_mb[mb] = -1;
     v->free_slots[v->nfree++] = slot;
     return PP_OK;
 }
 
-static pp_status add_send(pp_driver *d, vstage *v, int slot, const void *buf, size_t bytes, int peer, int tag,
+pp_status driver_add_send(pp_driver *d, vstage *v, int slot, const void *buf, size_t bytes, int peer, int tag,
                           pp_error *err)
 {
     pp_request **q = v->sends + (size_t)slot * 2 * MAX_PORTS;
@@ -98,7 +98,7 @@ static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_er
 {
     PP_CHECK(touch(d, v, mb, err));
     int slot = v->slot_of_mb[mb];
-    PP_CHECK(wait_all(d, v->recv_act + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
+    PP_CHECK(driver_wait_all(d, v->recv_act + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
     if (d->cfg.feed) PP_CHECK(d->cfg.feed(d->cfg.feed_user, v->s, slot, step, mb, err));
     double t0 = pp_now();
     PP_CHECK(pp_stage_forward(v->s, slot, step, mb, err));
@@ -123,7 +123,7 @@ static pp_status do_backward(pp_driver *d, vstage *v, int mb, pp_backward_part p
     if (slot < 0)
         return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: backward of stage %d microbatch %d before its forward",
                             d->grid->rank, v->index, mb);
-    if (part & PP_BACKWARD_INPUT) PP_CHECK(wait_all(d, v->recv_grad + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
+    if (part & PP_BACKWARD_INPUT) PP_CHECK(driver_wait_all(d, v->recv_grad + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
     double t0 = pp_now();
     PP_CHECK(pp_stage_backward(v->s, slot, part, err));
     d->compute_s += pp_now() - t0;
@@ -142,8 +142,8 @@ static pp_status do_send_act(pp_driver *d, vstage *v, int mb, int peer, pp_error
 {
     int slot = v->slot_of_mb[mb];
     for (int i = 0; i < pp_stage_num_outputs(v->s); i++)
-        PP_CHECK(add_send(d, v, slot, pp_stage_output_buffer(v->s, slot, i), pp_stage_output(v->s, i)->nbytes, peer,
-                          msg_tag(d, v->index, mb, 0, i), err));
+        PP_CHECK(driver_add_send(d, v, slot, pp_stage_output_buffer(v->s, slot, i), pp_stage_output(v->s, i)->nbytes,
+                                 peer, driver_msg_tag(d, v->index, mb, 0, i), err));
     return PP_OK;
 }
 
@@ -153,9 +153,9 @@ static pp_status do_recv_act(pp_driver *d, vstage *v, int mb, int peer, pp_error
     int slot = v->slot_of_mb[mb];
     for (int i = 0; i < pp_stage_num_inputs(v->s); i++)
         if (is_act_input(v->s, i))
-            PP_CHECK(pp_comm_irecv(d->grid->world, pp_stage_input_buffer(v->s, slot, i), pp_stage_input(v->s, i)->nbytes,
-                                   peer, msg_tag(d, v->index - 1, mb, 0, i), &v->recv_act[(size_t)mb * MAX_PORTS + i],
-                                   err));
+            PP_CHECK(pp_comm_irecv(d->grid->world, pp_stage_input_buffer(v->s, slot, i),
+                                   pp_stage_input(v->s, i)->nbytes, peer, driver_msg_tag(d, v->index - 1, mb, 0, i),
+                                   &v->recv_act[(size_t)mb * MAX_PORTS + i], err));
     return PP_OK;
 }
 
@@ -168,7 +168,8 @@ static pp_status do_send_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
         const pp_stage_port *p = pp_stage_input(v->s, i);
         if (p->is_data || p->dtype != PP_DTYPE_F32) continue;
         const void *buf = pp_stage_grad_input_buffer(v->s, slot, i);
-        PP_CHECK(add_send(d, v, slot, buf ? buf : d->zeros, p->nbytes, peer, msg_tag(d, v->index - 1, mb, 1, i), err));
+        PP_CHECK(driver_add_send(d, v, slot, buf ? buf : d->zeros, p->nbytes, peer,
+                                 driver_msg_tag(d, v->index - 1, mb, 1, i), err));
     }
     v->grad_sent[mb] = 1;
     return try_release(d, v, mb, err);
@@ -182,7 +183,7 @@ static pp_status do_recv_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
         if (p->dtype != PP_DTYPE_F32) continue;
         void *buf = pp_stage_grad_output_buffer(v->s, slot, i);
         PP_CHECK(pp_comm_irecv(d->grid->world, buf ? buf : d->scratch, p->nbytes, peer,
-                               msg_tag(d, v->index, mb, 1, i), &v->recv_grad[(size_t)mb * MAX_PORTS + i], err));
+                               driver_msg_tag(d, v->index, mb, 1, i), &v->recv_grad[(size_t)mb * MAX_PORTS + i], err));
     }
     return PP_OK;
 }

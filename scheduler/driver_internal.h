@@ -71,6 +71,13 @@ typedef struct trace_rec {
 } trace_rec;
 
 vstage *driver_local(pp_driver *d, int stage);
+/* driver.c: the tag of a message (boundary = lower stage of the pair, grad 0/1, port);
+ * waiting for requests (NULL entries skipped, time counted as wait); an isend recorded
+ * in the slot's list so the slot is not reused before it has left. */
+int driver_msg_tag(const pp_driver *d, int boundary, int mb, int grad, int port);
+pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err);
+pp_status driver_add_send(pp_driver *d, vstage *v, int slot, const void *buf, size_t bytes, int peer, int tag,
+                          pp_error *err);
 void driver_trace_begin(pp_driver *d);
 void driver_trace_add(pp_driver *d, const pp_action *a, double t_start, double t_end);
 /* After the walk: wait for the reductions, sum tied gradients, the loss and the

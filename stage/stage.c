@@ -113,6 +113,18 @@ void pp_stage_destroy(pp_stage *s)
 }
 
 pp_device *pp_stage_device(const pp_stage *s) { return s->dev; }
+void pp_stage_set_training(pp_stage *s, int on) { s->opt.training = on != 0; }
+
+void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
+{
+    int64_t p = s->param_elems * (int64_t)sizeof(float);
+    *out = (pp_stage_bytes){
+        .params = p, .grads = p, .optimizer = p * s->optim_slots, .slots = s->opt.slots,
+        .stash = (int64_t)s->slot_bytes * s->opt.slots, .scratch = (int64_t)(s->fwd_bytes + s->bwd_bytes),
+        .constants = (int64_t)s->const_bytes,
+    };
+    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants;
+}
 int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
 const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }
 int pp_stage_num_outputs(const pp_stage *s) { return s->noutputs; }

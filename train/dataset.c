@@ -164,22 +164,16 @@ static pp_status write_bytes(const char *path, const void *data, size_t n, pp_er
     return ok ? PP_OK : pp_error_set(err, PP_ERR_IO, "cannot write '%s'", path);
 }
 
-pp_status pp_dataset_write_text(const char *text_path, const char *dir, int64_t seq, pp_error *err)
+/* Samples of seq tokens from text[0 .. len) (plus one byte of label past them). */
+static pp_status write_windows(const char *text_path, const char *text, size_t len, const char *dir, int64_t seq,
+                               pp_error *err)
 {
-    if (seq < 1) return pp_error_set(err, PP_ERR_INVALID_ARG, "sequence length %lld must be >= 1", (long long)seq);
-    char *text;
-    size_t len;
-    PP_CHECK(read_file(text_path, &text, &len, err));
     int64_t samples = len > 0 ? (int64_t)(len - 1) / seq : 0;
-    if (samples < 1) {
-        free(text);
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "'%s' has %zu bytes: too short for one sample of %lld tokens "
-                            "plus its next-token label", text_path, len, (long long)seq);
-    }
-    if (mkdir(dir, 0755) && errno != EEXIST) {
-        free(text);
+    if (samples < 1)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "'%s' has %zu bytes for '%s': too short for one sample of %lld "
+                            "tokens plus its next-token label", text_path, len, dir, (long long)seq);
+    if (mkdir(dir, 0755) && errno != EEXIST)
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
-    }
     size_t n = (size_t)(samples * seq);
     int64_t *ids = malloc(n * sizeof *ids), *labels = malloc(n * sizeof *labels);
     pp_status st = PP_OK;
@@ -228,8 +222,41 @@ pp_status pp_dataset_write_text(const char *text_path, const char *dir, int64_t 
     pp_json_finish(&j);
     if (fclose(f)) st = pp_error_set(err, PP_ERR_IO, "cannot write '%s'", path);
 done:
-    free(text);
     free(ids);
     free(labels);
+    return st;
+}
+
+pp_status pp_dataset_write_text(const char *text_path, const char *dir, int64_t seq, pp_error *err)
+{
+    return pp_dataset_write_text_split(text_path, dir, seq, 1.0, err);
+}
+
+pp_status pp_dataset_write_text_split(const char *text_path, const char *dir, int64_t seq, double split,
+                                      pp_error *err)
+{
+    if (seq < 1) return pp_error_set(err, PP_ERR_INVALID_ARG, "sequence length %lld must be >= 1", (long long)seq);
+    if (!(split > 0 && split <= 1))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--split %g must be in (0, 1]", split);
+    char *text;
+    size_t len;
+    PP_CHECK(read_file(text_path, &text, &len, err));
+    pp_status st;
+    if (split >= 1) {
+        st = write_windows(text_path, text, len, dir, seq, err);
+    } else {
+        /* train: the first `split` of the bytes; valid: the rest (no window crosses the cut) */
+        size_t cut = (size_t)((double)len * split);
+        char sub[4096];
+        if (mkdir(dir, 0755) && errno != EEXIST) {
+            st = pp_error_set(err, PP_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+        } else {
+            snprintf(sub, sizeof sub, "%s/train", dir);
+            st = write_windows(text_path, text, cut, sub, seq, err);
+            snprintf(sub, sizeof sub, "%s/valid", dir);
+            if (st == PP_OK) st = write_windows(text_path, text + cut, len - cut, sub, seq, err);
+        }
+    }
+    free(text);
     return st;
 }

@@ -8,6 +8,7 @@
 
 #include "data_comm.h"
 #include "train_ckpt.h"
+#include "train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,14 +34,22 @@ typedef struct run {
     int64_t mb;                 /* samples per microbatch */
     int64_t counted_step;       /* the step whose global weight of loss labels is below */
     double counted_global;
-    int64_t tokens_per_sample;
     FILE *losses;
     train_ckpt ck;
+    /* the run a user watches (issue 12) */
+    pp_train_config c_run;      /* cfg with --epochs turned into steps (what cfg points to) */
+    int64_t steps;              /* --steps, or --epochs x steps per epoch */
+    pp_lr_schedule lr;          /* cfg->lr over `steps` */
+    pp_sampler smp;             /* which sample each place of a global batch reads */
+    train_io io;                /* tokens per sample, logits, labels (found at start) */
+    train_eval *eval;
+    train_log *log;
+    train_prof *prof;
+    double eval_s;              /* seconds in evaluations so far */
+    int evals;
+    double eval_loss;           /* the last evaluation's */
+    int64_t stage_bytes;        /* this rank's stage allocations */
 } run;
-
-/* The first sample of step's global batch (a resumed run goes on where its checkpoint
- * stopped, whatever batch that run had). */
-static int64_t step_first_sample(const run *r, int64_t step) { return r->ck.sample0 + (step - 1) * r->cfg->batch; }
 
 static pp_status check_config(const pp_train_config *c, pp_error *err)
 {
@@ -48,7 +57,11 @@ static pp_status check_config(const pp_train_config *c, pp_error *err)
         return pp_error_set(err, PP_ERR_INVALID_ARG,
                             "--batch %lld must be a positive multiple of dp x microbatches = %lld",
                             (long long)c->batch, (long long)c->dp * c->microbatches);
-    if (c->steps < 1) return pp_error_set(err, PP_ERR_INVALID_ARG, "--steps %lld must be >= 1", (long long)c->steps);
+    if (c->steps < 1 && c->epochs < 1)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--steps %lld must be >= 1", (long long)c->steps);
+    if ((c->profile_first > 0) != (c->profile_out != NULL) || c->profile_last < c->profile_first)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--profile-steps A:B (1 <= A <= B) and --profile FILE go "
+                            "together");
     return PP_OK;
 }
 
@@ -62,7 +75,11 @@ static pp_status agree(run *r, pp_error *err)
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
                       c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
-                      c->save_sync};
+                      c->save_sync,
+                      /* what makes collectives (eval, gathers of logs and profiles) */
+                      c->epochs, c->shuffle, c->eval_data != NULL, c->eval_every, c->eval_batches,
+                      c->logdir || c->metrics_out, c->log_every, c->log_histograms, c->profile_first,
+                      c->profile_last};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm};
     h = pp_crc32c(h, nums, sizeof nums);
@@ -99,38 +116,21 @@ static pp_status agree(run *r, pp_error *err)
     return st;
 }
 
-/* The weight of the labels in samples first .. first+count-1 (int64 arrays): each label
- * not equal to ignore_index counts its class weight, or 1. Labels out of range count
- * nothing here; the loss kernel reports them. */
-static double weigh_labels(const run *r, const pp_dataset_array *a, int64_t first, int64_t count,
-                           const pp_loss_labels *l)
-{
-    double n = 0;
-    int64_t per = (int64_t)(a->sample_bytes / sizeof(int64_t));
-    for (int64_t i = 0; i < count; i++) {
-        const int64_t *y = (const int64_t *)a->data + ((first + i) % r->data->samples) * per;
-        for (int64_t k = 0; k < per; k++)
-            if (y[k] != l->ignore_index)
-                n += !l->class_weights ? 1.0 : y[k] >= 0 && y[k] < l->classes ? l->class_weights[y[k]] : 0.0;
-    }
-    return n;
-}
-
 /* A mean loss with ignore_index labels or class weights divides by the weight of its
  * microbatch's labels; the global loss divides by the global batch's: the microbatch's
  * seed is the ratio (every rank reads the same global batch, so all agree without a
  * message). */
-static void weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t first)
+static void weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t offset)
 {
     pp_loss_labels l;
     if (pp_stage_loss_labels(s, &l, NULL) != PP_OK) return;
     const pp_dataset_array *a = pp_dataset_find(r->data, l.labels);
     if (!a || a->dtype != PP_DTYPE_I64) return;
     if (r->counted_step != step) {
-        r->counted_global = weigh_labels(r, a, step_first_sample(r, step), r->cfg->batch, &l);
+        r->counted_global = train_label_weight(a, &r->smp, step, 0, r->cfg->batch, &l);
         r->counted_step = step;
     }
-    double mine = weigh_labels(r, a, first, r->mb, &l);
+    double mine = train_label_weight(a, &r->smp, step, offset, r->mb, &l);
     pp_stage_set_loss_seed(s, slot, r->counted_global != 0 ? mine / r->counted_global : 0.0);
 }
 
@@ -139,66 +139,40 @@ static void weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t firs
 static pp_status feed(void *user, pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     run *r = user;
-    int64_t per_replica = r->cfg->batch / r->cfg->dp;
-    int64_t first = step_first_sample(r, step) + r->grid->replica * per_replica + microbatch * r->mb;
-    for (int i = 0; i < pp_stage_num_inputs(s); i++) {
-        const pp_stage_port *p = pp_stage_input(s, i);
-        if (!p->is_data) continue;
-        const pp_dataset_array *a = pp_dataset_find(r->data, p->name);
-        int ok = a && a->dtype == p->dtype && a->shape.rank + 1 == p->shape.rank && p->shape.dims[0] == r->mb;
-        for (int k = 0; ok && k < a->shape.rank; k++) ok = a->shape.dims[k] == p->shape.dims[k + 1];
-        if (!ok) {
-            char s2[96];
-            return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %s %s per microbatch of %lld "
-                                "(per sample: the same without the first dim)", r->cfg->data, p->name,
-                                pp_dtype_name(p->dtype), pp_shape_format(&p->shape, s2, sizeof s2), (long long)r->mb);
-        }
-        if (!strcmp(p->name, "input_ids") && a->shape.rank == 1) r->tokens_per_sample = a->shape.dims[0];
-        /* host staging is the device memory itself on the cpu */
-        void *dst = pp_stage_input_buffer(s, slot, i);
-        if (r->dev->kind == PP_DEVICE_CPU) {
-            pp_dataset_read(r->data, a, first, r->mb, dst);
-        } else {
-            void *tmp = malloc(p->nbytes);
-            if (!tmp) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
-            pp_dataset_read(r->data, a, first, r->mb, tmp);
-            pp_status st = pp_device_copy_from_host(r->dev, dst, tmp, p->nbytes, err);
-            free(tmp);
-            PP_CHECK(st);
-        }
-    }
-    weigh_loss(r, s, slot, step, first);
+    int64_t offset = r->grid->replica * (r->cfg->batch / r->cfg->dp) + microbatch * r->mb;
+    PP_CHECK(train_feed_stage(s, slot, r->data, &r->smp, step, offset, r->mb, err));
+    weigh_loss(r, s, slot, step, offset);
     return PP_OK;
 }
 
-static void print_plan(const run *r)
+static void print_plan(const run *r, FILE *out)
 {
     const pp_train_config *c = r->cfg;
-    printf("onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", c->model, r->world->size, c->pp, c->dp,
+    fprintf(out, "onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", c->model, r->world->size, c->pp, c->dp,
            pp_schedule_kind_name(r->sched->kind));
-    if (r->sched->chunks > 1) printf(" (%d chunks per rank)", r->sched->chunks);
-    printf(", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch, c->dp,
+    if (r->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", r->sched->chunks);
+    fprintf(out, ", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch, c->dp,
            (long long)c->microbatches, (long long)r->mb);
-    printf("device: %s", pp_device_kind_name(r->dev->kind));
-    if (r->device_note.msg[0]) printf(" (%s)", r->device_note.msg);
-    printf("\n\n");
-    pp_partition_print(r->part, stdout);
-    printf("\n");
-    pp_placement_print(r->place, stdout);
-    printf("binding (rank 0): %s\n\n", r->bind.note[0] ? r->bind.note : r->bind.cpus);
+    fprintf(out, "device: %s", pp_device_kind_name(r->dev->kind));
+    if (r->device_note.msg[0]) fprintf(out, " (%s)", r->device_note.msg);
+    fprintf(out, "\n\n");
+    pp_partition_print(r->part, out);
+    fprintf(out, "\n");
+    pp_placement_print(r->place, out);
+    fprintf(out, "binding (rank 0): %s\n\n", r->bind.note[0] ? r->bind.note : r->bind.cpus);
     pp_stage_cost *costs = calloc((size_t)r->part->nstages, sizeof *costs);
     pp_sim_result *sim = NULL;
     if (costs) {
         pp_train_stage_costs(r->part, 100.0, costs);
         pp_costs pc = {.stage = costs, .num_stages = r->part->nstages};
         if (pp_schedule_simulate(r->sched, &pc, &sim, NULL) == PP_OK)
-            printf("\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at 100 GFLOP/s "
+            fprintf(out, "\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at 100 GFLOP/s "
                    "per rank\n\n", pp_schedule_kind_name(r->sched->kind), 100 * sim->bubble,
                    100 * pp_schedule_closed_form_bubble(r->sched, &pc), sim->makespan);
     }
     pp_sim_result_destroy(sim);
     free(costs);
-    fflush(stdout);
+    fflush(out);
 }
 
 /* Places the ranks: the grid order that keeps the heavier traffic inside a host, each
@@ -262,6 +236,48 @@ static pp_status choose_device(run *r, pp_error *err)
     return PP_OK;
 }
 
+/* The text summary at step 0: the command line and the plan as printed. */
+static pp_status log_summary(run *r, pp_error *err)
+{
+    char *plan = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&plan, &len);
+    if (!mem) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the plan summary");
+    fprintf(mem, "%s\n\n", r->cfg->command_line ? r->cfg->command_line : r->cfg->model);
+    print_plan(r, mem);
+    fclose(mem);
+    /* the text plugin renders markdown: the plan as a code block, indented */
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) lines += plan[i] == '\n';
+    char *md = malloc(len + 4 * lines + 1), *o = md;
+    pp_status st = md ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory for the plan summary");
+    for (size_t i = 0; md && i < len; i++) {
+        if (i == 0 || plan[i - 1] == '\n') o += sprintf(o, "    ");
+        *o++ = plan[i];
+    }
+    if (md) *o = 0;
+    if (st == PP_OK) st = train_log_text(r->log, "config/plan", md, err);
+    free(md);
+    free(plan);
+    return st;
+}
+
+/* Data order, evaluation and logs: what surrounds the steps a user watches. */
+static pp_status setup_watch(run *r, pp_error *err)
+{
+    const pp_train_config *c = r->cfg;
+    if (c->eval_data)
+        PP_CHECK(train_eval_open(c->eval_data, r->g, &c->loss, c->batch, c->microbatches, c->dp, r->grid->replica,
+                                 c->eval_batches, &r->eval, err));
+    PP_CHECK(train_log_open(c, r->world, r->steps, r->io.tokens_per_sample > 0, &r->log, err));
+    for (int i = 0; i < pp_driver_num_stages(r->drv); i++) {
+        pp_stage_bytes b;
+        pp_stage_allocation(pp_driver_stage(r->drv, i), &b);
+        r->stage_bytes += b.total;
+    }
+    return train_log_tb(r->log) ? log_summary(r, err) : PP_OK;
+}
+
 static pp_status setup(run *r, pp_error *err)
 {
     const pp_train_config *c = r->cfg;
@@ -289,7 +305,14 @@ static pp_status setup(run *r, pp_error *err)
     if (r->data->samples < c->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
                             c->data, (long long)r->data->samples, (long long)c->batch);
-    if (r->world->rank == 0 && !c->quiet) print_plan(r);
+    PP_CHECK(train_check_data(r->g, &c->loss, r->data, "--data", c->data, r->mb, &r->io, err));
+    pp_sampler_init(&r->smp, r->data->samples, c->batch, c->shuffle, c->seed);
+    r->steps = c->epochs > 0 ? c->epochs * r->smp.steps_per_epoch : c->steps;
+    r->lr = c->lr;
+    r->lr.steps = r->steps;
+    r->c_run.steps = r->steps;      /* what checkpoints record and save at */
+    r->c_run.lr.steps = r->steps;
+    if (r->world->rank == 0 && !c->quiet) print_plan(r, stdout);
     pp_driver_config dc = {
         .schedule = r->sched, .partition = r->part, .grid = r->grid, .control = r->world, .dev = r->dev,
         .stage_options = {.microbatch = r->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
@@ -299,16 +322,21 @@ static pp_status setup(run *r, pp_error *err)
     };
     PP_CHECK(pp_driver_create(&dc, &r->drv, err));
     PP_CHECK(train_ckpt_init(&r->ck, c, r->world, r->drv, r->part, r->grid, r->sched, err));
+    /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
+     * batch that run had (and with --shuffle in the same permutation) */
+    r->smp.start = r->ck.sample0;
     if (c->trace_path) PP_CHECK(pp_driver_record(r->drv, 1, err));
     if (c->losses_out && r->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
-    return PP_OK;
+    return setup_watch(r, err);
 }
 
 static void teardown(run *r)
 {
     if (r->losses) fclose(r->losses);
     train_ckpt_free(&r->ck);
+    train_eval_close(r->eval);
+    train_log_close(r->log, NULL);
     pp_driver_destroy(r->drv);
     pp_dataset_close(r->data);
     pp_placement_destroy(r->place);
@@ -329,17 +357,55 @@ static void format_duration(double s, char *buf, size_t len)
     else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-static void progress(const run *r, int64_t step, const pp_step_stats *st, float lr, double elapsed, double tok_s,
-                     int tty)
+static void progress(const run *r, int64_t step, const pp_step_stats *st, float lr, double elapsed, double rate,
+                     double train_s, int tty)
 {
-    char el[32], eta[32];
+    char el[32], eta[32], ev[48] = "", ep[48] = "";
+    const pp_train_config *c = r->cfg;
     format_duration(elapsed, el, sizeof el);
-    format_duration(elapsed / (double)(step - r->ck.resumed_step) * (double)(r->cfg->steps - step), eta, sizeof eta);
-    printf("%sstep %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
-           (long long)step, (long long)r->cfg->steps, st->loss, lr, tok_s, el, eta, st->skipped ? "  (skipped)" : "",
-           tty ? "   " : "\n");
-    if (tty && step == r->cfg->steps) putchar('\n');
+    format_duration(train_eta(step, r->steps, step - r->ck.resumed_step, train_s, c->eval_every, r->evals,
+                              r->eval_s, r->eval ? train_eval_batches(r->eval) : 0, r->eval != NULL),
+                    eta, sizeof eta);
+    if (r->evals) snprintf(ev, sizeof ev, "  eval %.4f", r->eval_loss);
+    if (c->epochs > 0)
+        snprintf(ep, sizeof ep, "  epoch %lld/%lld", (long long)pp_sampler_epoch(&r->smp, step) + 1,
+                 (long long)c->epochs);
+    printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g  %.0f %s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
+           (long long)step, (long long)r->steps, ep, st->loss, ev, lr, rate, r->io.tokens_per_sample ? "tok/s" : "samples/s",
+           el, eta, st->skipped ? "  (skipped)" : "", tty ? "   " : "\n");
+    if (tty && step == r->steps) putchar('\n');
     fflush(stdout);
+}
+
+/* After a step: the evaluation when one is due, then the logs (collective when they
+ * gather or an evaluation ran, the same on every rank). */
+static pp_status watch_step(run *r, int64_t step, const pp_step_stats *stats, float lr, double step_s,
+                            double rate, pp_error *err)
+{
+    const pp_train_config *c = r->cfg;
+    train_eval_result ev, *evp = NULL;
+    if (r->eval && train_eval_due(step, r->steps, c->eval_every)) {
+        PP_CHECK(train_eval_run(r->eval, r->drv, r->world, step, &ev, err));
+        r->eval_s += ev.seconds;
+        r->evals++;
+        r->eval_loss = ev.loss;
+        evp = &ev;
+        if (r->world->rank == 0 && !c->quiet && !r->log)
+            pp_log(PP_LOG_INFO, "step %lld: eval loss %.6f over %lld samples", (long long)step, ev.loss,
+                   (long long)ev.samples);
+    }
+    if (!r->log) return PP_OK;
+    train_step_log sl = {
+        .step = step, .epoch = pp_sampler_epoch(&r->smp, step), .loss = stats->loss, .lr = lr,
+        .grad_norm = stats->grad_norm, .throughput = rate, .step_s = step_s, .compute_s = stats->compute_s,
+        .wait_s = stats->wait_s, .stage_bytes = r->stage_bytes, .skipped = stats->skipped,
+        .rss_bytes = train_log_gathers(r->log, step) ? train_rss_peak_bytes() : 0,
+    };
+    PP_CHECK(train_log_step(r->log, &sl, evp, err));
+    if (c->log_histograms > 0 && c->logdir && step % c->log_histograms == 0)
+        PP_CHECK(train_log_histograms(train_log_tb(r->log), r->world, r->drv, r->g, r->part, r->grid->replica, step,
+                                      err));
+    return PP_OK;
 }
 
 /* The last step as executed, every rank's actions on a Perfetto timeline (rank 0 writes). */
@@ -414,37 +480,51 @@ done:
 pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err)
 {
     memset(res, 0, sizeof *res);
-    run r = {.cfg = cfg, .tokens_per_sample = 1};
+    run r = {.c_run = *cfg};
+    r.cfg = &r.c_run;
+    cfg = r.cfg;
     pp_status st;
     PP_CHECK_GOTO(setup(&r, err), st, done);
     /* mpirun hands ranks a pty: there, plain lines */
     int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE"), rank0 = r.world->rank == 0;
     double t0 = pp_now();
     res->first_step = r.ck.resumed_step + 1;
-    if (rank0 && !cfg->quiet && r.ck.resumed_step >= cfg->steps)
+    res->eval_loss = NAN;
+    if (rank0 && !cfg->quiet && r.ck.resumed_step >= r.steps)
         printf("the checkpoint is at step %lld, not before --steps %lld: no step to run\n",
-               (long long)r.ck.resumed_step, (long long)cfg->steps);
-    for (int64_t step = res->first_step; step <= cfg->steps; step++) {
-        float lr = pp_lr_at(&cfg->lr, step);
+               (long long)r.ck.resumed_step, (long long)r.steps);
+    for (int64_t step = res->first_step; step <= r.steps; step++) {
+        float lr = pp_lr_at(&r.lr, step);
         pp_step_stats stats;
         double ts = pp_now();
         PP_CHECK_GOTO(pp_driver_step(r.drv, step, lr, &stats, err), st, done);
+        double step_s = pp_now() - ts;
         /* per-rank timing (bench/pipeline.sh measures the bubble from it) */
-        pp_log(PP_LOG_INFO, "step %lld: %.5f s, compute %.5f s, wait %.5f s", (long long)step, pp_now() - ts,
+        pp_log(PP_LOG_INFO, "step %lld: %.5f s, compute %.5f s, wait %.5f s", (long long)step, step_s,
                stats.compute_s, stats.wait_s);
         if (!isfinite(stats.loss) && !cfg->skip_nonfinite) {
             st = pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the loss is %g; lower --lr or pass --skip-nonfinite",
                               (long long)step, stats.loss);
             goto done;
         }
+        /* throughput over the training time: evaluations do not count */
+        double train_s = pp_now() - t0 - r.eval_s;
+        double rate = (double)((step - r.ck.resumed_step) * cfg->batch *
+                               (r.io.tokens_per_sample ? r.io.tokens_per_sample : 1)) / train_s;
+        PP_CHECK_GOTO(watch_step(&r, step, &stats, lr, step_s, rate, err), st, done);
         double elapsed = pp_now() - t0;
         res->steps_done = step;
         if (step == res->first_step) res->first_loss = stats.loss;
         res->last_loss = stats.loss;
         res->seconds = elapsed;
-        res->tokens_per_s = (double)((step - r.ck.resumed_step) * cfg->batch * r.tokens_per_sample) / elapsed;
+        res->tokens_per_s = rate;
+        res->counts_tokens = r.io.tokens_per_sample > 0;
+        res->epochs_done = pp_sampler_epoch(&r.smp, step) + 1;
+        res->evals = r.evals;
+        res->eval_seconds = r.eval_s;
+        if (r.evals) res->eval_loss = r.eval_loss;
         if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
-        if (rank0 && !cfg->quiet) progress(&r, step, &stats, lr, elapsed, res->tokens_per_s, tty);
+        if (rank0 && !cfg->quiet) progress(&r, step, &stats, lr, elapsed, rate, train_s, tty);
         PP_CHECK_GOTO(train_ckpt_after_step(&r.ck, step, err), st, done);
     }
     PP_CHECK_GOTO(train_ckpt_finish(&r.ck, err), st, done);

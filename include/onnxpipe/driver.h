@@ -57,6 +57,17 @@ typedef struct pp_step_stats {
 /* Runs one step (step counts from 1) with learning rate lr. */
 pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
 
+/* Sees the last stage's slot after each forward of pp_driver_forward (loss, logits). */
+typedef pp_status (*pp_observe_fn)(void *user, pp_stage *stage, int slot, int64_t microbatch, pp_error *err);
+
+/* A forward-only pass (evaluation) through this replica's pipeline: every stage runs
+ * microbatches 0 .. microbatches-1 in order with training off (Dropout passes values
+ * through, BatchNorm uses its running statistics), keeps nothing for backward and makes
+ * no gradient. feed fills data inputs (its step argument is `key`), observe runs on the
+ * last stage. Collective over the ranks of this replica; between steps only. */
+pp_status pp_driver_forward(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
+                            pp_observe_fn observe, void *observe_user, pp_error *err);
+
 /* Records when each action of the following steps runs (on: 1), keeping the last step;
  * then pp_driver_write_trace, collective over `control`, gathers every rank's record and
  * rank 0 writes a Perfetto / chrome://tracing JSON to out (one process per rank, compute

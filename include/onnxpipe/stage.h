@@ -88,6 +88,10 @@ typedef enum {
     PP_BACKWARD_WEIGHT = 2, /* parameter gradients (zero-bubble W), after INPUT of the same slot */
 } pp_backward_part;
 
+/* Training mode (Dropout drops, BatchNorm uses and updates batch statistics) on or off
+ * for the following forwards; it starts as opt->training. */
+void pp_stage_set_training(pp_stage *s, int on);
+
 /* Runs the forward of microbatch `microbatch` of step `step` in stash slot `slot`. */
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 /* The last stage's loss for that slot (mean over the microbatch), after forward. */
@@ -169,6 +173,15 @@ pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
 /* One optimizer step with learning rate lr; gradients are multiplied by grad_scale first
  * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. */
 pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
+
+/* What the stage allocated on its device, in bytes: the flat parameter, gradient and
+ * optimizer-state buffers, the stash (slots x bytes per slot: the schedule's peak of
+ * microbatches in flight), forward and backward scratch arenas, and constants. */
+typedef struct pp_stage_bytes {
+    int64_t params, grads, optimizer, stash, scratch, constants, total;
+    int slots;
+} pp_stage_bytes;
+void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
 
 /* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
  * Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as

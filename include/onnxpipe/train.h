@@ -45,6 +45,58 @@ void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t fir
 /* Byte-level language-model data from any file: vocab 256, samples of seq tokens
  * (input_ids) with the next tokens as labels, non-overlapping windows. */
 pp_status pp_dataset_write_text(const char *text_path, const char *dir, int64_t seq, pp_error *err);
+/* The same with split < 1: DIR/train from the first `split` of the bytes and DIR/valid
+ * from the rest (split 1: DIR itself holds all). */
+pp_status pp_dataset_write_text_split(const char *text_path, const char *dir, int64_t seq, double split,
+                                      pp_error *err);
+
+/* ---- the order of samples ---------------------------------------------------
+ * Epochs are whole global batches: steps_per_epoch = samples / batch, and the samples
+ * past the last whole batch wait for the next epoch. Step s reads places start + (s - 1)
+ * x batch ... of the stream of samples (start: what a resumed run's checkpoint had read
+ * before its first step). With shuffle, epoch e reads its samples in the permutation
+ * pp_shuffle_index(seed, e, ., samples): a pure function, so every layout, and a job
+ * resumed at any step, reads the same global order. */
+typedef struct pp_sampler {
+    int64_t samples, batch, steps_per_epoch;
+    int shuffle;
+    uint64_t seed;
+    int64_t start;              /* 0 at init */
+} pp_sampler;
+void pp_sampler_init(pp_sampler *s, int64_t samples, int64_t batch, int shuffle, uint64_t seed);
+int64_t pp_sampler_epoch(const pp_sampler *s, int64_t step);                 /* 0-based, step from 1 */
+/* The dataset sample at place `offset` (0 .. batch-1) of step's global batch. */
+int64_t pp_sampler_sample(const pp_sampler *s, int64_t step, int64_t offset);
+/* Copies the samples at places offset .. offset+count-1 of step's global batch into dst. */
+void pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
+                     int64_t offset, int64_t count, void *dst);
+/* A permutation of [0, n) drawn from (seed, epoch): where index i goes (Feistel network
+ * with cycle walking; O(1) time and no memory). */
+uint64_t pp_shuffle_index(uint64_t seed, uint64_t epoch, uint64_t i, uint64_t n);
+
+/* ---- TensorBoard event files ---------------------------------------------------
+ * DIR/events.out.tfevents.<time>.<host>.<pid>: TFRecord-framed Event protobufs with
+ * TensorBoard's field numbers, readable by TensorBoard and its EventAccumulator. */
+typedef struct pp_tb_writer pp_tb_writer;
+/* Creates DIR when missing, the file, and its file_version event. */
+pp_status pp_tb_open(const char *dir, pp_tb_writer **out, pp_error *err);
+const char *pp_tb_path(const pp_tb_writer *w);
+/* One event at step with n scalar values (simple_value, stored as float32). */
+pp_status pp_tb_scalars(pp_tb_writer *w, int64_t step, int n, const char *const *tags, const double *values,
+                        pp_error *err);
+/* A text summary (the text plugin's string tensor). */
+pp_status pp_tb_text(pp_tb_writer *w, const char *tag, int64_t step, const char *text, pp_error *err);
+/* A histogram: counts[i] values in (limits[i-1], limits[i]] (the first from -inf). */
+typedef struct pp_tb_histogram {
+    double min, max, num, sum, sum_squares;
+    int nbuckets;
+    const double *limits, *counts;
+} pp_tb_histogram;
+pp_status pp_tb_write_histogram(pp_tb_writer *w, const char *tag, int64_t step, const pp_tb_histogram *h, pp_error *err);
+pp_status pp_tb_flush(pp_tb_writer *w, pp_error *err);
+pp_status pp_tb_close(pp_tb_writer *w, pp_error *err);   /* accepts NULL */
+/* TFRecord's checksum: CRC32C rotated right by 15 plus 0xa282ead8. */
+uint32_t pp_tb_masked_crc(const void *data, size_t n);
 
 /* ---- learning-rate schedules ------------------------------------------------ */
 typedef enum { PP_LR_CONSTANT = 0, PP_LR_LINEAR, PP_LR_COSINE, PP_LR_POLY } pp_lr_kind;
@@ -92,6 +144,19 @@ typedef struct pp_train_config {
                                        start from scratch); a path: that checkpoint; NULL: no resume.
                                        steps counts from the start of the run, not from the resume */
     int quiet;                      /* no progress lines */
+    /* the run a user watches: data order, evaluation, logs, profiling */
+    int64_t epochs;                 /* > 0: steps = epochs x steps per epoch (samples / batch) */
+    int shuffle;                    /* a seeded permutation of the samples per epoch (pp_sampler) */
+    const char *eval_data;          /* evaluation dataset directory (NULL: none) */
+    int64_t eval_every;             /* evaluate after every N steps, and after the last (0: last only) */
+    int64_t eval_batches;           /* global batches per evaluation (0: the whole eval dataset) */
+    const char *logdir;             /* TensorBoard event files, written by rank 0 (NULL: none) */
+    const char *metrics_out;        /* JSON lines, one object per step (NULL: none) */
+    int64_t log_every;              /* per-rank figures (wait, memory, bubble) every N steps (0: 10) */
+    int64_t log_histograms;         /* weight and gradient histograms every N steps (0: never) */
+    int64_t profile_first, profile_last;   /* --profile-steps A:B, 1-based, inclusive (0: off) */
+    const char *profile_out;        /* Perfetto JSON of the profiled steps (rank 0) */
+    const char *command_line;       /* shown in the TensorBoard text summary */
 } pp_train_config;
 
 typedef struct pp_train_result {
@@ -99,9 +164,14 @@ typedef struct pp_train_result {
     int64_t steps_done;
     double first_loss, last_loss;
     double seconds;
-    double tokens_per_s;            /* samples x sequence length per second */
+    double tokens_per_s;            /* samples x sequence length per second (samples/s without counts_tokens) */
     int saves;                      /* checkpoints saved */
     double save_stall_s;            /* training time they cost this rank (async: the copy to host) */
+    int counts_tokens;              /* the model reads [batch, seq] integer tokens */
+    int64_t epochs_done;            /* epochs started */
+    int evals;                      /* evaluations run */
+    double eval_loss;               /* the last evaluation's (NaN: none) */
+    double eval_seconds;            /* all evaluations together */
 } pp_train_result;
 
 /* Runs the job on this rank. When it fails on a rank of a job of several, it returns

@@ -1,0 +1,152 @@
+/* Checks at start: every way the dataset can fail to fit the model is found before step 1
+ * on every rank (each rank holds the whole graph and the whole dataset), with a message
+ * that says what to change; and what counts as a token for tokens/s. */
+#include "train_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_int(pp_dtype t) { return t == PP_DTYPE_I64 || t == PP_DTYPE_I32; }
+
+/* The model's own SoftmaxCrossEntropyLoss node, or -1. */
+static int loss_node(const pp_graph *g)
+{
+    for (int i = g->nnodes - 1; i >= 0; i--)
+        if (!strcmp(g->nodes[i].op_type, "SoftmaxCrossEntropyLoss")) return i;
+    return -1;
+}
+
+/* Logits, classes and labels: from --logits/--labels, else from the loss node. */
+static void find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io)
+{
+    *io = (train_io){.logits = -1, .ignore_index = INT64_MIN};
+    int n = loss_node(g);
+    if (n >= 0 && g->nodes[n].ninputs >= 2) {
+        const pp_node *nd = &g->nodes[n];
+        io->logits = nd->inputs[0];
+        io->class_axis = 1;
+        int y = nd->inputs[1];
+        if (y >= 0 && g->values[y].kind == PP_VALUE_INPUT) io->labels = g->values[y].name;
+        const pp_attr *ig = pp_attr_find(nd->attrs, nd->nattrs, "ignore_index");
+        if (ig && ig->type == PP_ATTR_INT) io->ignore_index = ig->i;
+    } else if (loss->logits && loss->labels) {
+        io->logits = pp_graph_find_value(g, loss->logits);
+        io->labels = loss->labels;
+        io->ignore_index = loss->ignore_index;
+        if (io->logits >= 0) io->class_axis = g->values[io->logits].shape.rank - 1;
+    }
+    if (io->logits >= 0 && io->class_axis >= 0 && io->class_axis < g->values[io->logits].shape.rank)
+        io->classes = g->values[io->logits].shape.dims[io->class_axis];
+    else
+        io->logits = -1;
+    /* tokens: an integer input of [batch, seq], whatever it is called (not the labels) */
+    for (int i = 0; i < g->ninputs; i++) {
+        const pp_value *v = &g->values[g->inputs[i]];
+        if (is_int(v->dtype) && v->shape.rank == 2 && v->nconsumers > 0 && (!io->labels || strcmp(v->name, io->labels))) {
+            io->tokens_per_sample = v->shape.dims[1];
+            io->token_input = v->name;
+            break;
+        }
+    }
+}
+
+static const char *per_sample(pp_dtype t, const pp_shape *s, int skip, char *buf, size_t len)
+{
+    pp_shape ps = {.rank = s->rank - skip};
+    for (int k = 0; k < ps.rank; k++) ps.dims[k] = s->dims[k + skip];
+    char sh[96];
+    snprintf(buf, len, "%s %s", pp_dtype_name(t), pp_shape_format(&ps, sh, sizeof sh));
+    return buf;
+}
+
+/* One model input against its array. */
+static pp_status check_input(const pp_graph *g, const pp_value *v, const pp_dataset *d, const char *opt,
+                             const char *dir, int64_t mb, pp_error *err)
+{
+    (void)g;
+    char want[128], have[128], names[512] = "";
+    const pp_dataset_array *a = pp_dataset_find(d, v->name);
+    if (!a) {
+        for (int i = 0; i < d->narrays; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "", d->arrays[i].name);
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s' has no array '%s' for the model's input '%s' (%s per "
+                            "sample); it has %s: add the array, or name the model's input like the data",
+                            opt, dir, v->name, v->name, per_sample(v->dtype, &v->shape, 1, want, sizeof want), names);
+    }
+    per_sample(v->dtype, &v->shape, 1, want, sizeof want);
+    per_sample(a->dtype, &a->shape, 0, have, sizeof have);
+    int same = a->dtype == v->dtype && a->shape.rank + 1 == v->shape.rank;
+    for (int k = 0; same && k < a->shape.rank; k++) same = a->shape.dims[k] == v->shape.dims[k + 1];
+    if (!same) {
+        char full[128];
+        return pp_error_set(err, PP_ERR_SHAPE, "%s '%s': array '%s' is %s per sample, but the model's input '%s' is "
+                            "%s per microbatch of %lld (%s per sample): write the data with that dtype and shape "
+                            "(e.g. 'onnxpipe data text --seq'), or bind the model's dims with --dim", opt, dir,
+                            a->name, have, v->name, per_sample(v->dtype, &v->shape, 0, full, sizeof full),
+                            (long long)mb, want);
+    }
+    if (v->shape.rank < 1 || v->shape.dims[0] != mb)
+        return pp_error_set(err, PP_ERR_SHAPE, "the model's input '%s' has a fixed batch of %lld but the microbatch "
+                            "is %lld: export with a dynamic batch axis or use --batch/--microbatches so that the "
+                            "microbatch is %lld", v->name, (long long)(v->shape.rank ? v->shape.dims[0] : 1),
+                            (long long)mb, (long long)(v->shape.rank ? v->shape.dims[0] : 1));
+    return PP_OK;
+}
+
+/* Labels named by --labels that the model does not declare: int64, shaped like the logits
+ * without the batch and class dims. */
+static pp_status check_free_labels(const pp_graph *g, const train_io *io, const pp_dataset *d, const char *opt,
+                                   const char *dir, pp_error *err)
+{
+    const pp_dataset_array *a = pp_dataset_find(d, io->labels);
+    const pp_shape *L = &g->values[io->logits].shape;
+    pp_shape want = {.rank = L->rank - 2};
+    for (int k = 0; k < want.rank; k++) want.dims[k] = L->dims[k + 1];
+    int same = a && a->dtype == PP_DTYPE_I64 && a->shape.rank == want.rank;
+    for (int k = 0; same && k < want.rank; k++) same = a->shape.dims[k] == want.dims[k];
+    if (same) return PP_OK;
+    char sh[96], have[128] = "missing";
+    if (a) per_sample(a->dtype, &a->shape, 0, have, sizeof have);
+    return pp_error_set(err, PP_ERR_SHAPE, "%s '%s': the labels array '%s' must be int64 %s per sample (the logits "
+                        "'%s' without batch and class dims), but it is %s: write labels of that shape, or name "
+                        "another array with --labels", opt, dir, io->labels, pp_shape_format(&want, sh, sizeof sh),
+                        g->values[io->logits].name, have);
+}
+
+/* Every label of the dataset in [0, classes) or ignore_index. */
+static pp_status check_label_range(const pp_graph *g, const train_io *io, const pp_dataset *d, const char *opt,
+                                   const char *dir, pp_error *err)
+{
+    const pp_dataset_array *a = pp_dataset_find(d, io->labels);
+    if (!a || a->dtype != PP_DTYPE_I64 || io->classes < 1) return PP_OK;
+    const int64_t *y = a->data;
+    int64_t per = (int64_t)(a->sample_bytes / sizeof *y), n = per * d->samples;
+    for (int64_t i = 0; i < n; i++) {
+        if ((y[i] >= 0 && y[i] < io->classes) || y[i] == io->ignore_index) continue;
+        char ig[64] = "";
+        if (io->ignore_index != INT64_MIN)
+            snprintf(ig, sizeof ig, " (or ignore_index %lld)", (long long)io->ignore_index);
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s': array '%s' holds label %lld (sample %lld), out of "
+                            "range [0, %lld)%s for the %lld classes of the logits '%s': fix the labels, or give "
+                            "the model as many classes as the data has", opt, dir, a->name, (long long)y[i],
+                            (long long)(i / (per ? per : 1)), (long long)io->classes, ig, (long long)io->classes,
+                            g->values[io->logits].name);
+    }
+    return PP_OK;
+}
+
+pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp_dataset *d, const char *opt,
+                           const char *dir, int64_t mb, train_io *io, pp_error *err)
+{
+    find_io(g, loss, io);
+    int labels_declared = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const pp_value *v = &g->values[g->inputs[i]];
+        int is_labels = io->labels && !strcmp(v->name, io->labels);
+        labels_declared |= is_labels;
+        if (v->nconsumers > 0 || is_labels) PP_CHECK(check_input(g, v, d, opt, dir, mb, err));
+    }
+    if (io->labels && io->logits >= 0 && !labels_declared) PP_CHECK(check_free_labels(g, io, d, opt, dir, err));
+    if (io->labels && io->logits >= 0) PP_CHECK(check_label_range(g, io, d, opt, dir, err));
+    return PP_OK;
+}

@@ -1,0 +1,96 @@
+/* Private to train/: what the job learns about its model and data at start (check.c),
+ * the forward-only evaluation (eval_loop.c), TensorBoard events and metrics lines
+ * (tensorboard.c, metrics.c) and the profiler of chosen steps (profile.c). */
+#ifndef PP_TRAIN_INTERNAL_H
+#define PP_TRAIN_INTERNAL_H
+
+#include <onnxpipe/comm.h>
+#include <onnxpipe/driver.h>
+#include <onnxpipe/train.h>
+
+/* What the model reads and predicts, found once before step 1. */
+typedef struct train_io {
+    int64_t tokens_per_sample;  /* seq of an integer [batch, seq] input; 0: not a token model */
+    const char *token_input;    /* that input's name */
+    int logits;                 /* value id of the logits, or -1 */
+    int class_axis;             /* 1 under SoftmaxCrossEntropyLoss ([N, C, d...]), last for --logits */
+    int64_t classes;
+    const char *labels;         /* the labels array, or NULL */
+    int64_t ignore_index;       /* INT64_MIN: none */
+} train_io;
+
+/* Every mismatch between dataset d (named `dir`, given by option `opt`) and the model g
+ * bound to microbatch mb: arrays missing, dtypes, per-sample shapes, a fixed batch dim
+ * other than mb, labels outside the logits' classes. The message says what to change. */
+pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp_dataset *d, const char *opt,
+                           const char *dir, int64_t mb, train_io *io, pp_error *err);
+
+/* feed.c: stage s's data inputs in slot from the samples at places offset ..
+ * offset+count-1 of step's global batch under smp; and the weight of those samples'
+ * labels (array a, int64): each label other than ignore_index counts its class weight, or
+ * 1 (labels out of range count nothing). */
+pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
+                           int64_t offset, int64_t count, pp_error *err);
+double train_label_weight(const pp_dataset_array *a, const pp_sampler *smp, int64_t step, int64_t offset,
+                          int64_t count, const pp_loss_labels *l);
+
+/* eval_loop.c: the eval dataset under the training layout (batch, microbatches per
+ * replica, dp; this rank's replica), checked like the training data; batches: global
+ * batches per evaluation (0 or more than it holds: all of it). */
+typedef struct train_eval train_eval;
+typedef struct train_eval_result {
+    int64_t step;               /* the training step after which it ran */
+    double loss;                /* mean over the labels of the eval batches */
+    double perplexity;          /* exp(loss), for token models (has_perplexity) */
+    double accuracy;            /* argmax of the logits == label, over counted labels */
+    int has_perplexity, has_accuracy;
+    int64_t samples;
+    double seconds;
+} train_eval_result;
+pp_status train_eval_open(const char *dir, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,
+                          int64_t microbatches, int dp, int replica, int64_t batches, train_eval **out, pp_error *err);
+int64_t train_eval_batches(const train_eval *e);
+/* Collective over world (every rank of the job). */
+pp_status train_eval_run(train_eval *e, pp_driver *drv, pp_comm *world, int64_t step, train_eval_result *res,
+                         pp_error *err);
+void train_eval_close(train_eval *e);
+
+/* metrics.c: rank 0's TensorBoard events and metrics lines (NULL when neither is asked
+ * for). Steps 1, every log_every-th and the last gather every rank's figures (collective
+ * then: every rank calls train_log_step for every step). */
+typedef struct train_log train_log;
+typedef struct train_step_log {
+    int64_t step, epoch;
+    double loss, lr, grad_norm;
+    double throughput;          /* tokens (or samples) per second over the run so far */
+    double step_s, compute_s, wait_s;   /* this rank's */
+    int64_t stage_bytes;        /* this rank's stage allocations */
+    int64_t rss_bytes;          /* this process's peak resident set */
+    int skipped;
+} train_step_log;
+pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps, int tokens, train_log **out,
+                         pp_error *err);
+pp_status train_log_text(train_log *l, const char *tag, const char *text, pp_error *err);
+int train_log_gathers(const train_log *l, int64_t step);
+pp_status train_log_step(train_log *l, const train_step_log *s, const train_eval_result *ev, pp_error *err);
+pp_tb_writer *train_log_tb(train_log *l);   /* rank 0's writer, or NULL */
+pp_status train_log_close(train_log *l, pp_error *err);
+int64_t train_rss_peak_bytes(void);
+/* histogram.c: weight and gradient histograms of every parameter, written by rank 0
+ * (tb non-NULL there). Collective over world. */
+pp_status train_log_histograms(pp_tb_writer *tb, pp_comm *world, pp_driver *drv, const pp_graph *g,
+                               const pp_partition *part, int replica, int64_t step, pp_error *err);
+
+/* progress.c: whether an evaluation follows step (every N and the last), how many are
+ * left after step, and the ETA in seconds: the steps left at the mean training step so
+ * far (train_s over the `done` steps this run has made; a resumed run starts late) plus
+ * the evaluations left at their mean cost. */
+int train_eval_due(int64_t step, int64_t steps, int64_t every);
+int64_t train_evals_left(int64_t step, int64_t steps, int64_t every);
+double train_eta(int64_t step, int64_t steps, int64_t done, double train_s, int64_t eval_every, int evals,
+                 double eval_s, int64_t eval_batches, int has_eval);
+
+/* profile.c: per-op profiling of steps A..B (--profile-steps, --profile). */
+typedef struct train_prof train_prof;
+
+#endif
