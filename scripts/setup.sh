@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what onnxpipe needs on Debian 12, idempotently: the build dependencies
-# from Debian, and a Python venv (sees Debian's torch; onnx + onnxruntime from pip)
-# for the reference tests (safetensors: checkpoint shards read back by its reader). Safe to run again; does nothing when all is present.
+# from Debian, and a Python venv (sees Debian's torch; onnx, onnxruntime, safetensors and
+# tensorboard from pip) for the reference tests (safetensors: checkpoint shards read back
+# by its reader; tensorboard: --logdir event files). Safe to run again; does nothing when
+# all is present.
 set -euo pipefail
 
 debs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
@@ -25,4 +27,9 @@ if ! "$venv/bin/python" -c "import torch, onnx, onnxruntime, safetensors" 2>/dev
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check onnx onnxruntime safetensors
   "$venv/bin/python" -c "import torch, onnx, onnxruntime, safetensors"
+fi
+# tensorboard reads back the event files of --logdir (test_train_tensorboard_mpi)
+if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
+  echo "setup: installing tensorboard into $venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check tensorboard
 fi
