@@ -36,13 +36,17 @@ static pp_status touch(pp_driver *d, vstage *v, int mb, pp_error *err)
 pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
 {
     double t0 = pp_now();
+    int waited = 0;
     for (int i = 0; i < n; i++) {
         if (!reqs[i]) continue;
         pp_status st = pp_comm_wait(d->grid->world, reqs[i], err);
         reqs[i] = NULL;
+        waited = 1;
         if (st != PP_OK) return st;
     }
-    d->wait_s += pp_now() - t0;
+    double t1 = pp_now();
+    d->wait_s += t1 - t0;
+    if (d->trace && waited) driver_trace_comm(d, PP_EVENT_WAIT, -1, 0, t0, t1);
     return PP_OK;
 }
 

@@ -56,19 +56,14 @@ struct pp_driver {
     tied_group *tied;
     int ntied;
     void *zeros, *scratch;  /* gradients a side does not compute / does not need */
-    struct trace_rec *trace;    /* [nacts] when recording (pp_driver_record), else NULL */
-    int ntrace;
+    pp_driver_event *trace;     /* [trace_cap] when recording (pp_driver_record), else NULL */
+    int ntrace, trace_cap;
     double trace_t0;
     vstage *hooked;         /* the stage whose last backward is running with the bucket hook */
     pp_status hook_status;  /* the first error a bucket all-reduce met inside the hook */
     pp_error hook_err;
     double loss_sum, compute_s, wait_s;
 };
-
-/* One executed action: kind, stage, microbatch, start and end (s from the step start). */
-typedef struct trace_rec {
-    double v[5];
-} trace_rec;
 
 vstage *driver_local(pp_driver *d, int stage);
 /* driver.c: the tag of a message (boundary = lower stage of the pair, grad 0/1, port);
@@ -80,6 +75,8 @@ pp_status driver_add_send(pp_driver *d, vstage *v, int slot, const void *buf, si
                           pp_error *err);
 void driver_trace_begin(pp_driver *d);
 void driver_trace_add(pp_driver *d, const pp_action *a, double t_start, double t_end);
+/* A wait or bucket (PP_EVENT_*) while recording; bytes 0 when unknown. */
+void driver_trace_comm(pp_driver *d, int kind, int peer, double bytes, double t_start, double t_end);
 /* After the walk: wait for the reductions, sum tied gradients, the loss and the
  * global norm, check for NaN/Inf, clip, and step the optimizer (driver_step.c). */
 pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);

@@ -85,7 +85,10 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
     for (int i = 0; i < d->nvs; i++)
         for (int b = 0; b < d->vs[i].nbuckets; b++) {
             bucket *k = &d->vs[i].buckets[b];
+            double tb = d->trace ? pp_now() : 0;
             pp_status st = pp_comm_wait(d->grid->dp_comm, k->req, err);
+            if (d->trace && k->req)
+                driver_trace_comm(d, PP_EVENT_BUCKET, -1, (double)k->count * sizeof(float), tb, pp_now());
             k->req = NULL;
             k->started = 0;
             PP_CHECK(st);

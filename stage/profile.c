@@ -1,7 +1,8 @@
 /* Per-op-type profile of a stage: wall time and FLOPs of every forward and backward
- * kernel call, summed by op type, while profiling is on. Off (the default) it costs the
- * run loop one NULL test per op. FLOPs: MatMul/Gemm 2·M·N·K per product (backward: one
- * product per requested gradient of A or B); other ops one per output element. */
+ * kernel call, summed by op type, while profiling is on, and on request every call as an
+ * event (op, pass, start, end). Off (the default) it costs the run loop one NULL test per
+ * op. FLOPs: MatMul/Gemm 2·M·N·K per product (backward: one product per requested
+ * gradient of A or B); other ops one per output element. */
 #include "stage_internal.h"
 
 #include <stdlib.h>
@@ -14,6 +15,8 @@ struct stage_profile {
     pp_stage_op_profile *rows;  /* [nrows] in first-seen order */
     pp_stage_op_profile *sorted;/* what pp_stage_profile_get hands out */
     int nrows;
+    pp_stage_op_event *events;  /* [nevents of cap] when events are kept */
+    int nevents, cap, keep_events;
 };
 
 static int64_t numel_of(const tslot *t)
@@ -47,6 +50,7 @@ void stage_profile_free(stage_profile *p)
     free(p->is_gemm);
     free(p->rows);
     free(p->sorted);
+    free(p->events);
     free(p);
 }
 
@@ -90,22 +94,81 @@ void pp_stage_profile_reset(pp_stage *s)
     }
 }
 
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double seconds)
+static void keep_event(stage_profile *p, int o, int backward, double t_start, double t_end, double flops)
+{
+    if (p->nevents == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 1024;
+        pp_stage_op_event *e = pp_realloc_array(p->events, (size_t)cap, sizeof *e);
+        if (!e) return;   /* the events stop; the sums go on */
+        p->events = e;
+        p->cap = cap;
+    }
+    p->events[p->nevents++] = (pp_stage_op_event){o, backward, t_start, t_end, flops};
+}
+
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double t_start, double t_end)
 {
     stage_profile *p = s->prof;
     pp_stage_op_profile *row = &p->rows[p->type_of_op[o]];
-    double f = p->flops_of_op[o];
+    double f = p->flops_of_op[o], seconds = t_end - t_start;
     if (!grad_in) {
         row->forward_calls++;
         row->forward_s += seconds;
         row->forward_flops += f;
-        return;
+    } else {
+        if (p->is_gemm[o]) /* one product per requested gradient of A, B (Gemm's C: ignored) */
+            f *= (double)((grad_in[0].data != NULL) + (s->ops[o].nin > 1 && grad_in[1].data != NULL));
+        row->backward_calls++;
+        row->backward_s += seconds;
+        row->backward_flops += f;
     }
-    if (p->is_gemm[o]) /* one product per requested gradient of A, B (Gemm's C: ignored) */
-        f *= (double)((grad_in[0].data != NULL) + (s->ops[o].nin > 1 && grad_in[1].data != NULL));
-    row->backward_calls++;
-    row->backward_s += seconds;
-    row->backward_flops += f;
+    if (p->keep_events) keep_event(p, o, grad_in != NULL, t_start, t_end, f);
+}
+
+pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err)
+{
+    if (!s->prof)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "events need profiling on (pp_stage_profile_enable)");
+    s->prof->keep_events = on != 0;
+    return PP_OK;
+}
+
+const pp_stage_op_event *pp_stage_profile_get_events(const pp_stage *s, int *n)
+{
+    *n = s->prof ? s->prof->nevents : 0;
+    return s->prof ? s->prof->events : NULL;
+}
+
+void pp_stage_profile_clear_events(pp_stage *s)
+{
+    if (s->prof) s->prof->nevents = 0;
+}
+
+int pp_stage_num_ops(const pp_stage *s) { return s->nops; }
+
+static void shape_text(const tslot *t, char *buf, size_t len)
+{
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < t->rank && o < len; d++) o += (size_t)snprintf(buf + o, len - o, d ? ",%lld" : "%lld",
+                                                                        (long long)t->dims[d]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out)
+{
+    const stage_op *op = &s->ops[o];
+    int gemm;
+    *out = (pp_stage_op_info){.name = op->name, .op_type = op->op_type, .flops = op_flops(s, op, &gemm)};
+    size_t n = 0, len = sizeof out->shapes;
+    for (int k = 0; k < op->nin + op->nout && n + 1 < len; k++) {
+        int t = k < op->nin ? op->in[k] : op->out[k - op->nin];
+        if (k == op->nin) n += (size_t)snprintf(out->shapes + n, len - n, " -> ");
+        else if (k) n += (size_t)snprintf(out->shapes + n, len - n, " ");
+        if (n + 1 >= len) break;
+        char one[64] = "-";
+        if (t >= 0) shape_text(&s->t[t], one, sizeof one);
+        n += (size_t)snprintf(out->shapes + n, len - n, "%s", one);
+    }
 }
 
 static int by_time_desc(const void *a, const void *b)

@@ -102,7 +102,7 @@ pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbat
         PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
         double t0 = s->prof ? pp_now() : 0;
         pp_status st = s->ops[o].k->forward(&c, err);
-        if (s->prof) stage_profile_add(s, o, NULL, pp_now() - t0);
+        if (s->prof) stage_profile_add(s, o, NULL, t0, pp_now());
         if (st != PP_OK)
             return pp_error_prefix(err, "step %lld, microbatch %lld: ", (long long)step, (long long)microbatch);
         if (s->opt.training) PP_CHECK(keep_running_stats(s, o, in, out, err));
@@ -178,7 +178,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
     PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
     double t0 = s->prof ? pp_now() : 0;
     pp_status st = op->k->backward(&c, gout, gin, err);
-    if (s->prof) stage_profile_add(s, o, gin, pp_now() - t0);
+    if (s->prof) stage_profile_add(s, o, gin, t0, pp_now());
     if (st != PP_OK) return pp_error_prefix(err, "backward of node '%s': ", op->name);
     return PP_OK;
 }

@@ -116,9 +116,9 @@ typedef struct mem_interval {
 size_t stage_memplan(mem_interval *iv, int n);
 /* fuse.c: replaces op patterns by one op (the exact-GELU chain by Gelu) after collect() */
 pp_status stage_fuse(pp_stage *s, pp_error *err);
-/* profile.c: seconds of one kernel call of op o (grad_in NULL: forward) */
+/* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward) */
 typedef struct stage_profile stage_profile;
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double seconds);
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double t_start, double t_end);
 void stage_profile_free(stage_profile *p);
 /* The tensor whose memory t uses: t itself, or the base it is a view of. */
 static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }

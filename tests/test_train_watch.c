@@ -92,10 +92,12 @@ static void test_eval_cadence_and_eta(void **state)
     assert_int_equal(train_evals_left(3, 10, 5), 2);   /* 5 and 10: the last is one of them */
     assert_int_equal(train_evals_left(3, 10, 0), 1);   /* at the end only */
     /* 4 of 10 steps took 2 s: 6 more take 3 s; two evaluations measured at 1.5 s each, 1 left */
-    assert_true(fabs(train_eta(4, 10, 2.0, 5, 0, 0, 3, 0) - 3.0) < 1e-12);
-    assert_true(fabs(train_eta(5, 10, 2.5, 5, 1, 1.5, 3, 1) - (2.5 + 1.5)) < 1e-12);
+    assert_true(fabs(train_eta(4, 10, 4, 2.0, 5, 0, 0, 3, 0) - 3.0) < 1e-12);
+    assert_true(fabs(train_eta(5, 10, 5, 2.5, 5, 1, 1.5, 3, 1) - (2.5 + 1.5)) < 1e-12);
     /* before the first evaluation: a third of a step per eval batch (forward only) */
-    assert_true(fabs(train_eta(4, 10, 2.0, 5, 0, 0, 3, 1) - (3.0 + 2 * 0.5 * 3 / 3.0)) < 1e-12);
+    assert_true(fabs(train_eta(4, 10, 4, 2.0, 5, 0, 0, 3, 1) - (3.0 + 2 * 0.5 * 3 / 3.0)) < 1e-12);
+    /* a resumed run (from step 6) that made 2 steps in 1 s: 2 more steps and one evaluation */
+    assert_true(fabs(train_eta(8, 10, 2, 1.0, 0, 0, 0, 3, 1) - (1.0 + 0.5 * 3 / 3.0)) < 1e-12);
 }
 
 static void test_crc32c_check_value(void **state)

@@ -270,6 +270,7 @@ static pp_status setup_watch(run *r, pp_error *err)
         PP_CHECK(train_eval_open(c->eval_data, r->g, &c->loss, c->batch, c->microbatches, c->dp, r->grid->replica,
                                  c->eval_batches, &r->eval, err));
     PP_CHECK(train_log_open(c, r->world, r->steps, r->io.tokens_per_sample > 0, &r->log, err));
+    PP_CHECK(train_prof_open(c, r->drv, r->world, r->sched, r->part, r->grid, &r->prof, err));
     for (int i = 0; i < pp_driver_num_stages(r->drv); i++) {
         pp_stage_bytes b;
         pp_stage_allocation(pp_driver_stage(r->drv, i), &b);
@@ -337,6 +338,7 @@ static void teardown(run *r)
     train_ckpt_free(&r->ck);
     train_eval_close(r->eval);
     train_log_close(r->log, NULL);
+    train_prof_close(r->prof);
     pp_driver_destroy(r->drv);
     pp_dataset_close(r->data);
     pp_placement_destroy(r->place);
@@ -496,9 +498,11 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     for (int64_t step = res->first_step; step <= r.steps; step++) {
         float lr = pp_lr_at(&r.lr, step);
         pp_step_stats stats;
+        PP_CHECK_GOTO(train_prof_begin(r.prof, step, err), st, done);
         double ts = pp_now();
         PP_CHECK_GOTO(pp_driver_step(r.drv, step, lr, &stats, err), st, done);
         double step_s = pp_now() - ts;
+        PP_CHECK_GOTO(train_prof_end(r.prof, step, r.steps, &stats, step_s, err), st, done);
         /* per-rank timing (bench/pipeline.sh measures the bubble from it) */
         pp_log(PP_LOG_INFO, "step %lld: %.5f s, compute %.5f s, wait %.5f s", (long long)step, step_s,
                stats.compute_s, stats.wait_s);
@@ -530,6 +534,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     PP_CHECK_GOTO(train_ckpt_finish(&r.ck, err), st, done);
     res->saves = r.ck.saves;
     res->save_stall_s = r.ck.stall_s;
+    PP_CHECK_GOTO(train_report_memory(r.world, r.drv, r.part, cfg->microbatches, rank0 && !cfg->quiet, err), st,
+                  done);
     if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(export_model(&r, err), st, done);
 done:

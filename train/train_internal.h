@@ -90,7 +90,19 @@ int64_t train_evals_left(int64_t step, int64_t steps, int64_t every);
 double train_eta(int64_t step, int64_t steps, int64_t done, double train_s, int64_t eval_every, int evals,
                  double eval_s, int64_t eval_batches, int has_eval);
 
-/* profile.c: per-op profiling of steps A..B (--profile-steps, --profile). */
+/* profile.c: per-op profiling of steps A..B (--profile-steps, --profile); NULL when off.
+ * begin before the step, end after it (collective after the last profiled step, which is
+ * B or the run's last step). */
 typedef struct train_prof train_prof;
+pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *world, const pp_schedule *sched,
+                          const pp_partition *part, const pp_grid *grid, train_prof **out, pp_error *err);
+pp_status train_prof_begin(train_prof *p, int64_t step, pp_error *err);
+pp_status train_prof_end(train_prof *p, int64_t step, int64_t last_step, const pp_step_stats *st, double step_s,
+                         pp_error *err);
+void train_prof_close(train_prof *p);
+/* memory.c: every rank's measured peak memory and the preview's estimate, printed by rank
+ * 0 when print (collective over world). */
+pp_status train_report_memory(pp_comm *world, pp_driver *drv, const pp_partition *part, int64_t microbatches,
+                              int print, pp_error *err);
 
 #endif

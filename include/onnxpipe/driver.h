@@ -75,6 +75,20 @@ pp_status pp_driver_forward(pp_driver *d, int64_t key, int64_t microbatches, pp_
 pp_status pp_driver_record(pp_driver *d, int on, pp_error *err);
 pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_error *err);
 
+/* What pp_driver_record keeps of the last step: every action (kind a pp_action_kind),
+ * and, between them, the time blocked on messages and reductions (PP_EVENT_WAIT) and each
+ * data-parallel all-reduce bucket waited for at the end of the step (PP_EVENT_BUCKET).
+ * peer: the world rank messages go to or come from (-1: none); bytes: what the action
+ * moves; times in seconds from the step's start (pp_driver_step_start: pp_now()). */
+enum { PP_EVENT_WAIT = -2, PP_EVENT_BUCKET = -3 };
+typedef struct pp_driver_event {
+    int kind, stage, microbatch, peer;
+    double bytes, t_start, t_end;
+} pp_driver_event;
+int pp_driver_events(const pp_driver *d, const pp_driver_event **out);
+void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len);   /* "1F3", "wait", ... */
+double pp_driver_step_start(const pp_driver *d);
+
 /* This rank's stages (for export and checkpoints). */
 int pp_driver_num_stages(const pp_driver *d);
 pp_stage *pp_driver_stage(pp_driver *d, int i);

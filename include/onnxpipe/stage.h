@@ -201,6 +201,28 @@ void pp_stage_profile_reset(pp_stage *s);
  * profiling is off. Valid until the next call on s. */
 const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
 
+/* Every kernel call one by one while profiling is on and events are kept (on = 1):
+ * op index (pp_stage_op_describe), forward or backward, start and end (pp_now seconds),
+ * FLOPs of the call. Events are cleared by pp_stage_profile_clear_events. */
+typedef struct pp_stage_op_event {
+    int op;
+    int backward;
+    double t_start, t_end;
+    double flops;
+} pp_stage_op_event;
+pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err);
+const pp_stage_op_event *pp_stage_profile_get_events(const pp_stage *s, int *n);
+void pp_stage_profile_clear_events(pp_stage *s);
+/* Op o of the stage's forward (fused ops are one op): node name, op type, input and
+ * output shapes ("[8,16,32] [32,32] -> [8,16,32]"), forward FLOPs of one call. */
+typedef struct pp_stage_op_info {
+    const char *name, *op_type;
+    char shapes[192];
+    double flops;
+} pp_stage_op_info;
+int pp_stage_num_ops(const pp_stage *s);
+void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
+
 #ifdef __cplusplus
 }
 #endif
