@@ -42,7 +42,8 @@ static void find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io)
     /* tokens: an integer input of [batch, seq], whatever it is called (not the labels) */
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];
-        if (is_int(v->dtype) && v->shape.rank == 2 && v->nconsumers > 0 && (!io->labels || strcmp(v->name, io->labels))) {
+        int is_labels = io->labels && !strcmp(v->name, io->labels);
+        if (is_int(v->dtype) && v->shape.rank == 2 && v->nconsumers > 0 && !is_labels) {
             io->tokens_per_sample = v->shape.dims[1];
             io->token_input = v->name;
             break;
@@ -60,10 +61,9 @@ static const char *per_sample(pp_dtype t, const pp_shape *s, int skip, char *buf
 }
 
 /* One model input against its array. */
-static pp_status check_input(const pp_graph *g, const pp_value *v, const pp_dataset *d, const char *opt,
-                             const char *dir, int64_t mb, pp_error *err)
+static pp_status check_input(const pp_value *v, const pp_dataset *d, const char *opt, const char *dir, int64_t mb,
+                             pp_error *err)
 {
-    (void)g;
     char want[128], have[128], names[512] = "";
     const pp_dataset_array *a = pp_dataset_find(d, v->name);
     if (!a) {
@@ -144,7 +144,7 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp
         const pp_value *v = &g->values[g->inputs[i]];
         int is_labels = io->labels && !strcmp(v->name, io->labels);
         labels_declared |= is_labels;
-        if (v->nconsumers > 0 || is_labels) PP_CHECK(check_input(g, v, d, opt, dir, mb, err));
+        if (v->nconsumers > 0 || is_labels) PP_CHECK(check_input(v, d, opt, dir, mb, err));
     }
     if (io->labels && io->logits >= 0 && !labels_declared) PP_CHECK(check_free_labels(g, io, d, opt, dir, err));
     if (io->labels && io->logits >= 0) PP_CHECK(check_label_range(g, io, d, opt, dir, err));

@@ -58,7 +58,8 @@ static pp_status collect(pp_driver *drv, const pp_partition *part, int replica, 
             }
             for (int kind = 0; kind < 2; kind++) {
                 const float *src = (kind ? pp_stage_grads(s) : pp_stage_params(s)) + p->offset;
-                pp_status st = pp_device_copy_to_host(pp_stage_device(s), host, src, (size_t)p->numel * sizeof *host, err);
+                pp_status st = pp_device_copy_to_host(pp_stage_device(s), host, src,
+                                                      (size_t)p->numel * sizeof *host, err);
                 if (st != PP_OK) {
                     free(host);
                     free(rec);
@@ -81,7 +82,8 @@ static pp_status write_all(pp_tb_writer *tb, const pp_graph *g, int64_t step, co
     for (int i = 0; i < nrec; i++) {
         const double *r = all + (size_t)i * REC;
         double limits[NB];
-        for (int b = 0; b < NB; b++) limits[b] = b == NB - 1 ? r[R_MAX] : r[R_MIN] + (b + 1) * (r[R_MAX] - r[R_MIN]) / NB;
+        for (int b = 0; b < NB; b++)
+            limits[b] = b == NB - 1 ? r[R_MAX] : r[R_MIN] + (b + 1) * (r[R_MAX] - r[R_MIN]) / NB;
         pp_tb_histogram h = {r[R_MIN], r[R_MAX], r[R_NUM], r[R_SUM], r[R_SUMSQ], NB, limits, r + R_COUNTS};
         char tag[512];
         snprintf(tag, sizeof tag, "%s/%s", r[R_KIND] ? "grads" : "weights", g->values[(int)r[R_VALUE]].name);
@@ -107,7 +109,8 @@ pp_status train_log_histograms(pp_tb_writer *tb, pp_comm *world, pp_driver *drv,
         memcpy(padded, mine, (size_t)n * REC * sizeof *padded);
         st = pp_comm_allgather(world, padded, all, row * sizeof *padded, err);
     }
-    for (int r = 0; st == PP_OK && tb && r < world->size; r++) st = write_all(tb, g, step, all + row * r, counts[r], err);
+    for (int r = 0; st == PP_OK && tb && r < world->size; r++)
+        st = write_all(tb, g, step, all + row * r, counts[r], err);
     free(padded);
     free(all);
     free(mine);

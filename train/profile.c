@@ -40,6 +40,9 @@ pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *wor
 {
     *out = NULL;
     if (c->profile_first < 1) return PP_OK;
+    FILE *f = world->rank == 0 ? fopen(c->profile_out, "w") : NULL;   /* a bad path fails before step 1 */
+    if (world->rank == 0 && !f) return pp_error_set(err, PP_ERR_IO, "--profile: cannot create '%s'", c->profile_out);
+    if (f) fclose(f);
     train_prof *p = calloc(1, sizeof *p);
     if (!p || !(p->cost = calloc((size_t)sched->num_stages * NCOST * 2, sizeof *p->cost))) {
         free(p);

@@ -148,11 +148,11 @@ static pp_status feed(void *user, pp_stage *s, int slot, int64_t step, int64_t m
 static void print_plan(const run *r, FILE *out)
 {
     const pp_train_config *c = r->cfg;
-    fprintf(out, "onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", c->model, r->world->size, c->pp, c->dp,
-           pp_schedule_kind_name(r->sched->kind));
+    fprintf(out, "onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", c->model, r->world->size, c->pp,
+            c->dp, pp_schedule_kind_name(r->sched->kind));
     if (r->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", r->sched->chunks);
-    fprintf(out, ", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch, c->dp,
-           (long long)c->microbatches, (long long)r->mb);
+    fprintf(out, ", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch,
+            c->dp, (long long)c->microbatches, (long long)r->mb);
     fprintf(out, "device: %s", pp_device_kind_name(r->dev->kind));
     if (r->device_note.msg[0]) fprintf(out, " (%s)", r->device_note.msg);
     fprintf(out, "\n\n");
@@ -166,9 +166,9 @@ static void print_plan(const run *r, FILE *out)
         pp_train_stage_costs(r->part, 100.0, costs);
         pp_costs pc = {.stage = costs, .num_stages = r->part->nstages};
         if (pp_schedule_simulate(r->sched, &pc, &sim, NULL) == PP_OK)
-            fprintf(out, "\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at 100 GFLOP/s "
-                   "per rank\n\n", pp_schedule_kind_name(r->sched->kind), 100 * sim->bubble,
-                   100 * pp_schedule_closed_form_bubble(r->sched, &pc), sim->makespan);
+            fprintf(out, "\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at "
+                    "100 GFLOP/s per rank\n\n", pp_schedule_kind_name(r->sched->kind), 100 * sim->bubble,
+                    100 * pp_schedule_closed_form_bubble(r->sched, &pc), sim->makespan);
     }
     pp_sim_result_destroy(sim);
     free(costs);
@@ -373,8 +373,9 @@ static void progress(const run *r, int64_t step, const pp_step_stats *st, float 
         snprintf(ep, sizeof ep, "  epoch %lld/%lld", (long long)pp_sampler_epoch(&r->smp, step) + 1,
                  (long long)c->epochs);
     printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g  %.0f %s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
-           (long long)step, (long long)r->steps, ep, st->loss, ev, lr, rate, r->io.tokens_per_sample ? "tok/s" : "samples/s",
-           el, eta, st->skipped ? "  (skipped)" : "", tty ? "   " : "\n");
+           (long long)step, (long long)r->steps, ep, st->loss, ev, lr, rate,
+           r->io.tokens_per_sample ? "tok/s" : "samples/s", el, eta, st->skipped ? "  (skipped)" : "",
+           tty ? "   " : "\n");
     if (tty && step == r->steps) putchar('\n');
     fflush(stdout);
 }

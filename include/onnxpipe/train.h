@@ -92,7 +92,8 @@ typedef struct pp_tb_histogram {
     int nbuckets;
     const double *limits, *counts;
 } pp_tb_histogram;
-pp_status pp_tb_write_histogram(pp_tb_writer *w, const char *tag, int64_t step, const pp_tb_histogram *h, pp_error *err);
+pp_status pp_tb_write_histogram(pp_tb_writer *w, const char *tag, int64_t step, const pp_tb_histogram *h,
+                                pp_error *err);
 pp_status pp_tb_flush(pp_tb_writer *w, pp_error *err);
 pp_status pp_tb_close(pp_tb_writer *w, pp_error *err);   /* accepts NULL */
 /* TFRecord's checksum: CRC32C rotated right by 15 plus 0xa282ead8. */
