@@ -2,7 +2,9 @@
  * --logdir + --metrics (TensorBoard events and JSON lines every step, per-rank figures
  * every 10), and with --profile-steps set to steps outside the run (profiling off) or
  * over all of it (on). Configurations alternate over rounds; one JSON line per figure
- * with the median step time, plus the logging call itself timed alone against the step.
+ * with the median step time by the wall clock and by this process's CPU time (on a shared
+ * machine the wall clock also counts other processes; the CPU time of a run includes its
+ * setup, the same for every configuration), plus the logging call itself timed alone.
  * Targets: logging < 1% of the step; profiling off costs nothing.
  * Usage: bench_watch [rounds] [steps]. */
 #include "train_internal.h"
@@ -13,12 +15,20 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const pp_error *err)
 {
     printf("{\"bench\": \"watch\", \"error\": \"%s\"}\n", err->msg);
     exit(1);
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -78,23 +88,27 @@ int main(int argc, char **argv)
     conf[PROF_OFF].profile_out = prof;
     conf[PROF_ON].profile_first = 1, conf[PROF_ON].profile_last = steps, conf[PROF_ON].profile_out = prof;
     double *step_s = calloc((size_t)NCONF * (size_t)rounds, sizeof *step_s);
+    double *cpu_s = calloc((size_t)NCONF * (size_t)rounds, sizeof *cpu_s);
     int null_fd = open("/dev/null", O_WRONLY), saved = dup(STDOUT_FILENO);
     for (int k = 0; k < rounds; k++)
         for (int c = 0; c < NCONF; c++) {
             pp_train_result res;
             fflush(stdout);
             dup2(null_fd, STDOUT_FILENO);   /* the profile table and memory lines */
+            double c0 = cpu_now();
             pp_status st = pp_train_run(&conf[c], &res, &err);
+            cpu_s[c * rounds + k] = (cpu_now() - c0) / (double)steps;
             fflush(stdout);
             dup2(saved, STDOUT_FILENO);
             if (st) die(&err);
             step_s[c * rounds + k] = res.seconds / (double)res.steps_done;
         }
-    double med[NCONF], lo[NCONF], hi[NCONF];
+    double med[NCONF], lo[NCONF], hi[NCONF], cpu[NCONF];
     for (int c = 0; c < NCONF; c++) {
         double *v = step_s + c * rounds;
         med[c] = median(v, rounds);
         lo[c] = v[0], hi[c] = v[rounds - 1];
+        cpu[c] = median(cpu_s + c * rounds, rounds);
     }
     /* the logging call alone: one TensorBoard event and one JSON line per step, the
      * per-rank gather every 10 (one rank here) */
@@ -115,10 +129,11 @@ int main(int argc, char **argv)
     for (int c = 1; c < NCONF; c++)
         printf("{\"bench\": \"watch_%s\", \"model\": \"gpt L=%d d=%d T=%d B=8\", \"rounds\": %d, \"steps\": %lld, "
                "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"base_step_ms\": %.3f, "
-               "\"base_step_ms_min\": %.3f, \"base_step_ms_max\": %.3f, \"overhead\": %.4f, \"target\": %s, "
-               "\"load\": %.2f}\n",
+               "\"base_step_ms_min\": %.3f, \"base_step_ms_max\": %.3f, \"overhead\": %.4f, \"cpu_step_ms\": %.3f, "
+               "\"base_cpu_step_ms\": %.3f, \"overhead_cpu\": %.4f, \"target\": %s, \"load\": %.2f}\n",
                conf_name[c], (int)gc.layers, (int)gc.d_model, (int)gc.seq, rounds, (long long)steps, 1e3 * med[c],
                1e3 * lo[c], 1e3 * hi[c], 1e3 * med[BASE], 1e3 * lo[BASE], 1e3 * hi[BASE], med[c] / med[BASE] - 1,
+               1e3 * cpu[c], 1e3 * cpu[BASE], cpu[c] / cpu[BASE] - 1,
                c == LOGGING ? "0.01" : c == PROF_OFF ? "0" : "null", load_avg());
     printf("{\"bench\": \"watch_log_call\", \"us_per_step\": %.2f, \"share_of_base_step\": %.5f, \"target\": 0.01, "
            "\"load\": %.2f}\n", 1e6 * per_call, per_call / med[BASE], load_avg());
