@@ -5,7 +5,8 @@
 # (2,2) interleaved, (4,1) zb-h1, (4,2) 1f1b, (4,1) interleaved} give the single-rank
 # training losses (so the shuffled order is the same for every layout) and eval losses
 # within 1e-5 relative, and the same accuracy (one argmax tie may flip); --epochs E runs
-# E x (samples / batch) steps.
+# E x (samples / batch) steps, and a run resumed from a checkpoint (on another layout) reads
+# the same shuffled order as one that never stopped.
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/eval-layout
@@ -85,3 +86,25 @@ echo "== --epochs 2 over the 219 samples of text/valid at batch 16: 2 x 13 steps
     { cat "$OUT/epochs.log"; exit 1; }
 grep -E "^step 26/26  epoch 2/2 " "$OUT/epochs.log" && [ "$(wc -l <"$OUT/epochs.losses")" = 26 ] ||
     { echo "--epochs 2 did not run 26 steps"; tail -3 "$OUT/epochs.log"; exit 1; }
+
+echo "== --shuffle after a resume: 15 steps, then --resume to the end of epoch 2, as one run of 26 steps"
+common=(--model "$OUT/gpt.onnx" --data "$OUT/text/valid" --loss cross_entropy --logits logits --labels labels
+        --batch 16 --shuffle --seed 3 --quiet)
+"$ONNXPIPE" train "${common[@]}" --epochs 2 --losses "$OUT/straight.losses" >"$OUT/straight.log" 2>&1 ||
+    { cat "$OUT/straight.log"; exit 1; }
+"$ONNXPIPE" train "${common[@]}" --steps 15 --save "$OUT/ck" >"$OUT/part1.log" 2>&1 || { cat "$OUT/part1.log"; exit 1; }
+timeout 300 mpirun --oversubscribe --bind-to none -np 2 -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT "$ONNXPIPE" train \
+    "${common[@]}" --pp 2 --epochs 2 --save "$OUT/ck" --resume auto --losses "$OUT/resumed.losses" \
+    >"$OUT/part2.log" 2>&1 || { cat "$OUT/part2.log"; exit 1; }
+"$PY" - "$OUT/straight.losses" "$OUT/resumed.losses" <<'PYEOF'
+import sys
+import numpy as np
+a, b = np.loadtxt(sys.argv[1]), np.loadtxt(sys.argv[2])
+ref = {int(s): l for s, l in a}
+got = {int(s): l for s, l in b}
+assert sorted(got) == list(range(16, 27)), f"resumed steps {sorted(got)}"
+rel = max(abs(got[s] - ref[s]) / ref[s] for s in got)
+print(f"steps 16..26 after resuming at 15 on pp=2: loss rel diff {rel:.1e} against the straight single-rank run")
+if rel > 1e-5:
+    sys.exit("the resumed run read other samples (or other weights) than the straight run")
+PYEOF
