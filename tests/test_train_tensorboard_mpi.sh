@@ -3,7 +3,8 @@
 # through the tensorboard package (framing and masked CRC32C, then every scalar equal to
 # --losses and --metrics, the text summary at step 0, the histograms), alone and under
 # mpirun pp=2 x dp=2 (every rank's wait and memory series); and the eval loss, perplexity
-# and accuracy after the last step against onnxruntime on the exported model.
+# and accuracy after the last step against onnxruntime on the exported model. With --save,
+# ckpt/saves and ckpt/stall_s are logged too.
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/tensorboard
@@ -18,7 +19,7 @@ args=(train --model "$OUT/gpt.onnx" --data "$OUT/text/train" --eval-data "$OUT/t
       --optimizer adamw --lr 3e-3 --log-every 3 --log-histograms 5)
 echo "== one rank"
 "$ONNXPIPE" "${args[@]}" --logdir "$OUT/tb1" --metrics "$OUT/m1.jsonl" --losses "$OUT/l1.txt" \
-    --export "$OUT/trained.onnx" >"$OUT/one.log" 2>&1 || { cat "$OUT/one.log"; exit 1; }
+    --export "$OUT/trained.onnx" --save "$OUT/ck" --save-every 5 >"$OUT/one.log" 2>&1 || { cat "$OUT/one.log"; exit 1; }
 grep -E "^step (4|10)/10 .* eval [0-9.]+ .*tok/s" "$OUT/one.log" || { echo "no eval loss in the progress line"; exit 1; }
 "$PY" "$SRC_DIR/tests/ref/tb_check.py" "$OUT/tb1" "$OUT/l1.txt" "$OUT/m1.jsonl" 1 "$OUT/trained.onnx" 5
 "$PY" "$SRC_DIR/tests/ref/eval_ref.py" "$OUT/trained.onnx" "$OUT/text/valid" 16 3 "$OUT/m1.jsonl" 1e-5

@@ -109,6 +109,10 @@ static pp_status write_tb(train_log *l, const train_step_log *s, const train_eva
         if (ev->has_accuracy) tags[n] = "eval/accuracy", vals[n++] = ev->accuracy;
         tags[n] = "eval/seconds", vals[n++] = ev->seconds;
     }
+    if (s->has_ckpt) {
+        tags[n] = "ckpt/saves", vals[n++] = s->ckpt_saves;
+        tags[n] = "ckpt/stall_s", vals[n++] = s->ckpt_stall_s;
+    }
     if (gathered) {
         tags[n] = "pipeline/bubble", vals[n++] = measured_bubble(l);
         static const int fig[RANK_TAGS] = {F_WAIT_S, F_STAGE_BYTES, F_RSS_BYTES};
@@ -138,6 +142,10 @@ static void write_json(train_log *l, const train_step_log *s, const train_eval_r
         if (ev->has_perplexity) pp_json_double(&j, "eval_perplexity", ev->perplexity);
         if (ev->has_accuracy) pp_json_double(&j, "eval_accuracy", ev->accuracy);
         pp_json_double(&j, "eval_s", ev->seconds);
+    }
+    if (s->has_ckpt) {
+        pp_json_int(&j, "ckpt_saves", s->ckpt_saves);
+        pp_json_double(&j, "ckpt_stall_s", s->ckpt_stall_s);
     }
     if (gathered) {
         pp_json_double(&j, "bubble", measured_bubble(l));

@@ -403,6 +403,7 @@ static pp_status watch_step(run *r, int64_t step, const pp_step_stats *stats, fl
         .grad_norm = stats->grad_norm, .throughput = rate, .step_s = step_s, .compute_s = stats->compute_s,
         .wait_s = stats->wait_s, .stage_bytes = r->stage_bytes, .skipped = stats->skipped,
         .rss_bytes = train_log_gathers(r->log, step) ? train_rss_peak_bytes() : 0,
+        .has_ckpt = c->save_dir != NULL, .ckpt_saves = r->ck.saves, .ckpt_stall_s = r->ck.stall_s,
     };
     PP_CHECK(train_log_step(r->log, &sl, evp, err));
     if (c->log_histograms > 0 && c->logdir && step % c->log_histograms == 0)
@@ -512,6 +513,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
                               (long long)step, stats.loss);
             goto done;
         }
+        /* a save due after this step, before the logs so they carry its cost */
+        PP_CHECK_GOTO(train_ckpt_after_step(&r.ck, step, err), st, done);
         /* throughput over the training time: evaluations do not count */
         double train_s = pp_now() - t0 - r.eval_s;
         double rate = (double)((step - r.ck.resumed_step) * cfg->batch *
@@ -530,7 +533,6 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         if (r.evals) res->eval_loss = r.eval_loss;
         if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
         if (rank0 && !cfg->quiet) progress(&r, step, &stats, lr, elapsed, rate, train_s, tty);
-        PP_CHECK_GOTO(train_ckpt_after_step(&r.ck, step, err), st, done);
     }
     PP_CHECK_GOTO(train_ckpt_finish(&r.ck, err), st, done);
     res->saves = r.ck.saves;

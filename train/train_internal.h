@@ -67,6 +67,9 @@ typedef struct train_step_log {
     int64_t stage_bytes;        /* this rank's stage allocations */
     int64_t rss_bytes;          /* this process's peak resident set */
     int skipped;
+    int has_ckpt;               /* --save: checkpoints saved so far, training time they cost (rank 0's) */
+    int ckpt_saves;
+    double ckpt_stall_s;
 } train_step_log;
 pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps, int tokens, train_log **out,
                          pp_error *err);

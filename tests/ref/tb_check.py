@@ -66,13 +66,16 @@ def main():
     for tag, key in [("train/loss", "loss"), ("train/lr", "lr"), ("train/grad_norm", "grad_norm"),
                      (rate, rate.split("/")[1]), ("train/step_s", "step_s"), ("eval/loss", "eval_loss"),
                      ("eval/perplexity", "eval_perplexity"), ("eval/accuracy", "eval_accuracy"),
-                     ("pipeline/bubble", "bubble")]:
+                     ("pipeline/bubble", "bubble"), ("ckpt/saves", "ckpt_saves"), ("ckpt/stall_s", "ckpt_stall_s")]:
         same(tag, None, by(key))
     for r in range(ranks):
         same(f"pipeline/wait_s/rank{r}", None, {s: v[r] for s, v in by("wait_s_per_rank").items()})
         same(f"memory/peak_bytes/rank{r}", None, {s: v[r] for s, v in by("stage_bytes_per_rank").items()})
     evals = sorted(by("eval_loss"))
     assert evals, "no evaluation in the metrics"
+    saves = by("ckpt_saves")
+    if saves:
+        print(f"checkpoint scalars at {len(saves)} steps, {max(saves.values())} saves")
     print(f"{compared} scalars equal (largest difference {worst:.2f} float32 steps): train/loss at {len(ref)} steps = --losses; lr, grad_norm, {rate}, step_s, "
           f"bubble, eval/* at steps {evals}, wait_s and peak_bytes of {ranks} ranks = --metrics")
     text = ea.Tensors("config/plan")
