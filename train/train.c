@@ -362,7 +362,7 @@ static void format_duration(double s, char *buf, size_t len)
 static void progress(const run *r, int64_t step, const pp_step_stats *st, float lr, double elapsed, double rate,
                      double train_s, int tty)
 {
-    char el[32], eta[32], ev[48] = "", ep[48] = "";
+    char el[32], eta[32], ev[64] = "", ep[64] = "";
     const pp_train_config *c = r->cfg;
     format_duration(elapsed, el, sizeof el);
     format_duration(train_eta(step, r->steps, step - r->ck.resumed_step, train_s, c->eval_every, r->evals,
