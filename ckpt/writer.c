@@ -154,7 +154,7 @@ static pp_status list_stage(const pp_ckpt_part *part, int i, src_list *l, pp_err
 }
 
 /* This replica's share of stage i: the items whose first byte falls in its 1/replicas of
- * the stage's bytes, copied from the device into one host buffer. */
+ * the stage's bytes (buffers: replica 0), copied from the device into one host buffer. */
 static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char **host, size_t *cap, int defer,
                              pp_error *err)
 {
@@ -172,7 +172,10 @@ static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char
     }
     int *mine = calloc((size_t)l.n + 1, sizeof *mine);
     for (int k = 0; mine && k < l.n; k++) {
-        mine[k] = total > 0 && (int)((__int128)at * part->replicas / total) == part->replica;
+        /* buffers differ between replicas (each its own batch statistics): replica 0's are
+         * the ones kept, as export keeps them */
+        mine[k] = l.forward_writes[k] ? part->replica == 0
+                                      : total > 0 && (int)((__int128)at * part->replicas / total) == part->replica;
         at += l.items[k].nbytes;
         if (mine[k]) sh->bytes += l.items[k].nbytes;
     }

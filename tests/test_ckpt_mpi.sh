@@ -4,7 +4,9 @@
 #   and exported weights; resume with other layouts ((1,1) with 2 microbatches, (4,1)
 #   zb-h1, (2,1) interleaved) continues within 1e-5 relative (weights 1e-4, as in
 #   test_layout_mpi); on the example GPT (tied embedding, cosine LR with warmup, clipping)
-#   and an MLP (SGD with Nesterov momentum);
+#   an MLP (SGD with Nesterov momentum), and a PyTorch export of an MLP with BatchNorm in
+#   training mode (its running statistics are checkpointed and exported; no other layout,
+#   since batch statistics depend on the microbatch, as in PyTorch);
 # - the shards open in safetensors, and `ckpt export` equals `train --export` in onnxruntime;
 # - a flipped byte, a truncated or deleted shard, another model: refused naming the file;
 # - a full disk (file size limit) fails clearly and leaves the previous checkpoint whole;
@@ -30,6 +32,23 @@ rng.integers(0, 10, size=(512,), dtype=np.int64).tofile(f"{d}/labels.bin")
 json.dump({"format": "onnxpipe-dataset-1", "samples": 512, "arrays": [
     {"name": "x", "dtype": "float32", "shape": [16], "file": "x.bin"},
     {"name": "labels", "dtype": "int64", "shape": [], "file": "labels.bin"}]}, open(f"{d}/dataset.json", "w"))
+import warnings
+warnings.filterwarnings("ignore")
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class M(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.body = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 32),
+                               nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10))
+    def forward(s, x, labels):
+        return F.cross_entropy(s.body(x), labels)
+torch.manual_seed(0)
+torch.onnx.export(M().train(), (torch.randn(4, 16), torch.zeros(4, dtype=torch.int64)),
+                  os.path.join(os.path.dirname(d), "bn.onnx"), input_names=["x", "labels"], output_names=["loss"],
+                  opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  dynamic_axes={"x": {0: "batch"}, "labels": {0: "batch"}})
 PYEOF
 
 run() {  # TAG NP ARGS...: onnxpipe train, alone or under mpirun
@@ -41,12 +60,14 @@ run() {  # TAG NP ARGS...: onnxpipe train, alone or under mpirun
     fi || { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
 }
 
-for model in gpt mlp; do
+for model in gpt mlp bn; do
     if [ $model = gpt ]; then
         m=(--model "$OUT/gpt.onnx" --data "$OUT/text" --loss cross_entropy --logits logits --labels labels
            --optimizer adamw --lr 3e-3 --weight-decay 0.01 --lr-schedule cosine --warmup 3 --clip-norm 1.0)
-    else
+    elif [ $model = mlp ]; then
         m=(--model "$OUT/mlp.onnx" --data "$OUT/mlp-data" --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov)
+    else
+        m=(--model "$OUT/bn.onnx" --data "$OUT/mlp-data" --optimizer adam --lr 0.01)
     fi
     m+=(--batch 16 --steps 10 --quiet --bucket-kb 4)
     ck=$OUT/$model-ck
@@ -62,6 +83,7 @@ for model in gpt mlp; do
     cmp "$OUT/$model-ref-tail.losses" "$OUT/$model-same.losses"
     cmp "$OUT/$model-ref.onnx" "$OUT/$model-same.onnx"
     echo "== $model: resumed at step 5 with the same layout: losses of steps 6-10 and the exported model are bitwise equal"
+    [ $model = bn ] || {
     cmp_args=()
     for layout in "1 1 1f1b 2" "4 1 zb-h1 4" "2 1 interleaved 4"; do
         read -r pp dp sched mbs <<<"$layout"
@@ -72,6 +94,7 @@ for model in gpt mlp; do
     done
     echo "== $model: resumed at step 5 (written with pp 2 x dp 2) on other layouts, steps 6-10"
     "$PY" "$SRC_DIR/tests/ref/compare_runs.py" 1e-5 1e-4 "$OUT/$model-ref-tail.losses" "$OUT/$model-ref.onnx" "${cmp_args[@]}"
+    }
     "$ONNXPIPE" ckpt export "$ck/step-10" --model "$OUT/$model.onnx" -o "$OUT/$model-ckpt.onnx" >/dev/null
     "$PY" "$SRC_DIR/tests/ref/check_ckpt.py" "$ck/step-10" "$OUT/$model-ref.onnx" "$OUT/$model-ckpt.onnx"
 done

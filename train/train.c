@@ -437,16 +437,33 @@ static const void *gathered_value(void *user, const char *name, size_t nbytes)
     return v >= 0 && x->offset[v] >= 0 ? (const void *)(x->all + x->offset[v]) : NULL;
 }
 
-/* Gathers every parameter onto rank 0 (replica 0's stages contribute; a tied one only
- * from the first stage holding it) and writes the model there. */
+/* Gathers every parameter and BatchNorm running statistic onto rank 0 (replica 0's
+ * stages contribute; a tied one only from the first stage holding it) and writes the
+ * model there. */
+/* A BatchNormalization running statistic the training forward updates (input 3 or 4
+ * of a node that returns it as output 1 or 2): the stages' buffers (pp_stage_buffer_at). */
+static int is_running_stat(const pp_graph *g, int v)
+{
+    const pp_value *x = &g->values[v];
+    if (x->kind != PP_VALUE_INITIALIZER || x->is_param || x->dtype != PP_DTYPE_F32) return 0;
+    for (int c = 0; c < x->nconsumers; c++) {
+        const pp_node *n = &g->nodes[x->consumers[c]];
+        if (strcmp(n->op_type, "BatchNormalization") || n->ninputs < 5 || n->noutputs < 3) continue;
+        for (int k = 3; k <= 4; k++)
+            if (n->inputs[k] == v && n->outputs[k - 2] >= 0) return 1;
+    }
+    return 0;
+}
+
 static pp_status export_model(run *r, pp_error *err)
 {
     const pp_graph *g = r->g;
     int64_t *offset = malloc((size_t)g->nvalues * sizeof *offset), total = 0;
     if (!offset) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
     for (int v = 0; v < g->nvalues; v++) {
-        offset[v] = g->values[v].is_param ? total : -1;
-        if (g->values[v].is_param) total += pp_shape_numel(&g->values[v].shape);
+        int kept = g->values[v].is_param || is_running_stat(g, v);
+        offset[v] = kept ? total : -1;
+        if (kept) total += pp_shape_numel(&g->values[v].shape);
     }
     float *all = calloc((size_t)total + 1, sizeof *all);
     pp_status st = PP_OK;
@@ -464,6 +481,12 @@ static pp_status export_model(run *r, pp_error *err)
             if (owner)
                 PP_CHECK_GOTO(pp_device_copy_to_host(r->dev, all + offset[p->value], pp_stage_params(s) + p->offset,
                                                      (size_t)p->numel * sizeof(float), err), st, done);
+        }
+        for (int k = 0; k < pp_stage_num_buffers(s); k++) {
+            pp_stage_buffer b;
+            PP_CHECK_GOTO(pp_stage_buffer_at(s, k, &b, err), st, done);
+            if (offset[b.value] >= 0)
+                PP_CHECK_GOTO(pp_device_copy_to_host(r->dev, all + offset[b.value], b.data, b.nbytes, err), st, done);
         }
     }
     PP_CHECK_GOTO(pp_comm_allreduce(r->world, all, (size_t)total, PP_DTYPE_F32, err), st, done);

@@ -38,7 +38,7 @@ def main():
     params = [t for t in manifest["tensors"] if t["state"] is None]
     for t in params:
         assert np.array_equal(shards[t["file"]][t["name"]], exported[t["name"]]), t["name"]
-    print(f"parameters: {len(params)} equal the train --export initializers bitwise")
+    print(f"parameters and buffers: {len(params)} equal the train --export initializers bitwise")
 
     rng = np.random.default_rng(0)
     a = ort.InferenceSession(train_export, providers=["CPUExecutionProvider"])
