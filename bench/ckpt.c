@@ -91,7 +91,7 @@ int main(int argc, char **argv)
     int64_t bytes = 0;
     pp_ckpt_writer *w[2] = {NULL, NULL};
     for (int async = 0; async <= 1; async++) {
-        pp_ckpt_writer_options o = {.root = dir, .async = async, .run_id = "bench"};
+        pp_ckpt_writer_options o = {.root = dir, .async = async, .run_id = "bench", .defer_copy = 1};
         if (pp_ckpt_writer_create(&o, &w[async], &err) != PP_OK) die("writer", &err);
     }
     for (int r = 0; r < reps; r++) {

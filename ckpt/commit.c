@@ -107,8 +107,11 @@ static int by_step_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* After `latest` has moved: the oldest checkpoints beyond keep (never the one just
- * committed), and the temporary directories that crashed jobs left behind. */
+/* After `latest` has moved: the oldest checkpoints beyond keep, and the temporary
+ * directories and files that killed jobs left behind. Checkpoints of later steps than
+ * this one belong to a run this one resumed before the end of: never counted, never
+ * deleted (and never resumed from while `latest` names an older one). A checkpoint is
+ * renamed aside before it is removed, so a crash halfway leaves no broken step-<N>. */
 static pp_status prune(const ck_commit *c, pp_error *err)
 {
     DIR *d = opendir(c->root);
@@ -139,13 +142,17 @@ static pp_status prune(const ck_commit *c, pp_error *err)
     }
     closedir(d);
     qsort(steps, (size_t)n, sizeof *steps, by_step_desc);
-    for (int i = c->keep; c->keep > 0 && i < n && st == PP_OK; i++) {
-        if (steps[i] == c->meta->step) continue;
-        char name[64];
+    int kept = 0;
+    for (int i = 0; c->keep > 0 && i < n && st == PP_OK; i++) {
+        if (steps[i] > c->meta->step || ++kept <= c->keep) continue;
+        char name[64], aside[160];
         snprintf(name, sizeof name, "step-%lld", (long long)steps[i]);
-        char *p = join(c->root, name);
-        st = p ? ck_remove_tree(p, err) : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        snprintf(aside, sizeof aside, "step-%lld.old-%.60s", (long long)steps[i], c->run_id);
+        char *p = join(c->root, name), *q = join(c->root, aside);
+        st = p && q ? ck_rename(p, q, err) : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (st == PP_OK) st = ck_remove_tree(q, err);
         free(p);
+        free(q);
     }
     for (int i = 0; i < nstale; i++) {
         if (st == PP_OK && stale[i]) st = ck_remove_tree(stale[i], err);

@@ -151,7 +151,7 @@ void ck_unmap(const void *p, size_t n)
 
 int64_t ck_step_of(const char *name)
 {
-    if (strncmp(name, "step-", 5) || !name[5]) return -1;
+    if (strncmp(name, "step-", 5) || !name[5] || (name[5] == '0' && name[6])) return -1;   /* as written: no "step-007" */
     int64_t v = 0;
     for (const char *p = name + 5; *p; p++) {
         if (*p < '0' || *p > '9' || v > INT64_MAX / 10 - 1) return -1;

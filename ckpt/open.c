@@ -34,6 +34,16 @@ static int num_of(const pp_jvalue *o, const char *key, double *out)
     return 1;
 }
 
+/* A count, size or offset: an integer in [0, 2^53] (what a JSON number holds exactly), so
+ * the casts below are defined whatever the file says. */
+static int count_of(const pp_jvalue *o, const char *key, int64_t *out)
+{
+    double x;
+    if (!num_of(o, key, &x) || !(x >= 0 && x <= 9007199254740992.0) || x != (double)(int64_t)x) return 0;
+    *out = (int64_t)x;
+    return 1;
+}
+
 static pp_status read_meta(pp_ckpt *c, const reader *r)
 {
     const pp_jvalue *root = c->root, *model = pp_json_get(root, "model"), *opt = pp_json_get(root, "optimizer"),
@@ -46,10 +56,8 @@ static pp_status read_meta(pp_ckpt *c, const reader *r)
     in->model_hash = strtoull(hash, NULL, 16);
     m->model_path = str_of(model, "path");
     in->onnxpipe_version = str_of(root, "onnxpipe_version");
-    if (!num_of(root, "step", &x)) return bad(r, "step", -1);
-    m->step = (int64_t)x;
-    if (!num_of(root, "samples", &x)) return bad(r, "samples", -1);
-    m->samples = (int64_t)x;
+    if (!count_of(root, "step", &m->step) || m->step > ((int64_t)1 << 40)) return bad(r, "step", -1);
+    if (!count_of(root, "samples", &m->samples)) return bad(r, "samples", -1);
     if (!seed) return bad(r, "seed", -1);
     m->seed = strtoull(seed, NULL, 10);
     const char *kind = opt ? str_of(opt, "kind") : NULL;
@@ -67,12 +75,13 @@ static pp_status read_meta(pp_ckpt *c, const reader *r)
     m->optim.beta1 = (float)v[3], m->optim.beta2 = (float)v[4], m->optim.eps = (float)v[5];
     m->optim.weight_decay = (float)v[6];
     m->loss_scale = num_of(root, "loss_scale", &x) ? x : 0;
-    if (lay) {
-        if (num_of(lay, "pp", &x)) m->pp = (int)x;
-        if (num_of(lay, "dp", &x)) m->dp = (int)x;
-        if (num_of(lay, "chunks", &x)) m->chunks = (int)x;
-        if (num_of(lay, "batch", &x)) m->batch = (int64_t)x;
-        if (num_of(lay, "microbatches", &x)) m->microbatches = (int64_t)x;
+    int64_t n;
+    if (lay) {  /* informational */
+        if (count_of(lay, "pp", &n) && n <= (1 << 20)) m->pp = (int)n;
+        if (count_of(lay, "dp", &n) && n <= (1 << 20)) m->dp = (int)n;
+        if (count_of(lay, "chunks", &n) && n <= (1 << 20)) m->chunks = (int)n;
+        if (count_of(lay, "batch", &n)) m->batch = n;
+        if (count_of(lay, "microbatches", &n)) m->microbatches = n;
         m->schedule = str_of(lay, "schedule");
     }
     in->trainer = pp_json_get(root, "trainer");
@@ -89,13 +98,11 @@ static pp_status read_files(pp_ckpt *c, const reader *r)
     if (!c->files || !c->maps || !c->map_lens) return pp_error_set(r->err, PP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < fs->n; i++) {
         pp_ckpt_file *f = &c->files[i];
-        double size;
         f->name = str_of(&fs->items[i], "name");
-        if (!f->name || strchr(f->name, '/') || !strcmp(f->name, "..") || !num_of(&fs->items[i], "size", &size) ||
-            size < 0 || ck_crc_parse(pp_json_get(&fs->items[i], "crc32c"), &f->crc32c) != PP_OK)
+        if (!f->name || !f->name[0] || strchr(f->name, '/') || !strcmp(f->name, "..") || !strcmp(f->name, ".") ||
+            !count_of(&fs->items[i], "size", &f->size) || ck_crc_parse(pp_json_get(&fs->items[i], "crc32c"), &f->crc32c) != PP_OK)
             return bad(r, "files[]: name (a plain file name), size or crc32c", i);
-        f->size = (int64_t)size;
-        c->info.bytes += f->size;
+        c->info.bytes += f->size;   /* each at most 2^53, at most 2^31 files: no overflow */
     }
     c->info.files = c->files;
     c->info.nfiles = fs->n;
@@ -118,7 +125,6 @@ static pp_status read_tensors(pp_ckpt *c, const reader *r)
     for (int i = 0; i < ts->n; i++) {
         const pp_jvalue *o = &ts->items[i], *shape = pp_json_get(o, "shape");
         pp_ckpt_tensor *t = &c->tensors[i];
-        double off, nb;
         const char *file = str_of(o, "file");
         t->name = str_of(o, "name");
         t->param = str_of(o, "param");
@@ -127,17 +133,18 @@ static pp_status read_tensors(pp_ckpt *c, const reader *r)
         t->file = -1;
         for (int f = 0; file && f < c->info.nfiles; f++)
             if (!strcmp(c->files[f].name, file)) t->file = f;
-        if (!t->name || !t->param || t->file < 0 || !pp_dtype_size(t->dtype) || !num_of(o, "offset", &off) ||
-            !num_of(o, "nbytes", &nb) || !shape || shape->type != PP_JARR || shape->n > PP_MAX_RANK ||
+        if (!t->name || !t->param || t->file < 0 || !pp_dtype_size(t->dtype) || !count_of(o, "offset", &t->offset) ||
+            !count_of(o, "nbytes", &t->nbytes) || !shape || shape->type != PP_JARR || shape->n > PP_MAX_RANK ||
             ck_crc_parse(pp_json_get(o, "crc32c"), &t->crc32c) != PP_OK)
             return bad(r, "tensors[]: name, param, file (listed in files), dtype, shape, offset, nbytes or crc32c", i);
-        t->offset = (int64_t)off, t->nbytes = (int64_t)nb;
         t->shape.rank = shape->n;
         int64_t numel = 1;
         for (int d = 0; d < shape->n; d++) {
-            t->shape.dims[d] = (int64_t)shape->items[d].num;
-            if (t->shape.dims[d] < 0 || (t->shape.dims[d] && numel > INT64_MAX / t->shape.dims[d]))
+            double x = shape->items[d].num;
+            if (shape->items[d].type != PP_JNUM || !(x >= 0 && x <= 9007199254740992.0) || x != (double)(int64_t)x)
                 return bad(r, "tensors[].shape", i);
+            t->shape.dims[d] = (int64_t)x;
+            if (t->shape.dims[d] && numel > INT64_MAX / t->shape.dims[d]) return bad(r, "tensors[].shape", i);
             numel *= t->shape.dims[d];
         }
         if (numel > INT64_MAX / 8 || t->nbytes != numel * (int64_t)pp_dtype_size(t->dtype) || t->offset < 0 ||
@@ -182,6 +189,10 @@ pp_status pp_ckpt_open(const char *dir, pp_ckpt **out, pp_error *err)
     if (!format || strcmp(format, PP_CKPT_FORMAT) || !num_of(c->root, "version", &version)) {
         st = pp_error_set(err, PP_ERR_PARSE, "'%s' is not an onnxpipe checkpoint manifest (format '%s')", path,
                           format ? format : "none");
+        goto fail;
+    }
+    if (!(version >= 1 && version <= 1e6) || version != (double)(int)version) {
+        st = pp_error_set(err, PP_ERR_PARSE, "'%s': format version %g is not a positive integer", path, version);
         goto fail;
     }
     c->info.format_version = (int)version;

@@ -21,12 +21,16 @@ static pp_status verify_file(pp_ckpt *c, int f, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_ckpt_verify(const char *dir, pp_error *err)
+pp_status pp_ckpt_verify(const char *dir, pp_error *err) { return pp_ckpt_verify_part(dir, 0, 1, err); }
+
+pp_status pp_ckpt_verify_part(const char *dir, int part, int parts, pp_error *err)
 {
+    if (parts < 1 || part < 0 || part >= parts)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "verify part %d of %d: need 0 <= part < parts", part, parts);
     pp_ckpt *c = NULL;
     PP_CHECK(pp_ckpt_open(dir, &c, err));
     pp_status st = PP_OK;
-    for (int f = 0; f < c->info.nfiles && st == PP_OK; f++) {
+    for (int f = part; f < c->info.nfiles && st == PP_OK; f += parts) {
         st = verify_file(c, f, err);
         /* one file at a time: a verify of a large checkpoint maps no more than one shard */
         ck_unmap(c->maps[f], c->map_lens[f]);
@@ -100,12 +104,26 @@ void pp_ckpt_list_free(pp_ckpt_entry *e, int n)
     free(e);
 }
 
+pp_status pp_ckpt_resume_candidates(const char *root, pp_ckpt_entry **out, int *n, pp_error *err)
+{
+    PP_CHECK(pp_ckpt_list(root, out, n, err));
+    int at = -1;
+    for (int i = 0; i < *n; i++)
+        if ((*out)[i].latest) at = i;
+    if (at < 0) return PP_OK;
+    /* drop the newer ones (an abandoned run's), keeping `latest` first */
+    for (int i = 0; i < at; i++) free((*out)[i].dir);
+    memmove(*out, *out + at, (size_t)(*n - at) * sizeof **out);
+    *n -= at;
+    return PP_OK;
+}
+
 pp_status pp_ckpt_find_resume(const char *root, char *dir, size_t len, pp_error *err)
 {
     pp_ckpt_entry *e;
     int n;
     dir[0] = 0;
-    PP_CHECK(pp_ckpt_list(root, &e, &n, err));
+    PP_CHECK(pp_ckpt_resume_candidates(root, &e, &n, err));
     for (int i = 0; i < n; i++) {
         pp_error why = {0};
         if (pp_ckpt_verify(e[i].dir, &why) == PP_OK) {

@@ -1,7 +1,7 @@
 /* Saving: this rank's part of each of its stages is copied to host memory, then written
  * as one safetensors shard per (stage, replica) with a marker naming its tensors and
- * checksums, in a thread when async. Rank 0 then commits. Async on the cpu, the thread
- * also makes the copy of parameters and optimizer state, which only the next optimizer
+ * checksums, in a thread when async. Rank 0 then commits. With defer_copy (async, on
+ * the cpu), the thread also makes the copy of parameters and optimizer state, which only the next optimizer
  * step changes: the trainer calls pp_ckpt_writer_wait_staged before it, so the copy
  * overlaps the next step's forward and backward (BatchNorm statistics, which a forward
  * changes, are copied before save returns). */
@@ -348,7 +348,7 @@ pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const
         w->nhosts = part->nstages;
     }
     /* only a cpu's memory is read from another thread (a GPU copy runs on the trainer's stream) */
-    int defer = w->opt.async && pp_stage_device(part->stages[0])->kind == PP_DEVICE_CPU;
+    int defer = w->opt.async && w->opt.defer_copy && pp_stage_device(part->stages[0])->kind == PP_DEVICE_CPU;
     for (int i = 0; i < part->nstages; i++)
         PP_CHECK(stage_shard(part, i, &w->shards[i], &w->hosts[i], &w->caps[i], defer, err));
     pp_log(PP_LOG_DEBUG, "checkpoint step %lld: staged in %.3f s", (long long)meta->step, pp_now() - t0);

@@ -307,6 +307,87 @@ static void test_keep(void **state)
     free_job(&a);
 }
 
+/* defer_copy: the thread copies parameters and optimizer state; after wait_staged the
+ * trainer may change them, and the checkpoint still holds the values at the save. */
+static void test_deferred_copy(void **state)
+{
+    (void)state;
+    job a, b;
+    make_job(&a, PP_OPTIM_ADAMW, 31337);
+    make_job(&b, PP_OPTIM_ADAMW, 0);
+    pp_error err = {0};
+    char droot[300];
+    snprintf(droot, sizeof droot, "%s/deferred", root);
+    pp_ckpt_writer_options o = {.root = droot, .async = 1, .defer_copy = 1, .run_id = "d1"};
+    pp_ckpt_writer *w = NULL;
+    assert_int_equal(pp_ckpt_writer_create(&o, &w, &err), PP_OK);
+    pp_ckpt_part pa = part_of(&a, 0, 1, 0);
+    pp_ckpt_meta m = meta_of(9);
+    size_t n0 = (size_t)pp_stage_param_elems(a.s[0]);
+    float *saved = malloc(n0 * sizeof(float));
+    assert_non_null(saved);
+    memcpy(saved, pp_stage_params(a.s[0]), n0 * sizeof(float));
+    assert_int_equal(pp_ckpt_writer_save(w, &pa, &m, NULL, &err), PP_OK);
+    assert_true(pp_ckpt_writer_wait_staged(w) >= 0);
+    for (size_t k = 0; k < n0; k++) pp_stage_params(a.s[0])[k] += 1.0f;   /* the next optimizer step */
+    assert_int_equal(pp_ckpt_writer_wait(w, &err), PP_OK);
+    pp_ckpt_writer_destroy(w);
+    char p[512];
+    snprintf(p, sizeof p, "%s/step-9", droot);
+    pp_ckpt *c = NULL;
+    assert_int_equal(pp_ckpt_open(p, &c, &err), PP_OK);
+    pp_ckpt_part pb = part_of(&b, 0, 1, 0);
+    assert_int_equal(pp_ckpt_load(c, &pb, &err), PP_OK);
+    pp_ckpt_close(c);
+    assert_memory_equal(pp_stage_params(b.s[0]), saved, n0 * sizeof(float));
+    printf("deferred copy: the checkpoint holds the values at save, not those changed after wait_staged\n");
+    free(saved);
+    free_job(&a);
+    free_job(&b);
+}
+
+/* `latest` decides: a newer step of an abandoned run is never resumed; names that are not
+ * step-<N> as written (step-007) are no checkpoints; numbers out of range are refused. */
+static void test_candidates(void **state)
+{
+    (void)state;
+    job a;
+    make_job(&a, PP_OPTIM_ADAMW, 5);
+    pp_error err = {0};
+    char croot[300], cmd[4096];
+    snprintf(croot, sizeof croot, "%s/cand", root);
+    pp_ckpt_part pa = part_of(&a, 0, 1, 0);
+    int steps[] = {10, 5, 7};   /* a run to 10, then one resumed from 5 that saved 7 */
+    for (int i = 0; i < 3; i++) {
+        pp_ckpt_meta m = meta_of(steps[i]);
+        assert_int_equal(pp_ckpt_save(croot, "c1", &pa, &m, &err), PP_OK);
+    }
+    snprintf(cmd, sizeof cmd, "cp -r '%s/step-5' '%s/step-007'", croot, croot);
+    assert_int_equal(system(cmd), 0);
+    pp_ckpt_entry *e;
+    int n;
+    assert_int_equal(pp_ckpt_resume_candidates(croot, &e, &n, &err), PP_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(e[0].step, 7);
+    assert_true(e[0].latest);
+    assert_int_equal(e[1].step, 5);
+    pp_ckpt_list_free(e, n);
+    printf("resume candidates: step-7 (latest), step-5; step-10 of the abandoned run and step-007 left out\n");
+    const char *edits[] = {"s/\"step\": 5,/\"step\": 1e300,/", "s/\"size\": \\([0-9]*\\)/\"size\": 1e300/",
+                           "s/\"offset\": \\([0-9]*\\)/\"offset\": -8/", "s/\"version\": 1/\"version\": 0/"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/x' && cp -r '%s/step-5' '%s/x' && sed -i '%s' '%s/x/manifest.json'",
+                 croot, croot, croot, edits[i], croot);
+        assert_int_equal(system(cmd), 0);
+        char x[400];
+        snprintf(x, sizeof x, "%s/x", croot);
+        pp_ckpt *c = NULL;
+        assert_int_not_equal(pp_ckpt_open(x, &c, &err), PP_OK);
+        printf("  refused: %s\n", err.msg);
+    }
+    free_job(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +396,8 @@ int main(void)
         cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_deferred_copy),
+        cmocka_unit_test(test_candidates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

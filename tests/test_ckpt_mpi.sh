@@ -70,15 +70,18 @@ for model in gpt mlp bn; do
         m=(--model "$OUT/bn.onnx" --data "$OUT/mlp-data" --optimizer adam --lr 0.01)
     fi
     m+=(--batch 16 --steps 10 --quiet --bucket-kb 4)
+    # the GPT saves synchronously; the MLP is written by 2 replicas x 4 interleaved stages
+    if [ $model = mlp ]; then lay=(--schedule interleaved); else lay=(--schedule 1f1b); fi
+    sync=(); [ $model = gpt ] && sync=(--save-sync)
     ck=$OUT/$model-ck
-    # the uninterrupted run saves at steps 5 and 10 (synchronously, then in the background)
-    run $model-ref 4 "${m[@]}" --pp 2 --dp 2 --microbatches 4 --save "$ck" --save-every 5 \
+    # the uninterrupted run saves at steps 5 and 10
+    run $model-ref 4 "${m[@]}" --pp 2 --dp 2 --microbatches 4 "${lay[@]}" "${sync[@]}" --save "$ck" --save-every 5 \
         --losses "$OUT/$model-ref.losses" --export "$OUT/$model-ref.onnx"
     tail -n 5 "$OUT/$model-ref.losses" >"$OUT/$model-ref-tail.losses"
     test "$(cat "$ck/latest")" = step-10
     "$ONNXPIPE" ckpt verify "$ck/step-5"
     # same layout from step 5: bitwise
-    run $model-same 4 "${m[@]}" --pp 2 --dp 2 --microbatches 4 --resume "$ck/step-5" \
+    run $model-same 4 "${m[@]}" --pp 2 --dp 2 --microbatches 4 "${lay[@]}" --resume "$ck/step-5" \
         --losses "$OUT/$model-same.losses" --export "$OUT/$model-same.onnx"
     cmp "$OUT/$model-ref-tail.losses" "$OUT/$model-same.losses"
     cmp "$OUT/$model-ref.onnx" "$OUT/$model-same.onnx"
@@ -121,6 +124,7 @@ refused "$shard" "$ONNXPIPE" ckpt verify "$bad"
 refused "another model" "$ONNXPIPE" ckpt export "$OUT/mlp-ck/step-10" --model "$OUT/other.onnx" -o "$OUT/x.onnx"
 refused "another model" "$ONNXPIPE" train --model "$OUT/other.onnx" --data "$OUT/mlp-data" --batch 16 --steps 12 \
     --optimizer sgd --momentum 0.9 --resume "$OUT/mlp-ck/step-10" --quiet
+refused "pass --seed 0" "$ONNXPIPE" train "${g[@]}" --seed 3 --resume "$good"
 refused "optimizer sgd" "$ONNXPIPE" train --model "$OUT/mlp.onnx" --data "$OUT/mlp-data" --batch 16 --steps 12 \
     --optimizer adam --resume "$OUT/mlp-ck/step-10" --quiet
 
@@ -167,9 +171,11 @@ for i in $(seq 1 20); do
 done
 latest=$(cat "$crash/latest")
 n=${latest#step-}
-c=("${c[@]/100000/$((n + 3))}")
+final=()
+for a in "${c[@]}"; do [ "$a" = --quiet ] || final+=("${a/100000/$((n + 3))}"); done
 timeout 120 mpirun --oversubscribe --bind-to none -np 2 -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
-    "$ONNXPIPE" train "${c[@]}" >"$OUT/crash-final.log" 2>&1 || { cat "$OUT/crash-final.log"; exit 1; }
+    "$ONNXPIPE" train "${final[@]}" >"$OUT/crash-final.log" 2>&1 || { cat "$OUT/crash-final.log"; exit 1; }
+grep -q "resumed from '$crash/$latest': step $n" "$OUT/crash-final.log" || { cat "$OUT/crash-final.log"; exit 1; }
 test "$(cat "$crash/latest")" = "step-$((n + 3))"
 "$ONNXPIPE" ckpt verify "$crash/step-$((n + 3))"
 echo "resumed from $latest and trained to step $((n + 3)); ckpt list:"

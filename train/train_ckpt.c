@@ -43,42 +43,88 @@ static char *trainer_json(const pp_train_config *c, int64_t step)
     return buf;
 }
 
-/* The LR schedule comes from the command line; say so when it differs from the one the
- * checkpoint was trained with. */
-static void compare_lr(const pp_train_config *c, const pp_ckpt_info *in)
+/* The settings come from the command line; say which differ from the ones the checkpoint
+ * was trained with (a user may mean it: a lower LR to go on with, say). */
+static void compare_settings(const pp_train_config *c, const pp_ckpt_info *in)
 {
+    const pp_optim_hparams *o = &in->meta.optim;
     const pp_jvalue *lr = in->trainer ? pp_json_get(in->trainer, "lr_schedule") : NULL;
-    const pp_jvalue *kind = lr ? pp_json_get(lr, "kind") : NULL, *peak = lr ? pp_json_get(lr, "lr") : NULL;
-    if (!kind || kind->type != PP_JSTR || !peak || peak->type != PP_JNUM) return;
-    if (strcmp(kind->str, lr_name(c->lr.kind)) || (float)peak->num != c->lr.lr)
-        pp_log(PP_LOG_WARN, "the checkpoint was trained with --lr-schedule %s --lr %g; this run uses %s --lr %g",
-               kind->str, peak->num, lr_name(c->lr.kind), (double)c->lr.lr);
+    const pp_jvalue *kind = lr ? pp_json_get(lr, "kind") : NULL, *clip = in->trainer ? pp_json_get(in->trainer, "clip_norm") : NULL;
+    char diff[512] = "";
+    size_t n = 0;
+#define DIFF(cond, ...) \
+    if ((cond) && n < sizeof diff) n += (size_t)snprintf(diff + n, sizeof diff - n, __VA_ARGS__)
+    DIFF(kind && kind->type == PP_JSTR && strcmp(kind->str, lr_name(c->lr.kind)), " --lr-schedule %s (now %s)",
+         kind->str, lr_name(c->lr.kind));
+    DIFF(o->lr != c->lr.lr, " --lr %g (now %g)", (double)o->lr, (double)c->lr.lr);
+    DIFF(o->beta1 != c->optim.beta1 || o->beta2 != c->optim.beta2, " --beta1 %g --beta2 %g (now %g, %g)",
+         (double)o->beta1, (double)o->beta2, (double)c->optim.beta1, (double)c->optim.beta2);
+    DIFF(o->eps != c->optim.eps, " --eps %g (now %g)", (double)o->eps, (double)c->optim.eps);
+    DIFF(o->weight_decay != c->optim.weight_decay, " --weight-decay %g (now %g)", (double)o->weight_decay,
+         (double)c->optim.weight_decay);
+    DIFF(o->momentum != c->optim.momentum || o->nesterov != c->optim.nesterov, " --momentum %g%s (now %g%s)",
+         (double)o->momentum, o->nesterov ? " --nesterov" : "", (double)c->optim.momentum,
+         c->optim.nesterov ? " --nesterov" : "");
+    DIFF(clip && clip->type == PP_JNUM && (float)clip->num != c->clip_norm, " --clip-norm %g (now %g)", clip->num,
+         (double)c->clip_norm);
+#undef DIFF
+    if (n) pp_log(PP_LOG_WARN, "the checkpoint was trained with%s", diff);
 }
 
-/* Rank 0 picks the checkpoint (auto: the newest in --save that verifies) and tells the
- * others; then every rank loads its own stages. */
+/* --resume auto: the candidates in order (`latest` first), each verified by all ranks
+ * together, each its share of the files, so no rank waits in a collective while one
+ * reads a whole checkpoint; the first that verifies everywhere. */
+static pp_status pick(train_ckpt *k, char *dir, size_t len, pp_error *err)
+{
+    pp_ckpt_entry *e = NULL;
+    int n = 0;
+    if (k->world->rank == 0) PP_CHECK(pp_ckpt_resume_candidates(k->cfg->save_dir, &e, &n, err));
+    double cand = n;
+    pp_status st = pp_comm_broadcast(k->world, &cand, sizeof cand, 0, err);
+    for (int i = 0; st == PP_OK && i < (int)cand; i++) {
+        snprintf(dir, len, "%s", e ? e[i].dir : "");
+        if ((st = pp_comm_broadcast(k->world, dir, len, 0, err)) != PP_OK) break;
+        pp_error why = {0};
+        double bad = pp_ckpt_verify_part(dir, k->world->rank, k->world->size, &why) != PP_OK;
+        if (bad) pp_log(PP_LOG_WARN, "skipping checkpoint '%s': %s", dir, why.msg);
+        if ((st = pp_comm_allreduce(k->world, &bad, 1, PP_DTYPE_F64, err)) != PP_OK || bad == 0) break;
+        dir[0] = 0;
+    }
+    if (!cand) dir[0] = 0;
+    pp_ckpt_list_free(e, n);
+    return st;
+}
+
+/* Picks the checkpoint (auto, or the one named), then every rank loads its own stages. */
 static pp_status resume(train_ckpt *k, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
     char dir[4096] = "";
     int rank0 = k->world->rank == 0;
-    if (rank0) {
-        if (!strcmp(c->resume, "auto")) PP_CHECK(pp_ckpt_find_resume(c->save_dir, dir, sizeof dir, err));
-        else snprintf(dir, sizeof dir, "%s", c->resume);
-    }
-    PP_CHECK(pp_comm_broadcast(k->world, dir, sizeof dir, 0, err));
+    if (!strcmp(c->resume, "auto")) PP_CHECK(pick(k, dir, sizeof dir, err));
+    else snprintf(dir, sizeof dir, "%s", c->resume);
     if (!dir[0]) {
-        if (rank0 && !c->quiet) printf("resume: no checkpoint in '%s', starting from scratch\n\n", c->save_dir);
+        if (rank0 && !c->quiet) printf("resume: no checkpoint in '%s' verifies, starting from scratch\n\n", c->save_dir);
         return PP_OK;
     }
     pp_ckpt *ck = NULL;
     PP_CHECK(pp_ckpt_open(dir, &ck, err));
-    pp_status st = pp_ckpt_load(ck, &k->part, err);
     const pp_ckpt_info *in = pp_ckpt_inspect(ck);
+    pp_status st = PP_OK;
+    /* Dropout masks are drawn from the seed: another one would not continue the same run */
+    if (in->meta.seed != c->seed)
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s' was trained with --seed %llu, this run has --seed "
+                          "%llu: pass --seed %llu to go on with the same random draws", dir,
+                          (unsigned long long)in->meta.seed, (unsigned long long)c->seed,
+                          (unsigned long long)in->meta.seed);
+    if (st == PP_OK && in->meta.step > INT64_MAX / 4 / c->batch)
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s': step %lld x --batch %lld is out of range", dir,
+                          (long long)in->meta.step, (long long)c->batch);
+    if (st == PP_OK) st = pp_ckpt_load(ck, &k->part, err);
     if (st == PP_OK) {
         k->resumed_step = k->last_saved = in->meta.step;
         k->sample0 = in->meta.samples - in->meta.step * c->batch;
-        if (rank0) compare_lr(c, in);
+        if (rank0) compare_settings(c, in);
         if (rank0 && !c->quiet)
             printf("resumed from '%s': step %lld, %lld samples (written with pp %d x dp %d, %s)\n\n", dir,
                    (long long)in->meta.step, (long long)in->meta.samples, in->meta.pp, in->meta.dp,
@@ -124,7 +170,8 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
     if (!cfg->save_dir) return PP_OK;
     char id[32];
     PP_CHECK(run_id(world, id, sizeof id, err));
-    pp_ckpt_writer_options o = {.root = cfg->save_dir, .keep = cfg->keep, .async = !cfg->save_sync, .run_id = id};
+    pp_ckpt_writer_options o = {.root = cfg->save_dir, .keep = cfg->keep, .async = !cfg->save_sync, .run_id = id,
+                                .defer_copy = 1};   /* the driver's before_update waits for the copy */
     return pp_ckpt_writer_create(&o, &k->writer, err);
 }
 

@@ -57,21 +57,24 @@ typedef struct pp_ckpt_writer_options {
                                        memory and a thread writes them while training goes on */
     const char *run_id;             /* the same on every rank of the job, unique per job (names the
                                        temporary directory, so a crashed job's leftovers never mix in) */
+    int defer_copy;                 /* async on the cpu: the thread also makes the copy of parameters
+                                       and optimizer state, and the caller calls
+                                       pp_ckpt_writer_wait_staged before its next optimizer step */
     double timeout_s;               /* how long rank 0 waits for the other ranks' shards (0: 600) */
 } pp_ckpt_writer_options;
 
 pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_writer **out, pp_error *err);
 /* Waits for the previous save, copies this rank's tensors (a disjoint part of each of its
  * stages) to host memory, and writes them: in a thread when async, else before returning
- * (rank 0 then also waits until the checkpoint is committed). Async on the cpu the thread
- * makes the copy of parameters and optimizer state (see pp_ckpt_writer_wait_staged).
+ * (rank 0 then also waits until the checkpoint is committed). With defer_copy, async on
+ * the cpu, the thread makes the copy of parameters and optimizer state.
  * Every rank of the job calls it with the same meta->step. *stall_s (may be NULL): the
  * seconds this call took. */
 pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                               double *stall_s, pp_error *err);
-/* Async on the cpu, save leaves the copy of parameters and optimizer state to the writer
+/* With defer_copy, save leaves the copy of parameters and optimizer state to the writer
  * thread: call this before anything changes them (the next optimizer step). Returns the
- * seconds it waited. A no-op otherwise. */
+ * seconds it waited. A no-op otherwise (NULL too). */
 double pp_ckpt_writer_wait_staged(pp_ckpt_writer *w);
 /* Waits for the write in flight; on rank 0 until its checkpoint is committed. Returns the
  * write's error, if it had one. */
@@ -133,6 +136,8 @@ pp_status pp_ckpt_load(pp_ckpt *c, const pp_ckpt_part *part, pp_error *err);
 /* Reads every file of the checkpoint and checks its size and checksum and every tensor's;
  * fails naming the file and tensor. */
 pp_status pp_ckpt_verify(const char *dir, pp_error *err);
+/* The same over files part, part + parts, ... (the ranks of a job verify in parallel). */
+pp_status pp_ckpt_verify_part(const char *dir, int part, int parts, pp_error *err);
 
 /* The checkpoints in root, newest first. */
 typedef struct pp_ckpt_entry {
@@ -142,8 +147,13 @@ typedef struct pp_ckpt_entry {
 } pp_ckpt_entry;
 pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
 void pp_ckpt_list_free(pp_ckpt_entry *e, int n);
-/* The newest checkpoint in root that verifies, into dir (len bytes), or "" when root holds
- * none (or does not exist). One that fails is skipped with a warning naming why. */
+/* The checkpoints a resume may take, in the order to try them: the one `latest` names,
+ * then older ones newest first (newer ones than `latest` belong to a run that was resumed
+ * from an older checkpoint, and are left out); every one, newest first, when there is no
+ * `latest`. */
+pp_status pp_ckpt_resume_candidates(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
+/* The first of the resume candidates that verifies, into dir (len bytes), or "" when root
+ * holds none (or does not exist). One that fails is skipped with a warning naming why. */
 pp_status pp_ckpt_find_resume(const char *root, char *dir, size_t len, pp_error *err);
 
 /* ---- export ------------------------------------------------------------------ */
