@@ -5,12 +5,6 @@
 
 #include <string.h>
 
-static const char *optim_name(pp_optim_kind k)
-{
-    static const char *const names[] = {"sgd", "adam", "adamw", "lamb"};
-    return (int)k >= 0 && k <= PP_OPTIM_LAMB ? names[k] : "unknown";
-}
-
 /* The tensor NAME[.state], checked against what the stage holds, mapped and verified. */
 static pp_status find(pp_ckpt *c, const char *param, const char *state, pp_dtype dt, const pp_shape *shape,
                       const pp_ckpt_tensor **out, pp_error *err)
@@ -78,8 +72,8 @@ pp_status pp_ckpt_load(pp_ckpt *c, const pp_ckpt_part *part, pp_error *err)
         const pp_optim_hparams *h = pp_stage_optim(part->stages[i]);
         if (h->kind != m->optim.kind)
             return pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s' was written with optimizer %s, this run uses "
-                                "%s: resume with --optimizer %s", c->dir, optim_name(m->optim.kind),
-                                optim_name(h->kind), optim_name(m->optim.kind));
+                                "%s: resume with --optimizer %s", c->dir, pp_optim_kind_name(m->optim.kind),
+                                pp_optim_kind_name(h->kind), pp_optim_kind_name(m->optim.kind));
         pp_status st = load_stage(c, part->stages[i], err);
         if (st != PP_OK) {
             pp_error_prefix(err, "stage %d: ", part->stage_index[i]);

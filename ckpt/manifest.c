@@ -23,6 +23,18 @@ pp_status ck_crc_parse(const pp_jvalue *v, uint32_t *out)
     return PP_OK;
 }
 
+/* Closes the memory stream f (over *buf, *n) and writes what it holds to path, fsynced. */
+static pp_status write_stream(FILE *f, char **buf, size_t *n, const char *path, pp_error *err)
+{
+    if (fclose(f) != 0 || !*buf) {
+        free(*buf);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory writing '%s'", path);
+    }
+    pp_status st = ck_write_file(path, *buf, *n, err);
+    free(*buf);
+    return st;
+}
+
 pp_status ck_marker_write(const ck_shard *sh, const char *path, pp_error *err)
 {
     char *buf = NULL;
@@ -58,16 +70,9 @@ pp_status ck_marker_write(const ck_shard *sh, const char *path, pp_error *err)
     pp_json_end_array(&j);
     pp_json_end_object(&j);
     pp_json_finish(&j);
-    if (fclose(f) != 0 || !buf) {
-        free(buf);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory writing '%s'", path);
-    }
-    pp_status st = ck_write_file(path, buf, n, err);
-    free(buf);
-    return st;
+    return write_stream(f, &buf, &n, path, err);
 }
 
-static const char *optim_names[] = {"sgd", "adam", "adamw", "lamb"};
 
 pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *m, uint64_t model_hash,
                             const pp_jvalue *const *markers, int nmarkers, pp_error *err)
@@ -94,7 +99,7 @@ pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *m, uint64_t mo
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)m->seed);
     pp_json_string(&j, "seed", seed);
     pp_json_begin_object(&j, "optimizer");
-    pp_json_string(&j, "kind", optim_names[m->optim.kind]);
+    pp_json_string(&j, "kind", pp_optim_kind_name(m->optim.kind));
     pp_json_double(&j, "lr", m->optim.lr);
     pp_json_double(&j, "momentum", m->optim.momentum);
     pp_json_bool(&j, "nesterov", m->optim.nesterov);
@@ -150,11 +155,5 @@ pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *m, uint64_t mo
     pp_json_end_array(&j);
     pp_json_end_object(&j);
     pp_json_finish(&j);
-    if (fclose(f) != 0 || !buf) {
-        free(buf);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory writing '%s'", path);
-    }
-    pp_status st = ck_write_file(path, buf, n, err);
-    free(buf);
-    return st;
+    return write_stream(f, &buf, &n, path, err);
 }

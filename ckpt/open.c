@@ -61,12 +61,7 @@ static pp_status read_meta(pp_ckpt *c, const reader *r)
     if (!seed) return bad(r, "seed", -1);
     m->seed = strtoull(seed, NULL, 10);
     const char *kind = opt ? str_of(opt, "kind") : NULL;
-    static const char *const kinds[] = {"sgd", "adam", "adamw", "lamb"};
-    int k = -1;
-    for (int i = 0; kind && i < 4; i++)
-        if (!strcmp(kind, kinds[i])) k = i;
-    if (k < 0) return bad(r, "optimizer.kind", -1);
-    m->optim.kind = (pp_optim_kind)k;
+    if (!pp_optim_kind_parse(kind, &m->optim.kind)) return bad(r, "optimizer.kind", -1);
     double v[7] = {0};
     const char *names[] = {"lr", "momentum", "nesterov", "beta1", "beta2", "eps", "weight_decay"};
     for (int i = 0; i < 7; i++)

@@ -59,7 +59,6 @@ static int list(int argc, char **argv)
 static void print_info(const pp_ckpt_info *in)
 {
     const pp_ckpt_meta *m = &in->meta;
-    static const char *const optims[] = {"sgd", "adam", "adamw", "lamb"};
     char b[32];
     printf("checkpoint %s\n", in->dir);
     printf("  format        %s %d (written by onnxpipe %s)\n", PP_CKPT_FORMAT, in->format_version,
@@ -67,7 +66,7 @@ static void print_info(const pp_ckpt_info *in)
     printf("  model         %s (hash %016llx)\n", m->model_path ? m->model_path : "?",
            (unsigned long long)in->model_hash);
     printf("  step          %lld (%lld samples)\n", (long long)m->step, (long long)m->samples);
-    printf("  optimizer     %s lr %g", optims[m->optim.kind], (double)m->optim.lr);
+    printf("  optimizer     %s lr %g", pp_optim_kind_name(m->optim.kind), (double)m->optim.lr);
     if (m->optim.kind == PP_OPTIM_SGD) printf(" momentum %g%s", (double)m->optim.momentum, m->optim.nesterov ? " nesterov" : "");
     else printf(" betas (%g, %g) eps %g", (double)m->optim.beta1, (double)m->optim.beta2, (double)m->optim.eps);
     printf(" weight decay %g\n", (double)m->optim.weight_decay);

@@ -67,17 +67,6 @@ static void usage(FILE *out)
             "  --profile FILE         ... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout\n");
 }
 
-static int parse_optimizer(const char *s, pp_optim_kind *k)
-{
-    static const char *const names[] = {"sgd", "adam", "adamw", "lamb"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(s, names[i])) {
-            *k = (pp_optim_kind)i;
-            return 1;
-        }
-    return 0;
-}
-
 #define MAX_DIMS 16
 
 /* --profile-steps A:B (or A: one step) with 1 <= A <= B. */
@@ -178,7 +167,7 @@ int cmd_train(int argc, char **argv)
             i++;
         }
         else if (!strcmp(a, "--optimizer")) {
-            if (!v || !parse_optimizer(v, &c.optim.kind))
+            if (!v || !pp_optim_kind_parse(v, &c.optim.kind))
                 return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v ? v : "");
             i++;
         } else if (!strcmp(a, "--schedule")) {

@@ -92,6 +92,8 @@ pp_status pp_kernel_register_table(const pp_kernel_table *table, pp_error *err);
 /* ---- flat-buffer kernels used by the stage: optimizers, norms, accumulation ---- */
 
 typedef enum { PP_OPTIM_SGD = 0, PP_OPTIM_ADAM, PP_OPTIM_ADAMW, PP_OPTIM_LAMB } pp_optim_kind;
+const char *pp_optim_kind_name(pp_optim_kind k);            /* "sgd", "adam", "adamw", "lamb" */
+int pp_optim_kind_parse(const char *name, pp_optim_kind *out);  /* 1 if name is one of those */
 
 typedef struct pp_optim_hparams {
     pp_optim_kind kind;

@@ -6,6 +6,7 @@
 #include "element.h"
 
 #include <math.h>
+#include <string.h>
 #include <onnxpipe/kernels.h>
 
 int pp_optim_state_slots(const pp_optim_hparams *h)
@@ -14,20 +15,26 @@ int pp_optim_state_slots(const pp_optim_hparams *h)
     return 2;
 }
 
-static const char *optim_name(pp_optim_kind k)
+static const char *const optim_names[] = {"sgd", "adam", "adamw", "lamb"};
+
+const char *pp_optim_kind_name(pp_optim_kind k)
 {
-    switch (k) {
-    case PP_OPTIM_SGD: return "sgd";
-    case PP_OPTIM_ADAM: return "adam";
-    case PP_OPTIM_ADAMW: return "adamw";
-    case PP_OPTIM_LAMB: return "lamb";
-    default: return "unknown";
-    }
+    return (int)k >= PP_OPTIM_SGD && k <= PP_OPTIM_LAMB ? optim_names[k] : "unknown";
+}
+
+int pp_optim_kind_parse(const char *name, pp_optim_kind *out)
+{
+    for (int i = 0; name && i <= PP_OPTIM_LAMB; i++)
+        if (!strcmp(name, optim_names[i])) {
+            *out = (pp_optim_kind)i;
+            return 1;
+        }
+    return 0;
 }
 
 pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err)
 {
-    const char *nm = optim_name(h->kind);
+    const char *nm = pp_optim_kind_name(h->kind);
     if ((int)h->kind < PP_OPTIM_SGD || h->kind > PP_OPTIM_LAMB)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "optimizer kind %d is not one of sgd, adam, adamw, lamb",
                             (int)h->kind);
