@@ -15,7 +15,9 @@ typedef struct ck_item {
     int64_t nbytes;
     int64_t offset;         /* from the start of the shard's data area (safetensors data_offsets) */
     uint32_t crc;
-    const void *src;        /* still to copy from here (the writer thread stages it), or NULL */
+    const char *data;       /* the bytes the shard writer reads: staged host memory, or (a
+                            synchronous save on the cpu) the stage's own buffer */
+    const void *src;        /* still to copy from here into data (the writer thread does), or NULL */
     pp_device *dev;
 } ck_item;
 
@@ -24,7 +26,7 @@ typedef struct ck_shard {
     int stage, replica;
     ck_item *items;
     int nitems;
-    char *host;             /* staged bytes, data area order */
+    char *host;             /* staged bytes, data area order (NULL: written in place) */
     int64_t bytes;
     /* filled when written */
     char file[64];          /* "" when the shard holds nothing */

@@ -99,7 +99,7 @@ pp_status ck_shard_write(ck_shard *sh, const char *path, int64_t step, pp_error 
     /* one pass over the data: each tensor's checksum, combined into the file's */
     for (int i = 0; i < sh->nitems; i++) {
         ck_item *it = &sh->items[i];
-        it->crc = pp_crc32c(0, sh->host + it->offset, (size_t)it->nbytes);
+        it->crc = pp_crc32c(0, it->data, (size_t)it->nbytes);
         crc = pp_crc32c_combine(crc, it->crc, (size_t)it->nbytes);
     }
     double t_crc = pp_now() - t0, t_write = 0;
@@ -111,7 +111,8 @@ pp_status ck_shard_write(ck_shard *sh, const char *path, int64_t step, pp_error 
     }
     PP_CHECK_GOTO(write_all(fd, path, len8, 8, err), st, done);
     PP_CHECK_GOTO(write_all(fd, path, hdr, hlen, err), st, done);
-    PP_CHECK_GOTO(write_all(fd, path, sh->host, (size_t)sh->bytes, err), st, done);
+    for (int i = 0; i < sh->nitems; i++)
+        PP_CHECK_GOTO(write_all(fd, path, sh->items[i].data, (size_t)sh->items[i].nbytes, err), st, done);
     t_write = pp_now() - t0 - t_crc;
     if (fsync(fd) != 0) st = pp_error_set(err, PP_ERR_IO, "cannot fsync '%s': %s", path, strerror(errno));
 done:

@@ -155,7 +155,12 @@ static pp_status list_stage(const pp_ckpt_part *part, int i, src_list *l, pp_err
 
 /* This replica's share of stage i: the items whose first byte falls in its 1/replicas of
  * the stage's bytes (buffers: replica 0), copied from the device into one host buffer. */
-static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char **host, size_t *cap, int defer,
+/* How a save gets the bytes it writes: copied before save returns; copied by the writer
+ * thread (defer_copy); or read in place by a synchronous save on the cpu, whose buffers
+ * are host memory that nothing changes until save returns (no copy at all). */
+typedef enum { COPY_NOW, COPY_IN_THREAD, IN_PLACE } stage_mode;
+
+static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char **host, size_t *cap, stage_mode mode,
                              pp_error *err)
 {
     src_list l = {0};
@@ -179,12 +184,12 @@ static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char
         at += l.items[k].nbytes;
         if (mine[k]) sh->bytes += l.items[k].nbytes;
     }
-    if (mine && *cap < (size_t)sh->bytes + 1) {
+    if (mine && mode != IN_PLACE && *cap < (size_t)sh->bytes + 1) {
         free(*host);
         *cap = (*host = malloc((size_t)sh->bytes + 1)) ? (size_t)sh->bytes + 1 : 0;
     }
-    sh->host = mine ? *host : NULL;
-    if (!sh->host) {
+    sh->host = mine && mode != IN_PLACE ? *host : NULL;
+    if (!mine || (mode != IN_PLACE && !sh->host)) {
         free(mine);
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory staging %lld checkpoint bytes", (long long)sh->bytes);
         goto done;
@@ -198,8 +203,13 @@ static pp_status stage_shard(const pp_ckpt_part *part, int i, ck_shard *sh, char
         *it = l.items[k];
         l.items[k].name = l.items[k].param = NULL;      /* moved */
         it->offset = off;
-        if (defer && !l.forward_writes[k]) it->src = l.src[k], it->dev = dev;
-        else st = pp_device_copy_to_host(dev, sh->host + off, l.src[k], (size_t)it->nbytes, err);
+        if (mode == IN_PLACE) {
+            it->data = l.src[k];
+        } else {
+            it->data = sh->host + off;
+            if (mode == COPY_IN_THREAD && !l.forward_writes[k]) it->src = l.src[k], it->dev = dev;
+            else st = pp_device_copy_to_host(dev, sh->host + off, l.src[k], (size_t)it->nbytes, err);
+        }
         off += it->nbytes;
     }
     free(mine);
@@ -347,10 +357,12 @@ pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const
         for (int i = w->nhosts; i < part->nstages; i++) w->hosts[i] = NULL, w->caps[i] = 0;
         w->nhosts = part->nstages;
     }
-    /* only a cpu's memory is read from another thread (a GPU copy runs on the trainer's stream) */
-    int defer = w->opt.async && w->opt.defer_copy && pp_stage_device(part->stages[0])->kind == PP_DEVICE_CPU;
+    /* only a cpu's memory is read from another thread (a GPU copy runs on the trainer's
+     * stream), and read in place */
+    int cpu = pp_stage_device(part->stages[0])->kind == PP_DEVICE_CPU;
+    stage_mode mode = !w->opt.async && cpu ? IN_PLACE : w->opt.async && w->opt.defer_copy && cpu ? COPY_IN_THREAD : COPY_NOW;
     for (int i = 0; i < part->nstages; i++)
-        PP_CHECK(stage_shard(part, i, &w->shards[i], &w->hosts[i], &w->caps[i], defer, err));
+        PP_CHECK(stage_shard(part, i, &w->shards[i], &w->hosts[i], &w->caps[i], mode, err));
     pp_log(PP_LOG_DEBUG, "checkpoint step %lld: staged in %.3f s", (long long)meta->step, pp_now() - t0);
     PP_CHECK(ck_mkdir(w->root, err));
     PP_CHECK(ck_mkdir(w->tmp, err));

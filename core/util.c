@@ -90,14 +90,41 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const 
 }
 #endif
 
+#if defined(__x86_64__)
+/* Three independent chains over three equal blocks of len bytes (a multiple of 8): the
+ * crc32 instruction's latency is three times its issue rate, so one chain runs at a
+ * third of the speed. Raw (inverted) states in, the blocks' raw states out. */
+__attribute__((target("sse4.2"))) static void crc_sse42_x3(uint32_t *s, const uint8_t *p, size_t len)
+{
+    uint64_t a = s[0], b = s[1], c = s[2];
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t x, y, z;
+        memcpy(&x, p + i, 8);
+        memcpy(&y, p + len + i, 8);
+        memcpy(&z, p + 2 * len + i, 8);
+        a = __builtin_ia32_crc32di(a, x);
+        b = __builtin_ia32_crc32di(b, y);
+        c = __builtin_ia32_crc32di(c, z);
+    }
+    s[0] = (uint32_t)a, s[1] = (uint32_t)b, s[2] = (uint32_t)c;
+}
+#endif
+
 uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n)
 {
     pthread_once(&crc_once, crc_init);
     const uint8_t *p = data;
-    crc = ~crc;
 #if defined(__x86_64__)
-    if (crc_hw) return ~crc_sse42(crc, p, n);
+    if (crc_hw && n >= ((size_t)3 << 16)) {
+        size_t len = n / 3 / 8 * 8;
+        uint32_t s[3] = {~crc, ~0u, ~0u};
+        crc_sse42_x3(s, p, len);
+        crc = pp_crc32c_combine(pp_crc32c_combine(~s[0], ~s[1], len), ~s[2], len);
+        return pp_crc32c(crc, p + 3 * len, n - 3 * len);
+    }
+    if (crc_hw) return ~crc_sse42(~crc, p, n);
 #endif
+    crc = ~crc;
     for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
     return ~crc;
 }

@@ -38,6 +38,16 @@ static void test_crc32c(void **state)
     assert_int_equal(pp_crc32c_combine(pp_crc32c(0, big, 50008), pp_crc32c(0, big + 50008, sizeof big - 50008),
                                        sizeof big - 50008), one);
     assert_int_equal(pp_crc32c_combine(one, pp_crc32c(0, NULL, 0), 0), one);
+    /* a large buffer (three interleaved chains, then combined) against 4 KiB pieces (one chain) */
+    size_t nbig = (1u << 20) + 13;
+    unsigned char *m = malloc(nbig);
+    assert_non_null(m);
+    for (size_t i = 0; i < nbig; i++) m[i] = (unsigned char)(i * 40503u >> 7);
+    uint32_t pieces = 0;
+    for (size_t at = 0; at < nbig; at += 4096) pieces = pp_crc32c(pieces, m + at, nbig - at < 4096 ? nbig - at : 4096);
+    assert_int_equal(pp_crc32c(0, m, nbig), pieces);
+    assert_int_equal(pp_crc32c(pp_crc32c(0, m, 5), m + 5, nbig - 5), pieces);
+    free(m);
     printf("crc32c: check values of RFC 3720 and '123456789' match; split == whole == combined (%08x)\n", one);
 }
 
