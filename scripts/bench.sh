@@ -40,4 +40,8 @@ else
 fi
 run step "$BUILD/bench_step"
 run watch "$BUILD/bench_watch"
+# bench_ckpt writes 1.8 GB checkpoints (about 4 GB free needed) to BENCH_CKPT_DIR
+ckdir=${BENCH_CKPT_DIR:-${TMPDIR:-/tmp}/onnxpipe-bench-ckpt}
+run ckpt "$BUILD/bench_ckpt" --dir "$ckdir"
+rm -rf "$ckdir"
 run pipeline "$SRC/bench/pipeline.sh" "$BUILD"
