@@ -28,7 +28,7 @@ static pp_status gather(const ck_commit *c, pp_jvalue **markers, pp_error *err)
         char name[64];
         snprintf(name, sizeof name, "shard-s%03d-r%03d.json", i / replicas, i % replicas);
         char *path = join(c->tmp, name), *text = NULL;
-        if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!path) return PP_NOMEM(err);
         struct stat sb;
         while (stat(path, &sb) != 0) {
             if (pp_now() - t0 > c->timeout_s) {
@@ -58,7 +58,7 @@ static pp_status remove_markers(const ck_commit *c, pp_error *err)
         char name[64];
         snprintf(name, sizeof name, "shard-s%03d-r%03d.json", i / replicas, i % replicas);
         char *path = join(c->tmp, name);
-        if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!path) return PP_NOMEM(err);
         unlink(path);
         free(path);
     }
@@ -74,7 +74,7 @@ static pp_status move_into_place(const ck_commit *c, pp_error *err)
     pp_status st = PP_OK;
     if (stat(c->final_dir, &sb) == 0) {
         size_t n = strlen(c->final_dir) + strlen(c->run_id) + 8;
-        if (!(aside = malloc(n))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!(aside = malloc(n))) return PP_NOMEM(err);
         snprintf(aside, n, "%s.old-%s", c->final_dir, c->run_id);
         PP_CHECK_GOTO(ck_rename(c->final_dir, aside, err), st, done);
     }
@@ -92,7 +92,7 @@ static pp_status move_latest(const ck_commit *c, pp_error *err)
     snprintf(text, sizeof text, "step-%lld\n", (long long)c->meta->step);
     snprintf(name, sizeof name, "latest.tmp-%.60s", c->run_id);
     char *tmp = join(c->root, name), *latest = join(c->root, "latest");
-    pp_status st = tmp && latest ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    pp_status st = tmp && latest ? PP_OK : PP_NOMEM(err);
     if (st == PP_OK) st = ck_write_file(tmp, text, strlen(text), err);
     if (st == PP_OK) st = ck_rename(tmp, latest, err);
     if (st == PP_OK) st = ck_fsync_path(c->root, err);
@@ -149,7 +149,7 @@ static pp_status prune(const ck_commit *c, pp_error *err)
         snprintf(name, sizeof name, "step-%lld", (long long)steps[i]);
         snprintf(aside, sizeof aside, "step-%lld.old-%.60s", (long long)steps[i], c->run_id);
         char *p = join(c->root, name), *q = join(c->root, aside);
-        st = p && q ? ck_rename(p, q, err) : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = p && q ? ck_rename(p, q, err) : PP_NOMEM(err);
         if (st == PP_OK) st = ck_remove_tree(q, err);
         free(p);
         free(q);
@@ -167,7 +167,7 @@ pp_status ck_commit_run(const ck_commit *c, pp_error *err)
 {
     pp_jvalue **markers = calloc((size_t)c->expected + 1, sizeof *markers);
     char *manifest = join(c->tmp, "manifest.json");
-    pp_status st = markers && manifest ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    pp_status st = markers && manifest ? PP_OK : PP_NOMEM(err);
     double t0 = pp_now();
     if (st == PP_OK) st = gather(c, markers, err);
     double t_gather = pp_now() - t0;

@@ -90,7 +90,7 @@ static pp_status read_files(pp_ckpt *c, const reader *r)
     c->files = calloc((size_t)fs->n + 1, sizeof *c->files);
     c->maps = calloc((size_t)fs->n + 1, sizeof *c->maps);
     c->map_lens = calloc((size_t)fs->n + 1, sizeof *c->map_lens);
-    if (!c->files || !c->maps || !c->map_lens) return pp_error_set(r->err, PP_ERR_NOMEM, "out of memory");
+    if (!c->files || !c->maps || !c->map_lens) return PP_NOMEM(r->err);
     for (int i = 0; i < fs->n; i++) {
         pp_ckpt_file *f = &c->files[i];
         f->name = str_of(&fs->items[i], "name");
@@ -116,7 +116,7 @@ static pp_status read_tensors(pp_ckpt *c, const reader *r)
     if (!ts || ts->type != PP_JARR) return bad(r, "tensors", -1);
     c->tensors = calloc((size_t)ts->n + 1, sizeof *c->tensors);
     c->by_name = calloc((size_t)ts->n + 1, sizeof *c->by_name);
-    if (!c->tensors || !c->by_name) return pp_error_set(r->err, PP_ERR_NOMEM, "out of memory");
+    if (!c->tensors || !c->by_name) return PP_NOMEM(r->err);
     for (int i = 0; i < ts->n; i++) {
         const pp_jvalue *o = &ts->items[i], *shape = pp_json_get(o, "shape");
         pp_ckpt_tensor *t = &c->tensors[i];
@@ -229,7 +229,7 @@ pp_status ck_map_file(pp_ckpt *c, int f, pp_error *err)
     if (c->maps[f]) return PP_OK;
     size_t n = strlen(c->dir) + strlen(c->files[f].name) + 2;
     char *path = malloc(n);
-    if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!path) return PP_NOMEM(err);
     snprintf(path, n, "%s/%s", c->dir, c->files[f].name);
     struct stat sb;
     pp_status st = stat(path, &sb) != 0 && errno == ENOENT

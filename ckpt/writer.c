@@ -60,7 +60,7 @@ pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_write
     pp_ckpt_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->root = pp_strdup(opt->root)) || !(w->run_id = pp_strdup(opt->run_id))) {
         pp_ckpt_writer_destroy(w);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     }
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->staged_cv, NULL);
@@ -239,7 +239,7 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
         if (sh->nitems > 0) {
             snprintf(sh->file, sizeof sh->file, "%s.safetensors", base);
             char *path = path_join(w->tmp, sh->file);
-            if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            if (!path) return PP_NOMEM(err);
             pp_status st = ck_shard_write(sh, path, w->meta.step, err);
             free(path);
             PP_CHECK(st);
@@ -249,7 +249,7 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
         char *part = path_join(w->tmp, name);
         snprintf(name, sizeof name, "%s.json", base);
         char *marker = path_join(w->tmp, name);
-        pp_status st = part && marker ? ck_marker_write(sh, part, err) : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        pp_status st = part && marker ? ck_marker_write(sh, part, err) : PP_NOMEM(err);
         if (st == PP_OK) st = ck_rename(part, marker, err);
         free(part);
         free(marker);
@@ -323,7 +323,7 @@ static pp_status copy_meta(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp
     w->tmp = tmpname ? path_join(w->root, tmpname) : NULL;
     free(tmpname);
     if (!w->model_path || !w->schedule || (m->trainer_json && !w->trainer_json) || !w->final_dir || !w->tmp)
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     w->meta.model_path = w->model_path;
     w->meta.schedule = w->schedule;
     w->meta.trainer_json = w->trainer_json;
@@ -346,14 +346,14 @@ pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const
                             "replicas and at least one stage", part->replica, part->replicas, part->nstages);
     PP_CHECK(copy_meta(w, part, meta, err));
     w->shards = calloc((size_t)part->nstages, sizeof *w->shards);
-    if (!w->shards) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!w->shards) return PP_NOMEM(err);
     w->nshards = part->nstages;
     if (w->nhosts < part->nstages) {
         char **h = pp_realloc_array(w->hosts, (size_t)part->nstages, sizeof *h);
         if (h) w->hosts = h;
         size_t *c = pp_realloc_array(w->caps, (size_t)part->nstages, sizeof *c);
         if (c) w->caps = c;
-        if (!h || !c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!h || !c) return PP_NOMEM(err);
         for (int i = w->nhosts; i < part->nstages; i++) w->hosts[i] = NULL, w->caps[i] = 0;
         w->nhosts = part->nstages;
     }

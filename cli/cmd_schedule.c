@@ -160,7 +160,7 @@ static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost 
     PP_CHECK_GOTO(pp_partition_create(g, s->num_stages, &po, &part, err), st, done);
     c = pp_calloc((size_t)s->num_stages, sizeof *c);
     if (!c) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto done;
     }
     for (int i = 0; i < s->num_stages; i++) {

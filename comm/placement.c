@@ -64,7 +64,7 @@ static pp_status check_input(const pp_placement_input *in, pp_error *err)
 static pp_status assign_hosts(const pp_placement_input *in, pp_placement *p, pp_error *err)
 {
     int *count = calloc((size_t)p->nhosts, sizeof *count);
-    if (!count) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!count) return PP_NOMEM(err);
     pp_status st = PP_OK;
     for (int r = 0; r < p->nranks; r++) {
         int h = in->rank_host ? in->rank_host[r] : r / (p->nranks / p->nhosts);
@@ -94,7 +94,7 @@ static void warn(pp_placement *p, const char *host, int n, int have, const char 
 static pp_status share_cores(pp_topology *t, hwloc_obj_t root, int n, int idx, hwloc_bitmap_t out, pp_error *err)
 {
     hwloc_bitmap_t *sets = calloc((size_t)n, sizeof *sets);
-    if (!sets) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!sets) return PP_NOMEM(err);
     pp_status st = PP_OK;
     int core_depth = hwloc_get_type_depth(t, HWLOC_OBJ_CORE);
     /* hwloc_distrib allocates the n sets itself */
@@ -124,7 +124,7 @@ static pp_status place_host(plan_ctx *c, int h, pp_error *err)
     for (int r = 0; r < p->nranks; r++) {
         pp_rank_place *rp = &p->ranks[r];
         if (rp->host != h) continue;
-        if (!(rp->cpuset = hwloc_bitmap_alloc())) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!(rp->cpuset = hwloc_bitmap_alloc())) return PP_NOMEM(err);
         hwloc_obj_t root = hwloc_get_root_obj(t);
         int n = nlocal, idx = rp->local;
         if (use_gpu) {
@@ -198,7 +198,7 @@ pp_status pp_placement_plan(const pp_placement_input *in, pp_placement **out, pp
     pp_status st = PP_OK;
     plan_ctx c = {.in = in};
     pp_placement *p = calloc(1, sizeof *p);
-    if (!p) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!p) return PP_NOMEM(err);
     p->pp = in->pp;
     p->dp = in->dp;
     p->nranks = in->pp * in->dp;

@@ -112,7 +112,7 @@ pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, 
         len += (size_t)snprintf(res->note, sizeof res->note, "mpirun's local rank %s of %s differs from the plan's "
                                 "%d of %d; ", lr ? lr : "?", ls ? ls : "?", rp->local, nlocal);
     hwloc_bitmap_t cur = hwloc_bitmap_alloc();
-    if (!cur) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!cur) return PP_NOMEM(err);
     pp_status st = PP_OK;
     if (hwloc_get_cpubind(topo, cur, HWLOC_CPUBIND_PROCESS) != 0) {
         st = pp_error_set(err, PP_ERR_IO, "rank %d: hwloc_get_cpubind failed (%s)", rank, strerror(errno));

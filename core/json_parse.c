@@ -134,7 +134,7 @@ pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err)
 {
     *out = NULL;
     pp_jvalue *v = calloc(1, sizeof *v);
-    if (!v) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!v) return PP_NOMEM(err);
     parser ps = {text, text, err, 0};
     pp_status st = parse_value(&ps, v);
     if (st == PP_OK) {

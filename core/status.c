@@ -60,3 +60,23 @@ void pp_error_clear(pp_error *err)
     err->status = PP_OK;
     err->msg[0] = '\0';
 }
+
+/* The last two parts of a source path: "ckpt/writer.c" */
+static const char *short_path(const char *file)
+{
+    const char *last = NULL, *prev = NULL;
+    for (const char *p = file; *p; p++)
+        if (*p == '/') prev = last, last = p;
+    return prev ? prev + 1 : last ? last + 1 : file;
+}
+
+pp_status pp_error_nomem(pp_error *err, const char *file, int line)
+{
+    return pp_error_set(err, PP_ERR_NOMEM, "out of memory (%s:%d)", short_path(file), line);
+}
+
+void pp_check_trace(const char *file, int line, const char *expr, pp_status st)
+{
+    if (pp_log_enabled(PP_LOG_DEBUG))
+        pp_log(PP_LOG_DEBUG, "%s:%d: %s: %s", short_path(file), line, expr, pp_status_string(st));
+}

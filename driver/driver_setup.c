@@ -103,7 +103,7 @@ static pp_status init_tied(pp_driver *d, pp_error *err)
 {
     const pp_partition *p = d->cfg.partition;
     d->tied = calloc((size_t)p->ntied + 1, sizeof *d->tied);
-    if (!d->tied) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!d->tied) return PP_NOMEM(err);
     for (int t = 0; t < p->ntied; t++) {
         const pp_value_stages *vs = &p->tied[t];
         tied_group *g = &d->tied[d->ntied];
@@ -113,7 +113,7 @@ static pp_status init_tied(pp_driver *d, pp_error *err)
         g->local_stage = malloc((size_t)vs->nstages * sizeof *g->local_stage);
         if (!ranks || !g->local_stage) {
             free(ranks);
-            return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            return PP_NOMEM(err);
         }
         for (int k = 0; k < vs->nstages; k++) {
             int st = vs->stages[k], r = d->cfg.schedule->stage_rank[st];

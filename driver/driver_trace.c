@@ -100,13 +100,13 @@ pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_er
     if (!d->trace) return pp_error_set(err, PP_ERR_INVALID_ARG, "no step was recorded (pp_driver_record)");
     int size = control->size, most = 0;
     int *counts = malloc((size_t)size * sizeof *counts);
-    if (!counts) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!counts) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(control, &d->ntrace, counts, sizeof(int), err);
     for (int r = 0; st == PP_OK && r < size; r++)
         if (counts[r] > most) most = counts[r];
     pp_driver_event *mine = calloc((size_t)most + 1, sizeof *mine),
                     *all = calloc((size_t)size * (size_t)(most + 1), sizeof *all);
-    if (st == PP_OK && (!mine || !all)) st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (st == PP_OK && (!mine || !all)) st = PP_NOMEM(err);
     if (st == PP_OK) {
         memcpy(mine, d->trace, (size_t)d->ntrace * sizeof *mine);
         st = pp_comm_allgather(control, mine, all, (size_t)(most + 1) * sizeof *mine, err);

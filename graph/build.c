@@ -125,7 +125,7 @@ pp_status graph_keep_mmap(pp_graph *g, void *addr, size_t len, pp_error *err)
     if (s->nmmaps == s->mmap_cap) {
         int cap = s->mmap_cap ? 2 * s->mmap_cap : 4;
         graph_mmap *m = pp_realloc_array(s->mmaps, (size_t)cap, sizeof *m);
-        if (!m) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!m) return PP_NOMEM(err);
         s->mmaps = m;
         s->mmap_cap = cap;
     }
@@ -427,32 +427,32 @@ pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error
 {
     pp_node *n = &g->nodes[node_id];
     pp_attr *attrs = pp_realloc_array(n->attrs, (size_t)n->nattrs + 1, sizeof *attrs);
-    if (!attrs) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!attrs) return PP_NOMEM(err);
     n->attrs = attrs;
     pp_attr c = *a;
     c.name = pp_graph_strdup(g, a->name);
     if (a->s) c.s = pp_graph_strdup(g, a->s);
     if (a->floats && a->n) {
         float *f = pp_graph_alloc(g, (size_t)a->n * sizeof *f);
-        if (!f) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!f) return PP_NOMEM(err);
         memcpy(f, a->floats, (size_t)a->n * sizeof *f);
         c.floats = f;
     }
     if (a->ints && a->n) {
         int64_t *v = pp_graph_alloc(g, (size_t)a->n * sizeof *v);
-        if (!v) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!v) return PP_NOMEM(err);
         memcpy(v, a->ints, (size_t)a->n * sizeof *v);
         c.ints = v;
     }
     if (a->strings && a->n) {
         const char **v = pp_graph_alloc(g, (size_t)a->n * sizeof *v);
-        if (!v) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!v) return PP_NOMEM(err);
         for (int i = 0; i < a->n; i++) v[i] = pp_graph_strdup(g, a->strings[i]);
         c.strings = v;
     }
     if (a->type == PP_ATTR_TENSOR && a->t.nbytes) {
         void *d = pp_graph_alloc(g, a->t.nbytes);
-        if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!d) return PP_NOMEM(err);
         memcpy(d, a->t.data, a->t.nbytes);
         c.t.data = d;
         c.t.shape = own_shape(g, &a->t.shape);
@@ -510,7 +510,7 @@ pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, p
             return PP_OK;
         }
     if (!grow((void **)&g->opsets, &g->store->opset_cap, g->nopsets + 1, sizeof *g->opsets))
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     g->opsets[g->nopsets++] = (pp_opset){pp_graph_strdup(g, d), version};
     if (!*d) g->opset = version;
     return PP_OK;

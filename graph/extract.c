@@ -10,14 +10,14 @@
 static pp_status copy_type(pp_graph *sub, const pp_graph *g, int v, pp_error *err)
 {
     int s = pp_graph_value(sub, g->values[v].name);
-    if (s < 0) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (s < 0) return PP_NOMEM(err);
     pp_value *dst = &sub->values[s];
     const pp_value *src = &g->values[v];
     dst->dtype = src->dtype;
     dst->shape = src->shape;
     for (int i = 0; i < src->shape.rank; i++)
         if (src->shape.syms[i] && !(dst->shape.syms[i] = pp_graph_strdup(sub, src->shape.syms[i])))
-            return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            return PP_NOMEM(err);
     return PP_OK;
 }
 
@@ -59,7 +59,7 @@ static pp_status copy_node(pp_graph *sub, const pp_graph *g, const pp_node *n, p
     const char *stack_names[16];
     int count = n->ninputs + n->noutputs;
     const char **names = count <= 16 ? stack_names : malloc((size_t)count * sizeof *names);
-    if (!names) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!names) return PP_NOMEM(err);
     for (int k = 0; k < n->ninputs; k++) names[k] = n->inputs[k] >= 0 ? g->values[n->inputs[k]].name : "";
     for (int k = 0; k < n->noutputs; k++)
         names[n->ninputs + k] = n->outputs[k] >= 0 ? g->values[n->outputs[k]].name : "";

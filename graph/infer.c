@@ -198,7 +198,7 @@ static pp_status compute_grad_live(infer_ctx *c, pp_error *err)
 {
     pp_graph *g = c->g;
     c->grad_live = calloc((size_t)g->nvalues + 1, 1);
-    if (!c->grad_live) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!c->grad_live) return PP_NOMEM(err);
     for (int k = 0; k < g->noutputs; k++) c->grad_live[g->outputs[k]] = 1;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         const pp_node *n = &g->nodes[i];
@@ -248,18 +248,18 @@ static pp_status add_side_const(infer_ctx *c, int value, const pp_const_tensor *
 {
     if (!c->side) {
         c->side = malloc(((size_t)c->g->nvalues + 1) * sizeof *c->side);
-        if (!c->side) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!c->side) return PP_NOMEM(err);
         memset(c->side, 0xff, ((size_t)c->g->nvalues + 1) * sizeof *c->side);
     }
     if (c->nconsts == c->consts_cap) {
         int cap = c->consts_cap ? 2 * c->consts_cap : 16;
         pp_const_tensor *p = pp_realloc_array(c->consts, (size_t)cap, sizeof *p);
-        if (!p) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!p) return PP_NOMEM(err);
         c->consts = p;
         c->consts_cap = cap;
     }
     void *d = pp_malloc(t->nbytes ? t->nbytes : 1);
-    if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!d) return PP_NOMEM(err);
     memcpy(d, t->data, t->nbytes);
     c->consts[c->nconsts] = *t;
     c->consts[c->nconsts].data = d;

@@ -186,7 +186,7 @@ pp_status shape_split(infer_ctx *c, const pp_node *n, pp_error *err)
                           (long long)nout, n->noutputs);
     int64_t dim = x->dims[ax];
     int64_t *sizes = pp_malloc((size_t)n->noutputs * sizeof *sizes);
-    if (!sizes) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!sizes) return PP_NOMEM(err);
     pp_status st = PP_OK;
     const int64_t *attr;
     int nattr;

@@ -62,7 +62,7 @@ static pp_status load_attr(loader *L, int node_id, const Onnx__AttributeProto *a
     case PP_ATTR_FLOAT: a.f = ap->f; break;
     case PP_ATTR_INT: a.i = ap->i; break;
     case PP_ATTR_STRING:
-        if (!(a.s = graph_cstr(g, ap->s))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!(a.s = graph_cstr(g, ap->s))) return PP_NOMEM(err);
         break;
     case PP_ATTR_TENSOR:
         if (!ap->t)
@@ -77,9 +77,9 @@ static pp_status load_attr(loader *L, int node_id, const Onnx__AttributeProto *a
     case PP_ATTR_STRINGS: {
         count = ap->n_strings;
         const char **s = pp_graph_alloc(g, (count ? count : 1) * sizeof *s);
-        if (!s) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!s) return PP_NOMEM(err);
         for (size_t i = 0; i < count; i++)
-            if (!(s[i] = graph_cstr(g, ap->strings[i]))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            if (!(s[i] = graph_cstr(g, ap->strings[i]))) return PP_NOMEM(err);
         a.strings = s;
         break;
     }
@@ -462,7 +462,7 @@ pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph 
     char *dir = pp_strdup(path);
     if (!dir) {
         if (buf) munmap(buf, len);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     }
     char *slash = strrchr(dir, '/');
     if (!slash) strcpy(dir, ".");
@@ -472,7 +472,7 @@ pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph 
     if (st == PP_OK && !((*out)->path = pp_graph_strdup(*out, path))) {
         pp_graph_destroy(*out);
         *out = NULL;
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
     }
     free(dir);
     if (buf) munmap(buf, len);

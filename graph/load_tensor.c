@@ -96,7 +96,7 @@ static pp_status map_external(loader *L, const char *init, const char *loc, cons
                             "load the model from its file or pass base_dir", init, loc);
     size_t plen = strlen(L->base_dir) + strlen(loc) + 2;
     char *path = malloc(plen);
-    if (!path) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!path) return PP_NOMEM(err);
     snprintf(path, plen, "%s/%s", L->base_dir, loc);
     char *real = NULL;
     pp_status st = check_inside(L, init, loc, path, &real, err);
@@ -129,7 +129,7 @@ static pp_status map_external(loader *L, const char *init, const char *loc, cons
         int cap = L->cap ? 2 * L->cap : 4;
         ext_file *f = pp_realloc_array(L->files, (size_t)cap, sizeof *f);
         if (!f) {
-            st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            st = PP_NOMEM(err);
             goto done;
         }
         L->files = f;
@@ -138,7 +138,7 @@ static pp_status map_external(loader *L, const char *init, const char *loc, cons
     ext_file *f = &L->files[L->nfiles];
     *f = (ext_file){pp_graph_strdup(L->g, loc), addr, (size_t)sb.st_size};
     if (!f->location) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto done;
     }
     L->nfiles++;

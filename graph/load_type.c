@@ -43,7 +43,7 @@ pp_status load_type(pp_graph *g, const Onnx__ValueInfoProto *vi, pp_dtype *dtype
                    *d->dim_param) {
             if (!g) return PP_ERR_UNSUPPORTED;   /* the ahead thread leaves named dims to the main thread */
             if (!(shape->syms[i] = pp_graph_strdup(g, d->dim_param)))
-                return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+                return PP_NOMEM(err);
         }
     }
     return PP_OK;

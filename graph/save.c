@@ -103,7 +103,7 @@ static pp_status write_external(saver *S, const pp_const_tensor *t, Onnx__Tensor
     if (!(tp->external_data = new_array(S, 3, sizeof *tp->external_data)) ||
         !(tp->external_data[0] = entry(S, "location", S->data_location)) ||
         !(tp->external_data[1] = entry(S, "offset", off)) || !(tp->external_data[2] = entry(S, "length", len)))
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     tp->has_data_location = 1;
     tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     return PP_OK;
@@ -116,7 +116,7 @@ static pp_status tensor_proto(saver *S, const pp_const_tensor *t, const char *na
 {
     Onnx__TensorProto *tp = NEW(S, Onnx__TensorProto, ONNX__TENSOR_PROTO__INIT);
     if (!tp || !(tp->dims = new_array(S, (size_t)t->shape.rank, sizeof *tp->dims)))
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     tp->name = (char *)name;
     tp->n_dims = (size_t)t->shape.rank;
     memcpy(tp->dims, t->shape.dims, tp->n_dims * sizeof *tp->dims);
@@ -133,7 +133,7 @@ static pp_status tensor_proto(saver *S, const pp_const_tensor *t, const char *na
 static pp_status attr_proto(saver *S, const pp_attr *a, Onnx__AttributeProto **out, pp_error *err)
 {
     Onnx__AttributeProto *ap = NEW(S, Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT);
-    if (!ap) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!ap) return PP_NOMEM(err);
     ap->name = (char *)a->name;
     ap->has_type = 1;
     ap->type = (Onnx__AttributeProto__AttributeType)a->type;
@@ -149,7 +149,7 @@ static pp_status attr_proto(saver *S, const pp_attr *a, Onnx__AttributeProto **o
     case PP_ATTR_INTS: ap->n_ints = (size_t)a->n; ap->ints = (int64_t *)a->ints; break;
     case PP_ATTR_STRINGS:
         if (!(ap->strings = new_array(S, (size_t)a->n, sizeof *ap->strings)))
-            return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            return PP_NOMEM(err);
         ap->n_strings = (size_t)a->n;
         for (int i = 0; i < a->n; i++)
             ap->strings[i] = (ProtobufCBinaryData){strlen(a->strings[i]), (uint8_t *)a->strings[i]};
@@ -169,7 +169,7 @@ static pp_status node_proto(saver *S, const pp_node *n, Onnx__NodeProto **out, p
     if (!np || !(np->input = new_array(S, (size_t)n->ninputs, sizeof(char *))) ||
         !(np->output = new_array(S, (size_t)n->noutputs, sizeof(char *))) ||
         !(np->attribute = new_array(S, (size_t)n->nattrs, sizeof *np->attribute)))
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     np->name = (char *)n->name;
     np->op_type = (char *)n->op_type;
     np->domain = (char *)n->domain;
@@ -197,7 +197,7 @@ static pp_status constant_proto(saver *S, const pp_initializer *in, Onnx__NodePr
     snprintf(node_name, sizeof node_name, "Constant_%s", name);
     if (!np || !ap || !(np->output = new_array(S, 1, sizeof(char *))) ||
         !(np->attribute = new_array(S, 1, sizeof *np->attribute)) || !(np->name = dup_str(S, node_name)))
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     np->op_type = "Constant";
     np->domain = "";
     np->n_output = 1;
@@ -317,7 +317,7 @@ pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save
     char *model_tmp = malloc(plen), *data_tmp = malloc(plen), *data_path = malloc(plen);
     FILE *mf = NULL;
     if (!model_tmp || !data_tmp || !data_path) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto done;
     }
     PP_CHECK_GOTO(pp_graph_create("scratch", 1, &S.scratch, err), st, done);

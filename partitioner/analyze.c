@@ -61,7 +61,7 @@ static pp_status stage_sums(pp_partition *p, const int *ends, pp_error *err)
     p->stages = calloc((size_t)p->nstages, sizeof *p->stages);
     p->boundaries = calloc((size_t)(p->nstages > 1 ? p->nstages - 1 : 1), sizeof *p->boundaries);
     if (!p->node_stage || !p->stages || !p->boundaries)
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     p->shapes_known = 1;
     for (int s = 0, i = 0; s < p->nstages; s++) {
         pp_stage_info *st = &p->stages[s];
@@ -84,7 +84,7 @@ static pp_status find_cuts(pp_partition *p, const act_edge *e, int ne, pp_error 
 {
     int P = p->nstages, cap = 0;
     ivec *bt = calloc((size_t)P, sizeof *bt);
-    if (!bt) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!bt) return PP_NOMEM(err);
     pp_status st = PP_OK;
     for (int k = 0; k < ne; k++) {
         int from = p->node_stage[e[k].producer], to = p->node_stage[e[k].last];
@@ -112,7 +112,7 @@ static pp_status find_cuts(pp_partition *p, const act_edge *e, int ne, pp_error 
     }
     goto done;
 oom:
-    st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    st = PP_NOMEM(err);
 done:
     for (int b = 0; b < P; b++) free(bt[b].v);
     free(bt);
@@ -127,7 +127,7 @@ static pp_status add_value_stages(pp_value_stages **arr, int *n, int v, const in
     if (a) *arr = a;
     if (!a || !copy) {
         free(copy);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     }
     memcpy(copy, stages, (size_t)k * sizeof *copy);
     a[(*n)++] = (pp_value_stages){v, copy, k, bytes};
@@ -140,7 +140,7 @@ static pp_status params_and_inputs(pp_partition *p, int *mark, int *buf, pp_erro
 {
     const pp_graph *g = p->graph;
     ivec *held = calloc((size_t)p->nstages, sizeof *held);
-    if (!held) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!held) return PP_NOMEM(err);
     pp_status st = PP_OK;
     int stamp = 0;
     for (int i = 0; i < g->ninits; i++) {
@@ -152,7 +152,7 @@ static pp_status params_and_inputs(pp_partition *p, int *mark, int *buf, pp_erro
         for (int i = 0; i < k; i++) {
             pp_stage_info *s = &p->stages[buf[i]];
             if (!push(&held[buf[i]], v)) {
-                st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+                st = PP_NOMEM(err);
                 goto done;
             }
             s->params += pp_shape_numel(&val->shape);
@@ -228,7 +228,7 @@ static pp_status stage_io(pp_partition *p, int *stamp, int *mark, int *buf, pp_e
     }
     free(recv);
     free(ginp);
-    return ok ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    return ok ? PP_OK : PP_NOMEM(err);
 }
 
 pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
@@ -242,7 +242,7 @@ pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *ed
     int *stamp = calloc((size_t)g->nvalues + 1, sizeof *stamp);
     pp_status st = PP_OK;
     if (!mark || !buf || !stamp) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto done;
     }
     for (int s = 0; s < p->nstages; s++) mark[s] = 0;

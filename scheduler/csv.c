@@ -169,7 +169,7 @@ static pp_status read_rows(FILE *in, rows *t, pp_error *err)
     if (t->nrows == 0) st = pp_error_set(err, PP_ERR_PARSE, "no ranks (the file is empty)");
     goto done;
 nomem:
-    st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    st = PP_NOMEM(err);
 done:
     free(line);
     return st;
@@ -186,7 +186,7 @@ static pp_status place_stages(const rows *t, int *S, int *m, int **stage_rank, p
         }
     if (ms < 0 || mm < 0) return pp_error_set(err, PP_ERR_PARSE, "no FORWARD/BACKWARD actions");
     int *sr = pp_malloc((size_t)(ms + 1) * sizeof *sr);
-    if (!sr) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!sr) return PP_NOMEM(err);
     for (int s = 0; s <= ms; s++) sr[s] = -1;
     for (int r = 0; r < t->nrows; r++)
         for (int i = 0; i < t->n[r]; i++) {

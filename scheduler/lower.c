@@ -106,7 +106,7 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
     int *last = pp_malloc((size_t)S * sizeof *last);  /* [S] index of the stage's last backward */
     pp_action *row = NULL;
     pp_status st = PP_OK;
-    if (!last) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!last) return PP_NOMEM(err);
     for (int r = 0; r < s->pp; r++)
         for (int i = 0; i < s->count[r]; i++) {
             int k = s->actions[r][i].kind;
@@ -126,7 +126,7 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
         free(row);
         row = pp_malloc((size_t)n * sizeof *row);
         if (n && !row) {
-            st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+            st = PP_NOMEM(err);
             goto done;
         }
         if (n) memcpy(row, s->actions[r], (size_t)n * sizeof *row);

@@ -182,7 +182,7 @@ pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, 
     PP_CHECK(check_args(kind, pp, microbatches, chunks, err));
     int S = pp * chunks;
     int *stage_rank = pp_malloc((size_t)S * sizeof *stage_rank);
-    if (!stage_rank) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!stage_rank) return PP_NOMEM(err);
     for (int st = 0; st < S; st++) stage_rank[st] = st % pp;
     pp_schedule *s = NULL;
     pp_status st = pp_schedule_new(pp, S, microbatches, stage_rank, &s, err);

@@ -88,7 +88,7 @@ pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err)
     pp_jvalue *root = NULL;
     pp_status st;
     pp_dataset *d = calloc(1, sizeof *d);
-    if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!d) return PP_NOMEM(err);
     d->dir = pp_strdup(dir);
     PP_CHECK_GOTO(read_file(hdr, &text, NULL, err), st, fail);
     st = pp_json_parse(text, &root, err);
@@ -110,7 +110,7 @@ pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err)
     d->maps = calloc((size_t)arrays->n + 1, sizeof *d->maps);
     d->map_lens = calloc((size_t)arrays->n + 1, sizeof *d->map_lens);
     if (!d->arrays || !d->maps || !d->map_lens) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto fail;
     }
     for (int i = 0; i < arrays->n; i++) PP_CHECK_GOTO(open_array(d, i, &arrays->items[i], hdr, err), st, fail);
@@ -178,7 +178,7 @@ static pp_status write_windows(const char *text_path, const char *text, size_t l
     int64_t *ids = malloc(n * sizeof *ids), *labels = malloc(n * sizeof *labels);
     pp_status st = PP_OK;
     if (!ids || !labels) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {

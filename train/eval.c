@@ -58,7 +58,7 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
         if (pp_stage_input(s, i)->nbytes > max_bytes) max_bytes = pp_stage_input(s, i)->nbytes;
     host = malloc(max_bytes ? max_bytes : 1);
     if (!host) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        st = PP_NOMEM(err);
         goto done;
     }
     for (int64_t first = 0; first + cfg->batch <= total; first += cfg->batch) {

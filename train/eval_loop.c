@@ -83,7 +83,7 @@ pp_status train_eval_open(const char *dir, const pp_graph *g, const pp_loss_spec
 {
     *out = NULL;
     train_eval *e = calloc(1, sizeof *e);
-    if (!e) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!e) return PP_NOMEM(err);
     pp_status st;
     e->g = g;
     e->microbatches = microbatches;

@@ -23,7 +23,7 @@ pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_
             continue;
         }
         void *tmp = malloc(p->nbytes);
-        if (!tmp) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!tmp) return PP_NOMEM(err);
         pp_sampler_read(smp, d, a, step, offset, count, tmp);
         pp_status st = pp_device_copy_from_host(dev, dst, tmp, p->nbytes, err);
         free(tmp);

@@ -24,7 +24,7 @@ pp_status train_report_memory(pp_comm *world, pp_driver *drv, const pp_partition
     }
     mine[M_RSS] = (double)train_rss_peak_bytes();
     double *all = calloc((size_t)world->size * NM, sizeof *all);
-    if (!all) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!all) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(world, mine, all, sizeof mine, err);
     if (st == PP_OK && print && world->rank == 0) {
         printf("\nmemory per rank: measured (the stages' device allocations; the process's peak RSS) and the "

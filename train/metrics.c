@@ -33,7 +33,7 @@ pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps
     *out = NULL;
     if (!c->logdir && !c->metrics_out) return PP_OK;
     train_log *l = calloc(1, sizeof *l);
-    if (!l) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!l) return PP_NOMEM(err);
     l->world = world;
     l->every = c->log_every > 0 ? c->log_every : 10;
     l->last_step = steps;
@@ -44,13 +44,13 @@ pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps
     l->gathered = calloc((size_t)n * RANK_FIGURES, sizeof *l->gathered);
     l->tags = calloc((size_t)n * RANK_TAGS, sizeof *l->tags);
     pp_status st = PP_OK;
-    if (!l->gathered || !l->tags) st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!l->gathered || !l->tags) st = PP_NOMEM(err);
     static const char *const fmt[RANK_TAGS] = {"pipeline/wait_s/rank%d", "memory/peak_bytes/rank%d",
                                                "memory/rss_peak_bytes/rank%d"};
     for (int i = 0; st == PP_OK && i < n * RANK_TAGS; i++) {
         char tag[64];
         snprintf(tag, sizeof tag, fmt[i / n], i % n);
-        if (!(l->tags[i] = pp_strdup(tag))) st = pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        if (!(l->tags[i] = pp_strdup(tag))) st = PP_NOMEM(err);
     }
     if (st == PP_OK && world->rank == 0) {
         if (c->logdir) st = pp_tb_open(c->logdir, &l->tb, err);

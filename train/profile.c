@@ -263,7 +263,7 @@ static pp_status predict(const train_prof *p, const double *cost, pp_sim_result 
 {
     int ns = p->sched->num_stages;
     pp_stage_cost *sc = calloc((size_t)ns, sizeof *sc);
-    if (!sc) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!sc) return PP_NOMEM(err);
     for (int s = 0; s < ns; s++) {
         const double *c = cost + (size_t)s * NCOST * 2;
         double mean[NCOST];
@@ -288,7 +288,7 @@ static pp_status finish(train_prof *p, pp_error *err)
     prof_rec *padded = NULL, *all = NULL;
     pp_sim_result *sim = NULL;
     FILE *f = NULL;
-    pp_status st = counts && stage_of && per_rank ? PP_OK : pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    pp_status st = counts && stage_of && per_rank ? PP_OK : PP_NOMEM(err);
     if (st == PP_OK) st = pp_comm_allgather(p->world, &p->nrec, counts, sizeof(int), err);
     if (st == PP_OK) st = pp_comm_allgather(p->world, &p->grid->stage, stage_of, sizeof(int), err);
     if (st == PP_OK) st = pp_comm_allgather(p->world, mine, per_rank, sizeof mine, err);

@@ -55,7 +55,7 @@ pp_status pp_tb_open(const char *dir, pp_tb_writer **out, pp_error *err)
     if (mkdir(dir, 0755) && errno != EEXIST)
         return pp_error_set(err, PP_ERR_IO, "--logdir '%s': cannot create it: %s", dir, strerror(errno));
     pp_tb_writer *w = calloc(1, sizeof *w);
-    if (!w) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!w) return PP_NOMEM(err);
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)time(NULL), host,

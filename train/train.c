@@ -101,7 +101,7 @@ static pp_status agree(run *r, pp_error *err)
         h = pp_crc32c(h, in->t.shape.dims, (size_t)in->t.shape.rank * sizeof(int64_t));
     }
     uint32_t *all = malloc((size_t)r->world->size * sizeof *all);
-    if (!all) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!all) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(r->world, &h, all, sizeof h, err);
     if (st == PP_OK)
         for (int k = 1; k < r->world->size; k++)
@@ -459,7 +459,7 @@ static pp_status export_model(run *r, pp_error *err)
 {
     const pp_graph *g = r->g;
     int64_t *offset = malloc((size_t)g->nvalues * sizeof *offset), total = 0;
-    if (!offset) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!offset) return PP_NOMEM(err);
     for (int v = 0; v < g->nvalues; v++) {
         int kept = g->values[v].is_param || is_running_stat(g, v);
         offset[v] = kept ? total : -1;
@@ -469,7 +469,7 @@ static pp_status export_model(run *r, pp_error *err)
     pp_status st = PP_OK;
     if (!all) {
         free(offset);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+        return PP_NOMEM(err);
     }
     for (int i = 0; r->grid->replica == 0 && i < pp_driver_num_stages(r->drv); i++) {
         pp_stage *s = pp_driver_stage(r->drv, i);

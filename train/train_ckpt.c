@@ -159,7 +159,7 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
     int n = pp_driver_num_stages(drv);
     k->stages = calloc((size_t)n, sizeof *k->stages);
     k->index = calloc((size_t)n, sizeof *k->index);
-    if (!k->stages || !k->index) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!k->stages || !k->index) return PP_NOMEM(err);
     for (int i = 0; i < n; i++) {
         k->stages[i] = pp_driver_stage(drv, i);
         k->index[i] = pp_driver_stage_index(drv, i);
@@ -181,7 +181,7 @@ pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
     if (!k->writer || step == k->last_saved) return PP_OK;
     if (step != c->steps && (c->save_every <= 0 || step % c->save_every)) return PP_OK;
     char *tj = trainer_json(c, step);
-    if (!tj) return pp_error_set(err, PP_ERR_NOMEM, "out of memory");
+    if (!tj) return PP_NOMEM(err);
     pp_ckpt_meta m = {
         .step = step, .samples = k->sample0 + step * c->batch, .seed = c->seed, .optim = c->optim,
         .model_path = c->model, .pp = c->pp, .dp = c->dp, .chunks = k->sched->chunks, .batch = c->batch,

@@ -57,17 +57,30 @@ pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void pp_error_clear(pp_error *err);
 
+/* An allocation that failed: "out of memory (module/file.c:LINE)", so a report says where. */
+#define PP_NOMEM(err) pp_error_nomem((err), __FILE__, __LINE__)
+pp_status pp_error_nomem(pp_error *err, const char *file, int line);
+/* With PP_LOG=debug, every failing PP_CHECK leaves a line "file:line: expr: status" (NCCL's
+ * habit), so the path an error took back up is visible; otherwise it costs nothing. */
+void pp_check_trace(const char *file, int line, const char *expr, pp_status st);
+
 /* Return on failure. */
-#define PP_CHECK(expr)                                   \
-    do {                                                 \
-        pp_status pp_check_st_ = (expr);                 \
-        if (pp_check_st_ != PP_OK) return pp_check_st_;  \
+#define PP_CHECK(expr)                                                 \
+    do {                                                               \
+        pp_status pp_check_st_ = (expr);                               \
+        if (pp_check_st_ != PP_OK) {                                   \
+            pp_check_trace(__FILE__, __LINE__, #expr, pp_check_st_);   \
+            return pp_check_st_;                                       \
+        }                                                              \
     } while (0)
 /* Record the status and jump to the single exit path of a function that owns resources. */
-#define PP_CHECK_GOTO(expr, st, label)   \
-    do {                                 \
-        (st) = (expr);                   \
-        if ((st) != PP_OK) goto label;   \
+#define PP_CHECK_GOTO(expr, st, label)                       \
+    do {                                                     \
+        (st) = (expr);                                       \
+        if ((st) != PP_OK) {                                 \
+            pp_check_trace(__FILE__, __LINE__, #expr, (st)); \
+            goto label;                                      \
+        }                                                    \
     } while (0)
 
 /* Data types; the values are ONNX's TensorProto.DataType numbers. */
