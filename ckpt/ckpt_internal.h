@@ -48,6 +48,7 @@ pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *meta, uint64_t
 pp_status ck_crc_parse(const pp_jvalue *v, uint32_t *out);
 
 /* fs.c */
+char *ck_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* malloc'ed; NULL: no memory */
 pp_status ck_mkdir(const char *path, pp_error *err);            /* one level; EEXIST is fine */
 pp_status ck_fsync_path(const char *path, pp_error *err);       /* a file or a directory */
 pp_status ck_write_file(const char *path, const void *data, size_t n, pp_error *err);  /* fsynced */

@@ -11,14 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static char *join(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
 /* Waits for the markers of every (stage, replica), then reads them. */
 static pp_status gather(const ck_commit *c, pp_jvalue **markers, pp_error *err)
 {
@@ -27,7 +19,7 @@ static pp_status gather(const ck_commit *c, pp_jvalue **markers, pp_error *err)
     for (int i = 0; i < c->expected; i++) {
         char name[64];
         snprintf(name, sizeof name, "shard-s%03d-r%03d.json", i / replicas, i % replicas);
-        char *path = join(c->tmp, name), *text = NULL;
+        char *path = ck_path("%s/%s", c->tmp, name), *text = NULL;
         if (!path) return PP_NOMEM(err);
         struct stat sb;
         while (stat(path, &sb) != 0) {
@@ -57,7 +49,7 @@ static pp_status remove_markers(const ck_commit *c, pp_error *err)
     for (int i = 0; i < c->expected; i++) {
         char name[64];
         snprintf(name, sizeof name, "shard-s%03d-r%03d.json", i / replicas, i % replicas);
-        char *path = join(c->tmp, name);
+        char *path = ck_path("%s/%s", c->tmp, name);
         if (!path) return PP_NOMEM(err);
         unlink(path);
         free(path);
@@ -73,9 +65,7 @@ static pp_status move_into_place(const ck_commit *c, pp_error *err)
     char *aside = NULL;
     pp_status st = PP_OK;
     if (stat(c->final_dir, &sb) == 0) {
-        size_t n = strlen(c->final_dir) + strlen(c->run_id) + 8;
-        if (!(aside = malloc(n))) return PP_NOMEM(err);
-        snprintf(aside, n, "%s.old-%s", c->final_dir, c->run_id);
+        if (!(aside = ck_path("%s.old-%s", c->final_dir, c->run_id))) return PP_NOMEM(err);
         PP_CHECK_GOTO(ck_rename(c->final_dir, aside, err), st, done);
     }
     PP_CHECK_GOTO(ck_rename(c->tmp, c->final_dir, err), st, done);
@@ -91,7 +81,7 @@ static pp_status move_latest(const ck_commit *c, pp_error *err)
     char text[64], name[96];
     snprintf(text, sizeof text, "step-%lld\n", (long long)c->meta->step);
     snprintf(name, sizeof name, "latest.tmp-%.60s", c->run_id);
-    char *tmp = join(c->root, name), *latest = join(c->root, "latest");
+    char *tmp = ck_path("%s/%s", c->root, name), *latest = ck_path("%s/latest", c->root);
     pp_status st = tmp && latest ? PP_OK : PP_NOMEM(err);
     if (st == PP_OK) st = ck_write_file(tmp, text, strlen(text), err);
     if (st == PP_OK) st = ck_rename(tmp, latest, err);
@@ -137,7 +127,7 @@ static pp_status prune(const ck_commit *c, pp_error *err)
             char **p = pp_realloc_array(stale, (size_t)nstale + 1, sizeof *p);
             if (!p) break;
             stale = p;
-            stale[nstale++] = join(c->root, e->d_name);
+            stale[nstale++] = ck_path("%s/%s", c->root, e->d_name);
         }
     }
     closedir(d);
@@ -148,7 +138,7 @@ static pp_status prune(const ck_commit *c, pp_error *err)
         char name[64], aside[160];
         snprintf(name, sizeof name, "step-%lld", (long long)steps[i]);
         snprintf(aside, sizeof aside, "step-%lld.old-%.60s", (long long)steps[i], c->run_id);
-        char *p = join(c->root, name), *q = join(c->root, aside);
+        char *p = ck_path("%s/%s", c->root, name), *q = ck_path("%s/%s", c->root, aside);
         st = p && q ? ck_rename(p, q, err) : PP_NOMEM(err);
         if (st == PP_OK) st = ck_remove_tree(q, err);
         free(p);
@@ -166,7 +156,7 @@ static pp_status prune(const ck_commit *c, pp_error *err)
 pp_status ck_commit_run(const ck_commit *c, pp_error *err)
 {
     pp_jvalue **markers = calloc((size_t)c->expected + 1, sizeof *markers);
-    char *manifest = join(c->tmp, "manifest.json");
+    char *manifest = ck_path("%s/manifest.json", c->tmp);
     pp_status st = markers && manifest ? PP_OK : PP_NOMEM(err);
     double t0 = pp_now();
     if (st == PP_OK) st = gather(c, markers, err);

@@ -6,11 +6,22 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+char *ck_path(const char *fmt, ...)
+{
+    char *p = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&p, fmt, ap);
+    va_end(ap);
+    return n < 0 ? NULL : p;
+}
 
 static pp_status io_error(pp_error *err, const char *what, const char *path)
 {
@@ -100,13 +111,11 @@ pp_status ck_remove_tree(const char *path, pp_error *err)
     struct dirent *e;
     while (st == PP_OK && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        size_t n = strlen(path) + strlen(e->d_name) + 2;
-        char *sub = malloc(n);
+        char *sub = ck_path("%s/%s", path, e->d_name);
         if (!sub) {
             st = pp_error_set(err, PP_ERR_NOMEM, "out of memory removing '%s'", path);
             break;
         }
-        snprintf(sub, n, "%s/%s", path, e->d_name);
         st = ck_remove_tree(sub, err);
         free(sub);
     }

@@ -164,15 +164,13 @@ pp_status pp_ckpt_open(const char *dir, pp_ckpt **out, pp_error *err)
 {
     *out = NULL;
     pp_ckpt *c = calloc(1, sizeof *c);
-    size_t n = strlen(dir) + 16;
-    char *path = malloc(n), *text = NULL;
+    char *path = ck_path("%s/manifest.json", dir), *text = NULL;
     pp_status st;
     if (!c || !path || !(c->dir = pp_strdup(dir))) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory opening checkpoint '%s'", dir);
         goto fail;
     }
     c->info.dir = c->dir;
-    snprintf(path, n, "%s/manifest.json", dir);
     reader r = {.path = path, .err = err};
     PP_CHECK_GOTO(ck_read_file(path, &text, NULL, err), st, fail);
     if ((st = pp_json_parse(text, &c->root, err)) != PP_OK) {
@@ -227,10 +225,8 @@ const pp_ckpt_tensor *pp_ckpt_find_tensor(const pp_ckpt *c, const char *name)
 pp_status ck_map_file(pp_ckpt *c, int f, pp_error *err)
 {
     if (c->maps[f]) return PP_OK;
-    size_t n = strlen(c->dir) + strlen(c->files[f].name) + 2;
-    char *path = malloc(n);
+    char *path = ck_path("%s/%s", c->dir, c->files[f].name);
     if (!path) return PP_NOMEM(err);
-    snprintf(path, n, "%s/%s", c->dir, c->files[f].name);
     struct stat sb;
     pp_status st = stat(path, &sb) != 0 && errno == ENOENT
                        ? pp_error_set(err, PP_ERR_IO, "checkpoint shard '%s' is missing (the manifest lists it)", path)

@@ -56,10 +56,8 @@ pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *
         return pp_error_set(err, PP_ERR_IO, "cannot open checkpoint directory '%s': %s", root, strerror(errno));
     }
     char latest[64] = "";
-    size_t ln = strlen(root) + 16;
-    char *lpath = malloc(ln), *text = NULL;
+    char *lpath = ck_path("%s/latest", root), *text = NULL;
     if (lpath) {
-        snprintf(lpath, ln, "%s/latest", root);
         if (ck_read_file(lpath, &text, NULL, NULL) == PP_OK) {
             snprintf(latest, sizeof latest, "%s", text);
             latest[strcspn(latest, "\n")] = 0;
@@ -75,8 +73,7 @@ pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *
         int64_t step = ck_step_of(de->d_name);
         if (step < 0) continue;
         pp_ckpt_entry *p = pp_realloc_array(e, (size_t)cnt + 1, sizeof *p);
-        size_t dn = strlen(root) + strlen(de->d_name) + 2;
-        char *dir = malloc(dn);
+        char *dir = ck_path("%s/%s", root, de->d_name);
         if (!p || !dir) {
             free(dir);
             if (p) e = p;
@@ -84,7 +81,6 @@ pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *
             break;
         }
         e = p;
-        snprintf(dir, dn, "%s/%s", root, de->d_name);
         e[cnt++] = (pp_ckpt_entry){.step = step, .dir = dir, .latest = !strcmp(latest, de->d_name)};
     }
     closedir(d);

@@ -221,14 +221,6 @@ done:
     return st;
 }
 
-static char *path_join(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
 /* Writes this rank's shards and markers into the temporary directory; rank 0 commits. */
 static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
 {
@@ -238,7 +230,7 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
         snprintf(base, sizeof base, "shard-s%03d-r%03d", sh->stage, sh->replica);
         if (sh->nitems > 0) {
             snprintf(sh->file, sizeof sh->file, "%s.safetensors", base);
-            char *path = path_join(w->tmp, sh->file);
+            char *path = ck_path("%s/%s", w->tmp, sh->file);
             if (!path) return PP_NOMEM(err);
             pp_status st = ck_shard_write(sh, path, w->meta.step, err);
             free(path);
@@ -246,9 +238,9 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
         }
         /* the marker appears whole (rename) once its shard is durable */
         snprintf(name, sizeof name, "%s.json.part", base);
-        char *part = path_join(w->tmp, name);
+        char *part = ck_path("%s/%s", w->tmp, name);
         snprintf(name, sizeof name, "%s.json", base);
-        char *marker = path_join(w->tmp, name);
+        char *marker = ck_path("%s/%s", w->tmp, name);
         pp_status st = part && marker ? ck_marker_write(sh, part, err) : PP_NOMEM(err);
         if (st == PP_OK) st = ck_rename(part, marker, err);
         free(part);
@@ -316,12 +308,8 @@ static pp_status copy_meta(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp
     w->trainer_json = m->trainer_json ? pp_strdup(m->trainer_json) : NULL;
     char name[64];
     snprintf(name, sizeof name, "step-%lld", (long long)m->step);
-    w->final_dir = path_join(w->root, name);
-    size_t n = strlen(name) + strlen(w->run_id) + 8;
-    char *tmpname = malloc(n);
-    if (tmpname) snprintf(tmpname, n, "%s.tmp-%s", name, w->run_id);
-    w->tmp = tmpname ? path_join(w->root, tmpname) : NULL;
-    free(tmpname);
+    w->final_dir = ck_path("%s/%s", w->root, name);
+    w->tmp = ck_path("%s/%s.tmp-%s", w->root, name, w->run_id);
     if (!w->model_path || !w->schedule || (m->trainer_json && !w->trainer_json) || !w->final_dir || !w->tmp)
         return PP_NOMEM(err);
     w->meta.model_path = w->model_path;
