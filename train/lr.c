@@ -20,11 +20,14 @@ float pp_lr_at(const pp_lr_schedule *s, int64_t step)
     return (float)(s->min_lr + (s->lr - s->min_lr) * frac);
 }
 
+static const char *const lr_names[] = {"constant", "linear", "cosine", "poly"};
+
+const char *pp_lr_kind_name(pp_lr_kind k) { return (int)k >= 0 && k <= PP_LR_POLY ? lr_names[k] : "unknown"; }
+
 int pp_lr_parse(const char *name, pp_lr_kind *out)
 {
-    static const char *const names[] = {"constant", "linear", "cosine", "poly"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(name, names[i])) {
+    for (int i = 0; i <= PP_LR_POLY; i++)
+        if (!strcmp(name, lr_names[i])) {
             *out = (pp_lr_kind)i;
             return 1;
         }

@@ -8,12 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *lr_name(pp_lr_kind k)
-{
-    static const char *const names[] = {"constant", "linear", "cosine", "poly"};
-    return (int)k >= 0 && k <= PP_LR_POLY ? names[k] : "unknown";
-}
-
 /* The trainer's part of the manifest: the LR schedule and its position, the batch. */
 static char *trainer_json(const pp_train_config *c, int64_t step)
 {
@@ -25,7 +19,7 @@ static char *trainer_json(const pp_train_config *c, int64_t step)
     pp_json_init(&j, f, 0);
     pp_json_begin_object(&j, NULL);
     pp_json_begin_object(&j, "lr_schedule");
-    pp_json_string(&j, "kind", lr_name(c->lr.kind));
+    pp_json_string(&j, "kind", pp_lr_kind_name(c->lr.kind));
     pp_json_double(&j, "lr", c->lr.lr);
     pp_json_double(&j, "min_lr", c->lr.min_lr);
     pp_json_int(&j, "warmup", c->lr.warmup);
@@ -54,8 +48,8 @@ static void compare_settings(const pp_train_config *c, const pp_ckpt_info *in)
     size_t n = 0;
 #define DIFF(cond, ...) \
     if ((cond) && n < sizeof diff) n += (size_t)snprintf(diff + n, sizeof diff - n, __VA_ARGS__)
-    DIFF(kind && kind->type == PP_JSTR && strcmp(kind->str, lr_name(c->lr.kind)), " --lr-schedule %s (now %s)",
-         kind->str, lr_name(c->lr.kind));
+    DIFF(kind && kind->type == PP_JSTR && strcmp(kind->str, pp_lr_kind_name(c->lr.kind)), " --lr-schedule %s (now %s)",
+         kind->str, pp_lr_kind_name(c->lr.kind));
     DIFF(o->lr != c->lr.lr, " --lr %g (now %g)", (double)o->lr, (double)c->lr.lr);
     DIFF(o->beta1 != c->optim.beta1 || o->beta2 != c->optim.beta2, " --beta1 %g --beta2 %g (now %g, %g)",
          (double)o->beta1, (double)o->beta2, (double)c->optim.beta1, (double)c->optim.beta2);

@@ -112,6 +112,7 @@ typedef struct pp_lr_schedule {
 /* LR of step (1-based). */
 float pp_lr_at(const pp_lr_schedule *s, int64_t step);
 int pp_lr_parse(const char *name, pp_lr_kind *out);
+const char *pp_lr_kind_name(pp_lr_kind k);     /* "constant", "linear", "cosine", "poly" */
 
 /* ---- the training run ------------------------------------------------------- */
 typedef struct pp_train_config {
