@@ -5,6 +5,8 @@
  * optimizer step for the thread's copy after a forward and backward of the model ran
  * meanwhile). One JSON line per figure.
  * Usage: bench_ckpt [--layers L] [--d-model D] [--dir DIR] [--reps R] */
+#include "bench_util.h"
+
 #include <onnxpipe/ckpt.h>
 #include <onnxpipe/example.h>
 
@@ -43,12 +45,6 @@ static double disk_rate(const char *dir, size_t n)
     unlink(path);
     free(buf);
     return (double)n / s / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)

@@ -4,6 +4,8 @@
  * m = 512 under 50 ms. Yardstick: ns per action, and a plain pass over the same
  * number of 16-byte actions (memcpy) in the same run. Wall and CPU time are both given:
  * the machine is shared, and wall time then includes time spent waiting for a core. */
+#include "bench_util.h"
+
 #include <onnxpipe/schedule.h>
 
 #include <stdlib.h>
@@ -15,14 +17,6 @@ typedef struct timing {
     double cpu;                                   /* process CPU s for all four */
     long actions;
 } timing;
-
-/* CPU seconds of this process: the machine is shared, so wall time includes waiting. */
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int run_once(pp_schedule_kind kind, int p, int m, int v, timing *t, pp_error *err)
 {

@@ -4,6 +4,8 @@
  * PyTorch's step on one core (bench/torch_step.py). One JSON line per figure.
  * Usage: bench_step [steps] [--no-torch]. OpenBLAS reads OPENBLAS_NUM_THREADS when it
  * loads, so the program re-executes itself with it set to 1 when it is not. */
+#include "bench_util.h"
+
 #include <onnxpipe/example.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/stage.h>
@@ -26,21 +28,6 @@ static void die(const pp_error *err)
 {
     printf("{\"bench\": \"step\", \"error\": \"%s\"}\n", err->msg);
     exit(1);
-}
-
-/* CPU seconds of this process: on a loaded machine the wall clock also counts the time
- * other processes held the core; every figure is given both ways (*_cpu: per CPU second). */
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Best GFLOP/s of C (M,N) = A' (M,K) B' (K,N) over a few repetitions, row-major,

@@ -7,6 +7,8 @@
  * setup, the same for every configuration), plus the logging call itself timed alone.
  * Targets: logging < 1% of the step; profiling off costs nothing.
  * Usage: bench_watch [rounds] [steps]. */
+#include "bench_util.h"
+
 #include "train_internal.h"
 
 #include <onnxpipe/example.h>
@@ -22,25 +24,6 @@ static void die(const pp_error *err)
 {
     printf("{\"bench\": \"watch\", \"error\": \"%s\"}\n", err->msg);
     exit(1);
-}
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static double load_avg(void)
