@@ -345,9 +345,9 @@ pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const
         for (int i = w->nhosts; i < part->nstages; i++) w->hosts[i] = NULL, w->caps[i] = 0;
         w->nhosts = part->nstages;
     }
-    /* only a cpu's memory is read from another thread (a GPU copy runs on the trainer's
+    /* only host memory is read from another thread (a GPU copy runs on the trainer's
      * stream), and read in place */
-    int cpu = pp_stage_device(part->stages[0])->kind == PP_DEVICE_CPU;
+    int cpu = (pp_device_caps(pp_stage_device(part->stages[0])) & PP_DEVICE_CAP_HOST_MEMORY) != 0;
     stage_mode mode = !w->opt.async && cpu ? IN_PLACE : w->opt.async && w->opt.defer_copy && cpu ? COPY_IN_THREAD : COPY_NOW;
     for (int i = 0; i < part->nstages; i++)
         PP_CHECK(stage_shard(part, i, &w->shards[i], &w->hosts[i], &w->caps[i], mode, err));

@@ -17,10 +17,11 @@ find_library(CUDNN_LIBRARY cudnn HINTS ${CUDA_LIB_HINTS} REQUIRED)
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDA_INC_HINTS} REQUIRED)
 find_library(NCCL_LIBRARY nccl HINTS ${CUDA_LIB_HINTS} REQUIRED)
 
-# The cpu-only build's pp_backends_init (a no-op) is replaced by kernels/cuda's, and
-# train/data_comm.c (the MPI world carries device buffers) by train/data_comm_nccl.c.
+# train/data_comm.c (the MPI world carries device buffers) is replaced by
+# train/data_comm_nccl.c. The cuda backend joins the backend list through
+# gen/pp_backends.h (CMakeLists.txt).
 get_target_property(pp_srcs onnxpipe SOURCES)
-list(FILTER pp_srcs EXCLUDE REGEX "/kernels/backends_cpu\\.c$|/train/data_comm\\.c$")
+list(FILTER pp_srcs EXCLUDE REGEX "/train/data_comm\\.c$")
 set_target_properties(onnxpipe PROPERTIES SOURCES "${pp_srcs}" CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 
 file(GLOB PP_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)

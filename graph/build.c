@@ -402,6 +402,7 @@ pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain
     n->name = pp_graph_strdup(g, name);
     n->op_type = intern(g, op_type);
     n->domain = intern(g, domain && strcmp(domain, "ai.onnx") ? domain : "");
+    n->op = pp_op_lookup(n->domain, op_type);   /* PP_OP_UNKNOWN is refused by pp_graph_finalize */
     /* the input and output ids, in the arena */
     n->inputs = graph_alloc_uninit(g, ((size_t)ninputs + (size_t)noutputs + 1) * sizeof *n->inputs);
     if (!n->name || !n->op_type || !n->domain || !n->inputs) goto oom;

@@ -270,21 +270,24 @@ pp_status graph_link(pp_graph *g, pp_error *err)
     return topo_sort(g, err);
 }
 
+/* Every node's op is in the registry; an op newer than the model's opset is read in
+ * the form onnxpipe knows, with one warning per op. */
 static pp_status check_ops(const pp_graph *g, pp_error *err)
 {
-    /* supported (op type, domain) pairs seen, by address: nodes share interned strings */
-    struct { const char *op, *domain; } ok[16] = {{0}};
+    unsigned char warned[PP_OP_COUNT] = {0};
     for (int i = 0; i < g->nnodes; i++) {
         const pp_node *n = &g->nodes[i];
-        int h = (int)(((uintptr_t)n->op_type >> 4) % 16);
-        if (n->op_type == ok[h].op && n->domain == ok[h].domain) continue;
-        ok[h].op = n->op_type;
-        ok[h].domain = n->domain;
-        if (!pp_op_supported(n->domain, n->op_type))
+        if (n->op == PP_OP_UNKNOWN)
             return pp_error_set(err, PP_ERR_UNSUPPORTED,
                                 "node '%s': op %s (domain '%s') is not supported; onnxpipe supports the ai.onnx "
                                 "ops listed in the README", n->name, n->op_type,
                                 *n->domain ? n->domain : "ai.onnx");
+        const pp_op_info *op = pp_op_get(n->op);
+        if (g->opset >= op->since || warned[n->op]) continue;
+        warned[n->op] = 1;
+        pp_log(PP_LOG_WARN, "node '%s': %s is in ai.onnx from opset %lld, but the model imports opset %lld; "
+               "read as the opset %lld op", n->name, op->name, (long long)op->since, (long long)g->opset,
+               (long long)op->since);
     }
     return PP_OK;
 }
@@ -304,7 +307,7 @@ void graph_mark_params(pp_graph *g)
         for (int c = 0; c < v->nconsumers && !v->is_param; c++) {
             const pp_node *n = &g->nodes[v->consumers[c]];
             for (int k = 0; k < n->ninputs && !v->is_param; k++)
-                v->is_param = n->inputs[k] == id && pp_op_input_differentiable(n->op_type, k);
+                v->is_param = n->inputs[k] == id && pp_op_input_differentiable(n->op, k);
         }
         if (!v->is_param) continue;
         g->nparams += pp_shape_numel(&v->shape);

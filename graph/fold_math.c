@@ -83,15 +83,17 @@ pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
     return PP_OK;
 }
 
-static double unary_f(const char *op, double x, double alpha)
+static double unary_f(pp_op op, double x, double alpha)
 {
-    switch (op[0]) {
-    case 'S': return op[1] == 'q' ? sqrt(x) : 1.0 / (1.0 + exp(-x));  /* Sqrt, Sigmoid */
-    case 'N': return -x;
-    case 'R': return op[2] == 'c' ? 1.0 / x : (x > 0 ? x : 0);       /* Reciprocal, Relu */
-    case 'T': return tanh(x);
-    case 'E': return erf(x);
-    case 'L': return x >= 0 ? x : alpha * x;                          /* LeakyRelu */
+    switch (op) {
+    case PP_OP_SQRT: return sqrt(x);
+    case PP_OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case PP_OP_NEG: return -x;
+    case PP_OP_RECIPROCAL: return 1.0 / x;
+    case PP_OP_RELU: return x > 0 ? x : 0;
+    case PP_OP_TANH: return tanh(x);
+    case PP_OP_ERF: return erf(x);
+    case PP_OP_LEAKY_RELU: return x >= 0 ? x : alpha * x;
     default: return NAN;
     }
 }
@@ -105,11 +107,11 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
     int64_t cnt = pp_shape_numel(&out->shape);
     if (is_float(x->dtype)) {
         for (int64_t i = 0; i < cnt; i++)
-            const_store(out->dtype, (void *)out->data, i, unary_f(n->op_type, const_f64(x, i), alpha), 0);
-    } else if (is_int(x->dtype) && (!strcmp(n->op_type, "Neg") || !strcmp(n->op_type, "Relu"))) {
+            const_store(out->dtype, (void *)out->data, i, unary_f(n->op, const_f64(x, i), alpha), 0);
+    } else if (is_int(x->dtype) && (n->op == PP_OP_NEG || n->op == PP_OP_RELU)) {
         for (int64_t i = 0; i < cnt; i++) {
             int64_t v = const_i64(x, i);
-            const_store(out->dtype, (void *)out->data, i, 0, n->op_type[0] == 'N' ? -v : (v > 0 ? v : 0));
+            const_store(out->dtype, (void *)out->data, i, 0, n->op == PP_OP_NEG ? -v : (v > 0 ? v : 0));
         }
     } else {
         return PP_OK;
@@ -118,29 +120,29 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
     return PP_OK;
 }
 
-static double binary_f(char op, double a, double b)
+static double binary_f(pp_op op, double a, double b)
 {
     switch (op) {
-    case 'A': return a + b;
-    case 'S': return a - b;
-    case 'M': return a * b;
-    case 'D': return a / b;
-    case 'P': return pow(a, b);
+    case PP_OP_ADD: return a + b;
+    case PP_OP_SUB: return a - b;
+    case PP_OP_MUL: return a * b;
+    case PP_OP_DIV: return a / b;
+    case PP_OP_POW: return pow(a, b);
     default: return a == b;  /* Equal */
     }
 }
 
-static pp_status binary_i(const pp_node *n, char op, int64_t a, int64_t b, int64_t *r, pp_error *err)
+static pp_status binary_i(const pp_node *n, pp_op op, int64_t a, int64_t b, int64_t *r, pp_error *err)
 {
     switch (op) {
-    case 'A': *r = (int64_t)((uint64_t)a + (uint64_t)b); break;
-    case 'S': *r = (int64_t)((uint64_t)a - (uint64_t)b); break;
-    case 'M': *r = (int64_t)((uint64_t)a * (uint64_t)b); break;
-    case 'D':
+    case PP_OP_ADD: *r = (int64_t)((uint64_t)a + (uint64_t)b); break;
+    case PP_OP_SUB: *r = (int64_t)((uint64_t)a - (uint64_t)b); break;
+    case PP_OP_MUL: *r = (int64_t)((uint64_t)a * (uint64_t)b); break;
+    case PP_OP_DIV:
         if (!b) return infer_fail(n, PP_ERR_NUMERIC, err, "integer division by zero in a constant");
         *r = a / b;
         break;
-    case 'P': *r = (int64_t)pow((double)a, (double)b); break;
+    case PP_OP_POW: *r = (int64_t)pow((double)a, (double)b); break;
     default: *r = a == b; break;
     }
     return PP_OK;
@@ -151,7 +153,7 @@ pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
 {
     const pp_const_tensor *a = infer_const(c, n->inputs[0]), *b = infer_const(c, n->inputs[1]);
     if (!handled(a->dtype) || !handled(b->dtype)) return PP_OK;
-    char op = n->op_type[0];
+    pp_op op = n->op;
     int fl = is_float(a->dtype) || is_float(b->dtype);
     const pp_shape *sh[2] = {&a->shape, &b->shape};
     int64_t cnt = pp_shape_numel(&out->shape);

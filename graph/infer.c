@@ -1,6 +1,7 @@
 /* The inference pass of pp_graph_finalize: binds symbolic input dims, turns Constant
  * nodes into initializers, removes Identity nodes, infers every output's dtype and
- * shape in one walk over the sorted nodes, and folds constant subgraphs as it goes. */
+ * shape in one walk over the sorted nodes (each op's shape rule and folder come from
+ * the registry, graph/ops.c), and folds constant subgraphs as it goes. */
 #include "infer.h"
 
 #include <stdlib.h>
@@ -8,92 +9,6 @@
 
 #define FOLD_MAX_ELEMS (1 << 20)           /* general folded outputs stay small */
 #define FOLD_MAX_MASK_BYTES (64u << 20)    /* mask-like chains (causal masks) may be larger */
-
-typedef struct infer_op {
-    const char *op_type;
-    infer_shape_fn shape;
-    infer_fold_fn fold;     /* NULL: never folded */
-    int mask;               /* may fold up to FOLD_MAX_MASK_BYTES */
-} infer_op;
-
-/* Sorted by op_type (strcmp) for bsearch. */
-static const infer_op ops[] = {
-    {"Add", shape_binary, fold_binary, 0},
-    {"AveragePool", shape_pool, NULL, 0},
-    {"BatchNormalization", shape_batchnorm, NULL, 0},
-    {"Cast", shape_cast, fold_cast, 1},
-    {"Concat", shape_concat, fold_concat, 1},
-    {"ConstantOfShape", shape_const_of_shape, fold_const_of_shape, 1},
-    {"Conv", shape_conv, NULL, 0},
-    {"Div", shape_binary, fold_binary, 0},
-    {"Dropout", shape_dropout, NULL, 0},
-    {"Equal", shape_compare, fold_binary, 1},
-    {"Erf", shape_unary, fold_unary, 0},
-    {"Expand", shape_expand, fold_expand, 1},
-    {"Flatten", shape_flatten, fold_copy, 0},
-    {"Gather", shape_gather, fold_gather, 0},
-    {"Gelu", shape_unary, NULL, 0},
-    {"Gemm", shape_gemm, NULL, 0},
-    {"GlobalAveragePool", shape_global_pool, NULL, 0},
-    {"Identity", shape_unary, fold_copy, 1},
-    {"LayerNormalization", shape_layernorm, NULL, 0},
-    {"LeakyRelu", shape_unary, fold_unary, 0},
-    {"LogSoftmax", shape_softmax, NULL, 0},
-    {"MatMul", shape_matmul, NULL, 0},
-    {"MaxPool", shape_pool, NULL, 0},
-    {"Mul", shape_binary, fold_binary, 0},
-    {"Neg", shape_unary, fold_unary, 0},
-    {"Pow", shape_binary, fold_binary, 0},
-    {"Range", shape_range, fold_range, 1},
-    {"Reciprocal", shape_unary, fold_unary, 0},
-    {"ReduceMean", shape_reduce, NULL, 0},
-    {"ReduceSum", shape_reduce, NULL, 0},
-    {"Relu", shape_unary, fold_unary, 0},
-    {"Reshape", shape_reshape, fold_copy, 1},
-    {"Shape", shape_shape, fold_shape, 0},
-    {"Sigmoid", shape_unary, fold_unary, 0},
-    {"Slice", shape_slice, fold_slice, 1},
-    {"Softmax", shape_softmax, NULL, 0},
-    {"SoftmaxCrossEntropyLoss", shape_sce_loss, NULL, 0},
-    {"Split", shape_split, fold_split, 0},
-    {"Sqrt", shape_unary, fold_unary, 0},
-    {"Squeeze", shape_squeeze, fold_copy, 1},
-    {"Sub", shape_binary, fold_binary, 0},
-    {"Tanh", shape_unary, fold_unary, 0},
-    {"Transpose", shape_transpose, fold_transpose, 0},
-    {"Unsqueeze", shape_unsqueeze, fold_copy, 1},
-    {"Where", shape_where, fold_where, 1},
-};
-#define NOPS ((int)(sizeof ops / sizeof ops[0]))
-
-static int cmp_op(const void *key, const void *elem)
-{
-    return strcmp(key, ((const infer_op *)elem)->op_type);
-}
-
-static const infer_op *find_op(const char *op_type)
-{
-    return bsearch(op_type, ops, NOPS, sizeof ops[0], cmp_op);
-}
-
-/* What infer_one needs to know of an op type, remembered by the string's address (nodes
- * share their op type strings, so a graph's millions of nodes need a few lookups). */
-typedef struct op_memo {
-    const char *type;
-    const infer_op *op;
-    char constant, identity, shape;
-} op_memo;
-
-#define MEMO 16
-
-static const op_memo *memo_get(op_memo *memo, const char *type)
-{
-    op_memo *m = &memo[((uintptr_t)type >> 4) % MEMO];
-    if (m->type != type)
-        *m = (op_memo){type, find_op(type), (char)!strcmp(type, "Constant"), (char)!strcmp(type, "Identity"),
-                       (char)!strcmp(type, "Shape")};
-    return m;
-}
 
 /* ---- dim binding ----------------------------------------------------------- */
 
@@ -206,20 +121,19 @@ static pp_status compute_grad_live(infer_ctx *c, pp_error *err)
         int live = 0;
         for (int k = 0; k < n->noutputs && !live; k++) live = n->outputs[k] >= 0 && c->grad_live[n->outputs[k]];
         for (int k = 0; live && k < n->ninputs; k++)
-            if (n->inputs[k] >= 0 && pp_op_input_differentiable(n->op_type, k)) c->grad_live[n->inputs[k]] = 1;
+            if (n->inputs[k] >= 0 && pp_op_input_differentiable(n->op, k)) c->grad_live[n->inputs[k]] = 1;
     }
     return PP_OK;
 }
 
 /* 1 when every input is constant and none is a trained parameter, and the outputs are
  * small enough. Shape needs only a known input shape. */
-static pp_status foldable(infer_ctx *c, const pp_node *n, const op_memo *m, int *ok, pp_error *err)
+static pp_status foldable(infer_ctx *c, const pp_node *n, const pp_op_info *op, int *ok, pp_error *err)
 {
     pp_graph *g = c->g;
-    const infer_op *op = m->op;
     *ok = 0;
     if (!op->fold) return PP_OK;
-    if (m->shape) {
+    if (n->op == PP_OP_SHAPE) {
         *ok = pp_shape_numel(infer_shape_of(c, n, 0)) >= 0;
         return PP_OK;
     }
@@ -236,7 +150,7 @@ static pp_status foldable(infer_ctx *c, const pp_node *n, const op_memo *m, int 
     for (int k = 0; k < n->noutputs; k++) {
         int64_t cnt = pp_shape_numel(&c->os[k]);
         if (cnt < 0) return PP_OK;
-        if (op->mask ? (uint64_t)cnt * pp_dtype_size(c->odt[k]) > FOLD_MAX_MASK_BYTES : cnt > FOLD_MAX_ELEMS)
+        if (op->flags & PP_OPF_FOLD_LARGE ? (uint64_t)cnt * pp_dtype_size(c->odt[k]) > FOLD_MAX_MASK_BYTES : cnt > FOLD_MAX_ELEMS)
             return PP_OK;
     }
     *ok = 1;
@@ -268,7 +182,7 @@ static pp_status add_side_const(infer_ctx *c, int value, const pp_const_tensor *
 }
 
 /* Evaluates node n; its outputs become folded initializers (or side constants). */
-static pp_status evaluate(infer_ctx *c, pp_node *n, const infer_op *op, int *folded, pp_error *err)
+static pp_status evaluate(infer_ctx *c, pp_node *n, const pp_op_info *op, int *folded, pp_error *err)
 {
     pp_const_tensor *out = c->fold_out;
     pp_status st = PP_OK;
@@ -329,17 +243,16 @@ static pp_status commit(infer_ctx *c, const pp_node *n, pp_error *err)
     return PP_OK;
 }
 
-static pp_status infer_one(infer_ctx *c, op_memo *memo, pp_node *n, int *changed, pp_error *err)
+static pp_status infer_one(infer_ctx *c, pp_node *n, int *changed, pp_error *err)
 {
     pp_graph *g = c->g;
-    const op_memo *m = memo_get(memo, n->op_type);
-    if (m->constant) {
+    if (n->op == PP_OP_CONSTANT) {
         *changed = 1;
         return constant_node(g, n, err);
     }
-    const infer_op *op = m->op;
-    if (!op) return infer_fail(n, PP_ERR_UNSUPPORTED, err, "no shape rule for this op");
-    if (!c->opt->no_fold && m->identity && bypass_identity(g, n)) {
+    const pp_op_info *op = pp_op_get(n->op);
+    if (!op || !op->shape) return infer_fail(n, PP_ERR_UNSUPPORTED, err, "no shape rule for this op");
+    if (!c->opt->no_fold && n->op == PP_OP_IDENTITY && bypass_identity(g, n)) {
         *changed = 1;
         return PP_OK;
     }
@@ -357,7 +270,7 @@ static pp_status infer_one(infer_ctx *c, op_memo *memo, pp_node *n, int *changed
     }
     PP_CHECK(commit(c, n, err));
     int ok, folded;
-    PP_CHECK(foldable(c, n, m, &ok, err));
+    PP_CHECK(foldable(c, n, op, &ok, err));
     if (!ok) return PP_OK;
     PP_CHECK(evaluate(c, n, op, &folded, err));
     *changed |= folded;
@@ -405,8 +318,7 @@ pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err)
         goto done;
     }
     for (int i = 0; i < n0; i++) used_before[i] = g->values[g->inits[i].value].nconsumers > 0;
-    op_memo memo[MEMO] = {{0}};
-    for (int i = 0; i < g->nnodes; i++) PP_CHECK_GOTO(infer_one(&c, memo, &g->nodes[i], &changed, err), st, done);
+    for (int i = 0; i < g->nnodes; i++) PP_CHECK_GOTO(infer_one(&c, &g->nodes[i], &changed, err), st, done);
     if (changed) {
         PP_CHECK_GOTO(graph_link(g, err), st, done);
         drop_dead_inits(g, used_before, n0);

@@ -1,11 +1,11 @@
-/* Private to graph/infer*.c and graph/fold.c: the inference context, the per-op table
- * of shape rules and constant evaluators, and helpers the rules share. */
+/* Private to graph/: the inference context, the shape rules and constant evaluators
+ * the op registry (graph/ops.c) points at, and helpers the rules share. */
 #ifndef PP_GRAPH_INFER_H
 #define PP_GRAPH_INFER_H
 
 #include "graph_internal.h"
 
-typedef struct infer_ctx {
+struct pp_infer_ctx {
     pp_graph *g;
     const pp_graph_options *opt;
     pp_shape *os;           /* shapes of the current node's outputs, filled by a shape rule */
@@ -18,7 +18,8 @@ typedef struct infer_ctx {
     int nconsts, consts_cap;
     /* Per value: 1 when a gradient flows from it to a graph output (computed lazily). */
     unsigned char *grad_live;
-} infer_ctx;
+};
+typedef struct pp_infer_ctx infer_ctx;
 
 /* Fills c->os[k] / c->odt[k] for every output slot of node n. */
 typedef pp_status (*infer_shape_fn)(infer_ctx *c, const pp_node *n, pp_error *err);

@@ -1,14 +1,8 @@
-/* Device registry and the checked wrappers around a backend's vtable. */
-#include <onnxpipe/device.h>
+/* Device creation through the backend list (kernels/backends.c) and the checked
+ * wrappers around a backend's vtable. */
+#include <onnxpipe/kernels.h>
 
 #include <string.h>
-
-static pp_device_ctor ctors[PP_DEVICE_KIND_COUNT];
-
-void pp_device_register(pp_device_kind kind, pp_device_ctor ctor)
-{
-    if ((int)kind >= 0 && kind < PP_DEVICE_KIND_COUNT) ctors[kind] = ctor;
-}
 
 const char *pp_device_kind_name(pp_device_kind kind)
 {
@@ -19,24 +13,17 @@ const char *pp_device_kind_name(pp_device_kind kind)
     }
 }
 
-pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);
-
 pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_error *err)
 {
-    static int backends_ready;
     *out = NULL;
-    if (!backends_ready) {
-        backends_ready = 1;
-        pp_backends_init();
-    }
-    if (!ctors[PP_DEVICE_CPU]) ctors[PP_DEVICE_CPU] = pp_device_cpu_create;
     if ((int)kind < 0 || kind >= PP_DEVICE_KIND_COUNT)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "device kind %d out of range", (int)kind);
-    if (!ctors[kind])
+    const pp_backend *b = pp_backend_get(kind);
+    if (!b)
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "the %s backend is not compiled into this build of onnxpipe; rebuild with it or "
                             "use --device cpu", pp_device_kind_name(kind));
-    return ctors[kind](index, out, err);
+    return b->create(index, out, err);
 }
 
 pp_device_kind pp_device_auto(int index, pp_error *why)

@@ -1,5 +1,6 @@
 /* The cost model: per node, the trainable parameters it is first to read, forward
- * FLOPs per microbatch and the bytes of its outputs (all from the finalized shapes). */
+ * FLOPs per microbatch (the op registry's FLOP model) and the bytes of its outputs (all
+ * from the finalized shapes). */
 #include "partition_internal.h"
 
 #include <string.h>
@@ -20,127 +21,15 @@ int64_t value_bytes_per_sample(const pp_graph *g, int v)
     return n * (int64_t)(es ? es : 4);
 }
 
-static int64_t numel(const pp_graph *g, int v)
+/* Forward FLOPs of one node by the registry's cost rule (graph/ops.c: pp_op_flops), -1
+ * when a shape it needs is unknown; *over set when they do not fit in int64. */
+static int64_t node_flops(const pp_graph *g, const pp_node *n, int *over)
 {
-    return v < 0 ? -1 : pp_shape_numel(&g->values[v].shape);
-}
-
-/* How an op's FLOPs are counted. */
-typedef enum { F_ELEMENTWISE, F_MOVE, F_MATMUL, F_GEMM, F_CONV, F_POOL, F_REDUCE } flop_kind;
-
-typedef struct op_cost {
-    const char *op;
-    flop_kind kind;
-    int64_t per;    /* FLOPs per output element (per input element for F_REDUCE) */
-} op_cost;
-
-/* Ops not listed are elementwise, one FLOP per output element. */
-static const op_cost op_costs[] = {
-    {"MatMul", F_MATMUL, 0}, {"Gemm", F_GEMM, 0}, {"Conv", F_CONV, 0},
-    {"MaxPool", F_POOL, 0}, {"AveragePool", F_POOL, 0},
-    {"GlobalAveragePool", F_REDUCE, 1}, {"ReduceMean", F_REDUCE, 1}, {"ReduceSum", F_REDUCE, 1},
-    {"SoftmaxCrossEntropyLoss", F_REDUCE, 6},                        /* softmax + log + pick */
-    {"Softmax", F_ELEMENTWISE, 5}, {"LogSoftmax", F_ELEMENTWISE, 5}, /* max, sub, exp, sum, div */
-    {"LayerNormalization", F_ELEMENTWISE, 8},                        /* mean, var, norm, scale, shift */
-    {"BatchNormalization", F_ELEMENTWISE, 4},
-    {"Gelu", F_ELEMENTWISE, 4}, {"Erf", F_ELEMENTWISE, 4}, {"Tanh", F_ELEMENTWISE, 4},
-    {"Sigmoid", F_ELEMENTWISE, 4},
-    /* data movement and indexing: no arithmetic */
-    {"Reshape", F_MOVE, 0}, {"Flatten", F_MOVE, 0}, {"Transpose", F_MOVE, 0}, {"Squeeze", F_MOVE, 0},
-    {"Unsqueeze", F_MOVE, 0}, {"Split", F_MOVE, 0}, {"Slice", F_MOVE, 0}, {"Concat", F_MOVE, 0},
-    {"Gather", F_MOVE, 0}, {"Expand", F_MOVE, 0}, {"Cast", F_MOVE, 0}, {"Constant", F_MOVE, 0},
-    {"ConstantOfShape", F_MOVE, 0}, {"Shape", F_MOVE, 0}, {"Range", F_MOVE, 0}, {"Identity", F_MOVE, 0},
-    {"Dropout", F_MOVE, 0}, {"Where", F_MOVE, 0}, {"Equal", F_MOVE, 0},
-};
-
-static op_cost find_cost(const char *op)
-{
-    for (size_t i = 0; i < sizeof op_costs / sizeof op_costs[0]; i++)
-        if (op[0] == op_costs[i].op[0] && !strcmp(op, op_costs[i].op)) return op_costs[i];
-    return (op_cost){op, F_ELEMENTWISE, 1};
-}
-
-static const pp_shape *in_shape(const pp_graph *g, const pp_node *n, int k)
-{
-    return k < n->ninputs && n->inputs[k] >= 0 ? &g->values[n->inputs[k]].shape : NULL;
-}
-
-static int64_t attr_int(const pp_node *n, const char *name)
-{
-    const pp_attr *a = pp_attr_find(n->attrs, n->nattrs, name);
-    return a && a->type == PP_ATTR_INT ? a->i : 0;
-}
-
-/* find_cost remembered by the op type string's address (nodes share their op type
- * strings, so a large graph needs a few lookups). */
-#define MEMO 16
-
-static op_cost memo_cost(op_cost *memo, const char *op)
-{
-    op_cost *m = &memo[((uintptr_t)op >> 4) % MEMO];
-    if (m->op != op) *m = find_cost(op);
-    m->op = op;
-    return *m;
-}
-
-/* a * b for counts >= 0; *over set when the product leaves int64 (a kernel size or a
- * contraction dim can be large where no single tensor is). */
-static int64_t mul(int64_t a, int64_t b, int *over)
-{
-    int64_t r;
-    if (__builtin_mul_overflow(a, b, &r)) {
-        *over = 1;
-        return 0;
-    }
-    return r;
-}
-
-static int64_t add(int64_t a, int64_t b, int *over)
-{
-    int64_t r;
-    if (__builtin_add_overflow(a, b, &r)) {
-        *over = 1;
-        return 0;
-    }
-    return r;
-}
-
-/* Forward FLOPs of one node, -1 when a shape it needs is unknown; *over set when they
- * do not fit in int64. */
-static int64_t node_flops(const pp_graph *g, const pp_node *n, op_cost *memo, int *over)
-{
-    op_cost oc = memo_cost(memo, n->op_type);
-    if (oc.kind == F_MOVE) return 0;
-    int64_t oe = numel(g, n->noutputs ? n->outputs[0] : -1);
-    if (oe < 0) return -1;
-    int64_t bias = n->ninputs > 2 && n->inputs[2] >= 0 ? oe : 0;
-    const pp_shape *a = in_shape(g, n, 0), *w = in_shape(g, n, 1);
-    switch (oc.kind) {
-    case F_MATMUL:   /* [.., M, K] x [.., K, N]: 2*M*N*K per batch entry */
-        if (!a || a->rank < 1 || a->dims[a->rank - 1] < 0) return -1;
-        return mul(2 * oe, a->dims[a->rank - 1], over);
-    case F_GEMM:     /* A [M, K] (or [K, M] with transA) */
-        if (!a || a->rank != 2 || a->dims[0] < 0 || a->dims[1] < 0) return -1;
-        return add(mul(2 * oe, a->dims[attr_int(n, "transA") ? 0 : 1], over), bias, over);
-    case F_CONV: {   /* W [Cout, Cin/group, k...]: 2 * out * (Cin/group) * kernel */
-        if (!w || w->rank < 2) return -1;
-        int64_t per = 1;
-        for (int d = 1; d < w->rank; d++) per *= w->dims[d];   /* a tensor's dims: fits */
-        return add(mul(2 * oe, per, over), bias, over);
-    }
-    case F_POOL: {
-        const pp_attr *k = pp_attr_find(n->attrs, n->nattrs, "kernel_shape");
-        int64_t per = 1;
-        for (int d = 0; k && k->type == PP_ATTR_INTS && d < k->n; d++) per = mul(per, k->ints[d], over);
-        return mul(oe, per, over);
-    }
-    case F_REDUCE: {
-        int64_t ie = n->ninputs ? numel(g, n->inputs[0]) : -1;
-        return ie < 0 ? -1 : mul(ie, oc.per, over);
-    }
-    default:
-        return mul(oe, oc.per, over);
-    }
+    const pp_shape *in[PP_OP_MAX_INPUTS] = {NULL};
+    int nin = n->ninputs < PP_OP_MAX_INPUTS ? n->ninputs : PP_OP_MAX_INPUTS;
+    for (int k = 0; k < nin; k++) in[k] = n->inputs[k] >= 0 ? &g->values[n->inputs[k]].shape : NULL;
+    const pp_shape *out = n->noutputs && n->outputs[0] >= 0 ? &g->values[n->outputs[0]].shape : NULL;
+    return pp_op_flops(n->op, n->attrs, n->nattrs, in, nin, out, over);
 }
 
 /* The model's totals may reach these (64 PiB, 4.6e18 FLOPs) and no more: every sum the
@@ -183,7 +72,6 @@ pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *e
     if (!g->finalized)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "graph '%s' is not finalized (call pp_graph_finalize)",
                             g->name ? g->name : "");
-    op_cost memo[MEMO] = {{0}};
     int64_t totals[4] = {0};
     pp_status st = PP_OK;
     unsigned char *seen = pp_calloc((size_t)g->nvalues + 1, 1);
@@ -200,7 +88,7 @@ pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *e
             c->param_bytes += (int64_t)g->inits[g->values[v].init].t.nbytes;
         }
         int over = 0;
-        c->flops = node_flops(g, n, memo, &over);
+        c->flops = node_flops(g, n, &over);
         for (int k = 0; k < n->noutputs; k++) {
             int o = n->outputs[k];
             if (o < 0) continue;

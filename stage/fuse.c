@@ -1,15 +1,17 @@
 /* Op fusion at plan time, so that fewer passes go over the activations:
  *  - exact GELU as exported below opset 20 (PyTorch's F.gelu, the example GPT) is five
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
- *  - on the cpu, MatMul followed by Mul by a scalar constant becomes one MatMul with the
- *    scalar as a fourth input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled
- *    or not) followed by Add of a bias [N] or [M, N] (attention's causal mask) one MatMul
- *    with the bias as a third input (sgemm's C);
+ *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul
+ *    followed by Mul by a scalar constant becomes one MatMul with the scalar as a fourth
+ *    input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled or not) followed
+ *    by Add of a bias [N] or [M, N] (attention's causal mask) one MatMul with the bias as
+ *    a third input (sgemm's C);
  *  - a Reshape / Flatten / Squeeze / Unsqueeze of an activation becomes a view of its
  *    input (same memory, same gradient memory; no copy) unless its result leaves the stage;
- *  - on the cpu, a Transpose (explicit perm, rank >= 3) whose only reader is a MatMul
- *    operand, or that is the only reader of a MatMul's result, folds into the MatMul as a
- *    strided operand or output (attention's heads: no copies; kernels/cpu/matmul.c).
+ *  - where the MatMul kernel can (PP_KCAP_MATMUL_STRIDED), a Transpose (explicit perm,
+ *    rank >= 3) whose only reader is a MatMul operand, or that is the only reader of a
+ *    MatMul's result, folds into the MatMul as a strided operand or output (attention's
+ *    heads: no copies; kernels/cpu/matmul.c).
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
@@ -19,8 +21,8 @@
 #include <string.h>
 
 /* The op that is the only reader of tslot t (graph-wide, so no later stage reads it
- * either), if it has type op_type and lies in this stage; else -1. */
-static int only_reader(const pp_stage *s, const int *op_of_node, int t, const char *op_type)
+ * either), if it is an `op` and lies in this stage; else -1. */
+static int only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op)
 {
     int v = s->t[t].value;
     if (v < 0) return -1;
@@ -29,7 +31,7 @@ static int only_reader(const pp_stage *s, const int *op_of_node, int t, const ch
     int node = val->consumers[0];
     if (node < s->first || node >= s->end) return -1;
     int o = op_of_node[node - s->first];
-    return o >= 0 && !strcmp(s->ops[o].op_type, op_type) ? o : -1;
+    return o >= 0 && s->ops[o].op == op ? o : -1;
 }
 
 /* A float scalar constant (not a trained one): 1 and its value in *f, else 0. */
@@ -61,19 +63,19 @@ static int other_input(const stage_op *op, int t)
 static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain[5])
 {
     const stage_op *div = &s->ops[o];
-    if (strcmp(div->op_type, "Div") || div->nin != 2 || div->nout != 1 || div->in[0] < 0 ||
+    if (div->op != PP_OP_DIV || div->nin != 2 || div->nout != 1 || div->in[0] < 0 ||
         !is_const(s, div->in[1], sqrt(2.0)))
         return -1;
     int x = div->in[0];
     chain[0] = o;
-    if ((chain[1] = only_reader(s, op_of_node, div->out[0], "Erf")) < 0) return -1;
-    if ((chain[2] = only_reader(s, op_of_node, s->ops[chain[1]].out[0], "Add")) < 0 ||
+    if ((chain[1] = only_reader(s, op_of_node, div->out[0], PP_OP_ERF)) < 0) return -1;
+    if ((chain[2] = only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
         !is_const(s, other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), 1.0))
         return -1;
-    if ((chain[3] = only_reader(s, op_of_node, s->ops[chain[2]].out[0], "Mul")) < 0 ||
+    if ((chain[3] = only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_MUL)) < 0 ||
         other_input(&s->ops[chain[3]], s->ops[chain[2]].out[0]) != x)
         return -1;
-    if ((chain[4] = only_reader(s, op_of_node, s->ops[chain[3]].out[0], "Mul")) < 0 ||
+    if ((chain[4] = only_reader(s, op_of_node, s->ops[chain[3]].out[0], PP_OP_MUL)) < 0 ||
         !is_const(s, other_input(&s->ops[chain[4]], s->ops[chain[3]].out[0]), 0.5))
         return -1;
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
@@ -84,10 +86,10 @@ static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain
 static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias)
 {
     const stage_op *mm = &s->ops[o];
-    if (strcmp(mm->op_type, "MatMul") || (mm->nin != 2 && (mm->nin != 4 || mm->in[2] >= 0)) || mm->nout != 1 ||
+    if (mm->op != PP_OP_MATMUL || (mm->nin != 2 && (mm->nin != 4 || mm->in[2] >= 0)) || mm->nout != 1 ||
         mm->in[0] < 0 || mm->in[1] < 0)
         return -1;
-    int y0 = mm->out[0], add = only_reader(s, op_of_node, y0, "Add");
+    int y0 = mm->out[0], add = only_reader(s, op_of_node, y0, PP_OP_ADD);
     if (add < 0) return -1;
     int b = other_input(&s->ops[add], y0), y = s->ops[add].out[0];
     if (b < 0 || y < 0 || s->t[b].dtype != PP_DTYPE_F32 || s->t[y].nbytes != s->t[y0].nbytes) return -1;
@@ -106,9 +108,9 @@ static int match_scale(const pp_stage *s, const int *op_of_node, int o, int *sca
 {
     const stage_op *mm = &s->ops[o];
     float f;
-    if (strcmp(mm->op_type, "MatMul") || mm->nin != 2 || mm->nout != 1 || mm->in[0] < 0 || mm->in[1] < 0)
+    if (mm->op != PP_OP_MATMUL || mm->nin != 2 || mm->nout != 1 || mm->in[0] < 0 || mm->in[1] < 0)
         return -1;
-    int mul = only_reader(s, op_of_node, mm->out[0], "Mul");
+    int mul = only_reader(s, op_of_node, mm->out[0], PP_OP_MUL);
     if (mul < 0 || s->ops[mul].out[0] < 0) return -1;
     *scale = other_input(&s->ops[mul], mm->out[0]);
     return scalar_const(s, *scale, &f) ? mul : -1;
@@ -126,6 +128,7 @@ static pp_status fuse_scale(pp_stage *s, int o, int mul, int scale, char *gone, 
     const void *hs = op->host_in[op->in[0] == scale ? 0 : 1];
     op->node = mm->node;
     op->name = mm->name;
+    op->op = mm->op;
     op->op_type = mm->op_type;
     op->attrs = mm->attrs;
     op->nattrs = mm->nattrs;
@@ -160,6 +163,7 @@ static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp
     const void *hb = op->host_in ? op->host_in[op->in[0] == bias ? 0 : 1] : NULL;
     op->node = mm->node;
     op->name = mm->name;
+    op->op = mm->op;
     op->op_type = mm->op_type;
     op->attrs = mm->attrs;
     op->nattrs = mm->nattrs;
@@ -181,7 +185,7 @@ static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp
 /* The explicit perm of Transpose op t, rank >= 3, else NULL. */
 static const pp_attr *transpose_perm(const stage_op *t)
 {
-    if (strcmp(t->op_type, "Transpose") || t->nin != 1 || t->nout != 1 || t->in[0] < 0 || t->out[0] < 0) return NULL;
+    if (t->op != PP_OP_TRANSPOSE || t->nin != 1 || t->nout != 1 || t->in[0] < 0 || t->out[0] < 0) return NULL;
     const pp_attr *a = pp_attr_find(t->attrs, t->nattrs, "perm");
     return a && a->type == PP_ATTR_INTS && a->n >= 3 ? a : NULL;
 }
@@ -191,7 +195,7 @@ static const pp_attr *transpose_perm(const stage_op *t)
  * fused bias). */
 static int foldable_matmul(const pp_stage *s, const stage_op *m)
 {
-    if (strcmp(m->op_type, "MatMul") || m->nattrs || m->nout != 1 || m->out[0] < 0 || m->in[0] < 0 || m->in[1] < 0 ||
+    if (m->op != PP_OP_MATMUL || m->nattrs || m->nout != 1 || m->out[0] < 0 || m->in[0] < 0 || m->in[1] < 0 ||
         m->in[0] == m->in[1])
         return 0;
     const tslot *a = &s->t[m->in[0]], *b = &s->t[m->in[1]], *y = &s->t[m->out[0]];
@@ -215,9 +219,9 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
         if (k < 2) {   /* operand k: Transpose(x) -> m */
             int v = s->t[m->in[k]].value, node = v >= 0 ? s->g->values[v].producer : -1;
             t = node >= s->first && node < s->end ? op_of_node[node - s->first] : -1;
-            if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[k], "MatMul") != o) t = -1;
+            if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[k], PP_OP_MATMUL) != o) t = -1;
         } else if (m->nin < 3 || m->in[2] < 0) {
-            t = only_reader(s, op_of_node, m->out[0], "Transpose");
+            t = only_reader(s, op_of_node, m->out[0], PP_OP_TRANSPOSE);
         }
         const pp_attr *perm = t >= 0 && !gone[t] ? transpose_perm(&s->ops[t]) : NULL;
         if (!perm || perm->n != s->t[m->out[0]].rank) continue;
@@ -248,11 +252,8 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
  * bytes; gradients of both add into one buffer, which is what the copy's backward did. */
 static void reshape_to_view(pp_stage *s, int o, char *gone)
 {
-    static const char *const shapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
     const stage_op *op = &s->ops[o];
-    int is_shape = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) is_shape |= !strcmp(op->op_type, shapes[i]);
-    if (!is_shape || op->nout != 1 || op->in[0] < 0 || op->out[0] < 0) return;
+    if (!(pp_op_get(op->op)->flags & PP_OPF_VIEW) || op->nout != 1 || op->in[0] < 0 || op->out[0] < 0) return;
     int x = stage_base(s, op->in[0]), y = op->out[0];
     const tslot *tx = &s->t[x], *ty = &s->t[y];
     if (tx->value < 0 || ty->value < 0 || tx->nbytes != ty->nbytes || tx->dtype != ty->dtype) return;
@@ -266,7 +267,9 @@ static void reshape_to_view(pp_stage *s, int o, char *gone)
 
 pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
-    const pp_kernel *gelu = pp_kernel_find("Gelu", s->dev->kind, PP_DTYPE_F32);
+    const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, s->dev->kind, PP_DTYPE_F32);
+    const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, s->dev->kind, PP_DTYPE_F32);
+    const unsigned mm_caps = matmul ? matmul->caps : 0;
     if (s->nops < 2) return PP_OK;
     int span = s->end - s->first;
     int *op_of_node = malloc((size_t)span * sizeof *op_of_node);
@@ -281,13 +284,13 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     for (int o = 0; o < s->nops; o++)
         if (s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
     /* scales first: a fused MatMul sits where its Mul was, and its result's Add follows */
-    for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++) {
+    for (int o = 0; (mm_caps & PP_KCAP_MATMUL_ALPHA) && o < s->nops; o++) {
         int scale, mul = gone[o] ? -1 : match_scale(s, op_of_node, o, &scale);
         if (mul < 0) continue;
         pp_log(PP_LOG_DEBUG, "stage: fused '%s' * scale '%s' into one MatMul", s->ops[o].name, s->ops[mul].name);
         PP_CHECK_GOTO(fuse_scale(s, o, mul, scale, gone, err), st, done);
     }
-    for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++) {
+    for (int o = 0; (mm_caps & PP_KCAP_MATMUL_BIAS) && o < s->nops; o++) {
         int bias, add = gone[o] ? -1 : match_bias(s, op_of_node, o, &bias);
         if (add < 0) continue;
         pp_log(PP_LOG_DEBUG, "stage: fused '%s' + bias '%s' into one MatMul", s->ops[o].name, s->ops[add].name);
@@ -299,7 +302,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         /* the last op of the chain becomes Gelu(x): x is defined before the Div, and
          * the readers of the result come after the last Mul */
         stage_op *last = &s->ops[chain[4]];
-        last->op_type = "Gelu";
+        last->op = PP_OP_GELU;
+        last->op_type = pp_op_get(PP_OP_GELU)->name;
         last->k = gelu;
         last->attrs = NULL;
         last->nattrs = 0;
@@ -318,7 +322,7 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     for (int i = 0; i < span; i++) op_of_node[i] = -1;
     for (int o = 0; o < s->nops; o++)
         if (!gone[o] && s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
-    for (int o = 0; s->dev->kind == PP_DEVICE_CPU && o < s->nops; o++)
+    for (int o = 0; (mm_caps & PP_KCAP_MATMUL_STRIDED) && o < s->nops; o++)
         if (!gone[o] && foldable_matmul(s, &s->ops[o])) fold_transposes(s, op_of_node, o, gone);
     int n = 0;
     for (int o = 0; o < s->nops; o++) {

@@ -84,10 +84,11 @@ static pp_status collect(pp_stage *s, pp_error *err)
         memset(op, 0, sizeof *op);
         op->node = i;
         op->name = n->name;
+        op->op = n->op;
         op->op_type = n->op_type;
         op->attrs = n->attrs;
         op->nattrs = n->nattrs;
-        op->k = pp_kernel_find(n->op_type, s->dev->kind, PP_DTYPE_F32);
+        op->k = pp_kernel_find(n->op, s->dev->kind, PP_DTYPE_F32);
         if (!op->k)
             return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s': no %s kernel for op %s",
                                 n->name, pp_device_kind_name(s->dev->kind), n->op_type);
@@ -245,8 +246,9 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
     memset(op, 0, sizeof *op);
     op->node = -1;
     op->name = "loss";
-    op->op_type = "SoftmaxCrossEntropyLoss";
-    op->k = pp_kernel_find(op->op_type, s->dev->kind, PP_DTYPE_F32);
+    op->op = PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS;
+    op->op_type = pp_op_get(op->op)->name;
+    op->k = pp_kernel_find(op->op, s->dev->kind, PP_DTYPE_F32);
     if (!op->k) return pp_error_set(err, PP_ERR_UNSUPPORTED, "no SoftmaxCrossEntropyLoss kernel");
     s->loss_attrs[0] = (pp_attr){.name = "reduction", .type = PP_ATTR_STRING, .s = "mean"};
     s->loss_attrs[1] = (pp_attr){.name = "ignore_index", .type = PP_ATTR_INT, .i = ls->ignore_index};
@@ -270,7 +272,7 @@ static pp_status plan_loss(pp_stage *s, pp_error *err)
 
 static int op_input_diff(const stage_op *op, int k)
 {
-    return pp_op_input_differentiable(op->op_type, k);
+    return pp_op_input_differentiable(op->op, k);
 }
 
 /* needs_grad = reachable from a parameter or activation input AND reaching the loss
@@ -383,16 +385,14 @@ static pp_status plan_param_ready(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
-/* Ops whose input k's gradient is the output gradient itself (d in = d out). */
+/* Ops whose input k's gradient is the output gradient itself (d in = d out): the
+ * registry's PP_OPF_PASS_GRAD ops at input 0, and Add at an input of the output's shape. */
 static int passes_grad(const pp_stage *s, const stage_op *op, int k)
 {
-    static const char *const pass[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
     const tslot *x = &s->t[op->in[k]], *y = &s->t[op->out[0]];
-    if (!strcmp(op->op_type, "Add"))
+    if (op->op == PP_OP_ADD)
         return x->rank == y->rank && !memcmp(x->dims, y->dims, (size_t)x->rank * sizeof *x->dims);
-    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)
-        if (!strcmp(op->op_type, pass[i])) return k == 0;
-    return 0;
+    return k == 0 && (pp_op_get(op->op)->flags & PP_OPF_PASS_GRAD);
 }
 
 /* An activation read by one op only, which passes its gradient through unchanged, shares
@@ -468,10 +468,10 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             int t = stage_base(s, op->in[k]), g = grad_base(s, op->in[k]);
             if (s->t[t].last_op < o) s->t[t].last_op = o;
             if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
-            if (op->backward && (op->k->saves_in >> k & 1)) in_slot[t] = 1;
+            if (op->backward && (pp_op_get(op->op)->saves_in >> k & 1)) in_slot[t] = 1;
         }
         for (int k = 0; k < op->nout; k++)
-            if (op->out[k] >= 0 && op->backward && (op->k->saves_out >> k & 1)) in_slot[stage_base(s, op->out[k])] = 1;
+            if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1)) in_slot[stage_base(s, op->out[k])] = 1;
         if (op->has_weight)   /* W reads these gradients after other microbatches' B */
             for (int k = 0; k < op->nout; k++)
                 if (op->out[k] >= 0) grad_in_slot[grad_base(s, op->out[k])] = 1;
@@ -529,7 +529,7 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             memcpy(out[k].dims, s->t[op->out[k]].dims, sizeof out[k].dims);
             out[k].data = (void *)1;
         }
-        c = (pp_kernel_ctx){.node = op->name, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
+        c = (pp_kernel_ctx){.node = op->name, .op = op->op, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
                             .nattrs = op->nattrs, .in = in, .nin = op->nin, .out = out, .nout = op->nout,
                             .dev = s->dev, .training = s->opt.training};
         op->aux_bytes = op->k->aux_bytes(&c);

@@ -1,8 +1,9 @@
 /* Per-op-type profile of a stage: wall time and FLOPs of every forward and backward
  * kernel call, summed by op type, while profiling is on, and on request every call as an
  * event (op, pass, start, end). Off (the default) it costs the run loop one NULL test per
- * op. FLOPs: MatMul/Gemm 2·M·N·K per product (backward: one product per requested
- * gradient of A or B); other ops one per output element. */
+ * op. FLOPs are the op registry's (graph/ops.c: pp_op_flops), as the partitioner counts
+ * them: MatMul/Gemm 2·M·N·K per product (backward: one product per requested gradient of
+ * A or B); other ops by their rule (e.g. LayerNorm 8 per element). */
 #include "stage_internal.h"
 
 #include <stdlib.h>
@@ -19,27 +20,25 @@ struct stage_profile {
     int nevents, cap, keep_events;
 };
 
-static int64_t numel_of(const tslot *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->dims[d];
-    return n;
-}
-
-/* 2·M·N·K summed over the batch of products: output elements x 2K */
+/* Forward FLOPs of op o by the registry's FLOP model (graph/ops.c: pp_op_flops) over its
+ * tslots' shapes; *gemm: a matrix product, whose backward costs one such product per
+ * input gradient asked for. */
 static double op_flops(const pp_stage *s, const stage_op *op, int *gemm)
 {
-    *gemm = !strcmp(op->op_type, "MatMul") || !strcmp(op->op_type, "Gemm");
+    const pp_op_info *oi = pp_op_get(op->op);
+    *gemm = oi->flop_rule == PP_FLOPS_MATMUL || oi->flop_rule == PP_FLOPS_GEMM;
     if (op->nout < 1 || op->out[0] < 0) return 0;
-    const tslot *y = &s->t[op->out[0]];
-    if (!*gemm || op->nin < 2 || op->in[0] < 0) return (double)numel_of(y);
-    const tslot *a = &s->t[op->in[0]];
-    int64_t k = a->dims[a->rank - 1];
-    if (!strcmp(op->op_type, "Gemm")) {
-        for (int i = 0; i < op->nattrs; i++)
-            if (!strcmp(op->attrs[i].name, "transA") && op->attrs[i].i) k = a->dims[0];
-    }
-    return 2.0 * (double)numel_of(y) * (double)k;
+    pp_shape sh[PP_OP_MAX_INPUTS], y = pp_shape_make(s->t[op->out[0]].rank, s->t[op->out[0]].dims);
+    const pp_shape *in[PP_OP_MAX_INPUTS] = {NULL};
+    int nin = op->nin < PP_OP_MAX_INPUTS ? op->nin : PP_OP_MAX_INPUTS;
+    for (int k = 0; k < nin; k++)
+        if (op->in[k] >= 0) {
+            sh[k] = pp_shape_make(s->t[op->in[k]].rank, s->t[op->in[k]].dims);
+            in[k] = &sh[k];
+        }
+    int over = 0;
+    int64_t f = pp_op_flops(op->op, op->attrs, op->nattrs, in, nin, &y, &over);
+    return f > 0 && !over ? (double)f : 0;
 }
 
 void stage_profile_free(stage_profile *p)

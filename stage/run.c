@@ -57,18 +57,18 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
         memset(&in[k], 0, sizeof in[k]);
         if (op->in[k] < 0) continue;
         const tslot *t = &s->t[op->in[k]];
-        int keep = !backward || (op->k->saves_in >> k & 1) || t->at.loc == LOC_PARAM || t->at.loc == LOC_CONST;
+        int keep = !backward || (pp_op_get(op->op)->saves_in >> k & 1) || t->at.loc == LOC_PARAM || t->at.loc == LOC_CONST;
         in[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->in[k]) : NULL);
     }
     for (int k = 0; k < op->nout; k++) {
         memset(&out[k], 0, sizeof out[k]);
         if (op->out[k] < 0) continue;
         const tslot *t = &s->t[op->out[k]];
-        int keep = !backward || (op->k->saves_out >> k & 1);
+        int keep = !backward || (pp_op_get(op->op)->saves_out >> k & 1);
         out[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->out[k]) : NULL);
     }
     *c = (pp_kernel_ctx){
-        .node = op->name, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
+        .node = op->name, .op = op->op, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
         .nattrs = op->nattrs, .in = in, .nin = op->nin, .host_in = op->host_in, .out = out, .nout = op->nout,
         .aux = op->aux_bytes ? stage_ptr(s, slot, op->aux) : NULL, .dev = s->dev,
         .training = s->opt.training,
@@ -83,7 +83,7 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
 static pp_status keep_running_stats(pp_stage *s, int o, const pp_tensor *in, const pp_tensor *out, pp_error *err)
 {
     const stage_op *op = &s->ops[o];
-    if (strcmp(op->op_type, "BatchNormalization") || op->nin < 5 || op->nout < 3) return PP_OK;
+    if (op->op != PP_OP_BATCH_NORMALIZATION || op->nin < 5 || op->nout < 3) return PP_OK;
     for (int k = 1; k <= 2; k++) {
         if (!out[k].data || op->in[k + 2] < 0 || s->t[op->in[k + 2]].at.loc != LOC_CONST) continue;
         PP_CHECK(pp_device_copy(s->dev, in[k + 2].data, out[k].data, pp_tensor_nbytes(&out[k]), err));
@@ -147,7 +147,7 @@ static pp_status fresh_or_zero(pp_stage *s, int o, int slot, unsigned first, con
         if (!(first >> k & 1)) continue;
         int t = stage_base(s, op->in[k]), once = 1;
         for (int j = 0; j < op->nin; j++) once &= j == k || op->in[j] < 0 || op->in[j] != op->in[k];
-        if (op->k->assigns_fresh && gin && gin[k].data && once && s->t[op->in[k]].nbytes == s->t[t].nbytes) {
+        if ((op->k->caps & PP_KCAP_ASSIGNS_FRESH) && gin && gin[k].data && once && s->t[op->in[k]].nbytes == s->t[t].nbytes) {
             *fresh |= 1u << k;
             continue;
         }
@@ -169,7 +169,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
     }
     for (int k = 0; k < op->nin; k++) {
         memset(&gin[k], 0, sizeof gin[k]);
-        if (op->in[k] < 0 || !pp_op_input_differentiable(op->op_type, k)) continue;
+        if (op->in[k] < 0 || !pp_op_input_differentiable(op->op, k)) continue;
         const tslot *t = &s->t[op->in[k]];
         int is_param = t->at.loc == LOC_PARAM;
         if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0)   /* alias: already holds it */

@@ -144,7 +144,7 @@ const pp_graph *pp_stage_graph(const pp_stage *s) { return s->g; }
 static int buffer_tslot(const pp_stage *s, int o, int k)
 {
     const stage_op *op = &s->ops[o];
-    if (strcmp(op->op_type, "BatchNormalization") || op->nin < 5 || op->nout < 3 || op->out[k - 2] < 0) return -1;
+    if (op->op != PP_OP_BATCH_NORMALIZATION || op->nin < 5 || op->nout < 3 || op->out[k - 2] < 0) return -1;
     int t = op->in[k];
     return t >= 0 && s->t[t].at.loc == LOC_CONST && s->t[t].value >= 0 ? t : -1;
 }

@@ -41,7 +41,8 @@ typedef struct tslot {
 typedef struct stage_op {
     int node;               /* graph node id, or -1 for the synthetic loss */
     const char *name;
-    const char *op_type;
+    pp_op op;
+    const char *op_type;    /* its ONNX name, for messages and profiles */
     const pp_attr *attrs;
     int nattrs;
     const pp_kernel *k;

@@ -282,7 +282,9 @@ static pp_tensor case_on(pp_device *d, const pp_tensor *h)
 static int case_calls(const op_case *k, case_side *s, const void *const *host_in)
 {
     pp_error err = {0};
-    pp_kernel_ctx c = {.node = "n", .op_type = k->op, .opset = k->opset ? k->opset : 17, .attrs = k->attr,
+    const pp_op op = pp_op_lookup("", k->op);
+    const pp_op_info *info = pp_op_get(op);
+    pp_kernel_ctx c = {.node = "n", .op = op, .op_type = k->op, .opset = k->opset ? k->opset : 17, .attrs = k->attr,
                        .in = s->in, .nin = k->nin, .host_in = host_in, .out = s->out, .nout = k->nout,
                        .dev = s->dev, .training = 1, .rng = {1234, 3, 1, 7}};
     while (c.nattrs < 4 && k->attr[c.nattrs].name) c.nattrs++;
@@ -294,11 +296,11 @@ static int case_calls(const op_case *k, case_side *s, const void *const *host_in
     pp_tensor in[CASE_MAX_IN], out[CASE_MAX_OUT];
     for (int i = 0; i < k->nin; i++) {
         in[i] = s->in[i];
-        if (!(s->k->saves_in >> i & 1)) in[i].data = NULL;
+        if (!(info->saves_in >> i & 1)) in[i].data = NULL;
     }
     for (int o = 0; o < k->nout; o++) {
         out[o] = s->out[o];
-        if (!(s->k->saves_out >> o & 1)) out[o].data = NULL;
+        if (!(info->saves_out >> o & 1)) out[o].data = NULL;
     }
     c.in = in;
     c.out = out;
@@ -327,8 +329,9 @@ static void case_side_free(case_side *s, const op_case *k)
 static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
 {
     uint64_t seed = 42;
-    case_side h = {.dev = cpu, .k = pp_kernel_find(k->op, PP_DEVICE_CPU, PP_DTYPE_F32)};
-    case_side g = {.dev = gpu, .k = gpu ? pp_kernel_find(k->op, PP_DEVICE_CUDA, PP_DTYPE_F32) : NULL};
+    const pp_op op = pp_op_lookup("", k->op);
+    case_side h = {.dev = cpu, .k = pp_kernel_find(op, PP_DEVICE_CPU, PP_DTYPE_F32)};
+    case_side g = {.dev = gpu, .k = gpu ? pp_kernel_find(op, PP_DEVICE_CUDA, PP_DTYPE_F32) : NULL};
     if (!h.k || (gpu && !g.k)) {
         printf("%s: no %s kernel\n", k->op, h.k ? "cuda" : "cpu");
         return -1;

@@ -102,7 +102,7 @@ static pp_status kc_forward(const kc_case *c, pp_device *dev, const pp_kernel *k
                             pp_tensor *out, void **aux, pp_error *err)
 {
     pp_kernel_ctx ctx = {
-        .node = c->name, .op_type = c->op, .opset = c->opset ? c->opset : 17,
+        .node = c->name, .op = pp_op_lookup("", c->op), .op_type = c->op, .opset = c->opset ? c->opset : 17,
         .attrs = c->attrs, .nattrs = c->nattrs, .in = in, .nin = c->nin, .out = out,
         .nout = c->nout, .dev = dev, .training = c->training, .rng = {1, 2, 3, 4},
     };
@@ -166,7 +166,7 @@ static double kc_check(const kc_case *c)
     pp_error err = {0};
     pp_device *dev = NULL;
     if (pp_device_create(PP_DEVICE_CPU, 0, &dev, &err) != PP_OK) return -1;
-    const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
+    const pp_kernel *k = pp_kernel_find(pp_op_lookup("", c->op), PP_DEVICE_CPU, PP_DTYPE_F32);
     if (!k) {
         printf("%s: no cpu kernel for %s\n", c->name, c->op);
         pp_device_destroy(dev);
@@ -197,7 +197,7 @@ static double kc_check(const kc_case *c)
         gin[i].data = calloc(1, pp_tensor_nbytes(&in[i]) + 8);
     }
     pp_kernel_ctx ctx = {
-        .node = c->name, .op_type = c->op, .opset = c->opset ? c->opset : 17,
+        .node = c->name, .op = pp_op_lookup("", c->op), .op_type = c->op, .opset = c->opset ? c->opset : 17,
         .attrs = c->attrs, .nattrs = c->nattrs, .in = in, .nin = c->nin, .out = out,
         .nout = c->nout, .aux = aux, .dev = dev, .training = c->training, .rng = {1, 2, 3, 4},
     };
@@ -230,7 +230,7 @@ static double kc_check(const kc_case *c)
         }
     }
     printf("%-40s %-24s max gradient error vs finite differences %.3g\n", c->name, c->op, worst);
-    if (k->assigns_fresh) {   /* the saved outputs and aux of the unperturbed inputs again */
+    if ((k->caps & PP_KCAP_ASSIGNS_FRESH)) {   /* the saved outputs and aux of the unperturbed inputs again */
         if (kc_forward(c, dev, k, in, out, &aux, &err) != PP_OK) {
             printf("%s: forward failed: %s\n", c->name, err.msg);
             worst = -1;

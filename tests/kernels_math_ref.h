@@ -13,7 +13,7 @@ static pp_status mr_forward(const kc_case *c, pp_tensor *in, pp_tensor *out)
     pp_device *dev = NULL;
     void *aux = NULL;
     pp_device_create(PP_DEVICE_CPU, 0, &dev, &err);
-    const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
+    const pp_kernel *k = pp_kernel_find(pp_op_lookup("", c->op), PP_DEVICE_CPU, PP_DTYPE_F32);
     for (int i = 0; i < c->nin; i++) in[i] = kc_alloc(&c->in[i]);
     for (int i = 0; i < c->nout; i++) out[i] = kc_alloc(&c->out[i]);
     pp_status st = k ? kc_forward(c, dev, k, in, out, &aux, &err) : PP_ERR_UNSUPPORTED;

@@ -403,13 +403,13 @@ static void test_dropout_rng(void **state)
     pp_error err = {0};
     pp_device *dev = NULL;
     assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
-    const pp_kernel *k = pp_kernel_find("Dropout", PP_DEVICE_CPU, PP_DTYPE_F32);
+    const pp_kernel *k = pp_kernel_find(PP_OP_DROPOUT, PP_DEVICE_CPU, PP_DTYPE_F32);
     pp_tensor in[2] = {kc_alloc(&c->in[0]), kc_alloc(&c->in[1])}, out[3][2];
     pp_rng_key keys[3] = {{7, 3, 1, 12, 0}, {7, 3, 1, 12, 0}, {7, 3, 2, 12, 0}};
     for (int r = 0; r < 3; r++) {
         out[r][0] = kc_alloc(&c->out[0]);
         out[r][1] = kc_alloc(&c->out[1]);
-        pp_kernel_ctx ctx = {.node = "d", .op_type = "Dropout", .opset = 17, .in = in, .nin = 2, .out = out[r],
+        pp_kernel_ctx ctx = {.node = "d", .op = PP_OP_DROPOUT, .op_type = "Dropout", .opset = 17, .in = in, .nin = 2, .out = out[r],
                              .nout = 2, .dev = dev, .training = 1, .rng = keys[r]};
         assert_int_equal(k->forward(&ctx, &err), PP_OK);
     }

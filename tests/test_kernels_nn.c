@@ -1,6 +1,6 @@
 /* Tests of the cpu "nn" kernels: every backward against central finite differences
  * (kernel_check.h), every forward against brute-force loops or closed forms computed
- * here in double, and that each kernel's backward needs only what saves_in/out keep. */
+ * here in double, and that each kernel's backward needs only what the registry's saves_in/out keep. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,7 +133,7 @@ static void fwd_run(const kc_case *c, fwd *f)
     pp_device *dev = NULL;
     memset(f, 0, sizeof *f);
     assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &f->err), PP_OK);
-    const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
+    const pp_kernel *k = pp_kernel_find(pp_op_lookup("", c->op), PP_DEVICE_CPU, PP_DTYPE_F32);
     assert_non_null(k);
     for (int i = 0; i < c->nin; i++) f->in[i] = kc_alloc(&c->in[i]);
     for (int i = 0; i < c->nout; i++) f->out[i] = kc_alloc(&c->out[i]);
@@ -529,14 +529,15 @@ static void test_saves(void **state)
     assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
     for (size_t t = 0; t < sizeof grad_cases / sizeof grad_cases[0]; t++) {
         const kc_case *c = &grad_cases[t];
-        const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
+        const pp_op op = pp_op_lookup("", c->op);
+        const pp_kernel *k = pp_kernel_find(op, PP_DEVICE_CPU, PP_DTYPE_F32);
         fwd f;
         fwd_run(c, &f);
         assert_int_equal(f.st, PP_OK);
         pp_tensor in2[KC_MAX_IO], out2[KC_MAX_IO], gout[KC_MAX_IO], g1[KC_MAX_IO], g2[KC_MAX_IO];
         for (int i = 0; i < c->nin; i++) {
             in2[i] = f.in[i];
-            if (!(k->saves_in >> i & 1)) in2[i].data = NULL;
+            if (!(pp_op_get(op)->saves_in >> i & 1)) in2[i].data = NULL;
             g1[i] = g2[i] = f.in[i];
             g1[i].data = g2[i].data = NULL;
             if (f.in[i].data && f.in[i].dtype == PP_DTYPE_F32) {
@@ -546,12 +547,12 @@ static void test_saves(void **state)
         }
         for (int i = 0; i < c->nout; i++) {
             out2[i] = f.out[i];
-            if (!(k->saves_out >> i & 1)) out2[i].data = NULL;
+            if (!(pp_op_get(op)->saves_out >> i & 1)) out2[i].data = NULL;
             kc_io o = c->out[i];
             o.fill = KC_RANDN;
             gout[i] = kc_alloc(&o);
         }
-        pp_kernel_ctx ctx = {.node = c->name, .op_type = c->op, .opset = c->opset ? c->opset : 17, .attrs = c->attrs,
+        pp_kernel_ctx ctx = {.node = c->name, .op = op, .op_type = c->op, .opset = c->opset ? c->opset : 17, .attrs = c->attrs,
                              .nattrs = c->nattrs, .in = f.in, .nin = c->nin, .out = f.out, .nout = c->nout,
                              .aux = f.aux, .dev = dev};
         assert_int_equal(k->backward(&ctx, gout, g1, &err), PP_OK);

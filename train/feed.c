@@ -18,7 +18,7 @@ pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_
             return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %zu bytes per sample",
                                 d->dir, p->name, p->nbytes / (size_t)(count > 0 ? count : 1));
         void *dst = pp_stage_input_buffer(s, slot, i);
-        if (dev->kind == PP_DEVICE_CPU) {   /* host staging is the device memory itself */
+        if (pp_device_caps(dev) & PP_DEVICE_CAP_HOST_MEMORY) {   /* staging is the device memory itself */
             pp_sampler_read(smp, d, a, step, offset, count, dst);
             continue;
         }

@@ -448,7 +448,7 @@ static int is_running_stat(const pp_graph *g, int v)
     if (x->kind != PP_VALUE_INITIALIZER || x->is_param || x->dtype != PP_DTYPE_F32) return 0;
     for (int c = 0; c < x->nconsumers; c++) {
         const pp_node *n = &g->nodes[x->consumers[c]];
-        if (strcmp(n->op_type, "BatchNormalization") || n->ninputs < 5 || n->noutputs < 3) continue;
+        if (n->op != PP_OP_BATCH_NORMALIZATION || n->ninputs < 5 || n->noutputs < 3) continue;
         for (int k = 3; k <= 4; k++)
             if (n->inputs[k] == v && n->outputs[k - 2] >= 0) return 1;
     }

@@ -1,5 +1,6 @@
 /* The device interface: memory and synchronisation on a CPU or a GPU, as a vtable
- * (DESIGN.md "pp_device"). Backends register at run time; nothing here is #ifdef'd. */
+ * (DESIGN.md "pp_device"). The backends a build has are one list, kernels/backends.c
+ * (pp_backend in kernels.h); nothing here is #ifdef'd. */
 #ifndef ONNXPIPE_DEVICE_H
 #define ONNXPIPE_DEVICE_H
 
@@ -38,14 +39,6 @@ struct pp_device {
     int index;          /* GPU ordinal; 0 on the CPU */
     void *ctx;          /* backend state */
 };
-
-/* A backend's constructor, registered by kind. */
-typedef pp_status (*pp_device_ctor)(int index, pp_device **out, pp_error *err);
-void pp_device_register(pp_device_kind kind, pp_device_ctor ctor);
-/* Registers the backends compiled into this build; pp_device_create calls it once.
- * Defined by kernels/backends_cpu.c (nothing beyond the cpu) or, in CUDA builds, by
- * kernels/cuda/backends_cuda.cu (cmake/cuda.cmake swaps the two files). */
-void pp_backends_init(void);
 
 /* Creates a device of this kind; a clear error when the backend is not compiled in or
  * has no usable hardware (e.g. "no CUDA device: CUDA driver version is insufficient"). */

@@ -6,6 +6,7 @@
 #define ONNXPIPE_GRAPH_H
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/op.h>
 #include <onnxpipe/tensor.h>
 
 #ifdef __cplusplus
@@ -16,6 +17,7 @@ typedef struct pp_node {
     const char *name;       /* the ONNX name, or "<op_type>_<index>" when the file had none */
     const char *op_type;
     const char *domain;     /* "" for ai.onnx */
+    pp_op op;               /* the registry's op (op.h); set by pp_graph_finalize */
     int *inputs;            /* value ids; -1 for an omitted optional input ("") */
     int ninputs;
     int *outputs;           /* value ids; -1 for an omitted optional output */
@@ -162,10 +164,6 @@ pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *
 
 /* ---- queries ------------------------------------------------------------ */
 
-/* 1 if op_type in the ai.onnx domain is in the supported set. */
-int pp_op_supported(const char *domain, const char *op_type);
-/* 1 if input `index` of this op carries a gradient (not a shape, index, mask or axes input). */
-int pp_op_input_differentiable(const char *op_type, int index);
 /* The constant data of a value (initializer), or NULL. */
 const pp_const_tensor *pp_graph_const(const pp_graph *g, int value);
 /* A 64-bit hash of what the model is, for checkpoints: graph inputs and outputs (names,

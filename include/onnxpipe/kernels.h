@@ -1,11 +1,13 @@
-/* The op library: forward and backward of every supported op, looked up by
- * (op type, device kind, dtype). Kernels know tensors and attributes, never graphs
- * or schedules; shapes are inferred by graph/ and outputs are allocated by the caller. */
+/* The op library: forward and backward of every op of the registry (op.h), in one
+ * table per (backend, compute dtype) indexed by pp_op, and the backends this build
+ * has, in one list (kernels/backends.c). Kernels know tensors and attributes, never
+ * graphs or schedules; shapes are inferred by graph/ and outputs are allocated by the caller. */
 #ifndef ONNXPIPE_KERNELS_H
 #define ONNXPIPE_KERNELS_H
 
 #include <onnxpipe/core.h>
 #include <onnxpipe/device.h>
+#include <onnxpipe/op.h>
 #include <onnxpipe/tensor.h>
 
 #ifdef __cplusplus
@@ -27,7 +29,8 @@ typedef struct pp_rng_key {
 /* One call of one node. */
 typedef struct pp_kernel_ctx {
     const char *node;           /* node name, for error messages */
-    const char *op_type;
+    pp_op op;
+    const char *op_type;        /* its ONNX name, for error messages */
     int64_t opset;              /* ai.onnx opset of the model */
     const pp_attr *attrs;
     int nattrs;
@@ -53,10 +56,19 @@ typedef struct pp_kernel_ctx {
                                    writer of a gradient skips zeroing it); 0 everywhere else */
 } pp_kernel_ctx;
 
+/* What a kernel can do beyond its op's ONNX form (pp_kernel.caps), for the stage's plan. */
+enum {
+    PP_KCAP_ASSIGNS_FRESH = 1u << 0,  /* backward honours c->grad_fresh (else the caller zeroes first) */
+    PP_KCAP_MATMUL_ALPHA = 1u << 1,   /* MatMul: a scalar fourth input scales the product */
+    PP_KCAP_MATMUL_BIAS = 1u << 2,    /* MatMul: a third input [N] or [M, N] is added to the product */
+    PP_KCAP_MATMUL_STRIDED = 1u << 3, /* MatMul: operands and output may be transposed views
+                                         (attributes set by stage/fuse.c) */
+};
+
+/* One op on one backend in one compute dtype. The backend's table slot of an op says
+ * which op it is; what backward reads of the forward is the op's (pp_op_info.saves_in,
+ * saves_out): c->in / c->out hold those tensors in backward. */
 typedef struct pp_kernel {
-    const char *op_type;
-    pp_device_kind device;
-    pp_dtype dtype;             /* the floating compute type (PP_DTYPE_F32 today) */
     /* Bytes of aux memory for this call (NULL: none). Called with in/out shapes set. */
     size_t (*aux_bytes)(const pp_kernel_ctx *c);
     pp_status (*forward)(const pp_kernel_ctx *c, pp_error *err);
@@ -64,30 +76,49 @@ typedef struct pp_kernel {
      * ACCUMULATES (+=) into grad_in[i] for every i whose data is non-NULL (assigns where
      * c->grad_fresh says so, see there), and skips the
      * others. So a caller can ask for input gradients first and weight gradients later
-     * (zero-bubble B and W) by passing different non-NULL sets. c->in / c->out hold the
-     * tensors named in saves_in / saves_out. NULL for ops with no gradient. */
+     * (zero-bubble B and W) by passing different non-NULL sets. NULL for ops with no gradient. */
     pp_status (*backward)(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in,
                           pp_error *err);
-    unsigned saves_in;          /* bit i: backward reads forward input i */
-    unsigned saves_out;         /* bit k: backward reads forward output k */
-    int assigns_fresh;          /* backward honours c->grad_fresh (else the caller zeroes first) */
+    unsigned caps;              /* PP_KCAP_* */
 } pp_kernel;
 
-/* The kernel for op_type on this device computing in dtype, or NULL. */
-const pp_kernel *pp_kernel_find(const char *op_type, pp_device_kind device, pp_dtype dtype);
-
-/* The registered kernels of one device kind: the first max of them into out (out may be
- * NULL when max is 0); returns how many there are. A backend's tables are registered by
- * pp_backends_init (device.h), with or without a usable device. */
-int pp_kernel_list(pp_device_kind device, const pp_kernel **out, int max);
-
-/* Registration tables, one per kernel family and device. The cpu tables are built in;
- * another backend (cuda) registers its tables when it is initialised. */
+/* The kernels of one backend in one compute dtype. */
 typedef struct pp_kernel_table {
-    const pp_kernel *kernels;
-    int count;
+    pp_dtype dtype;             /* the floating compute type (PP_DTYPE_F32 today) */
+    const pp_kernel *kernels;   /* [PP_OP_COUNT], indexed by pp_op; forward NULL: no kernel */
 } pp_kernel_table;
-pp_status pp_kernel_register_table(const pp_kernel_table *table, pp_error *err);
+
+/* ---- backends ---- */
+
+typedef struct pp_flat_ops pp_flat_ops;
+
+/* What a device can do that callers plan around (pp_backend.caps). */
+enum {
+    PP_DEVICE_CAP_HOST_MEMORY = 1u << 0,  /* its memory is host memory: the host reads and writes
+                                             tensors in place (no staging copies, no stream) */
+};
+
+/* One backend: a device kind with its constructor, kernel tables and flat kernels.
+ * The build's backends are one list, kernels/backends.c (what CMake compiled in). */
+typedef struct pp_backend {
+    const char *name;               /* "cpu", "cuda" */
+    pp_device_kind kind;
+    unsigned caps;                  /* PP_DEVICE_CAP_* */
+    pp_status (*create)(int index, pp_device **out, pp_error *err);
+    const pp_kernel_table *tables;  /* [ntables], one per compute dtype */
+    int ntables;
+    const pp_flat_ops *flat;        /* NULL on the cpu: the loops of kernels/cpu/flat.c and optim.c */
+} pp_backend;
+
+/* The backend of a device kind, or NULL when this build does not have it. */
+const pp_backend *pp_backend_get(pp_device_kind kind);
+/* The backends of this build in order (the cpu first): the i-th, or NULL past the end. */
+const pp_backend *pp_backend_at(int i);
+/* The device's capability bits (PP_DEVICE_CAP_*). */
+unsigned pp_device_caps(const pp_device *d);
+
+/* The kernel of op on this device kind computing in dtype, or NULL. */
+const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
 /* ---- flat-buffer kernels used by the stage: optimizers, norms, accumulation ---- */
 
@@ -138,18 +169,17 @@ pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h);
 /* Checks h and the state pointer for an update of n elements (names the optimizer). */
 pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err);
 
-/* The flat-buffer kernels of a non-cpu device, registered by its backend; the
- * pp_kernel_* functions above dispatch to them by dev->kind (after checking arguments). */
-typedef struct pp_flat_ops {
+/* The flat-buffer kernels of a non-cpu device, in its backend; the pp_kernel_*
+ * functions above dispatch to them by dev->kind (after checking arguments). */
+struct pp_flat_ops {
     pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
                               float *state, int64_t n, pp_error *err);
     pp_status (*sumsq)(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err);
     pp_status (*scale)(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
     pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
     pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
-} pp_flat_ops;
-void pp_kernel_register_flat(pp_device_kind kind, const pp_flat_ops *ops);
-/* The registered flat ops of a device kind, or an error naming it (never for the cpu). */
+};
+/* The flat ops of a non-cpu device kind's backend, or an error naming it. */
 pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 
 #ifdef __cplusplus

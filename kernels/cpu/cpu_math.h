@@ -1,5 +1,5 @@
-/* Private to the cpu "math" kernel family: the kernel entry points that table_math.c
- * registers, and small helpers shared by its files. */
+/* Private to kernels/cpu: the "math" kernel entry points that table.c lists, the cpu
+ * device's constructor, and small helpers shared by the files. */
 #ifndef PP_KERNELS_CPU_MATH_H
 #define PP_KERNELS_CPU_MATH_H
 
@@ -24,6 +24,9 @@
 pp_status pp_cpu_want_dtype(const pp_kernel_ctx *c, int i, pp_dtype want, int optional, pp_error *err);
 /* Input count check: nmin..nmax present positions. */
 pp_status pp_cpu_want_inputs(const pp_kernel_ctx *c, int nmin, int nmax, pp_error *err);
+
+/* device_cpu.c */
+pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);
 
 /* elementwise.c */
 PP_FWD(pp_cpu_add_forward);        PP_BWD(pp_cpu_add_backward);

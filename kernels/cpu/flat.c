@@ -3,18 +3,12 @@
 #include <math.h>
 #include <onnxpipe/kernels.h>
 
-static const pp_flat_ops *flat_ops[PP_DEVICE_KIND_COUNT];
-
-void pp_kernel_register_flat(pp_device_kind kind, const pp_flat_ops *ops)
-{
-    if ((int)kind > PP_DEVICE_CPU && kind < PP_DEVICE_KIND_COUNT) flat_ops[kind] = ops;
-}
-
 pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err)
 {
-    *out = (int)kind > PP_DEVICE_CPU && kind < PP_DEVICE_KIND_COUNT ? flat_ops[kind] : NULL;
+    const pp_backend *b = pp_backend_get(kind);
+    *out = b ? b->flat : NULL;
     if (!*out)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s on a %s device: that backend registered no flat kernels",
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s on a %s device: that backend has no flat kernels",
                             what, pp_device_kind_name(kind));
     return PP_OK;
 }

@@ -1,5 +1,5 @@
 /* Private to the cpu "nn" family: the forward / backward entry points that
- * table_nn.c registers (one pair per kernel file). */
+ * table.c lists (one pair per kernel file). */
 #ifndef PP_KERNELS_CPU_NN_KERNELS_H
 #define PP_KERNELS_CPU_NN_KERNELS_H
 

@@ -16,7 +16,7 @@ typedef struct red_plan {
 
 static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, red_plan *p, pp_error *err)
 {
-    const int mean = !strcmp(c->op_type, "ReduceMean");
+    const int mean = c->op == PP_OP_REDUCE_MEAN;
     const int attr_form = mean ? c->opset < 18 : c->opset < 13;
     int64_t axes[PP_MAX_RANK], noop;
     int naxes = 0, reduced[PP_MAX_RANK] = {0};

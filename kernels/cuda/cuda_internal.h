@@ -98,7 +98,7 @@ pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, cons
 pp_status pp_cu_host_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
                           pp_error *err);
 
-/* kernel entry points (table_cuda.cu registers them) */
+/* kernel entry points (table.cu lists them) */
 #define PP_CU_FWD(name) pp_status name(const pp_kernel_ctx *c, pp_error *err)
 #define PP_CU_BWD(name) pp_status name(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in, \
                                        pp_error *err)
@@ -117,7 +117,7 @@ pp_status pp_cu_broadcast_add(const pp_kernel_ctx *c, const pp_tensor *dst, cons
 /* out = in broadcast to out's shape (Expand, Gemm's C) */
 pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, const pp_tensor *in, pp_error *err);
 
-/* Registers the cuda kernel tables and flat ops (table_cuda.cu), once. */
-pp_status pp_cuda_register_kernels(pp_error *err);
+/* The cuda device's constructor (device_cuda.cu), for the backend entry in table.cu. */
+pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err);
 
 #endif

@@ -328,7 +328,6 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
     if (count == 0) return pp_error_set(err, PP_ERR_DEVICE, "no CUDA device: the driver reports 0 GPUs");
     if (index < 0 || index >= count)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "CUDA device %d out of range (0..%d)", index, count - 1);
-    PP_CHECK(pp_cuda_register_kernels(err));
     pp_device *d = (pp_device *)pp_calloc(1, sizeof *d);
     pp_cuda *cu = (pp_cuda *)pp_calloc(1, sizeof *cu);
     cudaEvent_t *ev = (cudaEvent_t *)pp_calloc(PP_CUDA_EVENTS, sizeof *ev);

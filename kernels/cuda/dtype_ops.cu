@@ -113,7 +113,7 @@ PP_CU_BWD(pp_cu_cast_backward)
  * kernel reads the inputs' values (then they must have host copies), 0 when only shapes. */
 static pp_status host_fold(const pp_kernel_ctx *c, int values, pp_error *err)
 {
-    const pp_kernel *k = pp_kernel_find(c->op_type, PP_DEVICE_CPU, PP_DTYPE_F32);
+    const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
     if (!k || c->nout != 1 || c->nin > FOLD_MAX_IN)
         return pp_cu_bad(c, err, PP_ERR_INTERNAL, "no cpu kernel to fold this node with");
     pp_tensor in[FOLD_MAX_IN], out = c->out[0];

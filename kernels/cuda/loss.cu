@@ -144,7 +144,7 @@ PP_CU_BWD(pp_cu_xent_backward)
 static pp_status reduce_axes(const pp_kernel_ctx *c, int *reduced, int *copy, pp_error *err)
 {
     const pp_tensor *x = &c->in[0];
-    const int mean = !strcmp(c->op_type, "ReduceMean");
+    const int mean = c->op == PP_OP_REDUCE_MEAN;
     int64_t axes[PP_MAX_RANK], noop;
     int naxes = 0;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "noop_with_empty_axes", 0, &noop, c->node, err));
@@ -176,7 +176,7 @@ PP_CU_FWD(pp_cu_reduce_forward)
     pp_cu_reduce r;
     pp_cu_reduce_init(&r, x->rank, x->dims, red);
     PP_CHECK(pp_device_memset(c->dev, c->out[0].data, 0, pp_tensor_nbytes(&c->out[0]), err));
-    const float scale = !strcmp(c->op_type, "ReduceMean") && r.nred ? 1.f / (float)r.nred : 1.f;
+    const float scale = c->op == PP_OP_REDUCE_MEAN && r.nred ? 1.f / (float)r.nred : 1.f;
     return pp_cu_reduce_launch(c, &r, (const float *)x->data, (float *)c->out[0].data, scale, err);
 }
 
@@ -194,6 +194,6 @@ PP_CU_BWD(pp_cu_reduce_backward)
         dy.dims[d] = red[d] && !copy ? 1 : x->dims[d];
         nred *= red[d] && !copy ? x->dims[d] : 1;
     }
-    const float scale = !strcmp(c->op_type, "ReduceMean") && nred ? 1.f / (float)nred : 1.f;
+    const float scale = c->op == PP_OP_REDUCE_MEAN && nred ? 1.f / (float)nred : 1.f;
     return pp_cu_broadcast_add(c, x, &dy, scale, err);
 }

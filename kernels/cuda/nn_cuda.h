@@ -1,4 +1,4 @@
-/* Private to the cuda backend: the kernel entry points table_cuda.cu registers, one
+/* Private to the cuda backend: the kernel entry points table.cu lists, one
  * group per .cu file. */
 #ifndef PP_KERNELS_CUDA_NN_CUDA_H
 #define PP_KERNELS_CUDA_NN_CUDA_H

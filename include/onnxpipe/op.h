@@ -1,0 +1,99 @@
+/* The op registry: one enum value and one pp_op_info per supported ONNX op, holding
+ * every fact about the op that is not compute (graph/ops.c): its name and opsets, which
+ * inputs carry gradients, its shape rule and constant folder, its cost rule (the one
+ * FLOP model), what its backward reads, and what fusion and planning may do with it.
+ * Kernels are found by (op, device, dtype) over this enum (kernels.h). */
+#ifndef ONNXPIPE_OP_H
+#define ONNXPIPE_OP_H
+
+#include <onnxpipe/core.h>
+#include <onnxpipe/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Adding an op: a value here, its entry in graph/ops.c, its cpu kernel in the cpu
+ * table (kernels/cpu/table.c) and its cuda kernel (kernels/cuda/table.cu), and tests;
+ * tests/test_op_registry.c fails until every table covers it. */
+typedef enum pp_op {
+    PP_OP_UNKNOWN = -1,
+    /* elementwise math */
+    PP_OP_ADD, PP_OP_SUB, PP_OP_MUL, PP_OP_DIV, PP_OP_POW, PP_OP_SQRT, PP_OP_NEG, PP_OP_RECIPROCAL,
+    PP_OP_RELU, PP_OP_LEAKY_RELU, PP_OP_SIGMOID, PP_OP_TANH, PP_OP_ERF, PP_OP_GELU,
+    PP_OP_EQUAL, PP_OP_WHERE, PP_OP_CAST, PP_OP_DROPOUT, PP_OP_IDENTITY,
+    /* matrix products, convolution, pooling, normalisation */
+    PP_OP_MATMUL, PP_OP_GEMM, PP_OP_CONV, PP_OP_MAX_POOL, PP_OP_AVERAGE_POOL, PP_OP_GLOBAL_AVERAGE_POOL,
+    PP_OP_BATCH_NORMALIZATION, PP_OP_LAYER_NORMALIZATION, PP_OP_SOFTMAX, PP_OP_LOG_SOFTMAX,
+    PP_OP_REDUCE_MEAN, PP_OP_REDUCE_SUM, PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS,
+    /* shapes and data movement */
+    PP_OP_RESHAPE, PP_OP_FLATTEN, PP_OP_SQUEEZE, PP_OP_UNSQUEEZE, PP_OP_TRANSPOSE, PP_OP_SLICE,
+    PP_OP_SPLIT, PP_OP_CONCAT, PP_OP_GATHER, PP_OP_EXPAND,
+    /* constants and shape queries */
+    PP_OP_CONSTANT, PP_OP_CONSTANT_OF_SHAPE, PP_OP_SHAPE, PP_OP_RANGE,
+    PP_OP_COUNT
+} pp_op;
+
+/* How an op's forward FLOPs are counted from its shapes (pp_op_flops). */
+typedef enum pp_flop_rule {
+    PP_FLOPS_ELEMENTWISE,   /* flops_per x output elements */
+    PP_FLOPS_NONE,          /* data movement, indexing, selection: no arithmetic */
+    PP_FLOPS_MATMUL,        /* 2 x output elements x the contraction dim */
+    PP_FLOPS_GEMM,          /* the same with transA, + output elements for a bias */
+    PP_FLOPS_CONV,          /* 2 x output elements x Cin/group x kernel, + bias */
+    PP_FLOPS_POOL,          /* output elements x kernel */
+    PP_FLOPS_REDUCE,        /* flops_per x input elements */
+} pp_flop_rule;
+
+/* What planning and fusion may do with an op (pp_op_info.flags). */
+enum {
+    PP_OPF_VIEW = 1u << 0,      /* only renames the shape of input 0 (same bytes, same order):
+                                   a stage may make its output a view of its input */
+    PP_OPF_PASS_GRAD = 1u << 1, /* the gradient of input 0 is the output's gradient as is */
+    PP_OPF_GRAPH_ONLY = 1u << 2,/* never runs: the graph turns it into an initializer */
+    PP_OPF_FOLD_LARGE = 1u << 3,/* a constant result may be folded up to 64 MiB (masks) */
+};
+
+/* graph/'s shape-inference state, private to it (graph/infer.h). */
+typedef struct pp_infer_ctx pp_infer_ctx;
+struct pp_node;
+
+typedef struct pp_op_info {
+    const char *name;           /* ONNX op type */
+    const char *domain;         /* "" is ai.onnx */
+    int64_t since;              /* the first ai.onnx opset with this op in the form onnxpipe reads */
+    unsigned nondiff;           /* bit i: input i carries no gradient (shape, axes, indices, mask) */
+    unsigned saves_in;          /* bit i: backward reads forward input i */
+    unsigned saves_out;         /* bit k: backward reads forward output k */
+    unsigned flags;             /* PP_OPF_* */
+    pp_flop_rule flop_rule;
+    int flops_per;              /* FLOPs per element for ELEMENTWISE and REDUCE */
+    /* Shape rule: the dtypes and shapes of the node's outputs (graph/infer*.c). */
+    pp_status (*shape)(pp_infer_ctx *c, const struct pp_node *n, pp_error *err);
+    /* Constant folder: the outputs' data from constant inputs; NULL: never folded. */
+    pp_status (*fold)(pp_infer_ctx *c, const struct pp_node *n, pp_const_tensor *out, int *done,
+                      pp_error *err);
+} pp_op_info;
+
+/* The registry entry of op (op in [0, PP_OP_COUNT)). */
+const pp_op_info *pp_op_get(pp_op op);
+/* The op of an ONNX (domain, op type); domain NULL or "" is ai.onnx. PP_OP_UNKNOWN when
+ * onnxpipe does not support it. */
+pp_op pp_op_lookup(const char *domain, const char *op_type);
+/* 1 if input `index` of op carries a gradient (not a shape, index, mask or axes input). */
+int pp_op_input_differentiable(pp_op op, int index);
+
+/* The inputs pp_op_flops reads at most (the rest never change the count). */
+#define PP_OP_MAX_INPUTS 3
+
+/* Forward FLOPs of one call: the registry's cost rule over the shapes of the inputs
+ * (in[k] NULL for an omitted input; at most PP_OP_MAX_INPUTS are read) and of output 0. -1 when a shape it needs is
+ * unknown; *over is set when the count leaves int64. The partitioner, the stage
+ * profiler and the benchmarks all count with this. */
+int64_t pp_op_flops(pp_op op, const pp_attr *attrs, int nattrs, const pp_shape *const *in, int nin,
+                    const pp_shape *out, int *over);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

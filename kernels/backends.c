@@ -1,0 +1,44 @@
+/* The backends this build has, in one list: PP_DEVICE_BACKENDS (gen/pp_backends.h,
+ * written by CMakeLists.txt) names them, each defined by its own folder (pp_backend_cpu
+ * in kernels/cpu/table.c, pp_backend_cuda in kernels/cuda/table.cu). Kernel lookup by
+ * (op, device kind, dtype) goes through it. */
+#include <onnxpipe/kernels.h>
+
+#include <pp_backends.h>
+
+#define X(name) extern const pp_backend pp_backend_##name;
+PP_DEVICE_BACKENDS
+#undef X
+
+#define X(name) &pp_backend_##name,
+static const pp_backend *const backends[] = {PP_DEVICE_BACKENDS};
+#undef X
+
+#define NBACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
+const pp_backend *pp_backend_at(int i)
+{
+    return i >= 0 && i < NBACKENDS ? backends[i] : NULL;
+}
+
+const pp_backend *pp_backend_get(pp_device_kind kind)
+{
+    for (int i = 0; i < NBACKENDS; i++)
+        if (backends[i]->kind == kind) return backends[i];
+    return NULL;
+}
+
+unsigned pp_device_caps(const pp_device *d)
+{
+    const pp_backend *b = d ? pp_backend_get(d->kind) : NULL;
+    return b ? b->caps : 0;
+}
+
+const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype)
+{
+    const pp_backend *b = pp_backend_get(device);
+    if (!b || (int)op < 0 || op >= PP_OP_COUNT) return NULL;
+    for (int t = 0; t < b->ntables; t++)
+        if (b->tables[t].dtype == dtype) return b->tables[t].kernels[op].forward ? &b->tables[t].kernels[op] : NULL;
+    return NULL;
+}

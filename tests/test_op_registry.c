@@ -1,0 +1,119 @@
+/* The op registry against the kernel tables: every op has its facts (name, shape rule,
+ * cost rule) and, on every backend this build has (the cuda one too when CUDA is built,
+ * GPU or not), a forward kernel and a backward one when some input carries a gradient;
+ * and the one FLOP model against closed forms. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <onnxpipe/kernels.h>
+#include <onnxpipe/op.h>
+
+#include <string.h>
+
+static void test_every_op_has_its_facts(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (int i = 0; i < PP_OP_COUNT; i++) {
+        const pp_op_info *op = pp_op_get((pp_op)i);
+        if (!op->name) {
+            print_message("op %d has no registry entry\n", i);
+            bad++;
+            continue;
+        }
+        const int graph_only = (op->flags & PP_OPF_GRAPH_ONLY) != 0;
+        if (pp_op_lookup("", op->name) != (pp_op)i || pp_op_lookup("ai.onnx", op->name) != (pp_op)i) {
+            print_message("%s: lookup by name gives another op\n", op->name);
+            bad++;
+        }
+        if (op->since < 13 || op->since > 21 || strcmp(op->domain, "")) {
+            print_message("%s: opset %lld / domain '%s' outside what onnxpipe reads\n", op->name,
+                          (long long)op->since, op->domain);
+            bad++;
+        }
+        if (!op->shape && !graph_only) {
+            print_message("%s: no shape rule\n", op->name);
+            bad++;
+        }
+    }
+    assert_int_equal(pp_op_lookup("", "NoSuchOp"), PP_OP_UNKNOWN);
+    assert_int_equal(pp_op_lookup("com.microsoft", "Gelu"), PP_OP_UNKNOWN);
+    assert_null(pp_op_get(PP_OP_COUNT));
+    print_message("%d ops in the registry, %d without their facts\n", PP_OP_COUNT, bad);
+    assert_int_equal(bad, 0);
+}
+
+static void test_every_backend_covers_every_op(void **state)
+{
+    (void)state;
+    int nbackends = 0, bad = 0;
+    for (const pp_backend *b; (b = pp_backend_at(nbackends)); nbackends++) {
+        assert_ptr_equal(pp_backend_get(b->kind), b);
+        int nk = 0;
+        for (int i = 0; i < PP_OP_COUNT; i++) {
+            const pp_op_info *op = pp_op_get((pp_op)i);
+            const pp_kernel *k = pp_kernel_find((pp_op)i, b->kind, PP_DTYPE_F32);
+            const int graph_only = (op->flags & PP_OPF_GRAPH_ONLY) != 0, differentiable = op->nondiff != ~0u;
+            nk += k != NULL;
+            if (graph_only ? k != NULL : !k) {
+                print_message("%s: %s a %s fp32 kernel\n", op->name, graph_only ? "never runs but has" : "no",
+                              b->name);
+                bad++;
+            } else if (k && differentiable != (k->backward != NULL)) {
+                print_message("%s on %s: backward %s, but the op %s differentiable inputs\n", op->name, b->name,
+                              k->backward ? "given" : "missing", differentiable ? "has" : "has no");
+                bad++;
+            }
+        }
+        print_message("backend %s: %d fp32 kernels for %d ops\n", b->name, nk, PP_OP_COUNT);
+    }
+    assert_ptr_equal(pp_backend_at(0), pp_backend_get(PP_DEVICE_CPU));
+    assert_true(pp_backend_get(PP_DEVICE_CPU)->caps & PP_DEVICE_CAP_HOST_MEMORY);
+    assert_int_equal(bad, 0);
+}
+
+static int64_t flops(pp_op op, const pp_attr *attrs, int nattrs, const pp_shape *a, const pp_shape *b,
+                     const pp_shape *c, const pp_shape *y)
+{
+    const pp_shape *in[3] = {a, b, c};
+    int over = 0;
+    int64_t f = pp_op_flops(op, attrs, nattrs, in, 3, y, &over);
+    assert_int_equal(over, 0);
+    return f;
+}
+
+static void test_flop_model(void **state)
+{
+    (void)state;
+    pp_shape a = pp_shape_make(3, (int64_t[]){2, 3, 4}), b = pp_shape_make(2, (int64_t[]){4, 5}),
+             y = pp_shape_make(3, (int64_t[]){2, 3, 5});
+    /* MatMul [2,3,4] x [4,5]: 2·M·N·K per batch entry */
+    assert_int_equal(flops(PP_OP_MATMUL, NULL, 0, &a, &b, NULL, &y), 2 * 2 * 3 * 5 * 4);
+    /* Gemm with transA: A [K=6, M=3], B [6, 5], bias: 2·M·N·K + M·N */
+    pp_shape ga = pp_shape_make(2, (int64_t[]){6, 3}), gb = pp_shape_make(2, (int64_t[]){6, 5}),
+             gc = pp_shape_make(1, (int64_t[]){5}), gy = pp_shape_make(2, (int64_t[]){3, 5});
+    pp_attr ta = {.name = "transA", .type = PP_ATTR_INT, .i = 1};
+    assert_int_equal(flops(PP_OP_GEMM, &ta, 1, &ga, &gb, &gc, &gy), 2 * 3 * 5 * 6 + 3 * 5);
+    /* Conv: X [1,4,8,8], W [6,2,3,3] (group 2), Y [1,6,6,6]: 2·out·(Cin/group)·k·k */
+    pp_shape cx = pp_shape_make(4, (int64_t[]){1, 4, 8, 8}), cw = pp_shape_make(4, (int64_t[]){6, 2, 3, 3}),
+             cy = pp_shape_make(4, (int64_t[]){1, 6, 6, 6});
+    assert_int_equal(flops(PP_OP_CONV, NULL, 0, &cx, &cw, NULL, &cy), 2 * 216 * 2 * 9);
+    /* LayerNorm: 8 per element; Reshape: none; ReduceSum: 1 per input element */
+    assert_int_equal(flops(PP_OP_LAYER_NORMALIZATION, NULL, 0, &a, NULL, NULL, &a), 8 * 24);
+    assert_int_equal(flops(PP_OP_RESHAPE, NULL, 0, &a, NULL, NULL, &a), 0);
+    pp_shape r = pp_shape_make(1, (int64_t[]){2});
+    assert_int_equal(flops(PP_OP_REDUCE_SUM, NULL, 0, &a, NULL, NULL, &r), 24);
+    /* an unknown contraction dim is unknown FLOPs */
+    pp_shape u = pp_shape_make(2, (int64_t[]){3, -1});
+    assert_int_equal(flops(PP_OP_MATMUL, NULL, 0, &u, &b, NULL, &gy), -1);
+    print_message("FLOPs of MatMul, Gemm (transA, bias), grouped Conv, LayerNorm, Reshape, ReduceSum = closed forms\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_op_has_its_facts),
+                                       cmocka_unit_test(test_every_backend_covers_every_op),
+                                       cmocka_unit_test(test_flop_model)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
