@@ -1,58 +1,23 @@
-/* LayerNormalization on the cpu: X seen as [M, D] with D = prod(dims[axis:]); Scale and
- * B hold D values. Forward keeps mean and rstd per row in aux ([2][M] floats); backward
+/* LayerNormalization on the cpu: X seen as [M, D] with D = prod(dims[axis:]) (attributes
+ * and checks: kernels/op_args.c); Scale and B hold D values. Forward keeps mean and rstd per row in aux ([2][M] floats); backward
  * reads X, Scale and aux, and also takes gradients on the Mean / InvStdDev outputs. */
 #include "element_nn.h"
 #include "cpu_math.h"
 #include "nn_kernels.h"
 #include "nn_util.h"
+#include "op_args.h"
 
 #include <string.h>
 
-typedef struct ln_layout {
-    int64_t m, d;           /* rows, row length */
-    float eps;
-} ln_layout;
-
-static pp_status layout(const pp_kernel_ctx *c, ln_layout *l, pp_error *err)
-{
-    const pp_tensor *x = &c->in[0];
-    int64_t axis, stash;
-    int ax;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", -1, &axis, c->node, err));
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "stash_type", 1, &stash, c->node, err));
-    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, &l->eps, c->node, err));
-    PP_CHECK(nn_axis(c, axis, x->rank, &ax, err));
-    if (stash != 1)
-        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "stash_type %lld is not supported (only 1, float32)",
-                       (long long)stash);
-    l->m = nn_prod(x->dims, 0, ax);
-    l->d = nn_prod(x->dims, ax, x->rank);
-    for (int k = 1; k < 3 && k < c->nin; k++)
-        if (c->in[k].data && pp_tensor_numel(&c->in[k]) != l->d)
-            return nn_fail(c, PP_ERR_SHAPE, err, "input %d (%s) has %lld elements, expected %lld (the normalised dims)",
-                           k, k == 1 ? "Scale" : "B", (long long)pp_tensor_numel(&c->in[k]), (long long)l->d);
-    for (int k = 1; k < 3 && k < c->nout; k++)
-        if (c->out[k].data && pp_tensor_numel(&c->out[k]) != l->m)
-            return nn_fail(c, PP_ERR_SHAPE, err, "output %d has %lld elements, expected %lld (one per row)", k,
-                           (long long)pp_tensor_numel(&c->out[k]), (long long)l->m);
-    return PP_OK;
-}
-
 size_t pp_cpu_layernorm_aux_bytes(const pp_kernel_ctx *c)
 {
-    const pp_tensor *x = &c->in[0];
-    int64_t axis = -1;
-    const pp_attr *a = pp_attr_find(c->attrs, c->nattrs, "axis");
-    if (a && a->type == PP_ATTR_INT) axis = a->i;
-    if (axis < 0) axis += x->rank;
-    if (axis < 0 || axis >= x->rank) return 0;   /* forward reports the bad axis */
-    return 2 * (size_t)nn_prod(x->dims, 0, (int)axis) * sizeof(float);
+    return pp_args_layernorm_aux(c);
 }
 
 PP_CPU_CLONES pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_error *err)
 {
-    ln_layout l;
-    PP_CHECK(layout(c, &l, err));
+    pp_ln_args l;
+    PP_CHECK(pp_args_layernorm(c, &l, err));
     const float *x = c->in[0].data, *scale = c->in[1].data;
     const float *bias = c->nin > 2 ? c->in[2].data : NULL;
     float *y = c->out[0].data, *mean = c->aux, *rstd = mean + l.m;
@@ -78,8 +43,8 @@ PP_CPU_CLONES pp_status pp_cpu_layernorm_forward(const pp_kernel_ctx *c, pp_erro
 PP_CPU_CLONES pp_status pp_cpu_layernorm_backward(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin,
                                     pp_error *err)
 {
-    ln_layout l;
-    PP_CHECK(layout(c, &l, err));
+    pp_ln_args l;
+    PP_CHECK(pp_args_layernorm(c, &l, err));
     const float *x = c->in[0].data, *scale = c->in[1].data, *mean = c->aux, *rstd = mean + l.m;
     const float *dy = gout[0].data;
     const float *gmean = c->nout > 1 ? gout[1].data : NULL, *grstd = c->nout > 2 ? gout[2].data : NULL;

@@ -1,35 +1,14 @@
 /* Softmax and LogSoftmax on the cpu: over one axis (opset >= 13, default -1), or over
- * the input coerced to 2-D at `axis` (opset < 13, default 1). Backward reads the saved
+ * the input coerced to 2-D at `axis` (opset < 13, default 1; kernels/op_args.c). Backward reads the saved
  * output only (and assigns a fresh gradient). Rows along the last axis are contiguous;
  * other axes run strided. */
 #include "element_nn.h"
 #include "cpu_math.h"
 #include "nn_kernels.h"
 #include "nn_util.h"
+#include "op_args.h"
 
 #include <math.h>
-
-/* The input seen as [outer, n, inner]: softmax runs over n with stride inner. */
-typedef struct sm_layout {
-    int64_t outer, n, inner;
-} sm_layout;
-
-static pp_status layout(const pp_kernel_ctx *c, const pp_tensor *x, sm_layout *s, pp_error *err)
-{
-    int64_t axis;
-    int ax;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", c->opset < 13 ? 1 : -1, &axis, c->node, err));
-    PP_CHECK(nn_axis(c, axis, x->rank, &ax, err));
-    s->outer = nn_prod(x->dims, 0, ax);
-    if (c->opset < 13) {
-        s->n = nn_prod(x->dims, ax, x->rank);
-        s->inner = 1;
-    } else {
-        s->n = x->dims[ax];
-        s->inner = nn_prod(x->dims, ax + 1, x->rank);
-    }
-    return PP_OK;
-}
 
 /* y, x: n elements at stride st; inlined with st = 1 for the contiguous rows */
 static inline void row_forward(float *y, const float *x, int64_t n, int64_t st, int log)
@@ -63,10 +42,10 @@ static inline void row_backward(float *dx, const float *y, const float *dy, int6
 
 PP_CPU_CLONES pp_status pp_cpu_softmax_forward(const pp_kernel_ctx *c, pp_error *err)
 {
-    sm_layout s;
-    PP_CHECK(layout(c, &c->in[0], &s, err));
+    pp_rows s;   /* the input as [outer, n, inner]: softmax over n at stride inner */
+    PP_CHECK(pp_args_softmax(c, &c->in[0], &s, err));
     PP_CHECK(nn_same_numel(c, &c->in[0], &c->out[0], err));
-    const int log = c->op_type[0] == 'L';
+    const int log = c->op == PP_OP_LOG_SOFTMAX;
     const float *x = c->in[0].data;
     float *y = c->out[0].data;
     for (int64_t o = 0; o < s.outer; o++) {
@@ -83,9 +62,9 @@ PP_CPU_CLONES pp_status pp_cpu_softmax_backward(const pp_kernel_ctx *c, const pp
                                   pp_error *err)
 {
     if (!gin[0].data || !gout[0].data) return PP_OK;
-    sm_layout s;
-    PP_CHECK(layout(c, &c->out[0], &s, err));
-    const int log = c->op_type[0] == 'L';
+    pp_rows s;
+    PP_CHECK(pp_args_softmax(c, &c->out[0], &s, err));
+    const int log = c->op == PP_OP_LOG_SOFTMAX;
     const float *y = c->out[0].data, *dy = gout[0].data;
     float *dx = gin[0].data;
     const int fresh = c->grad_fresh & 1;

@@ -9,6 +9,7 @@
 #include <onnxpipe/tensor.h>
 
 #include "mm_plan.h"
+#include "op_args.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,10 +121,8 @@ void pp_cu_reduce_init(pp_cu_reduce *r, int rank, const int64_t *src_dims, const
 pp_status pp_cu_reduce_to_shape(pp_cu_reduce *r, const pp_tensor *dst, const pp_tensor *src, const char *node,
                                 pp_error *err);
 
-/* A softmax / layer-norm row view: rows = outer * inner rows of n elements at stride inner. */
-typedef struct pp_cu_rows {
-    int64_t outer, n, inner;
-} pp_cu_rows;
+/* A row view (op_args.h's pp_rows): outer * inner rows of n elements at stride inner. */
+typedef pp_rows pp_cu_rows;
 pp_cu_rows pp_cu_rows_of(const int64_t *dims, int rank, int axis_from, int axis_to);
 
 /* cuDNN NCHW descriptors for a 1-D or 2-D Conv (1-D becomes H = 1; pooling uses the cpu's pp_window). */

@@ -4,17 +4,9 @@
 #include "cuda_internal.h"
 #include "element_nn.h"
 #include "nn_cuda.h"
+#include "op_args.h"
 #include "reduce.cuh"
 
-#include <string.h>
-
-static pp_status norm_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err)
-{
-    if (axis < -rank || axis >= rank)
-        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range for rank %d", (long long)axis, rank);
-    *out = (int)(axis < 0 ? axis + rank : axis);
-    return PP_OK;
-}
 
 /* ---------------- Softmax / LogSoftmax over rows of n at stride inner ---------------- */
 
@@ -49,24 +41,14 @@ __global__ void k_softmax_grad(pp_cu_rows r, const float *y, const float *dy, fl
     }
 }
 
-static pp_status softmax_rows(const pp_kernel_ctx *c, const pp_tensor *x, pp_cu_rows *r, pp_error *err)
-{
-    int64_t axis;
-    int ax = 0;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", c->opset < 13 ? 1 : -1, &axis, c->node, err));
-    PP_CHECK(norm_axis(c, axis, x->rank, &ax, err));
-    *r = pp_cu_rows_of(x->dims, x->rank, ax, c->opset < 13 ? x->rank : ax + 1);
-    return PP_OK;
-}
-
 PP_CU_FWD(pp_cu_softmax_forward)
 {
     pp_cu_rows r;
-    PP_CHECK(softmax_rows(c, &c->in[0], &r, err));
+    PP_CHECK(pp_args_softmax(c, &c->in[0], &r, err));
     if (!r.outer || !r.inner || !r.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_rows(r.outer * r.inner, r.n);
     k_softmax<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(r, (const float *)c->in[0].data, (float *)c->out[0].data,
-                                                              !strcmp(c->op_type, "LogSoftmax"));
+                                                              c->op == PP_OP_LOG_SOFTMAX);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -75,13 +57,13 @@ PP_CU_BWD(pp_cu_softmax_backward)
 {
     if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
     pp_cu_rows r;
-    PP_CHECK(softmax_rows(c, &c->out[0], &r, err));
+    PP_CHECK(pp_args_softmax(c, &c->out[0], &r, err));
     if (!r.outer || !r.inner || !r.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_rows(r.outer * r.inner, r.n);
     k_softmax_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(r, (const float *)c->out[0].data,
                                                                    (const float *)grad_out[0].data,
                                                                    (float *)grad_in[0].data,
-                                                                   !strcmp(c->op_type, "LogSoftmax"));
+                                                                   c->op == PP_OP_LOG_SOFTMAX);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -163,40 +145,17 @@ __global__ void k_layernorm_dparams_sum(const float *part, float *dscale, float 
     }
 }
 
-static pp_status ln_layout(const pp_kernel_ctx *c, int64_t *M, int64_t *D, float *eps, pp_error *err)
-{
-    int64_t axis, stash;
-    int ax = 0;
-    const pp_tensor *x = &c->in[0];
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", -1, &axis, c->node, err));
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "stash_type", 1, &stash, c->node, err));
-    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, eps, c->node, err));
-    PP_CHECK(norm_axis(c, axis, x->rank, &ax, err));
-    if (stash != 1)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "stash_type %lld is not supported (only 1, float32)", (long long)stash);
-    pp_cu_rows r = pp_cu_rows_of(x->dims, x->rank, ax, x->rank);
-    *M = r.outer;
-    *D = r.n;
-    for (int k = 1; k < 3 && k < c->nin; k++)
-        if (c->in[k].rank >= 0 && pp_tensor_numel(&c->in[k]) != *D && (k == 1 || c->in[k].data))
-            return pp_cu_bad(c, err, PP_ERR_SHAPE, "input %d has %lld elements, expected %lld (the normalised dims)", k,
-                             (long long)pp_tensor_numel(&c->in[k]), (long long)*D);
-    return PP_OK;
-}
-
 PP_CU_AUX(pp_cu_layernorm_aux)
 {
-    int64_t M = 0, D = 0;
-    float eps = 0.f;
-    if (ln_layout(c, &M, &D, &eps, NULL) != PP_OK) return 0;   /* forward reports it */
-    return 2 * (size_t)M * sizeof(float);
+    return pp_args_layernorm_aux(c);
 }
 
 PP_CU_FWD(pp_cu_layernorm_forward)
 {
-    int64_t M = 0, D = 0;
-    float eps = 0.f;
-    PP_CHECK(ln_layout(c, &M, &D, &eps, err));
+    pp_ln_args a;
+    PP_CHECK(pp_args_layernorm(c, &a, err));
+    const int64_t M = a.m, D = a.d;
+    const float eps = a.eps;
     if (!M || !D) return PP_OK;
     float *mean = (float *)c->aux, *rstd = mean + M;
     pp_cu_launch L = pp_cu_launch_rows(M, D);
@@ -210,9 +169,10 @@ PP_CU_FWD(pp_cu_layernorm_forward)
 
 PP_CU_BWD(pp_cu_layernorm_backward)
 {
-    int64_t M = 0, D = 0;
-    float eps = 0.f;
-    PP_CHECK(ln_layout(c, &M, &D, &eps, err));
+    pp_ln_args a;
+    PP_CHECK(pp_args_layernorm(c, &a, err));
+    const int64_t M = a.m, D = a.d;
+    const float eps = a.eps;
     const float *dy = (const float *)grad_out[0].data;
     const float *gm = c->nout > 1 ? (const float *)grad_out[1].data : NULL;
     const float *gr = c->nout > 2 ? (const float *)grad_out[2].data : NULL;

@@ -1,0 +1,43 @@
+/* Private to kernels/: the ONNX attributes and argument checks of ops whose layout both
+ * backends compute the same way, parsed once here (kernels/op_args.c, plain C that the
+ * cuda files call too), so that cpu/ and cuda/ keep only compute and cannot diverge. */
+#ifndef PP_KERNELS_OP_ARGS_H
+#define PP_KERNELS_OP_ARGS_H
+
+#include <onnxpipe/kernels.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A tensor seen as [outer, n, inner]: outer * inner rows of n elements at stride inner. */
+typedef struct pp_rows {
+    int64_t outer, n, inner;
+} pp_rows;
+
+/* "node 'x' (Op): <message>" with status st. */
+pp_status pp_args_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* axis in [-rank, rank) made non-negative, else an error naming the node and the range. */
+pp_status pp_args_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err);
+
+/* Softmax / LogSoftmax over x: opset >= 13 one axis (default -1); below, the input
+ * coerced to 2-D at `axis` (default 1), so inner = 1. */
+pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, pp_error *err);
+
+/* LayerNormalization: X (c->in[0]) as [m, d] with d = prod(dims[axis:]); epsilon;
+ * stash_type 1 only. Checks that Scale / B hold d values and the Mean / InvStdDev
+ * outputs m (each where given). */
+typedef struct pp_ln_args {
+    int64_t m, d;           /* rows, row length */
+    float eps;
+} pp_ln_args;
+pp_status pp_args_layernorm(const pp_kernel_ctx *c, pp_ln_args *a, pp_error *err);
+/* aux of LayerNormalization: mean and rstd per row, 2 m floats (0 when the layout is
+ * bad: forward reports why). */
+size_t pp_args_layernorm_aux(const pp_kernel_ctx *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
