@@ -56,13 +56,21 @@ static void sgemm_gflops(int M, int N, int K, int ta, int tb, double gf[2])
     gf[1] = flops / best[1] * 1e-9;
 }
 
-/* Model FLOPs of one training step (forward + backward = 3 x forward matrix products):
- * per token and layer 2·12·D² (qkv, proj, fc, fc proj) + 2·2·T·D (scores and context over
- * the full T x T square the model computes), plus the LM head 2·D·V. */
-static double model_flops(void)
+/* Model FLOPs of one training step: 3 x the forward FLOPs of the matrix products
+ * (forward, and backward's two products), counted by the op registry's FLOP model as
+ * the partitioner and the profiler count them. For the example GPT that is, per token
+ * and layer, 2·12·D² + 2·2·T·D, plus the LM head 2·D·V. */
+static double model_flops(const pp_graph *g, pp_error *err)
 {
-    double fwd_per_token = L * (2.0 * 12 * D * D + 4.0 * T * D) + 2.0 * D * V;
-    return 3.0 * fwd_per_token * B * T;
+    pp_node_cost *c = calloc((size_t)g->nnodes, sizeof *c);
+    if (!c || pp_partition_costs(g, c, err)) die(err);
+    double fwd = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        pp_flop_rule r = pp_op_get(g->nodes[i].op)->flop_rule;
+        if (r == PP_FLOPS_MATMUL || r == PP_FLOPS_GEMM || r == PP_FLOPS_CONV) fwd += (double)c[i].flops;
+    }
+    free(c);
+    return 3.0 * fwd;
 }
 
 typedef struct bench {
@@ -199,7 +207,7 @@ int main(int argc, char **argv)
     }
     qsort(tot, (size_t)steps, sizeof *tot, cmp_double);
     qsort(ctot, (size_t)steps, sizeof *ctot, cmp_double);
-    double med = tot[steps / 2], cmed = ctot[steps / 2], flops = model_flops();
+    double med = tot[steps / 2], cmed = ctot[steps / 2], flops = model_flops(b.g, &err);
     double tok = (double)B * T / med, ctok = (double)B * T / cmed;
     printf("{\"bench\": \"step\", \"model\": \"gpt L=%d D=%d H=%d T=%d B=%d V=%d adamw\", \"threads\": 1, "
            "\"steps\": %d, \"step_s_median\": %.5f, \"step_s_best\": %.5f, \"step_cpu_s_median\": %.5f, "
