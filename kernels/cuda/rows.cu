@@ -172,7 +172,6 @@ PP_CU_BWD(pp_cu_layernorm_backward)
     pp_ln_args a;
     PP_CHECK(pp_args_layernorm(c, &a, err));
     const int64_t M = a.m, D = a.d;
-    const float eps = a.eps;
     const float *dy = (const float *)grad_out[0].data;
     const float *gm = c->nout > 1 ? (const float *)grad_out[1].data : NULL;
     const float *gr = c->nout > 2 ? (const float *)grad_out[2].data : NULL;
