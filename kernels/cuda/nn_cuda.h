@@ -11,20 +11,21 @@ PAIR(add) PAIR(sub) PAIR(mul) PAIR(div) PAIR(pow) PAIR(sqrt) PAIR(neg) PAIR(reci
 PAIR(leaky_relu) PAIR(sigmoid) PAIR(tanh) PAIR(erf) PAIR(gelu) PAIR(identity)
 /* matmul.cu */
 PAIR(matmul) PAIR(gemm)
-/* rows.cu: Softmax/LogSoftmax, LayerNormalization, SoftmaxCrossEntropyLoss, ReduceSum/Mean */
+/* softmax.cu (Softmax, LogSoftmax), layernorm.cu, loss.cu (SoftmaxCrossEntropyLoss), reduce.cu */
 PAIR(softmax) PAIR(layernorm) PAIR(xent) PAIR(reduce)
 PP_CU_AUX(pp_cu_layernorm_aux);
 /* shape.cu: Reshape/Flatten/Squeeze/Unsqueeze (copy), Transpose, Slice, Concat, Split,
- * Gather, Expand, Where, Dropout */
-PAIR(copy) PAIR(transpose) PAIR(slice) PAIR(concat) PAIR(split) PAIR(gather) PAIR(expand) PAIR(where) PAIR(dropout)
+ * Gather, Expand */
+PAIR(copy) PAIR(transpose) PAIR(slice) PAIR(concat) PAIR(split) PAIR(gather) PAIR(expand)
 /* conv.cu, pool.cu, batchnorm.cu */
 PAIR(conv) PAIR(maxpool) PAIR(avgpool) PAIR(gap) PAIR(batchnorm)
 PP_CU_AUX(pp_cu_maxpool_aux);
 PP_CU_AUX(pp_cu_batchnorm_aux);
-/* dtype_ops.cu: Equal, Cast; Shape (shapes only) and ConstantOfShape / Range (constant
- * values) computed by the cpu kernel on the host and uploaded */
-PAIR(cast)
+/* select.cu: Equal, Cast, Where, Dropout */
+PAIR(cast) PAIR(where) PAIR(dropout)
 PP_CU_FWD(pp_cu_equal_forward);
+/* const_ops.cu: Shape (shapes only) and ConstantOfShape / Range (constant values)
+ * computed by the cpu kernel on the host and uploaded */
 PP_CU_FWD(pp_cu_shape_forward);
 PP_CU_FWD(pp_cu_fold_forward);
 #undef PAIR

@@ -1,0 +1,241 @@
+/* cuda Equal (broadcast comparison to bool), Cast (float32, float64, bfloat16, int64,
+ * int32, bool, converting as the cpu kernel does), Where and Dropout (the counter-based
+ * RNG of element.h, so the GPU draws the cpu's mask), as kernels/cpu/select.c. */
+#include "cuda_internal.h"
+#include "element.h"
+#include "ew_ops.cuh"
+#include "nn_cuda.h"
+#include "reduce.cuh"
+
+/* ---------------- Equal ---------------- */
+
+template <typename T> __global__ void k_equal(pp_cu_bcast b, const T *x, const T *y, uint8_t *z)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        z[i] = x[off[0]] == y[off[1]];
+    }
+}
+
+PP_CU_FWD(pp_cu_equal_forward)
+{
+    if (c->nin != 2) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 2", c->nin);
+    const pp_dtype dt = c->in[0].dtype;
+    if (c->in[1].dtype != dt)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "inputs have dtypes %s and %s, expected the same",
+                         pp_dtype_name(dt), pp_dtype_name(c->in[1].dtype));
+    if (c->out[0].dtype != PP_DTYPE_BOOL)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "output dtype %s, expected bool", pp_dtype_name(c->out[0].dtype));
+    pp_cu_bcast b;
+    const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
+    PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 2, c->node, err));
+    if (!b.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    const void *x = c->in[0].data, *y = c->in[1].data;
+    uint8_t *z = (uint8_t *)c->out[0].data;
+    switch (dt) {
+    case PP_DTYPE_F32: k_equal<<<L.grid, L.block, 0, s>>>(b, (const float *)x, (const float *)y, z); break;
+    case PP_DTYPE_I64: k_equal<<<L.grid, L.block, 0, s>>>(b, (const int64_t *)x, (const int64_t *)y, z); break;
+    case PP_DTYPE_I32: k_equal<<<L.grid, L.block, 0, s>>>(b, (const int32_t *)x, (const int32_t *)y, z); break;
+    case PP_DTYPE_BOOL: k_equal<<<L.grid, L.block, 0, s>>>(b, (const uint8_t *)x, (const uint8_t *)y, z); break;
+    default:
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "dtype %s is not supported (float32, int64, int32, bool)",
+                         pp_dtype_name(dt));
+    }
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* ---------------- Cast ---------------- */
+
+__global__ void k_cast(pp_dtype from, pp_dtype to, const void *x, void *y, int64_t n)
+{
+    CU_FOR(i, n) pp_el_cast(from, to, x, y, i);
+}
+
+PP_CU_FWD(pp_cu_cast_forward)
+{
+    if (c->nin != 1) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 1", c->nin);
+    const pp_dtype from = c->in[0].dtype, to = c->out[0].dtype;
+    int64_t to_attr;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "to", to, &to_attr, c->node, err));
+    if (to_attr != (int64_t)to)
+        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "attribute to=%lld but the output is %s", (long long)to_attr,
+                         pp_dtype_name(to));
+    if (!pp_el_cast_supported(from) || !pp_el_cast_supported(to))
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED,
+                         "%s -> %s is not supported (float32, float64, bfloat16, int64, int32, bool)",
+                         pp_dtype_name(from), pp_dtype_name(to));
+    const int64_t n = pp_tensor_numel(&c->in[0]);
+    if (!n) return PP_OK;
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (from == to) {
+        CU_TRY(c, cudaMemcpyAsync(c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->in[0]), cudaMemcpyDeviceToDevice, s));
+        return PP_OK;
+    }
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_cast<<<L.grid, L.block, 0, s>>>(from, to, c->in[0].data, c->out[0].data, n);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+__global__ void k_cast_grad(pp_dtype gt, const void *gy, float *gx, int64_t n)
+{
+    CU_FOR(i, n) gx[i] += (float)pp_el_cast_read(gt, gy, i);
+}
+
+/* float32 input: dx += dy converted back to float32 */
+PP_CU_BWD(pp_cu_cast_backward)
+{
+    if (!grad_in[0].data || !grad_out[0].data) return PP_OK;
+    const pp_dtype gt = grad_out[0].dtype;
+    if (!pp_dtype_is_float(gt) || !pp_el_cast_supported(gt))
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "no gradient through a %s output", pp_dtype_name(gt));
+    const int64_t n = pp_tensor_numel(&grad_in[0]);
+    if (!n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_cast_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(gt, grad_out[0].data, (float *)grad_in[0].data, n);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* ---------------- Where ---------------- */
+
+__global__ void k_where(pp_cu_bcast b, const uint8_t *cond, const float *x, const float *y, float *z)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        z[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
+    }
+}
+
+/* g = dy where cond selects input `which` (1: X, 2: Y), else 0 */
+__global__ void k_where_grad(pp_cu_bcast b, const uint8_t *cond, const float *dy, float *g, int which)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        g[i] = (cond[off[0]] != 0) == (which == 1) ? dy[i] : 0.f;
+    }
+}
+
+PP_CU_FWD(pp_cu_where_forward)
+{
+    pp_cu_bcast b;
+    const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
+    if (c->in[1].dtype != PP_DTYPE_F32 || c->in[2].dtype != PP_DTYPE_F32 || pp_dtype_size(c->in[0].dtype) != 1)
+        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "expected a bool condition and float32 X, Y");
+    PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 3, c->node, err));
+    if (!b.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    k_where<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data,
+                                                            (const float *)c->in[1].data, (const float *)c->in[2].data,
+                                                            (float *)c->out[0].data);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_BWD(pp_cu_where_backward)
+{
+    if (!grad_out[0].data) return PP_OK;
+    pp_cu_bcast b;
+    const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
+    PP_CHECK(pp_cu_bcast_init(&b, &grad_out[0], ins, 3, c->node, err));
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    for (int k = 1; k <= 2 && b.n; k++) {
+        if (!grad_in[k].data) continue;
+        float *ws;
+        PP_CHECK(pp_cuda_workspace(c, (size_t)b.n * sizeof(float), (void **)&ws, err));
+        k_where_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data,
+                                                                     (const float *)grad_out[0].data, ws, k);
+        CU_LAUNCHED(c);
+        pp_tensor t = grad_out[0];
+        t.data = ws;
+        PP_CHECK(pp_cu_sum_into(c, &grad_in[k], &t, 1.f, err));
+    }
+    return PP_OK;
+}
+
+/* ---------------- Dropout ---------------- */
+
+__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key, uint64_t base, float ratio,
+                          float scale)
+{
+    CU_FOR(i, n) {
+        const int keep = pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio;
+        y[i] = keep ? x[i] * scale : 0.f;
+        if (mask) mask[i] = (uint8_t)keep;
+    }
+}
+
+__global__ void k_dropout_grad(const float *dy, float *dx, int64_t n, uint64_t key, uint64_t base, float ratio,
+                               float scale)
+{
+    CU_FOR(i, n) if (pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio) dx[i] += dy[i] * scale;
+}
+
+/* ratio (attribute or constant input 1) and whether this call drops (constant input 2) */
+static pp_status dropout_plan(const pp_kernel_ctx *c, float *ratio, int *drop, pp_error *err)
+{
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "ratio", 0.5f, ratio, c->node, err));
+    const void *h;
+    if (c->nin > 1 && c->in[1].data) {
+        PP_CHECK(pp_cu_host_input(c, 1, "ratio", &h, err));
+        if (c->in[1].dtype == PP_DTYPE_F32) *ratio = *(const float *)h;
+        else if (c->in[1].dtype == PP_DTYPE_F64) *ratio = (float)*(const double *)h;
+        else return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "ratio has dtype %s, expected float", pp_dtype_name(c->in[1].dtype));
+    }
+    if (!(*ratio >= 0.f && *ratio <= 1.f)) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "ratio %g is outside [0, 1]", (double)*ratio);
+    int mode = 1;
+    if (c->nin > 2 && c->in[2].data) {
+        PP_CHECK(pp_cu_host_input(c, 2, "training_mode", &h, err));
+        mode = *(const uint8_t *)h != 0;
+    }
+    *drop = c->training && mode && *ratio > 0.f;
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_dropout_forward)
+{
+    float ratio = 0.f;
+    int drop = 0;
+    PP_CHECK(dropout_plan(c, &ratio, &drop, err));
+    const int64_t n = pp_tensor_numel(&c->in[0]);
+    uint8_t *mask = c->nout > 1 ? (uint8_t *)c->out[1].data : NULL;
+    if (!drop) {
+        PP_CHECK(pp_device_copy(c->dev, c->out[0].data, c->in[0].data, (size_t)n * sizeof(float), err));
+        return mask ? pp_device_memset(c->dev, mask, 1, (size_t)n, err) : PP_OK;
+    }
+    if (!n) return PP_OK;
+    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node),
+                   base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_dropout<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, mask,
+                                                              n, key, base, ratio,
+                                                              ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+/* recomputes the mask from c->rng, which must be the forward call's */
+PP_CU_BWD(pp_cu_dropout_backward)
+{
+    if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    float ratio = 0.f;
+    int drop = 0;
+    PP_CHECK(dropout_plan(c, &ratio, &drop, err));
+    const int64_t n = pp_tensor_numel(&grad_out[0]);
+    if (!drop) return pp_cu_sum_into(c, &grad_in[0], &grad_out[0], 1.f, err);
+    if (!n) return PP_OK;
+    const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node),
+                   base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    k_dropout_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)grad_out[0].data,
+                                                                   (float *)grad_in[0].data, n, key, base, ratio,
+                                                                   ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
