@@ -114,7 +114,7 @@ static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_er
             return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %d: the loss is %g", (long long)step, mb,
                                 loss);
         }
-        d->loss_sum += pp_stage_loss_seed(v->s, slot) * loss;   /* the microbatch's share of the global loss */
+        d->loss_sum += pp_stage_loss_share(v->s, slot, loss);   /* summed over the world by driver_finish_step */
     }
     vstage *next = driver_local(d, v->index + 1);
     if (next) PP_CHECK(copy_local_acts(d, v, next, mb, err));

@@ -9,18 +9,23 @@
  * equal to ignore_index 0) and W_m is its labels' summed weight; with 'sum' the same
  * numerator. The seed of microbatch m, dL/dl_m, is
  *   mean: W_m / W, W the weight of the global batch's labels (every replica's), so that L
- *         is the mean over all of them. A stage starts with microbatch / B, which is that
- *         ratio when every label weighs 1; a trainer that can count the labels sets the
- *         ratio per microbatch before its backward (pp_stage_set_loss_seed). It cannot
- *         when the labels are computed (other than by reshapes) or the class weights are
- *         no initializer: then the default stays;
+ *         is the mean over all of them. A stage starts with microbatch / B, that ratio
+ *         when every label weighs 1; a trainer that can count the labels sets the ratio
+ *         per microbatch before its backward (pp_loss_labels_weight counts every W_m and
+ *         W in one pass, pp_stage_set_loss_weight divides). It cannot when the labels are
+ *         computed (other than by reshapes) or the class weights are no initializer: then
+ *         the default stays;
  *   sum:  1 / B: L is the mean over the samples of each sample's summed loss.
  * Backward starts from the seed (stage_seed_backward), so the gradients summed over
  * microbatches and replicas (the driver's all-reduce sums; nothing divides afterwards) are
  * dL/dparameters. The reported loss follows the same rule: L = sum over microbatches and
- * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms and
- * driver/driver_step.c: driver_finish_step sums them over the world in its one all-reduce.
- * Evaluation (train/eval_loop.c) weighs its microbatches' losses by W_m the same way. */
+ * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms
+ * (pp_stage_loss_share) and driver/driver_step.c: driver_finish_step sums them over the
+ * world in the all-reduce it makes anyway. Evaluation (train/eval_loop.c) weighs its
+ * microbatches' losses by W_m the same way. The kernel counts W_m again, to divide by it,
+ * and neither count can stand in for the other: the seed needs W, over every replica's
+ * labels, before any backward, which only the data gives without a message; the kernel's
+ * count lives on the device, inside the forward. */
 #include "stage_internal.h"
 
 #include <stdlib.h>
@@ -182,14 +187,15 @@ double pp_stage_loss(const pp_stage *s, int slot)
     return v;
 }
 
-void pp_stage_set_loss_seed(pp_stage *s, int slot, double seed)
+void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight)
 {
-    if (slot >= 0 && slot < s->opt.slots) s->slot_seed[slot] = (float)seed;
+    if (slot >= 0 && slot < s->opt.slots)
+        s->slot_seed[slot] = (float)(global_weight != 0 ? weight / global_weight : 0.0);
 }
 
-double pp_stage_loss_seed(const pp_stage *s, int slot)
+double pp_stage_loss_share(const pp_stage *s, int slot, double loss)
 {
-    return slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0;
+    return (slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0) * loss;
 }
 
 pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err)
@@ -198,4 +204,20 @@ pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error 
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "the stage has no mean loss over graph-input labels");
     *out = (pp_loss_labels){s->loss_labels, s->loss_ignore, s->loss_weights, s->loss_classes};
     return PP_OK;
+}
+
+double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per, double *weight)
+{
+    double all = 0;
+    for (int64_t j = 0; j < groups; j++) {
+        double w = 0;
+        for (int64_t k = 0; k < per; k++, y++) {
+            if (*y == l->ignore_index) continue;
+            double c = !l->class_weights ? 1.0 : *y >= 0 && *y < l->classes ? l->class_weights[*y] : 0.0;
+            w += c;
+            all += c;
+        }
+        if (weight) weight[j] = w;
+    }
+    return all;
 }
