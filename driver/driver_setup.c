@@ -22,7 +22,7 @@ static int count_slots(const pp_driver *d, int stage)
     for (int k = 0; k < d->nacts; k++) {
         const pp_action *a = &d->acts[k];
         int mb = a->microbatch;
-        if (mb < 0) continue;   /* REDUCE_GRADS, OPTIMIZER_STEP */
+        if (mb < 0) continue;   /* START_REDUCE, FINISH_STEP */
         int touch = (a->stage == stage && (a->kind == PP_ACT_FORWARD || a->kind == PP_ACT_RECV_ACT)) ||
                     (prev_local && a->stage == stage - 1 && a->kind == PP_ACT_FORWARD);
         if (touch && !held[mb]) {

@@ -27,7 +27,7 @@ pp_status shape_binary(infer_ctx *c, const pp_node *n, pp_error *err)
 {
     PP_CHECK(broadcast_inputs(c, n, 0, &c->os[0], err));
     c->odt[0] = infer_dtype_of(c, n, 0);
-    if (strcmp(n->op_type, "Pow")) {
+    if (n->op != PP_OP_POW) {
         pp_dtype a = infer_dtype_of(c, n, 0), b = infer_dtype_of(c, n, 1);
         if (a && b && a != b)
             return infer_fail(n, PP_ERR_SHAPE, err, "inputs have different dtypes: %s and %s",

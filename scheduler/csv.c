@@ -13,7 +13,7 @@ static const struct {
     int kind;
     int has_mb;
 } tokens[] = {
-    {"REDUCE_GRAD", PP_ACT_REDUCE_GRADS, 0}, {"SEND_F", PP_ACT_SEND_ACT, 1}, {"RECV_F", PP_ACT_RECV_ACT, 1},
+    {"REDUCE_GRAD", PP_ACT_START_REDUCE, 0}, {"SEND_F", PP_ACT_SEND_ACT, 1}, {"RECV_F", PP_ACT_RECV_ACT, 1},
     {"SEND_B", PP_ACT_SEND_GRAD, 1},        {"RECV_B", PP_ACT_RECV_GRAD, 1}, {"F", PP_ACT_FORWARD, 1},
     {"B", PP_ACT_BACKWARD, 1},              {"I", PP_ACT_BACKWARD_INPUT, 1}, {"W", PP_ACT_BACKWARD_WEIGHT, 1},
 };
@@ -27,7 +27,7 @@ pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_onl
         int first = 1;
         for (int i = 0; i < s->count[r]; i++) {
             int k = s->actions[r][i].kind;
-            if (k == PP_ACT_OPTIMIZER_STEP || (compute_only && !action_is_compute(k))) continue;
+            if (k == PP_ACT_FINISH_STEP || (compute_only && !action_is_compute(k))) continue;
             fprintf(out, "%s%s", first ? "" : ",", pp_action_format(&s->actions[r][i], a, sizeof a));
             first = 0;
         }
@@ -46,7 +46,7 @@ static pp_status parse_cell(const char *cell, pp_action *a, int *empty, const ch
         return PP_OK;
     }
     if (!strcmp(cell, "OPTIMIZER_STEP")) {
-        pp_action o = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
+        pp_action o = {PP_ACT_FINISH_STEP, -1, -1, -1};
         *a = o;
         return PP_OK;
     }
@@ -232,13 +232,13 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
     for (int r = 0; r < t.nrows; r++)
         for (int i = 0; i < t.n[r]; i++) {
             has_comm |= action_is_comm(t.a[r][i].kind);
-            has_reduce |= t.a[r][i].kind == PP_ACT_REDUCE_GRADS;
+            has_reduce |= t.a[r][i].kind == PP_ACT_START_REDUCE;
         }
     s->lowered = has_comm;
     for (int r = 0; r < t.nrows; r++)
         for (int i = 0; i < t.n[r]; i++) {
             pp_action a = t.a[r][i];
-            /* A compute-only file gets its REDUCE_GRADS / OPTIMIZER_STEP from lowering. */
+            /* A compute-only file gets its START_REDUCE / FINISH_STEP from lowering. */
             if (!has_comm && !action_is_compute(a.kind)) continue;
             a.peer = peer_of(s, &a);
             PP_CHECK_GOTO(pp_schedule_append(s, r, a, err), st, done);
@@ -248,9 +248,9 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
     } else if (!has_reduce) {
         PP_CHECK_GOTO(pp_schedule_finish(s, err), st, done);
     } else {
-        pp_action opt = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
+        pp_action opt = {PP_ACT_FINISH_STEP, -1, -1, -1};
         for (int r = 0; r < s->pp; r++)
-            if (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_OPTIMIZER_STEP)
+            if (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_FINISH_STEP)
                 PP_CHECK_GOTO(pp_schedule_append(s, r, opt, err), st, done);
     }
     *out = s;

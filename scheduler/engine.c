@@ -27,7 +27,7 @@ double action_cost(const pp_costs *c, const pp_action *a)
     case PP_ACT_BACKWARD: return sc->backward_input + sc->backward_weight;
     case PP_ACT_BACKWARD_INPUT: return sc->backward_input;
     case PP_ACT_BACKWARD_WEIGHT: return sc->backward_weight;
-    case PP_ACT_OPTIMIZER_STEP: return c->optimizer;
+    case PP_ACT_FINISH_STEP: return c->optimizer;
     default: return 0;
     }
 }
@@ -190,7 +190,7 @@ static pp_status check_fields(engine *e, pp_error *err)
             }
             if (!s->lowered && !action_is_compute(k))
                 return fail_at(e, r, err, "a compute-only schedule holds only FORWARD/BACKWARD actions");
-            if (k == PP_ACT_OPTIMIZER_STEP) {
+            if (k == PP_ACT_FINISH_STEP) {
                 if (st != -1 || a->microbatch != -1 || a->peer != -1)
                     return fail_at(e, r, err, "OPTIMIZER_STEP takes stage -1, microbatch -1, peer -1");
                 if (i != s->count[r] - 1) return fail_at(e, r, err, "OPTIMIZER_STEP must be the rank's last action");
@@ -202,9 +202,9 @@ static pp_status check_fields(engine *e, pp_error *err)
                 snprintf(msg, sizeof msg, "stage %d out of range (%d..%d)", st, lo, hi);
                 return fail_at(e, r, err, msg);
             }
-            if (k == PP_ACT_REDUCE_GRADS ? a->microbatch != -1 : (a->microbatch < 0 || a->microbatch >= m)) {
+            if (k == PP_ACT_START_REDUCE ? a->microbatch != -1 : (a->microbatch < 0 || a->microbatch >= m)) {
                 snprintf(msg, sizeof msg, "microbatch %d out of range (%s)", a->microbatch,
-                         k == PP_ACT_REDUCE_GRADS ? "REDUCE_GRADS takes -1" : "0..microbatches-1");
+                         k == PP_ACT_START_REDUCE ? "REDUCE_GRAD takes -1" : "0..microbatches-1");
                 return fail_at(e, r, err, msg);
             }
             if (s->stage_rank[st] != r) {
@@ -220,7 +220,7 @@ static pp_status check_fields(engine *e, pp_error *err)
                 return fail_at(e, r, err, msg);
             }
         }
-        if (s->lowered && (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_OPTIMIZER_STEP)) {
+        if (s->lowered && (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_FINISH_STEP)) {
             e->pc[r] = s->count[r];
             e->fail_rank = r;
             return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: the last action must be OPTIMIZER_STEP", r);
@@ -291,20 +291,20 @@ static int needs(const engine *e, int r, const pp_action *a, long out[2])
     return n;
 }
 
-/* Checks REDUCE_GRADS / OPTIMIZER_STEP preconditions (all local). */
+/* Checks START_REDUCE / FINISH_STEP preconditions (all local). */
 static pp_status check_step(engine *e, int r, const pp_action *a, pp_error *err)
 {
     char msg[160];
-    if (a->kind == PP_ACT_REDUCE_GRADS) {
-        if (e->reduced[a->stage]) return fail_at(e, r, err, "a second REDUCE_GRADS for this stage");
+    if (a->kind == PP_ACT_START_REDUCE) {
+        if (e->reduced[a->stage]) return fail_at(e, r, err, "a second REDUCE_GRAD for this stage");
         if (e->wdone[a->stage] != e->s->microbatches) {
             snprintf(msg, sizeof msg, "comes before the stage's last backward (%d of %d microbatches done)",
                      e->wdone[a->stage], e->s->microbatches);
             return fail_at(e, r, err, msg);
         }
     }
-    if (a->kind == PP_ACT_OPTIMIZER_STEP && e->nreduced[r] != e->nstages_on[r]) {
-        snprintf(msg, sizeof msg, "comes before REDUCE_GRADS of all this rank's stages (%d of %d)",
+    if (a->kind == PP_ACT_FINISH_STEP && e->nreduced[r] != e->nstages_on[r]) {
+        snprintf(msg, sizeof msg, "comes before REDUCE_GRAD of all this rank's stages (%d of %d)",
                  e->nreduced[r], e->nstages_on[r]);
         return fail_at(e, r, err, msg);
     }
@@ -369,7 +369,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             break;
         case PP_ACT_RECV_ACT: PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_IN, st, mb), st, end, g, err)); break;
         case PP_ACT_RECV_GRAD: PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_IN, st, mb), st, end, g, err)); break;
-        case PP_ACT_REDUCE_GRADS:
+        case PP_ACT_START_REDUCE:
             end = t0 + (e->costs ? e->costs->allreduce : 0);
             e->reduced[st] = 1;
             e->nreduced[r]++;
@@ -378,7 +378,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
                 e->reduce_src[r] = g;
             }
             break;
-        default: /* OPTIMIZER_STEP */
+        default: /* FINISH_STEP */
             if (e->reduce_end[r] > t0) {
                 t0 = e->reduce_end[r];
                 pred = e->reduce_src[r];
@@ -387,9 +387,9 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             break;
         }
         /* A receive is posted when reached and spans the wait for its data. SEND, RECV
-         * and REDUCE_GRADS run beside compute: the stream is free once they are issued,
+         * and START_REDUCE run beside compute: the stream is free once they are issued,
          * and the compute that uses received data waits for it (RECV's token). */
-        int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_OPTIMIZER_STEP;
+        int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_FINISH_STEP;
         int recv = a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD;
         if (e->start) {
             e->start[g] = recv ? e->clock[r] : t0;
@@ -443,7 +443,7 @@ pp_status engine_check_complete(const engine *e, pp_error *err)
     if (s->lowered)
         for (int st = 0; st < s->num_stages; st++)
             if (!e->reduced[st])
-                return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d (rank %d) has no REDUCE_GRADS", st,
+                return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d (rank %d) has no REDUCE_GRAD", st,
                                     s->stage_rank[st]);
     return PP_OK;
 }

@@ -1,6 +1,6 @@
 /* Building a stage's plan: which tensors it touches, where each lives (parameters,
  * constants, stash slot, scratch), which ops run backward and which gradients exist,
- * the ports to the neighbouring stages, and the loss. */
+ * and the ports to the neighbouring stages (the loss is loss.c's). */
 #include "stage_internal.h"
 
 #include <stdlib.h>
@@ -10,8 +10,7 @@
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-/* The tslot of graph value v, created on first use. */
-static int tslot_of(pp_stage *s, int v, pp_error *err, int *out)
+pp_status stage_tslot_of(pp_stage *s, int v, pp_error *err, int *out)
 {
     if (s->t_of_value[v] >= 0) {
         *out = s->t_of_value[v];
@@ -51,7 +50,7 @@ static int read_later(const pp_stage *s, const pp_value *v)
     return 0;
 }
 
-static pp_status add_port(pp_stage *s, int input, int t, int is_data, pp_error *err)
+pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *err)
 {
     pp_stage_port **ports = input ? &s->inputs : &s->outputs;
     int **ts = input ? &s->input_t : &s->output_t;
@@ -103,13 +102,13 @@ static pp_status collect(pp_stage *s, pp_error *err)
         for (int k = 0; k < n->ninputs; k++) {
             op->in[k] = -1;
             if (n->inputs[k] < 0) continue;
-            PP_CHECK(tslot_of(s, n->inputs[k], err, &op->in[k]));
+            PP_CHECK(stage_tslot_of(s, n->inputs[k], err, &op->in[k]));
             const pp_const_tensor *c = pp_graph_const(g, n->inputs[k]);
             if (c) op->host_in[k] = c->data;
         }
         for (int k = 0; k < n->noutputs; k++) {
             op->out[k] = -1;
-            if (n->outputs[k] >= 0) PP_CHECK(tslot_of(s, n->outputs[k], err, &op->out[k]));
+            if (n->outputs[k] >= 0) PP_CHECK(stage_tslot_of(s, n->outputs[k], err, &op->out[k]));
         }
     }
     /* activation inputs: produced before this stage and read here or later (skips pass
@@ -120,153 +119,19 @@ static pp_status collect(pp_stage *s, pp_error *err)
         for (int c = 0; c < val->nconsumers; c++) here |= node_in_stage(s, val->consumers[c]);
         if (val->producer >= 0 && val->producer < s->first && (here || read_later(s, val))) {
             int t;
-            PP_CHECK(tslot_of(s, v, err, &t));
-            PP_CHECK(add_port(s, 1, t, 0, err));
+            PP_CHECK(stage_tslot_of(s, v, err, &t));
+            PP_CHECK(stage_add_port(s, 1, t, 0, err));
         }
     }
     for (int i = 0; i < g->ninputs; i++) {
         int v = g->inputs[i];
-        if (s->t_of_value[v] >= 0) PP_CHECK(add_port(s, 1, s->t_of_value[v], 1, err));
+        if (s->t_of_value[v] >= 0) PP_CHECK(stage_add_port(s, 1, s->t_of_value[v], 1, err));
     }
     for (int v = 0; v < g->nvalues; v++) {
         const pp_value *val = &g->values[v];
         if (val->producer >= 0 && val->producer < s->end && read_later(s, val))
-            PP_CHECK(add_port(s, 0, s->t_of_value[v], 0, err));
+            PP_CHECK(stage_add_port(s, 0, s->t_of_value[v], 0, err));
     }
-    return PP_OK;
-}
-
-static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *dims, int *out)
-{
-    tslot *t = &s->t[s->nt];
-    memset(t, 0, sizeof *t);
-    t->value = -1;
-    t->view_of = base >= 0 ? stage_base(s, base) : -1;   /* views are of bases */
-    t->dtype = base >= 0 ? s->t[base].dtype : PP_DTYPE_F32;
-    t->rank = rank;
-    if (rank > 0) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);   /* the scalar loss: dims NULL */
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= dims[i];
-    t->nbytes = (size_t)n * pp_dtype_size(t->dtype);
-    t->def_op = -1;
-    t->last_op = -1;
-    t->param = -1;
-    *out = s->nt++;
-    return PP_OK;
-}
-
-/* The last stage's loss: the graph's own SoftmaxCrossEntropyLoss output, or one the
- * caller names (logits + labels), added as a synthetic op over [N, C] views. */
-static pp_status plan_loss(pp_stage *s, pp_error *err)
-{
-    const pp_graph *g = s->g;
-    s->loss_t = -1;
-    for (int o = 0; o < s->nops; o++) {
-        const pp_node *n = &g->nodes[s->ops[o].node];
-        if (strcmp(n->op_type, "SoftmaxCrossEntropyLoss") || n->outputs[0] < 0) continue;
-        if (!g->values[n->outputs[0]].is_output) continue;
-        const char *red = "mean";
-        PP_CHECK(pp_attr_string(n->attrs, n->nattrs, "reduction", "mean", &red, n->name, err));
-        if (!strcmp(red, "none"))
-            return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                                "node '%s': a loss with reduction 'none' is not a scalar; export with "
-                                "reduction 'mean' or 'sum'", n->name);
-        s->loss_t = s->ops[o].out[0];
-        s->loss_seed = !strcmp(red, "mean") ? (float)((double)s->opt.microbatch / (double)s->opt.global_batch)
-                                            : (float)(1.0 / (double)s->opt.global_batch);
-        /* labels reached from a graph input through reshapes can be counted by the trainer */
-        int v = n->ninputs > 1 ? n->inputs[1] : -1;
-        while (v >= 0 && g->values[v].producer >= 0) {
-            const pp_node *p = &g->nodes[g->values[v].producer];
-            int passes = !strcmp(p->op_type, "Reshape") || !strcmp(p->op_type, "Flatten") ||
-                         !strcmp(p->op_type, "Squeeze") || !strcmp(p->op_type, "Unsqueeze") ||
-                         !strcmp(p->op_type, "Identity");
-            v = passes ? p->inputs[0] : -1;
-        }
-        /* class weights the trainer can read: a float initializer of one weight per class */
-        int w = n->ninputs > 2 ? n->inputs[2] : -1;
-        const pp_const_tensor *wt = w >= 0 && g->values[w].init >= 0 ? &g->inits[g->values[w].init].t : NULL;
-        int weights_known = w < 0 || (wt && wt->dtype == PP_DTYPE_F32 && wt->shape.rank == 1 && wt->data);
-        const pp_attr *ig = pp_attr_find(n->attrs, n->nattrs, "ignore_index");
-        if (v >= 0 && g->values[v].kind == PP_VALUE_INPUT && !strcmp(red, "mean") && weights_known) {
-            s->loss_labels = g->values[v].name;
-            s->loss_ignore = ig && ig->type == PP_ATTR_INT ? ig->i : INT64_MIN;
-            s->loss_weights = wt ? wt->data : NULL;
-            s->loss_classes = wt ? wt->shape.dims[0] : 0;
-            s->loss_counts = 1;
-        }
-        return PP_OK;
-    }
-    const pp_loss_spec *ls = &s->opt.loss;
-    if (!ls->logits && !ls->labels && !s->opt.training) return PP_OK;   /* inference */
-    if (!ls->logits || !ls->labels)
-        return pp_error_set(err, PP_ERR_INVALID_ARG,
-                            "the model has no SoftmaxCrossEntropyLoss output; name the loss with "
-                            "--loss cross_entropy --logits NAME --labels NAME");
-    int lv = pp_graph_find_value(g, ls->logits), yv = pp_graph_find_value(g, ls->labels);
-    if (lv < 0 || s->t_of_value[lv] < 0 || s->t[s->t_of_value[lv]].dtype != PP_DTYPE_F32)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--logits '%s' is not a float tensor of the last stage",
-                            ls->logits);
-    int lt = s->t_of_value[lv], yt;
-    const tslot *L = &s->t[lt];
-    int64_t rows = 1;
-    for (int i = 0; i + 1 < L->rank; i++) rows *= L->dims[i];
-    int64_t classes = L->rank ? L->dims[L->rank - 1] : 1;
-    if (yv >= 0 && g->values[yv].kind != PP_VALUE_INPUT)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--labels '%s' names a tensor the model computes; labels "
-                            "come from the dataset", ls->labels);
-    if (yv >= 0) {   /* the model declares the labels input */
-        int is_port = s->t_of_value[yv] >= 0;
-        PP_CHECK(tslot_of(s, yv, err, &yt));
-        if (!is_port) PP_CHECK(add_port(s, 1, yt, 1, err));
-    } else {         /* int64 labels shaped like the logits without the class dim */
-        tslot *y = &s->t[s->nt];
-        memset(y, 0, sizeof *y);
-        y->value = -1;
-        y->view_of = -1;
-        y->dtype = PP_DTYPE_I64;
-        y->rank = L->rank - 1;
-        memcpy(y->dims, L->dims, sizeof y->dims);
-        y->nbytes = (size_t)rows * 8;
-        y->def_op = y->last_op = -1;
-        y->param = -1;
-        yt = s->nt++;
-        PP_CHECK(add_port(s, 1, yt, 1, err));
-    }
-    const tslot *Y = &s->t[yt];
-    if (Y->dtype != PP_DTYPE_I64 || (int64_t)(Y->nbytes / 8) != rows)
-        return pp_error_set(err, PP_ERR_SHAPE,
-                            "--labels '%s' must be int64 with one label per row of --logits '%s' (%lld rows of %lld classes)",
-                            ls->labels, ls->logits, (long long)rows, (long long)classes);
-    int lview, yview, loss;
-    PP_CHECK(add_synthetic(s, lt, 2, (int64_t[]){rows, classes}, &lview));
-    PP_CHECK(add_synthetic(s, yt, 1, (int64_t[]){rows}, &yview));
-    PP_CHECK(add_synthetic(s, -1, 0, NULL, &loss));
-    stage_op *op = &s->ops[s->nops++];
-    memset(op, 0, sizeof *op);
-    op->node = -1;
-    op->name = "loss";
-    op->op = PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS;
-    op->op_type = pp_op_get(op->op)->name;
-    op->k = pp_kernel_find(op->op, s->dev->kind, PP_DTYPE_F32);
-    if (!op->k) return pp_error_set(err, PP_ERR_UNSUPPORTED, "no SoftmaxCrossEntropyLoss kernel");
-    s->loss_attrs[0] = (pp_attr){.name = "reduction", .type = PP_ATTR_STRING, .s = "mean"};
-    s->loss_attrs[1] = (pp_attr){.name = "ignore_index", .type = PP_ATTR_INT, .i = ls->ignore_index};
-    op->attrs = s->loss_attrs;
-    op->nattrs = 2;
-    op->nin = 2;
-    op->nout = 1;
-    op->in = malloc(2 * sizeof(int));
-    op->out = malloc(sizeof(int));
-    if (!op->in || !op->out) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning the loss");
-    op->in[0] = lview;
-    op->in[1] = yview;
-    op->out[0] = loss;
-    s->loss_t = loss;
-    s->loss_seed = (float)((double)s->opt.microbatch / (double)s->opt.global_batch);
-    s->loss_labels = ls->labels;
-    s->loss_ignore = ls->ignore_index;
-    s->loss_counts = 1;
     return PP_OK;
 }
 
@@ -586,7 +451,7 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     PP_CHECK(collect(s, err));
     PP_CHECK(stage_fuse(s, err));
     s->loss_t = -1;
-    if (s->last) PP_CHECK(plan_loss(s, err));
+    if (s->last) PP_CHECK(stage_plan_loss(s, err));
     PP_CHECK(plan_grads(s, err));
     PP_CHECK(plan_grad_aliases(s, err));
     PP_CHECK(plan_persistent(s, err));

@@ -111,14 +111,6 @@ pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbat
     return PP_OK;
 }
 
-double pp_stage_loss(const pp_stage *s, int slot)
-{
-    if (s->loss_t < 0 || slot < 0 || slot >= s->opt.slots) return 0.0;
-    float v = 0;
-    pp_device_copy_to_host(s->dev, &v, stage_tensor_data((pp_stage *)s, slot, s->loss_t), sizeof v, NULL);
-    return v;
-}
-
 /* Bit k: input k's gradient is one op o is the first to write (not received ones, not
  * parameters, which are zeroed once per step). */
 static unsigned first_touched(const pp_stage *s, int o)
@@ -188,9 +180,7 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
     PP_CHECK(check_slot(s, slot, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
     /* every gradient is received, seeded (the loss) or made by the first op writing it */
-    if (act && s->loss_t >= 0)
-        PP_CHECK(pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->slot_seed[slot], sizeof(float),
-                                          err));
+    if (act) PP_CHECK(stage_seed_backward(s, slot, err));
     int done = 0;
     for (int o = s->nops - 1; o >= 0; o--) {
         stage_op *op = &s->ops[o];
@@ -281,23 +271,5 @@ pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microba
                                     (long long)bad);
         }
     }
-    return PP_OK;
-}
-
-void pp_stage_set_loss_seed(pp_stage *s, int slot, double seed)
-{
-    if (slot >= 0 && slot < s->opt.slots) s->slot_seed[slot] = (float)seed;
-}
-
-double pp_stage_loss_seed(const pp_stage *s, int slot)
-{
-    return slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0;
-}
-
-pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err)
-{
-    if (s->loss_t < 0 || !s->loss_counts)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "the stage has no mean loss over graph-input labels");
-    *out = (pp_loss_labels){s->loss_labels, s->loss_ignore, s->loss_weights, s->loss_classes};
     return PP_OK;
 }

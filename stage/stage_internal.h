@@ -93,6 +93,7 @@ struct pp_stage {
                                parameter's gradient is final */
     pp_stage_grad_hook hook;
     void *hook_user;
+    /* the loss (loss.c, which says the convention) */
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
     float *slot_seed;       /* [slots] the seed each slot's backward uses */
@@ -101,12 +102,19 @@ struct pp_stage {
     const float *loss_weights;  /* class weights (the graph's initializer), or NULL */
     int64_t loss_classes;
     int loss_counts;        /* the loss is a (weighted) mean skipping loss_ignore labels */
-    pp_attr loss_attrs[2];
+    pp_attr loss_attrs[2];  /* of the loss built over --logits / --labels */
     struct stage_profile *prof;     /* profile.c; NULL: profiling off */
 };
 
-/* plan.c */
+/* plan.c; and the tslot of graph value v, created on first use; a port (input 1: an
+ * input, else an output) over tslot t */
 pp_status stage_plan(pp_stage *s, pp_error *err);
+pp_status stage_tslot_of(pp_stage *s, int v, pp_error *err, int *out);
+pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *err);
+/* loss.c: the last stage's loss found or built, its default seed (after stage_fuse);
+ * the slot's seed written as the loss's gradient, where backward starts */
+pp_status stage_plan_loss(pp_stage *s, pp_error *err);
+pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err);
 /* memplan.c: assigns offsets so that buffers whose [start, end] intervals overlap do not
  * overlap in memory; returns the arena size. offsets[i] out; sizes in bytes. */
 typedef struct mem_interval {

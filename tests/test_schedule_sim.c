@@ -110,7 +110,7 @@ static void test_gpipe_latency(void **state)
 
 /* The reference: a fixed-point iteration of "start = max(own stream free, data ready)"
  * over the action lists, written without the engine's tokens. SEND, RECV and
- * REDUCE_GRADS do not hold the stream; a RECV has its data when the SEND's message
+ * START_REDUCE do not hold the stream; a RECV has its data when the SEND's message
  * arrives (and not before it is posted); the compute using the data waits for that. */
 static double reference_makespan(const pp_schedule *s, const double *F, const double *Bi, const double *Bw,
                                  double lat, double allreduce)
@@ -149,7 +149,7 @@ static double reference_makespan(const pp_schedule *s, const double *F, const do
                 case PP_ACT_RECV_GRAD:
                     e = got[(size_t)S * m + (size_t)st * m + mb] = fmax(t, sent[(size_t)S * m + (size_t)st * m + mb]);
                     break;
-                case PP_ACT_REDUCE_GRADS: e = t + allreduce; red = fmax(red, e); break;
+                case PP_ACT_START_REDUCE: e = t + allreduce; red = fmax(red, e); break;
                 default: e = fmax(t, red); clock = e; break;
                 }
                 if (e != end[r][i]) changed = 1;

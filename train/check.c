@@ -12,7 +12,7 @@ static int is_int(pp_dtype t) { return t == PP_DTYPE_I64 || t == PP_DTYPE_I32; }
 static int loss_node(const pp_graph *g)
 {
     for (int i = g->nnodes - 1; i >= 0; i--)
-        if (!strcmp(g->nodes[i].op_type, "SoftmaxCrossEntropyLoss")) return i;
+        if (g->nodes[i].op == PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS) return i;
     return -1;
 }
 

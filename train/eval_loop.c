@@ -16,7 +16,8 @@ struct train_eval {
     int64_t batches, microbatches, mb, per_replica, replica;
     double sum[4];              /* loss x weight, weight, correct, counted labels */
     float *logits;              /* host copy of one microbatch's logits */
-    int64_t *labels;
+    const pp_dataset_array *label_array;    /* io.labels in the eval data, or NULL */
+    int64_t *labels;            /* one microbatch's: their weight, and the hits against the logits */
     int accuracy;               /* the last stage keeps the logits as a graph output */
 };
 
@@ -62,8 +63,10 @@ static pp_status eval_observe(void *user, pp_stage *s, int slot, int64_t j, pp_e
     place_of(e, j, &step, &offset);
     double w = (double)e->mb;
     pp_loss_labels l;
-    const pp_dataset_array *ya = e->io.labels ? pp_dataset_find(e->data, e->io.labels) : NULL;
-    if (ya && pp_stage_loss_labels(s, &l, NULL) == PP_OK) w = train_label_weight(ya, &e->smp, step, offset, e->mb, &l);
+    const pp_dataset_array *ya = e->label_array;
+    if (ya) pp_sampler_read(&e->smp, e->data, ya, step, offset, e->mb, e->labels);
+    if (ya && pp_stage_loss_labels(s, &l, NULL) == PP_OK)   /* the microbatch's W_m (stage/loss.c) */
+        w = pp_loss_labels_weight(&l, e->labels, 1, e->mb * (int64_t)(ya->sample_bytes / sizeof(int64_t)), NULL);
     if (w > 0) {
         e->sum[0] += pp_stage_loss(s, slot) * w;
         e->sum[1] += w;
@@ -73,7 +76,6 @@ static pp_status eval_observe(void *user, pp_stage *s, int slot, int64_t j, pp_e
     const pp_value *v = &e->g->values[e->io.logits];
     PP_CHECK(pp_device_copy_to_host(pp_stage_device(s), e->logits, buf,
                                     (size_t)pp_shape_numel(&v->shape) * sizeof(float), err));
-    pp_sampler_read(&e->smp, e->data, ya, step, offset, e->mb, e->labels);
     count_hits(e, &e->sum[2], &e->sum[3]);
     return PP_OK;
 }
@@ -101,16 +103,22 @@ pp_status train_eval_open(const char *dir, const pp_graph *g, const pp_loss_spec
     }
     e->batches = batches > 0 && batches < whole ? batches : whole;
     pp_sampler_init(&e->smp, e->data->samples, batch, 0, 0);
+    const pp_dataset_array *ya = e->io.labels ? pp_dataset_find(e->data, e->io.labels) : NULL;
+    size_t label_bytes = ya ? (size_t)e->mb * ya->sample_bytes : 0;
     if (e->io.logits >= 0 && e->io.labels && g->values[e->io.logits].dtype == PP_DTYPE_F32) {
-        e->logits = malloc((size_t)pp_shape_numel(&g->values[e->io.logits].shape) * sizeof *e->logits);
-        e->labels = malloc((size_t)pp_shape_numel(&g->values[e->io.logits].shape) / (size_t)e->io.classes *
-                           sizeof *e->labels + 8);
-        if (!e->logits || !e->labels) {
+        size_t rows = (size_t)pp_shape_numel(&g->values[e->io.logits].shape) / (size_t)e->io.classes;
+        if (rows * sizeof *e->labels > label_bytes) label_bytes = rows * sizeof *e->labels;
+        if (!(e->logits = malloc((size_t)pp_shape_numel(&g->values[e->io.logits].shape) * sizeof *e->logits))) {
             st = pp_error_set(err, PP_ERR_NOMEM, "out of memory for the eval logits");
             goto fail;
         }
         e->accuracy = g->values[e->io.logits].is_output;
     }
+    if (ya && !(e->labels = malloc(label_bytes + 8))) {
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory for the eval labels");
+        goto fail;
+    }
+    e->label_array = ya;
     *out = e;
     return PP_OK;
 fail:

@@ -1,6 +1,5 @@
 /* Filling a stage's data inputs from a dataset for the samples a sampler names (the
- * training stream and the evaluation passes share it), and the weight of a microbatch's
- * labels that a mean loss divides by. */
+ * training stream and the evaluation passes share it). */
 #include "train_internal.h"
 
 #include <stdlib.h>
@@ -30,18 +29,4 @@ pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_
         PP_CHECK(st);
     }
     return PP_OK;
-}
-
-double train_label_weight(const pp_dataset_array *a, const pp_sampler *smp, int64_t step, int64_t offset,
-                          int64_t count, const pp_loss_labels *l)
-{
-    double n = 0;
-    int64_t per = (int64_t)(a->sample_bytes / sizeof(int64_t));
-    for (int64_t i = 0; i < count; i++) {
-        const int64_t *y = (const int64_t *)a->data + pp_sampler_sample(smp, step, offset + i) * per;
-        for (int64_t k = 0; k < per; k++)
-            if (y[k] != l->ignore_index)
-                n += !l->class_weights ? 1.0 : y[k] >= 0 && y[k] < l->classes ? l->class_weights[y[k]] : 0.0;
-    }
-    return n;
 }

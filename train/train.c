@@ -32,8 +32,10 @@ typedef struct run {
     pp_device_kind kind;
     pp_error device_note;       /* why auto chose the cpu */
     int64_t mb;                 /* samples per microbatch */
-    int64_t counted_step;       /* the step whose global weight of loss labels is below */
-    double counted_global;
+    int64_t counted_step;       /* the step whose loss labels are weighed below */
+    int64_t *labels;            /* that step's global batch of labels */
+    double *mb_weight;          /* [batch / mb] each microbatch's labels' weight (stage/loss.c) */
+    double counted_global;      /* the global batch's */
     FILE *losses;
     train_ckpt ck;
     /* the run a user watches (issue 12) */
@@ -116,22 +118,27 @@ static pp_status agree(run *r, pp_error *err)
     return st;
 }
 
-/* A mean loss with ignore_index labels or class weights divides by the weight of its
- * microbatch's labels; the global loss divides by the global batch's: the microbatch's
- * seed is the ratio (every rank reads the same global batch, so all agree without a
- * message). */
-static void weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t offset)
+/* A mean loss seeds each microbatch with its labels' share of the global batch's weight
+ * (stage/loss.c says why). The global batch's labels are weighed once per step, when its
+ * first microbatch reaches the last stage; every rank reads the same global batch, so
+ * all agree without a message. */
+static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t offset, pp_error *err)
 {
     pp_loss_labels l;
-    if (pp_stage_loss_labels(s, &l, NULL) != PP_OK) return;
+    if (pp_stage_loss_labels(s, &l, NULL) != PP_OK) return PP_OK;
     const pp_dataset_array *a = pp_dataset_find(r->data, l.labels);
-    if (!a || a->dtype != PP_DTYPE_I64) return;
+    if (!a || a->dtype != PP_DTYPE_I64) return PP_OK;
+    int64_t groups = r->cfg->batch / r->mb;
+    if (!r->labels && !(r->labels = malloc((size_t)r->cfg->batch * a->sample_bytes))) return PP_NOMEM(err);
+    if (!r->mb_weight && !(r->mb_weight = malloc((size_t)groups * sizeof *r->mb_weight))) return PP_NOMEM(err);
     if (r->counted_step != step) {
-        r->counted_global = train_label_weight(a, &r->smp, step, 0, r->cfg->batch, &l);
+        pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->batch, r->labels);
+        r->counted_global = pp_loss_labels_weight(&l, r->labels, groups,
+                                                  r->mb * (int64_t)(a->sample_bytes / sizeof(int64_t)), r->mb_weight);
         r->counted_step = step;
     }
-    double mine = train_label_weight(a, &r->smp, step, offset, r->mb, &l);
-    pp_stage_set_loss_seed(s, slot, r->counted_global != 0 ? mine / r->counted_global : 0.0);
+    pp_stage_set_loss_weight(s, slot, r->mb_weight[offset / r->mb], r->counted_global);
+    return PP_OK;
 }
 
 /* Fills a stage's data inputs for a microbatch: replica r reads its share of the
@@ -141,8 +148,7 @@ static pp_status feed(void *user, pp_stage *s, int slot, int64_t step, int64_t m
     run *r = user;
     int64_t offset = r->grid->replica * (r->cfg->batch / r->cfg->dp) + microbatch * r->mb;
     PP_CHECK(train_feed_stage(s, slot, r->data, &r->smp, step, offset, r->mb, err));
-    weigh_loss(r, s, slot, step, offset);
-    return PP_OK;
+    return weigh_loss(r, s, slot, step, offset, err);
 }
 
 static void print_plan(const run *r, FILE *out)
@@ -334,6 +340,8 @@ static pp_status setup(run *r, pp_error *err)
 
 static void teardown(run *r)
 {
+    free(r->labels);
+    free(r->mb_weight);
     if (r->losses) fclose(r->losses);
     train_ckpt_free(&r->ck);
     train_eval_close(r->eval);

@@ -26,13 +26,9 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp
                            const char *dir, int64_t mb, train_io *io, pp_error *err);
 
 /* feed.c: stage s's data inputs in slot from the samples at places offset ..
- * offset+count-1 of step's global batch under smp; and the weight of those samples'
- * labels (array a, int64): each label other than ignore_index counts its class weight, or
- * 1 (labels out of range count nothing). */
+ * offset+count-1 of step's global batch under smp. */
 pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
                            int64_t offset, int64_t count, pp_error *err);
-double train_label_weight(const pp_dataset_array *a, const pp_sampler *smp, int64_t step, int64_t offset,
-                          int64_t count, const pp_loss_labels *l);
 
 /* eval_loop.c: the eval dataset under the training layout (batch, microbatches per
  * replica, dp; this rank's replica), checked like the training data; batches: global

@@ -38,11 +38,19 @@ extern "C" {
  *                    rank `peer`.
  *   RECV_GRAD        receive the output gradient of (stage, microbatch) from stage+1
  *                    on rank `peer`.
- *   REDUCE_GRADS     start the data-parallel all-reduce of stage `stage`'s gradients
- *                    (microbatch = -1, peer = -1); placed right after the stage's last
- *                    backward so it overlaps what is left of the step.
- *   OPTIMIZER_STEP   wait for this rank's reductions and step the optimizer for all of
- *                    its stages (stage = -1, microbatch = -1, peer = -1); last action.
+ *   START_REDUCE     by here the data-parallel all-reduce of stage `stage`'s gradients
+ *                    is under way (microbatch = -1, peer = -1); placed after the stage's
+ *                    last backward and the sends that follow it. The driver starts the
+ *                    all-reduce earlier, bucket by bucket, from the gradient hook inside
+ *                    that last backward as each bucket's gradients become final
+ *                    (driver/driver.c: bucket_hook); this action starts any bucket the
+ *                    hook left (none after a hooked backward) and nothing waits here.
+ *                    Text form: PyTorch's "REDUCE_GRAD".
+ *   FINISH_STEP      the end of the rank's step (stage = -1, microbatch = -1, peer = -1),
+ *                    its last action: wait for its all-reduce buckets, sum tied
+ *                    gradients, the loss and the global gradient norm over the job, clip,
+ *                    then the optimizer step of all its stages (driver/driver_step.c:
+ *                    driver_finish_step). Text form: "OPTIMIZER_STEP".
  * A SEND and its RECV name the same microbatch; their stages differ by one (SEND_ACT
  * of stage s matches RECV_ACT of stage s+1, SEND_GRAD of s matches RECV_GRAD of s-1).
  * Stages on the same rank exchange data without SEND/RECV.
@@ -59,16 +67,16 @@ typedef enum {
     PP_ACT_RECV_ACT,
     PP_ACT_SEND_GRAD,
     PP_ACT_RECV_GRAD,
-    PP_ACT_REDUCE_GRADS,
-    PP_ACT_OPTIMIZER_STEP,
+    PP_ACT_START_REDUCE,
+    PP_ACT_FINISH_STEP,
     PP_ACT_KIND_COUNT
 } pp_action_kind;
 
 /* Fixed size (16 bytes), plain data; kind holds a pp_action_kind. */
 typedef struct pp_action {
     int32_t kind;
-    int32_t stage;       /* virtual stage index, -1 for OPTIMIZER_STEP */
-    int32_t microbatch;  /* 0 .. microbatches-1, -1 for REDUCE_GRADS / OPTIMIZER_STEP */
+    int32_t stage;       /* virtual stage index, -1 for FINISH_STEP */
+    int32_t microbatch;  /* 0 .. microbatches-1, -1 for START_REDUCE / FINISH_STEP */
     int32_t peer;        /* rank on the other side of a SEND/RECV, else -1 */
 } pp_action;
 
@@ -95,7 +103,7 @@ typedef struct pp_schedule {
     int chunks;         /* virtual stages per rank (v); 1 except for interleaved */
     int num_stages;     /* virtual stages in the model */
     int microbatches;   /* m */
-    int lowered;        /* 1 when SEND/RECV, REDUCE_GRADS and OPTIMIZER_STEP are in */
+    int lowered;        /* 1 when SEND/RECV, START_REDUCE and FINISH_STEP are in */
     int *stage_rank;    /* [num_stages] rank holding each virtual stage */
     int *count;         /* [pp] actions per rank */
     int *capacity;      /* [pp] allocated actions per rank */
@@ -105,7 +113,7 @@ typedef struct pp_schedule {
 const char *pp_schedule_kind_name(pp_schedule_kind kind);  /* "gpipe", "1f1b", ... */
 /* Accepts the names above; the error lists the valid ones. */
 pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_error *err);
-const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ... */
+const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "START_REDUCE" */
 
 /* Generates, lowers and validates the schedule of `kind` for pp ranks, `microbatches`
  * microbatches and `chunks` virtual stages per rank (must be 1 unless interleaved).
@@ -117,10 +125,10 @@ pp_status pp_schedule_create(pp_schedule_kind kind, int pp, int microbatches, in
 pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, int chunks,
                                pp_schedule **out, pp_error *err);
 /* Inserts SEND/RECV pairs (placed in the order of a unit-cost simulation, so that no
- * two ranks wait on each other in a cycle), then REDUCE_GRADS after each stage's last
- * backward and OPTIMIZER_STEP at the end. In place; s must be compute-only. */
+ * two ranks wait on each other in a cycle), then START_REDUCE after each stage's last
+ * backward and FINISH_STEP at the end. In place; s must be compute-only. */
 pp_status pp_schedule_lower(pp_schedule *s, pp_error *err);
-/* Adds only REDUCE_GRADS / OPTIMIZER_STEP to a schedule that already has its
+/* Adds only START_REDUCE / FINISH_STEP to a schedule that already has its
  * communication (e.g. loaded from a compute+comms CSV without them). */
 pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
 
@@ -128,7 +136,7 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
  * deadlock; stage -> rank consistency and correct peers; every (stage, microbatch)
  * forwarded exactly once and backwarded exactly once (BACKWARD, or BACKWARD_INPUT then
  * BACKWARD_WEIGHT); forward before backward; every send matched by exactly one
- * receive; REDUCE_GRADS once per stage after its backwards; OPTIMIZER_STEP last.
+ * receive; START_REDUCE once per stage after its backwards; FINISH_STEP last.
  * Compute-only schedules are checked for order and completeness (no communication).
  * On failure, when report is not NULL, prints the per-rank grid with the stuck or
  * offending actions marked. O(actions + stages * microbatches). */
@@ -145,18 +153,19 @@ const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank, int *n
 /* Total actions over all ranks. */
 long pp_schedule_action_count(const pp_schedule *s);
 /* PyTorch's text form: "0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1", "1SEND_B0",
- * "0RECV_B0", "3REDUCE_GRAD"; OPTIMIZER_STEP prints as "OPTIMIZER_STEP". Returns buf. */
+ * "0RECV_B0", "3REDUCE_GRAD" (START_REDUCE); FINISH_STEP prints as "OPTIMIZER_STEP".
+ * Returns buf. */
 const char *pp_action_format(const pp_action *a, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------
  * CSV in the text form of torch.distributed.pipelining (one row per rank, one action
  * per cell, empty cells are idle steps). compute_only = 1 writes FORWARD / BACKWARD
  * actions only (PyTorch's "compute_only" format), 0 writes everything but
- * OPTIMIZER_STEP, which is implied at the end of every rank ("compute_comms"). */
+ * OPTIMIZER_STEP (FINISH_STEP), which is implied at the end of every rank ("compute_comms"). */
 pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_only, pp_error *err);
 /* Reads either format; pp = number of rows, stage -> rank from where stages appear.
- * A compute-only file is lowered; a compute+comms file gets REDUCE_GRADS and
- * OPTIMIZER_STEP where it has none. The result is not validated: call validate. */
+ * A compute-only file is lowered; a compute+comms file gets START_REDUCE and
+ * FINISH_STEP where it has none. The result is not validated: call validate. */
 pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp_error *err);
 
 /* ---------------------------------------------------------------------------
@@ -176,8 +185,8 @@ typedef struct pp_costs {
     int num_stages;              /* length of `stage` */
     double send_latency;         /* s per message */
     double bandwidth;            /* bytes/s between neighbours; 0 = infinite */
-    double allreduce;            /* s per REDUCE_GRADS (data-parallel all-reduce) */
-    double optimizer;            /* s per OPTIMIZER_STEP */
+    double allreduce;            /* s per START_REDUCE (data-parallel all-reduce) */
+    double optimizer;            /* s per FINISH_STEP */
 } pp_costs;
 
 /* F = B = W = 1 s, nothing else costs anything. */
@@ -186,15 +195,16 @@ void pp_costs_unit(pp_costs *c);
 /* Model of execution: each rank runs its actions in order on one compute stream;
  * SEND is non-blocking (the message arrives send_latency + send_bytes / bandwidth after
  * it is issued, as with MPI_Isend / NCCL on a side stream); RECV posts the receive
- * (MPI_Irecv) and the FORWARD/BACKWARD that uses the data waits for it; REDUCE_GRADS
- * starts an all-reduce that runs beside compute for `allreduce` seconds;
- * OPTIMIZER_STEP waits for this rank's all-reduces. (The validator assumes the worst
+ * (MPI_Irecv) and the FORWARD/BACKWARD that uses the data waits for it; START_REDUCE
+ * starts an all-reduce that runs beside compute for `allreduce` seconds (the driver
+ * starts it bucket by bucket during the stage's last backward: earlier than modelled);
+ * FINISH_STEP waits for this rank's all-reduces. (The validator assumes the worst
  * case instead: blocking sends and receives.) */
 typedef struct pp_sim_result {
     int pp;
     double makespan;         /* s, end of the last action */
     double bubble;           /* idle fraction over all ranks: 1 - sum(busy) / (pp * makespan) */
-    double *busy;            /* [pp] s of compute (F, B, I, W, OPTIMIZER_STEP) per rank */
+    double *busy;            /* [pp] s of compute (F, B, I, W, FINISH_STEP) per rank */
     double *rank_bubble;     /* [pp] 1 - busy / makespan */
     int *peak_inflight;      /* [pp] most microbatches forwarded but not yet backwarded
                                 (BACKWARD or BACKWARD_INPUT), i.e. stashed activations */

@@ -96,14 +96,16 @@ void pp_stage_set_training(pp_stage *s, int on);
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 /* The last stage's loss for that slot (mean over the microbatch), after forward. */
 double pp_stage_loss(const pp_stage *s, int slot);
-/* The loss's share of the global loss per slot: dL/d(loss of the microbatch). It starts
- * as microbatch / global_batch (equal microbatches); a trainer whose labels have
- * ignore_index entries or class weights sets (weight of the microbatch's counted labels) /
- * (weight of the global batch's counted labels) before the forward, so the gradient is
- * the global mean whatever the layout. pp_stage_loss_seed reads it back (the global loss
- * is the sum of seed x loss). */
-void pp_stage_set_loss_seed(pp_stage *s, int slot, double seed);
-double pp_stage_loss_seed(const pp_stage *s, int slot);
+/* The loss's seed and share (stage/loss.c says the convention). A slot's seed, dL/d(loss
+ * of its microbatch), starts as microbatch / global_batch (1 / global_batch for a 'sum'
+ * loss). A trainer whose labels have ignore_index entries or class weights gives each
+ * slot, before its backward, the weight of its microbatch's labels and of the global
+ * batch's (pp_loss_labels_weight): the seed becomes their ratio (0 when the global batch
+ * weighs nothing), so the gradient is the global mean whatever the layout. */
+void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight);
+/* The slot's share of the step's loss, seed x loss (loss as pp_stage_loss read it); the
+ * step's loss is the sum of the shares over microbatches and replicas. */
+double pp_stage_loss_share(const pp_stage *s, int slot, double loss);
 /* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
 typedef struct pp_loss_labels {
     const char *labels;          /* the graph input (or the --labels name) holding the labels */
@@ -115,6 +117,11 @@ typedef struct pp_loss_labels {
  * other than a graph input by reshapes, the class weights are not a float initializer, or
  * the loss is not a mean (then the default seeds are the right ones). */
 pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
+/* The weight of labels y [groups x per], `groups` microbatches of `per` labels back to
+ * back, counted once: a label other than ignore_index counts its class weight, or 1
+ * (with class weights, one outside [0, classes) counts nothing). weight[j] (NULL: not
+ * wanted) receives group j's; returns the sum over all, added label by label. */
+double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per, double *weight);
 
 /* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
  * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
