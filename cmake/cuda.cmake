@@ -17,16 +17,12 @@ find_library(CUDNN_LIBRARY cudnn HINTS ${CUDA_LIB_HINTS} REQUIRED)
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDA_INC_HINTS} REQUIRED)
 find_library(NCCL_LIBRARY nccl HINTS ${CUDA_LIB_HINTS} REQUIRED)
 
-# train/data_comm.c (the MPI world carries device buffers) is replaced by
-# train/data_comm_nccl.c. The cuda backend joins the backend list through
-# gen/pp_backends.h (CMakeLists.txt).
-get_target_property(pp_srcs onnxpipe SOURCES)
-list(FILTER pp_srcs EXCLUDE REGEX "/train/data_comm\\.c$")
-set_target_properties(onnxpipe PROPERTIES SOURCES "${pp_srcs}" CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+# The cuda backend joins the kernels' backend list, and the NCCL communicator the comm/
+# list, through gen/pp_backends.h (CMakeLists.txt): no source is swapped.
+set_target_properties(onnxpipe PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 
 file(GLOB PP_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
-file(GLOB PP_NCCL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/comm/nccl*.c ${CMAKE_SOURCE_DIR}/comm/nccl*.cu
-     ${CMAKE_SOURCE_DIR}/train/*_nccl.c)
+file(GLOB PP_NCCL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/comm/nccl*.c ${CMAKE_SOURCE_DIR}/comm/nccl*.cu)
 
 # nvcc gets its own flags: the directory's C options (-Wall, -fsanitize=...) are for gcc.
 add_library(onnxpipe_cuda OBJECT ${PP_CUDA_SRC})

@@ -1,6 +1,6 @@
 /* Private to comm/: what the backends (mpi.c, nccl.c) share with the public
- * wrappers (comm.c): the one reader of PP_COMM_TIMEOUT, the polling pause, and
- * the message for a wait that ran out of time. */
+ * wrappers (comm.c): the one reader of PP_COMM_TIMEOUT, the polling pause, the
+ * message for a wait that ran out of time, and the list of device communicators. */
 #ifndef PP_COMM_INTERNAL_H
 #define PP_COMM_INTERNAL_H
 
@@ -24,5 +24,22 @@ pp_comm *comm_new(const pp_comm_i *i, int rank, int size, double timeout, void *
 
 /* MPI backend: bytes per MPI call of c and of the communicators split from it. */
 void comm_mpi_set_chunk(pp_comm *c, size_t bytes);
+
+/* A communicator for the memory of one kind of device, an entry of the list in
+ * comm/backends.c (what PP_COMM_BACKENDS names; its definition is compiled only when
+ * CMake compiles the backend). */
+typedef struct pp_comm_backend {
+    const char *name;           /* "nccl" */
+    pp_device_kind device;      /* the kind of device whose buffers it carries */
+    /* A communicator over world's ranks for buffers in dev's memory, ordered against the
+     * work queued on dev. Collective over world; destroy before dev and world. */
+    pp_status (*create)(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
+    /* The ordinal of the device of this kind at a PCI bus id (placement's gpu_busid); an
+     * error naming the bus id when no visible device sits there. */
+    pp_status (*device_at_busid)(const char *busid, int *index, pp_error *err);
+} pp_comm_backend;
+
+/* The entry serving this kind of device, or NULL when the build has none. */
+const pp_comm_backend *comm_backend_for(pp_device_kind kind);
 
 #endif

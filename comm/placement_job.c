@@ -1,6 +1,7 @@
 /* Placement at the start of a job: which world ranks share a host (MPI shared-memory
- * split) and binding the calling rank to its planned cores, without fighting a binding
- * that mpirun already made. */
+ * split), the device ordinal of a rank's GPU, and binding the calling rank to its planned
+ * cores, without fighting a binding that mpirun already made. */
+#include "comm_internal.h"
 #include "placement_internal.h"
 
 #include <errno.h>
@@ -86,6 +87,18 @@ done:
     free(topo);
     free(name_ptr);
     return st;
+}
+
+pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_kind kind, int *index,
+                                    pp_error *err)
+{
+    if (!p || rank < 0 || rank >= p->nranks)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d out of range (0..%d)", rank, p ? p->nranks - 1 : -1);
+    const pp_rank_place *r = &p->ranks[rank];
+    const pp_comm_backend *b = comm_backend_for(kind);
+    *index = kind == PP_DEVICE_CPU ? 0 : r->local;
+    if (kind == PP_DEVICE_CPU || !r->gpu_busid[0] || !b || !b->device_at_busid) return PP_OK;
+    return b->device_at_busid(r->gpu_busid, index, err);
 }
 
 static int env_is(const char *name, const char *value)

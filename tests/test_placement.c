@@ -4,6 +4,8 @@
  * disjoint and GPU-near cpusets, PCI bus id lookup, JSON, binding, hosts, errors. */
 #include <onnxpipe/placement.h>
 
+#include <pp_backends.h>
+
 #include <hwloc.h>
 #include <math.h>
 #include <setjmp.h>
@@ -398,6 +400,61 @@ static void test_rank_host_interleaved(void **state)
     pp_topology_destroy(t);
 }
 
+/* How many device communicators this build has (PP_COMM_BACKENDS: none, or nccl). */
+#define X(name) +1
+enum { NCOMM_BACKENDS = 0 PP_COMM_BACKENDS };
+#undef X
+
+/* A rank's device ordinal and the communicator of its buffers: the cpu is device 0 and the
+ * MPI world carries its buffers; a GPU rank's ordinal is asked of the communicator backend
+ * by bus id (a NCCL build asks CUDA, which sees no GPU of this fictional machine), and a
+ * build without a communicator for the device says which device it lacks. */
+static void test_device_and_comm(void **state)
+{
+    (void)state;
+    pp_topology *t = load_xml_machine();
+    pp_error err = {0};
+    int64_t params[2] = {1, 1};
+    pp_placement *p = plan(t, 1, 2, 2, params, NULL, 1);
+    int index = -1;
+    assert_int_equal(pp_placement_device_index(p, 3, PP_DEVICE_CPU, &index, &err), PP_OK);
+    assert_int_equal(index, 0);
+    pp_status st = pp_placement_device_index(p, 3, PP_DEVICE_CUDA, &index, &err);
+    printf("rank 3 on GPU %s: %s (%d device communicator(s) built)\n", p->ranks[3].gpu_busid,
+           st == PP_OK ? "its local index" : err.msg, NCOMM_BACKENDS);
+    if (NCOMM_BACKENDS == 0) {
+        assert_int_equal(st, PP_OK);
+        assert_int_equal(index, p->ranks[3].local);
+    } else {
+        assert_int_equal(st, PP_ERR_DEVICE);
+        assert_non_null(strstr(err.msg, p->ranks[3].gpu_busid));
+    }
+    p->ranks[3].gpu_busid[0] = '\0';   /* hwloc saw no GPUs (a container): the local index */
+    assert_int_equal(pp_placement_device_index(p, 3, PP_DEVICE_CUDA, &index, &err), PP_OK);
+    assert_int_equal(index, 3);
+    assert_int_equal(pp_placement_device_index(p, 4, PP_DEVICE_CPU, &index, &err), PP_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "rank 4 out of range (0..3)"));
+    pp_placement_destroy(p);
+    pp_topology_destroy(t);
+
+    pp_comm *world = NULL, *link = NULL;
+    pp_device *cpu = NULL;
+    assert_int_equal(pp_comm_mpi_world(&world, &err), PP_OK);
+    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &cpu, &err), PP_OK);
+    assert_int_equal(pp_comm_for_device(world, cpu, &link, &err), PP_OK);
+    assert_ptr_equal(link, world);
+    if (NCOMM_BACKENDS == 0) {
+        /* never opened: only its kind and index are read before the refusal */
+        pp_device gpu = {.kind = PP_DEVICE_CUDA, .index = 3};
+        assert_int_equal(pp_comm_for_device(world, &gpu, &link, &err), PP_ERR_UNSUPPORTED);
+        printf("%s\n", err.msg);
+        assert_non_null(strstr(err.msg, "rank 0: no communicator for cuda device 3"));
+        assert_null(link);
+    }
+    pp_device_destroy(cpu);
+    pp_comm_destroy(world);
+}
+
 static void test_hosts_world_of_one(void **state)
 {
     (void)state;
@@ -426,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_bind),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_rank_host_interleaved),
+        cmocka_unit_test(test_device_and_comm),
         cmocka_unit_test(test_hosts_world_of_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

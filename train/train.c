@@ -6,7 +6,6 @@
 #include <onnxpipe/placement.h>
 #include <onnxpipe/train.h>
 
-#include "data_comm.h"
 #include "train_ckpt.h"
 #include "train_internal.h"
 
@@ -208,11 +207,9 @@ static pp_status place(run *r, pp_error *err)
 static pp_status open_device(run *r, pp_error *err)
 {
     int index = 0;
-    if (r->kind == PP_DEVICE_CUDA)
-        PP_CHECK(pp_train_gpu_index(r->place->ranks[r->world->rank].gpu_busid, r->place->ranks[r->world->rank].local,
-                                    &index, err));
+    PP_CHECK(pp_placement_device_index(r->place, r->world->rank, r->kind, &index, err));
     PP_CHECK(pp_device_create(r->kind, index, &r->dev, err));
-    return pp_train_data_comm(r->world, r->dev, &r->link, err);
+    return pp_comm_for_device(r->world, r->dev, &r->link, err);
 }
 
 /* --device auto: cuda only when every rank opens a GPU of its own (its index among its

@@ -5,6 +5,7 @@
 #define ONNXPIPE_COMM_H
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/device.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +99,14 @@ pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error 
  * really completed; a step calls it after the host synchronisation that ends it. */
 pp_status pp_comm_check(pp_comm *c, pp_error *err);
 void pp_comm_abort(pp_comm *c, int code);
+
+/* The communicator for buffers in dev's memory (activations and gradients): world itself
+ * when that is host memory (the cpu; *out == world: not to be destroyed), else one the
+ * build's backend for the device makes over world's ranks, ordered against the device's
+ * work (cuda: a NCCL communicator on the device's stream, comm_nccl.h; destroy it with
+ * pp_comm_destroy before dev and world). Collective over world. PP_ERR_UNSUPPORTED naming
+ * the device when this build has no communicator for it. */
+pp_status pp_comm_for_device(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
 
 /* ---- the process grid ------------------------------------------------------- */
 

@@ -147,6 +147,14 @@ pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts, char (
 pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input *in, pp_topology *here, pp_placement **out,
                                 pp_error *err);
 
+/* The ordinal of the device of this kind that p gave rank: 0 on the cpu; else the GPU at
+ * ranks[rank].gpu_busid, asked of the build's communicator backend for the kind (cuda:
+ * cudaDeviceGetByPCIBusId), or the rank's index among its host's ranks when placement saw
+ * no GPUs (a container may hide them from hwloc) or the build has no such backend (then
+ * pp_device_create says what is missing). An error names a bus id no visible GPU has. */
+pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_kind kind, int *index,
+                                    pp_error *err);
+
 typedef enum {
     PP_BIND_APPLIED = 0,  /* bound to the planned cores with hwloc_set_cpubind */
     PP_BIND_EXTERNAL,     /* already bound (mpirun --bind-to ...): left as it is */
