@@ -36,8 +36,6 @@ typedef struct ck_shard {
 } ck_shard;
 
 /* safetensors.c */
-const char *ck_dtype_name(pp_dtype dt);             /* "F32", ... or NULL */
-pp_dtype ck_dtype_parse(const char *s);             /* PP_DTYPE_UNDEFINED if unknown */
 /* Writes the shard as a safetensors file at path (fsynced), checksumming as it goes. */
 pp_status ck_shard_write(ck_shard *sh, const char *path, int64_t step, pp_error *err);
 

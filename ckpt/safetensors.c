@@ -19,18 +19,12 @@ static const struct {
     {PP_DTYPE_U64, "U64"},
 };
 
-const char *ck_dtype_name(pp_dtype dt)
+/* "F32", ... or NULL */
+static const char *dtype_name(pp_dtype dt)
 {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
         if (dtypes[i].dt == dt) return dtypes[i].name;
     return NULL;
-}
-
-pp_dtype ck_dtype_parse(const char *s)
-{
-    for (size_t i = 0; s && i < sizeof dtypes / sizeof dtypes[0]; i++)
-        if (!strcmp(dtypes[i].name, s)) return dtypes[i].dt;
-    return PP_DTYPE_UNDEFINED;
 }
 
 /* The header JSON, padded with spaces to a multiple of 8 bytes. */
@@ -52,7 +46,7 @@ static pp_status header(const ck_shard *sh, int64_t step, char **out, size_t *le
     for (int i = 0; i < sh->nitems; i++) {
         const ck_item *it = &sh->items[i];
         pp_json_begin_object(&j, it->name);
-        pp_json_string(&j, "dtype", ck_dtype_name(it->dtype));
+        pp_json_string(&j, "dtype", dtype_name(it->dtype));
         pp_json_begin_array(&j, "shape");
         for (int d = 0; d < it->shape.rank; d++) pp_json_int(&j, NULL, it->shape.dims[d]);
         pp_json_end_array(&j);

@@ -11,8 +11,6 @@
 hwloc_obj_t topo_gpu_obj(pp_topology *t, int i);
 /* The nearest non-I/O ancestor's facts for a PCI object. */
 void topo_locality(pp_topology *t, hwloc_obj_t pci, pp_pci_locality *out);
-/* OS index of the package holding obj (obj itself or an ancestor), -1 when none does. */
-int topo_package(hwloc_obj_t obj);
 /* Package of the first PU of a cpuset, -1 when unknown. */
 int topo_cpuset_package(pp_topology *t, hwloc_const_bitmap_t set);
 /* NUMA node of the first PU of a cpuset when that PU has exactly one, else -1. */

@@ -107,7 +107,8 @@ pp_status pp_topology_pci_find(pp_topology *t, const char *busid, pp_pci_localit
     return PP_OK;
 }
 
-int topo_package(hwloc_obj_t obj)
+/* OS index of the package holding obj (obj itself or an ancestor), -1 when none does. */
+static int topo_package(hwloc_obj_t obj)
 {
     for (; obj; obj = obj->parent)
         if (obj->type == HWLOC_OBJ_PACKAGE) return (int)obj->os_index;

@@ -18,7 +18,8 @@ const pp_stage_cost *stage_cost(const pp_costs *c, int stage)
     return (c->stage && stage >= 0 && stage < c->num_stages) ? &c->stage[stage] : &c->uniform;
 }
 
-double action_cost(const pp_costs *c, const pp_action *a)
+/* Duration of a compute action under costs (0 for communication). */
+static double action_cost(const pp_costs *c, const pp_action *a)
 {
     if (!c) return 0;
     const pp_stage_cost *sc = stage_cost(c, a->stage);

@@ -72,8 +72,6 @@ void engine_describe_token(const engine *e, long t, char *buf, size_t len);
 /* Checks that every (stage, microbatch) was forwarded and backwarded (after a run). */
 pp_status engine_check_complete(const engine *e, pp_error *err);
 
-/* Duration of a compute action under costs (0 for communication). */
-double action_cost(const pp_costs *c, const pp_action *a);
 const pp_stage_cost *stage_cost(const pp_costs *c, int stage);
 
 /* Grows rank's action array to hold at least n actions (count unchanged). */
