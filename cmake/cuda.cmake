@@ -19,7 +19,7 @@ find_library(NCCL_LIBRARY nccl HINTS ${CUDA_LIB_HINTS} REQUIRED)
 
 # The cuda backend joins the kernels' backend list, and the NCCL communicator the comm/
 # list, through gen/pp_backends.h (CMakeLists.txt): no source is swapped.
-set_target_properties(onnxpipe PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+set_target_properties(onnxpipe_internal PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 
 file(GLOB PP_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
 file(GLOB PP_NCCL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/comm/nccl*.c ${CMAKE_SOURCE_DIR}/comm/nccl*.cu)
@@ -36,6 +36,6 @@ target_include_directories(onnxpipe_cuda PRIVATE ${CMAKE_SOURCE_DIR}/include ${C
                            ${CMAKE_SOURCE_DIR}/kernels/cuda ${CUDNN_INCLUDE_DIR})
 target_link_libraries(onnxpipe_cuda PRIVATE CUDA::toolkit)
 
-target_sources(onnxpipe PRIVATE $<TARGET_OBJECTS:onnxpipe_cuda> ${PP_NCCL_SRC})
-target_include_directories(onnxpipe PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
-target_link_libraries(onnxpipe PUBLIC CUDA::cudart_static CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} stdc++)
+target_sources(onnxpipe_internal PRIVATE $<TARGET_OBJECTS:onnxpipe_cuda> ${PP_NCCL_SRC})
+target_include_directories(onnxpipe_internal PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
+target_link_libraries(onnxpipe_deps INTERFACE CUDA::cudart_static CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} stdc++)
