@@ -3,6 +3,7 @@
  * in comm/nccl_backend.c). What carries a device's buffers is asked of it here. */
 #include "comm_internal.h"
 
+#include <onnxpipe/kernels.h>
 #include <pp_backends.h>
 
 #include <stdio.h>
@@ -40,7 +41,7 @@ pp_status pp_comm_for_device(pp_comm *world, pp_device *dev, pp_comm **out, pp_e
                             !world ? "communicator" : !dev ? "device" : "out");
     *out = NULL;
     /* the host's own memory: MPI carries it */
-    if (dev->kind == PP_DEVICE_CPU) {
+    if (pp_device_caps(dev) & PP_DEVICE_CAP_HOST_MEMORY) {
         *out = world;
         return PP_OK;
     }

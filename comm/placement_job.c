@@ -4,6 +4,8 @@
 #include "comm_internal.h"
 #include "placement_internal.h"
 
+#include <onnxpipe/kernels.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +97,14 @@ pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_k
     if (!p || rank < 0 || rank >= p->nranks)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d out of range (0..%d)", rank, p ? p->nranks - 1 : -1);
     const pp_rank_place *r = &p->ranks[rank];
+    const pp_backend *dev = pp_backend_get(kind);
     const pp_comm_backend *b = comm_backend_for(kind);
-    *index = kind == PP_DEVICE_CPU ? 0 : r->local;
-    if (kind == PP_DEVICE_CPU || !r->gpu_busid[0] || !b || !b->device_at_busid) return PP_OK;
+    if (dev && (dev->caps & PP_DEVICE_CAP_HOST_MEMORY)) {   /* the host is one device */
+        *index = 0;
+        return PP_OK;
+    }
+    *index = r->local;
+    if (!r->gpu_busid[0] || !b || !b->device_at_busid) return PP_OK;
     return b->device_at_busid(r->gpu_busid, index, err);
 }
 

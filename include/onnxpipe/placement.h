@@ -147,7 +147,7 @@ pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts, char (
 pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input *in, pp_topology *here, pp_placement **out,
                                 pp_error *err);
 
-/* The ordinal of the device of this kind that p gave rank: 0 on the cpu; else the GPU at
+/* The ordinal of the device of this kind that p gave rank: 0 on the host (the cpu); else the GPU at
  * ranks[rank].gpu_busid, asked of the build's communicator backend for the kind (cuda:
  * cudaDeviceGetByPCIBusId), or the rank's index among its host's ranks when placement saw
  * no GPUs (a container may hide them from hwloc) or the build has no such backend (then
