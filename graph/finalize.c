@@ -292,10 +292,11 @@ static pp_status check_ops(const pp_graph *g, pp_error *err)
     return PP_OK;
 }
 
-/* An initializer is a parameter when some node reads it at a differentiable input. A
- * floating-point initializer only read as a shape, index or mask is not trained. Walks
- * the initializers' consumer lists (valid after graph_link), not every node input. */
-void graph_mark_params(pp_graph *g)
+/* Marks trainable parameters and sums g->nparams / g->param_bytes. An initializer is a
+ * parameter when some node reads it at a differentiable input; a floating-point
+ * initializer only read as a shape, index or mask is not trained. Walks the initializers'
+ * consumer lists (valid after graph_link), not every node input. */
+static void mark_params(pp_graph *g)
 {
     g->nparams = 0;
     g->param_bytes = 0;
@@ -328,7 +329,7 @@ pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *
     PP_CHECK(check_ops(g, err));
     PP_CHECK(graph_link(g, err));
     PP_CHECK(graph_infer(g, opt, err));
-    graph_mark_params(g);
+    mark_params(g);
     g->finalized = 1;
     return PP_OK;
 }

@@ -79,7 +79,4 @@ pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_
 /* Binds dims, folds constants, removes Identity, infers shapes (graph/infer.c). */
 pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err);
 
-/* Marks trainable parameters and sums g->nparams / g->param_bytes. */
-void graph_mark_params(pp_graph *g);
-
 #endif
