@@ -28,7 +28,10 @@ file(GLOB PP_NCCL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/comm/nccl*.c ${CMAKE
 add_library(onnxpipe_cuda OBJECT ${PP_CUDA_SRC})
 set_target_properties(onnxpipe_cuda PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                       CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
-target_compile_options(onnxpipe_cuda PRIVATE -D_GNU_SOURCE -Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr)
+# hidden like the C objects (CMakeLists.txt): of the .cu files' functions only those the
+# public headers declare (PP_API) stay global in libonnxpipe.a
+target_compile_options(onnxpipe_cuda PRIVATE -D_GNU_SOURCE -Xcompiler=-Wall,-Wextra,-fvisibility=hidden
+                       --expt-relaxed-constexpr)
 if(PP_WERROR)
   target_compile_options(onnxpipe_cuda PRIVATE -Werror=all-warnings -Xcompiler=-Werror)
 endif()

@@ -70,35 +70,37 @@ struct pp_comm {
  * is read here; communicators split from it inherit c->timeout, which callers may change.
  * When it initialises MPI it defaults Open MPI's MPI_Iallreduce to the ring schedule
  * (OMPI_MCA_coll_libnbc_iallreduce_algorithm=1, unless set): see bench/comm.c. */
-pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
+PP_API pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
 /* MPI_Finalize once every communicator is destroyed (call at exit of a job); a no-op
  * when the application initialised MPI itself. */
-void pp_comm_mpi_finalize(void);
+PP_API void pp_comm_mpi_finalize(void);
 /* Ranks that share memory with this one (a host), via MPI_Comm_split_type. */
-pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
+PP_API pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
 /* This process's rank and the size of MPI_COMM_WORLD without any communication (0 and 1
  * when MPI is not running), and MPI_Abort on it when it has several ranks: what an error
  * path uses, since a collective there could wait on ranks that are not failing. */
-void pp_comm_mpi_world_rank(int *rank, int *size);
-void pp_comm_mpi_abort_world(int code);
+PP_API void pp_comm_mpi_world_rank(int *rank, int *size);
+PP_API void pp_comm_mpi_abort_world(int code);
 /* Name of this host (MPI_Get_processor_name). */
-const char *pp_comm_mpi_host(void);
+PP_API const char *pp_comm_mpi_host(void);
 
-void pp_comm_destroy(pp_comm *c);
-pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
-pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
-pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
-pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
-pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req, pp_error *err);
-pp_status pp_comm_allreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_error *err);
-pp_status pp_comm_broadcast(pp_comm *c, void *buf, size_t bytes, int root, pp_error *err);
-pp_status pp_comm_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err);
-pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
-pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
+PP_API void pp_comm_destroy(pp_comm *c);
+PP_API pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
+                               pp_error *err);
+PP_API pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
+PP_API pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
+PP_API pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
+PP_API pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
+                                    pp_error *err);
+PP_API pp_status pp_comm_allreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_error *err);
+PP_API pp_status pp_comm_broadcast(pp_comm *c, void *buf, size_t bytes, int root, pp_error *err);
+PP_API pp_status pp_comm_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err);
+PP_API pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
+PP_API pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
 /* The vtable's check (PP_OK where it has none): whether the operations already waited for
  * really completed; a step calls it after the host synchronisation that ends it. */
-pp_status pp_comm_check(pp_comm *c, pp_error *err);
-void pp_comm_abort(pp_comm *c, int code);
+PP_API pp_status pp_comm_check(pp_comm *c, pp_error *err);
+PP_API void pp_comm_abort(pp_comm *c, int code);
 
 /* The communicator for buffers in dev's memory (activations and gradients): world itself
  * when that is host memory (the cpu; *out == world: not to be destroyed), else one the
@@ -106,7 +108,7 @@ void pp_comm_abort(pp_comm *c, int code);
  * work (cuda: a NCCL communicator on the device's stream, comm_nccl.h; destroy it with
  * pp_comm_destroy before dev and world). Collective over world. PP_ERR_UNSUPPORTED naming
  * the device when this build has no communicator for it. */
-pp_status pp_comm_for_device(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
+PP_API pp_status pp_comm_for_device(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
 
 /* ---- the process grid ------------------------------------------------------- */
 
@@ -128,15 +130,15 @@ typedef struct pp_grid {
 /* Collective over world. Fails on every rank with a clear message when pp x dp !=
  * world size ("--pp 2 x --dp 2 = 4 ranks, but the job has 3; launch with mpirun -np 4").
  * rank, stage, replica, prev, next are ranks of world. */
-pp_status pp_grid_create(pp_comm *world, int pp, int dp, pp_grid_order order, pp_grid **out, pp_error *err);
-void pp_grid_destroy(pp_grid *g);
+PP_API pp_status pp_grid_create(pp_comm *world, int pp, int dp, pp_grid_order order, pp_grid **out, pp_error *err);
+PP_API void pp_grid_destroy(pp_grid *g);
 /* World rank of (stage, replica). */
-int pp_grid_rank_of(const pp_grid *g, int stage, int replica);
+PP_API int pp_grid_rank_of(const pp_grid *g, int stage, int replica);
 /* A communicator over the given stages of my replica (tied weights: first and last
  * stage share the token embedding); its rank i holds stages[i]. Collective over the
  * world: every rank calls it with the same stage list (distinct, in 0..pp-1); ranks of
  * other stages get NULL. The caller destroys it. */
-pp_status pp_grid_stage_group(pp_grid *g, const int *stages, int nstages, pp_comm **out, pp_error *err);
+PP_API pp_status pp_grid_stage_group(pp_grid *g, const int *stages, int nstages, pp_comm **out, pp_error *err);
 
 #ifdef __cplusplus
 }

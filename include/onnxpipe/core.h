@@ -19,6 +19,11 @@ extern "C" {
 #define PP_HD
 #endif
 
+/* What libonnxpipe.a exports: the functions the public headers declare, and nothing else.
+ * The library is compiled with -fvisibility=hidden and its one object has every other
+ * symbol made local (CMakeLists.txt), so a program's own iter_next never meets ours. */
+#define PP_API __attribute__((visibility("default")))
+
 #define PP_VERSION "0.1.0"     /* onnxpipe's version (CMakeLists.txt project VERSION) */
 
 typedef enum {
@@ -38,7 +43,7 @@ typedef enum {
     PP_STATUS_COUNT
 } pp_status;
 
-const char *pp_status_string(pp_status st);
+PP_API const char *pp_status_string(pp_status st);
 
 #define PP_ERROR_LEN 1024
 /* The message carries the context a user needs (file, node, rank, value). */
@@ -50,19 +55,19 @@ typedef struct pp_error {
 /* Fills err (may be NULL) and returns st, so `return pp_error_set(err, ...)` reads well.
  * The message is escaped as pp_text_escape does, keeping its newlines and tabs: names
  * quoted from a model file cannot put control bytes on the user's terminal. */
-pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
+PP_API pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends context ("while loading 'x.onnx': ") to an error already set. */
-pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
+PP_API pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void pp_error_clear(pp_error *err);
+PP_API void pp_error_clear(pp_error *err);
 
 /* An allocation that failed: "out of memory (module/file.c:LINE)", so a report says where. */
 #define PP_NOMEM(err) pp_error_nomem((err), __FILE__, __LINE__)
-pp_status pp_error_nomem(pp_error *err, const char *file, int line);
+PP_API pp_status pp_error_nomem(pp_error *err, const char *file, int line);
 /* With PP_LOG=debug, every failing PP_CHECK leaves a line "file:line: expr: status" (NCCL's
  * habit), so the path an error took back up is visible; otherwise it costs nothing. */
-void pp_check_trace(const char *file, int line, const char *expr, pp_status st);
+PP_API void pp_check_trace(const char *file, int line, const char *expr, pp_status st);
 
 /* Return on failure. */
 #define PP_CHECK(expr)                                                 \
@@ -102,20 +107,20 @@ typedef enum {
     PP_DTYPE_BF16 = 16,
 } pp_dtype;
 
-size_t pp_dtype_size(pp_dtype dt);          /* bytes per element; 0 if unknown or string */
-const char *pp_dtype_name(pp_dtype dt);     /* "float32", "int64", ... */
-pp_dtype pp_dtype_parse(const char *name);  /* the inverse; PP_DTYPE_UNDEFINED if unknown */
-int pp_dtype_is_float(pp_dtype dt);         /* f16, bf16, f32, f64 */
+PP_API size_t pp_dtype_size(pp_dtype dt);          /* bytes per element; 0 if unknown or string */
+PP_API const char *pp_dtype_name(pp_dtype dt);     /* "float32", "int64", ... */
+PP_API pp_dtype pp_dtype_parse(const char *name);  /* the inverse; PP_DTYPE_UNDEFINED if unknown */
+PP_API int pp_dtype_is_float(pp_dtype dt);         /* f16, bf16, f32, f64 */
 
 /* Logging. PP_LOG=error|warn|info|debug (default warn); read once in pp_log_init. */
 typedef enum { PP_LOG_ERROR = 0, PP_LOG_WARN, PP_LOG_INFO, PP_LOG_DEBUG } pp_log_level;
-void pp_log_init(void);
-void pp_log_set_level(pp_log_level level);
-int pp_log_enabled(pp_log_level level);
+PP_API void pp_log_init(void);
+PP_API void pp_log_set_level(pp_log_level level);
+PP_API int pp_log_enabled(pp_log_level level);
 /* One line on stderr, escaped as error messages are. */
-void pp_log(pp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+PP_API void pp_log(pp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix of every log line, e.g. "[rank 3] " (empty by default). */
-void pp_log_set_prefix(const char *prefix);
+PP_API void pp_log_set_prefix(const char *prefix);
 
 /* Text from a model file (a node, tensor or dim name), made safe to print: C0 controls
  * (newline and tab too unless keep_layout), DEL, C1 controls, bidirectional overrides
@@ -123,26 +128,26 @@ void pp_log_set_prefix(const char *prefix);
  * so escaping escaped text changes nothing. pp_text_escape writes at most len bytes with
  * the NUL into buf (cut before a whole character or escape) and returns buf;
  * pp_text_fputs writes all of s. s may be NULL (""). */
-const char *pp_text_escape(const char *s, int keep_layout, char *buf, size_t len);
-void pp_text_fputs(const char *s, int keep_layout, FILE *out);
+PP_API const char *pp_text_escape(const char *s, int keep_layout, char *buf, size_t len);
+PP_API void pp_text_fputs(const char *s, int keep_layout, FILE *out);
 
 /* Memory helpers that return NULL on overflow as well as on exhaustion. */
-void *pp_malloc(size_t n);
-void *pp_calloc(size_t count, size_t size);
-void *pp_realloc_array(void *p, size_t count, size_t size);
-char *pp_strdup(const char *s);
+PP_API void *pp_malloc(size_t n);
+PP_API void *pp_calloc(size_t count, size_t size);
+PP_API void *pp_realloc_array(void *p, size_t count, size_t size);
+PP_API char *pp_strdup(const char *s);
 
 /* CRC32C (Castagnoli), for checkpoint manifests. crc starts at 0. */
-uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
+PP_API uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
 /* The CRC32C of A followed by B, from crc(A), crc(B) and B's length (no data pass). */
-uint32_t pp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
+PP_API uint32_t pp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
 /* Wall-clock seconds from a monotonic clock. */
-double pp_now(void);
+PP_API double pp_now(void);
 
 /* Human-readable byte counts and counts: "1.50 MiB", "12.3M". buf >= 32 bytes. */
-const char *pp_format_bytes(double bytes, char *buf, size_t len);
-const char *pp_format_count(double n, char *buf, size_t len);
+PP_API const char *pp_format_bytes(double bytes, char *buf, size_t len);
+PP_API const char *pp_format_count(double n, char *buf, size_t len);
 
 /* A small streaming JSON writer with stable key order (the caller's order).
  * Strings are escaped; doubles print with %.17g unless pretty-rounding is asked. */
@@ -152,19 +157,19 @@ typedef struct pp_json {
     int first[64];   /* 1 when nothing has been written at this depth yet */
     int pretty;      /* indent with two spaces per level */
 } pp_json;
-void pp_json_init(pp_json *j, FILE *out, int pretty);
-void pp_json_begin_object(pp_json *j, const char *key);  /* key NULL inside arrays / at top */
-void pp_json_end_object(pp_json *j);
-void pp_json_begin_array(pp_json *j, const char *key);
-void pp_json_end_array(pp_json *j);
-void pp_json_string(pp_json *j, const char *key, const char *value);
-void pp_json_int(pp_json *j, const char *key, int64_t value);
-void pp_json_double(pp_json *j, const char *key, double value);
-void pp_json_bool(pp_json *j, const char *key, int value);
-void pp_json_null(pp_json *j, const char *key);
-void pp_json_finish(pp_json *j);  /* newline after the top-level value */
+PP_API void pp_json_init(pp_json *j, FILE *out, int pretty);
+PP_API void pp_json_begin_object(pp_json *j, const char *key);  /* key NULL inside arrays / at top */
+PP_API void pp_json_end_object(pp_json *j);
+PP_API void pp_json_begin_array(pp_json *j, const char *key);
+PP_API void pp_json_end_array(pp_json *j);
+PP_API void pp_json_string(pp_json *j, const char *key, const char *value);
+PP_API void pp_json_int(pp_json *j, const char *key, int64_t value);
+PP_API void pp_json_double(pp_json *j, const char *key, double value);
+PP_API void pp_json_bool(pp_json *j, const char *key, int value);
+PP_API void pp_json_null(pp_json *j, const char *key);
+PP_API void pp_json_finish(pp_json *j);  /* newline after the top-level value */
 /* A value that is already JSON text (the caller vouches for it), written as is. */
-void pp_json_raw(pp_json *j, const char *key, const char *json);
+PP_API void pp_json_raw(pp_json *j, const char *key, const char *json);
 
 /* A small JSON reader (for dataset headers and manifests): a tree of values. */
 typedef enum { PP_JNULL, PP_JBOOL, PP_JNUM, PP_JSTR, PP_JARR, PP_JOBJ } pp_jtype;
@@ -177,10 +182,10 @@ typedef struct pp_jvalue {
     int n;
 } pp_jvalue;
 /* Parses text; errors name the byte offset. Free with pp_json_free. */
-pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err);
-void pp_json_free(pp_jvalue *v);
+PP_API pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err);
+PP_API void pp_json_free(pp_jvalue *v);
 /* Member of an object, or NULL. */
-const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key);
+PP_API const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key);
 
 #ifdef __cplusplus
 }

@@ -43,8 +43,8 @@ typedef struct pp_driver_config {
 
 /* Builds this rank's stages (the virtual stages the schedule puts on grid->stage) and
  * the tied-weight groups. Collective over the world communicator. */
-pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err);
-void pp_driver_destroy(pp_driver *d);
+PP_API pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err);
+PP_API void pp_driver_destroy(pp_driver *d);
 
 typedef struct pp_step_stats {
     double loss;            /* mean over the global batch (the same on every rank) */
@@ -55,7 +55,7 @@ typedef struct pp_step_stats {
 } pp_step_stats;
 
 /* Runs one step (step counts from 1) with learning rate lr. */
-pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
+PP_API pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
 
 /* Sees the last stage's slot after each forward of pp_driver_forward (loss, logits). */
 typedef pp_status (*pp_observe_fn)(void *user, pp_stage *stage, int slot, int64_t microbatch, pp_error *err);
@@ -65,15 +65,15 @@ typedef pp_status (*pp_observe_fn)(void *user, pp_stage *stage, int slot, int64_
  * through, BatchNorm uses its running statistics), keeps nothing for backward and makes
  * no gradient. feed fills data inputs (its step argument is `key`), observe runs on the
  * last stage. Collective over the ranks of this replica; between steps only. */
-pp_status pp_driver_forward(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
-                            pp_observe_fn observe, void *observe_user, pp_error *err);
+PP_API pp_status pp_driver_forward(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
+                                   pp_observe_fn observe, void *observe_user, pp_error *err);
 
 /* Records when each action of the following steps runs (on: 1), keeping the last step;
  * then pp_driver_write_trace, collective over `control`, gathers every rank's record and
  * rank 0 writes a Perfetto / chrome://tracing JSON to out (one process per rank, compute
  * and communication rows, seconds from each rank's step start). */
-pp_status pp_driver_record(pp_driver *d, int on, pp_error *err);
-pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_error *err);
+PP_API pp_status pp_driver_record(pp_driver *d, int on, pp_error *err);
+PP_API pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_error *err);
 
 /* What pp_driver_record keeps of the last step: every action (kind a pp_action_kind),
  * and, between them, the time blocked on messages and reductions (PP_EVENT_WAIT) and each
@@ -85,14 +85,14 @@ typedef struct pp_driver_event {
     int kind, stage, microbatch, peer;
     double bytes, t_start, t_end;
 } pp_driver_event;
-int pp_driver_events(const pp_driver *d, const pp_driver_event **out);
-void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len);   /* "1F3", "wait", ... */
-double pp_driver_step_start(const pp_driver *d);
+PP_API int pp_driver_events(const pp_driver *d, const pp_driver_event **out);
+PP_API void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len);   /* "1F3", "wait", ... */
+PP_API double pp_driver_step_start(const pp_driver *d);
 
 /* This rank's stages (for export and checkpoints). */
-int pp_driver_num_stages(const pp_driver *d);
-pp_stage *pp_driver_stage(pp_driver *d, int i);
-int pp_driver_stage_index(const pp_driver *d, int i);    /* its virtual stage */
+PP_API int pp_driver_num_stages(const pp_driver *d);
+PP_API pp_stage *pp_driver_stage(pp_driver *d, int i);
+PP_API int pp_driver_stage_index(const pp_driver *d, int i);    /* its virtual stage */
 
 #ifdef __cplusplus
 }

@@ -46,9 +46,9 @@ typedef struct pp_mlp_config {
 } pp_mlp_config;
 
 /* Defaults: L=4, D=256, H=4, V=256, T=128, symbolic batch, seed 0, opset 17, no loss. */
-pp_gpt_config pp_gpt_config_default(void);
+PP_API pp_gpt_config pp_gpt_config_default(void);
 /* Defaults: in=32, hidden 64,64, classes=10, symbolic batch, seed 0, opset 17, no loss. */
-pp_mlp_config pp_mlp_config_default(void);
+PP_API pp_mlp_config pp_mlp_config_default(void);
 
 /* Weights are drawn from one splitmix64 stream seeded with cfg->seed, tensor after
  * tensor in the order the model defines them, each element from the next 64-bit draw(s):
@@ -62,8 +62,8 @@ pp_mlp_config pp_mlp_config_default(void);
  * are Constant nodes, never trainable; GPT MatMul weights are [in, out] (x · W + b).
  * The graph is finalized with no_fold and allow_unknown_dims (the batch dim may be
  * symbolic). The caller destroys *out. */
-pp_status pp_example_gpt(const pp_gpt_config *cfg, pp_graph **out, pp_error *err);
-pp_status pp_example_mlp(const pp_mlp_config *cfg, pp_graph **out, pp_error *err);
+PP_API pp_status pp_example_gpt(const pp_gpt_config *cfg, pp_graph **out, pp_error *err);
+PP_API pp_status pp_example_mlp(const pp_mlp_config *cfg, pp_graph **out, pp_error *err);
 
 #ifdef __cplusplus
 }

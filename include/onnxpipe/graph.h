@@ -100,10 +100,10 @@ typedef struct pp_graph_options {
 
 /* Reads an ONNX model (IR 7-10, opsets 13-21), including external data (mmapped),
  * and finalizes it. opt may be NULL. */
-pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph **out, pp_error *err);
+PP_API pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph **out, pp_error *err);
 /* Same, from a serialized ModelProto in memory; base_dir resolves external data (may be NULL). */
-pp_status pp_graph_load_buffer(const void *buf, size_t len, const char *base_dir,
-                               const pp_graph_options *opt, pp_graph **out, pp_error *err);
+PP_API pp_status pp_graph_load_buffer(const void *buf, size_t len, const char *base_dir,
+                                      const pp_graph_options *opt, pp_graph **out, pp_error *err);
 
 typedef struct pp_graph_save_options {
     int64_t external_threshold;  /* initializers go to external data when the model's weights
@@ -112,47 +112,50 @@ typedef struct pp_graph_save_options {
 } pp_graph_save_options;
 
 /* Writes a valid ONNX model. opt may be NULL. */
-pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save_options *opt,
-                        pp_error *err);
+PP_API pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save_options *opt,
+                               pp_error *err);
 
 /* ---- building ----------------------------------------------------------- */
 
 /* An empty graph to build in code; opset is the ai.onnx version. */
-pp_status pp_graph_create(const char *name, int64_t opset, pp_graph **out, pp_error *err);
-void pp_graph_destroy(pp_graph *g);
+PP_API pp_status pp_graph_create(const char *name, int64_t opset, pp_graph **out, pp_error *err);
+PP_API void pp_graph_destroy(pp_graph *g);
 
 /* Memory and strings owned by the graph, freed with it. */
-void *pp_graph_alloc(pp_graph *g, size_t n);
-const char *pp_graph_strdup(pp_graph *g, const char *s);
+PP_API void *pp_graph_alloc(pp_graph *g, size_t n);
+PP_API const char *pp_graph_strdup(pp_graph *g, const char *s);
 
 /* The id of the value with this name, created (kind NODE, dtype undefined) if absent; -1 on OOM. */
-int pp_graph_value(pp_graph *g, const char *name);
+PP_API int pp_graph_value(pp_graph *g, const char *name);
 /* The id of the value with this name, or -1. */
-int pp_graph_find_value(const pp_graph *g, const char *name);
+PP_API int pp_graph_find_value(const pp_graph *g, const char *name);
 
-pp_status pp_graph_add_input(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
-                             pp_error *err);
+PP_API pp_status pp_graph_add_input(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                                    pp_error *err);
 /* copy != 0 copies the data into the graph; copy == 0 borrows it (it must outlive the graph). */
-pp_status pp_graph_add_initializer(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
-                                   const void *data, size_t nbytes, int copy, pp_error *err);
+PP_API pp_status pp_graph_add_initializer(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                                          const void *data, size_t nbytes, int copy, pp_error *err);
 /* Declares a graph output; dtype/shape may be UNDEFINED / NULL (inferred). */
-pp_status pp_graph_add_output(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
-                              pp_error *err);
+PP_API pp_status pp_graph_add_output(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                                     pp_error *err);
 /* Adds a node; "" in inputs/outputs marks an omitted optional one. name may be NULL. */
-pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain, const char *name,
-                            const char *const *inputs, int ninputs,
-                            const char *const *outputs, int noutputs,
-                            int *node_id, pp_error *err);
+PP_API pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain, const char *name,
+                                   const char *const *inputs, int ninputs,
+                                   const char *const *outputs, int noutputs,
+                                   int *node_id, pp_error *err);
 /* Attributes on node node_id (copied into the graph). */
-pp_status pp_graph_set_attr_int(pp_graph *g, int node_id, const char *name, int64_t v, pp_error *err);
-pp_status pp_graph_set_attr_float(pp_graph *g, int node_id, const char *name, float v, pp_error *err);
-pp_status pp_graph_set_attr_string(pp_graph *g, int node_id, const char *name, const char *v, pp_error *err);
-pp_status pp_graph_set_attr_ints(pp_graph *g, int node_id, const char *name, const int64_t *v, int n, pp_error *err);
-pp_status pp_graph_set_attr_floats(pp_graph *g, int node_id, const char *name, const float *v, int n, pp_error *err);
-pp_status pp_graph_set_attr_tensor(pp_graph *g, int node_id, const char *name, const pp_const_tensor *t, pp_error *err);
+PP_API pp_status pp_graph_set_attr_int(pp_graph *g, int node_id, const char *name, int64_t v, pp_error *err);
+PP_API pp_status pp_graph_set_attr_float(pp_graph *g, int node_id, const char *name, float v, pp_error *err);
+PP_API pp_status pp_graph_set_attr_string(pp_graph *g, int node_id, const char *name, const char *v, pp_error *err);
+PP_API pp_status pp_graph_set_attr_ints(pp_graph *g, int node_id, const char *name, const int64_t *v, int n,
+                                        pp_error *err);
+PP_API pp_status pp_graph_set_attr_floats(pp_graph *g, int node_id, const char *name, const float *v, int n,
+                                          pp_error *err);
+PP_API pp_status pp_graph_set_attr_tensor(pp_graph *g, int node_id, const char *name, const pp_const_tensor *t,
+                                          pp_error *err);
 /* Any attribute, copied (used by the loader and by subgraph extraction). */
-pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error *err);
-pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, pp_error *err);
+PP_API pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error *err);
+PP_API pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, pp_error *err);
 
 /* Links values to producers and consumers, checks that every value has one producer,
  * sorts nodes topologically (a cycle is an error naming a node on it), rejects ops
@@ -160,26 +163,26 @@ pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, p
  * folds constant subgraphs and removes Identity nodes (unless opt->no_fold),
  * infers every shape, and marks trainable parameters: floating-point initializers
  * that reach a differentiable input of some node. opt may be NULL. */
-pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *err);
+PP_API pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *err);
 
 /* ---- queries ------------------------------------------------------------ */
 
 /* The constant data of a value (initializer), or NULL. */
-const pp_const_tensor *pp_graph_const(const pp_graph *g, int value);
+PP_API const pp_const_tensor *pp_graph_const(const pp_graph *g, int value);
 /* A 64-bit hash of what the model is, for checkpoints: graph inputs and outputs (names,
  * dtypes), every trainable parameter (name, dtype, shape) and the nodes that read it
  * (name, op type); not the weights. The same for any dims bound at load. */
-uint64_t pp_graph_model_hash(const pp_graph *g);
+PP_API uint64_t pp_graph_model_hash(const pp_graph *g);
 /* Node id by name, or -1. */
-int pp_graph_find_node(const pp_graph *g, const char *name);
+PP_API int pp_graph_find_node(const pp_graph *g, const char *name);
 
 /* A new finalized graph holding the given nodes of g (ids in g's topological order):
  * its inputs are the non-constant values those nodes consume but do not produce,
  * its initializers the ones they use (data borrowed from g, which must outlive it),
  * its outputs the values listed in out_values. */
-pp_status pp_graph_extract(const pp_graph *g, const int *nodes, int nnodes,
-                           const int *out_values, int nout, const char *name,
-                           pp_graph **out, pp_error *err);
+PP_API pp_status pp_graph_extract(const pp_graph *g, const int *nodes, int nnodes,
+                                  const int *out_values, int nout, const char *name,
+                                  pp_graph **out, pp_error *err);
 
 #ifdef __cplusplus
 }

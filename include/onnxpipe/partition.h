@@ -27,7 +27,7 @@ typedef struct pp_node_cost {
  * MatMul/Gemm 2*M*N*K, Conv 2*out_elems*(Cin/group)*kernel, pooling out*kernel,
  * elementwise out_elems, softmax / layernorm / loss a few per element, data movement
  * (Reshape, Transpose, Gather, Concat, ...) zero. */
-pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err);
+PP_API pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err);
 
 /* ---- the exact linear partition (graph-free) -------------------------------- */
 
@@ -50,10 +50,10 @@ typedef struct pp_linear_result {
  * c+1; cut_cost may be NULL) by a DP over stages restricted to each stage's feasible
  * window of end positions, with a sliding-window minimum (O(sum of windows) <= O(n*P)).
  * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). */
-pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
-                              const int64_t *coef_a, const int64_t *coef_b,
-                              const int64_t *cut_cost, int *ends, pp_linear_result *res,
-                              pp_error *err);
+PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
+                                     const int64_t *coef_a, const int64_t *coef_b,
+                                     const int64_t *cut_cost, int *ends, pp_linear_result *res,
+                                     pp_error *err);
 
 /* ---- partition of a graph --------------------------------------------------- */
 
@@ -65,9 +65,9 @@ typedef enum {
     PP_BALANCE_UNIFORM,     /* node count */
 } pp_balance;
 
-const char *pp_balance_name(pp_balance b);          /* "params", ... */
+PP_API const char *pp_balance_name(pp_balance b);          /* "params", ... */
 /* Parses "params|flops|memory|uniform"; returns 0 on an unknown name. */
-int pp_balance_parse(const char *s, pp_balance *out);
+PP_API int pp_balance_parse(const char *s, pp_balance *out);
 
 typedef struct pp_partition_options {
     pp_balance balance;
@@ -155,9 +155,9 @@ typedef struct pp_partition {
  * Errors: nstages < 1 or > nnodes, no trainable parameters under the params balance,
  * unknown shapes under the flops or memory balance, unknown / unordered / wrongly
  * counted manual cuts. */
-pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
-                              pp_partition **out, pp_error *err);
-void pp_partition_destroy(pp_partition *p);
+PP_API pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
+                                     pp_partition **out, pp_error *err);
+PP_API void pp_partition_destroy(pp_partition *p);
 
 /* Memory a stage needs for training with Adam under 1F1B with M microbatches:
  * params + grads + 2 optimizer moments (each param_bytes) + stashed activations of
@@ -168,22 +168,22 @@ typedef struct pp_stage_memory {
     int64_t stash_bytes;        /* -1 when activations are unknown */
     int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
 } pp_stage_memory;
-pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches);
+PP_API pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches);
 
 /* ---- per-stage subgraphs and views ------------------------------------------ */
 
 /* Stage s as a graph of its own: inputs = stage inputs, outputs = stage outputs
  * (pp_graph_extract; initializer data borrowed from p->graph). */
-pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err);
+PP_API pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err);
 /* Writes DIR/stage-0.onnx .. DIR/stage-(P-1).onnx (DIR is created if missing). */
-pp_status pp_partition_save_stages(const pp_partition *p, const char *dir, pp_error *err);
+PP_API pp_status pp_partition_save_stages(const pp_partition *p, const char *dir, pp_error *err);
 
 /* The human-readable preview (model summary, stage table, balance, skips, tied, inputs). */
-void pp_partition_print(const pp_partition *p, FILE *out);
+PP_API void pp_partition_print(const pp_partition *p, FILE *out);
 /* The same as JSON with stable keys. */
-void pp_partition_write_json(const pp_partition *p, pp_json *j);
+PP_API void pp_partition_write_json(const pp_partition *p, pp_json *j);
 /* A Graphviz view: nodes as boxes "name\nop" coloured by stage, cut edges bold. */
-pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_error *err);
+PP_API pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_error *err);
 
 #ifdef __cplusplus
 }

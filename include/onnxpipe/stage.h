@@ -41,14 +41,14 @@ typedef struct pp_stage_options {
 } pp_stage_options;
 
 /* Builds stage `index` of partition part (whose graph must outlive the stage). */
-pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
-                          pp_stage **out, pp_error *err);
+PP_API pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
+                                 pp_stage **out, pp_error *err);
 /* Builds a stage holding nodes [first, end) of g in topological order; `last`
  * says whether it computes the loss. Parameters are copied from g's initializers
  * onto dev. g must outlive the stage. */
-pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
-                                const pp_stage_options *opt, pp_stage **out, pp_error *err);
-void pp_stage_destroy(pp_stage *s);
+PP_API pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
+                                       const pp_stage_options *opt, pp_stage **out, pp_error *err);
+PP_API void pp_stage_destroy(pp_stage *s);
 
 /* What crosses the stage's boundaries. Inputs are, in this order: activations received
  * from the previous stage (sorted by value id), then graph inputs this stage reads (data:
@@ -63,24 +63,24 @@ typedef struct pp_stage_port {
     size_t nbytes;
 } pp_stage_port;
 
-pp_device *pp_stage_device(const pp_stage *s);
-int pp_stage_num_inputs(const pp_stage *s);
-const pp_stage_port *pp_stage_input(const pp_stage *s, int i);
-int pp_stage_num_outputs(const pp_stage *s);
-const pp_stage_port *pp_stage_output(const pp_stage *s, int i);
+PP_API pp_device *pp_stage_device(const pp_stage *s);
+PP_API int pp_stage_num_inputs(const pp_stage *s);
+PP_API const pp_stage_port *pp_stage_input(const pp_stage *s, int i);
+PP_API int pp_stage_num_outputs(const pp_stage *s);
+PP_API const pp_stage_port *pp_stage_output(const pp_stage *s, int i);
 
 /* Buffers in device memory, for a comm to receive into or send from directly.
  *  input:       slot's forward input i (write before pp_stage_forward)
  *  output:      slot's forward output i (valid after pp_stage_forward)
  *  grad_output: gradient of output i (write before pp_stage_backward; not on the last stage)
  *  grad_input:  gradient of activation input i (valid after the backward input half) */
-void *pp_stage_input_buffer(pp_stage *s, int slot, int i);
-void *pp_stage_output_buffer(pp_stage *s, int slot, int i);
-void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i);
-void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
+PP_API void *pp_stage_input_buffer(pp_stage *s, int slot, int i);
+PP_API void *pp_stage_output_buffer(pp_stage *s, int slot, int i);
+PP_API void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i);
+PP_API void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
 /* A graph output this stage produces (e.g. logits), valid after pp_stage_forward; NULL
  * if the value is not a graph output of this stage. */
-void *pp_stage_value_buffer(pp_stage *s, int slot, int value);
+PP_API void *pp_stage_value_buffer(pp_stage *s, int slot, int value);
 
 typedef enum {
     PP_BACKWARD_FULL = 3,   /* input and weight gradients */
@@ -90,22 +90,22 @@ typedef enum {
 
 /* Training mode (Dropout drops, BatchNorm uses and updates batch statistics) on or off
  * for the following forwards; it starts as opt->training. */
-void pp_stage_set_training(pp_stage *s, int on);
+PP_API void pp_stage_set_training(pp_stage *s, int on);
 
 /* Runs the forward of microbatch `microbatch` of step `step` in stash slot `slot`. */
-pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
+PP_API pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 /* The last stage's loss for that slot (mean over the microbatch), after forward. */
-double pp_stage_loss(const pp_stage *s, int slot);
+PP_API double pp_stage_loss(const pp_stage *s, int slot);
 /* The loss's seed and share (stage/loss.c says the convention). A slot's seed, dL/d(loss
  * of its microbatch), starts as microbatch / global_batch (1 / global_batch for a 'sum'
  * loss). A trainer whose labels have ignore_index entries or class weights gives each
  * slot, before its backward, the weight of its microbatch's labels and of the global
  * batch's (pp_loss_labels_weight): the seed becomes their ratio (0 when the global batch
  * weighs nothing), so the gradient is the global mean whatever the layout. */
-void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight);
+PP_API void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight);
 /* The slot's share of the step's loss, seed x loss (loss as pp_stage_loss read it); the
  * step's loss is the sum of the shares over microbatches and replicas. */
-double pp_stage_loss_share(const pp_stage *s, int slot, double loss);
+PP_API double pp_stage_loss_share(const pp_stage *s, int slot, double loss);
 /* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
 typedef struct pp_loss_labels {
     const char *labels;          /* the graph input (or the --labels name) holding the labels */
@@ -116,18 +116,19 @@ typedef struct pp_loss_labels {
 /* PP_ERR_UNSUPPORTED when the stage has no loss, the labels are computed from something
  * other than a graph input by reshapes, the class weights are not a float initializer, or
  * the loss is not a mean (then the default seeds are the right ones). */
-pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
+PP_API pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
 /* The weight of labels y [groups x per], `groups` microbatches of `per` labels back to
  * back, counted once: a label other than ignore_index counts its class weight, or 1
  * (with class weights, one outside [0, classes) counts nothing). weight[j] (NULL: not
  * wanted) receives group j's; returns the sum over all, added label by label. */
-double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per, double *weight);
+PP_API double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per,
+                                    double *weight);
 
 /* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
  * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
  * node and tensor of the first non-finite value (PP_OK if it finds none). */
-pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
-pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
+PP_API pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
+PP_API pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
 
 /* Parameters: one flat fp32 buffer on the device, with a table by initializer name. */
 typedef struct pp_stage_param {
@@ -138,17 +139,17 @@ typedef struct pp_stage_param {
     pp_shape shape;
 } pp_stage_param;
 
-int pp_stage_num_params(const pp_stage *s);
-const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
-int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
-float *pp_stage_params(pp_stage *s);
-float *pp_stage_grads(pp_stage *s);
-float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats: parameter p's
+PP_API int pp_stage_num_params(const pp_stage *s);
+PP_API const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
+PP_API int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
+PP_API float *pp_stage_params(pp_stage *s);
+PP_API float *pp_stage_grads(pp_stage *s);
+PP_API float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats: parameter p's
                                                       slots (Adam: m then v, p->numel each) lie
                                                       back to back from slots x p->offset */
-int pp_stage_optim_slots(const pp_stage *s);        /* pp_optim_state_slots of its optimizer */
-const pp_optim_hparams *pp_stage_optim(const pp_stage *s);
-const pp_graph *pp_stage_graph(const pp_stage *s);
+PP_API int pp_stage_optim_slots(const pp_stage *s);        /* pp_optim_state_slots of its optimizer */
+PP_API const pp_optim_hparams *pp_stage_optim(const pp_stage *s);
+PP_API const pp_graph *pp_stage_graph(const pp_stage *s);
 
 /* Persistent state that is not trained but changes while training: BatchNormalization's
  * running mean and variance (initializers the training forward updates). Checkpoints
@@ -161,25 +162,25 @@ typedef struct pp_stage_buffer {
     pp_shape shape;
     size_t nbytes;
 } pp_stage_buffer;
-int pp_stage_num_buffers(const pp_stage *s);
-pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp_error *err);
+PP_API int pp_stage_num_buffers(const pp_stage *s);
+PP_API pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp_error *err);
 
 /* Gradient buckets can be reduced while backward goes on: during a backward that computes
  * weight gradients the hook runs after each op that finished some, with done = how many
  * such ops have run; parameter i's gradient is final (for this microbatch) once
  * done >= pp_stage_param_ready(s, i). fn NULL removes the hook. */
 typedef void (*pp_stage_grad_hook)(void *user, int done);
-void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user);
-int pp_stage_param_ready(const pp_stage *s, int i);
+PP_API void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user);
+PP_API int pp_stage_param_ready(const pp_stage *s, int i);
 
-pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);
+PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);
 /* sum of squared gradients of this stage's parameters (clipping sums it across stages) */
-pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);
+PP_API pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);
 /* Checks gradients for NaN/Inf; names the parameter and step. */
-pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
+PP_API pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
 /* One optimizer step with learning rate lr; gradients are multiplied by grad_scale first
  * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. */
-pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
+PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
 
 /* What the stage allocated on its device, in bytes: the flat parameter, gradient and
  * optimizer-state buffers, the stash (slots x bytes per slot: the schedule's peak of
@@ -188,7 +189,7 @@ typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
     int slots;
 } pp_stage_bytes;
-void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
+PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
 
 /* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
  * Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as
@@ -202,11 +203,11 @@ typedef struct pp_stage_op_profile {
 } pp_stage_op_profile;
 
 /* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. */
-pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err);
-void pp_stage_profile_reset(pp_stage *s);
+PP_API pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err);
+PP_API void pp_stage_profile_reset(pp_stage *s);
 /* One row per op type of the stage, by total time, largest first; *n rows. NULL when
  * profiling is off. Valid until the next call on s. */
-const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
+PP_API const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
 
 /* Every kernel call one by one while profiling is on and events are kept (on = 1):
  * op index (pp_stage_op_describe), forward or backward, start and end (pp_now seconds),
@@ -217,9 +218,9 @@ typedef struct pp_stage_op_event {
     double t_start, t_end;
     double flops;
 } pp_stage_op_event;
-pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err);
-const pp_stage_op_event *pp_stage_profile_get_events(const pp_stage *s, int *n);
-void pp_stage_profile_clear_events(pp_stage *s);
+PP_API pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err);
+PP_API const pp_stage_op_event *pp_stage_profile_get_events(const pp_stage *s, int *n);
+PP_API void pp_stage_profile_clear_events(pp_stage *s);
 /* Op o of the stage's forward (fused ops are one op): node name, op type, input and
  * output shapes ("[8,16,32] [32,32] -> [8,16,32]"), forward FLOPs of one call. */
 typedef struct pp_stage_op_info {
@@ -227,8 +228,8 @@ typedef struct pp_stage_op_info {
     char shapes[192];
     double flops;
 } pp_stage_op_info;
-int pp_stage_num_ops(const pp_stage *s);
-void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
+PP_API int pp_stage_num_ops(const pp_stage *s);
+PP_API void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
 
 #ifdef __cplusplus
 }

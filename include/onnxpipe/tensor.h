@@ -30,15 +30,15 @@ typedef struct pp_shape {
  * per element when undefined) hold at most PP_MAX_TENSOR_BYTES; else PP_ERR_SHAPE, with a
  * message naming the tensor (what_fmt and its arguments, formatted only then: "graph input
  * '%s'"), its shape and the limit. */
-pp_status pp_shape_check_size(const pp_shape *s, pp_dtype dt, pp_error *err, const char *what_fmt, ...)
+PP_API pp_status pp_shape_check_size(const pp_shape *s, pp_dtype dt, pp_error *err, const char *what_fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Elements of a fully known shape; -1 if any dim (or the rank) is unknown. */
-int64_t pp_shape_numel(const pp_shape *s);
+PP_API int64_t pp_shape_numel(const pp_shape *s);
 /* "[8, 128, 256]" with symbolic names where a dim is unbound. */
-const char *pp_shape_format(const pp_shape *s, char *buf, size_t len);
-int pp_shape_equal(const pp_shape *a, const pp_shape *b);
-pp_shape pp_shape_make(int rank, const int64_t *dims);
+PP_API const char *pp_shape_format(const pp_shape *s, char *buf, size_t len);
+PP_API int pp_shape_equal(const pp_shape *a, const pp_shape *b);
+PP_API pp_shape pp_shape_make(int rank, const int64_t *dims);
 
 /* A dense row-major tensor in some device's memory. data may be NULL for an
  * omitted optional input. */
@@ -49,8 +49,8 @@ typedef struct pp_tensor {
     void *data;
 } pp_tensor;
 
-int64_t pp_tensor_numel(const pp_tensor *t);
-size_t pp_tensor_nbytes(const pp_tensor *t);
+PP_API int64_t pp_tensor_numel(const pp_tensor *t);
+PP_API size_t pp_tensor_nbytes(const pp_tensor *t);
 
 /* A constant tensor (an initializer, a Constant's value): host memory, packed
  * little-endian, possibly pointing into an mmapped file. */
@@ -89,16 +89,16 @@ typedef struct pp_attr {
 
 /* Attribute lookup on a list; NULL when absent. The getters return the default
  * when the attribute is absent and fill err (naming `node`) if it has the wrong type. */
-const pp_attr *pp_attr_find(const pp_attr *attrs, int nattrs, const char *name);
-pp_status pp_attr_int(const pp_attr *attrs, int nattrs, const char *name, int64_t dflt,
-                      int64_t *out, const char *node, pp_error *err);
-pp_status pp_attr_float(const pp_attr *attrs, int nattrs, const char *name, float dflt,
-                        float *out, const char *node, pp_error *err);
-pp_status pp_attr_string(const pp_attr *attrs, int nattrs, const char *name, const char *dflt,
-                         const char **out, const char *node, pp_error *err);
+PP_API const pp_attr *pp_attr_find(const pp_attr *attrs, int nattrs, const char *name);
+PP_API pp_status pp_attr_int(const pp_attr *attrs, int nattrs, const char *name, int64_t dflt,
+                             int64_t *out, const char *node, pp_error *err);
+PP_API pp_status pp_attr_float(const pp_attr *attrs, int nattrs, const char *name, float dflt,
+                               float *out, const char *node, pp_error *err);
+PP_API pp_status pp_attr_string(const pp_attr *attrs, int nattrs, const char *name, const char *dflt,
+                                const char **out, const char *node, pp_error *err);
 /* INTS: *out points into the attribute (or is NULL with *n = 0 when absent). */
-pp_status pp_attr_ints(const pp_attr *attrs, int nattrs, const char *name,
-                       const int64_t **out, int *n, const char *node, pp_error *err);
+PP_API pp_status pp_attr_ints(const pp_attr *attrs, int nattrs, const char *name,
+                              const int64_t **out, int *n, const char *node, pp_error *err);
 
 /* One axis of an ONNX Slice of a dim of size dim (step != 0, negative steps included):
  * start and end made non-negative and clamped as the spec says; *first is the first index
