@@ -45,15 +45,18 @@ grep -qE "^step 6/6 .* tok/s " "$OUT/gpt.log" && grep -qE "^trained .* tokens/s"
 "$PY" - "$OUT" <<'PYEOF'
 import json, sys
 out = sys.argv[1]
-for name, key, per in [("gpt", "tokens_per_s", 16), ("mlp", "samples_per_s", 1)]:
+# over the run: rate x training time = units; the training time is the steps' time plus
+# the loop's own (logging), so rate <= units / sum(step_s): a rate counting more units per
+# sample (the MLP's 8 features) breaks that bound. A GPT rate counting samples, not 16
+# tokens each, would sit at 1/16 of it; the GPT's steps (ms) dwarf the loop's own time,
+# while the MLP's (0.1 ms) do not under load, so only the GPT has a lower bound.
+for name, key, per, low in [("gpt", "tokens_per_s", 16, 0.25), ("mlp", "samples_per_s", 1, 0.0)]:
     lines = [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
     assert all(key in m for m in lines), f"{name}: no {key} in the metrics"
-    # over the run: rate x training time = units; the training time is the steps' time plus
-    # the loop's own (logging), so rate <= units / sum(step_s) and not far below it
     units = per * 8 * len(lines)
     bound = units / sum(m["step_s"] for m in lines)
     ratio = lines[-1][key] / bound
     print(f"{name}: {key} {lines[-1][key]:.0f} = {ratio:.3f} x ({per} x 8 samples x {len(lines)} steps / "
           f"the steps' time)")
-    assert 0.5 < ratio <= 1.0 + 1e-9, f"{name}: {key} is not {per} units per sample"
+    assert low < ratio <= 1.0 + 1e-9, f"{name}: {key} is not {per} units per sample"
 PYEOF
