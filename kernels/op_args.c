@@ -1,5 +1,5 @@
-/* Attribute parsing and argument checks shared by the cpu and cuda kernels of Softmax,
- * LogSoftmax and LayerNormalization (see op_args.h): one reading of the ONNX rules. */
+/* Attribute parsing and argument checks shared by the cpu and cuda kernels (see
+ * op_args.h): axes, Transpose's perm, Gather, Softmax and LayerNormalization, read once. */
 #include "op_args.h"
 
 #include <stdarg.h>
@@ -21,6 +21,42 @@ pp_status pp_args_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out,
         return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "axis %lld out of range [%d, %d] for an input of rank %d",
                             (long long)axis, -rank, rank - 1, rank);
     *out = (int)(axis < 0 ? axis + rank : axis);
+    return PP_OK;
+}
+
+pp_status pp_args_axis_attr(const pp_kernel_ctx *c, int64_t dflt, int rank, int *axis, pp_error *err)
+{
+    int64_t a;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", dflt, &a, c->node, err));
+    if (dflt == INT64_MIN && !pp_attr_find(c->attrs, c->nattrs, "axis"))
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "attribute 'axis' is required");
+    return pp_args_axis(c, a, rank, axis, err);
+}
+
+pp_status pp_args_perm(const pp_kernel_ctx *c, int rank, int64_t *perm, pp_error *err)
+{
+    const int64_t *p;
+    int n, seen[PP_MAX_RANK] = {0};
+    PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "perm", &p, &n, c->node, err));
+    if (p && n != rank)
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "perm has %d entries for an input of rank %d", n, rank);
+    for (int k = 0; k < rank; k++) {
+        perm[k] = p ? p[k] : rank - 1 - k;
+        if (perm[k] < 0 || perm[k] >= rank || seen[perm[k]])
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "perm[%d] = %lld is not a permutation of 0..%d", k,
+                                (long long)perm[k], rank - 1);
+        seen[perm[k]] = 1;
+    }
+    return PP_OK;
+}
+
+pp_status pp_args_gather(const pp_kernel_ctx *c, const pp_tensor *data, const pp_tensor *indices, int *axis,
+                         pp_error *err)
+{
+    PP_CHECK(pp_args_axis_attr(c, 0, data->rank, axis, err));
+    if (indices->dtype != PP_DTYPE_I64 && indices->dtype != PP_DTYPE_I32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "indices have dtype %s, expected int64 or int32",
+                            pp_dtype_name(indices->dtype));
     return PP_OK;
 }
 

@@ -21,6 +21,16 @@ pp_status pp_args_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, cons
 /* axis in [-rank, rank) made non-negative, else an error naming the node and the range. */
 pp_status pp_args_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err);
 
+/* The attribute `axis` (default dflt; INT64_MIN: the attribute is required, as Concat's)
+ * made non-negative for an input of rank. */
+pp_status pp_args_axis_attr(const pp_kernel_ctx *c, int64_t dflt, int rank, int *axis, pp_error *err);
+/* Transpose's perm for an input of rank (default: the dims reversed), checked to be a
+ * permutation of 0..rank-1. */
+pp_status pp_args_perm(const pp_kernel_ctx *c, int rank, int64_t *perm, pp_error *err);
+/* Gather: the axis (default 0) of data, and indices of int64 or int32. */
+pp_status pp_args_gather(const pp_kernel_ctx *c, const pp_tensor *data, const pp_tensor *indices, int *axis,
+                         pp_error *err);
+
 /* Softmax / LogSoftmax over x: opset >= 13 one axis (default -1); below, the input
  * coerced to 2-D at `axis` (default 1), so inner = 1. */
 pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, pp_error *err);

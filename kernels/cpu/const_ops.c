@@ -17,7 +17,7 @@ static pp_status store(const pp_kernel_ctx *c, pp_tensor *t, int64_t i, double f
     case PP_DTYPE_BOOL:
     case PP_DTYPE_U8: ((uint8_t *)t->data)[i] = (uint8_t)iv; break;
     default:
-        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "output dtype %s is not supported", pp_dtype_name(t->dtype));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "output dtype %s is not supported", pp_dtype_name(t->dtype));
     }
     return PP_OK;
 }
@@ -34,7 +34,7 @@ static pp_status load(const pp_kernel_ctx *c, pp_dtype dt, const void *data, int
     case PP_DTYPE_BOOL:
     case PP_DTYPE_U8: *iv = ((const uint8_t *)data)[i]; *f = (double)*iv; break;
     default:
-        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s is not supported", pp_dtype_name(dt));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s is not supported", pp_dtype_name(dt));
     }
     return PP_OK;
 }
@@ -51,7 +51,7 @@ pp_status pp_cpu_shape_forward(const pp_kernel_ctx *c, pp_error *err)
     end = end < 0 ? 0 : end > r ? r : end;
     const int64_t n = end > start ? end - start : 0;
     if (pp_tensor_numel(&c->out[0]) != n || c->out[0].dtype != PP_DTYPE_I64)
-        return nn_fail(c, PP_ERR_SHAPE, err, "output holds %lld %s values, expected %lld int64",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output holds %lld %s values, expected %lld int64",
                        (long long)pp_tensor_numel(&c->out[0]), pp_dtype_name(c->out[0].dtype), (long long)n);
     memcpy(c->out[0].data, c->in[0].dims + start, (size_t)n * sizeof(int64_t));
     return PP_OK;
@@ -64,7 +64,7 @@ pp_status pp_cpu_constant_of_shape_forward(const pp_kernel_ctx *c, pp_error *err
     int64_t iv = 0;
     if (a) {
         if (a->type != PP_ATTR_TENSOR || pp_shape_numel(&a->t.shape) != 1)
-            return nn_fail(c, PP_ERR_INVALID_ARG, err, "attribute 'value' must be a one-element tensor");
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "attribute 'value' must be a one-element tensor");
         PP_CHECK(load(c, a->t.dtype, a->t.data, 0, &f, &iv, err));
     }
     const int64_t n = pp_tensor_numel(&c->out[0]);
@@ -78,15 +78,15 @@ pp_status pp_cpu_range_forward(const pp_kernel_ctx *c, pp_error *err)
     int64_t iv[3];
     for (int k = 0; k < 3; k++) {
         if (pp_tensor_numel(&c->in[k]) != 1)
-            return nn_fail(c, PP_ERR_INVALID_ARG, err, "input %d must be a scalar", k);
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d must be a scalar", k);
         PP_CHECK(load(c, c->in[k].dtype, c->in[k].data, 0, &f[k], &iv[k], err));
     }
-    if (f[2] == 0) return nn_fail(c, PP_ERR_INVALID_ARG, err, "delta is 0");
+    if (f[2] == 0) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "delta is 0");
     const int integral = c->out[0].dtype == PP_DTYPE_I64 || c->out[0].dtype == PP_DTYPE_I32;
     const double span = (f[1] - f[0]) / f[2];
     const int64_t n = span > 0 ? (int64_t)ceil(span) : 0;
     if (pp_tensor_numel(&c->out[0]) != n)
-        return nn_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, the range gives %lld",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, the range gives %lld",
                        (long long)pp_tensor_numel(&c->out[0]), (long long)n);
     for (int64_t i = 0; i < n; i++)
         PP_CHECK(store(c, &c->out[0], i, f[0] + (double)i * f[2], integral ? iv[0] + i * iv[2] : 0, err));

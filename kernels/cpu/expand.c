@@ -9,13 +9,13 @@ static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tenso
 {
     int64_t x_st[PP_MAX_RANK];
     if (x->rank > y->rank)
-        return nn_fail(c, PP_ERR_SHAPE, err, "input rank %d is above the output rank %d", x->rank, y->rank);
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "input rank %d is above the output rank %d", x->rank, y->rank);
     nn_strides(x->rank, x->dims, x_st);
     const int lead = y->rank - x->rank;
     for (int k = 0; k < y->rank; k++) {
         const int64_t xd = k < lead ? 1 : x->dims[k - lead];
         if (xd != 1 && xd != y->dims[k])
-            return nn_fail(c, PP_ERR_SHAPE, err, "input dim %d (%lld) does not broadcast to output dim %d (%lld)",
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "input dim %d (%lld) does not broadcast to output dim %d (%lld)",
                            k - lead, (long long)xd, k, (long long)y->dims[k]);
         src_st[k] = xd == 1 ? 0 : x_st[k - lead];
     }

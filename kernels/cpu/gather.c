@@ -3,6 +3,7 @@
  * Backward scatter-adds into the data gradient (embedding tables). */
 #include "nn_kernels.h"
 #include "nn_util.h"
+#include "op_args.h"
 
 #include <string.h>
 
@@ -13,19 +14,14 @@ typedef struct gather_plan {
 static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *data, const pp_tensor *idx, const pp_tensor *y,
                       gather_plan *p, pp_error *err)
 {
-    int64_t axis;
     int ax;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", 0, &axis, c->node, err));
-    PP_CHECK(nn_axis(c, axis, data->rank, &ax, err));
-    if (idx->dtype != PP_DTYPE_I64 && idx->dtype != PP_DTYPE_I32)
-        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "indices have dtype %s, expected int64 or int32",
-                       pp_dtype_name(idx->dtype));
+    PP_CHECK(pp_args_gather(c, data, idx, &ax, err));
     p->outer = nn_prod(data->dims, 0, ax);
     p->a = data->dims[ax];
     p->inner = nn_prod(data->dims, ax + 1, data->rank);
     p->q = pp_tensor_numel(idx);
     if (pp_tensor_numel(y) != p->outer * p->q * p->inner)
-        return nn_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, expected %lld",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, expected %lld",
                        (long long)pp_tensor_numel(y), (long long)(p->outer * p->q * p->inner));
     return PP_OK;
 }
@@ -36,7 +32,7 @@ static pp_status index_at(const pp_kernel_ctx *c, const pp_tensor *idx, int64_t 
 {
     int64_t v = idx->dtype == PP_DTYPE_I64 ? ((const int64_t *)idx->data)[i] : ((const int32_t *)idx->data)[i];
     if (v < -a || v >= a)
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "index %lld (at position %lld) is out of range [%lld, %lld)",
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "index %lld (at position %lld) is out of range [%lld, %lld)",
                        (long long)v, (long long)i, (long long)-a, (long long)a);
     *out = v < 0 ? v + a : v;
     return PP_OK;

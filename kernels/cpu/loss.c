@@ -36,7 +36,7 @@ static pp_status label_at(const pp_kernel_ctx *c, const xent *e, int64_t p, int6
         return PP_OK;
     }
     if (l < 0 || l >= e->x.c)
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "label %lld at position %lld is out of range [0, %lld)%s", (long long)l,
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "label %lld at position %lld is out of range [0, %lld)%s", (long long)l,
                        (long long)p, (long long)e->x.c, e->x.has_ignore ? " and not ignore_index" : "");
     *w = e->w ? e->w[l] : 1.0f;
     return PP_OK;

@@ -1,29 +1,8 @@
-/* Helpers of the cpu "nn" kernels: node-named errors, axes, constant int inputs, and
+/* Helpers of the cpu "nn" kernels: constant int inputs, and
  * the strided N-d copy / accumulate loops (see nn_util.h). */
 #include "nn_util.h"
 
-#include <stdarg.h>
 #include <string.h>
-
-pp_status nn_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, const char *fmt, ...)
-{
-    char msg[PP_ERROR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return pp_error_set(err, st, "node '%s' (%s): %s", c->node ? c->node : "?",
-                        c->op_type ? c->op_type : "?", msg);
-}
-
-pp_status nn_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err)
-{
-    if (axis < -rank || axis >= rank)
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "axis %lld out of range [%d, %d] for an input of rank %d",
-                       (long long)axis, -rank, rank - 1, rank);
-    *out = (int)(axis < 0 ? axis + rank : axis);
-    return PP_OK;
-}
 
 pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n,
                         int max, pp_error *err)
@@ -33,10 +12,10 @@ pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t
     const pp_tensor *t = &c->in[k];
     int64_t cnt = pp_tensor_numel(t);
     if (t->dtype != PP_DTYPE_I64 && t->dtype != PP_DTYPE_I32)
-        return nn_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) has dtype %s, expected int64 or int32", k,
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) has dtype %s, expected int64 or int32", k,
                        what, pp_dtype_name(t->dtype));
     if (cnt > max)
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "input %d (%s) has %lld values, at most %d allowed", k, what,
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d (%s) has %lld values, at most %d allowed", k, what,
                        (long long)cnt, max);
     for (int64_t i = 0; i < cnt; i++)
         vals[i] = t->dtype == PP_DTYPE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
@@ -47,7 +26,7 @@ pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t
 pp_status nn_same_numel(const pp_kernel_ctx *c, const pp_tensor *a, const pp_tensor *b, pp_error *err)
 {
     if (pp_tensor_numel(a) != pp_tensor_numel(b) || pp_dtype_size(a->dtype) != pp_dtype_size(b->dtype))
-        return nn_fail(c, PP_ERR_SHAPE, err, "input has %lld elements of %s, output %lld of %s",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "input has %lld elements of %s, output %lld of %s",
                        (long long)pp_tensor_numel(a), pp_dtype_name(a->dtype), (long long)pp_tensor_numel(b),
                        pp_dtype_name(b->dtype));
     return PP_OK;

@@ -1,17 +1,13 @@
-/* Private to the cpu "nn" kernels: errors that name the node, axis and constant-input
- * readers, and the strided N-d loops that the data-movement ops and reductions share. */
+/* Private to the cpu "nn" kernels: constant-input readers, and the strided N-d loops that the data-movement ops and reductions share. */
 #ifndef PP_KERNELS_CPU_NN_UTIL_H
 #define PP_KERNELS_CPU_NN_UTIL_H
 
 #include <onnxpipe/kernels.h>
 
+#include "op_args.h"   /* pp_args_fail, pp_args_axis: node-named errors and axes, shared with cuda */
+
 #include <math.h>
 
-/* Sets err to "node 'name' (Op): <message>" and returns st. */
-pp_status nn_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Normalises axis (may be negative) into [0, rank); an error names the node and value. */
-pp_status nn_axis(const pp_kernel_ctx *c, int64_t axis, int rank, int *out, pp_error *err);
 /* Reads integer input k (int64 or int32, host memory, at most max values) into vals;
  * *n = -1 when the input is omitted. `what` names it in errors ("axes", "starts"). */
 pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n,

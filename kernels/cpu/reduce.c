@@ -4,6 +4,7 @@
  * noop_with_empty_axes, which makes the op a copy. */
 #include "nn_kernels.h"
 #include "nn_util.h"
+#include "op_args.h"
 
 #include <string.h>
 
@@ -25,7 +26,7 @@ static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tenso
         const int64_t *a;
         PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &naxes, c->node, err));
         if (naxes > x->rank)
-            return nn_fail(c, PP_ERR_INVALID_ARG, err, "%d axes for an input of rank %d", naxes, x->rank);
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d axes for an input of rank %d", naxes, x->rank);
         memcpy(axes, a, (size_t)naxes * sizeof *axes);
         noop = 0;
     } else {
@@ -34,7 +35,7 @@ static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tenso
     }
     for (int i = 0; i < naxes; i++) {
         int ax;
-        PP_CHECK(nn_axis(c, axes[i], x->rank, &ax, err));
+        PP_CHECK(pp_args_axis(c, axes[i], x->rank, &ax, err));
         reduced[ax] = 1;
     }
     int64_t kdims[PP_MAX_RANK], count = 1;
@@ -44,7 +45,7 @@ static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tenso
         if (reduced[k]) count *= x->dims[k];
     }
     if (nn_prod(kdims, 0, x->rank) != pp_tensor_numel(y))
-        return nn_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, the reduction gives %lld",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, the reduction gives %lld",
                        (long long)pp_tensor_numel(y), (long long)nn_prod(kdims, 0, x->rank));
     nn_strides(x->rank, kdims, p->out_st);
     for (int k = 0; k < x->rank; k++)

@@ -3,6 +3,7 @@
  * strides. Slice follows ONNX clamping for negative starts/ends/steps. */
 #include "nn_kernels.h"
 #include "nn_util.h"
+#include "op_args.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp
         PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "ends", &e, &ne, c->node, err));
         PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &na, c->node, err));
         if (ns > PP_MAX_RANK || na > PP_MAX_RANK)
-            return nn_fail(c, PP_ERR_INVALID_ARG, err, "%d starts / %d axes, at most %d", ns, na, PP_MAX_RANK);
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d starts / %d axes, at most %d", ns, na, PP_MAX_RANK);
         for (int i = 0; i < ns; i++) starts[i] = s[i];
         for (int i = 0; i < ne && i < PP_MAX_RANK; i++) ends[i] = e[i];
         for (int i = 0; i < na; i++) axes[i] = a[i];
@@ -34,7 +35,7 @@ static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp
         PP_CHECK(nn_input_ints(c, 4, "steps", steps, &nt, PP_MAX_RANK, err));
     }
     if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length",
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length",
                        ns, ne, na, nt);
     int64_t start[PP_MAX_RANK], step[PP_MAX_RANK], count[PP_MAX_RANK];
     for (int k = 0; k < x->rank; k++) {
@@ -44,19 +45,19 @@ static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp
     }
     for (int i = 0; i < ns; i++) {
         int ax;
-        PP_CHECK(nn_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
+        PP_CHECK(pp_args_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
         const int64_t dim = x->dims[ax], st = nt >= 0 ? steps[i] : 1;
-        if (st == 0) return nn_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
+        if (st == 0) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
         count[ax] = pp_slice_axis(dim, starts[i], ends[i], st, &start[ax]);
         step[ax] = st;
     }
     if (y->rank != x->rank)
-        return nn_fail(c, PP_ERR_SHAPE, err, "output has rank %d, input %d", y->rank, x->rank);
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has rank %d, input %d", y->rank, x->rank);
     nn_strides(x->rank, x->dims, x_st);
     *offset = 0;
     for (int k = 0; k < x->rank; k++) {
         if (count[k] != y->dims[k])
-            return nn_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, the slice gives %lld", k,
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, the slice gives %lld", k,
                            (long long)y->dims[k], (long long)count[k]);
         if (count[k] > 0) *offset += start[k] * x_st[k];
         src_st[k] = step[k] * x_st[k];
@@ -109,26 +110,17 @@ static pp_status check_pieces(const pp_kernel_ctx *c, const pp_tensor *whole, co
     int64_t sum = 0;
     for (int k = 0; k < n; k++) {
         if (pieces[k].rank != whole->rank)
-            return nn_fail(c, PP_ERR_SHAPE, err, "piece %d has rank %d, expected %d", k, pieces[k].rank, whole->rank);
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "piece %d has rank %d, expected %d", k, pieces[k].rank, whole->rank);
         for (int d = 0; d < whole->rank; d++)
             if (d != axis && pieces[k].dims[d] != whole->dims[d])
-                return nn_fail(c, PP_ERR_SHAPE, err, "piece %d has dim %d = %lld, expected %lld", k, d,
+                return pp_args_fail(c, PP_ERR_SHAPE, err, "piece %d has dim %d = %lld, expected %lld", k, d,
                                (long long)pieces[k].dims[d], (long long)whole->dims[d]);
         sum += pieces[k].dims[axis];
     }
     if (sum != whole->dims[axis])
-        return nn_fail(c, PP_ERR_SHAPE, err, "pieces add up to %lld along axis %d, expected %lld", (long long)sum,
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "pieces add up to %lld along axis %d, expected %lld", (long long)sum,
                        axis, (long long)whole->dims[axis]);
     return PP_OK;
-}
-
-static pp_status get_axis(const pp_kernel_ctx *c, int64_t dflt, int rank, int *axis, pp_error *err)
-{
-    int64_t a;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", dflt, &a, c->node, err));
-    if (dflt == INT64_MIN && !pp_attr_find(c->attrs, c->nattrs, "axis"))
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "attribute 'axis' is required");
-    return nn_axis(c, a, rank, axis, err);
 }
 
 /* Split sizes come from the output shapes; a given split (input 1 from opset 13, else
@@ -147,10 +139,10 @@ static pp_status split_check(const pp_kernel_ctx *c, const pp_tensor *outs, int 
     }
     if (n < 0) return PP_OK;
     if (n != c->nout)
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "split has %d values for %d outputs", n, c->nout);
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "split has %d values for %d outputs", n, c->nout);
     for (int k = 0; k < n; k++)
         if (sp[k] != outs[k].dims[axis])
-            return nn_fail(c, PP_ERR_SHAPE, err, "split[%d] = %lld but output %d has %lld along axis %d", k,
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "split[%d] = %lld but output %d has %lld along axis %d", k,
                            (long long)sp[k], k, (long long)outs[k].dims[axis], axis);
     return PP_OK;
 }
@@ -159,7 +151,7 @@ pp_status pp_cpu_split_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     const pp_tensor *x = &c->in[0];
     int axis;
-    PP_CHECK(get_axis(c, 0, x->rank, &axis, err));
+    PP_CHECK(pp_args_axis_attr(c, 0, x->rank, &axis, err));
     PP_CHECK(check_pieces(c, x, c->out, c->nout, axis, err));
     PP_CHECK(split_check(c, c->out, axis, err));
     const size_t es = pp_dtype_size(x->dtype);
@@ -178,7 +170,7 @@ pp_status pp_cpu_split_backward(const pp_kernel_ctx *c, const pp_tensor *gout, p
 {
     if (!gin[0].data) return PP_OK;
     int axis;
-    PP_CHECK(get_axis(c, 0, gin[0].rank, &axis, err));
+    PP_CHECK(pp_args_axis_attr(c, 0, gin[0].rank, &axis, err));
     PP_CHECK(check_pieces(c, &gin[0], gout, c->nout, axis, err));
     int64_t off = 0, dims3[3], wst[3], pst[3];
     /* fresh: every piece is copied in; zeroed first when a piece gets no gradient */
@@ -205,7 +197,7 @@ pp_status pp_cpu_concat_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     const pp_tensor *y = &c->out[0];
     int axis;
-    PP_CHECK(get_axis(c, INT64_MIN, y->rank, &axis, err));
+    PP_CHECK(pp_args_axis_attr(c, INT64_MIN, y->rank, &axis, err));
     PP_CHECK(check_pieces(c, y, c->in, c->nin, axis, err));
     const size_t es = pp_dtype_size(y->dtype);
     int64_t off = 0, dims3[3], wst[3], pst[3];
@@ -223,7 +215,7 @@ pp_status pp_cpu_concat_backward(const pp_kernel_ctx *c, const pp_tensor *gout, 
     const pp_tensor *gy = &gout[0];
     if (!gy->data) return PP_OK;
     int axis;
-    PP_CHECK(get_axis(c, INT64_MIN, gy->rank, &axis, err));
+    PP_CHECK(pp_args_axis_attr(c, INT64_MIN, gy->rank, &axis, err));
     PP_CHECK(check_pieces(c, gy, gin, c->nin, axis, err));
     int64_t off = 0, dims3[3], wst[3], pst[3];
     for (int k = 0; k < c->nin; k++) {

@@ -4,33 +4,21 @@
  * strides. */
 #include "nn_kernels.h"
 #include "nn_util.h"
+#include "op_args.h"
 
 /* src_st[k]: the input stride of output dim k */
 static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, int64_t *src_st,
                       pp_error *err)
 {
-    const int64_t *perm;
-    int n, seen[PP_MAX_RANK] = {0};
+    const int n = x->rank;
     int64_t x_st[PP_MAX_RANK], p[PP_MAX_RANK];
-    PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "perm", &perm, &n, c->node, err));
-    if (!perm) {
-        n = x->rank;
-        for (int k = 0; k < n; k++) p[k] = n - 1 - k;
-    } else if (n != x->rank) {
-        return nn_fail(c, PP_ERR_INVALID_ARG, err, "perm has %d entries for an input of rank %d", n, x->rank);
-    } else {
-        for (int k = 0; k < n; k++) p[k] = perm[k];
-    }
+    PP_CHECK(pp_args_perm(c, n, p, err));
     if (y->rank != n)
-        return nn_fail(c, PP_ERR_SHAPE, err, "output has rank %d, expected %d", y->rank, n);
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has rank %d, expected %d", y->rank, n);
     nn_strides(x->rank, x->dims, x_st);
     for (int k = 0; k < n; k++) {
-        if (p[k] < 0 || p[k] >= n || seen[p[k]])
-            return nn_fail(c, PP_ERR_INVALID_ARG, err, "perm[%d] = %lld is not a permutation of 0..%d", k,
-                           (long long)p[k], n - 1);
-        seen[p[k]] = 1;
         if (y->dims[k] != x->dims[p[k]])
-            return nn_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, expected input dim %lld = %lld", k,
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, expected input dim %lld = %lld", k,
                            (long long)y->dims[k], (long long)p[k], (long long)x->dims[p[k]]);
         src_st[k] = x_st[p[k]];
     }

@@ -7,6 +7,7 @@
 #include "element.h"
 #include "ew_ops.cuh"
 #include "nn_cuda.h"
+#include "op_args.h"
 #include "reduce.cuh"
 
 #include <string.h>
@@ -74,20 +75,10 @@ PP_CU_BWD(pp_cu_copy_backward)
 
 /* ---------------- Transpose ---------------- */
 
-static pp_status perm_of(const pp_kernel_ctx *c, int rank, int64_t *perm, pp_error *err)
-{
-    const int64_t *p;
-    int n;
-    PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "perm", &p, &n, c->node, err));
-    for (int d = 0; d < rank; d++) perm[d] = n ? p[d] : rank - 1 - d;
-    if (n && n != rank) return pp_cu_bad(c, err, PP_ERR_SHAPE, "perm has %d entries for rank %d", n, rank);
-    return PP_OK;
-}
-
 PP_CU_FWD(pp_cu_transpose_forward)
 {
     int64_t perm[PP_MAX_RANK];
-    PP_CHECK(perm_of(c, c->in[0].rank, perm, err));
+    PP_CHECK(pp_args_perm(c, c->in[0].rank, perm, err));
     pp_cu_strided s;
     pp_cu_strided_transpose(&s, &c->in[0], perm);
     return strided(c, &s, c->in[0].data, c->out[0].data, pp_dtype_size(c->in[0].dtype), 0, err);
@@ -98,7 +89,7 @@ PP_CU_BWD(pp_cu_transpose_backward)
 {
     if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
     int64_t perm[PP_MAX_RANK], inv[PP_MAX_RANK];
-    PP_CHECK(perm_of(c, grad_out[0].rank, perm, err));
+    PP_CHECK(pp_args_perm(c, grad_out[0].rank, perm, err));
     for (int d = 0; d < grad_out[0].rank; d++) inv[perm[d]] = d;
     pp_cu_strided s;
     pp_cu_strided_transpose(&s, &grad_out[0], inv);
@@ -209,19 +200,10 @@ static pp_status piece(const pp_kernel_ctx *c, const pp_tensor *p, const pp_tens
     return strided(c, &s, wbase, p->data, es, accumulate, err);
 }
 
-static pp_status axis_of(const pp_kernel_ctx *c, int rank, int64_t dflt, int *ax, pp_error *err)
-{
-    int64_t a;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", dflt, &a, c->node, err));
-    if (a < -rank || a >= rank) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range", (long long)a);
-    *ax = (int)(a < 0 ? a + rank : a);
-    return PP_OK;
-}
-
 PP_CU_FWD(pp_cu_concat_forward)
 {
     int ax = 0;
-    PP_CHECK(axis_of(c, c->out[0].rank, 0, &ax, err));
+    PP_CHECK(pp_args_axis_attr(c, INT64_MIN, c->out[0].rank, &ax, err));
     int64_t off = 0;
     for (int k = 0; k < c->nin; k++) {
         PP_CHECK(piece(c, &c->in[k], &c->out[0], ax, off, 1, 0, err));
@@ -234,7 +216,7 @@ PP_CU_BWD(pp_cu_concat_backward)
 {
     if (!grad_out[0].data) return PP_OK;
     int ax = 0;
-    PP_CHECK(axis_of(c, grad_out[0].rank, 0, &ax, err));
+    PP_CHECK(pp_args_axis_attr(c, INT64_MIN, grad_out[0].rank, &ax, err));
     int64_t off = 0;
     for (int k = 0; k < c->nin; k++) {
         if (grad_in[k].data) PP_CHECK(piece(c, &grad_in[k], &grad_out[0], ax, off, 0, 1, err));
@@ -246,7 +228,7 @@ PP_CU_BWD(pp_cu_concat_backward)
 PP_CU_FWD(pp_cu_split_forward)
 {
     int ax = 0;
-    PP_CHECK(axis_of(c, c->in[0].rank, 0, &ax, err));
+    PP_CHECK(pp_args_axis_attr(c, 0, c->in[0].rank, &ax, err));
     int64_t off = 0;
     for (int k = 0; k < c->nout; k++) {
         if (c->out[k].data) PP_CHECK(piece(c, &c->out[k], &c->in[0], ax, off, 0, 0, err));
@@ -259,7 +241,7 @@ PP_CU_BWD(pp_cu_split_backward)
 {
     if (!grad_in[0].data) return PP_OK;
     int ax = 0;
-    PP_CHECK(axis_of(c, grad_in[0].rank, 0, &ax, err));
+    PP_CHECK(pp_args_axis_attr(c, 0, grad_in[0].rank, &ax, err));
     int64_t off = 0;
     for (int k = 0; k < c->nout; k++) {
         if (grad_out[k].data) PP_CHECK(piece(c, &grad_out[k], &grad_in[0], ax, off, 1, 1, err));
@@ -300,12 +282,9 @@ static pp_status gather_plan(const pp_kernel_ctx *c, const pp_tensor *x, int64_t
                              int64_t *m, pp_error *err)
 {
     int ax = 0;
-    PP_CHECK(axis_of(c, x->rank, 0, &ax, err));
-    pp_cu_rows r = pp_cu_rows_of(x->dims, x->rank, ax, ax + 1);
     const pp_tensor *idx = &c->in[1];
-    if (idx->dtype != PP_DTYPE_I64 && idx->dtype != PP_DTYPE_I32)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "indices have dtype %s, expected int64 or int32",
-                         pp_dtype_name(idx->dtype));
+    PP_CHECK(pp_args_gather(c, x, idx, &ax, err));
+    pp_cu_rows r = pp_cu_rows_of(x->dims, x->rank, ax, ax + 1);
     *outer = r.outer;
     *n = r.n;
     *inner = r.inner;
