@@ -1,9 +1,11 @@
 /* Attribute parsing and argument checks shared by the cpu and cuda kernels (see
- * op_args.h): axes, Transpose's perm, Gather, Softmax and LayerNormalization, read once. */
+ * op_args.h): axes, constant int inputs, Transpose's perm, Gather, Slice, the reductions,
+ * Softmax and LayerNormalization, read once. */
 #include "op_args.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 pp_status pp_args_fail(const pp_kernel_ctx *c, pp_status st, pp_error *err, const char *fmt, ...)
 {
@@ -57,6 +59,107 @@ pp_status pp_args_gather(const pp_kernel_ctx *c, const pp_tensor *data, const pp
     if (indices->dtype != PP_DTYPE_I64 && indices->dtype != PP_DTYPE_I32)
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "indices have dtype %s, expected int64 or int32",
                             pp_dtype_name(indices->dtype));
+    return PP_OK;
+}
+
+pp_status pp_args_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
+                       pp_error *err)
+{
+    *n = -1;
+    if (k >= c->nin || !c->in[k].data) return PP_OK;
+    const pp_tensor *t = &c->in[k];
+    const void *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[k] : NULL;
+    if (!h)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) must be a constant known at plan time: "
+                            "the %s kernel reads it from the host copy in pp_kernel_ctx.host_in, which is missing",
+                            k, what, c->dev ? pp_device_kind_name(c->dev->kind) : "?");
+    const int64_t cnt = pp_tensor_numel(t);
+    if (t->dtype != PP_DTYPE_I64 && t->dtype != PP_DTYPE_I32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) has dtype %s, expected int64 or int32", k,
+                            what, pp_dtype_name(t->dtype));
+    if (cnt > max)
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d (%s) has %lld values, at most %d allowed", k,
+                            what, (long long)cnt, max);
+    for (int64_t i = 0; i < cnt; i++)
+        vals[i] = t->dtype == PP_DTYPE_I64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
+    *n = (int)cnt;
+    return PP_OK;
+}
+
+/* The first `count` values of attribute `name` into vals (at most PP_MAX_RANK); *n = -1
+ * when it is absent. */
+static pp_status attr_ints(const pp_kernel_ctx *c, const char *name, int64_t *vals, int *n, pp_error *err)
+{
+    const int64_t *a;
+    PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, name, &a, n, c->node, err));
+    if (*n > PP_MAX_RANK)
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d %s, at most %d", *n, name, PP_MAX_RANK);
+    if (!a) *n = -1;
+    else memcpy(vals, a, (size_t)*n * sizeof *vals);
+    return PP_OK;
+}
+
+pp_status pp_args_slice(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, int64_t *start,
+                        int64_t *step, int64_t *count, pp_error *err)
+{
+    int64_t starts[PP_MAX_RANK], ends[PP_MAX_RANK], axes[PP_MAX_RANK], steps[PP_MAX_RANK];
+    int ns, ne, na = -1, nt = -1;
+    if (c->opset < 10) {
+        PP_CHECK(attr_ints(c, "starts", starts, &ns, err));
+        PP_CHECK(attr_ints(c, "ends", ends, &ne, err));
+        PP_CHECK(attr_ints(c, "axes", axes, &na, err));
+    } else {
+        PP_CHECK(pp_args_ints(c, 1, "starts", starts, &ns, PP_MAX_RANK, err));
+        PP_CHECK(pp_args_ints(c, 2, "ends", ends, &ne, PP_MAX_RANK, err));
+        PP_CHECK(pp_args_ints(c, 3, "axes", axes, &na, PP_MAX_RANK, err));
+        PP_CHECK(pp_args_ints(c, 4, "steps", steps, &nt, PP_MAX_RANK, err));
+    }
+    if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err,
+                            "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length", ns, ne, na, nt);
+    if (y->rank != x->rank)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has rank %d, input %d", y->rank, x->rank);
+    for (int d = 0; d < x->rank; d++) {
+        start[d] = 0;
+        step[d] = 1;
+        count[d] = x->dims[d];
+    }
+    for (int i = 0; i < ns; i++) {
+        int ax;
+        PP_CHECK(pp_args_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
+        const int64_t st = nt >= 0 ? steps[i] : 1;
+        if (st == 0) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
+        count[ax] = pp_slice_axis(x->dims[ax], starts[i], ends[i], st, &start[ax]);
+        step[ax] = st;
+    }
+    for (int d = 0; d < x->rank; d++)
+        if (count[d] != y->dims[d])
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, the slice gives %lld", d,
+                                (long long)y->dims[d], (long long)count[d]);
+    return PP_OK;
+}
+
+pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduced, int *copy, pp_error *err)
+{
+    const int attr_form = c->op == PP_OP_REDUCE_MEAN ? c->opset < 18 : c->opset < 13;
+    int64_t axes[PP_MAX_RANK], noop = 0;
+    int naxes;
+    if (attr_form) {
+        PP_CHECK(attr_ints(c, "axes", axes, &naxes, err));
+    } else {
+        PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "noop_with_empty_axes", 0, &noop, c->node, err));
+        PP_CHECK(pp_args_ints(c, 1, "axes", axes, &naxes, PP_MAX_RANK, err));
+    }
+    if (naxes < 0) naxes = 0;
+    if (naxes > x->rank)
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d axes for an input of rank %d", naxes, x->rank);
+    *copy = naxes == 0 && noop;
+    for (int d = 0; d < x->rank; d++) reduced[d] = naxes == 0 && !noop;
+    for (int i = 0; i < naxes; i++) {
+        int ax;
+        PP_CHECK(pp_args_axis(c, axes[i], x->rank, &ax, err));
+        reduced[ax] = 1;
+    }
     return PP_OK;
 }
 

@@ -31,6 +31,23 @@ pp_status pp_args_perm(const pp_kernel_ctx *c, int rank, int64_t *perm, pp_error
 pp_status pp_args_gather(const pp_kernel_ctx *c, const pp_tensor *data, const pp_tensor *indices, int *axis,
                          pp_error *err);
 
+/* Integer input k (int64 or int32, at most max values) into vals: from the tensor itself
+ * on a device whose memory the host reads, else from its host copy (c->host_in[k], which
+ * the stage fills for constant inputs). *n = -1 when the input is omitted. */
+pp_status pp_args_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
+                       pp_error *err);
+
+/* Slice of x into y: per dim of x the first index, the step and the count picked (from
+ * starts/ends/axes/steps, the attributes below opset 10, clamped as ONNX says), with
+ * y's dims checked against the counts. */
+pp_status pp_args_slice(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, int64_t *start,
+                        int64_t *step, int64_t *count, pp_error *err);
+
+/* ReduceSum / ReduceMean over x: reduced[d] for each dim (axes from the attribute for
+ * ReduceSum below opset 13 and ReduceMean below 18, else from input 1; none: every dim);
+ * *copy when no axes are given and noop_with_empty_axes makes the op a copy. */
+pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduced, int *copy, pp_error *err);
+
 /* Softmax / LogSoftmax over x: opset >= 13 one axis (default -1); below, the input
  * coerced to 2-D at `axis` (default 1), so inner = 1. */
 pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, pp_error *err);

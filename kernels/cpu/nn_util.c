@@ -1,27 +1,8 @@
-/* Helpers of the cpu "nn" kernels: constant int inputs, and
- * the strided N-d copy / accumulate loops (see nn_util.h). */
+/* Helpers of the cpu "nn" kernels: element counts and the strided N-d copy / accumulate
+ * loops (see nn_util.h). */
 #include "nn_util.h"
 
 #include <string.h>
-
-pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n,
-                        int max, pp_error *err)
-{
-    *n = -1;
-    if (k >= c->nin || !c->in[k].data) return PP_OK;
-    const pp_tensor *t = &c->in[k];
-    int64_t cnt = pp_tensor_numel(t);
-    if (t->dtype != PP_DTYPE_I64 && t->dtype != PP_DTYPE_I32)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) has dtype %s, expected int64 or int32", k,
-                       what, pp_dtype_name(t->dtype));
-    if (cnt > max)
-        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d (%s) has %lld values, at most %d allowed", k, what,
-                       (long long)cnt, max);
-    for (int64_t i = 0; i < cnt; i++)
-        vals[i] = t->dtype == PP_DTYPE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-    *n = (int)cnt;
-    return PP_OK;
-}
 
 pp_status nn_same_numel(const pp_kernel_ctx *c, const pp_tensor *a, const pp_tensor *b, pp_error *err)
 {

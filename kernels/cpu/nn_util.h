@@ -1,4 +1,5 @@
-/* Private to the cpu "nn" kernels: constant-input readers, and the strided N-d loops that the data-movement ops and reductions share. */
+/* Private to the cpu "nn" kernels: the strided N-d loops that the data-movement ops and
+ * reductions share. */
 #ifndef PP_KERNELS_CPU_NN_UTIL_H
 #define PP_KERNELS_CPU_NN_UTIL_H
 
@@ -8,10 +9,6 @@
 
 #include <math.h>
 
-/* Reads integer input k (int64 or int32, host memory, at most max values) into vals;
- * *n = -1 when the input is omitted. `what` names it in errors ("axes", "starts"). */
-pp_status nn_input_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n,
-                        int max, pp_error *err);
 /* Checks that two tensors hold the same number of elements (copies of one another). */
 pp_status nn_same_numel(const pp_kernel_ctx *c, const pp_tensor *a, const pp_tensor *b, pp_error *err);
 

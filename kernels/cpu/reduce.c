@@ -18,29 +18,10 @@ typedef struct red_plan {
 static pp_status plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, red_plan *p, pp_error *err)
 {
     const int mean = c->op == PP_OP_REDUCE_MEAN;
-    const int attr_form = mean ? c->opset < 18 : c->opset < 13;
-    int64_t axes[PP_MAX_RANK], noop;
-    int naxes = 0, reduced[PP_MAX_RANK] = {0};
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "noop_with_empty_axes", 0, &noop, c->node, err));
-    if (attr_form) {
-        const int64_t *a;
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &naxes, c->node, err));
-        if (naxes > x->rank)
-            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d axes for an input of rank %d", naxes, x->rank);
-        memcpy(axes, a, (size_t)naxes * sizeof *axes);
-        noop = 0;
-    } else {
-        PP_CHECK(nn_input_ints(c, 1, "axes", axes, &naxes, PP_MAX_RANK, err));
-        if (naxes < 0) naxes = 0;
-    }
-    for (int i = 0; i < naxes; i++) {
-        int ax;
-        PP_CHECK(pp_args_axis(c, axes[i], x->rank, &ax, err));
-        reduced[ax] = 1;
-    }
+    int reduced[PP_MAX_RANK], copy;   /* a copy: nothing is reduced */
+    PP_CHECK(pp_args_reduce(c, x, reduced, &copy, err));
     int64_t kdims[PP_MAX_RANK], count = 1;
     for (int k = 0; k < x->rank; k++) {
-        if (naxes == 0 && !noop) reduced[k] = 1;
         kdims[k] = reduced[k] ? 1 : x->dims[k];
         if (reduced[k]) count *= x->dims[k];
     }

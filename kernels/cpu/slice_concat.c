@@ -15,50 +15,11 @@
 static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, int64_t *offset,
                             int64_t *src_st, pp_error *err)
 {
-    int64_t starts[PP_MAX_RANK], ends[PP_MAX_RANK], axes[PP_MAX_RANK], steps[PP_MAX_RANK], x_st[PP_MAX_RANK];
-    int ns, ne, na = -1, nt = -1;
-    if (c->opset < 10) {
-        const int64_t *s, *e, *a;
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "starts", &s, &ns, c->node, err));
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "ends", &e, &ne, c->node, err));
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &na, c->node, err));
-        if (ns > PP_MAX_RANK || na > PP_MAX_RANK)
-            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d starts / %d axes, at most %d", ns, na, PP_MAX_RANK);
-        for (int i = 0; i < ns; i++) starts[i] = s[i];
-        for (int i = 0; i < ne && i < PP_MAX_RANK; i++) ends[i] = e[i];
-        for (int i = 0; i < na; i++) axes[i] = a[i];
-        if (!a) na = -1;
-    } else {
-        PP_CHECK(nn_input_ints(c, 1, "starts", starts, &ns, PP_MAX_RANK, err));
-        PP_CHECK(nn_input_ints(c, 2, "ends", ends, &ne, PP_MAX_RANK, err));
-        PP_CHECK(nn_input_ints(c, 3, "axes", axes, &na, PP_MAX_RANK, err));
-        PP_CHECK(nn_input_ints(c, 4, "steps", steps, &nt, PP_MAX_RANK, err));
-    }
-    if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
-        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length",
-                       ns, ne, na, nt);
-    int64_t start[PP_MAX_RANK], step[PP_MAX_RANK], count[PP_MAX_RANK];
-    for (int k = 0; k < x->rank; k++) {
-        start[k] = 0;
-        step[k] = 1;
-        count[k] = x->dims[k];
-    }
-    for (int i = 0; i < ns; i++) {
-        int ax;
-        PP_CHECK(pp_args_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
-        const int64_t dim = x->dims[ax], st = nt >= 0 ? steps[i] : 1;
-        if (st == 0) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
-        count[ax] = pp_slice_axis(dim, starts[i], ends[i], st, &start[ax]);
-        step[ax] = st;
-    }
-    if (y->rank != x->rank)
-        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has rank %d, input %d", y->rank, x->rank);
+    int64_t x_st[PP_MAX_RANK], start[PP_MAX_RANK], step[PP_MAX_RANK], count[PP_MAX_RANK];
+    PP_CHECK(pp_args_slice(c, x, y, start, step, count, err));
     nn_strides(x->rank, x->dims, x_st);
     *offset = 0;
     for (int k = 0; k < x->rank; k++) {
-        if (count[k] != y->dims[k])
-            return pp_args_fail(c, PP_ERR_SHAPE, err, "output dim %d is %lld, the slice gives %lld", k,
-                           (long long)y->dims[k], (long long)count[k]);
         if (count[k] > 0) *offset += start[k] * x_st[k];
         src_st[k] = step[k] * x_st[k];
     }
@@ -130,7 +91,7 @@ static pp_status split_check(const pp_kernel_ctx *c, const pp_tensor *outs, int 
     int64_t sp[64];
     int n = -1;
     if (c->opset >= 13) {
-        PP_CHECK(nn_input_ints(c, 1, "split", sp, &n, 64, err));
+        PP_CHECK(pp_args_ints(c, 1, "split", sp, &n, 64, err));
     } else {
         const int64_t *a;
         PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "split", &a, &n, c->node, err));

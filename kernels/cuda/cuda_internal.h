@@ -94,9 +94,6 @@ pp_status pp_cuda_pinned(pp_device *d, size_t n, void **out, pp_error *err);
 
 /* Host copy of constant input k (c->host_in), or an error saying what the stage must pass. */
 pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, const void **out, pp_error *err);
-/* Input k's int64 / int32 values (host copy), at most max; *n = -1 when omitted. */
-pp_status pp_cu_host_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
-                          pp_error *err);
 
 /* kernel entry points (table.cu lists them) */
 #define PP_CU_FWD(name) pp_status name(const pp_kernel_ctx *c, pp_error *err)

@@ -39,25 +39,6 @@ pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, cons
     return PP_OK;
 }
 
-pp_status pp_cu_host_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
-                          pp_error *err)
-{
-    *n = -1;
-    if (k >= c->nin || !c->in[k].data) return PP_OK;
-    const pp_tensor *t = &c->in[k];
-    const void *h;
-    PP_CHECK(pp_cu_host_input(c, k, what, &h, err));
-    int64_t cnt = pp_tensor_numel(t);
-    if (cnt > max) return pp_cu_bad(c, err, PP_ERR_SHAPE, "%s has %lld values, at most %d", what, (long long)cnt, max);
-    if (t->dtype != PP_DTYPE_I64 && t->dtype != PP_DTYPE_I32)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "%s has dtype %s, expected int64 or int32", what,
-                         pp_dtype_name(t->dtype));
-    for (int64_t i = 0; i < cnt; i++)
-        vals[i] = t->dtype == PP_DTYPE_I64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
-    *n = (int)cnt;
-    return PP_OK;
-}
-
 /* ---------------- caching allocator ---------------- */
 
 static pp_status cu_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err)

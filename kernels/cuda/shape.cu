@@ -98,59 +98,17 @@ PP_CU_BWD(pp_cu_transpose_backward)
 
 /* ---------------- Slice ---------------- */
 
-/* out[i] = x[base + i . src_st]: the strided plan from starts/ends/axes/steps, clamped as
- * ONNX says (and as the cpu kernel does); the output dims must be the slice's counts. */
+/* out[i] = x[base + i . src_st]: the strided plan of the slice kernels/op_args.c reads. */
 static pp_status slice_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, pp_cu_strided *s,
                             int64_t *base, pp_error *err)
 {
-    int64_t starts[PP_MAX_RANK], axes[PP_MAX_RANK], steps[PP_MAX_RANK], ends[PP_MAX_RANK];
-    int ns = 0, na = -1, nst = -1, ne = 0;
-    if (c->opset < 10) {
-        const int64_t *a, *e, *st;
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "starts", &st, &ns, c->node, err));
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "ends", &e, &ne, c->node, err));
-        PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "axes", &a, &na, c->node, err));
-        if (ns > PP_MAX_RANK || ne > PP_MAX_RANK || na > PP_MAX_RANK)
-            return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d starts / %d ends / %d axes, at most %d", ns, ne, na,
-                             PP_MAX_RANK);
-        for (int i = 0; i < ns; i++) starts[i] = st[i];
-        for (int i = 0; i < ne; i++) ends[i] = e[i];
-        for (int i = 0; i < na; i++) axes[i] = a[i];
-        if (!a) na = -1;
-    } else {
-        PP_CHECK(pp_cu_host_ints(c, 1, "starts", starts, &ns, PP_MAX_RANK, err));
-        PP_CHECK(pp_cu_host_ints(c, 2, "ends", ends, &ne, PP_MAX_RANK, err));
-        PP_CHECK(pp_cu_host_ints(c, 3, "axes", axes, &na, PP_MAX_RANK, err));
-        PP_CHECK(pp_cu_host_ints(c, 4, "steps", steps, &nst, PP_MAX_RANK, err));
-    }
-    if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
-        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "starts (%d), ends (%d), axes (%d) and steps (%d) differ in length",
-                         ns, ne, na, nst);
-    if (y->rank != x->rank)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "output has rank %d, input %d", y->rank, x->rank);
     int64_t xst[PP_MAX_RANK], yst[PP_MAX_RANK], sst[PP_MAX_RANK], first[PP_MAX_RANK], step[PP_MAX_RANK],
         count[PP_MAX_RANK];
+    PP_CHECK(pp_args_slice(c, x, y, first, step, count, err));
     strides_of(x, xst);
     strides_of(y, yst);
-    for (int d = 0; d < x->rank; d++) {
-        first[d] = 0;
-        step[d] = 1;
-        count[d] = x->dims[d];
-    }
-    for (int i = 0; i < ns; i++) {
-        int64_t ax = na >= 0 ? axes[i] : i;
-        if (ax < 0) ax += x->rank;
-        if (ax < 0 || ax >= x->rank) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "axis %lld out of range", (long long)ax);
-        const int64_t n = x->dims[ax], stp = nst >= 0 ? steps[i] : 1;
-        if (stp == 0) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "step 0 on axis %lld", (long long)ax);
-        count[ax] = pp_slice_axis(n, starts[i], ends[i], stp, &first[ax]);
-        step[ax] = stp;
-    }
     *base = 0;
     for (int d = 0; d < x->rank; d++) {
-        if (count[d] != y->dims[d])
-            return pp_cu_bad(c, err, PP_ERR_SHAPE, "output dim %d is %lld, the slice gives %lld", d,
-                             (long long)y->dims[d], (long long)count[d]);
         if (count[d] > 0) *base += first[d] * xst[d];
         sst[d] = xst[d] * step[d];
     }
