@@ -5,6 +5,9 @@
 #include "ckpt_internal.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,19 +62,29 @@ static pp_status remove_markers(const ck_commit *c, pp_error *err)
 
 /* step-<N> takes the new directory; one already there (a run resumed from an older
  * checkpoint that reaches N again) is moved aside first and removed after. */
+/* The temporary directory becomes step-<N>. When step-<N> exists (the step is saved
+ * again, e.g. by a run resumed from an older checkpoint), the two directories swap in one
+ * atomic renameat2(RENAME_EXCHANGE), so `latest` never names a missing directory; on a
+ * filesystem without the exchange, the old one is renamed aside first. */
 static pp_status move_into_place(const ck_commit *c, pp_error *err)
 {
     struct stat sb;
-    char *aside = NULL;
-    pp_status st = PP_OK;
-    if (stat(c->final_dir, &sb) == 0) {
-        if (!(aside = ck_path("%s.old-%s", c->final_dir, c->run_id))) return PP_NOMEM(err);
-        PP_CHECK_GOTO(ck_rename(c->final_dir, aside, err), st, done);
+    if (stat(c->final_dir, &sb) != 0) {
+        PP_CHECK(ck_rename(c->tmp, c->final_dir, err));
+        return ck_fsync_path(c->root, err);
     }
-    PP_CHECK_GOTO(ck_rename(c->tmp, c->final_dir, err), st, done);
-    PP_CHECK_GOTO(ck_fsync_path(c->root, err), st, done);
-    if (aside) st = ck_remove_tree(aside, err);
-done:
+    if (renameat2(AT_FDCWD, c->tmp, AT_FDCWD, c->final_dir, RENAME_EXCHANGE) == 0) {
+        PP_CHECK(ck_fsync_path(c->root, err));
+        return ck_remove_tree(c->tmp, err);   /* the old checkpoint, now at the temporary name */
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+        return pp_error_set(err, PP_ERR_IO, "cannot swap '%s' into '%s': %s", c->tmp, c->final_dir, strerror(errno));
+    char *aside = ck_path("%s.old-%s", c->final_dir, c->run_id);
+    pp_status st = aside ? PP_OK : PP_NOMEM(err);
+    if (st == PP_OK) st = ck_rename(c->final_dir, aside, err);
+    if (st == PP_OK) st = ck_rename(c->tmp, c->final_dir, err);
+    if (st == PP_OK) st = ck_fsync_path(c->root, err);
+    if (st == PP_OK) st = ck_remove_tree(aside, err);
     free(aside);
     return st;
 }

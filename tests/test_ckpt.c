@@ -174,6 +174,16 @@ static void test_round_trip(void **state)
     assert_same(&a, &b);
     assert_int_equal(pp_ckpt_verify(p, &err), PP_OK);
     printf("round trip: %d tensors in %d shards read back bitwise; verify ok\n", ntensors, nfiles);
+    /* step 3 saved again (a run resumed from an older checkpoint): the new one replaces it */
+    pp_ckpt_meta m2 = meta_of(3);
+    m2.samples = 99;
+    assert_int_equal(pp_ckpt_save(root, "unit2", &pa, &m2, &err), PP_OK);
+    assert_int_equal(pp_ckpt_verify(p, &err), PP_OK);
+    assert_int_equal(pp_ckpt_open(p, &c, &err), PP_OK);
+    assert_int_equal(pp_ckpt_inspect(c)->meta.samples, 99);
+    pp_ckpt_close(c);
+    sh("test $(ls '%s' | wc -l) -eq 2", root);   /* step-3 and latest: nothing left aside */
+    printf("step-3 saved again: replaced whole, verify ok, nothing left beside it\n");
     free_job(&a);
     free_job(&b);
 }
