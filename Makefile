@@ -3,7 +3,7 @@ BUILD ?= build
 TEST_BUILD ?= build-test
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test bench clean
+.PHONY: setup build run test bench deb clean
 
 setup:
 	./scripts/setup.sh
@@ -23,6 +23,11 @@ test: setup
 
 bench: build
 	./scripts/bench.sh $(BUILD)
+
+# A Debian package of the library, headers, CLI, CMake package and onnxpipe.pc (cpack):
+# $(BUILD)/deb/onnxpipe_<version>_amd64.deb
+deb: build
+	cmake --build $(BUILD) --target deb
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD)

@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("onnxpipe %s\n", PP_VERSION);
+        printf("onnxpipe %s\n", pp_version());
         return 0;
     }
     for (int i = 0; i < NCOMMANDS; i++)

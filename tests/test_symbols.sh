@@ -2,7 +2,8 @@
 # libonnxpipe.a, the archive a user links, exports the public API and nothing else: every
 # defined global symbol is a pp_ function a public header declares (PP_API), every function
 # the headers declare that the library defines is exported, and a program with its own
-# iter_next, value_bytes, shape_binary and load_tensor links against it and runs.
+# iter_next, value_bytes, shape_binary and load_tensor links against it and runs. The
+# shared libonnxpipe.so, linked from the same object, exports exactly the same symbols.
 set -euo pipefail
 : "${BUILD_DIR:?}" "${SRC_DIR:?}"
 LIB="$BUILD_DIR/libonnxpipe.a"
@@ -37,6 +38,17 @@ if [ -s "$OUT/hidden" ]; then
     fail=1
 fi
 [ "$fail" = 0 ] && echo "ok: every exported symbol is a public pp_ function, and every public function is exported"
+
+# the dynamic symbol table: what a program linked against the .so can bind to
+nm -D --defined-only "$BUILD_DIR/libonnxpipe.so" | awk 'NF == 3 { print $3 }' | sort -u >"$OUT/exported_so"
+echo "libonnxpipe.so: $(wc -l <"$OUT/exported_so") dynamic symbols"
+if ! diff "$OUT/exported" "$OUT/exported_so" >"$OUT/so_diff"; then
+    echo "FAIL: libonnxpipe.so does not export the same symbols as libonnxpipe.a ('<' only the .a, '>' only the .so):"
+    sed 's/^/  /' "$OUT/so_diff"
+    fail=1
+else
+    echo "ok: libonnxpipe.so exports the same $(wc -l <"$OUT/exported_so") pp_ symbols as libonnxpipe.a"
+fi
 
 # the link is the check: a clash is "multiple definition of 'iter_next'"
 echo "--- linking symbols_user (its own iter_next, value_bytes, shape_binary, load_tensor)"

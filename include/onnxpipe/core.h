@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <onnxpipe/version.h>   /* ONNXPIPE_VERSION_*, generated from CMakeLists.txt */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,7 +26,12 @@ extern "C" {
  * symbol made local (CMakeLists.txt), so a program's own iter_next never meets ours. */
 #define PP_API __attribute__((visibility("default")))
 
-#define PP_VERSION "0.1.0"     /* onnxpipe's version (CMakeLists.txt project VERSION) */
+#define PP_VERSION ONNXPIPE_VERSION_STRING   /* the headers' version: "0.1.0" */
+
+/* The version of the library linked at run time ("0.1.0"; as a number 100, see
+ * ONNXPIPE_VERSION_NUMBER): a program built against other headers can compare. */
+PP_API const char *pp_version(void);
+PP_API int pp_version_number(void);
 
 typedef enum {
     PP_OK = 0,

@@ -4,6 +4,7 @@
 #ifndef ONNXPIPE_H
 #define ONNXPIPE_H
 
+#include <onnxpipe/version.h>     /* ONNXPIPE_VERSION_MAJOR/MINOR/PATCH/STRING; pp_version() in core.h */
 #include <onnxpipe/core.h>        /* status, errors, dtypes, logging, JSON */
 #include <onnxpipe/tensor.h>      /* shapes, tensors, attributes */
 #include <onnxpipe/graph.h>       /* the ONNX IR: load, build, save, extract */
