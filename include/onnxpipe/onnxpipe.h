@@ -18,5 +18,6 @@
 #include <onnxpipe/driver.h>      /* runs a rank's schedule on its stages */
 #include <onnxpipe/ckpt.h>        /* sharded checkpoints: save, resume on any layout, verify, export */
 #include <onnxpipe/train.h>       /* datasets, LR schedules, the training job, export */
+#include <onnxpipe/trainer.h>     /* the high-level trainer: create, step, eval, save, load, export */
 
 #endif
