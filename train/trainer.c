@@ -366,12 +366,13 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .ndims = cfg->ndims, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
         .seed = cfg->seed, .quiet = cfg->quiet,
+        .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
     };
     pp_status st;
     PP_CHECK_GOTO(trainer_begin(t, &c, cfg->graph, world, err), st, fail);
     if (t->world->rank == 0 && !cfg->quiet) trainer_print_plan(t, stdout);
     PP_CHECK_GOTO(trainer_build(t, err), st, fail);
-    t->eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1;
+    t->eval_batches = c.eval_batches;
     *out = t;
     return PP_OK;
 fail:
