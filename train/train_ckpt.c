@@ -89,18 +89,10 @@ static pp_status pick(train_ckpt *k, char *dir, size_t len, pp_error *err)
     return st;
 }
 
-/* Picks the checkpoint (auto, or the one named), then every rank loads its own stages. */
-static pp_status resume(train_ckpt *k, pp_error *err)
+pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
-    char dir[4096] = "";
     int rank0 = k->world->rank == 0;
-    if (!strcmp(c->resume, "auto")) PP_CHECK(pick(k, dir, sizeof dir, err));
-    else snprintf(dir, sizeof dir, "%s", c->resume);
-    if (!dir[0]) {
-        if (rank0 && !c->quiet) printf("resume: no checkpoint in '%s' verifies, starting from scratch\n\n", c->save_dir);
-        return PP_OK;
-    }
     pp_ckpt *ck = NULL;
     PP_CHECK(pp_ckpt_open(dir, &ck, err));
     const pp_ckpt_info *in = pp_ckpt_inspect(ck);
@@ -128,6 +120,21 @@ static pp_status resume(train_ckpt *k, pp_error *err)
     return st;
 }
 
+/* Picks the checkpoint (auto, or the one named), then every rank loads its own stages. */
+static pp_status resume(train_ckpt *k, pp_error *err)
+{
+    const pp_train_config *c = k->cfg;
+    char dir[4096] = "";
+    if (!strcmp(c->resume, "auto")) PP_CHECK(pick(k, dir, sizeof dir, err));
+    else snprintf(dir, sizeof dir, "%s", c->resume);
+    if (!dir[0]) {
+        if (k->world->rank == 0 && !c->quiet)
+            printf("resume: no checkpoint in '%s' verifies, starting from scratch\n\n", c->save_dir);
+        return PP_OK;
+    }
+    return train_ckpt_load(k, dir, err);
+}
+
 /* One id for the whole job (rank 0's clock and pid): it names the temporary directories. */
 static pp_status run_id(pp_comm *world, char *id, size_t len, pp_error *err)
 {
@@ -147,7 +154,6 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
     k->cfg = cfg;
     k->world = world;
     k->sched = sched;
-    if (!cfg->save_dir && !cfg->resume) return PP_OK;
     if (cfg->resume && !strcmp(cfg->resume, "auto") && !cfg->save_dir)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "--resume auto looks in the --save directory: pass --save DIR");
     int n = pp_driver_num_stages(drv);
@@ -169,11 +175,10 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
     return pp_ckpt_writer_create(&o, &k->writer, err);
 }
 
-pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
+/* Step's checkpoint through writer w (root: where it goes, for the line printed). */
+static pp_status save(train_ckpt *k, pp_ckpt_writer *w, const char *root, int async, int64_t step, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
-    if (!k->writer || step == k->last_saved) return PP_OK;
-    if (step != c->steps && (c->save_every <= 0 || step % c->save_every)) return PP_OK;
     char *tj = trainer_json(c, step);
     if (!tj) return PP_NOMEM(err);
     pp_ckpt_meta m = {
@@ -183,16 +188,39 @@ pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
     };
     m.optim.lr = c->lr.lr;
     double stall = 0;
-    pp_status st = pp_ckpt_writer_save(k->writer, &k->part, &m, &stall, err);
+    pp_status st = pp_ckpt_writer_save(w, &k->part, &m, &stall, err);
     free(tj);
     PP_CHECK(st);
     k->last_saved = step;
     k->saves++;
     k->stall_s += stall;
     if (k->world->rank == 0 && !c->quiet)
-        printf("checkpoint %s/step-%lld: %s (training stalled %.3f s)\n", c->save_dir, (long long)step,
-               c->save_sync ? "saved" : "saving in the background", stall);
+        printf("checkpoint %s/step-%lld: %s (training stalled %.3f s)\n", root, (long long)step,
+               async ? "saving in the background" : "saved", stall);
     return PP_OK;
+}
+
+pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_error *err)
+{
+    char id[32];
+    PP_CHECK(run_id(k->world, id, sizeof id, err));
+    pp_ckpt_writer_options o = {.root = root, .run_id = id};
+    pp_ckpt_writer *w = NULL;
+    PP_CHECK(pp_ckpt_writer_create(&o, &w, err));
+    pp_status st = save(k, w, root, 0, step, err);
+    if (st == PP_OK) st = pp_ckpt_writer_wait(w, err);
+    pp_ckpt_writer_destroy(w);
+    PP_CHECK(st);
+    /* rank 0 has committed once it is here: then every rank may read the checkpoint */
+    return pp_comm_barrier(k->world, err);
+}
+
+pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
+{
+    const pp_train_config *c = k->cfg;
+    if (!k->writer || step == k->last_saved) return PP_OK;
+    if (step != c->steps && (c->save_every <= 0 || step % c->save_every)) return PP_OK;
+    return save(k, k->writer, c->save_dir, !c->save_sync, step, err);
 }
 
 pp_status train_ckpt_before_update(void *user, pp_error *err)

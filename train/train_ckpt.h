@@ -25,9 +25,13 @@ typedef struct train_ckpt {
 } train_ckpt;
 
 /* Resumes when cfg->resume asks (collective over world) and opens the writer when
- * cfg->save_dir is set. */
+ * cfg->save_dir is set. cfg is borrowed until train_ckpt_free. */
 pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *world, pp_driver *drv,
                           const pp_partition *part, const pp_grid *grid, const pp_schedule *sched, pp_error *err);
+/* Loads checkpoint dir into this rank's stages and goes on from its step (collective). */
+pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err);
+/* Step's checkpoint to root/step-<step>, written before returning (collective). */
+pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_error *err);
 /* After step `step`: saves when it is due (every save_every, and the last step). */
 pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err);
 /* The driver's before_update: an async save still copying parameters finishes first. */

@@ -1,12 +1,59 @@
-/* Private to train/: what the job learns about its model and data at start (check.c),
- * the forward-only evaluation (eval_loop.c), TensorBoard events and metrics lines
- * (tensorboard.c, metrics.c) and the profiler of chosen steps (profile.c). */
+/* Private to train/: the trainer object (trainer.c) that pp_train_run drives, what the
+ * job learns about its model and data at start (check.c), the forward-only evaluation
+ * (eval_loop.c), TensorBoard events and metrics lines (tensorboard.c, metrics.c) and the
+ * profiler of chosen steps (profile.c). */
 #ifndef PP_TRAIN_INTERNAL_H
 #define PP_TRAIN_INTERNAL_H
 
 #include <onnxpipe/comm.h>
 #include <onnxpipe/driver.h>
+#include <onnxpipe/placement.h>
 #include <onnxpipe/train.h>
+#include <onnxpipe/trainer.h>
+
+#include "train_ckpt.h"
+
+/* trainer.c: the job's state on this rank. pp_trainer_create fills c from its
+ * pp_trainer_config; pp_train_run (train.c) gives the whole pp_train_config and opens
+ * its dataset between the two halves of creation (trainer_begin, trainer_build). */
+struct pp_trainer {
+    pp_train_config c;          /* the options: c.steps and c.lr.steps are the run's length */
+    pp_comm *world;             /* MPI: host-memory collectives */
+    int owns_world;
+    pp_comm *link;              /* device buffers: world on the cpu, its NCCL twin on cuda */
+    pp_grid *grid;
+    pp_graph *owned;            /* the graph loaded from c.model, or NULL: */
+    const pp_graph *g;          /* ... owned, or the caller's (pp_trainer_config.graph) */
+    pp_partition *part;
+    pp_schedule *sched;
+    pp_device *dev;
+    pp_driver *drv;
+    pp_topology *topo;
+    pp_placement *place;
+    pp_bind_result bind;
+    pp_device_kind kind;
+    pp_error device_note;       /* why auto chose the cpu */
+    int64_t mb;                 /* samples per microbatch */
+    int64_t step;               /* steps done */
+    pp_lr_schedule lr;          /* c.lr over c.steps */
+    int64_t eval_batches;       /* global batches per pp_trainer_eval */
+    train_ckpt ck;
+    /* the call in progress: its feed, and how a driver microbatch maps onto it */
+    pp_trainer_feed_fn feed;
+    void *feed_user;
+    int training;
+    double eval_sum[2];         /* pp_trainer_eval: loss x samples, samples */
+};
+
+/* Up to the process grid: checks cfg, loads the model (or borrows graph), agrees with
+ * the other ranks, schedules, partitions, chooses and opens the device, places the ranks.
+ * world NULL: the MPI world. Collective. t is zeroed first; trainer_free frees it. */
+pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph *graph, pp_comm *world,
+                        pp_error *err);
+/* The driver and this rank's stages, then checkpoints (resume when c.resume). Collective. */
+pp_status trainer_build(pp_trainer *t, pp_error *err);
+void trainer_print_plan(const pp_trainer *t, FILE *out);
+void trainer_free(pp_trainer *t);
 
 /* What the model reads and predicts, found once before step 1. */
 typedef struct train_io {
@@ -25,8 +72,17 @@ typedef struct train_io {
 pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp_dataset *d, const char *opt,
                            const char *dir, int64_t mb, train_io *io, pp_error *err);
 
-/* feed.c: stage s's data inputs in slot from the samples at places offset ..
- * offset+count-1 of step's global batch under smp. */
+/* feed.c: hands stage s's data inputs of slot to fn as host buffers (the device's own
+ * on a host-memory device, else staging copied in after fn); fn is not called when the
+ * stage reads no graph input. f: the microbatch, inputs and stage filled in here. */
+pp_status train_feed_inputs(pp_stage *s, int slot, pp_trainer_feed *f, pp_trainer_feed_fn fn, void *user,
+                            pp_error *err);
+/* f's inputs from the samples at places f->offset .. + f->samples - 1 of step's global
+ * batch under smp. */
+pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, int64_t step, const pp_trainer_feed *f,
+                             pp_error *err);
+/* Stage s's data inputs in slot from the samples at places offset .. offset+count-1 of
+ * step's global batch under smp. */
 pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
                            int64_t offset, int64_t count, pp_error *err);
 

@@ -1,6 +1,7 @@
 /* onnxpipe: pipeline x data parallel training of ONNX models. One include for a
  * custom trainer; each module's header can also be included on its own. The map of
- * the library is DESIGN.md; examples/custom_trainer.c is a small trainer built on it. */
+ * the library is DESIGN.md; examples/pipeline_trainer.c is a trainer on trainer.h, and
+ * examples/custom_trainer.c one on the stage underneath. */
 #ifndef ONNXPIPE_H
 #define ONNXPIPE_H
 
@@ -19,5 +20,6 @@
 #include <onnxpipe/driver.h>      /* runs a rank's schedule on its stages */
 #include <onnxpipe/ckpt.h>        /* sharded checkpoints: save, resume on any layout, verify, export */
 #include <onnxpipe/train.h>       /* datasets, LR schedules, the training job, export */
+#include <onnxpipe/trainer.h>     /* the high-level trainer: create, step, eval, save, load, export */
 
 #endif

@@ -1,0 +1,146 @@
+/* The high-level trainer: one object that loads a model, partitions it, places the
+ * ranks, builds this rank's stages under the driver and runs steps, evaluations,
+ * checkpoints and export, fed by the caller's data. `onnxpipe train` is one of its users
+ * (pp_train_run, train.h); the layers under it (stage.h, driver.h, schedule.h) stay
+ * public for trainers that need more.
+ *
+ * Threads: a trainer is used by one thread at a time; the feed callback runs on that
+ * thread, inside the call that was given it. Collective calls are made by every rank of
+ * the trainer's communicator, in the same order, with the same arguments. */
+#ifndef ONNXPIPE_TRAINER_H
+#define ONNXPIPE_TRAINER_H
+
+#include <onnxpipe/comm.h>
+#include <onnxpipe/core.h>
+#include <onnxpipe/driver.h>
+#include <onnxpipe/graph.h>
+#include <onnxpipe/kernels.h>
+#include <onnxpipe/schedule.h>
+#include <onnxpipe/stage.h>
+#include <onnxpipe/train.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_trainer pp_trainer;
+
+/* Strings and graph are borrowed until pp_trainer_destroy (export reloads the model file). */
+typedef struct pp_trainer_config {
+    const char *model;              /* ONNX file, its batch dim bound to the microbatch; or NULL and: */
+    const pp_graph *graph;          /* a graph built in memory (pp_example_gpt), its batch dim fixed
+                                       to the microbatch: batch / (dp x microbatches) */
+    int pp, dp;                     /* pp x dp ranks in the communicator */
+    const char *device;             /* "auto" (NULL: a GPU when every rank has one), "cpu", "cuda" */
+    pp_schedule_kind schedule;      /* default 1f1b */
+    int chunks;                     /* virtual stages per rank; 0: 2 for interleaved, else 1 */
+    int64_t batch;                  /* global batch: samples per optimizer step */
+    int64_t microbatches;           /* per replica and step */
+    int64_t steps;                  /* the run's length: the LR schedule runs over it (lr.steps is
+                                       set to it); more steps may be made, at the last LR */
+    pp_dim_binding *dims;           /* symbolic dims of the model file's inputs (read by create) */
+    int ndims;
+    pp_optim_hparams optim;
+    pp_lr_schedule lr;
+    float clip_norm;                /* 0: no clipping */
+    int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB */
+    int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
+    pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
+    uint64_t seed;                  /* Dropout draws */
+    int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
+    int quiet;                      /* 0: rank 0 prints the plan at create and a line per checkpoint */
+} pp_trainer_config;
+
+/* pp 1, dp 1, device auto, 1f1b, batch 8, 1 microbatch, 10 steps, AdamW (0.9, 0.999,
+ * 1e-8) at a constant lr 1e-3, ignore_index -100, seed 0; no model. */
+PP_API pp_trainer_config pp_trainer_config_default(void);
+
+/* One graph input this rank needs for a microbatch: fill data with nbytes of it, laid
+ * out as dtype and shape (the microbatch's, batch dim first). data is host memory (the
+ * device's own on the cpu), valid during the callback only. */
+typedef struct pp_trainer_input {
+    const char *name;
+    pp_dtype dtype;
+    pp_shape shape;
+    size_t nbytes;
+    void *data;
+} pp_trainer_input;
+
+typedef struct pp_trainer_feed {
+    int training;                   /* 1: pp_trainer_step; 0: pp_trainer_eval */
+    int64_t step;                   /* training: the step (from 1); eval: the eval batch (from 1) */
+    int64_t microbatch;             /* 0 .. microbatches-1, within this replica */
+    int replica;                    /* 0 .. dp-1 */
+    int64_t offset;                 /* its first sample's place in the global batch: replica x
+                                       batch / dp + microbatch x samples */
+    int64_t samples;                /* samples per microbatch */
+    pp_trainer_input *inputs;       /* the graph inputs of this rank's stage: the first stage's
+                                       token ids, the last stage's labels */
+    int ninputs;
+    pp_stage *stage;                /* for trainers that need the stage (pp_stage_set_loss_weight) */
+    int slot;
+} pp_trainer_feed;
+
+/* Fills f->inputs. Called only on ranks whose stage reads a graph input, once per
+ * (stage, microbatch). */
+typedef pp_status (*pp_trainer_feed_fn)(void *user, const pp_trainer_feed *f, pp_error *err);
+
+/* Loads the model, agrees with the other ranks on it and on cfg, partitions, places the
+ * ranks, opens the device and builds this rank's stages. world: the communicator of the
+ * pp x dp ranks, borrowed (NULL: MPI_COMM_WORLD, initialising MPI when needed, or one
+ * rank without mpirun). Collective. *out: the caller's, freed by pp_trainer_destroy. */
+PP_API pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_trainer **out, pp_error *err);
+/* Collective (it frees communicators). Accepts NULL. After a failed collective call on a
+ * job of several ranks, end the job instead (pp_comm_mpi_abort_world): a peer's message
+ * may still be on its way into the trainer's buffers. */
+PP_API void pp_trainer_destroy(pp_trainer *t);
+
+typedef struct pp_trainer_stats {
+    int64_t step;                   /* the step just made (from 1) */
+    float lr;                       /* its learning rate */
+    double loss;                    /* mean over the global batch, the same on every rank */
+    double grad_norm;               /* global, before clipping */
+    int skipped;                    /* NaN/Inf gradients skipped the update (skip_nonfinite) */
+    double seconds;                 /* this rank's wall time of the step */
+    double compute_s, wait_s;       /* this rank's forward/backward time, and time blocked on peers */
+} pp_trainer_stats;
+
+/* One optimizer step over a global batch of batch samples fed by feed(user, ...).
+ * A loss that is NaN or Inf is an error unless skip_nonfinite. Collective. */
+PP_API pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_stats *stats,
+                                 pp_error *err);
+
+typedef struct pp_trainer_eval_stats {
+    double loss;                    /* mean over the eval batches' samples, the same on every rank */
+    int64_t samples;
+    double seconds;
+} pp_trainer_eval_stats;
+
+/* Forward only (Dropout off, BatchNorm on its running statistics) of eval_batches global
+ * batches fed by feed (f->training 0); no parameter changes. Collective. */
+PP_API pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_eval_stats *stats,
+                                 pp_error *err);
+
+/* Writes a checkpoint of parameters and optimizer state to dir/step-<N> (N: the steps
+ * made) and points dir/latest at it; returns once it is committed. Collective. */
+PP_API pp_status pp_trainer_save(pp_trainer *t, const char *dir, pp_error *err);
+/* Loads the checkpoint directory path (written by any layout) and goes on from its
+ * step. Collective. */
+PP_API pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err);
+/* Writes the trained model as ONNX to path (rank 0 writes). Collective. */
+PP_API pp_status pp_trainer_export(pp_trainer *t, const char *path, pp_error *err);
+
+/* The steps made so far (0 after create, the checkpoint's after pp_trainer_load). */
+PP_API int64_t pp_trainer_steps_done(const pp_trainer *t);
+/* This rank in the communicator, and its place in the (stage, replica) grid. */
+PP_API int pp_trainer_rank(const pp_trainer *t);
+PP_API int pp_trainer_stage(const pp_trainer *t);
+PP_API int pp_trainer_replica(const pp_trainer *t);
+/* The lower layers under the trainer, owned by it: for trainers that need them. */
+PP_API pp_driver *pp_trainer_driver(pp_trainer *t);
+PP_API const pp_graph *pp_trainer_graph(const pp_trainer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
