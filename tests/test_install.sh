@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `cmake --install` gives a user what the README promises: libonnxpipe.so (SONAME, version)
 # and .a, the headers, the CLI, the CMake package and onnxpipe.pc; a program outside the
-# tree builds with each (shared and static) and runs. Then the .deb installs and removes cleanly.
+# tree builds with each (shared and static) and runs; examples/ builds from the prefix alone
+# (find_package and pkg-config) and pipeline_trainer trains under mpirun. Then the .deb
+# installs and removes cleanly.
 set -euo pipefail
 : "${BUILD_DIR:?}" "${SRC_DIR:?}"
 OUT="$BUILD_DIR/test-out/install"
@@ -66,6 +68,22 @@ cc -o "$OUT/user/pc_static" "$OUT/user/user.c" $(pkg-config --cflags onnxpipe) \
     $(pkg-config --static --libs onnxpipe | sed 's/-lonnxpipe/-l:libonnxpipe.a/') \
     || fail "cc with pkg-config --static --libs does not build the user against libonnxpipe.a"
 run_user pkgconfig-static "$OUT/user/pc_static" 0
+
+echo "--- examples/ from the installed package alone; pipeline_trainer under mpirun -np 4"
+mkdir -p "$OUT/examples"   # a copy outside the tree: only the prefix can supply headers and libraries
+cp "$SRC_DIR"/examples/CMakeLists.txt "$SRC_DIR"/examples/*.c "$OUT/examples/"
+cmake -S "$OUT/examples" -B "$OUT/examples/build" -DCMAKE_PREFIX_PATH="$P" >"$OUT/examples.log" 2>&1 &&
+    cmake --build "$OUT/examples/build" >>"$OUT/examples.log" 2>&1 || { cat "$OUT/examples.log"; fail "examples/ do not build from $P"; }
+cc -o "$OUT/examples/pipeline_trainer_pc" "$OUT/examples/pipeline_trainer.c" $(pkg-config --cflags --libs onnxpipe) \
+    -Wl,-rpath,"$libdir" || fail "cc \$(pkg-config ...) does not build examples/pipeline_trainer.c"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 PP_COMM_TIMEOUT=60
+for bin in build/pipeline_trainer pipeline_trainer_pc; do
+    timeout 300 mpirun --oversubscribe --bind-to none -np 4 -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
+        "$OUT/examples/$bin" 20 "$OUT/examples/ckpt-${bin##*/}" >"$OUT/examples-${bin##*/}.log" 2>&1 \
+        || { cat "$OUT/examples-${bin##*/}.log"; fail "$bin under mpirun"; }
+    grep -q '^loss .*: falls$' "$OUT/examples-${bin##*/}.log" || { cat "$OUT/examples-${bin##*/}.log"; fail "$bin: the loss does not fall"; }
+    echo "ok: $bin (pp 2 x dp 2): $(grep '^loss ' "$OUT/examples-${bin##*/}.log")"
+done
 unset PKG_CONFIG_PATH
 
 echo "--- cpack -G DEB"
