@@ -39,8 +39,10 @@ void pp_log(pp_log_level level, const char *fmt, ...)
     else if (!msg) msg = buf;   /* cut where no memory is left */
     va_end(again);
     va_end(ap);
+    flockfile(stderr);   /* one line, whole, when threads log at once (the checkpoint writer) */
     fprintf(stderr, "%sonnxpipe: %s: ", log_prefix, names[level]);
     pp_text_fputs(msg, 1, stderr);
     fputc('\n', stderr);
+    funlockfile(stderr);
     if (msg != buf) free(msg);
 }

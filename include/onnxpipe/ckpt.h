@@ -68,8 +68,9 @@ PP_API pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckp
  * stages) to host memory, and writes them: in a thread when async, else before returning
  * (rank 0 then also waits until the checkpoint is committed). With defer_copy, async on
  * the cpu, the thread makes the copy of parameters and optimizer state.
- * Every rank of the job calls it with the same meta->step. *stall_s (may be NULL): the
- * seconds this call took. */
+ * Every rank of the job calls it with the same meta->step (collective over the job, though
+ * through the filesystem: rank 0 waits for the other ranks' shards up to timeout_s).
+ * *stall_s (may be NULL): the seconds this call took. */
 PP_API pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                                      double *stall_s, pp_error *err);
 /* With defer_copy, save leaves the copy of parameters and optimizer state to the writer
@@ -81,7 +82,8 @@ PP_API double pp_ckpt_writer_wait_staged(pp_ckpt_writer *w);
 PP_API pp_status pp_ckpt_writer_wait(pp_ckpt_writer *w, pp_error *err);
 /* Waits (errors are dropped: call wait first to see them) and frees. NULL is fine. */
 PP_API void pp_ckpt_writer_destroy(pp_ckpt_writer *w);
-/* A synchronous save to root/step-<meta->step>/ (a writer of one save). */
+/* A synchronous save to root/step-<meta->step>/ (a writer of one save): called by every
+ * rank of the job, as pp_ckpt_writer_save. */
 PP_API pp_status pp_ckpt_save(const char *root, const char *run_id, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                               pp_error *err);
 

@@ -74,7 +74,8 @@ PP_API pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
 /* MPI_Finalize once every communicator is destroyed (call at exit of a job); a no-op
  * when the application initialised MPI itself. */
 PP_API void pp_comm_mpi_finalize(void);
-/* Ranks that share memory with this one (a host), via MPI_Comm_split_type. */
+/* Ranks that share memory with this one (a host), via MPI_Comm_split_type. Collective
+ * over world. */
 PP_API pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
 /* This process's rank and the size of MPI_COMM_WORLD without any communication (0 and 1
  * when MPI is not running), and MPI_Abort on it when it has several ranks: what an error
@@ -84,12 +85,17 @@ PP_API void pp_comm_mpi_abort_world(int code);
 /* Name of this host (MPI_Get_processor_name). */
 PP_API const char *pp_comm_mpi_host(void);
 
+/* Frees c (MPI_Comm_free: collective over c in MPI's sense, so every rank frees its
+ * communicators in the same order). Accepts NULL. */
 PP_API void pp_comm_destroy(pp_comm *c);
+/* Point-to-point: local to the two ranks; a request is waited for (or tested until done)
+ * exactly once, on the thread that made it. */
 PP_API pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                                pp_error *err);
 PP_API pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
 PP_API pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
 PP_API pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
+/* Sum all-reduce in place, the blocking collectives and split: collective over c. */
 PP_API pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
                                     pp_error *err);
 PP_API pp_status pp_comm_allreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_error *err);

@@ -1,5 +1,20 @@
 /* onnxpipe core: status codes, errors with context, dtypes, logging, small utilities.
- * Every fallible library call returns pp_status and fills a caller-owned pp_error. */
+ * Every fallible library call returns pp_status and fills a caller-owned pp_error.
+ *
+ * The rules of the whole API, which a function's comment states again only where it
+ * departs from them:
+ * - Ownership. An object returned through an out-parameter (`**out`) belongs to the
+ *   caller and is freed by its module's destroy/close/free, which accepts NULL. Pointer
+ *   arguments are borrowed for the call; an object that keeps one (a stage keeps its
+ *   partition and device, a driver its grid) says so, and what it keeps must outlive it.
+ *   Strings and arrays returned by a const accessor belong to the object and live as long.
+ * - Threads. No call blocks other threads on hidden global state: the registries (ops,
+ *   backends) are constant, logging is serialised. An object is used by one thread at a
+ *   time; different objects may be used by different threads at once. MPI is initialised
+ *   FUNNELED: the calls that communicate are made from the thread that created the world.
+ * - Collectives. A call marked "Collective over C" must be made by every rank of
+ *   communicator C, in the same order on each, or the job waits until PP_COMM_TIMEOUT
+ *   ends it. Calls not so marked are local to the rank. */
 #ifndef ONNXPIPE_CORE_H
 #define ONNXPIPE_CORE_H
 

@@ -44,6 +44,8 @@ typedef struct pp_driver_config {
 /* Builds this rank's stages (the virtual stages the schedule puts on grid->stage) and
  * the tied-weight groups. Collective over the world communicator. */
 PP_API pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err);
+/* Frees the stages and tied groups (not cfg's grid, comm or partition, which the caller
+ * keeps until then). Local; accepts NULL. */
 PP_API void pp_driver_destroy(pp_driver *d);
 
 typedef struct pp_step_stats {
@@ -54,7 +56,8 @@ typedef struct pp_step_stats {
     double wait_s;          /* this rank's time waiting for messages and reductions */
 } pp_step_stats;
 
-/* Runs one step (step counts from 1) with learning rate lr. */
+/* Runs one step (step counts from 1) with learning rate lr: this rank's actions of the
+ * schedule. Collective over the world communicator (every rank, the same step). */
 PP_API pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
 
 /* Sees the last stage's slot after each forward of pp_driver_forward (loss, logits). */

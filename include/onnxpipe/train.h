@@ -176,13 +176,14 @@ typedef struct pp_train_result {
     double eval_seconds;            /* all evaluations together */
 } pp_train_result;
 
-/* Runs the job on this rank. When it fails on a rank of a job of several, it returns
+/* Runs the job on this rank. Collective over the MPI world (every rank of the job calls
+ * it with the same config). When it fails on a rank of a job of several, it returns
  * without freeing what outstanding messages may still write into: the caller must end
  * the job (pp_comm_mpi_abort_world), as the CLI does. */
 PP_API pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err);
 
 /* Inference over a dataset: forward of every `batch` samples, each graph output
- * appended raw to OUT_DIR/<output name>.bin. */
+ * appended raw to OUT_DIR/<output name>.bin. Local: one process. */
 typedef struct pp_eval_config {
     const char *model;
     const char *data;
