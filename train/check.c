@@ -17,7 +17,7 @@ static int loss_node(const pp_graph *g)
 }
 
 /* Logits, classes and labels: from --logits/--labels, else from the loss node. */
-static void find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io)
+void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io)
 {
     *io = (train_io){.logits = -1, .ignore_index = INT64_MIN};
     int n = loss_node(g);
@@ -138,7 +138,7 @@ static pp_status check_label_range(const pp_graph *g, const train_io *io, const 
 pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp_dataset *d, const char *opt,
                            const char *dir, int64_t mb, train_io *io, pp_error *err)
 {
-    find_io(g, loss, io);
+    train_find_io(g, loss, io);
     int labels_declared = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];

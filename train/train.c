@@ -95,8 +95,8 @@ static pp_status setup_watch(run *r, pp_error *err)
     const pp_train_config *c = r->cfg;
     pp_trainer *t = r->t;
     if (c->eval_data)
-        PP_CHECK(train_eval_open(c->eval_data, t->g, &c->loss, c->batch, c->microbatches, c->dp, t->grid->replica,
-                                 c->eval_batches, &r->eval, err));
+        PP_CHECK(train_eval_open(c->eval_data, t->g, &c->loss, c->batch, c->microbatches, c->dp, c->eval_batches,
+                                 &r->eval, err));
     PP_CHECK(train_log_open(c, t->world, c->steps, r->io.tokens_per_sample > 0, &r->log, err));
     PP_CHECK(train_prof_open(c, t->drv, t->world, t->sched, t->part, t->grid, &r->prof, err));
     for (int i = 0; i < pp_driver_num_stages(t->drv); i++) {
@@ -182,7 +182,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
     int64_t step = stats->step;
     train_eval_result ev, *evp = NULL;
     if (r->eval && train_eval_due(step, r->cfg->steps, c->eval_every)) {
-        PP_CHECK(train_eval_run(r->eval, r->t->drv, r->t->world, step, &ev, err));
+        PP_CHECK(train_eval_run(r->eval, r->t, step, &ev, err));
         r->eval_s += ev.seconds;
         r->evals++;
         r->eval_loss = ev.loss;

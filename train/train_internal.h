@@ -13,6 +13,19 @@
 
 #include "train_ckpt.h"
 
+/* What the model reads and predicts, found once before step 1. */
+typedef struct train_io {
+    int64_t tokens_per_sample;  /* seq of an integer [batch, seq] input; 0: not a token model */
+    const char *token_input;    /* that input's name */
+    int logits;                 /* value id of the logits, or -1 */
+    int class_axis;             /* 1 under SoftmaxCrossEntropyLoss ([N, C, d...]), last for --logits */
+    int64_t classes;
+    const char *labels;         /* the labels array, or NULL */
+    int64_t ignore_index;       /* INT64_MIN: none */
+} train_io;
+/* check.c: io found from the graph and the loss options alone (no dataset). */
+void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io);
+
 /* trainer.c: the job's state on this rank. pp_trainer_create fills c from its
  * pp_trainer_config; pp_train_run (train.c) gives the whole pp_train_config and opens
  * its dataset between the two halves of creation (trainer_begin, trainer_build). */
@@ -42,7 +55,13 @@ struct pp_trainer {
     pp_trainer_feed_fn feed;
     void *feed_user;
     int training;
-    double eval_sum[2];         /* pp_trainer_eval: loss x samples, samples */
+    train_io io;                /* logits, labels, tokens: what pp_trainer_eval reports on */
+    double eval_sum[4];         /* pp_trainer_eval: loss x weight, weight, correct, counted labels */
+    int64_t **eval_labels;      /* [eval_slots] each slot's fed labels (eval_feed_labels), or none: */
+    int64_t *eval_nlabels;      /* ... 0 */
+    int eval_slots;
+    size_t eval_label_bytes;    /* each eval_labels[i]'s size */
+    float *eval_logits;         /* host copy of one microbatch's logits, for accuracy */
 };
 
 /* Up to the process grid: checks cfg, loads the model (or borrows graph), agrees with
@@ -55,16 +74,6 @@ pp_status trainer_build(pp_trainer *t, pp_error *err);
 void trainer_print_plan(const pp_trainer *t, FILE *out);
 void trainer_free(pp_trainer *t);
 
-/* What the model reads and predicts, found once before step 1. */
-typedef struct train_io {
-    int64_t tokens_per_sample;  /* seq of an integer [batch, seq] input; 0: not a token model */
-    const char *token_input;    /* that input's name */
-    int logits;                 /* value id of the logits, or -1 */
-    int class_axis;             /* 1 under SoftmaxCrossEntropyLoss ([N, C, d...]), last for --logits */
-    int64_t classes;
-    const char *labels;         /* the labels array, or NULL */
-    int64_t ignore_index;       /* INT64_MIN: none */
-} train_io;
 
 /* Every mismatch between dataset d (named `dir`, given by option `opt`) and the model g
  * bound to microbatch mb: arrays missing, dtypes, per-sample shapes, a fixed batch dim
@@ -87,8 +96,8 @@ pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_
                            int64_t offset, int64_t count, pp_error *err);
 
 /* eval_loop.c: the eval dataset under the training layout (batch, microbatches per
- * replica, dp; this rank's replica), checked like the training data; batches: global
- * batches per evaluation (0 or more than it holds: all of it). */
+ * replica, dp), checked like the training data; batches: global batches per evaluation
+ * (0 or more than it holds: all of it). */
 typedef struct train_eval train_eval;
 typedef struct train_eval_result {
     int64_t step;               /* the training step after which it ran */
@@ -100,11 +109,11 @@ typedef struct train_eval_result {
     double seconds;
 } train_eval_result;
 pp_status train_eval_open(const char *dir, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,
-                          int64_t microbatches, int dp, int replica, int64_t batches, train_eval **out, pp_error *err);
+                          int64_t microbatches, int dp, int64_t batches, train_eval **out, pp_error *err);
 int64_t train_eval_batches(const train_eval *e);
-/* Collective over world (every rank of the job). */
-pp_status train_eval_run(train_eval *e, pp_driver *drv, pp_comm *world, int64_t step, train_eval_result *res,
-                         pp_error *err);
+/* pp_trainer_eval of t fed from the eval dataset, after training step `step`.
+ * Collective (every rank of t). */
+pp_status train_eval_run(train_eval *e, pp_trainer *t, int64_t step, train_eval_result *res, pp_error *err);
 void train_eval_close(train_eval *e);
 
 /* metrics.c: rank 0's TensorBoard events and metrics lines (NULL when neither is asked

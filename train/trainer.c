@@ -267,6 +267,53 @@ done:
 }
 
 
+/* Slot's label buffer for an evaluation, large enough for the labels fed and for the
+ * rows of the logits that the accuracy reads. */
+static pp_status eval_slot(pp_trainer *t, int slot, size_t nbytes, pp_error *err)
+{
+    size_t want = nbytes;
+    if (t->io.logits >= 0 && t->io.classes > 0) {
+        size_t rows = (size_t)pp_shape_numel(&t->g->values[t->io.logits].shape) / (size_t)t->io.classes;
+        if (rows * sizeof(int64_t) > want) want = rows * sizeof(int64_t);
+    }
+    if (slot >= t->eval_slots) {
+        int n = slot + 1;
+        int64_t **lab = realloc(t->eval_labels, (size_t)n * sizeof *lab);
+        if (!lab) return PP_NOMEM(err);
+        t->eval_labels = lab;
+        int64_t *cnt = realloc(t->eval_nlabels, (size_t)n * sizeof *cnt);
+        if (!cnt) return PP_NOMEM(err);
+        t->eval_nlabels = cnt;
+        for (int i = t->eval_slots; i < n; i++) lab[i] = NULL, cnt[i] = 0;
+        t->eval_slots = n;
+    }
+    if (want > t->eval_label_bytes) {   /* every slot grows to the same size */
+        for (int i = 0; i < t->eval_slots; i++) {
+            free(t->eval_labels[i]);
+            t->eval_labels[i] = NULL, t->eval_nlabels[i] = 0;
+        }
+        t->eval_label_bytes = want;
+    }
+    if (!t->eval_labels[slot] && !(t->eval_labels[slot] = calloc(1, t->eval_label_bytes + 8))) return PP_NOMEM(err);
+    return PP_OK;
+}
+
+/* An eval microbatch: the caller's feed, then a copy of its labels (the input io.labels,
+ * int64) for eval_observe to weigh the loss and count the hits with. */
+static pp_status eval_feed_labels(void *user, const pp_trainer_feed *f, pp_error *err)
+{
+    pp_trainer *t = user;
+    PP_CHECK(t->feed(t->feed_user, f, err));
+    for (int i = 0; t->io.labels && i < f->ninputs; i++) {
+        const pp_trainer_input *in = &f->inputs[i];
+        if (strcmp(in->name, t->io.labels) || in->dtype != PP_DTYPE_I64) continue;
+        PP_CHECK(eval_slot(t, f->slot, in->nbytes, err));
+        memcpy(t->eval_labels[f->slot], in->data, in->nbytes);
+        t->eval_nlabels[f->slot] = (int64_t)(in->nbytes / sizeof(int64_t));
+    }
+    return PP_OK;
+}
+
 /* The driver's feed: the microbatch as the caller's feed sees it. pp_driver_forward counts
  * microbatches across the eval batches; the feed is told (eval batch, microbatch). */
 static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
@@ -281,7 +328,8 @@ static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, i
             if (pp_stage_input(s, i)->is_data)
                 return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: stage %d reads graph input '%s' but no feed "
                                     "was given", t->world->rank, t->grid->stage, pp_stage_input(s, i)->name);
-    return train_feed_inputs(s, slot, &f, t->feed, t->feed_user, err);
+    return train_feed_inputs(s, slot, &f, t->training ? t->feed : eval_feed_labels, t->training ? t->feed_user : t,
+                             err);
 }
 
 pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph *graph, pp_comm *world,
@@ -306,6 +354,7 @@ pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_grap
     pp_graph_options gopt = {.batch = t->mb, .dims = c->dims, .ndims = c->ndims};
     if (!graph) PP_CHECK(pp_graph_load(c->model, &gopt, &t->owned, err));
     t->g = graph ? graph : t->owned;
+    train_find_io(t->g, &c->loss, &t->io);
     PP_CHECK(agree(t, err));
     int chunks = c->chunks > 0 ? c->chunks : 1;
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &t->sched, err));
@@ -337,6 +386,10 @@ pp_status trainer_build(pp_trainer *t, pp_error *err)
 
 void trainer_free(pp_trainer *t)
 {
+    for (int i = 0; i < t->eval_slots; i++) free(t->eval_labels[i]);
+    free(t->eval_labels);
+    free(t->eval_nlabels);
+    free(t->eval_logits);
     train_ckpt_free(&t->ck);
     pp_driver_destroy(t->drv);
     pp_placement_destroy(t->place);
@@ -413,13 +466,53 @@ pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp
     return PP_OK;
 }
 
-/* The last stage's loss of each eval microbatch, weighed by its samples. */
+/* Hits of argmax over the class axis of the logits x against the labels y (ignore_index
+ * skipped). */
+static void count_hits(const pp_trainer *t, const float *x0, const int64_t *y, double *correct, double *counted)
+{
+    const pp_shape *L = &t->g->values[t->io.logits].shape;
+    int64_t outer = 1, inner = 1, C = t->io.classes;
+    for (int k = 0; k < t->io.class_axis; k++) outer *= L->dims[k];
+    for (int k = t->io.class_axis + 1; k < L->rank; k++) inner *= L->dims[k];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t label = y[o * inner + in];
+            if (label == t->io.ignore_index) continue;
+            const float *x = x0 + o * C * inner + in;
+            int64_t best = 0;
+            for (int64_t c = 1; c < C; c++)
+                if (x[c * inner] > x[best * inner]) best = c;
+            *correct += best == label;
+            *counted += 1;
+        }
+}
+
+/* The last stage's loss of each eval microbatch, weighed as training weighs it: by its
+ * labels' weight (ignore_index, class weights: stage/loss.c), or by its samples when the
+ * loss has no such labels; and the argmax hits when the logits are a graph output. */
 static pp_status eval_observe(void *user, pp_stage *s, int slot, int64_t microbatch, pp_error *err)
 {
     pp_trainer *t = user;
-    (void)microbatch, (void)err;
-    t->eval_sum[0] += pp_stage_loss(s, slot) * (double)t->mb;
-    t->eval_sum[1] += (double)t->mb;
+    (void)microbatch;
+    int64_t n = slot < t->eval_slots ? t->eval_nlabels[slot] : 0;
+    const int64_t *y = n > 0 ? t->eval_labels[slot] : NULL;
+    double w = (double)t->mb;
+    pp_loss_labels l;
+    if (y && pp_stage_loss_labels(s, &l, NULL) == PP_OK) w = pp_loss_labels_weight(&l, y, 1, n, NULL);
+    if (w > 0) {
+        t->eval_sum[0] += pp_stage_loss(s, slot) * w;
+        t->eval_sum[1] += w;
+    }
+    if (y) t->eval_nlabels[slot] = 0;
+    const pp_value *v = t->io.logits >= 0 ? &t->g->values[t->io.logits] : NULL;
+    if (!y || !v || v->dtype != PP_DTYPE_F32 || !v->is_output) return PP_OK;
+    void *buf = pp_stage_value_buffer(s, slot, t->io.logits);
+    if (!buf) return PP_OK;
+    size_t nbytes = (size_t)pp_shape_numel(&v->shape) * sizeof(float);
+    if (!t->eval_logits && !(t->eval_logits = malloc(nbytes)))
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the eval logits");
+    PP_CHECK(pp_device_copy_to_host(pp_stage_device(s), t->eval_logits, buf, nbytes, err));
+    count_hits(t, t->eval_logits, y, &t->eval_sum[2], &t->eval_sum[3]);
     return PP_OK;
 }
 
@@ -428,15 +521,21 @@ pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp
 {
     double t0 = pp_now();
     t->feed = feed, t->feed_user = user, t->training = 0;
-    t->eval_sum[0] = t->eval_sum[1] = 0;
+    memset(t->eval_sum, 0, sizeof t->eval_sum);
+    for (int i = 0; i < t->eval_slots; i++) t->eval_nlabels[i] = 0;
     /* a negative key: never a training step's */
     pp_status st = pp_driver_forward(t->drv, -(t->step + 1), t->eval_batches * t->c.microbatches, trainer_feed, t,
                                      eval_observe, t, err);
     t->feed = NULL, t->feed_user = NULL;
     PP_CHECK(st);
-    PP_CHECK(pp_comm_allreduce(t->world, t->eval_sum, 2, PP_DTYPE_F64, err));
-    *stats = (pp_trainer_eval_stats){.loss = t->eval_sum[1] > 0 ? t->eval_sum[0] / t->eval_sum[1] : NAN,
-                                     .samples = t->eval_batches * t->c.batch, .seconds = pp_now() - t0};
+    PP_CHECK(pp_comm_allreduce(t->world, t->eval_sum, 4, PP_DTYPE_F64, err));
+    const double *sum = t->eval_sum;
+    *stats = (pp_trainer_eval_stats){.loss = sum[1] > 0 ? sum[0] / sum[1] : NAN,
+                                     .accuracy = sum[3] > 0 ? sum[2] / sum[3] : NAN,
+                                     .has_accuracy = sum[3] > 0, .has_perplexity = t->io.tokens_per_sample > 0,
+                                     .samples = t->eval_batches * t->c.batch};
+    stats->perplexity = exp(stats->loss);
+    stats->seconds = pp_now() - t0;
     return PP_OK;
 }
 

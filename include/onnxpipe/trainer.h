@@ -111,13 +111,22 @@ PP_API pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *u
                                  pp_error *err);
 
 typedef struct pp_trainer_eval_stats {
-    double loss;                    /* mean over the eval batches' samples, the same on every rank */
+    double loss;                    /* mean over the eval batches' labels, weighed as training weighs
+                                       them (ignore_index counts nothing, class weights count their
+                                       weight); a mean over samples when the loss has no such labels.
+                                       The same on every rank */
     int64_t samples;
     double seconds;
+    double perplexity;              /* exp(loss), for token models (has_perplexity) */
+    double accuracy;                /* argmax of the logits == label over the labels counted (not
+                                       ignore_index), when the logits are a graph output
+                                       (has_accuracy); else NaN */
+    int has_perplexity, has_accuracy;
 } pp_trainer_eval_stats;
 
 /* Forward only (Dropout off, BatchNorm on its running statistics) of eval_batches global
- * batches fed by feed (f->training 0); no parameter changes. Collective. */
+ * batches fed by feed (f->training 0); no parameter changes. The loss and accuracy read
+ * the labels the feed gives the last stage. Collective. */
 PP_API pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_eval_stats *stats,
                                  pp_error *err);
 
