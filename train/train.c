@@ -1,6 +1,7 @@
-/* The training job of `onnxpipe train`, the same on every rank: a trainer (trainer.c)
- * fed from a dataset, stepped with the checkpoint, evaluation and log cadence of the
- * options; rank 0 prints the plan and the progress lines. */
+/* The training job of `onnxpipe train`, the same on every rank: a trainer made by
+ * pp_trainer_create (trainer.c), fed from a dataset, stepped (saving at the options'
+ * cadence) and evaluated through pp_trainer_eval, with the log cadence of the options;
+ * rank 0 prints the plan and the progress lines. */
 #include <onnxpipe/trainer.h>
 
 #include "train_internal.h"
@@ -12,7 +13,9 @@
 
 typedef struct run {
     pp_trainer *t;              /* the job's model, layout, stages and checkpoints */
-    const pp_train_config *cfg; /* the trainer's: --epochs turned into steps */
+    pp_comm *world;             /* the MPI world, made before the trainer (its errors go through it) */
+    pp_train_config conf;       /* the options, --epochs turned into steps */
+    const pp_train_config *cfg; /* &conf */
     pp_dataset *data;
     int64_t counted_step;       /* the step whose loss labels are weighed below */
     int64_t *labels;            /* that step's global batch of labels */
@@ -107,24 +110,44 @@ static pp_status setup_watch(run *r, pp_error *err)
     return train_log_tb(r->log) ? log_summary(r, err) : PP_OK;
 }
 
-/* The trainer in two halves around the dataset: its size gives --epochs' steps, which
- * the trainer's LR schedule and checkpoints need before its stages are built. */
+/* The options of the job that make collectives beyond the trainer's own (evaluation,
+ * gathers of logs and profiles): every rank must have the same. */
+static uint32_t job_hash(const pp_train_config *c)
+{
+    int64_t nums[] = {c->epochs, c->shuffle, c->eval_data != NULL, c->eval_every, c->eval_batches,
+                      c->logdir || c->metrics_out, c->log_every, c->log_histograms, c->profile_first,
+                      c->profile_last, c->trace_path != NULL};
+    return pp_crc32c(0, nums, sizeof nums);
+}
+
+/* The trainer of the options (pp_trainer_create), made once the dataset is open: its
+ * size gives --epochs' steps, which the trainer's LR schedule and checkpoints need. */
 static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
 {
-    if (!(r->t = calloc(1, sizeof *r->t))) return PP_NOMEM(err);
-    pp_trainer *t = r->t;
-    r->cfg = &t->c;
-    PP_CHECK(trainer_begin(t, cfg, NULL, NULL, err));
-    const pp_train_config *c = r->cfg;
+    r->conf = *cfg;
+    r->cfg = &r->conf;
+    pp_train_config *c = &r->conf;
+    PP_CHECK(trainer_check_config(c, err));
+    PP_CHECK(pp_comm_mpi_world(&r->world, err));
     PP_CHECK(pp_dataset_open(c->data, &r->data, err));
     if (r->data->samples < c->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
                             c->data, (long long)r->data->samples, (long long)c->batch);
-    PP_CHECK(train_check_data(t->g, &c->loss, r->data, "--data", c->data, t->mb, &r->io, err));
     pp_sampler_init(&r->smp, r->data->samples, c->batch, c->shuffle, c->seed);
-    if (c->epochs > 0) t->c.steps = c->epochs * r->smp.steps_per_epoch;
-    if (t->world->rank == 0 && !c->quiet) trainer_print_plan(t, stdout);
-    PP_CHECK(trainer_build(t, err));
+    if (c->epochs > 0) c->steps = c->epochs * r->smp.steps_per_epoch;
+    c->lr.steps = c->steps;
+    pp_trainer_config tc = {
+        .model = c->model, .pp = c->pp, .dp = c->dp, .device = c->device, .schedule = c->schedule,
+        .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
+        .dims = c->dims, .ndims = c->ndims, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
+        .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
+        .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
+        .save_sync = c->save_sync, .resume = c->resume,
+    };
+    PP_CHECK(pp_trainer_create(&tc, r->world, &r->t, err));
+    pp_trainer *t = r->t;
+    PP_CHECK(trainer_agree(t, job_hash(c), err));
+    PP_CHECK(train_check_data(t->g, &c->loss, r->data, "--data", c->data, t->mb, &r->io, err));
     /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
      * batch that run had (and with --shuffle in the same permutation) */
     r->smp.start = t->ck.sample0;
@@ -144,6 +167,7 @@ static void teardown(run *r)
     train_prof_close(r->prof);
     pp_dataset_close(r->data);
     pp_trainer_destroy(r->t);
+    pp_comm_destroy(r->world);
 }
 
 static void format_duration(double s, char *buf, size_t len)
@@ -237,12 +261,11 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     for (int64_t step = res->first_step; step <= cfg->steps; step++) {
         pp_trainer_stats stats;
         PP_CHECK_GOTO(train_prof_begin(r.prof, step, err), st, done);
+        /* the step, and a save due after it (before the logs, so they carry its cost) */
         PP_CHECK_GOTO(pp_trainer_step(t, feed, &r, &stats, err), st, done);
         pp_step_stats ps = {.loss = stats.loss, .grad_norm = stats.grad_norm, .skipped = stats.skipped,
                             .compute_s = stats.compute_s, .wait_s = stats.wait_s};
         PP_CHECK_GOTO(train_prof_end(r.prof, step, cfg->steps, &ps, stats.seconds, err), st, done);
-        /* a save due after this step, before the logs so they carry its cost */
-        PP_CHECK_GOTO(train_ckpt_after_step(&t->ck, step, err), st, done);
         /* throughput over the training time: evaluations do not count */
         double train_s = pp_now() - t0 - r.eval_s;
         double rate = (double)((step - resumed) * cfg->batch * (r.io.tokens_per_sample ? r.io.tokens_per_sample : 1)) /
@@ -273,7 +296,7 @@ done:
     /* A step that failed on one rank of a job may leave receives and reductions posted
      * into the stages' buffers, and MPI could still write into them: leave everything
      * allocated, since the caller ends the job (pp_comm_mpi_abort_world). */
-    if (st != PP_OK && r.t && r.t->world && r.t->world->size > 1) return st;
+    if (st != PP_OK && r.world && r.world->size > 1) return st;
     teardown(&r);
     return st;
 }

@@ -27,8 +27,8 @@ typedef struct train_io {
 void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io);
 
 /* trainer.c: the job's state on this rank. pp_trainer_create fills c from its
- * pp_trainer_config; pp_train_run (train.c) gives the whole pp_train_config and opens
- * its dataset between the two halves of creation (trainer_begin, trainer_build). */
+ * pp_trainer_config (the fields of the training job alone stay 0); pp_train_run (train.c)
+ * is one of its users. */
 struct pp_trainer {
     pp_train_config c;          /* the options: c.steps and c.lr.steps are the run's length */
     pp_comm *world;             /* MPI: host-memory collectives */
@@ -64,15 +64,13 @@ struct pp_trainer {
     float *eval_logits;         /* host copy of one microbatch's logits, for accuracy */
 };
 
-/* Up to the process grid: checks cfg, loads the model (or borrows graph), agrees with
- * the other ranks, schedules, partitions, chooses and opens the device, places the ranks.
- * world NULL: the MPI world. Collective. t is zeroed first; trainer_free frees it. */
-pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph *graph, pp_comm *world,
-                        pp_error *err);
-/* The driver and this rank's stages, then checkpoints (resume when c.resume). Collective. */
-pp_status trainer_build(pp_trainer *t, pp_error *err);
+/* The options pp_trainer_create checks first (batch against dp x microbatches, steps,
+ * profile steps). */
+pp_status trainer_check_config(const pp_train_config *c, pp_error *err);
+/* Fails, naming the rank, unless every rank of t gives the same h (a hash of options
+ * that make collectives beyond the trainer's own). Collective. */
+pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err);
 void trainer_print_plan(const pp_trainer *t, FILE *out);
-void trainer_free(pp_trainer *t);
 
 
 /* Every mismatch between dataset d (named `dir`, given by option `opt`) and the model g

@@ -27,7 +27,7 @@ static const char *model_name(const pp_trainer *t)
     return t->c.model ? t->c.model : "(a graph in memory)";
 }
 
-static pp_status check_config(const pp_train_config *c, pp_error *err)
+pp_status trainer_check_config(const pp_train_config *c, pp_error *err)
 {
     if (c->microbatches < 1 || c->batch < 1 || c->batch % ((int64_t)c->dp * c->microbatches))
         return pp_error_set(err, PP_ERR_INVALID_ARG,
@@ -52,11 +52,7 @@ static pp_status agree(pp_trainer *t, pp_error *err)
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
                       c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
-                      c->save_sync,
-                      /* what makes collectives (eval, gathers of logs and profiles) */
-                      c->epochs, c->shuffle, c->eval_data != NULL, c->eval_every, c->eval_batches,
-                      c->logdir || c->metrics_out, c->log_every, c->log_histograms, c->profile_first,
-                      c->profile_last};
+                      c->save_sync, c->eval_batches};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm};
     h = pp_crc32c(h, nums, sizeof nums);
@@ -77,6 +73,11 @@ static pp_status agree(pp_trainer *t, pp_error *err)
         h = pp_crc32c(h, g->values[in->value].name, strlen(g->values[in->value].name));
         h = pp_crc32c(h, in->t.shape.dims, (size_t)in->t.shape.rank * sizeof(int64_t));
     }
+    return trainer_agree(t, h, err);
+}
+
+pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err)
+{
     uint32_t *all = malloc((size_t)t->world->size * sizeof *all);
     if (!all) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(t->world, &h, all, sizeof h, err);
@@ -332,8 +333,10 @@ static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, i
                              err);
 }
 
-pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph *graph, pp_comm *world,
-                        pp_error *err)
+/* Up to the process grid: checks cfg, loads the model (or borrows graph), agrees with
+ * the other ranks, schedules, partitions, chooses and opens the device, places the ranks. */
+static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph *graph, pp_comm *world,
+                       pp_error *err)
 {
     memset(t, 0, sizeof *t);
     t->c = *cfg;
@@ -348,7 +351,7 @@ pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_grap
         snprintf(prefix, sizeof prefix, "[rank %d] ", t->world->rank);
         pp_log_set_prefix(prefix);
     }
-    PP_CHECK(check_config(c, err));
+    PP_CHECK(trainer_check_config(c, err));
     if (c->pp > 4096) return pp_error_set(err, PP_ERR_INVALID_ARG, "--pp %d: at most 4096", c->pp);
     t->mb = c->batch / ((int64_t)c->dp * c->microbatches);
     pp_graph_options gopt = {.batch = t->mb, .dims = c->dims, .ndims = c->ndims};
@@ -366,7 +369,8 @@ pp_status trainer_begin(pp_trainer *t, const pp_train_config *cfg, const pp_grap
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
 }
 
-pp_status trainer_build(pp_trainer *t, pp_error *err)
+/* The driver and this rank's stages, then checkpoints (resume when c.resume). */
+static pp_status build(pp_trainer *t, pp_error *err)
 {
     const pp_train_config *c = &t->c;
     t->c.lr.steps = c->steps;   /* what checkpoints record */
@@ -384,7 +388,7 @@ pp_status trainer_build(pp_trainer *t, pp_error *err)
     return PP_OK;
 }
 
-void trainer_free(pp_trainer *t)
+static void trainer_free(pp_trainer *t)
 {
     for (int i = 0; i < t->eval_slots; i++) free(t->eval_labels[i]);
     free(t->eval_labels);
@@ -418,13 +422,14 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .batch = cfg->batch, .microbatches = cfg->microbatches, .steps = cfg->steps, .dims = cfg->dims,
         .ndims = cfg->ndims, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
-        .seed = cfg->seed, .quiet = cfg->quiet,
+        .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir, .save_every = cfg->save_every,
+        .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
     };
     pp_status st;
-    PP_CHECK_GOTO(trainer_begin(t, &c, cfg->graph, world, err), st, fail);
+    PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);
     if (t->world->rank == 0 && !cfg->quiet) trainer_print_plan(t, stdout);
-    PP_CHECK_GOTO(trainer_build(t, err), st, fail);
+    PP_CHECK_GOTO(build(t, err), st, fail);
     t->eval_batches = c.eval_batches;
     *out = t;
     return PP_OK;
@@ -463,7 +468,7 @@ pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp
         return pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the loss is %g; lower --lr or pass --skip-nonfinite",
                             (long long)step, s.loss);
     t->step = step;
-    return PP_OK;
+    return train_ckpt_after_step(&t->ck, step, err);
 }
 
 /* Hits of argmax over the class axis of the logits x against the labels y (ignore_index

@@ -49,6 +49,17 @@ typedef struct pp_trainer_config {
     uint64_t seed;                  /* Dropout draws */
     int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
     int quiet;                      /* 0: rank 0 prints the plan at create and a line per checkpoint */
+    /* checkpoints (ckpt.h), besides pp_trainer_save: */
+    const char *save_dir;           /* pp_trainer_step saves to save_dir/step-<N> after every
+                                       save_every-th step and after step `steps` (NULL: never) */
+    int64_t save_every;             /* 0: only after step `steps` */
+    int keep;                       /* keep the newest K checkpoints in save_dir; 0: all */
+    int save_sync;                  /* 1: a save is written before pp_trainer_step returns; 0: a thread
+                                       writes it while training goes on (the next update waits for
+                                       its copy of the parameters; pp_trainer_destroy for the write) */
+    const char *resume;             /* at create: "auto": the newest checkpoint in save_dir that verifies
+                                       (none: start from scratch); a path: that checkpoint; NULL: none.
+                                       pp_trainer_steps_done says where it goes on */
 } pp_trainer_config;
 
 /* pp 1, dp 1, device auto, 1f1b, batch 8, 1 microbatch, 10 steps, AdamW (0.9, 0.999,
@@ -105,8 +116,9 @@ typedef struct pp_trainer_stats {
     double compute_s, wait_s;       /* this rank's forward/backward time, and time blocked on peers */
 } pp_trainer_stats;
 
-/* One optimizer step over a global batch of batch samples fed by feed(user, ...).
- * A loss that is NaN or Inf is an error unless skip_nonfinite. Collective. */
+/* One optimizer step over a global batch of batch samples fed by feed(user, ...), then
+ * the save to save_dir when one is due. A loss that is NaN or Inf is an error unless
+ * skip_nonfinite. Collective. */
 PP_API pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_stats *stats,
                                  pp_error *err);
 
