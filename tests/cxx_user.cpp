@@ -33,6 +33,7 @@ int main(int argc, char **argv)
     pp_trainer_eval_stats ev = {};
     pp_trainer_eval(t, feed, &tokens, &ev, &err);
     pp_trainer_save(t, argv[0], &err);
+    pp_trainer_wait_saves(t, &err);
     pp_trainer_export(t, "trained.onnx", &err);
     std::printf("loss %g, eval %g at step %lld\n", st.loss, ev.loss, (long long)pp_trainer_steps_done(t));
     pp_trainer_destroy(t);

@@ -285,7 +285,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
         if (rank0 && !cfg->quiet) progress(&r, &stats, elapsed, rate, train_s, tty);
     }
-    PP_CHECK_GOTO(train_ckpt_finish(&t->ck, err), st, done);
+    PP_CHECK_GOTO(pp_trainer_wait_saves(t, err), st, done);
     res->saves = t->ck.saves;
     res->save_stall_s = t->ck.stall_s;
     PP_CHECK_GOTO(train_report_memory(t->world, t->drv, t->part, cfg->microbatches, rank0 && !cfg->quiet, err), st,

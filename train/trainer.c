@@ -549,6 +549,11 @@ pp_status pp_trainer_save(pp_trainer *t, const char *dir, pp_error *err)
     return train_ckpt_save_to(&t->ck, dir, t->step, err);
 }
 
+pp_status pp_trainer_wait_saves(pp_trainer *t, pp_error *err)
+{
+    return train_ckpt_finish(&t->ck, err);
+}
+
 pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err)
 {
     PP_CHECK(train_ckpt_load(&t->ck, path, err));

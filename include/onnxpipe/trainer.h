@@ -145,6 +145,10 @@ PP_API pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *u
 /* Writes a checkpoint of parameters and optimizer state to dir/step-<N> (N: the steps
  * made) and points dir/latest at it; returns once it is committed. Collective. */
 PP_API pp_status pp_trainer_save(pp_trainer *t, const char *dir, pp_error *err);
+/* Waits for the save in flight (save_sync 0: a thread writes it); on rank 0 until its
+ * checkpoint is committed. Returns that write's error, if it had one (pp_trainer_destroy
+ * waits too, but drops it). Collective. */
+PP_API pp_status pp_trainer_wait_saves(pp_trainer *t, pp_error *err);
 /* Loads the checkpoint directory path (written by any layout) and goes on from its
  * step. Collective. */
 PP_API pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err);
