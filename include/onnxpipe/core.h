@@ -14,7 +14,9 @@
  *   FUNNELED: the calls that communicate are made from the thread that created the world.
  * - Collectives. A call marked "Collective over C" must be made by every rank of
  *   communicator C, in the same order on each, or the job waits until PP_COMM_TIMEOUT
- *   ends it. Calls not so marked are local to the rank. */
+ *   ends it; a call marked "Local" involves this rank alone. Every function's comment
+ *   says which (tests/test_api_docs.sh checks), who frees what it returns, and
+ *   "Thread-safe" where it may run on several threads at once with the same arguments. */
 #ifndef ONNXPIPE_CORE_H
 #define ONNXPIPE_CORE_H
 
