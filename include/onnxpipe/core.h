@@ -46,7 +46,8 @@ extern "C" {
 #define PP_VERSION ONNXPIPE_VERSION_STRING   /* the headers' version: "0.1.0" */
 
 /* The version of the library linked at run time ("0.1.0"; as a number 100, see
- * ONNXPIPE_VERSION_NUMBER): a program built against other headers can compare. */
+ * ONNXPIPE_VERSION_NUMBER): a program built against other headers can compare. A static string.
+ * Local; thread-safe. */
 PP_API const char *pp_version(void);
 PP_API int pp_version_number(void);
 
@@ -67,6 +68,7 @@ typedef enum {
     PP_STATUS_COUNT
 } pp_status;
 
+/* The name of st, as text. A static string. Local; thread-safe. */
 PP_API const char *pp_status_string(pp_status st);
 
 #define PP_ERROR_LEN 1024
@@ -78,19 +80,19 @@ typedef struct pp_error {
 
 /* Fills err (may be NULL) and returns st, so `return pp_error_set(err, ...)` reads well.
  * The message is escaped as pp_text_escape does, keeping its newlines and tabs: names
- * quoted from a model file cannot put control bytes on the user's terminal. */
+ * quoted from a model file cannot put control bytes on the user's terminal. Local. */
 PP_API pp_status pp_error_set(pp_error *err, pp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Prepends context ("while loading 'x.onnx': ") to an error already set. */
+/* Prepends context ("while loading 'x.onnx': ") to an error already set; pp_error_clear empties err. Local. */
 PP_API pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 PP_API void pp_error_clear(pp_error *err);
 
 /* An allocation that failed: "out of memory (module/file.c:LINE)", so a report says where. */
 #define PP_NOMEM(err) pp_error_nomem((err), __FILE__, __LINE__)
-PP_API pp_status pp_error_nomem(pp_error *err, const char *file, int line);
+PP_API pp_status pp_error_nomem(pp_error *err, const char *file, int line);   /* PP_NOMEM's call. Local. */
 /* With PP_LOG=debug, every failing PP_CHECK leaves a line "file:line: expr: status" (NCCL's
- * habit), so the path an error took back up is visible; otherwise it costs nothing. */
+ * habit), so the path an error took back up is visible; otherwise it costs nothing. Local; thread-safe. */
 PP_API void pp_check_trace(const char *file, int line, const char *expr, pp_status st);
 
 /* Return on failure. */
@@ -131,19 +133,23 @@ typedef enum {
     PP_DTYPE_BF16 = 16,
 } pp_dtype;
 
-PP_API size_t pp_dtype_size(pp_dtype dt);          /* bytes per element; 0 if unknown or string */
-PP_API const char *pp_dtype_name(pp_dtype dt);     /* "float32", "int64", ... */
-PP_API pp_dtype pp_dtype_parse(const char *name);  /* the inverse; PP_DTYPE_UNDEFINED if unknown */
-PP_API int pp_dtype_is_float(pp_dtype dt);         /* f16, bf16, f32, f64 */
+PP_API size_t pp_dtype_size(pp_dtype dt);          /* bytes per element; 0 if unknown or string. Local; thread-safe. */
+PP_API const char *pp_dtype_name(pp_dtype dt);     /* "float32", "int64", ...: a static string. Local; thread-safe. */
+PP_API pp_dtype pp_dtype_parse(const char *name);  /* the inverse; PP_DTYPE_UNDEFINED if unknown. Local; thread-safe. */
+PP_API int pp_dtype_is_float(pp_dtype dt);         /* f16, bf16, f32, f64. Local; thread-safe. */
 
 /* Logging. PP_LOG=error|warn|info|debug (default warn); read once in pp_log_init. */
 typedef enum { PP_LOG_ERROR = 0, PP_LOG_WARN, PP_LOG_INFO, PP_LOG_DEBUG } pp_log_level;
+/* pp_log_init reads PP_LOG; it and pp_log_set_level set the process-wide level: call them before other
+ * threads log. pp_log_enabled is thread-safe. Local. */
 PP_API void pp_log_init(void);
 PP_API void pp_log_set_level(pp_log_level level);
 PP_API int pp_log_enabled(pp_log_level level);
-/* One line on stderr, escaped as error messages are. */
+/* One line on stderr, escaped as error messages are; lines from several threads do not mix. Local;
+ * thread-safe. */
 PP_API void pp_log(pp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefix of every log line, e.g. "[rank 3] " (empty by default). */
+/* Prefix of every log line, e.g. "[rank 3] " (empty by default); copied (63 bytes at most). Call it before
+ * other threads log. Local. */
 PP_API void pp_log_set_prefix(const char *prefix);
 
 /* Text from a model file (a node, tensor or dim name), made safe to print: C0 controls
@@ -151,25 +157,27 @@ PP_API void pp_log_set_prefix(const char *prefix);
  * and bytes that are not valid UTF-8 become "\xNN"; other UTF-8 stays. Backslashes stay,
  * so escaping escaped text changes nothing. pp_text_escape writes at most len bytes with
  * the NUL into buf (cut before a whole character or escape) and returns buf;
- * pp_text_fputs writes all of s. s may be NULL (""). */
+ * pp_text_fputs writes all of s. s may be NULL (""). Local; thread-safe. */
 PP_API const char *pp_text_escape(const char *s, int keep_layout, char *buf, size_t len);
 PP_API void pp_text_fputs(const char *s, int keep_layout, FILE *out);
 
-/* Memory helpers that return NULL on overflow as well as on exhaustion. */
+/* Memory helpers that return NULL on overflow as well as on exhaustion. The caller frees the result with
+ * free(). Local; thread-safe. */
 PP_API void *pp_malloc(size_t n);
 PP_API void *pp_calloc(size_t count, size_t size);
 PP_API void *pp_realloc_array(void *p, size_t count, size_t size);
 PP_API char *pp_strdup(const char *s);
 
-/* CRC32C (Castagnoli), for checkpoint manifests. crc starts at 0. */
+/* CRC32C (Castagnoli), for checkpoint manifests. crc starts at 0. Local; thread-safe. */
 PP_API uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
-/* The CRC32C of A followed by B, from crc(A), crc(B) and B's length (no data pass). */
+/* The CRC32C of A followed by B, from crc(A), crc(B) and B's length (no data pass). Local; thread-safe. */
 PP_API uint32_t pp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
-/* Wall-clock seconds from a monotonic clock. */
+/* Wall-clock seconds from a monotonic clock. Local; thread-safe. */
 PP_API double pp_now(void);
 
-/* Human-readable byte counts and counts: "1.50 MiB", "12.3M". buf >= 32 bytes. */
+/* Human-readable byte counts and counts: "1.50 MiB", "12.3M". buf >= 32 bytes (the caller's), returned.
+ * Local; thread-safe. */
 PP_API const char *pp_format_bytes(double bytes, char *buf, size_t len);
 PP_API const char *pp_format_count(double n, char *buf, size_t len);
 
@@ -181,6 +189,7 @@ typedef struct pp_json {
     int first[64];   /* 1 when nothing has been written at this depth yet */
     int pretty;      /* indent with two spaces per level */
 } pp_json;
+/* The writer keeps out (borrowed: it must outlive j); j needs no freeing. Local. */
 PP_API void pp_json_init(pp_json *j, FILE *out, int pretty);
 PP_API void pp_json_begin_object(pp_json *j, const char *key);  /* key NULL inside arrays / at top */
 PP_API void pp_json_end_object(pp_json *j);
@@ -192,7 +201,7 @@ PP_API void pp_json_double(pp_json *j, const char *key, double value);
 PP_API void pp_json_bool(pp_json *j, const char *key, int value);
 PP_API void pp_json_null(pp_json *j, const char *key);
 PP_API void pp_json_finish(pp_json *j);  /* newline after the top-level value */
-/* A value that is already JSON text (the caller vouches for it), written as is. */
+/* A value that is already JSON text (the caller vouches for it), written as is. Local. */
 PP_API void pp_json_raw(pp_json *j, const char *key, const char *json);
 
 /* A small JSON reader (for dataset headers and manifests): a tree of values. */
@@ -205,10 +214,10 @@ typedef struct pp_jvalue {
     char **keys;                /* PP_JOBJ: n keys */
     int n;
 } pp_jvalue;
-/* Parses text; errors name the byte offset. Free with pp_json_free. */
+/* Parses text (thread-safe); errors name the byte offset. The caller frees *out with pp_json_free. Local. */
 PP_API pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err);
 PP_API void pp_json_free(pp_jvalue *v);
-/* Member of an object, or NULL. */
+/* Member of an object, or NULL; owned by obj. Local; thread-safe. */
 PP_API const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key);
 
 #ifdef __cplusplus

@@ -41,20 +41,23 @@ struct pp_device {
 };
 
 /* Creates a device of this kind; a clear error when the backend is not compiled in or
- * has no usable hardware (e.g. "no CUDA device: CUDA driver version is insufficient"). */
+ * has no usable hardware (e.g. "no CUDA device: CUDA driver version is insufficient"). The caller frees
+ * *out with pp_device_destroy. Local. */
 PP_API pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_error *err);
 PP_API void pp_device_destroy(pp_device *d);
 /* The best device this process can use as device `index`: cuda when that backend is
  * compiled in and GPU `index` answers (it is opened and closed again: probe the GPU the
  * process will use, so no context lands on another one), else the cpu. When it falls
  * back, why (may be NULL) says why (e.g. "no CUDA device: CUDA driver version is
- * insufficient for CUDA runtime version"), for the CLI's "--device auto: using the cpu". */
+ * insufficient for CUDA runtime version"), for the CLI's "--device auto: using the cpu". Local. */
 PP_API pp_device_kind pp_device_auto(int index, pp_error *why);
 /* The kind a --device option names: "auto" (pp_device_auto(index); *why says why not a
- * GPU), "cpu" or "cuda"; NULL means auto. Another name is an error listing the valid ones. */
+ * GPU), "cpu" or "cuda"; NULL means auto. Another name is an error listing the valid ones. Local. */
 PP_API pp_status pp_device_choose(const char *name, int index, pp_device_kind *kind, pp_error *why, pp_error *err);
-PP_API const char *pp_device_kind_name(pp_device_kind kind);
+PP_API const char *pp_device_kind_name(pp_device_kind kind);   /* "cpu", "cuda": a static string. Local; thread-safe. */
 
+/* The backend's hooks on d (device.c checks the optional ones). Memory from pp_device_alloc belongs to the
+ * caller, who frees it with pp_device_free on the same d before destroying d. Local. */
 PP_API pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err);
 PP_API void pp_device_free(pp_device *d, void *p);
 PP_API pp_status pp_device_copy_from_host(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err);

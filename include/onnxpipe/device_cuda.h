@@ -12,9 +12,10 @@ extern "C" {
 
 /* The CUDA ordinal of the GPU at busid ("0000:3b:00.0", placement's gpu_busid), through
  * cudaDeviceGetByPCIBusId; an error naming the bus id when no visible GPU sits there
- * (CUDA_VISIBLE_DEVICES may hide it). */
+ * (CUDA_VISIBLE_DEVICES may hide it). Local; thread-safe. */
 PP_API pp_status pp_cuda_device_index(const char *busid, int *index, pp_error *err);
-/* The cudaStream_t every kernel and copy of d runs on; NULL when d is not a cuda device. */
+/* The cudaStream_t every kernel and copy of d runs on; NULL when d is not a cuda device. Owned by d; valid
+ * while d lives. Local; thread-safe. */
 PP_API void *pp_cuda_device_stream(const pp_device *d);
 
 #ifdef __cplusplus

@@ -45,9 +45,9 @@ typedef struct pp_mlp_config {
     int with_loss;
 } pp_mlp_config;
 
-/* Defaults: L=4, D=256, H=4, V=256, T=128, symbolic batch, seed 0, opset 17, no loss. */
+/* Defaults: L=4, D=256, H=4, V=256, T=128, symbolic batch, seed 0, opset 17, no loss. Local; thread-safe. */
 PP_API pp_gpt_config pp_gpt_config_default(void);
-/* Defaults: in=32, hidden 64,64, classes=10, symbolic batch, seed 0, opset 17, no loss. */
+/* Defaults: in=32, hidden 64,64, classes=10, symbolic batch, seed 0, opset 17, no loss. Local; thread-safe. */
 PP_API pp_mlp_config pp_mlp_config_default(void);
 
 /* Weights are drawn from one splitmix64 stream seeded with cfg->seed, tensor after
@@ -61,7 +61,7 @@ PP_API pp_mlp_config pp_mlp_config_default(void);
  * Scalar constants and the causal mask [T, T] (0 on and below the diagonal, -1e9 above)
  * are Constant nodes, never trainable; GPT MatMul weights are [in, out] (x · W + b).
  * The graph is finalized with no_fold and allow_unknown_dims (the batch dim may be
- * symbolic). The caller destroys *out. */
+ * symbolic). The caller frees *out with pp_graph_destroy. Local. */
 PP_API pp_status pp_example_gpt(const pp_gpt_config *cfg, pp_graph **out, pp_error *err);
 PP_API pp_status pp_example_mlp(const pp_mlp_config *cfg, pp_graph **out, pp_error *err);
 

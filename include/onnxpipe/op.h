@@ -75,12 +75,12 @@ typedef struct pp_op_info {
                       pp_error *err);
 } pp_op_info;
 
-/* The registry entry of op (op in [0, PP_OP_COUNT)). */
+/* The registry entry of op (op in [0, PP_OP_COUNT)), or NULL: static, never freed. Local; thread-safe. */
 PP_API const pp_op_info *pp_op_get(pp_op op);
 /* The op of an ONNX (domain, op type); domain NULL or "" is ai.onnx. PP_OP_UNKNOWN when
- * onnxpipe does not support it. */
+ * onnxpipe does not support it. Local; thread-safe. */
 PP_API pp_op pp_op_lookup(const char *domain, const char *op_type);
-/* 1 if input `index` of op carries a gradient (not a shape, index, mask or axes input). */
+/* 1 if input `index` of op carries a gradient (not a shape, index, mask or axes input). Local; thread-safe. */
 PP_API int pp_op_input_differentiable(pp_op op, int index);
 
 /* The inputs pp_op_flops reads at most (the rest never change the count). */
@@ -89,7 +89,7 @@ PP_API int pp_op_input_differentiable(pp_op op, int index);
 /* Forward FLOPs of one call: the registry's cost rule over the shapes of the inputs
  * (in[k] NULL for an omitted input; at most PP_OP_MAX_INPUTS are read) and of output 0. -1 when a shape it needs is
  * unknown; *over is set when the count leaves int64. The partitioner, the stage
- * profiler and the benchmarks all count with this. */
+ * profiler and the benchmarks all count with this. Local; thread-safe. */
 PP_API int64_t pp_op_flops(pp_op op, const pp_attr *attrs, int nattrs, const pp_shape *const *in, int nin,
                            const pp_shape *out, int *over);
 

@@ -29,13 +29,14 @@ typedef struct pp_shape {
 /* PP_OK when the known non-zero dims of s (an unknown one counts as 1) of dtype dt (1 byte
  * per element when undefined) hold at most PP_MAX_TENSOR_BYTES; else PP_ERR_SHAPE, with a
  * message naming the tensor (what_fmt and its arguments, formatted only then: "graph input
- * '%s'"), its shape and the limit. */
+ * '%s'"), its shape and the limit. Local; thread-safe. */
 PP_API pp_status pp_shape_check_size(const pp_shape *s, pp_dtype dt, pp_error *err, const char *what_fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Elements of a fully known shape; -1 if any dim (or the rank) is unknown. */
+/* Elements of a fully known shape; -1 if any dim (or the rank) is unknown. Local; thread-safe. */
 PP_API int64_t pp_shape_numel(const pp_shape *s);
-/* "[8, 128, 256]" with symbolic names where a dim is unbound. */
+/* "[8, 128, 256]" with symbolic names where a dim is unbound, written into buf (the caller's), which it
+ * returns; pp_shape_equal compares; pp_shape_make returns a shape by value. Local; thread-safe. */
 PP_API const char *pp_shape_format(const pp_shape *s, char *buf, size_t len);
 PP_API int pp_shape_equal(const pp_shape *a, const pp_shape *b);
 PP_API pp_shape pp_shape_make(int rank, const int64_t *dims);
@@ -49,6 +50,7 @@ typedef struct pp_tensor {
     void *data;
 } pp_tensor;
 
+/* Elements and bytes of t. Local; thread-safe. */
 PP_API int64_t pp_tensor_numel(const pp_tensor *t);
 PP_API size_t pp_tensor_nbytes(const pp_tensor *t);
 
@@ -88,7 +90,8 @@ typedef struct pp_attr {
 } pp_attr;
 
 /* Attribute lookup on a list; NULL when absent. The getters return the default
- * when the attribute is absent and fill err (naming `node`) if it has the wrong type. */
+ * when the attribute is absent and fill err (naming `node`) if it has the wrong type. What they return
+ * points into attrs (or is dflt). Local; thread-safe. */
 PP_API const pp_attr *pp_attr_find(const pp_attr *attrs, int nattrs, const char *name);
 PP_API pp_status pp_attr_int(const pp_attr *attrs, int nattrs, const char *name, int64_t dflt,
                              int64_t *out, const char *node, pp_error *err);
@@ -96,7 +99,7 @@ PP_API pp_status pp_attr_float(const pp_attr *attrs, int nattrs, const char *nam
                                float *out, const char *node, pp_error *err);
 PP_API pp_status pp_attr_string(const pp_attr *attrs, int nattrs, const char *name, const char *dflt,
                                 const char **out, const char *node, pp_error *err);
-/* INTS: *out points into the attribute (or is NULL with *n = 0 when absent). */
+/* INTS: *out points into the attribute (or is NULL with *n = 0 when absent). Local; thread-safe. */
 PP_API pp_status pp_attr_ints(const pp_attr *attrs, int nattrs, const char *name,
                               const int64_t **out, int *n, const char *node, pp_error *err);
 
