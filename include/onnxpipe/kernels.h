@@ -110,19 +110,22 @@ typedef struct pp_backend {
     const pp_flat_ops *flat;        /* NULL on the cpu: the loops of kernels/cpu/flat.c and optim.c */
 } pp_backend;
 
-/* The backend of a device kind, or NULL when this build does not have it. */
+/* The backend of a device kind, or NULL when this build does not have it. Local; static (the build's
+ * constant list). Thread-safe. */
 PP_API const pp_backend *pp_backend_get(pp_device_kind kind);
-/* The backends of this build in order (the cpu first): the i-th, or NULL past the end. */
+/* The backends of this build in order (the cpu first): the i-th, or NULL past the end. Local; static.
+ * Thread-safe. */
 PP_API const pp_backend *pp_backend_at(int i);
-/* The device's capability bits (PP_DEVICE_CAP_*). */
+/* The device's capability bits (PP_DEVICE_CAP_*). Local. Thread-safe. */
 PP_API unsigned pp_device_caps(const pp_device *d);
 
-/* The kernel of op on this device kind computing in dtype, or NULL. */
+/* The kernel of op on this device kind computing in dtype, or NULL. Local; static. Thread-safe. */
 PP_API const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
 /* ---- flat-buffer kernels used by the stage: optimizers, norms, accumulation ---- */
 
 typedef enum { PP_OPTIM_SGD = 0, PP_OPTIM_ADAM, PP_OPTIM_ADAMW, PP_OPTIM_LAMB } pp_optim_kind;
+/* Local; the names are static strings. Thread-safe. */
 PP_API const char *pp_optim_kind_name(pp_optim_kind k);            /* "sgd", "adam", "adamw", "lamb" */
 PP_API int pp_optim_kind_parse(const char *name, pp_optim_kind *out);  /* 1 if name is one of those */
 
@@ -137,21 +140,22 @@ typedef struct pp_optim_hparams {
 } pp_optim_hparams;
 
 /* Number of fp32 state slots per parameter element: SGD 1 (momentum; 0 without),
- * Adam/AdamW/LAMB 2 (m, v). */
+ * Adam/AdamW/LAMB 2 (m, v). Local. Thread-safe. */
 PP_API int pp_optim_state_slots(const pp_optim_hparams *h);
 
 /* Updates one parameter tensor of n elements in place. state holds
  * pp_optim_state_slots() arrays of n floats each, back to back. LAMB's trust ratio
- * is computed over this tensor (call once per parameter tensor). */
+ * is computed over this tensor (call once per parameter tensor). Local (as are the flat kernels
+ * below: they run on dev and return when done). */
 PP_API pp_status pp_kernel_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param,
                                         const float *grad, float *state, int64_t n, pp_error *err);
-/* sum of x[i]^2 over n elements, in double, returned on the host */
+/* sum of x[i]^2 over n elements, in double, returned on the host. Local. */
 PP_API pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err);
-/* x[i] *= s */
+/* x[i] *= s. Local. */
 PP_API pp_status pp_kernel_scale(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
-/* y[i] += x[i] */
+/* y[i] += x[i]. Local. */
 PP_API pp_status pp_kernel_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
-/* Index of the first NaN or Inf in x, or -1. */
+/* Index of the first NaN or Inf in x, or -1. Local. */
 PP_API pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index,
                                           pp_error *err);
 
@@ -165,8 +169,9 @@ typedef struct pp_optim_scalars {
     float shrink;           /* AdamW: 1 - lr wd */
     float l2;               /* Adam: wd added to the gradient (0 for AdamW) */
 } pp_optim_scalars;
+/* Local; pure. Thread-safe. */
 PP_API pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h);
-/* Checks h and the state pointer for an update of n elements (names the optimizer). */
+/* Checks h and the state pointer for an update of n elements (names the optimizer). Local. Thread-safe. */
 PP_API pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err);
 
 /* The flat-buffer kernels of a non-cpu device, in its backend; the pp_kernel_*
@@ -179,7 +184,7 @@ struct pp_flat_ops {
     pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
     pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
 };
-/* The flat ops of a non-cpu device kind's backend, or an error naming it. */
+/* The flat ops of a non-cpu device kind's backend, or an error naming it. Local; static. Thread-safe. */
 PP_API pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 
 #ifdef __cplusplus

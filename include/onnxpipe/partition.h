@@ -26,7 +26,7 @@ typedef struct pp_node_cost {
 /* Costs of every node of a finalized graph: costs[nnodes], caller-allocated.
  * MatMul/Gemm 2*M*N*K, Conv 2*out_elems*(Cin/group)*kernel, pooling out*kernel,
  * elementwise out_elems, softmax / layernorm / loss a few per element, data movement
- * (Reshape, Transpose, Gather, Concat, ...) zero. */
+ * (Reshape, Transpose, Gather, Concat, ...) zero. Local. Thread-safe. */
 PP_API pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err);
 
 /* ---- the exact linear partition (graph-free) -------------------------------- */
@@ -49,7 +49,7 @@ typedef struct pp_linear_result {
  * minimizes the sum of cut_cost[c] over the chosen cuts (cut c separates item c from
  * c+1; cut_cost may be NULL) by a DP over stages restricted to each stage's feasible
  * window of end positions, with a sliding-window minimum (O(sum of windows) <= O(n*P)).
- * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). */
+ * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). Local; pure. Thread-safe. */
 PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
                                      const int64_t *coef_a, const int64_t *coef_b,
                                      const int64_t *cut_cost, int *ends, pp_linear_result *res,
@@ -65,8 +65,9 @@ typedef enum {
     PP_BALANCE_UNIFORM,     /* node count */
 } pp_balance;
 
+/* Local; a static string. Thread-safe. */
 PP_API const char *pp_balance_name(pp_balance b);          /* "params", ... */
-/* Parses "params|flops|memory|uniform"; returns 0 on an unknown name. */
+/* Parses "params|flops|memory|uniform"; returns 0 on an unknown name. Local. Thread-safe. */
 PP_API int pp_balance_parse(const char *s, pp_balance *out);
 
 typedef struct pp_partition_options {
@@ -154,7 +155,8 @@ typedef struct pp_partition {
 /* Partitions a finalized graph into nstages stages. opt may be NULL (params balance).
  * Errors: nstages < 1 or > nnodes, no trainable parameters under the params balance,
  * unknown shapes under the flops or memory balance, unknown / unordered / wrongly
- * counted manual cuts. */
+ * counted manual cuts. Local; the partition keeps g (opt is not kept); the caller frees it with
+ * pp_partition_destroy, which accepts NULL. Thread-safe. */
 PP_API pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
                                      pp_partition **out, pp_error *err);
 PP_API void pp_partition_destroy(pp_partition *p);
@@ -168,21 +170,23 @@ typedef struct pp_stage_memory {
     int64_t stash_bytes;        /* -1 when activations are unknown */
     int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
 } pp_stage_memory;
+/* Local. Thread-safe. */
 PP_API pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches);
 
 /* ---- per-stage subgraphs and views ------------------------------------------ */
 
 /* Stage s as a graph of its own: inputs = stage inputs, outputs = stage outputs
- * (pp_graph_extract; initializer data borrowed from p->graph). */
+ * (pp_graph_extract; initializer data borrowed from p->graph, which must outlive it). Local; the
+ * caller frees it with pp_graph_destroy. Thread-safe. */
 PP_API pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err);
-/* Writes DIR/stage-0.onnx .. DIR/stage-(P-1).onnx (DIR is created if missing). */
+/* Writes DIR/stage-0.onnx .. DIR/stage-(P-1).onnx (DIR is created if missing). Local. */
 PP_API pp_status pp_partition_save_stages(const pp_partition *p, const char *dir, pp_error *err);
 
-/* The human-readable preview (model summary, stage table, balance, skips, tied, inputs). */
+/* The human-readable preview (model summary, stage table, balance, skips, tied, inputs). Local. */
 PP_API void pp_partition_print(const pp_partition *p, FILE *out);
-/* The same as JSON with stable keys. */
+/* The same as JSON with stable keys. Local. */
 PP_API void pp_partition_write_json(const pp_partition *p, pp_json *j);
-/* A Graphviz view: nodes as boxes "name\nop" coloured by stage, cut edges bold. */
+/* A Graphviz view: nodes as boxes "name\nop" coloured by stage, cut edges bold. Local. */
 PP_API pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_error *err);
 
 #ifdef __cplusplus

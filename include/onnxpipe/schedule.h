@@ -110,26 +110,30 @@ typedef struct pp_schedule {
     pp_action **actions;/* [pp][count[r]] */
 } pp_schedule;
 
+/* Local; a static string. Thread-safe. */
 PP_API const char *pp_schedule_kind_name(pp_schedule_kind kind);  /* "gpipe", "1f1b", ... */
-/* Accepts the names above; the error lists the valid ones. */
+/* Accepts the names above; the error lists the valid ones. Local. Thread-safe. */
 PP_API pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_error *err);
+/* Local; a static string. Thread-safe. */
 PP_API const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "START_REDUCE" */
 
 /* Generates, lowers and validates the schedule of `kind` for pp ranks, `microbatches`
  * microbatches and `chunks` virtual stages per rank (must be 1 unless interleaved).
  * Invalid combinations fail with PP_ERR_INVALID_ARG and a message saying what holds
- * (e.g. interleaved needs microbatches % pp == 0). Caller frees with destroy. */
+ * (e.g. interleaved needs microbatches % pp == 0). Local; the caller frees it with
+ * pp_schedule_destroy. Thread-safe. */
 PP_API pp_status pp_schedule_create(pp_schedule_kind kind, int pp, int microbatches, int chunks,
                                     pp_schedule **out, pp_error *err);
-/* The compute-only order (FORWARD/BACKWARD/... actions only, lowered = 0). */
+/* The compute-only order (FORWARD/BACKWARD/... actions only, lowered = 0). Local; the caller frees
+ * it with pp_schedule_destroy. Thread-safe. */
 PP_API pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, int chunks,
                                       pp_schedule **out, pp_error *err);
 /* Inserts SEND/RECV pairs (placed in the order of a unit-cost simulation, so that no
  * two ranks wait on each other in a cycle), then START_REDUCE after each stage's last
- * backward and FINISH_STEP at the end. In place; s must be compute-only. */
+ * backward and FINISH_STEP at the end. In place; s must be compute-only. Local. */
 PP_API pp_status pp_schedule_lower(pp_schedule *s, pp_error *err);
 /* Adds only START_REDUCE / FINISH_STEP to a schedule that already has its
- * communication (e.g. loaded from a compute+comms CSV without them). */
+ * communication (e.g. loaded from a compute+comms CSV without them). Local. */
 PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
 
 /* Simulates all ranks together with rendezvous message matching and checks: no
@@ -139,33 +143,37 @@ PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
  * receive; START_REDUCE once per stage after its backwards; FINISH_STEP last.
  * Compute-only schedules are checked for order and completeness (no communication).
  * On failure, when report is not NULL, prints the per-rank grid with the stuck or
- * offending actions marked. O(actions + stages * microbatches). */
+ * offending actions marked. O(actions + stages * microbatches). Local. Thread-safe. */
 PP_API pp_status pp_schedule_validate(const pp_schedule *s, FILE *report, pp_error *err);
 
-/* An empty schedule to fill by hand: stage_rank [num_stages] is copied. */
+/* An empty schedule to fill by hand: stage_rank [num_stages] is copied. Local (as are append
+ * and destroy); the caller frees it with pp_schedule_destroy. */
 PP_API pp_status pp_schedule_new(int pp, int num_stages, int microbatches, const int *stage_rank,
                                  pp_schedule **out, pp_error *err);
 PP_API pp_status pp_schedule_append(pp_schedule *s, int rank, pp_action a, pp_error *err);
 PP_API void pp_schedule_destroy(pp_schedule *s);  /* accepts NULL */
 
-/* The actions of one rank; *n receives their number. NULL for a bad rank. */
+/* The actions of one rank; *n receives their number. NULL for a bad rank. Local; owned by s, valid
+ * until s changes. Thread-safe. */
 PP_API const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank, int *n);
-/* Total actions over all ranks. */
+/* Total actions over all ranks. Local. Thread-safe. */
 PP_API long pp_schedule_action_count(const pp_schedule *s);
 /* PyTorch's text form: "0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1", "1SEND_B0",
  * "0RECV_B0", "3REDUCE_GRAD" (START_REDUCE); FINISH_STEP prints as "OPTIMIZER_STEP".
- * Returns buf. */
+ * Returns buf (the caller's). Local; thread-safe for distinct bufs. */
 PP_API const char *pp_action_format(const pp_action *a, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------
  * CSV in the text form of torch.distributed.pipelining (one row per rank, one action
  * per cell, empty cells are idle steps). compute_only = 1 writes FORWARD / BACKWARD
  * actions only (PyTorch's "compute_only" format), 0 writes everything but
- * OPTIMIZER_STEP (FINISH_STEP), which is implied at the end of every rank ("compute_comms"). */
+ * OPTIMIZER_STEP (FINISH_STEP), which is implied at the end of every rank ("compute_comms").
+ * Local. */
 PP_API pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_only, pp_error *err);
 /* Reads either format; pp = number of rows, stage -> rank from where stages appear.
  * A compute-only file is lowered; a compute+comms file gets START_REDUCE and
- * FINISH_STEP where it has none. The result is not validated: call validate. */
+ * FINISH_STEP where it has none. The result is not validated: call validate. Local; the caller
+ * frees it with pp_schedule_destroy. */
 PP_API pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp_error *err);
 
 /* ---------------------------------------------------------------------------
@@ -189,7 +197,7 @@ typedef struct pp_costs {
     double optimizer;            /* s per FINISH_STEP */
 } pp_costs;
 
-/* F = B = W = 1 s, nothing else costs anything. */
+/* F = B = W = 1 s, nothing else costs anything. Local. */
 PP_API void pp_costs_unit(pp_costs *c);
 
 /* Model of execution: each rank runs its actions in order on one compute stream;
@@ -217,6 +225,7 @@ typedef struct pp_sim_result {
                                 chain of dependencies that sets the makespan */
 } pp_sim_result;
 
+/* Local; the caller frees the result with pp_sim_result_destroy (which accepts NULL). Thread-safe. */
 PP_API pp_status pp_schedule_simulate(const pp_schedule *s, const pp_costs *costs,
                                       pp_sim_result **out, pp_error *err);
 PP_API void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
@@ -225,7 +234,7 @@ PP_API void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
  * communication: gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v*m+p-1);
  * zb-h1 (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) with the costs' F, B, W, when
  * m >= p (with fewer microbatches the steady state never forms: NaN). NaN for custom
- * schedules. */
+ * schedules. Local. Thread-safe. */
 PP_API double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *costs);
 
 /* ---------------------------------------------------------------------------
@@ -234,15 +243,15 @@ PP_API double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_cost
 /* ASCII timeline: one row per rank, one column per time quantum (the shortest compute
  * action, grown so that the row fits in max_cols columns), cells "F3" / "B3" / "I3" /
  * "W3" (with the stage in front, "1F3", when chunks > 1), '=' where an action goes on,
- * '.' for idle. */
+ * '.' for idle. Local. */
 PP_API void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FILE *out,
                                        int max_cols);
 /* Human-readable summary: per-stage costs (when costs->stage is given), step time,
- * bubble vs the closed form, per-rank busy time, bubble and peaks, critical path. */
+ * bubble vs the closed form, per-rank busy time, bubble and peaks, critical path. Local. */
 PP_API void pp_sim_result_print_summary(const pp_schedule *s, const pp_costs *costs,
                                         const pp_sim_result *r, FILE *out);
 /* Summary as one JSON object: schedule, makespan, bubble vs closed form, per-rank busy,
- * bubble and peaks, critical path. */
+ * bubble and peaks, critical path. Local. */
 PP_API void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs,
                                      const pp_sim_result *r, FILE *out, int pretty);
 
@@ -250,16 +259,17 @@ PP_API void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs
  * one thread (row) per activity; usable for simulated and for executed steps. */
 typedef struct pp_trace pp_trace;
 enum { PP_TRACE_ROW_COMPUTE = 0, PP_TRACE_ROW_COMM = 1 };
-/* Writes the header to out (borrowed; the caller closes it after pp_trace_end). */
+/* Writes the header to out (t keeps it; the caller closes it after pp_trace_end). Local; the caller
+ * frees t with pp_trace_end. */
 PP_API pp_status pp_trace_begin(FILE *out, pp_trace **t, pp_error *err);
-/* Names a track ("rank 3" / "compute"); row -1 names the rank's process. */
+/* Names a track ("rank 3" / "compute"); row -1 names the rank's process. Local. */
 PP_API void pp_trace_name(pp_trace *t, int rank, int row, const char *name);
-/* One complete event; times in seconds from the start of the step. */
+/* One complete event; times in seconds from the start of the step. Local. */
 PP_API void pp_trace_event(pp_trace *t, int rank, int row, const char *name, double t_start,
                            double t_end);
-/* Closes the JSON and frees t; reports a write error on out. Accepts NULL. */
+/* Closes the JSON and frees t; reports a write error on out. Accepts NULL. Local. */
 PP_API pp_status pp_trace_end(pp_trace *t, pp_error *err);
-/* The simulated step as a trace: compute on row 0, SEND/RECV and all-reduce on row 1. */
+/* The simulated step as a trace: compute on row 0, SEND/RECV and all-reduce on row 1. Local. */
 PP_API pp_status pp_schedule_write_trace(const pp_schedule *s, const pp_sim_result *r, FILE *out,
                                          pp_error *err);
 

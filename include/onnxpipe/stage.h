@@ -40,12 +40,14 @@ typedef struct pp_stage_options {
     int training;               /* 1: Dropout drops, BatchNorm uses batch statistics */
 } pp_stage_options;
 
-/* Builds stage `index` of partition part (whose graph must outlive the stage). */
+/* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
+ * part's graph, dev and opt->loss's names (opt is copied); the caller frees it with pp_stage_destroy. */
 PP_API pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
                                  pp_stage **out, pp_error *err);
 /* Builds a stage holding nodes [first, end) of g in topological order; `last`
  * says whether it computes the loss. Parameters are copied from g's initializers
- * onto dev. g must outlive the stage. */
+ * onto dev. g must outlive the stage. Local; the stage keeps g, dev and opt->loss's names (opt is
+ * copied); the caller frees it with pp_stage_destroy. pp_stage_destroy accepts NULL. */
 PP_API pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
                                        const pp_stage_options *opt, pp_stage **out, pp_error *err);
 PP_API void pp_stage_destroy(pp_stage *s);
@@ -63,6 +65,7 @@ typedef struct pp_stage_port {
     size_t nbytes;
 } pp_stage_port;
 
+/* Local. The device is the one given at creation (borrowed); ports are owned by s, valid while s lives. */
 PP_API pp_device *pp_stage_device(const pp_stage *s);
 PP_API int pp_stage_num_inputs(const pp_stage *s);
 PP_API const pp_stage_port *pp_stage_input(const pp_stage *s, int i);
@@ -73,13 +76,14 @@ PP_API const pp_stage_port *pp_stage_output(const pp_stage *s, int i);
  *  input:       slot's forward input i (write before pp_stage_forward)
  *  output:      slot's forward output i (valid after pp_stage_forward)
  *  grad_output: gradient of output i (write before pp_stage_backward; not on the last stage)
- *  grad_input:  gradient of activation input i (valid after the backward input half) */
+ *  grad_input:  gradient of activation input i (valid after the backward input half)
+ * Local; owned by s, valid while s lives. */
 PP_API void *pp_stage_input_buffer(pp_stage *s, int slot, int i);
 PP_API void *pp_stage_output_buffer(pp_stage *s, int slot, int i);
 PP_API void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i);
 PP_API void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
 /* A graph output this stage produces (e.g. logits), valid after pp_stage_forward; NULL
- * if the value is not a graph output of this stage. */
+ * if the value is not a graph output of this stage. Local; owned by s, valid while s lives. */
 PP_API void *pp_stage_value_buffer(pp_stage *s, int slot, int value);
 
 typedef enum {
@@ -89,22 +93,22 @@ typedef enum {
 } pp_backward_part;
 
 /* Training mode (Dropout drops, BatchNorm uses and updates batch statistics) on or off
- * for the following forwards; it starts as opt->training. */
+ * for the following forwards; it starts as opt->training. Local. */
 PP_API void pp_stage_set_training(pp_stage *s, int on);
 
-/* Runs the forward of microbatch `microbatch` of step `step` in stash slot `slot`. */
+/* Runs the forward of microbatch `microbatch` of step `step` in stash slot `slot`. Local. */
 PP_API pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
-/* The last stage's loss for that slot (mean over the microbatch), after forward. */
+/* The last stage's loss for that slot (mean over the microbatch), after forward. Local. */
 PP_API double pp_stage_loss(const pp_stage *s, int slot);
 /* The loss's seed and share (stage/loss.c says the convention). A slot's seed, dL/d(loss
  * of its microbatch), starts as microbatch / global_batch (1 / global_batch for a 'sum'
  * loss). A trainer whose labels have ignore_index entries or class weights gives each
  * slot, before its backward, the weight of its microbatch's labels and of the global
  * batch's (pp_loss_labels_weight): the seed becomes their ratio (0 when the global batch
- * weighs nothing), so the gradient is the global mean whatever the layout. */
+ * weighs nothing), so the gradient is the global mean whatever the layout. Local. */
 PP_API void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight);
 /* The slot's share of the step's loss, seed x loss (loss as pp_stage_loss read it); the
- * step's loss is the sum of the shares over microbatches and replicas. */
+ * step's loss is the sum of the shares over microbatches and replicas. Local. */
 PP_API double pp_stage_loss_share(const pp_stage *s, int slot, double loss);
 /* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
 typedef struct pp_loss_labels {
@@ -115,18 +119,21 @@ typedef struct pp_loss_labels {
 } pp_loss_labels;
 /* PP_ERR_UNSUPPORTED when the stage has no loss, the labels are computed from something
  * other than a graph input by reshapes, the class weights are not a float initializer, or
- * the loss is not a mean (then the default seeds are the right ones). */
+ * the loss is not a mean (then the default seeds are the right ones). Local; out's labels and
+ * class_weights are owned by s (and its graph), valid while s lives. */
 PP_API pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
 /* The weight of labels y [groups x per], `groups` microbatches of `per` labels back to
  * back, counted once: a label other than ignore_index counts its class weight, or 1
  * (with class weights, one outside [0, classes) counts nothing). weight[j] (NULL: not
- * wanted) receives group j's; returns the sum over all, added label by label. */
+ * wanted) receives group j's; returns the sum over all, added label by label. Local;
+ * Thread-safe (pure). */
 PP_API double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per,
                                     double *weight);
 
 /* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
  * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
- * node and tensor of the first non-finite value (PP_OK if it finds none). */
+ * node and tensor of the first non-finite value (PP_OK if it finds none). Local (both this and
+ * pp_stage_backward, which runs the slot's backward `part`). */
 PP_API pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 PP_API pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
 
@@ -139,6 +146,8 @@ typedef struct pp_stage_param {
     pp_shape shape;
 } pp_stage_param;
 
+/* Local. The table, the flat buffers (device memory), the hyperparameters and the graph are owned by s
+ * (the graph is the one given at creation), valid while s lives. */
 PP_API int pp_stage_num_params(const pp_stage *s);
 PP_API const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
 PP_API int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
@@ -162,6 +171,7 @@ typedef struct pp_stage_buffer {
     pp_shape shape;
     size_t nbytes;
 } pp_stage_buffer;
+/* Local; out's name and data are owned by s, valid while s lives. */
 PP_API int pp_stage_num_buffers(const pp_stage *s);
 PP_API pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp_error *err);
 
@@ -170,16 +180,17 @@ PP_API pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp
  * such ops have run; parameter i's gradient is final (for this microbatch) once
  * done >= pp_stage_param_ready(s, i). fn NULL removes the hook. */
 typedef void (*pp_stage_grad_hook)(void *user, int done);
+/* Local; s keeps fn and user (borrowed) until the hook is replaced or removed. */
 PP_API void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user);
 PP_API int pp_stage_param_ready(const pp_stage *s, int i);
 
-PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);
-/* sum of squared gradients of this stage's parameters (clipping sums it across stages) */
+PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);   /* Local */
+/* sum of squared gradients of this stage's parameters (clipping sums it across stages). Local. */
 PP_API pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);
-/* Checks gradients for NaN/Inf; names the parameter and step. */
+/* Checks gradients for NaN/Inf; names the parameter and step. Local. */
 PP_API pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
 /* One optimizer step with learning rate lr; gradients are multiplied by grad_scale first
- * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. */
+ * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. Local. */
 PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
 
 /* What the stage allocated on its device, in bytes: the flat parameter, gradient and
@@ -189,6 +200,7 @@ typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
     int slots;
 } pp_stage_bytes;
+/* Local. */
 PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
 
 /* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
@@ -202,11 +214,11 @@ typedef struct pp_stage_op_profile {
     double forward_flops, backward_flops;
 } pp_stage_op_profile;
 
-/* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. */
+/* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. Local (both). */
 PP_API pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err);
 PP_API void pp_stage_profile_reset(pp_stage *s);
 /* One row per op type of the stage, by total time, largest first; *n rows. NULL when
- * profiling is off. Valid until the next call on s. */
+ * profiling is off. Local; owned by s, valid until the next call on s. */
 PP_API const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
 
 /* Every kernel call one by one while profiling is on and events are kept (on = 1):
@@ -218,6 +230,7 @@ typedef struct pp_stage_op_event {
     double t_start, t_end;
     double flops;
 } pp_stage_op_event;
+/* Local; the events are owned by s, valid until the next call on s. */
 PP_API pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err);
 PP_API const pp_stage_op_event *pp_stage_profile_get_events(const pp_stage *s, int *n);
 PP_API void pp_stage_profile_clear_events(pp_stage *s);
@@ -228,6 +241,7 @@ typedef struct pp_stage_op_info {
     char shapes[192];
     double flops;
 } pp_stage_op_info;
+/* Local; out's name and op_type are owned by s, valid while s lives. */
 PP_API int pp_stage_num_ops(const pp_stage *s);
 PP_API void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
 
