@@ -63,27 +63,28 @@ typedef struct pp_ckpt_writer_options {
     double timeout_s;               /* how long rank 0 waits for the other ranks' shards (0: 600) */
 } pp_ckpt_writer_options;
 
+/* Local; opt's strings are copied. The caller frees it with pp_ckpt_writer_destroy. */
 PP_API pp_status pp_ckpt_writer_create(const pp_ckpt_writer_options *opt, pp_ckpt_writer **out, pp_error *err);
 /* Waits for the previous save, copies this rank's tensors (a disjoint part of each of its
  * stages) to host memory, and writes them: in a thread when async, else before returning
  * (rank 0 then also waits until the checkpoint is committed). With defer_copy, async on
  * the cpu, the thread makes the copy of parameters and optimizer state.
- * Every rank of the job calls it with the same meta->step (collective over the job, though
- * through the filesystem: rank 0 waits for the other ranks' shards up to timeout_s).
+ * Every rank of the job calls it with the same meta->step (Collective over the job's ranks,
+ * though through the filesystem: rank 0 waits for the other ranks' shards up to timeout_s).
  * *stall_s (may be NULL): the seconds this call took. */
 PP_API pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                                      double *stall_s, pp_error *err);
 /* With defer_copy, save leaves the copy of parameters and optimizer state to the writer
  * thread: call this before anything changes them (the next optimizer step). Returns the
- * seconds it waited. A no-op otherwise (NULL too). */
+ * seconds it waited. A no-op otherwise (NULL too). Local. */
 PP_API double pp_ckpt_writer_wait_staged(pp_ckpt_writer *w);
 /* Waits for the write in flight; on rank 0 until its checkpoint is committed. Returns the
- * write's error, if it had one. */
+ * write's error, if it had one. Local (rank 0 waits on the shards the others' saves write). */
 PP_API pp_status pp_ckpt_writer_wait(pp_ckpt_writer *w, pp_error *err);
-/* Waits (errors are dropped: call wait first to see them) and frees. NULL is fine. */
+/* Waits (errors are dropped: call wait first to see them) and frees. NULL is fine. Local. */
 PP_API void pp_ckpt_writer_destroy(pp_ckpt_writer *w);
 /* A synchronous save to root/step-<meta->step>/ (a writer of one save): called by every
- * rank of the job, as pp_ckpt_writer_save. */
+ * rank of the job, as pp_ckpt_writer_save: Collective over the job's ranks. */
 PP_API pp_status pp_ckpt_save(const char *root, const char *run_id, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                               pp_error *err);
 
@@ -122,23 +123,24 @@ typedef struct pp_ckpt_info {
 
 typedef struct pp_ckpt pp_ckpt;
 
-/* Reads dir/manifest.json (not the shards). Refuses a manifest of a newer format. */
+/* Reads dir/manifest.json (not the shards). Refuses a manifest of a newer format. Local.
+ * The caller frees it with pp_ckpt_close; the info belongs to c. */
 PP_API pp_status pp_ckpt_open(const char *dir, pp_ckpt **out, pp_error *err);
 PP_API const pp_ckpt_info *pp_ckpt_inspect(const pp_ckpt *c);
-/* The tensor of that name, or NULL. */
+/* The tensor of that name (owned by c), or NULL. Local. */
 PP_API const pp_ckpt_tensor *pp_ckpt_find_tensor(const pp_ckpt *c, const char *name);
-PP_API void pp_ckpt_close(pp_ckpt *c);
+PP_API void pp_ckpt_close(pp_ckpt *c);   /* Local; accepts NULL */
 
 /* Loads this rank's stages: every parameter, its optimizer state and buffers, read by name
  * from the shards that hold them (mmapped; each tensor's checksum checked on the bytes
  * read). Refuses, naming both sides: another model (hashes), another optimizer, a missing
- * tensor, a shape or dtype that differs, a checksum that fails (file and tensor). */
+ * tensor, a shape or dtype that differs, a checksum that fails (file and tensor). Local. */
 PP_API pp_status pp_ckpt_load(pp_ckpt *c, const pp_ckpt_part *part, pp_error *err);
 
 /* Reads every file of the checkpoint and checks its size and checksum and every tensor's;
- * fails naming the file and tensor. */
+ * fails naming the file and tensor. Local. */
 PP_API pp_status pp_ckpt_verify(const char *dir, pp_error *err);
-/* The same over files part, part + parts, ... (the ranks of a job verify in parallel). */
+/* The same over files part, part + parts, ... (the ranks of a job verify in parallel). Local. */
 PP_API pp_status pp_ckpt_verify_part(const char *dir, int part, int parts, pp_error *err);
 
 /* The checkpoints in root, newest first. */
@@ -147,15 +149,16 @@ typedef struct pp_ckpt_entry {
     char *dir;                      /* root/step-<N> */
     int latest;                     /* `latest` names it */
 } pp_ckpt_entry;
+/* Local. The caller frees *out with pp_ckpt_list_free(*out, *n). */
 PP_API pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
 PP_API void pp_ckpt_list_free(pp_ckpt_entry *e, int n);
 /* The checkpoints a resume may take, in the order to try them: the one `latest` names,
  * then older ones newest first (newer ones than `latest` belong to a run that was resumed
  * from an older checkpoint, and are left out); every one, newest first, when there is no
- * `latest`. */
+ * `latest`. Local. The caller frees *out with pp_ckpt_list_free(*out, *n). */
 PP_API pp_status pp_ckpt_resume_candidates(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
 /* The first of the resume candidates that verifies, into dir (len bytes), or "" when root
- * holds none (or does not exist). One that fails is skipped with a warning naming why. */
+ * holds none (or does not exist). One that fails is skipped with a warning naming why. Local. */
 PP_API pp_status pp_ckpt_find_resume(const char *root, char *dir, size_t len, pp_error *err);
 
 /* ---- export ------------------------------------------------------------------ */
@@ -164,11 +167,11 @@ PP_API pp_status pp_ckpt_find_resume(const char *root, char *dir, size_t len, pp
  * NULL to keep the model's own. */
 typedef const void *(*pp_ckpt_value_fn)(void *user, const char *name, size_t nbytes);
 /* Writes model (loaded without binding dims, so symbolic dims are kept) to path with the
- * values value_of gives. */
+ * values value_of gives. Local. */
 PP_API pp_status pp_ckpt_write_model(const pp_graph *model, pp_ckpt_value_fn value_of, void *user, const char *path,
                                      pp_error *err);
 /* The inference model from a checkpoint: the ONNX file at model_path with the checkpoint's
- * parameters and buffers (no MPI, no device). Refuses a checkpoint of another model. */
+ * parameters and buffers (no MPI, no device). Refuses a checkpoint of another model. Local. */
 PP_API pp_status pp_ckpt_export(const pp_ckpt *c, const char *model_path, const char *path, pp_error *err);
 
 #ifdef __cplusplus

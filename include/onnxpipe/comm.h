@@ -69,33 +69,36 @@ struct pp_comm {
  * (MPI_ERRORS_RETURN) and name the world ranks. PP_COMM_TIMEOUT=seconds (default 120)
  * is read here; communicators split from it inherit c->timeout, which callers may change.
  * When it initialises MPI it defaults Open MPI's MPI_Iallreduce to the ring schedule
- * (OMPI_MCA_coll_libnbc_iallreduce_algorithm=1, unless set): see bench/comm.c. */
+ * (OMPI_MCA_coll_libnbc_iallreduce_algorithm=1, unless set): see bench/comm.c.
+ * Collective over the job's ranks (MPI_Comm_dup of MPI_COMM_WORLD). The caller frees it with pp_comm_destroy. */
 PP_API pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
 /* MPI_Finalize once every communicator is destroyed (call at exit of a job); a no-op
- * when the application initialised MPI itself. */
+ * when the application initialised MPI itself. Collective over the job's ranks. */
 PP_API void pp_comm_mpi_finalize(void);
 /* Ranks that share memory with this one (a host), via MPI_Comm_split_type. Collective
- * over world. */
+ * over world. The caller frees it with pp_comm_destroy. */
 PP_API pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
 /* This process's rank and the size of MPI_COMM_WORLD without any communication (0 and 1
  * when MPI is not running), and MPI_Abort on it when it has several ranks: what an error
- * path uses, since a collective there could wait on ranks that are not failing. */
+ * path uses, since a collective there could wait on ranks that are not failing. Local. */
 PP_API void pp_comm_mpi_world_rank(int *rank, int *size);
 PP_API void pp_comm_mpi_abort_world(int code);
-/* Name of this host (MPI_Get_processor_name). */
+/* Name of this host (MPI_Get_processor_name). Local. A static buffer, not to be freed,
+ * overwritten by the next call. */
 PP_API const char *pp_comm_mpi_host(void);
 
-/* Frees c (MPI_Comm_free: collective over c in MPI's sense, so every rank frees its
+/* Frees c (MPI_Comm_free: Collective over c in MPI's sense, so every rank frees its
  * communicators in the same order). Accepts NULL. */
 PP_API void pp_comm_destroy(pp_comm *c);
-/* Point-to-point: local to the two ranks; a request is waited for (or tested until done)
- * exactly once, on the thread that made it. */
+/* Point-to-point: Local (the peer posts the matching call); a request is waited for (or
+ * tested until done) exactly once, on the thread that made it, which frees it. */
 PP_API pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                                pp_error *err);
 PP_API pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
 PP_API pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
 PP_API pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
-/* Sum all-reduce in place, the blocking collectives and split: collective over c. */
+/* Sum all-reduce in place, the blocking collectives and split: Collective over c. The caller
+ * frees split's *out with pp_comm_destroy; iallreduce's *req is freed by its wait. */
 PP_API pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
                                     pp_error *err);
 PP_API pp_status pp_comm_allreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_error *err);
@@ -104,9 +107,9 @@ PP_API pp_status pp_comm_allgather(pp_comm *c, const void *in, void *out, size_t
 PP_API pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
 PP_API pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
 /* The vtable's check (PP_OK where it has none): whether the operations already waited for
- * really completed; a step calls it after the host synchronisation that ends it. */
+ * really completed; a step calls it after the host synchronisation that ends it. Local. */
 PP_API pp_status pp_comm_check(pp_comm *c, pp_error *err);
-PP_API void pp_comm_abort(pp_comm *c, int code);
+PP_API void pp_comm_abort(pp_comm *c, int code);   /* Local: one rank ends the whole job */
 
 /* The communicator for buffers in dev's memory (activations and gradients): world itself
  * when that is host memory (the cpu; *out == world: not to be destroyed), else one the
@@ -135,15 +138,17 @@ typedef struct pp_grid {
 
 /* Collective over world. Fails on every rank with a clear message when pp x dp !=
  * world size ("--pp 2 x --dp 2 = 4 ranks, but the job has 3; launch with mpirun -np 4").
- * rank, stage, replica, prev, next are ranks of world. */
+ * rank, stage, replica, prev, next are ranks of world. The grid keeps world, which must
+ * outlive it; the caller frees it with pp_grid_destroy, Collective over world (it frees
+ * dp_comm and pipe_comm). */
 PP_API pp_status pp_grid_create(pp_comm *world, int pp, int dp, pp_grid_order order, pp_grid **out, pp_error *err);
 PP_API void pp_grid_destroy(pp_grid *g);
-/* World rank of (stage, replica). */
+/* World rank of (stage, replica). Local. Thread-safe. */
 PP_API int pp_grid_rank_of(const pp_grid *g, int stage, int replica);
 /* A communicator over the given stages of my replica (tied weights: first and last
- * stage share the token embedding); its rank i holds stages[i]. Collective over the
- * world: every rank calls it with the same stage list (distinct, in 0..pp-1); ranks of
- * other stages get NULL. The caller destroys it. */
+ * stage share the token embedding); its rank i holds stages[i]. Collective over
+ * g->world: every rank calls it with the same stage list (distinct, in 0..pp-1); ranks of
+ * other stages get NULL. The caller frees it with pp_comm_destroy. */
 PP_API pp_status pp_grid_stage_group(pp_grid *g, const int *stages, int nstages, pp_comm **out, pp_error *err);
 
 #ifdef __cplusplus

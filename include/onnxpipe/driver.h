@@ -42,10 +42,12 @@ typedef struct pp_driver_config {
 } pp_driver_config;
 
 /* Builds this rank's stages (the virtual stages the schedule puts on grid->stage) and
- * the tied-weight groups. Collective over the world communicator. */
+ * the tied-weight groups. Collective over cfg->grid->world. The driver keeps cfg's schedule,
+ * partition, grid, control and dev, which must outlive it; the caller frees it with pp_driver_destroy. */
 PP_API pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err);
 /* Frees the stages and tied groups (not cfg's grid, comm or partition, which the caller
- * keeps until then). Local; accepts NULL. */
+ * keeps until then). Collective over the grid's world (it frees the tied groups'
+ * communicators); accepts NULL. */
 PP_API void pp_driver_destroy(pp_driver *d);
 
 typedef struct pp_step_stats {
@@ -57,7 +59,7 @@ typedef struct pp_step_stats {
 } pp_step_stats;
 
 /* Runs one step (step counts from 1) with learning rate lr: this rank's actions of the
- * schedule. Collective over the world communicator (every rank, the same step). */
+ * schedule. Collective over the grid's world and control (every rank, the same step). */
 PP_API pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
 
 /* Sees the last stage's slot after each forward of pp_driver_forward (loss, logits). */
@@ -67,12 +69,12 @@ typedef pp_status (*pp_observe_fn)(void *user, pp_stage *stage, int slot, int64_
  * microbatches 0 .. microbatches-1 in order with training off (Dropout passes values
  * through, BatchNorm uses its running statistics), keeps nothing for backward and makes
  * no gradient. feed fills data inputs (its step argument is `key`), observe runs on the
- * last stage. Collective over the ranks of this replica; between steps only. */
+ * last stage. Collective over the ranks of this replica (grid->pipe_comm's); between steps only. */
 PP_API pp_status pp_driver_forward(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
                                    pp_observe_fn observe, void *observe_user, pp_error *err);
 
-/* Records when each action of the following steps runs (on: 1), keeping the last step;
- * then pp_driver_write_trace, collective over `control`, gathers every rank's record and
+/* Records when each action of the following steps runs (on: 1), keeping the last step
+ * (Local); then pp_driver_write_trace, Collective over control, gathers every rank's record and
  * rank 0 writes a Perfetto / chrome://tracing JSON to out (one process per rank, compute
  * and communication rows, seconds from each rank's step start). */
 PP_API pp_status pp_driver_record(pp_driver *d, int on, pp_error *err);
@@ -82,17 +84,19 @@ PP_API pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out
  * and, between them, the time blocked on messages and reductions (PP_EVENT_WAIT) and each
  * data-parallel all-reduce bucket waited for at the end of the step (PP_EVENT_BUCKET).
  * peer: the world rank messages go to or come from (-1: none); bytes: what the action
- * moves; times in seconds from the step's start (pp_driver_step_start: pp_now()). */
+ * moves; times in seconds from the step's start (pp_driver_step_start: pp_now()). Local;
+ * *out belongs to d, valid until the next recorded step or pp_driver_destroy. */
 enum { PP_EVENT_WAIT = -2, PP_EVENT_BUCKET = -3 };
 typedef struct pp_driver_event {
     int kind, stage, microbatch, peer;
     double bytes, t_start, t_end;
 } pp_driver_event;
-PP_API int pp_driver_events(const pp_driver *d, const pp_driver_event **out);
-PP_API void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len);   /* "1F3", "wait", ... */
-PP_API double pp_driver_step_start(const pp_driver *d);
+PP_API int pp_driver_events(const pp_driver *d, const pp_driver_event **out);   /* Local (see above) */
+/* "1F3", "wait", ... into the caller's buf. Local. Thread-safe. */
+PP_API void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len);
+PP_API double pp_driver_step_start(const pp_driver *d);   /* Local */
 
-/* This rank's stages (for export and checkpoints). */
+/* This rank's stages (for export and checkpoints), owned by d. Local. */
 PP_API int pp_driver_num_stages(const pp_driver *d);
 PP_API pp_stage *pp_driver_stage(pp_driver *d, int i);
 PP_API int pp_driver_stage_index(const pp_driver *d, int i);    /* its virtual stage */

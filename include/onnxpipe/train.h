@@ -37,16 +37,17 @@ typedef struct pp_dataset {
     size_t *map_lens;
 } pp_dataset;
 
+/* Local. The caller frees it with pp_dataset_close; the arrays belong to d. find is Thread-safe. */
 PP_API pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err);
 PP_API void pp_dataset_close(pp_dataset *d);
 PP_API const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name);
-/* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. */
+/* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Local. Thread-safe. */
 PP_API void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst);
 /* Byte-level language-model data from any file: vocab 256, samples of seq tokens
- * (input_ids) with the next tokens as labels, non-overlapping windows. */
+ * (input_ids) with the next tokens as labels, non-overlapping windows. Local. */
 PP_API pp_status pp_dataset_write_text(const char *text_path, const char *dir, int64_t seq, pp_error *err);
 /* The same with split < 1: DIR/train from the first `split` of the bytes and DIR/valid
- * from the rest (split 1: DIR itself holds all). */
+ * from the rest (split 1: DIR itself holds all). Local. */
 PP_API pp_status pp_dataset_write_text_split(const char *text_path, const char *dir, int64_t seq, double split,
                                              pp_error *err);
 
@@ -63,28 +64,30 @@ typedef struct pp_sampler {
     uint64_t seed;
     int64_t start;              /* 0 at init */
 } pp_sampler;
+/* Local; epoch and sample are Thread-safe (pure). */
 PP_API void pp_sampler_init(pp_sampler *s, int64_t samples, int64_t batch, int shuffle, uint64_t seed);
 PP_API int64_t pp_sampler_epoch(const pp_sampler *s, int64_t step);                 /* 0-based, step from 1 */
-/* The dataset sample at place `offset` (0 .. batch-1) of step's global batch. */
+/* The dataset sample at place `offset` (0 .. batch-1) of step's global batch. Local. Thread-safe. */
 PP_API int64_t pp_sampler_sample(const pp_sampler *s, int64_t step, int64_t offset);
-/* Copies the samples at places offset .. offset+count-1 of step's global batch into dst. */
+/* Copies the samples at places offset .. offset+count-1 of step's global batch into dst. Local. Thread-safe. */
 PP_API void pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
                             int64_t offset, int64_t count, void *dst);
 /* A permutation of [0, n) drawn from (seed, epoch): where index i goes (Feistel network
- * with cycle walking; O(1) time and no memory). */
+ * with cycle walking; O(1) time and no memory). Local. Thread-safe. */
 PP_API uint64_t pp_shuffle_index(uint64_t seed, uint64_t epoch, uint64_t i, uint64_t n);
 
 /* ---- TensorBoard event files ---------------------------------------------------
  * DIR/events.out.tfevents.<time>.<host>.<pid>: TFRecord-framed Event protobufs with
  * TensorBoard's field numbers, readable by TensorBoard and its EventAccumulator. */
 typedef struct pp_tb_writer pp_tb_writer;
-/* Creates DIR when missing, the file, and its file_version event. */
+/* Creates DIR when missing, the file, and its file_version event. Local. The caller frees it
+ * with pp_tb_close; the path belongs to w. */
 PP_API pp_status pp_tb_open(const char *dir, pp_tb_writer **out, pp_error *err);
 PP_API const char *pp_tb_path(const pp_tb_writer *w);
-/* One event at step with n scalar values (simple_value, stored as float32). */
+/* One event at step with n scalar values (simple_value, stored as float32). Local. */
 PP_API pp_status pp_tb_scalars(pp_tb_writer *w, int64_t step, int n, const char *const *tags, const double *values,
                                pp_error *err);
-/* A text summary (the text plugin's string tensor). */
+/* A text summary (the text plugin's string tensor). Local. */
 PP_API pp_status pp_tb_text(pp_tb_writer *w, const char *tag, int64_t step, const char *text, pp_error *err);
 /* A histogram: counts[i] values in (limits[i-1], limits[i]] (the first from -inf). */
 typedef struct pp_tb_histogram {
@@ -92,11 +95,12 @@ typedef struct pp_tb_histogram {
     int nbuckets;
     const double *limits, *counts;
 } pp_tb_histogram;
+/* Writing a histogram, flushing and closing (close frees w, accepts NULL): Local. */
 PP_API pp_status pp_tb_write_histogram(pp_tb_writer *w, const char *tag, int64_t step, const pp_tb_histogram *h,
                                        pp_error *err);
 PP_API pp_status pp_tb_flush(pp_tb_writer *w, pp_error *err);
 PP_API pp_status pp_tb_close(pp_tb_writer *w, pp_error *err);   /* accepts NULL */
-/* TFRecord's checksum: CRC32C rotated right by 15 plus 0xa282ead8. */
+/* TFRecord's checksum: CRC32C rotated right by 15 plus 0xa282ead8. Local. Thread-safe. */
 PP_API uint32_t pp_tb_masked_crc(const void *data, size_t n);
 
 /* ---- learning-rate schedules ------------------------------------------------ */
@@ -109,10 +113,11 @@ typedef struct pp_lr_schedule {
     int64_t steps;          /* total steps */
     float power;            /* poly */
 } pp_lr_schedule;
-/* LR of step (1-based). */
+/* LR of step (1-based); parsing and naming kinds ("constant", "linear", "cosine", "poly": static
+ * strings). Local. Thread-safe. */
 PP_API float pp_lr_at(const pp_lr_schedule *s, int64_t step);
 PP_API int pp_lr_parse(const char *name, pp_lr_kind *out);
-PP_API const char *pp_lr_kind_name(pp_lr_kind k);     /* "constant", "linear", "cosine", "poly" */
+PP_API const char *pp_lr_kind_name(pp_lr_kind k);
 
 /* ---- the training run ------------------------------------------------------- */
 typedef struct pp_train_config {
@@ -176,8 +181,8 @@ typedef struct pp_train_result {
     double eval_seconds;            /* all evaluations together */
 } pp_train_result;
 
-/* Runs the job on this rank. Collective over the MPI world (every rank of the job calls
- * it with the same config). When it fails on a rank of a job of several, it returns
+/* Runs the job on this rank. Collective over the job's ranks (the MPI world: every rank of
+ * the job calls it with the same config). When it fails on a rank of a job of several, it returns
  * without freeing what outstanding messages may still write into: the caller must end
  * the job (pp_comm_mpi_abort_world), as the CLI does. */
 PP_API pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err);
@@ -194,11 +199,11 @@ typedef struct pp_eval_config {
     pp_dim_binding *dims;
     int ndims;
 } pp_eval_config;
-PP_API pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error *err);
+PP_API pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error *err);   /* Local */
 
 /* Predicted per-stage costs for the simulator from a partition: F from the stage's
  * FLOPs at `gflops` GFLOP/s, backward = 2F (input and weight halves of F each),
- * stashed activations and bytes sent per microbatch. costs[part->nstages]. */
+ * stashed activations and bytes sent per microbatch. costs[part->nstages]. Local. Thread-safe. */
 PP_API void pp_train_stage_costs(const pp_partition *part, double gflops, pp_stage_cost *costs);
 
 #ifdef __cplusplus

@@ -63,7 +63,7 @@ typedef struct pp_trainer_config {
 } pp_trainer_config;
 
 /* pp 1, dp 1, device auto, 1f1b, batch 8, 1 microbatch, 10 steps, AdamW (0.9, 0.999,
- * 1e-8) at a constant lr 1e-3, ignore_index -100, seed 0; no model. */
+ * 1e-8) at a constant lr 1e-3, ignore_index -100, seed 0; no model. Local. Thread-safe. */
 PP_API pp_trainer_config pp_trainer_config_default(void);
 
 /* One graph input this rank needs for a microbatch: fill data with nbytes of it, laid
@@ -99,11 +99,12 @@ typedef pp_status (*pp_trainer_feed_fn)(void *user, const pp_trainer_feed *f, pp
 /* Loads the model, agrees with the other ranks on it and on cfg, partitions, places the
  * ranks, opens the device and builds this rank's stages. world: the communicator of the
  * pp x dp ranks, borrowed (NULL: MPI_COMM_WORLD, initialising MPI when needed, or one
- * rank without mpirun). Collective. *out: the caller's, freed by pp_trainer_destroy. */
+ * rank without mpirun). Collective over world (the job's ranks when NULL). *out: the caller's,
+ * freed by pp_trainer_destroy; world and cfg's strings and graph must outlive it. */
 PP_API pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_trainer **out, pp_error *err);
-/* Collective (it frees communicators). Accepts NULL. After a failed collective call on a
- * job of several ranks, end the job instead (pp_comm_mpi_abort_world): a peer's message
- * may still be on its way into the trainer's buffers. */
+/* Collective over the trainer's communicator (it frees communicators). Accepts NULL. After
+ * a failed collective call on a job of several ranks, end the job instead
+ * (pp_comm_mpi_abort_world): a peer's message may still be on its way into the trainer's buffers. */
 PP_API void pp_trainer_destroy(pp_trainer *t);
 
 typedef struct pp_trainer_stats {
@@ -118,7 +119,7 @@ typedef struct pp_trainer_stats {
 
 /* One optimizer step over a global batch of batch samples fed by feed(user, ...), then
  * the save to save_dir when one is due. A loss that is NaN or Inf is an error unless
- * skip_nonfinite. Collective. */
+ * skip_nonfinite. Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_stats *stats,
                                  pp_error *err);
 
@@ -138,30 +139,33 @@ typedef struct pp_trainer_eval_stats {
 
 /* Forward only (Dropout off, BatchNorm on its running statistics) of eval_batches global
  * batches fed by feed (f->training 0); no parameter changes. The loss and accuracy read
- * the labels the feed gives the last stage. Collective. */
+ * the labels the feed gives the last stage. Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_eval_stats *stats,
                                  pp_error *err);
 
 /* Writes a checkpoint of parameters and optimizer state to dir/step-<N> (N: the steps
- * made) and points dir/latest at it; returns once it is committed. Collective. */
+ * made) and points dir/latest at it; returns once it is committed. Collective over the
+ * trainer's communicator. */
 PP_API pp_status pp_trainer_save(pp_trainer *t, const char *dir, pp_error *err);
 /* Waits for the save in flight (save_sync 0: a thread writes it); on rank 0 until its
  * checkpoint is committed. Returns that write's error, if it had one (pp_trainer_destroy
- * waits too, but drops it). Collective. */
+ * waits too, but drops it). Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_wait_saves(pp_trainer *t, pp_error *err);
 /* Loads the checkpoint directory path (written by any layout) and goes on from its
- * step. Collective. */
+ * step. Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err);
-/* Writes the trained model as ONNX to path (rank 0 writes). Collective. */
+/* Writes the trained model as ONNX to path (rank 0 writes). Collective over the trainer's
+ * communicator. */
 PP_API pp_status pp_trainer_export(pp_trainer *t, const char *path, pp_error *err);
 
-/* The steps made so far (0 after create, the checkpoint's after pp_trainer_load). */
+/* The steps made so far (0 after create, the checkpoint's after pp_trainer_load). Local. */
 PP_API int64_t pp_trainer_steps_done(const pp_trainer *t);
-/* This rank in the communicator, and its place in the (stage, replica) grid. */
+/* This rank in the communicator, and its place in the (stage, replica) grid. Local. */
 PP_API int pp_trainer_rank(const pp_trainer *t);
 PP_API int pp_trainer_stage(const pp_trainer *t);
 PP_API int pp_trainer_replica(const pp_trainer *t);
-/* The lower layers under the trainer, owned by it: for trainers that need them. */
+/* The lower layers under the trainer, owned by it (not to be freed): for trainers that need
+ * them. Local. */
 PP_API pp_driver *pp_trainer_driver(pp_trainer *t);
 PP_API const pp_graph *pp_trainer_graph(const pp_trainer *t);
 
