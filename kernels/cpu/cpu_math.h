@@ -5,6 +5,8 @@
 
 #include <onnxpipe/kernels.h>
 
+#include "op_args.h"   /* pp_args_fail: node-named errors, shared with cuda */
+
 #define PP_FWD(name) pp_status name(const pp_kernel_ctx *c, pp_error *err)
 #define PP_BWD(name) pp_status name(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in, \
                                     pp_error *err)

@@ -11,19 +11,18 @@ pp_status pp_cpu_want_dtype(const pp_kernel_ctx *c, int i, pp_dtype want, int op
 {
     if (i >= c->nin || !c->in[i].data) {
         if (optional) return PP_OK;
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "node '%s' (%s): input %d is missing", c->node, c->op_type, i);
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d is missing", i);
     }
     if (c->in[i].dtype != want)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (%s): input %d has dtype %s, expected %s",
-                            c->node, c->op_type, i, pp_dtype_name(c->in[i].dtype), pp_dtype_name(want));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected %s", i,
+                            pp_dtype_name(c->in[i].dtype), pp_dtype_name(want));
     return PP_OK;
 }
 
 pp_status pp_cpu_want_inputs(const pp_kernel_ctx *c, int nmin, int nmax, pp_error *err)
 {
     if (c->nin < nmin || c->nin > nmax)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "node '%s' (%s): %d inputs, expected %d to %d", c->node,
-                            c->op_type, c->nin, nmin, nmax);
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected %d to %d", c->nin, nmin, nmax);
     return PP_OK;
 }
 

@@ -17,13 +17,13 @@ typedef struct bn_plan {
 /* x: the input or (backward) its gradient, same shape */
 static pp_status bn_plan_make(const pp_kernel_ctx *c, const pp_tensor *x, bn_plan *p, pp_error *err)
 {
-    if (c->nin != 5) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 5", c->nin);
+    if (c->nin != 5) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected 5", c->nin);
     PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, &p->eps, c->node, err));
     PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "momentum", 0.9f, &p->momentum, c->node, err));
-    if (x->rank < 2) return pp_cu_bad(c, err, PP_ERR_SHAPE, "input rank %d, expected >= 2", x->rank);
+    if (x->rank < 2) return pp_args_fail(c, PP_ERR_SHAPE, err, "input rank %d, expected >= 2", x->rank);
     for (int i = 0; i < 5; i++)
         if (c->in[i].dtype != PP_DTYPE_F32)
-            return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input %d has dtype %s, expected float32", i,
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected float32", i,
                              pp_dtype_name(c->in[i].dtype));
     pp_cu_bn_dims(x, p->dims);
     p->C = p->dims[1];
@@ -31,9 +31,9 @@ static pp_status bn_plan_make(const pp_kernel_ctx *c, const pp_tensor *x, bn_pla
     p->n = pp_tensor_numel(x);
     for (int i = 1; i < 5; i++)
         if (c->in[i].rank != 1 || c->in[i].dims[0] != p->C)
-            return pp_cu_bad(c, err, PP_ERR_SHAPE, "input %d must have shape [%lld] (channels)", i, (long long)p->C);
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "input %d must have shape [%lld] (channels)", i, (long long)p->C);
     if ((double)p->eps < CUDNN_BN_MIN_EPSILON)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "epsilon %g is below cuDNN's minimum %g", (double)p->eps,
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "epsilon %g is below cuDNN's minimum %g", (double)p->eps,
                          (double)CUDNN_BN_MIN_EPSILON);
     return PP_OK;
 }
@@ -120,7 +120,7 @@ __global__ void k_axpy_bn(float *y, const float *x, int64_t n) { CU_FOR(i, n) y[
 static pp_status bwd_train(const pp_kernel_ctx *c, const pp_tensor *gy, pp_tensor *gin, const bn_plan *p,
                            const bn_desc *d, pp_error *err)
 {
-    if (!c->aux) return pp_cu_bad(c, err, PP_ERR_INTERNAL, "training backward needs the statistics kept in aux");
+    if (!c->aux) return pp_args_fail(c, PP_ERR_INTERNAL, err, "training backward needs the statistics kept in aux");
     const float *stats = (const float *)c->aux;
     float *ws;
     size_t params = (size_t)p->C * 2, dx_scratch = gin[0].data ? 0 : (size_t)p->n;

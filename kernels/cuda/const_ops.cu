@@ -16,7 +16,7 @@ static pp_status host_fold(const pp_kernel_ctx *c, int values, pp_error *err)
 {
     const pp_kernel *k = pp_kernel_find(c->op, PP_DEVICE_CPU, PP_DTYPE_F32);
     if (!k || c->nout != 1 || c->nin > FOLD_MAX_IN)
-        return pp_cu_bad(c, err, PP_ERR_INTERNAL, "no cpu kernel to fold this node with");
+        return pp_args_fail(c, PP_ERR_INTERNAL, err, "no cpu kernel to fold this node with");
     pp_tensor in[FOLD_MAX_IN], out = c->out[0];
     for (int i = 0; i < c->nin; i++) {
         in[i] = c->in[i];
@@ -24,7 +24,7 @@ static pp_status host_fold(const pp_kernel_ctx *c, int values, pp_error *err)
     }
     const size_t nb = pp_tensor_nbytes(&out);
     void *host = malloc(nb ? nb : 1);
-    if (!host) return pp_cu_bad(c, err, PP_ERR_NOMEM, "out of host memory");
+    if (!host) return pp_args_fail(c, PP_ERR_NOMEM, err, "out of host memory");
     out.data = host;
     pp_kernel_ctx h = *c;
     h.in = in;

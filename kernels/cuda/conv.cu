@@ -50,7 +50,7 @@ void pp_cu_conv_cache_free(pp_cuda *cu)
                 pick_ = i_;                                                                                \
         for (int i_ = 0; i_ < (n) && pick_ < 0; i_++)                                                      \
             if ((perf)[i_].status == CUDNN_STATUS_SUCCESS) pick_ = i_;                                     \
-        if (pick_ < 0) return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "cuDNN has no " #out " algorithm for this shape"); \
+        if (pick_ < 0) return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cuDNN has no " #out " algorithm for this shape"); \
         (out) = (perf)[pick_].algo;                                                                        \
         (ws) = (perf)[pick_].memory;                                                                       \
     } while (0)
@@ -78,7 +78,7 @@ static pp_status algo_make(const pp_kernel_ctx *c, const pp_cu_conv *cv, cu_conv
     int n = 0, k = 0, oh = 0, ow = 0;
     CUDNN_TRY(c, cudnnGetConvolution2dForwardOutputDim(a->conv, a->x, a->w, &n, &k, &oh, &ow));
     if (n != cv->y[0] || k != cv->y[1] || oh != cv->y[2] || ow != cv->y[3])
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "cuDNN computes output [%d, %d, %d, %d], the graph says [%d, %d, %d, %d]",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "cuDNN computes output [%d, %d, %d, %d], the graph says [%d, %d, %d, %d]",
                          n, k, oh, ow, cv->y[0], cv->y[1], cv->y[2], cv->y[3]);
     cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -117,7 +117,7 @@ static pp_status algo_of(const pp_kernel_ctx *c, const pp_cu_conv *cv, const cu_
     memset(&a, 0, sizeof a);
     pp_status st = algo_make(c, cv, &a, err);
     cu_conv_algo *grown = st == PP_OK ? (cu_conv_algo *)realloc(cu->convs, (size_t)(cu->nconvs + 1) * sizeof a) : NULL;
-    if (st == PP_OK && !grown) st = pp_cu_bad(c, err, PP_ERR_NOMEM, "out of host memory for the cuDNN descriptors");
+    if (st == PP_OK && !grown) st = pp_args_fail(c, PP_ERR_NOMEM, err, "out of host memory for the cuDNN descriptors");
     if (st != PP_OK) {
         algo_release(&a);
         return st;
@@ -133,14 +133,14 @@ static pp_status algo_of(const pp_kernel_ctx *c, const pp_cu_conv *cv, const cu_
 static pp_status conv_plan(const pp_kernel_ctx *c, const pp_tensor *y, pp_cu_conv *cv, pp_error *err)
 {
     if (c->nin < 2 || c->nin > 3)
-        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 2 or 3 (X, W, optional B)", c->nin);
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected 2 or 3 (X, W, optional B)", c->nin);
     for (int k = 0; k < c->nin; k++)
         if (c->in[k].dtype != PP_DTYPE_F32)
-            return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input %d has dtype %s, expected float32", k,
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected float32", k,
                              pp_dtype_name(c->in[k].dtype));
     const pp_tensor *x = &c->in[0], *w = &c->in[1];
     if (w->rank != x->rank)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "weight rank %d differs from input rank %d", w->rank, x->rank);
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "weight rank %d differs from input rank %d", w->rank, x->rank);
     pp_window win;
     int64_t group;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "group", 1, &group, c->node, err));

@@ -60,9 +60,7 @@ static inline pp_cuda *cu_of(const pp_device *d) { return (pp_cuda *)d->ctx; }
 
 /* "node 'x' (Op): <lib> <call> failed: <library text>"; node may be NULL (device calls). */
 pp_status pp_cu_fail(const pp_kernel_ctx *c, pp_error *err, const char *lib, const char *call, const char *text);
-/* "node 'x' (Op): <message>" for argument and shape errors. */
-pp_status pp_cu_bad(const pp_kernel_ctx *c, pp_error *err, pp_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Argument and shape errors, "node 'x' (Op): <message>": pp_args_fail (kernels/op_args.h). */
 
 #define CU_TRY(c, expr)                                                                  \
     do {                                                                                 \

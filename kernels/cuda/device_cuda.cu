@@ -19,21 +19,11 @@ pp_status pp_cu_fail(const pp_kernel_ctx *c, pp_error *err, const char *lib, con
     return pp_error_set(err, PP_ERR_DEVICE, "cuda device: %s call %s failed: %s", lib, call, text);
 }
 
-pp_status pp_cu_bad(const pp_kernel_ctx *c, pp_error *err, pp_status st, const char *fmt, ...)
-{
-    char msg[PP_ERROR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return pp_error_set(err, st, "node '%s' (%s): %s", c->node, c->op_type, msg);
-}
-
 pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, const void **out, pp_error *err)
 {
     *out = c->host_in && k < c->nin ? c->host_in[k] : NULL;
     if (!*out)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED,
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err,
                          "input %d (%s) must be a constant known at plan time: the cuda kernel reads it from the host "
                          "copy in pp_kernel_ctx.host_in, which is missing", k, what);
     return PP_OK;

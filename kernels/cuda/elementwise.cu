@@ -127,7 +127,7 @@ pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, con
     case 4: k_bcast_copy<float><<<L.grid, L.block, 0, s>>>(b, (const float *)in->data, (float *)out->data); break;
     case 8: k_bcast_copy<int64_t><<<L.grid, L.block, 0, s>>>(b, (const int64_t *)in->data, (int64_t *)out->data); break;
     default:
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "dtype %s cannot be broadcast here", pp_dtype_name(out->dtype));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s cannot be broadcast here", pp_dtype_name(out->dtype));
     }
     CU_LAUNCHED(c);
     return PP_OK;
@@ -150,9 +150,9 @@ template <typename Op> static pp_status unary_fwd(const pp_kernel_ctx *c, Op op,
 {
     const int64_t n = pp_tensor_numel(&c->out[0]);
     if (c->in[0].dtype != PP_DTYPE_F32)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input has dtype %s, expected float32", pp_dtype_name(c->in[0].dtype));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input has dtype %s, expected float32", pp_dtype_name(c->in[0].dtype));
     if (pp_tensor_numel(&c->in[0]) != n)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "output has %lld elements, input %lld", (long long)n,
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, input %lld", (long long)n,
                          (long long)pp_tensor_numel(&c->in[0]));
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
@@ -168,7 +168,7 @@ static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_ten
     const int64_t n = pp_tensor_numel(&gin[0]);
     const float *v = (const float *)(Op::src == GRAD_Y ? c->out[0].data : Op::src == GRAD_X ? c->in[0].data : NULL);
     if (Op::src != GRAD_NONE && !v)
-        return pp_cu_bad(c, err, PP_ERR_INTERNAL, "backward needs the saved %s, which was not kept",
+        return pp_args_fail(c, PP_ERR_INTERNAL, err, "backward needs the saved %s, which was not kept",
                          Op::src == GRAD_Y ? "output" : "input");
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
@@ -188,7 +188,7 @@ static pp_status gelu_tanh(const pp_kernel_ctx *c, int *tanh_form, pp_error *err
     const char *approx;
     PP_CHECK(pp_attr_string(c->attrs, c->nattrs, "approximate", "none", &approx, c->node, err));
     if (strcmp(approx, "none") && strcmp(approx, "tanh"))
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "approximate='%s' is not supported (use 'none' or 'tanh')", approx);
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "approximate='%s' is not supported (use 'none' or 'tanh')", approx);
     *tanh_form = !strcmp(approx, "tanh");
     return PP_OK;
 }
@@ -208,7 +208,7 @@ UNARY(erf, op_erf)
 PP_CU_FWD(pp_cu_identity_forward)
 {
     if (c->in[0].dtype != c->out[0].dtype || pp_tensor_nbytes(&c->in[0]) != pp_tensor_nbytes(&c->out[0]))
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "output dtype/size differs from the input");
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output dtype/size differs from the input");
     return pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->in[0]), err);
 }
 PP_CU_BWD(pp_cu_identity_backward) { return unary_bwd(c, grad_out, grad_in, op_identity(), err); }
@@ -267,7 +267,7 @@ template <typename Op> static pp_status binary_fwd(const pp_kernel_ctx *c, Op op
 {
     for (int k = 0; k < 2; k++)
         if (c->in[k].dtype != PP_DTYPE_F32)
-            return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input %d has dtype %s, expected float32", k,
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected float32", k,
                              pp_dtype_name(c->in[k].dtype));
     pp_cu_bcast b;
     const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};

@@ -40,7 +40,7 @@ static pp_status want_f32(const pp_kernel_ctx *c, int n, pp_error *err)
 {
     for (int k = 0; k < n; k++)
         if (c->in[k].dtype != PP_DTYPE_F32)
-            return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input %d has dtype %s, expected float32", k,
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected float32", k,
                              pp_dtype_name(c->in[k].dtype));
     return PP_OK;
 }
@@ -84,14 +84,14 @@ static pp_status gemm_plan(const pp_kernel_ctx *c, const pp_tensor *y, gemm_attr
     PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "beta", 1.f, &a->beta, c->node, err));
     const pp_tensor *A = &c->in[0], *B = &c->in[1];
     if (A->rank != 2 || B->rank != 2)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "A and B must have rank 2 (got %d and %d)", A->rank, B->rank);
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "A and B must have rank 2 (got %d and %d)", A->rank, B->rank);
     a->g.ta = ta != 0;
     a->g.tb = tb != 0;
     a->g.M = A->dims[a->g.ta ? 1 : 0];
     a->g.K = A->dims[a->g.ta ? 0 : 1];
     a->g.N = B->dims[a->g.tb ? 0 : 1];
     if (B->dims[a->g.tb ? 1 : 0] != a->g.K || pp_tensor_numel(y) != a->g.M * a->g.N)
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "A' is %lld x %lld, B is [%lld, %lld] (transB %d), Y has %lld elements",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "A' is %lld x %lld, B is [%lld, %lld] (transB %d), Y has %lld elements",
                          (long long)a->g.M, (long long)a->g.K, (long long)B->dims[0], (long long)B->dims[1], a->g.tb,
                          (long long)pp_tensor_numel(y));
     a->has_c = c->nin > 2 && c->in[2].rank >= 0 && a->beta != 0.f;

@@ -19,17 +19,17 @@ static pp_status pool_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_
     int nk;
     int64_t ceil_mode;
     if (x->dtype != PP_DTYPE_F32)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input has dtype %s, expected float32", pp_dtype_name(x->dtype));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input has dtype %s, expected float32", pp_dtype_name(x->dtype));
     PP_CHECK(pp_attr_ints(c->attrs, c->nattrs, "kernel_shape", &ks, &nk, c->node, err));
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "ceil_mode", 0, &ceil_mode, c->node, err));
     if (nk != x->rank - 2)
-        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "kernel_shape has %d values for input rank %d", nk, x->rank);
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "kernel_shape has %d values for input rank %d", nk, x->rank);
     return pp_cpu_window_make(c, x, y, ks, (int)ceil_mode, w, err);
 }
 
 static pp_status want_one_input(const pp_kernel_ctx *c, pp_error *err)
 {
-    if (c->nin != 1) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 1", c->nin);
+    if (c->nin != 1) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected 1", c->nin);
     return PP_OK;
 }
 
@@ -129,7 +129,7 @@ PP_CU_FWD(pp_cu_maxpool_forward)
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "storage_order", 0, &order, c->node, err));
     int64_t *ind = c->nout > 1 ? (int64_t *)c->out[1].data : NULL;
     if (ind && c->out[1].dtype != PP_DTYPE_I64)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "Indices output has dtype %s, expected int64",
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "Indices output has dtype %s, expected int64",
                          pp_dtype_name(c->out[1].dtype));
     const int64_t n = pp_tensor_numel(&c->out[0]);
     if (!n) return PP_OK;
@@ -158,7 +158,7 @@ static pp_status pool_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tens
 PP_CU_BWD(pp_cu_maxpool_backward)
 {
     if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
-    if (!c->aux) return pp_cu_bad(c, err, PP_ERR_INTERNAL, "backward needs the argmax kept in aux");
+    if (!c->aux) return pp_args_fail(c, PP_ERR_INTERNAL, err, "backward needs the argmax kept in aux");
     return pool_bwd(c, grad_out, grad_in, (const int64_t *)c->aux, 0, err);
 }
 
@@ -189,9 +189,9 @@ PP_CU_BWD(pp_cu_avgpool_backward)
 /* GlobalAveragePool: x (N, C, spatial...) -> y (N, C, 1, ...), the mean over spatial dims */
 static pp_status gap_plan(const pp_kernel_ctx *c, const pp_tensor *x, pp_cu_reduce *r, float *inv_hw, pp_error *err)
 {
-    if (x->rank < 3) return pp_cu_bad(c, err, PP_ERR_SHAPE, "input rank %d, expected >= 3", x->rank);
+    if (x->rank < 3) return pp_args_fail(c, PP_ERR_SHAPE, err, "input rank %d, expected >= 3", x->rank);
     if (x->dtype != PP_DTYPE_F32)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "input has dtype %s, expected float32", pp_dtype_name(x->dtype));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input has dtype %s, expected float32", pp_dtype_name(x->dtype));
     int red[PP_MAX_RANK] = {0};
     int64_t hw = 1;
     for (int d = 2; d < x->rank; d++) {

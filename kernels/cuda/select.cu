@@ -20,13 +20,13 @@ template <typename T> __global__ void k_equal(pp_cu_bcast b, const T *x, const T
 
 PP_CU_FWD(pp_cu_equal_forward)
 {
-    if (c->nin != 2) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 2", c->nin);
+    if (c->nin != 2) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected 2", c->nin);
     const pp_dtype dt = c->in[0].dtype;
     if (c->in[1].dtype != dt)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "inputs have dtypes %s and %s, expected the same",
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "inputs have dtypes %s and %s, expected the same",
                          pp_dtype_name(dt), pp_dtype_name(c->in[1].dtype));
     if (c->out[0].dtype != PP_DTYPE_BOOL)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "output dtype %s, expected bool", pp_dtype_name(c->out[0].dtype));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "output dtype %s, expected bool", pp_dtype_name(c->out[0].dtype));
     pp_cu_bcast b;
     const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
     PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 2, c->node, err));
@@ -41,7 +41,7 @@ PP_CU_FWD(pp_cu_equal_forward)
     case PP_DTYPE_I32: k_equal<<<L.grid, L.block, 0, s>>>(b, (const int32_t *)x, (const int32_t *)y, z); break;
     case PP_DTYPE_BOOL: k_equal<<<L.grid, L.block, 0, s>>>(b, (const uint8_t *)x, (const uint8_t *)y, z); break;
     default:
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "dtype %s is not supported (float32, int64, int32, bool)",
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s is not supported (float32, int64, int32, bool)",
                          pp_dtype_name(dt));
     }
     CU_LAUNCHED(c);
@@ -57,15 +57,15 @@ __global__ void k_cast(pp_dtype from, pp_dtype to, const void *x, void *y, int64
 
 PP_CU_FWD(pp_cu_cast_forward)
 {
-    if (c->nin != 1) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "%d inputs, expected 1", c->nin);
+    if (c->nin != 1) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected 1", c->nin);
     const pp_dtype from = c->in[0].dtype, to = c->out[0].dtype;
     int64_t to_attr;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "to", to, &to_attr, c->node, err));
     if (to_attr != (int64_t)to)
-        return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "attribute to=%lld but the output is %s", (long long)to_attr,
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "attribute to=%lld but the output is %s", (long long)to_attr,
                          pp_dtype_name(to));
     if (!pp_el_cast_supported(from) || !pp_el_cast_supported(to))
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED,
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err,
                          "%s -> %s is not supported (float32, float64, bfloat16, int64, int32, bool)",
                          pp_dtype_name(from), pp_dtype_name(to));
     const int64_t n = pp_tensor_numel(&c->in[0]);
@@ -92,7 +92,7 @@ PP_CU_BWD(pp_cu_cast_backward)
     if (!grad_in[0].data || !grad_out[0].data) return PP_OK;
     const pp_dtype gt = grad_out[0].dtype;
     if (!pp_dtype_is_float(gt) || !pp_el_cast_supported(gt))
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "no gradient through a %s output", pp_dtype_name(gt));
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "no gradient through a %s output", pp_dtype_name(gt));
     const int64_t n = pp_tensor_numel(&grad_in[0]);
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
@@ -127,7 +127,7 @@ PP_CU_FWD(pp_cu_where_forward)
     pp_cu_bcast b;
     const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
     if (c->in[1].dtype != PP_DTYPE_F32 || c->in[2].dtype != PP_DTYPE_F32 || pp_dtype_size(c->in[0].dtype) != 1)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "expected a bool condition and float32 X, Y");
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "expected a bool condition and float32 X, Y");
     PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 3, c->node, err));
     if (!b.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(b.n);
@@ -186,9 +186,9 @@ static pp_status dropout_plan(const pp_kernel_ctx *c, float *ratio, int *drop, p
         PP_CHECK(pp_cu_host_input(c, 1, "ratio", &h, err));
         if (c->in[1].dtype == PP_DTYPE_F32) *ratio = *(const float *)h;
         else if (c->in[1].dtype == PP_DTYPE_F64) *ratio = (float)*(const double *)h;
-        else return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "ratio has dtype %s, expected float", pp_dtype_name(c->in[1].dtype));
+        else return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "ratio has dtype %s, expected float", pp_dtype_name(c->in[1].dtype));
     }
-    if (!(*ratio >= 0.f && *ratio <= 1.f)) return pp_cu_bad(c, err, PP_ERR_INVALID_ARG, "ratio %g is outside [0, 1]", (double)*ratio);
+    if (!(*ratio >= 0.f && *ratio <= 1.f)) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "ratio %g is outside [0, 1]", (double)*ratio);
     int mode = 1;
     if (c->nin > 2 && c->in[2].data) {
         PP_CHECK(pp_cu_host_input(c, 2, "training_mode", &h, err));

@@ -40,7 +40,7 @@ static pp_status strided(const pp_kernel_ctx *c, const pp_cu_strided *s, const v
     else if (esize == 1)
         k_strided<uint8_t><<<L.grid, L.block, 0, st>>>(*s, (const uint8_t *)src, (uint8_t *)dst, 0);
     else
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "elements of %zu bytes cannot be moved here", esize);
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "elements of %zu bytes cannot be moved here", esize);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -59,7 +59,7 @@ static void strides_of(const pp_tensor *t, int64_t *st)
 PP_CU_FWD(pp_cu_copy_forward)
 {
     if (pp_tensor_numel(&c->in[0]) != pp_tensor_numel(&c->out[0]))
-        return pp_cu_bad(c, err, PP_ERR_SHAPE, "input has %lld elements, output %lld",
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "input has %lld elements, output %lld",
                          (long long)pp_tensor_numel(&c->in[0]), (long long)pp_tensor_numel(&c->out[0]));
     return pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->out[0]), err);
 }
@@ -255,7 +255,7 @@ PP_CU_FWD(pp_cu_gather_forward)
     int64_t outer = 0, n = 0, inner = 0, m = 0;
     PP_CHECK(gather_plan(c, &c->in[0], &outer, &n, &inner, &m, err));
     if (pp_dtype_size(c->in[0].dtype) != 4)
-        return pp_cu_bad(c, err, PP_ERR_UNSUPPORTED, "data of dtype %s (float32 only on cuda)",
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s (float32 only on cuda)",
                          pp_dtype_name(c->in[0].dtype));
     const int64_t total = outer * m * inner;
     if (!total) return PP_OK;
