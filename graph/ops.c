@@ -3,6 +3,7 @@
  * graph/infer*.c and graph/fold*.c; kernels in kernels/<device>/table.*. */
 #include "infer.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,10 +87,17 @@ const pp_op_info *pp_op_get(pp_op op)
 
 /* Op ids sorted by name, built once, for bsearch. */
 static int by_name[PP_OP_COUNT];
+static pthread_once_t by_name_once = PTHREAD_ONCE_INIT;
 
 static int cmp_id(const void *a, const void *b)
 {
     return strcmp(ops[*(const int *)a].name, ops[*(const int *)b].name);
+}
+
+static void sort_names(void)
+{
+    for (int i = 0; i < PP_OP_COUNT; i++) by_name[i] = i;
+    qsort(by_name, PP_OP_COUNT, sizeof by_name[0], cmp_id);
 }
 
 static int cmp_key(const void *key, const void *elem)
@@ -99,16 +107,9 @@ static int cmp_key(const void *key, const void *elem)
 
 pp_op pp_op_lookup(const char *domain, const char *op_type)
 {
-    static int sorted;
     if (domain && *domain && strcmp(domain, "ai.onnx")) return PP_OP_UNKNOWN;
     if (!op_type) return PP_OP_UNKNOWN;
-    if (!sorted) {   /* idempotent: concurrent first calls write the same order */
-        int ids[PP_OP_COUNT];
-        for (int i = 0; i < PP_OP_COUNT; i++) ids[i] = i;
-        qsort(ids, PP_OP_COUNT, sizeof ids[0], cmp_id);
-        memcpy(by_name, ids, sizeof ids);
-        __atomic_store_n(&sorted, 1, __ATOMIC_RELEASE);
-    }
+    pthread_once(&by_name_once, sort_names);
     const int *hit = bsearch(op_type, by_name, PP_OP_COUNT, sizeof by_name[0], cmp_key);
     return hit ? (pp_op)*hit : PP_OP_UNKNOWN;
 }
