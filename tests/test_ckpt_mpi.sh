@@ -22,16 +22,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 "$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/text" --seq 16 >/dev/null
 "$ONNXPIPE" example mlp --in 16 --hidden 32,32 --classes 10 --loss -o "$OUT/mlp.onnx" >/dev/null
 "$ONNXPIPE" example mlp --in 16 --hidden 32,48 --classes 10 --loss -o "$OUT/other.onnx" >/dev/null
+"$PY" "$SRC_DIR/tests/ref/mlp_data.py" "$OUT/mlp-data" 512 5
 "$PY" - "$OUT/mlp-data" <<'PYEOF'
-import json, os, sys
-import numpy as np
-d = sys.argv[1]; os.makedirs(d, exist_ok=True)
-rng = np.random.default_rng(5)
-rng.standard_normal((512, 16)).astype(np.float32).tofile(f"{d}/x.bin")
-rng.integers(0, 10, size=(512,), dtype=np.int64).tofile(f"{d}/labels.bin")
-json.dump({"format": "onnxpipe-dataset-1", "samples": 512, "arrays": [
-    {"name": "x", "dtype": "float32", "shape": [16], "file": "x.bin"},
-    {"name": "labels", "dtype": "int64", "shape": [], "file": "labels.bin"}]}, open(f"{d}/dataset.json", "w"))
+import os, sys
+d = sys.argv[1]
 import warnings
 warnings.filterwarnings("ignore")
 import torch

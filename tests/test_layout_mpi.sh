@@ -14,17 +14,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 "$ONNXPIPE" example gpt --layers 2 --d-model 32 --heads 2 --vocab 256 --seq 16 -o "$OUT/gpt.onnx" >/dev/null
 "$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/text" --seq 16 >/dev/null
 "$ONNXPIPE" example mlp --in 16 --hidden 32,32,32 --classes 10 --loss -o "$OUT/mlp.onnx" >/dev/null
-"$PY" - "$OUT/mlp-data" <<'PYEOF'
-import json, os, sys
-import numpy as np
-d = sys.argv[1]; os.makedirs(d, exist_ok=True)
-rng = np.random.default_rng(3)
-rng.standard_normal((512, 16)).astype(np.float32).tofile(f"{d}/x.bin")
-rng.integers(0, 10, size=(512,), dtype=np.int64).tofile(f"{d}/labels.bin")
-json.dump({"format": "onnxpipe-dataset-1", "samples": 512, "arrays": [
-    {"name": "x", "dtype": "float32", "shape": [16], "file": "x.bin"},
-    {"name": "labels", "dtype": "int64", "shape": [], "file": "labels.bin"}]}, open(f"{d}/dataset.json", "w"))
-PYEOF
+"$PY" "$SRC_DIR/tests/ref/mlp_data.py" "$OUT/mlp-data" 512 3
 
 train() {  # MODEL TAG NP PP DP SCHEDULE EXTRA...
     local model=$1 tag=$2 np=$3 pp=$4 dp=$5 sched=$6
