@@ -17,7 +17,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: onnxpipe schedule --pp P --microbatches M --kind gpipe|1f1b|interleaved|zb-h1 [options]\n"
+            "usage: onnxpipe schedule --pp P --microbatches M --kind gpipe|1f1b|interleaved|zb-h1|zb-v [options]\n"
             "       onnxpipe schedule --load-csv FILE [options]\n\n"
             "Generates a pipeline schedule, proves it deadlock-free, simulates one training step and\n"
             "prints the timeline (one row per rank), the bubble against its closed form, the peak\n"
@@ -26,8 +26,9 @@ static void usage(FILE *out)
             "  --pp P                pipeline ranks\n"
             "  --microbatches M      microbatches per step\n"
             "  --kind K              gpipe, 1f1b, interleaved (Megatron; M must be a multiple of P)\n"
-            "                        or zb-h1 (zero bubble: backward split into input and weight passes)\n"
-            "  --chunks V            virtual stages per rank for interleaved (default 2)\n"
+            "                        zb-h1 (zero bubble: backward split into input and weight passes)\n"
+            "                        or zb-v (zero bubble V: two stages per rank, r and 2P-1-r)\n"
+            "  --chunks V            virtual stages per rank for interleaved (default 2; zb-v has 2)\n"
             "  --costs F,B,W[,SEND]  seconds per microbatch per virtual stage: forward, backward-input,\n"
             "                        backward-weight (a full backward costs B+W), and per message\n"
             "                        (default 1,1,1,0)\n"
@@ -138,7 +139,6 @@ static int parse_args(int argc, char **argv, args *a)
         return cli_usage_error("e.g. onnxpipe schedule --pp 4 --microbatches 8 --kind 1f1b",
                                "--pp, --microbatches and --kind are required (or --load-csv FILE)"), 0;
     }
-    if (a->kind && !strcmp(a->kind, "interleaved") && !a->have_chunks) a->chunks = 2;
     if (a->model && a->have_costs)
         return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
     if (!a->model && (a->batch || a->bandwidth > 0))
@@ -252,9 +252,10 @@ int cmd_schedule(int argc, char **argv)
     } else {
         pp_schedule_kind kind;
         if (pp_schedule_kind_parse(a.kind, &kind, &err) != PP_OK) {
-            rc = cli_usage_error("--kind is one of gpipe, 1f1b, interleaved, zb-h1", "%s", err.msg);
+            rc = cli_usage_error("--kind is one of gpipe, 1f1b, interleaved, zb-h1, zb-v", "%s", err.msg);
             goto done;
         }
+        if (!a.have_chunks) a.chunks = pp_schedule_default_chunks(kind);
         if (pp_schedule_create(kind, (int)a.pp, (int)a.microbatches, (int)a.chunks, &s, &err) != PP_OK) {
             rc = cli_usage_error(kind == PP_SCHED_INTERLEAVED ? "interleaved needs --microbatches divisible by --pp"
                                                               : NULL,

@@ -1,6 +1,6 @@
 /* Schedule generators: the compute-only order of FORWARD / BACKWARD (/ BACKWARD_INPUT /
- * BACKWARD_WEIGHT) actions per rank for gpipe, 1f1b, interleaved and zb-h1. Stage s
- * lives on rank s % pp. Communication is added afterwards by the lowering pass. */
+ * BACKWARD_WEIGHT) actions per rank for gpipe, 1f1b, interleaved, zb-h1 and zb-v, and
+ * where each kind places its stages. Communication is added afterwards by lowering. */
 #include "sched_internal.h"
 
 static pp_status push(pp_schedule *s, int rank, int kind, int stage, int mb, pp_error *err)
@@ -66,6 +66,71 @@ static pp_status gen_interleaved(pp_schedule *s, int r, pp_error *err)
     return PP_OK;
 }
 
+/* ZB-V, in the order of PyTorch's ScheduleZBVZeroBubble (torch.distributed.pipelining;
+ * Qi et al., "Zero Bubble Pipeline Parallelism", section 6). Rank r holds chunk 0 =
+ * stage r and chunk 1 = stage 2p-1-r. The order is written for n = max(m, 2p-1)
+ * microbatches (what fills the V) and the actions of microbatches >= m are left out, as
+ * PyTorch does. zbv_push appends one action, or nothing for such a microbatch. */
+typedef struct zbv_rank {
+    pp_schedule *s;
+    int r, stage[2];
+    int f[2], b[2], w[2];  /* next microbatch to forward, input-backward, weight-backward per chunk */
+} zbv_rank;
+
+static pp_status zbv_push(zbv_rank *z, int kind, int chunk, pp_error *err)
+{
+    int *next = kind == PP_ACT_FORWARD ? z->f : kind == PP_ACT_BACKWARD_INPUT ? z->b : z->w;
+    int mb = next[chunk]++;
+    return mb < z->s->microbatches ? push(z->s, z->r, kind, z->stage[chunk], mb, err) : PP_OK;
+}
+
+/* One F, I, W of chunk c, the unit of ZB-V's steady state. */
+static pp_status zbv_fiw(zbv_rank *z, int c, int forward, pp_error *err)
+{
+    if (forward) PP_CHECK(zbv_push(z, PP_ACT_FORWARD, c, err));
+    PP_CHECK(zbv_push(z, PP_ACT_BACKWARD_INPUT, c, err));
+    return zbv_push(z, PP_ACT_BACKWARD_WEIGHT, c, err);
+}
+
+static pp_status gen_zbv(pp_schedule *s, int r, pp_error *err)
+{
+    int p = s->pp, n = s->microbatches > 2 * p - 1 ? s->microbatches : 2 * p - 1;
+    zbv_rank z = {s, r, {r, 2 * p - 1 - r}, {0, 0}, {0, 0}, {0, 0}};
+    /* warm-up: chunk 0 runs ahead by 2(p-r)-1 forwards, then the two chunks alternate
+     * until the first microbatch comes back down the V to chunk 1 */
+    for (int k = 0; k < 2 * (p - r) - 1; k++) PP_CHECK(zbv_push(&z, PP_ACT_FORWARD, 0, err));
+    for (int k = 0; k < r; k++) {
+        PP_CHECK(zbv_push(&z, PP_ACT_FORWARD, 1, err));
+        PP_CHECK(zbv_push(&z, PP_ACT_FORWARD, 0, err));
+    }
+    for (int k = 0; k < p - r; k++) PP_CHECK(zbv_fiw(&z, 1, 1, err));
+    /* steady state: F I W of chunk 0, then of chunk 1, until every forward is done */
+    while (z.f[1] < z.f[0] || z.f[0] < n) {
+        if (z.f[0] < n) PP_CHECK(zbv_push(&z, PP_ACT_FORWARD, 0, err));
+        PP_CHECK(zbv_fiw(&z, 0, 0, err));
+        PP_CHECK(zbv_fiw(&z, 1, 1, err));
+    }
+    /* cool-down: input gradients first (they are what the other ranks wait for), the
+     * weight passes they leave behind at the end */
+    for (int k = 0; k < r; k++) {
+        PP_CHECK(zbv_push(&z, PP_ACT_BACKWARD_INPUT, 0, err));
+        PP_CHECK(zbv_push(&z, PP_ACT_BACKWARD_INPUT, 1, err));
+    }
+    for (int k = 0; k < p - r; k++) {
+        PP_CHECK(zbv_push(&z, PP_ACT_BACKWARD_INPUT, 0, err));
+        PP_CHECK(zbv_push(&z, PP_ACT_BACKWARD_WEIGHT, 0, err));
+    }
+    for (int c = 1; c >= 0; c--)
+        while (z.w[c] < z.b[c]) PP_CHECK(zbv_push(&z, PP_ACT_BACKWARD_WEIGHT, c, err));
+    return PP_OK;
+}
+
+int generate_stage_rank(pp_schedule_kind kind, int pp, int stage)
+{
+    if (kind == PP_SCHED_ZB_V && stage >= pp) return 2 * pp - 1 - stage;
+    return stage % pp;
+}
+
 pp_status generate_order(pp_schedule *s, pp_schedule_kind kind, pp_error *err)
 {
     for (int r = 0; r < s->pp; r++) {
@@ -74,6 +139,7 @@ pp_status generate_order(pp_schedule *s, pp_schedule_kind kind, pp_error *err)
         case PP_SCHED_1F1B: PP_CHECK(gen_1f1b(s, r, 0, err)); break;
         case PP_SCHED_ZB_H1: PP_CHECK(gen_1f1b(s, r, 1, err)); break;
         case PP_SCHED_INTERLEAVED: PP_CHECK(gen_interleaved(s, r, err)); break;
+        case PP_SCHED_ZB_V: PP_CHECK(gen_zbv(s, r, err)); break;
         default: return pp_error_set(err, PP_ERR_INVALID_ARG, "schedule kind %d cannot be generated", (int)kind);
         }
     }

@@ -120,6 +120,7 @@ void pp_sim_result_print_summary(const pp_schedule *s, const pp_costs *costs, co
     if (!isnan(cf)) {
         const char *form = s->kind == PP_SCHED_INTERLEAVED ? "(p-1)/(v*m+p-1)"
                            : s->kind == PP_SCHED_ZB_H1     ? "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))"
+                           : s->kind == PP_SCHED_ZB_V      ? "(p-1)F/(2m(F+B+W)+(p-1)F)"
                                                            : "(p-1)/(m+p-1)";
         fprintf(out, " (closed form %s = %.2f%%, for equal stages and free links)", form, 100 * cf);
     }

@@ -79,6 +79,8 @@ pp_status schedule_reserve(pp_schedule *s, int rank, int n, pp_error *err);
 
 /* Compute-only generators (scheduler/generate.c); arguments already checked. */
 pp_status generate_order(pp_schedule *s, pp_schedule_kind kind, pp_error *err);
+/* The rank a generated schedule of `kind` places virtual stage `stage` on. */
+int generate_stage_rank(pp_schedule_kind kind, int pp, int stage);
 
 static inline int action_is_compute(int kind)
 {

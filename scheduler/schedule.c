@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *kind_names[PP_SCHED_KIND_COUNT] = {"gpipe", "1f1b", "interleaved", "zb-h1", "custom"};
+static const char *kind_names[PP_SCHED_KIND_COUNT] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "custom"};
 
 static const char *action_names[PP_ACT_KIND_COUNT] = {
     "FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "SEND_ACT",
@@ -41,8 +41,13 @@ pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_err
             return PP_OK;
         }
     return pp_error_set(err, PP_ERR_INVALID_ARG,
-                        "unknown schedule kind '%s' (expected gpipe, 1f1b, interleaved or zb-h1)",
+                        "unknown schedule kind '%s' (expected gpipe, 1f1b, interleaved, zb-h1 or zb-v)",
                         name ? name : "");
+}
+
+int pp_schedule_default_chunks(pp_schedule_kind kind)
+{
+    return kind == PP_SCHED_INTERLEAVED || kind == PP_SCHED_ZB_V ? 2 : 1;
 }
 
 const char *pp_action_format(const pp_action *a, char *buf, size_t len)
@@ -153,7 +158,10 @@ static pp_status check_args(pp_schedule_kind kind, int pp, int m, int v, pp_erro
     if (pp < 1 || pp > MAX_PP) return pp_error_set(err, PP_ERR_INVALID_ARG, "pp %d out of range (1..%d)", pp, MAX_PP);
     if (m < 1 || m > MAX_MICROBATCHES)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "microbatches %d out of range (1..%d)", m, MAX_MICROBATCHES);
-    if (kind != PP_SCHED_INTERLEAVED && v != 1)
+    if (kind == PP_SCHED_ZB_V && v != 2)
+        return pp_error_set(err, PP_ERR_INVALID_ARG,
+                            "zb-v places two stages per rank in a V: chunks must be 2, got %d", v);
+    if (kind != PP_SCHED_INTERLEAVED && kind != PP_SCHED_ZB_V && v != 1)
         return pp_error_set(err, PP_ERR_INVALID_ARG,
                             "%s places one stage per rank: chunks must be 1, got %d (chunks > 1 is for interleaved)",
                             kind_names[kind], v);
@@ -184,7 +192,7 @@ pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, 
     int S = pp * chunks;
     int *stage_rank = pp_malloc((size_t)S * sizeof *stage_rank);
     if (!stage_rank) return PP_NOMEM(err);
-    for (int st = 0; st < S; st++) stage_rank[st] = st % pp;
+    for (int st = 0; st < S; st++) stage_rank[st] = generate_stage_rank(kind, pp, st);
     pp_schedule *s = NULL;
     pp_status st = pp_schedule_new(pp, S, microbatches, stage_rank, &s, err);
     free(stage_rank);

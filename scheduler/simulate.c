@@ -1,6 +1,6 @@
 /* The simulator: times a lowered schedule under per-stage costs (the engine in async
  * mode), then derives makespan, bubbles, peak stashed activations and the critical path.
- * Also the textbook bubble fractions the tests and the CLI compare against. */
+ * Also the closed-form bubble fractions the tests and the CLI compare against. */
 #include "sched_internal.h"
 
 #include <math.h>
@@ -140,6 +140,14 @@ double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *c)
         double f = c->uniform.forward, b = c->uniform.backward_input, w = c->uniform.backward_weight;
         double idle = (p - 1) * (f + b - w);
         return idle / (m * (f + b + w) + idle);
+    }
+    case PP_SCHED_ZB_V: {
+        /* Rank p-1 cannot start before microbatch 0 has run the p-1 forwards above it,
+         * and then has 2m (F+B+W) of work: makespan >= (p-1)F + 2m(F+B+W). With F = B = W
+         * and the full V formed (m >= 2p-1) the order meets that bound on every rank. */
+        double f = c->uniform.forward, b = c->uniform.backward_input, w = c->uniform.backward_weight;
+        if (m < 2 * p - 1 || f != b || b != w) return NAN;
+        return (p - 1) * f / (2 * m * (f + b + w) + (p - 1) * f);
     }
     default: return NAN;
     }

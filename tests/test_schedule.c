@@ -1,4 +1,5 @@
-/* Scheduler: every generated schedule validates for all p <= 16, m <= 64, v <= 4;
+/* Scheduler: every generated schedule validates for all p <= 16, m <= 64, v <= 4
+ * (zb-v: v = 2);
  * invalid arguments are refused with a message; hand-broken schedules (rendezvous
  * cycles, misordered, duplicated, missing or misplaced actions) are rejected. */
 #include <stdarg.h>
@@ -35,7 +36,7 @@ static void expect_reject(const pp_schedule *s, pp_status want, const char *need
     if (!strstr(err.msg, needle)) fail_msg("message '%s' lacks '%s'", err.msg, needle);
 }
 
-/* Every kind, every p <= 16, m <= 64 (v <= 4 for interleaved): generated, lowered and
+/* Every kind, every p <= 16, m <= 64 (v <= 4 for interleaved, 2 for zb-v): generated, lowered and
  * validated by pp_schedule_create; counts checked against the action arithmetic. */
 static void test_sweep_all_valid(void **state)
 {
@@ -44,7 +45,7 @@ static void test_sweep_all_valid(void **state)
     double t0 = pp_now();
     for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
         for (int v = 1; v <= 4; v++) {
-            if ((kind == PP_SCHED_INTERLEAVED) != (v > 1)) continue;
+            if (kind == PP_SCHED_INTERLEAVED ? v < 2 : v != pp_schedule_default_chunks(kind)) continue;
             for (int p = 1; p <= 16; p++)
                 for (int m = 1; m <= 64; m++) {
                     if (kind == PP_SCHED_INTERLEAVED && m % p) continue;
@@ -53,10 +54,14 @@ static void test_sweep_all_valid(void **state)
                     if (pp_schedule_create(kind, p, m, v, &s, &err) != PP_OK) fail_msg("%s", err.msg);
                     /* compute per (stage, mb): F + B, or F + I + W; two messages per
                      * boundary crossing and microbatch, counted on both sides (none
-                     * when p == 1: all stages share the rank); one
-                     * START_REDUCE per stage, one FINISH_STEP per rank. */
-                    long S = (long)p * v, per = kind == PP_SCHED_ZB_H1 ? 3 : 2;
-                    long want = S * m * per + (p > 1 ? 4 * (S - 1) * m : 0) + S + p;
+                     * when p == 1: all stages share the rank; zb-v's middle boundary,
+                     * p-1 -> p, stays on rank p-1); one START_REDUCE per stage, one
+                     * FINISH_STEP per rank. */
+                    int zb = kind == PP_SCHED_ZB_H1 || kind == PP_SCHED_ZB_V;
+                    long S = (long)p * v, per = zb ? 3 : 2, cross = kind == PP_SCHED_ZB_V ? S - 2 : S - 1;
+                    long want = S * m * per + (p > 1 ? 4 * cross * m : 0) + S + p;
+                    for (int st = 0; st < S && kind == PP_SCHED_ZB_V; st++)  /* the V */
+                        assert_int_equal(s->stage_rank[st], st < p ? st : 2 * p - 1 - st);
                     assert_int_equal(pp_schedule_action_count(s), want);
                     actions += want;
                     schedules++;
@@ -79,6 +84,9 @@ static void test_bad_arguments(void **state)
         {PP_SCHED_1F1B, 4, 8, 2, "chunks must be 1"},
         {PP_SCHED_GPIPE, 0, 8, 1, "pp 0"},
         {PP_SCHED_ZB_H1, 4, 0, 1, "microbatches 0"},
+        {PP_SCHED_ZB_V, 4, 8, 1, "chunks must be 2"},
+        {PP_SCHED_ZB_V, 4, 8, 3, "chunks must be 2"},
+        {PP_SCHED_ZB_V, 0, 8, 2, "pp 0"},
         {PP_SCHED_1F1B, 4096, 4096, 1, "too large"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -97,6 +105,10 @@ static void test_bad_arguments(void **state)
     assert_non_null(strstr(err.msg, "gpipe"));
     assert_int_equal(pp_schedule_kind_parse("zb-h1", &k, &err), PP_OK);
     assert_int_equal(k, PP_SCHED_ZB_H1);
+    assert_int_equal(pp_schedule_kind_parse("zb-v", &k, &err), PP_OK);
+    assert_int_equal(k, PP_SCHED_ZB_V);
+    assert_int_equal(pp_schedule_default_chunks(PP_SCHED_ZB_V), 2);
+    assert_int_equal(pp_schedule_default_chunks(PP_SCHED_1F1B), 1);
 }
 
 /* Both neighbours send before they receive: fine with eager sends, a deadlock when a

@@ -51,7 +51,7 @@ static void test_csv_round_trip(void **state)
     for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
         for (int p = 1; p <= 5; p++)
             for (int m = p; m <= 2 * p + 1; m++) {
-                int v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
+                int v = pp_schedule_default_chunks(kind);
                 if (kind == PP_SCHED_INTERLEAVED && m % p) continue;
                 pp_schedule *s, *back;
                 pp_error err = {0};

@@ -1,7 +1,9 @@
 /* Scheduler simulator against closed forms (unit costs: GPipe/1F1B bubble
- * (p-1)/(m+p-1), interleaved (p-1)/(v*m+p-1), ZB-H1 a third of 1F1B's idle time, peak
- * stashes min(p-r, m) and m; GPipe with link latency) and against an independent
- * fixed-point timing of the same actions with random per-stage costs. */
+ * (p-1)/(m+p-1), interleaved (p-1)/(v*m+p-1), ZB-H1 a third of 1F1B's idle time, ZB-V
+ * (p-1)/(6m+p-1) (a sixth of 1F1B's idle time on stages of half the cost); peak
+ * stashes min(p-r, m), m, and for ZB-V min(m, 2p-1-r) + min(m, r+1) half-stages; GPipe
+ * with link latency) and against an independent fixed-point timing of the same actions
+ * with random per-stage costs. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stddef.h>
@@ -30,6 +32,25 @@ static pp_sim_result *sim(const pp_schedule *s, const pp_costs *c)
     return r;
 }
 
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* ZB-V under unit costs: rank p-1 cannot start before microbatch 0 has been through the
+ * p-1 stages above it, and then has 6m of work, so makespan >= 6m + p-1 for any order
+ * on the V placement. Checked for every m; where the order meets the bound (every rank
+ * idle exactly p-1) the smallest such m is recorded, and it must hold from 2p-1 on, where
+ * the closed form is claimed. */
+static void zbv_check(const pp_schedule *s, const pp_sim_result *r, int *min_m)
+{
+    int p = s->pp, m = s->microbatches;
+    double bound = 6.0 * m + p - 1;
+    if (r->makespan < bound - 1e-9) fail_msg("zb-v p=%d m=%d: makespan %g below the bound %g", p, m, r->makespan, bound);
+    int met = fabs(r->makespan - bound) < 1e-9;
+    for (int rk = 0; rk < p; rk++) assert_true(fabs(r->busy[rk] - 6.0 * m) < 1e-9);
+    if (m >= 2 * p - 1 && !met) fail_msg("zb-v p=%d m=%d: makespan %g, bound %g not met", p, m, r->makespan, bound);
+    if (met && (min_m[p] == 0 || m < min_m[p])) min_m[p] = m;
+    if (!met && min_m[p] && m > min_m[p]) fail_msg("zb-v p=%d: meets its bound at m=%d but not at m=%d", p, min_m[p], m);
+}
+
 /* Unit costs over p <= 16, m <= 64 (v <= 4): bubble vs closed form, peaks. */
 static void test_closed_forms(void **state)
 {
@@ -38,25 +59,30 @@ static void test_closed_forms(void **state)
     pp_costs_unit(&c);
     c.uniform.act_bytes = 1000;
     double maxdiff[PP_SCHED_CUSTOM] = {0}, zb_ratio_max = 0, zb_ratio_min = 1e9;
+    int zbv_min_m[17] = {0};  /* [p] smallest m from which zb-v meets its bound */
     static double idle_1f1b[17][65];  /* [p][m], filled by the 1f1b pass (kinds run in enum order) */
     int n = 0;
     for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
         for (int v = 1; v <= 4; v++) {
-            if ((kind == PP_SCHED_INTERLEAVED) != (v > 1)) continue;
+            if (kind == PP_SCHED_INTERLEAVED ? v < 2 : v != pp_schedule_default_chunks(kind)) continue;
             for (int p = 1; p <= 16; p++)
                 for (int m = 1; m <= 64; m++) {
                     if (kind == PP_SCHED_INTERLEAVED && m % p) continue;
                     pp_schedule *s = make(kind, p, m, v);
                     pp_sim_result *r = sim(s, &c);
                     double cf = pp_schedule_closed_form_bubble(s, &c);
-                    /* zb-h1 with m < p has no closed form: only the peaks are checked */
-                    double d = isnan(cf) && kind == PP_SCHED_ZB_H1 && m < p ? 0 : fabs(r->bubble - cf);
+                    /* zb-h1 with m < p and zb-v with m < 2p-1 have no closed form: only
+                     * the peaks (and for zb-v the lower bound) are checked */
+                    int open = (kind == PP_SCHED_ZB_H1 && m < p) || (kind == PP_SCHED_ZB_V && m < 2 * p - 1);
+                    double d = isnan(cf) && open ? 0 : fabs(r->bubble - cf);
                     if (d > maxdiff[kind]) maxdiff[kind] = d;
                     if (d > 1e-12) fail_msg("%s p=%d m=%d v=%d: bubble %.15g, closed form %.15g",
                                             pp_schedule_kind_name(kind), p, m, v, r->bubble, cf);
+                    if (kind == PP_SCHED_ZB_V) zbv_check(s, r, zbv_min_m);
                     for (int rk = 0; rk < p; rk++) {
                         int want = kind == PP_SCHED_GPIPE ? m : (p - rk < m ? p - rk : m);
-                        if (kind != PP_SCHED_INTERLEAVED) {
+                        if (kind == PP_SCHED_ZB_V) want = imin(m, 2 * p - 1 - rk) + imin(m, rk + 1);
+                        if (kind != PP_SCHED_INTERLEAVED) {  /* zb-v: act_bytes per half-stage */
                             assert_int_equal(r->peak_inflight[rk], want);
                             assert_true(r->peak_act_bytes[rk] == 1000.0 * want);
                         }
@@ -65,6 +91,11 @@ static void test_closed_forms(void **state)
                     }
                     /* idle time of ZB-H1 against 1F1B at the same (p, m): F = B = W = 1 */
                     if (kind == PP_SCHED_1F1B) idle_1f1b[p][m] = r->bubble * r->makespan;
+                    /* zb-v's chunks are half-stages: against 1f1b on stages costing 2 */
+                    if (kind == PP_SCHED_ZB_V && p > 1 && m >= 2 * p - 1) {
+                        double ratio = (r->bubble * r->makespan) / (2 * idle_1f1b[p][m]);
+                        if (fabs(ratio - 1.0 / 6) > 1e-12) fail_msg("zb-v p=%d m=%d: idle / 1f1b's = %g", p, m, ratio);
+                    }
                     if (kind == PP_SCHED_ZB_H1 && p > 1 && m >= p) {
                         double ratio = (r->bubble * r->makespan) / idle_1f1b[p][m];
                         if (ratio > zb_ratio_max) zb_ratio_max = ratio;
@@ -75,8 +106,10 @@ static void test_closed_forms(void **state)
                     pp_schedule_destroy(s);
                 }
         }
-    printf("%d schedules; max |bubble - closed form|: gpipe %.3g, 1f1b %.3g, interleaved %.3g, zb-h1 %.3g\n", n,
-           maxdiff[0], maxdiff[1], maxdiff[2], maxdiff[3]);
+    printf("%d schedules; max |bubble - closed form|: gpipe %.3g, 1f1b %.3g, interleaved %.3g, zb-h1 %.3g, "
+           "zb-v %.3g\n", n, maxdiff[0], maxdiff[1], maxdiff[2], maxdiff[3], maxdiff[4]);
+    printf("zb-v meets its lower bound (p-1)F + 2m(F+B+W) for every p <= 16 from m = %d on (closed form claimed "
+           "from m = 2p-1 = 31)\n", zbv_min_m[16]);
     printf("zb-h1 idle time / 1f1b idle time (m >= p): %.6f .. %.6f (expected 1/3)\n", zb_ratio_min, zb_ratio_max);
     assert_true(fabs(zb_ratio_max - 1.0 / 3) < 1e-12 && fabs(zb_ratio_min - 1.0 / 3) < 1e-12);
 }
@@ -174,7 +207,7 @@ static void test_random_costs_vs_reference(void **state)
     for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
         for (int p = 2; p <= 6; p++)
             for (int m = p; m <= 3 * p; m += p) {
-                int v = kind == PP_SCHED_INTERLEAVED ? 2 + (m / p) % 2 : 1;
+                int v = kind == PP_SCHED_INTERLEAVED ? 2 + (m / p) % 2 : pp_schedule_default_chunks(kind);
                 pp_schedule *s = make(kind, p, m, v);
                 int S = s->num_stages;
                 pp_stage_cost *sc = calloc((size_t)S, sizeof *sc);

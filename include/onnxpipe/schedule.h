@@ -17,8 +17,11 @@ extern "C" {
  *
  * Virtual stage s (0 .. num_stages-1) is a contiguous slice of the model; data flows
  * s -> s+1 forward and s+1 -> s backward. Rank r holds the stages with
- * stage_rank[s] == r (the generators place stage s on rank s % pp, Megatron's
- * "looped" placement: rank r holds stages r, r+pp, r+2pp, ...).
+ * stage_rank[s] == r. The generators place stage s on rank s % pp, Megatron's
+ * "looped" placement (rank r holds stages r, r+pp, r+2pp, ...), except zb-v, whose
+ * 2·pp stages go down and back up the ranks in a V (rank r holds stages r and
+ * 2·pp-1-r; rank pp-1 holds the two middle stages, and the first and last stage share
+ * rank 0).
  *
  * Every rank walks its own action array in order. Field meanings per kind:
  *   FORWARD          run stage `stage` forward on `microbatch` (its input is the model
@@ -89,6 +92,9 @@ typedef enum {
     PP_SCHED_ZB_H1,       /* zero-bubble H1: 1F1B order with backward split into
                              BACKWARD_INPUT + BACKWARD_WEIGHT, weight passes deferred
                              into the cool-down bubbles; same activation stash as 1F1B */
+    PP_SCHED_ZB_V,        /* zero-bubble V (ZB-V): two chunks per rank placed in a V, backward
+                             split into BACKWARD_INPUT + BACKWARD_WEIGHT; the order of PyTorch's
+                             ScheduleZBVZeroBubble. Needs chunks == 2 */
     PP_SCHED_CUSTOM,      /* loaded from a file or built by hand */
     PP_SCHED_KIND_COUNT
 } pp_schedule_kind;
@@ -100,7 +106,7 @@ typedef enum {
 typedef struct pp_schedule {
     pp_schedule_kind kind;
     int pp;             /* ranks in the pipeline */
-    int chunks;         /* virtual stages per rank (v); 1 except for interleaved */
+    int chunks;         /* virtual stages per rank (v); 1 except for interleaved and zb-v (2) */
     int num_stages;     /* virtual stages in the model */
     int microbatches;   /* m */
     int lowered;        /* 1 when SEND/RECV, START_REDUCE and FINISH_STEP are in */
@@ -114,11 +120,15 @@ typedef struct pp_schedule {
 PP_API const char *pp_schedule_kind_name(pp_schedule_kind kind);  /* "gpipe", "1f1b", ... */
 /* Accepts the names above; the error lists the valid ones. Local. Thread-safe. */
 PP_API pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_error *err);
+/* The chunks (virtual stages per rank) a kind takes when the user names none: 2 for
+ * interleaved and zb-v, else 1. Local. Thread-safe. */
+PP_API int pp_schedule_default_chunks(pp_schedule_kind kind);
 /* Local; a static string. Thread-safe. */
 PP_API const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "START_REDUCE" */
 
 /* Generates, lowers and validates the schedule of `kind` for pp ranks, `microbatches`
- * microbatches and `chunks` virtual stages per rank (must be 1 unless interleaved).
+ * microbatches and `chunks` virtual stages per rank (1, except interleaved: 2..64, and
+ * zb-v: 2).
  * Invalid combinations fail with PP_ERR_INVALID_ARG and a message saying what holds
  * (e.g. interleaved needs microbatches % pp == 0). Local; the caller frees it with
  * pp_schedule_destroy. Thread-safe. */
@@ -233,8 +243,9 @@ PP_API void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
 /* The textbook bubble fraction of s's kind for uniform stage costs and free
  * communication: gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v*m+p-1);
  * zb-h1 (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) with the costs' F, B, W, when
- * m >= p (with fewer microbatches the steady state never forms: NaN). NaN for custom
- * schedules. Local. Thread-safe. */
+ * m >= p (with fewer microbatches the steady state never forms: NaN); zb-v
+ * (p-1)F / (2m(F+B+W) + (p-1)F) when F = B = W and m >= 2p-1 (the lower bound of its
+ * placement, met: NaN otherwise). NaN for custom schedules. Local. Thread-safe. */
 PP_API double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *costs);
 
 /* ---------------------------------------------------------------------------
