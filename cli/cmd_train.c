@@ -19,8 +19,9 @@ static void usage(FILE *out)
             "  --microbatches M       microbatches per replica and step (default 1);\n"
             "                         the microbatch is B / (D x M) samples\n"
             "  --dim NAME=V           bind a symbolic dim of the model's inputs (repeatable)\n"
-            "  --schedule KIND        gpipe | 1f1b | interleaved | zb-h1 (default 1f1b)\n"
-            "  --chunks V             virtual stages per rank for interleaved (default 2 there, else 1)\n"
+            "  --schedule KIND        gpipe | 1f1b | interleaved | zb-h1 | zb-v (default 1f1b)\n"
+            "  --chunks V             virtual stages per rank for interleaved (default 2 there and for\n"
+            "                         zb-v, which takes only 2; else 1)\n"
             "  --bucket-kb N          gradient all-reduce bucket; buckets start while backward runs (default 4096)\n"
             "run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...\n"
             "training:\n"
@@ -200,7 +201,7 @@ int cmd_train(int argc, char **argv)
         return cli_usage_error("add --save DIR", "--save-every, --keep and --save-sync need --save");
     c.lr.steps = c.steps;
     c.bucket_bytes *= 1024;
-    if (!c.chunks) c.chunks = c.schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
+    if (!c.chunks) c.chunks = pp_schedule_default_chunks(c.schedule);
     if ((c.profile_first > 0) != (c.profile_out != NULL))
         return cli_usage_error("example: --profile-steps 5:7 --profile prof.json",
                                "--profile-steps and --profile go together");

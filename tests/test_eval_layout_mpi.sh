@@ -2,7 +2,7 @@
 # The eval loss does not depend on layout: the example GPT (tied embedding, --logits) and
 # an MLP (its own SoftmaxCrossEntropyLoss, classes on axis 1) trained with --shuffle and
 # evaluated every 5 steps under (pp, dp, schedule) in {(1,1), (2,1) gpipe, (1,2) 1f1b,
-# (2,2) interleaved, (4,1) zb-h1, (4,2) 1f1b, (4,1) interleaved} give the single-rank
+# (2,2) interleaved, (4,1) zb-h1, (4,2) 1f1b, (4,1) interleaved, (4,1) zb-v} give the single-rank
 # training losses (so the shuffled order is the same for every layout) and eval losses
 # within 1e-5 relative, and the same accuracy (one argmax tie may flip); --epochs E runs
 # E x (samples / batch) steps, and a run resumed from a checkpoint (on another layout) reads
@@ -46,7 +46,7 @@ mlp=(--data "$OUT/mlp-train" --eval-data "$OUT/mlp-valid" --steps 10)
 runs=()
 train gpt gpt-ref 1 1 1f1b "${gpt[@]}"
 train mlp mlp-ref 1 1 1f1b "${mlp[@]}"
-for layout in 2x1:gpipe 1x2:1f1b 2x2:interleaved 4x1:zb-h1 4x2:1f1b 4x1:interleaved; do
+for layout in 2x1:gpipe 1x2:1f1b 2x2:interleaved 4x1:zb-h1 4x2:1f1b 4x1:interleaved 4x1:zb-v; do
     pp=${layout%%x*} rest=${layout#*x} dp=${rest%%:*} sched=${layout#*:}
     train gpt "gpt-$sched-pp$pp-dp$dp" "$pp" "$dp" "$sched" "${gpt[@]}"
     runs+=("gpt-$sched-pp$pp-dp$dp")

@@ -18,13 +18,13 @@ cat "$tmp/text"
 grep -q "bubble 27.27% (closed form (p-1)/(m+p-1) = 27.27%" "$tmp/text" || fail "1f1b bubble is not 3/11"
 grep -q "^rank   3 |.  .  .  F0 B0 == F1" "$tmp/text" || fail "timeline row of rank 3 is not 1F1B's"
 
-for kind in gpipe 1f1b interleaved zb-h1; do
+for kind in gpipe 1f1b interleaved zb-h1 zb-v; do
     "$ONNXPIPE" schedule --pp 4 --microbatches 8 --kind $kind --json >"$tmp/$kind.json" || fail "$kind --json failed"
 done
 "$PYTHON" - "$tmp" <<'EOF' || fail "JSON summaries do not match the closed forms"
 import json, sys
 d = sys.argv[1]
-for kind in ["gpipe", "1f1b", "interleaved", "zb-h1"]:
+for kind in ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"]:
     j = json.load(open(f"{d}/{kind}.json"))
     diff = abs(j["bubble"] - j["closed_form_bubble"])
     peaks = [r["peak_inflight"] for r in j["ranks"]]
@@ -34,6 +34,8 @@ for kind in ["gpipe", "1f1b", "interleaved", "zb-h1"]:
         assert peaks == [4, 3, 2, 1]
     if kind == "gpipe":
         assert peaks == [8, 8, 8, 8]
+    if kind == "zb-v":  # 2p half-stages on every rank: what 1f1b's rank 0 holds
+        assert peaks == [8, 8, 8, 8] and j["chunks"] == 2
     assert j["critical_path"][0] == "r0:0F0", j["critical_path"][:3]
 EOF
 
@@ -79,6 +81,7 @@ check_error "expects an integer" --pp four --microbatches 8 --kind 1f1b
 check_error "F,B,W" --pp 4 --microbatches 8 --kind 1f1b --costs 1
 check_error "unknown option" --pp 4 --microbatches 8 --kind 1f1b --bubble
 check_error "chunks must be 1" --pp 4 --microbatches 8 --kind 1f1b --chunks 2
+check_error "chunks must be 2" --pp 4 --microbatches 8 --kind zb-v --chunks 3
 
 # Costs from a model: a small GPT, partitioned into 4 stages by FLOPs.
 "$ONNXPIPE" example gpt --layers 4 --d-model 64 --heads 2 --seq 16 -o "$tmp/gpt.onnx" >/dev/null || fail "example gpt"

@@ -134,7 +134,8 @@ static pp_status place(pp_trainer *t, pp_error *err)
     for (int s = 0; s < t->part->nstages; s++) {
         int rank = t->sched->stage_rank[s];
         param_bytes[rank] += t->part->stages[s].param_bytes;
-        if (s + 1 < t->part->nstages && t->part->stages[s].send_bytes > 0) send_bytes[rank] += t->part->stages[s].send_bytes;
+        if (s + 1 < t->part->nstages && t->sched->stage_rank[s + 1] != rank)  /* zb-v's middle boundary is local */
+            send_bytes[rank] += t->part->stages[s].send_bytes;
     }
     pp_placement_input in = {
         .pp = c->pp, .dp = c->dp, .param_bytes = param_bytes, .send_bytes = send_bytes,
@@ -359,7 +360,7 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     t->g = graph ? graph : t->owned;
     train_find_io(t->g, &c->loss, &t->io);
     PP_CHECK(agree(t, err));
-    int chunks = c->chunks > 0 ? c->chunks : 1;
+    int chunks = c->chunks > 0 ? c->chunks : pp_schedule_default_chunks(c->schedule);
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &t->sched, err));
     pp_partition_options popt = {.microbatches = c->microbatches};
     PP_CHECK(pp_partition_create(t->g, t->sched->num_stages, &popt, &t->part, err));
@@ -418,7 +419,7 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
     if (!t) return PP_NOMEM(err);
     pp_train_config c = {
         .model = cfg->model, .pp = cfg->pp, .dp = cfg->dp, .device = cfg->device, .schedule = cfg->schedule,
-        .chunks = cfg->chunks > 0 ? cfg->chunks : cfg->schedule == PP_SCHED_INTERLEAVED ? 2 : 1,
+        .chunks = cfg->chunks > 0 ? cfg->chunks : pp_schedule_default_chunks(cfg->schedule),
         .batch = cfg->batch, .microbatches = cfg->microbatches, .steps = cfg->steps, .dims = cfg->dims,
         .ndims = cfg->ndims, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,

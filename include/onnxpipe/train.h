@@ -125,8 +125,8 @@ typedef struct pp_train_config {
     const char *data;               /* dataset directory */
     int pp, dp;
     const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */
-    pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1 */
-    int chunks;                     /* virtual stages per rank (interleaved), else 1 */
+    pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1, zb-v */
+    int chunks;                     /* virtual stages per rank (interleaved, zb-v: 2), else 1 */
     int64_t batch;                  /* global batch: samples per optimizer step */
     int64_t microbatches;           /* per replica and step */
     int64_t steps;

@@ -33,7 +33,7 @@ typedef struct pp_trainer_config {
     int pp, dp;                     /* pp x dp ranks in the communicator */
     const char *device;             /* "auto" (NULL: a GPU when every rank has one), "cpu", "cuda" */
     pp_schedule_kind schedule;      /* default 1f1b */
-    int chunks;                     /* virtual stages per rank; 0: 2 for interleaved, else 1 */
+    int chunks;                     /* virtual stages per rank; 0: pp_schedule_default_chunks */
     int64_t batch;                  /* global batch: samples per optimizer step */
     int64_t microbatches;           /* per replica and step */
     int64_t steps;                  /* the run's length: the LR schedule runs over it (lr.steps is
