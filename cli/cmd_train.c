@@ -38,6 +38,12 @@ static void usage(FILE *out)
             "  --weight-decay X       (default 0; decoupled for adamw and lamb)\n"
             "  --clip-norm X          clip the global gradient norm to X (default off)\n"
             "  --skip-nonfinite       skip steps whose gradients hold NaN/Inf instead of failing\n"
+            "memory:\n"
+            "  --precision P          fp32 | bf16 | fp16 (default fp32): 16-bit activations and matrix-product\n"
+            "                         operands, fp32 master weights, gradients and optimizer state\n"
+            "  --loss-scale X         fp16: a fixed loss scale (default: dynamic, from 65536)\n"
+            "  --loss-scale-window N  fp16 dynamic: clean steps before the scale doubles (default 2000); an\n"
+            "                         overflow on any rank skips the step everywhere and halves it\n"
             "  --seed S               seed for dropout (default 0)\n"
             "loss (when the model does not end in SoftmaxCrossEntropyLoss):\n"
             "  --loss cross_entropy --logits NAME --labels NAME\n"
@@ -158,7 +164,14 @@ int cmd_train(int argc, char **argv)
         NUM_OPT("--weight-decay", 0, 1e3, c.optim.weight_decay)
         NUM_OPT("--clip-norm", 0, 1e12, c.clip_norm)
         else if (!strcmp(a, "--nesterov")) c.optim.nesterov = 1;
+        NUM_OPT("--loss-scale", 1e-30, 1e30, c.loss_scale)
+        INT_OPT("--loss-scale-window", 1, 1LL << 40, c.loss_scale_window)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
+        else if (!strcmp(a, "--precision")) {
+            if (!v || !pp_precision_parse(v, &c.precision))
+                return cli_usage_error("use fp32, bf16 or fp16", "unknown precision '%s'", v ? v : "");
+            i++;
+        }
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
         else if (!strcmp(a, "--shuffle")) c.shuffle = 1;

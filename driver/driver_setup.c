@@ -2,6 +2,8 @@
  * in flight, the tied-weight groups, and the buffers for gradients nobody computes. */
 #include "driver_internal.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +149,13 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
     pp_driver *d = calloc(1, sizeof *d);
     if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
     d->cfg = *cfg;
+    if (cfg->loss_scale < 0 || !isfinite(cfg->loss_scale)) {
+        free(d);
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "loss scale %g: give a positive number (or 0: no scaling)",
+                            cfg->loss_scale);
+    }
+    d->loss_scale = cfg->loss_scale;
+    if (!d->cfg.loss_scale_window) d->cfg.loss_scale_window = 2000;
     d->grid = cfg->grid;
     d->num_stages = sch->num_stages;
     d->microbatches = sch->microbatches;

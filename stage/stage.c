@@ -56,7 +56,13 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
     PP_CHECK_GOTO(alloc_zeroed(dev, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, s->fwd_bytes, &s->fwd_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, s->bwd_bytes, &s->bwd_buf, err), st, fail);
+    for (int t = 0; t < s->nt && !s->param16_buf; t++)   /* matrix products read 16-bit copies */
+        if (s->t[t].master >= 0)
+            PP_CHECK_GOTO(alloc_zeroed(dev, (size_t)s->param_elems * pp_dtype_size(opt->precision), &s->param16_buf, err),
+                          st, fail);
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
+    s->param16_stale = 1;
+    s->loss_scale = 1.0f;
     s->slot_step = calloc((size_t)opt->slots, sizeof *s->slot_step);
     s->slot_mb = calloc((size_t)opt->slots, sizeof *s->slot_mb);
     s->slot_seed = calloc((size_t)opt->slots, sizeof *s->slot_seed);
@@ -88,7 +94,8 @@ pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, c
 void pp_stage_destroy(pp_stage *s)
 {
     if (!s) return;
-    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf};
+    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf,
+                    s->param16_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) pp_device_free(s->dev, bufs[i]);
     for (int o = 0; o < s->nops; o++) {
@@ -108,6 +115,8 @@ void pp_stage_destroy(pp_stage *s)
     free(s->slot_step);
     free(s->slot_seed);
     free(s->slot_mb);
+    for (int i = 0; i < s->nnames; i++) free(s->names[i]);
+    free(s->names);
     stage_profile_free(s->prof);
     free(s);
 }
@@ -122,8 +131,10 @@ void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
         .params = p, .grads = p, .optimizer = p * s->optim_slots, .slots = s->opt.slots,
         .stash = (int64_t)s->slot_bytes * s->opt.slots, .scratch = (int64_t)(s->fwd_bytes + s->bwd_bytes),
         .constants = (int64_t)s->const_bytes,
+        .param_copy = s->param16_buf ? s->param_elems * (int64_t)pp_dtype_size(s->opt.precision) : 0,
     };
-    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants;
+    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants +
+                 out->param_copy;
 }
 int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
 const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }
@@ -132,7 +143,11 @@ const pp_stage_port *pp_stage_output(const pp_stage *s, int i) { return i >= 0 &
 int pp_stage_num_params(const pp_stage *s) { return s->nparams; }
 const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? &s->params[i] : NULL; }
 int64_t pp_stage_param_elems(const pp_stage *s) { return s->param_elems; }
-float *pp_stage_params(pp_stage *s) { return s->param_buf; }
+float *pp_stage_params(pp_stage *s)
+{
+    s->param16_stale = 1;   /* the caller may write them (a checkpoint load): the 16-bit copy follows */
+    return s->param_buf;
+}
 float *pp_stage_grads(pp_stage *s) { return s->grad_buf; }
 float *pp_stage_optim_state(pp_stage *s) { return s->optim_buf; }
 int pp_stage_optim_slots(const pp_stage *s) { return s->optim_slots; }
@@ -220,5 +235,6 @@ pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, p
         PP_CHECK(pp_kernel_optim_update(s->dev, &h, s->param_buf + p->offset, s->grad_buf + p->offset, state,
                                         p->numel, err));
     }
+    s->param16_stale = 1;
     return PP_OK;
 }

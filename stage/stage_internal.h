@@ -9,6 +9,7 @@
 typedef enum {
     LOC_NONE = 0,
     LOC_PARAM,      /* flat parameter buffer (gradients: flat gradient buffer, same offset) */
+    LOC_PARAM16,    /* the 16-bit copy of the flat parameter buffer (mixed precision) */
     LOC_CONST,      /* constants buffer (non-trainable initializers) */
     LOC_SLOT,       /* the microbatch's stash slot */
     LOC_FWD,        /* forward scratch, reused between microbatches */
@@ -35,7 +36,8 @@ typedef struct tslot {
     int grad_received;      /* gradient arrives from the next stage (not zeroed) */
     int def_op, last_op;    /* forward op that defines it (-1: before the first) and last reads it */
     int first_bw, last_bw;  /* backward op order indices (0 = first run) touching its gradient */
-    int param;              /* index into s->params, or -1 */
+    int param;              /* index into s->params, or -1 (also set on a parameter's 16-bit copy) */
+    int master;             /* the fp32 parameter tslot this is the 16-bit copy of, or -1 */
 } tslot;
 
 typedef struct stage_op {
@@ -79,6 +81,10 @@ struct pp_stage {
     int64_t param_elems;
     float *param_buf, *grad_buf, *optim_buf;
     int optim_slots;
+    void *param16_buf;      /* 16-bit copy of param_buf (same element offsets), or NULL */
+    int param16_stale;      /* param_buf may have changed since the copy was made */
+    char **names;           /* names of the ops the stage made (casts), freed with it */
+    int nnames;
 
     void *const_buf;
     size_t const_bytes;
@@ -97,6 +103,7 @@ struct pp_stage {
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
     float *slot_seed;       /* [slots] the seed each slot's backward uses */
+    float loss_scale;       /* the seed is multiplied by it (fp16 loss scaling); 1 otherwise */
     const char *loss_labels;    /* graph input (or --labels name) of the labels; NULL: unknown */
     int64_t loss_ignore;    /* INT64_MIN: none */
     const float *loss_weights;  /* class weights (the graph's initializer), or NULL */
@@ -115,6 +122,18 @@ pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *e
  * the slot's seed written as the loss's gradient, where backward starts */
 pp_status stage_plan_loss(pp_stage *s, pp_error *err);
 pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err);
+/* precision.c: under --precision bf16/fp16, the storage dtype of every float tensor,
+ * the 16-bit copies of parameters that matrix products read, the casts that round their
+ * other fp32 operands, and each op's kernel for the dtypes it sees (after stage_plan_loss,
+ * before plan_grads); and the 16-bit parameter copy brought up to date (before a forward). */
+pp_status stage_plan_precision(pp_stage *s, pp_error *err);
+pp_status stage_refresh_params16(pp_stage *s, pp_error *err);
+/* A tensor holding a parameter's values: the fp32 parameter itself or its 16-bit copy. */
+static inline int stage_is_param(const pp_stage *s, int t)
+{
+    const tslot *x = &s->t[t];
+    return x->master >= 0 || (x->value >= 0 && s->g->values[x->value].is_param);
+}
 /* memplan.c: assigns offsets so that buffers whose [start, end] intervals overlap do not
  * overlap in memory; returns the arena size. offsets[i] out; sizes in bytes. */
 typedef struct mem_interval {

@@ -126,6 +126,7 @@ typedef struct train_step_log {
     int64_t stage_bytes;        /* this rank's stage allocations */
     int64_t rss_bytes;          /* this process's peak resident set */
     int skipped;
+    double loss_scale;          /* fp16 loss scaling: the step's scale; 0: off */
     int has_ckpt;               /* --save: checkpoints saved so far, training time they cost (rank 0's) */
     int ckpt_saves;
     double ckpt_stall_s;

@@ -54,6 +54,18 @@ enum {
     PP_OPF_FOLD_LARGE = 1u << 3,/* a constant result may be folded up to 64 MiB (masks) */
 };
 
+/* How an op computes under mixed precision (pp_op_info.prec; stage/precision.c), like
+ * torch.autocast's op lists. Every op other than the LOWP ones computes in fp32: a 16-bit
+ * input is widened exactly and the result rounded to the output's storage type. */
+typedef enum pp_prec {
+    PP_PREC_FOLLOW = 0, /* output stored in its activation inputs' type: 16-bit when they are
+                           (fp32 when one is fp32); Softmax, LayerNorm and other bounded results */
+    PP_PREC_LOWP,       /* matrix products: 16-bit operands (inputs 0, 1), fp32 accumulation,
+                           16-bit output */
+    PP_PREC_FP32,       /* range or precision needs fp32 storage: sums, powers, square roots,
+                           the loss */
+} pp_prec;
+
 /* graph/'s shape-inference state, private to it (graph/infer.h). */
 typedef struct pp_infer_ctx pp_infer_ctx;
 struct pp_node;
@@ -68,6 +80,7 @@ typedef struct pp_op_info {
     unsigned flags;             /* PP_OPF_* */
     pp_flop_rule flop_rule;
     int flops_per;              /* FLOPs per element for ELEMENTWISE and REDUCE */
+    pp_prec prec;               /* its class under --precision bf16 / fp16 */
     /* Shape rule: the dtypes and shapes of the node's outputs (graph/infer*.c). */
     pp_status (*shape)(pp_infer_ctx *c, const struct pp_node *n, pp_error *err);
     /* Constant folder: the outputs' data from constant inputs; NULL: never folded. */

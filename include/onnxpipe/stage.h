@@ -38,6 +38,9 @@ typedef struct pp_stage_options {
     int64_t first_sample;       /* this replica's first sample in the global batch: Dropout draws
                                    by global sample, the same for any layout (pp_rng_key) */
     int training;               /* 1: Dropout drops, BatchNorm uses batch statistics */
+    pp_dtype precision;         /* PP_DTYPE_BF16 / PP_DTYPE_F16: mixed precision (stage/precision.c:
+                                   16-bit activations and matrix-product operands, fp32 master
+                                   weights, gradients and optimizer state); F32 or 0: fp32 */
 } pp_stage_options;
 
 /* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
@@ -85,6 +88,9 @@ PP_API void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
 /* A graph output this stage produces (e.g. logits), valid after pp_stage_forward; NULL
  * if the value is not a graph output of this stage. Local; owned by s, valid while s lives. */
 PP_API void *pp_stage_value_buffer(pp_stage *s, int slot, int value);
+/* The dtype the stage stores graph value `value` in (16-bit under mixed precision where
+ * the graph says float32), or PP_DTYPE_UNDEFINED if the stage does not hold it. Local. */
+PP_API pp_dtype pp_stage_value_dtype(const pp_stage *s, int value);
 
 typedef enum {
     PP_BACKWARD_FULL = 3,   /* input and weight gradients */
@@ -110,6 +116,15 @@ PP_API void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, doubl
 /* The slot's share of the step's loss, seed x loss (loss as pp_stage_loss read it); the
  * step's loss is the sum of the shares over microbatches and replicas. Local. */
 PP_API double pp_stage_loss_share(const pp_stage *s, int slot, double loss);
+/* --precision names: "fp32", "bf16", "fp16" (also "float32", "bfloat16", "float16") to
+ * PP_DTYPE_F32 / BF16 / F16; 1 if name is one of them. Local; thread-safe. */
+PP_API int pp_precision_parse(const char *name, pp_dtype *out);
+/* "fp32", "bf16" or "fp16" (0 is fp32): a static string. Local; thread-safe. */
+PP_API const char *pp_precision_name(pp_dtype precision);
+/* fp16 loss scaling: the seeds of the following backwards are multiplied by scale, so
+ * every gradient comes out scale times too large (the driver unscales the flat gradient
+ * buffer before the optimizer). 1 turns it off. Local. */
+PP_API void pp_stage_set_loss_scale(pp_stage *s, float scale);
 /* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
 typedef struct pp_loss_labels {
     const char *labels;          /* the graph input (or the --labels name) holding the labels */
@@ -198,6 +213,7 @@ PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t 
  * microbatches in flight), forward and backward scratch arenas, and constants. */
 typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
+    int64_t param_copy;     /* the 16-bit copy of the parameters (mixed precision), else 0 */
     int slots;
 } pp_stage_bytes;
 /* Local. */
