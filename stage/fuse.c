@@ -272,7 +272,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
      * it is where a cut separates them: no epilogue fusion, so layouts round alike */
     int narrow = s->opt.precision == PP_DTYPE_BF16 || s->opt.precision == PP_DTYPE_F16;
-    const unsigned mm_caps = matmul ? matmul->caps & (narrow ? ~(PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS) : ~0u) : 0;
+    unsigned epilogue = PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS;
+    const unsigned mm_caps = matmul ? matmul->caps & (narrow ? ~epilogue : ~0u) : 0;
     if (s->nops < 2) return PP_OK;
     int span = s->end - s->first;
     int *op_of_node = malloc((size_t)span * sizeof *op_of_node);

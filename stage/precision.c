@@ -70,7 +70,8 @@ static int new_tslot(pp_stage *s, int like, pp_dtype d)
     return s->nt++;
 }
 
-static const pp_attr to_float = {.name = "to", .type = PP_ATTR_INT, .i = PP_DTYPE_F32};
+static const pp_attr to_bf16 = {.name = "to", .type = PP_ATTR_INT, .i = PP_DTYPE_BF16};
+static const pp_attr to_f16 = {.name = "to", .type = PP_ATTR_INT, .i = PP_DTYPE_F16};
 
 /* A Cast op rounding tslot src into dst, run before the op named `reader`. */
 static pp_status make_cast(pp_stage *s, stage_op *op, int src, int dst, const char *reader, pp_error *err)
@@ -97,7 +98,7 @@ static pp_status make_cast(pp_stage *s, stage_op *op, int src, int dst, const ch
     op->name = name;
     op->op = PP_OP_CAST;
     op->op_type = "Cast";
-    op->attrs = &to_float;   /* "float": the compute float; the output tensor's dtype says 16 bits */
+    op->attrs = s->opt.precision == PP_DTYPE_F16 ? &to_f16 : &to_bf16;
     op->nattrs = 1;
     op->nin = op->nout = 1;
     op->in[0] = src;
@@ -117,6 +118,7 @@ static pp_status round_operands(pp_stage *s, stage_op *ops, int *copy_of, int *c
         for (int k = 0; pp_op_get(op.op)->prec == PP_PREC_LOWP && k < 2 && k < op.nin; k++) {
             int t = op.in[k];
             if (t < 0 || s->t[t].dtype != PP_DTYPE_F32) continue;
+            if (op.host_in) op.host_in[k] = NULL;   /* the host copy is the fp32 initializer */
             if (s->t[t].view_of < 0 && stage_is_param(s, t)) {
                 if (copy_of[t] < 0) {
                     copy_of[t] = new_tslot(s, t, lp);
@@ -142,7 +144,9 @@ static pp_status round_operands(pp_stage *s, stage_op *ops, int *copy_of, int *c
             }
             op.in[k] = cast_of[t];
         }
-        ops[n++] = op;
+        ops[n] = op;
+        if (op.attrs == s->ops[o].folded) ops[n].attrs = ops[n].folded;   /* fuse.c's, inside the op */
+        n++;
     }
     free(s->ops);
     s->ops = ops;

@@ -167,8 +167,10 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
         if (op->in[k] < 0 || !pp_op_input_differentiable(op->op, k)) continue;
         const tslot *t = &s->t[op->in[k]];
         int is_param = t->param >= 0;
-        if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0)   /* alias: already holds it */
+        if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0) {   /* alias: already holds it */
             gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
+            if (is_param) gin[k].dtype = PP_DTYPE_F32;   /* a 16-bit weight copy's gradient is the fp32 master's */
+        }
     }
     PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
     double t0 = s->prof ? pp_now() : 0;
