@@ -38,6 +38,9 @@ static void usage(FILE *out)
             "  --weight-decay X       (default 0; decoupled for adamw and lamb)\n"
             "  --clip-norm X          clip the global gradient norm to X (default off)\n"
             "  --skip-nonfinite       skip steps whose gradients hold NaN/Inf instead of failing\n"
+            "  --recompute KIND       none (default) | selective | full: stash only each stage's inputs\n"
+            "                         (selective: and MatMul/Gemm/Conv outputs) and run the rest of the\n"
+            "                         forward again before backward; same losses and weights, bit for bit\n"
             "  --seed S               seed for dropout (default 0)\n"
             "loss (when the model does not end in SoftmaxCrossEntropyLoss):\n"
             "  --loss cross_entropy --logits NAME --labels NAME\n"
@@ -159,6 +162,10 @@ int cmd_train(int argc, char **argv)
         NUM_OPT("--clip-norm", 0, 1e12, c.clip_norm)
         else if (!strcmp(a, "--nesterov")) c.optim.nesterov = 1;
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
+        else if (!strcmp(a, "--recompute")) {
+            if (!cli_parse_recompute(v, &c.recompute)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
         else if (!strcmp(a, "--shuffle")) c.shuffle = 1;

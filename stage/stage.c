@@ -56,6 +56,8 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
     PP_CHECK_GOTO(alloc_zeroed(dev, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, s->fwd_bytes, &s->fwd_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, s->bwd_bytes, &s->bwd_buf, err), st, fail);
+    if (s->recomp_bytes) PP_CHECK_GOTO(alloc_zeroed(dev, s->recomp_bytes, &s->recomp_buf, err), st, fail);
+    s->recomp_owner = -1;
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
     s->slot_step = calloc((size_t)opt->slots, sizeof *s->slot_step);
     s->slot_mb = calloc((size_t)opt->slots, sizeof *s->slot_mb);
@@ -88,7 +90,8 @@ pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, c
 void pp_stage_destroy(pp_stage *s)
 {
     if (!s) return;
-    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf};
+    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf,
+                    s->recomp_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) pp_device_free(s->dev, bufs[i]);
     for (int o = 0; o < s->nops; o++) {
@@ -121,9 +124,10 @@ void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
     *out = (pp_stage_bytes){
         .params = p, .grads = p, .optimizer = p * s->optim_slots, .slots = s->opt.slots,
         .stash = (int64_t)s->slot_bytes * s->opt.slots, .scratch = (int64_t)(s->fwd_bytes + s->bwd_bytes),
-        .constants = (int64_t)s->const_bytes,
+        .constants = (int64_t)s->const_bytes, .recompute = (int64_t)s->recomp_bytes,
     };
-    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants;
+    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants +
+                 out->recompute;
 }
 int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
 const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }

@@ -137,6 +137,7 @@ typedef struct pp_train_config {
     float clip_norm;                /* 0: no clipping */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB (--bucket-kb) */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
+    pp_recompute recompute;         /* activation recomputation (stage.h); default none */
     pp_loss_spec loss;
     uint64_t seed;
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */

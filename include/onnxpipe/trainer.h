@@ -45,6 +45,8 @@ typedef struct pp_trainer_config {
     float clip_norm;                /* 0: no clipping */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
+    pp_recompute recompute;         /* activation recomputation (stage.h): what the stash keeps;
+                                       losses and weights are bitwise the same; default none */
     pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
     uint64_t seed;                  /* Dropout draws */
     int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
