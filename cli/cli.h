@@ -3,6 +3,7 @@
 #define PP_CLI_H
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/stage.h>
 
 /* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */
 typedef int (*cli_command_fn)(int argc, char **argv);
@@ -32,5 +33,7 @@ void cli_job_end(void);
  * [lo, hi]; otherwise prints an error naming the option and returns 0. */
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
+/* --recompute none|selective|full (train and the previews); 0 and an error listing them otherwise. */
+int cli_parse_recompute(const char *s, pp_recompute *out);
 
 #endif

@@ -24,6 +24,9 @@ static void help(FILE *out)
             "  --dim NAME=V          binds the symbolic dim NAME (repeatable)\n"
             "  --microbatches M      microbatches per step, for the 1F1B memory estimate (default N)\n"
             "  --balance KIND        params (default) | flops | memory | uniform (node count)\n"
+            "  --recompute KIND      none (default) | selective | full: the memory estimate's stash keeps\n"
+            "                        only stage inputs and sends (selective: and MatMul/Gemm/Conv outputs)\n"
+            "                        plus one recompute arena per stage (onnxpipe train --recompute)\n"
             "  --cut NAME[,NAME...]  manual boundaries after these nodes / after the nodes producing\n"
             "                        these tensors, in topological order (overrides --balance)\n"
             "  --json                print the partition as JSON instead of a table\n"
@@ -39,6 +42,7 @@ typedef struct args {
     long long stages, batch, microbatches;
     int json;
     pp_balance balance;
+    pp_recompute recompute;
     pp_dim_binding dims[MAX_DIMS];
     int ndims;
     char *cutbuf[MAX_CUTS / 8];
@@ -100,7 +104,8 @@ static int parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--balance")) {
             if (!pp_balance_parse(v, &a->balance))
                 return cli_usage_error("choose params, flops, memory or uniform", "unknown --balance '%s'", v);
-        } else if (!strcmp(o, "--cut")) ok = add_cuts(a, v);
+        } else if (!strcmp(o, "--recompute")) ok = cli_parse_recompute(v, &a->recompute);
+        else if (!strcmp(o, "--cut")) ok = add_cuts(a, v);
         else if (!strcmp(o, "--dim")) ok = add_dim(a, argv[i + 1]);
         else if (!strcmp(o, "--dot")) a->dot = v;
         else if (!strcmp(o, "--out-dir")) a->out_dir = v;
@@ -126,7 +131,7 @@ static int run(const args *a)
 {
     pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
     pp_partition_options po = {.balance = a->balance, .microbatches = a->microbatches,
-                               .cuts = a->have_cuts ? a->cuts : NULL, .ncuts = a->ncuts};
+                               .cuts = a->have_cuts ? a->cuts : NULL, .ncuts = a->ncuts, .recompute = a->recompute};
     pp_graph *g = NULL;
     pp_partition *p = NULL;
     pp_error err = {0};

@@ -37,6 +37,9 @@ static void usage(FILE *out)
             "                        balance): F = FLOPs / throughput, B = W = F; stash and message\n"
             "                        sizes from the partition\n"
             "  --batch B             samples per microbatch (binds dim 0 of the model's inputs)\n"
+            "  --recompute KIND      none (default) | selective | full, for --model: the stash keeps\n"
+            "                        stage inputs and sends (selective: and MatMul/Gemm/Conv outputs), and\n"
+            "                        B grows by the forward FLOPs run again (onnxpipe train --recompute)\n"
             "  --gflops G            throughput for --model, GFLOP/s per rank (default %.0f)\n"
             "  --bandwidth GBPS      link bandwidth for --model messages, GB/s (default: free links)\n"
             "  --latency S           seconds per message (overrides SEND of --costs)\n"
@@ -56,6 +59,8 @@ typedef struct args {
     double gflops, bandwidth, latency, allreduce, optimizer;
     double costs[4];
     int have_costs, have_latency, json, csv_compute_only, have_chunks;
+    pp_recompute recompute;
+    int have_recompute;
 } args;
 
 /* "F,B,W[,SEND]": 3 or 4 numbers >= 0. */
@@ -81,7 +86,8 @@ static int takes_value(const char *o)
 {
     static const char *const opts[] = {"--pp", "--microbatches", "--chunks", "--batch", "--width",
                                        "--gflops", "--bandwidth", "--latency", "--allreduce", "--optimizer",
-                                       "--costs", "--kind", "--model", "--trace", "--csv", "--load-csv"};
+                                       "--costs", "--kind", "--model", "--trace", "--csv", "--recompute",
+                                       "--load-csv"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
     return 0;
@@ -127,6 +133,7 @@ static int parse_args(int argc, char **argv, args *a)
         else if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--csv")) a->csv = v;
+        else if (!strcmp(o, "--recompute")) ok = cli_parse_recompute(v, &a->recompute), a->have_recompute = 1;
         else a->load_csv = v;  /* --load-csv, the last of takes_value's list */
         if (!ok) return 0;
     }
@@ -141,8 +148,8 @@ static int parse_args(int argc, char **argv, args *a)
     if (a->kind && !strcmp(a->kind, "interleaved") && !a->have_chunks) a->chunks = 2;
     if (a->model && a->have_costs)
         return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
-    if (!a->model && (a->batch || a->bandwidth > 0))
-        return cli_usage_error(NULL, "--batch and --bandwidth apply to --model"), 0;
+    if (!a->model && (a->batch || a->bandwidth > 0 || a->have_recompute))
+        return cli_usage_error(NULL, "--batch, --bandwidth and --recompute apply to --model"), 0;
     if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE"), 0;
     return 1;
 }
@@ -151,7 +158,8 @@ static int parse_args(int argc, char **argv, args *a)
 static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost **out, pp_error *err)
 {
     pp_graph_options go = {.batch = a->batch};
-    pp_partition_options po = {.balance = PP_BALANCE_FLOPS, .microbatches = s->microbatches};
+    pp_partition_options po = {.balance = PP_BALANCE_FLOPS, .microbatches = s->microbatches,
+                               .recompute = a->recompute};
     pp_graph *g = NULL;
     pp_partition *part = NULL;
     pp_stage_cost *c = NULL;
@@ -171,10 +179,13 @@ static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost 
                               a->model, i);
             goto done;
         }
+        pp_recompute_estimate re = pp_partition_recompute_estimate(part, i, a->recompute);
         c[i].forward = (double)si->flops / (a->gflops * 1e9);
         c[i].backward_input = c[i].forward;   /* backward ~ 2x forward, split evenly */
         c[i].backward_weight = c[i].forward;
-        c[i].act_bytes = (double)si->act_bytes;
+        /* the forward run again comes before B; the arena is not in flight, so not here */
+        c[i].backward_input += (double)re.flops / (a->gflops * 1e9);
+        c[i].act_bytes = (double)re.stash_bytes;
         c[i].send_bytes = (double)si->send_bytes;
     }
     *out = c;

@@ -38,6 +38,9 @@ static void usage(FILE *out)
             "  --weight-decay X       (default 0; decoupled for adamw and lamb)\n"
             "  --clip-norm X          clip the global gradient norm to X (default off)\n"
             "  --skip-nonfinite       skip steps whose gradients hold NaN/Inf instead of failing\n"
+            "  --recompute KIND       none (default) | selective | full: stash only each stage's inputs\n"
+            "                         (selective: and MatMul/Gemm/Conv outputs) and run the rest of the\n"
+            "                         forward again before backward; same losses and weights, bit for bit\n"
             "memory:\n"
             "  --precision P          fp32 | bf16 | fp16 (default fp32): 16-bit activations and matrix-product\n"
             "                         operands, fp32 master weights, gradients and optimizer state\n"
@@ -170,6 +173,9 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--precision")) {
             if (!v || !pp_precision_parse(v, &c.precision))
                 return cli_usage_error("use fp32, bf16 or fp16", "unknown precision '%s'", v ? v : "");
+            i++;
+        } else if (!strcmp(a, "--recompute")) {
+            if (!cli_parse_recompute(v, &c.recompute)) return 2;
             i++;
         }
         else if (!strcmp(a, "--quiet")) c.quiet = 1;

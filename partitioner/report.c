@@ -84,8 +84,14 @@ static void print_stages(const pp_partition *p, FILE *out)
         fputc('\n', out);
     }
     fprintf(out, "memory = params + grads + Adam m, v (4 x param bytes) + activations of min(P-s, M) "
-                 "microbatches in flight (1F1B, M = %lld)%s\n",
-            (long long)p->microbatches, p->shapes_known ? "" : "; activations unknown (?) are left out");
+                 "microbatches in flight (1F1B, M = %lld)%s%s\n",
+            (long long)p->microbatches,
+            p->recompute == PP_RECOMPUTE_FULL ? ", each only the stage's inputs and sends (--recompute full), "
+                                                "+ one recompute arena (its activations)"
+            : p->recompute == PP_RECOMPUTE_SELECTIVE ? ", each only the stage's inputs, sends and MatMul/Gemm/Conv "
+                                                       "outputs (--recompute selective), + one recompute arena"
+                                                     : "",
+            p->shapes_known ? "" : "; activations unknown (?) are left out");
 }
 
 static void print_balance(const pp_partition *p, FILE *out)
@@ -247,6 +253,7 @@ static void json_stage(pp_json *j, const pp_partition *p, int s)
     pp_json_int(j, "optimizer_bytes", m.optimizer_bytes);
     pp_json_int(j, "inflight", m.inflight);
     json_bytes(j, "stash_bytes", m.stash_bytes);
+    json_bytes(j, "recompute_bytes", m.recompute_bytes);
     pp_json_int(j, "total_bytes", m.total_bytes);
     pp_json_end_object(j);
     pp_json_end_object(j);

@@ -312,7 +312,8 @@ static int grad_base(const pp_stage *s, int t)
 }
 
 /* Lifetimes, then places for everything else: the slot holds ports, what backward
- * reads, aux memory, the loss and the gradients that must outlive a backward half;
+ * reads (with recompute: what recompute.c keeps; the rest of it goes to the recompute
+ * arena), aux memory, the loss and the gradients that must outlive a backward half;
  * the rest goes to the forward or backward scratch arenas. */
 static pp_status plan_memory(pp_stage *s, pp_error *err)
 {
@@ -340,37 +341,45 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             int t = stage_base(s, op->in[k]), g = grad_base(s, op->in[k]);
             if (s->t[t].last_op < o) s->t[t].last_op = o;
             if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
-            if (op->backward && (pp_op_get(op->op)->saves_in >> k & 1)) in_slot[t] = 1;
+            if (op->backward && (pp_op_get(op->op)->saves_in >> k & 1)) in_slot[t] |= KEEP_BW;
         }
         for (int k = 0; k < op->nout; k++)
-            if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1)) in_slot[stage_base(s, op->out[k])] = 1;
+            if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1))
+                in_slot[stage_base(s, op->out[k])] |= KEEP_BW;
         if (op->has_weight)   /* W reads these gradients after other microbatches' B */
             for (int k = 0; k < op->nout; k++)
                 if (op->out[k] >= 0) grad_in_slot[grad_base(s, op->out[k])] = 1;
     }
+    /* what must outlive forward whatever backward reads: graph outputs (read after
+     * forward), the stage's inputs, outputs (sent while later work runs) and loss */
     for (int t = 0; t < s->nt; t++)
-        if (s->t[t].value >= 0 && s->g->values[s->t[t].value].is_output) in_slot[t] = 1;
+        if (s->t[t].value >= 0 && s->g->values[s->t[t].value].is_output) in_slot[t] |= KEEP_LIVE;
     for (int i = 0; i < s->ninputs; i++) {
-        in_slot[s->input_t[i]] = 1;
+        in_slot[s->input_t[i]] |= KEEP_LIVE;
         grad_in_slot[s->input_t[i]] = 1;
     }
     for (int i = 0; i < s->noutputs; i++) {
-        in_slot[s->output_t[i]] = 1;
+        in_slot[s->output_t[i]] |= KEEP_LIVE;
         grad_in_slot[s->output_t[i]] = 1;
         s->t[s->output_t[i]].grad_received = s->t[s->output_t[i]].needs_grad;
     }
     if (s->loss_t >= 0) {
-        in_slot[s->loss_t] = 1;
+        in_slot[s->loss_t] |= KEEP_LIVE;
         grad_in_slot[s->loss_t] = 1;
         s->t[s->loss_t].grad_received = 1;   /* seeded, never zeroed */
     }
-    /* slot: sequential */
-    size_t off = 0;
+    PP_CHECK_GOTO(stage_plan_recompute(s, in_slot, err), st, done);
+    /* slot and recompute arena: sequential */
+    size_t off = 0, roff = 0;
     for (int t = 0; t < s->nt; t++) {
         tslot *ts = &s->t[t];
-        if (ts->view_of >= 0 || ts->at.loc == LOC_PARAM || ts->at.loc == LOC_PARAM16 || ts->at.loc == LOC_CONST)
+        if (ts->view_of >= 0 || ts->at.loc == LOC_PARAM || ts->at.loc == LOC_PARAM16 ||
+            ts->at.loc == LOC_CONST)
             continue;
-        if (in_slot[t]) {
+        if (in_slot[t] == KEEP_ARENA) {
+            ts->at = (place){LOC_RECOMP, roff};
+            roff += align_up(ts->nbytes);
+        } else if (in_slot[t]) {
             ts->at = (place){LOC_SLOT, off};
             off += align_up(ts->nbytes);
         }
@@ -406,12 +415,16 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
                             .nattrs = op->nattrs, .in = in, .nin = op->nin, .out = out, .nout = op->nout,
                             .dev = s->dev, .training = s->opt.training};
         op->aux_bytes = op->k->aux_bytes(&c);
-        if (op->aux_bytes) {
+        if (op->aux_bytes && op->rerun) {   /* made again with the op's outputs */
+            op->aux = (place){LOC_RECOMP, roff};
+            roff += align_up(op->aux_bytes);
+        } else if (op->aux_bytes) {
             op->aux = (place){LOC_SLOT, off};
             off += align_up(op->aux_bytes);
         }
     }
     s->slot_bytes = off;
+    s->recomp_bytes = roff;
     /* forward scratch */
     int n = 0;
     for (int t = 0; t < s->nt; t++) {

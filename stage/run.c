@@ -13,6 +13,7 @@ void *stage_ptr(pp_stage *s, int slot, place p)
     case LOC_SLOT: return (char *)s->slot_buf + (size_t)slot * s->slot_bytes + p.offset;
     case LOC_FWD: return (char *)s->fwd_buf + p.offset;
     case LOC_BWD: return (char *)s->bwd_buf + p.offset;
+    case LOC_RECOMP: return (char *)s->recomp_buf + p.offset;
     default: return NULL;
     }
 }
@@ -93,23 +94,34 @@ static pp_status keep_running_stats(pp_stage *s, int o, const pp_tensor *in, con
     return PP_OK;
 }
 
+pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64_t microbatch, int rerun,
+                               pp_error *err)
+{
+    pp_tensor in[MAX_IO], out[MAX_IO];
+    pp_kernel_ctx c;
+    PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
+    double t0 = s->prof ? pp_now() : 0;
+    pp_status st = s->ops[o].k->forward(&c, err);
+    if (s->prof) stage_profile_add(s, o, NULL, rerun, t0, pp_now());
+    if (st != PP_OK)
+        return pp_error_prefix(err, "step %lld, microbatch %lld%s: ", (long long)step, (long long)microbatch,
+                               rerun ? " (recomputing before backward)" : "");
+    /* the statistics move once, in the microbatch's first forward */
+    if (s->opt.training && !rerun) PP_CHECK(keep_running_stats(s, o, in, out, err));
+    return PP_OK;
+}
+
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
-    pp_tensor in[MAX_IO], out[MAX_IO];
-    pp_kernel_ctx c;
     PP_CHECK(stage_refresh_params16(s, err));
     s->slot_step[slot] = step;
     s->slot_mb[slot] = microbatch;
-    for (int o = 0; o < s->nops; o++) {
-        PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
-        double t0 = s->prof ? pp_now() : 0;
-        pp_status st = s->ops[o].k->forward(&c, err);
-        if (s->prof) stage_profile_add(s, o, NULL, t0, pp_now());
-        if (st != PP_OK)
-            return pp_error_prefix(err, "step %lld, microbatch %lld: ", (long long)step, (long long)microbatch);
-        if (s->opt.training) PP_CHECK(keep_running_stats(s, o, in, out, err));
-    }
+    s->recomp_owner = -1;   /* until every op, so the whole arena, has run for this slot */
+    for (int o = 0; o < s->nops; o++) PP_CHECK(stage_run_forward_op(s, o, slot, step, microbatch, 0, err));
+    /* a training forward leaves what backward reads in the arena: no recompute when the
+     * slot's backward comes next (the last stage's 1F1B) */
+    s->recomp_owner = s->opt.training ? slot : -1;
     /* outputs that pass through from an input share its memory: nothing to copy */
     return PP_OK;
 }
@@ -175,7 +187,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
     PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
     double t0 = s->prof ? pp_now() : 0;
     pp_status st = op->k->backward(&c, gout, gin, err);
-    if (s->prof) stage_profile_add(s, o, gin, t0, pp_now());
+    if (s->prof) stage_profile_add(s, o, gin, 0, t0, pp_now());
     if (st != PP_OK) return pp_error_prefix(err, "backward of node '%s': ", op->name);
     return PP_OK;
 }
@@ -183,6 +195,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
 pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
+    PP_CHECK(stage_recompute(s, slot, part, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
     /* every gradient is received, seeded (the loss) or made by the first op writing it */
     if (act) PP_CHECK(stage_seed_backward(s, slot, err));
@@ -265,6 +278,7 @@ static pp_status nonfinite_at(pp_stage *s, const pp_tensor *t, int64_t *bad, pp_
 pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
+    s->recomp_owner = -1;   /* it writes the arena and may stop halfway */
     int64_t bad;
     for (int i = 0; i < s->ninputs; i++) {
         pp_tensor t = tensor_of(&s->t[s->input_t[i]], stage_tensor_data(s, slot, s->input_t[i]));

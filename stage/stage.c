@@ -60,6 +60,8 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
         if (s->t[t].master >= 0)
             PP_CHECK_GOTO(alloc_zeroed(dev, (size_t)s->param_elems * pp_dtype_size(opt->precision), &s->param16_buf, err),
                           st, fail);
+    if (s->recomp_bytes) PP_CHECK_GOTO(alloc_zeroed(dev, s->recomp_bytes, &s->recomp_buf, err), st, fail);
+    s->recomp_owner = -1;
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
     s->param16_stale = 1;
     s->loss_scale = 1.0f;
@@ -95,7 +97,7 @@ void pp_stage_destroy(pp_stage *s)
 {
     if (!s) return;
     void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf,
-                    s->param16_buf};
+                    s->param16_buf, s->recomp_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) pp_device_free(s->dev, bufs[i]);
     for (int o = 0; o < s->nops; o++) {
@@ -130,11 +132,11 @@ void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
     *out = (pp_stage_bytes){
         .params = p, .grads = p, .optimizer = p * s->optim_slots, .slots = s->opt.slots,
         .stash = (int64_t)s->slot_bytes * s->opt.slots, .scratch = (int64_t)(s->fwd_bytes + s->bwd_bytes),
-        .constants = (int64_t)s->const_bytes,
+        .constants = (int64_t)s->const_bytes, .recompute = (int64_t)s->recomp_bytes,
         .param_copy = s->param16_buf ? s->param_elems * (int64_t)pp_dtype_size(s->opt.precision) : 0,
     };
     out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants +
-                 out->param_copy;
+                 out->recompute + out->param_copy;
 }
 int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
 const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }

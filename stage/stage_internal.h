@@ -1,6 +1,7 @@
 /* Private to stage/: the plan a stage is built into. Every tensor the stage touches
  * is a `tslot` with a fixed place: the flat parameter buffer, the constants buffer,
- * a stash slot (per in-flight microbatch), or a scratch arena shared by all slots. */
+ * a stash slot (per in-flight microbatch), or an arena shared by all slots (scratch, and
+ * with recompute the arena of one microbatch's recomputed tensors). */
 #ifndef PP_STAGE_INTERNAL_H
 #define PP_STAGE_INTERNAL_H
 
@@ -14,6 +15,8 @@ typedef enum {
     LOC_SLOT,       /* the microbatch's stash slot */
     LOC_FWD,        /* forward scratch, reused between microbatches */
     LOC_BWD,        /* backward scratch */
+    LOC_RECOMP,     /* recompute arena: what backward reads that the slot does not keep
+                       (recompute.c), one microbatch's at a time */
 } loc_kind;
 
 typedef struct place {
@@ -58,6 +61,7 @@ typedef struct stage_op {
     int backward;           /* runs in backward */
     int has_weight;         /* some input is a parameter that needs a gradient */
     int has_act;            /* some non-parameter input needs a gradient */
+    int rerun;              /* recompute runs it again before a backward (recompute.c) */
 } stage_op;
 
 struct pp_stage {
@@ -92,6 +96,10 @@ struct pp_stage {
     size_t slot_bytes;      /* per slot */
     void *fwd_buf, *bwd_buf;
     size_t fwd_bytes, bwd_bytes;
+    void *recomp_buf;
+    size_t recomp_bytes;    /* one microbatch's recomputed tensors (0: no recompute) */
+    int recomp_owner;       /* slot whose forward the recompute arena holds, or -1 */
+    pp_stage_recompute_stats recomp_stats;
 
     int64_t *slot_step, *slot_mb;   /* [slots] what each slot's forward ran: backward replays
                                        the same RNG key (Dropout) */
@@ -134,6 +142,17 @@ static inline int stage_is_param(const pp_stage *s, int t)
     const tslot *x = &s->t[t];
     return x->master >= 0 || (x->value >= 0 && s->g->values[x->value].is_param);
 }
+/* recompute.c. in_slot[t] (base tslots) comes in as KEEP_BW | KEEP_LIVE bits; for
+ * tensors backward reads that the slot will not keep it becomes KEEP_ARENA (and the ops
+ * that make them, transitively, are marked rerun). Then, before a backward of slot (whole
+ * or either half), stage_recompute re-runs them unless the arena holds that slot already. */
+enum { KEEP_BW = 1, KEEP_LIVE = 2, KEEP_ARENA = 4 };
+pp_status stage_plan_recompute(pp_stage *s, char *in_slot, pp_error *err);
+pp_status stage_recompute(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
+/* run.c: runs forward op o of slot (rerun: as recompute does, no BatchNorm running-stat
+ * update) with the RNG key of (step, microbatch) */
+pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64_t microbatch, int rerun,
+                               pp_error *err);
 /* memplan.c: assigns offsets so that buffers whose [start, end] intervals overlap do not
  * overlap in memory; returns the arena size. offsets[i] out; sizes in bytes. */
 typedef struct mem_interval {
@@ -144,9 +163,10 @@ typedef struct mem_interval {
 size_t stage_memplan(mem_interval *iv, int n);
 /* fuse.c: replaces op patterns by one op (the exact-GELU chain by Gelu) after collect() */
 pp_status stage_fuse(pp_stage *s, pp_error *err);
-/* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward) */
+/* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,
+ * rerun: a forward run again by recompute) */
 typedef struct stage_profile stage_profile;
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double t_start, double t_end);
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, double t_start, double t_end);
 void stage_profile_free(stage_profile *p);
 /* The tensor whose memory t uses: t itself, or the base it is a view of. */
 static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }

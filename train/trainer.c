@@ -378,7 +378,7 @@ static pp_status build(pp_trainer *t, pp_error *err)
     pp_driver_config dc = {
         .schedule = t->sched, .partition = t->part, .grid = t->grid, .control = t->world, .dev = t->dev,
         .stage_options = {.microbatch = t->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
-                          .seed = c->seed, .training = 1, .precision = c->precision},
+                          .seed = c->seed, .training = 1, .precision = c->precision, .recompute = c->recompute},
         .feed = trainer_feed, .feed_user = t, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
         .skip_nonfinite = c->skip_nonfinite, .before_update = train_ckpt_before_update, .before_update_user = &t->ck,
         /* fp16 only: bf16 has fp32's range */
@@ -432,6 +432,7 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir, .save_every = cfg->save_every,
         .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
+        .recompute = cfg->recompute,
     };
     pp_status st;
     PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);

@@ -52,6 +52,8 @@ enum {
     PP_OPF_PASS_GRAD = 1u << 1, /* the gradient of input 0 is the output's gradient as is */
     PP_OPF_GRAPH_ONLY = 1u << 2,/* never runs: the graph turns it into an initializer */
     PP_OPF_FOLD_LARGE = 1u << 3,/* a constant result may be folded up to 64 MiB (masks) */
+    PP_OPF_KEEP_ON_RECOMPUTE = 1u << 4, /* expensive to run again: selective recompute keeps its
+                                           outputs in the stash (stage/recompute.c) */
 };
 
 /* How an op computes under mixed precision (pp_op_info.prec; stage/precision.c), like

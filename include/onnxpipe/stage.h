@@ -26,6 +26,12 @@ typedef struct pp_loss_spec {
     int64_t ignore_index;   /* labels equal to this do not count; default -100 like PyTorch */
 } pp_loss_spec;
 
+/* Activation recomputation (pp_recompute, partition.h; stage/recompute.c) names.
+ * "none", "selective", "full". Local; thread-safe (static strings). */
+PP_API const char *pp_recompute_name(pp_recompute r);
+/* Parses one of those names; an error lists them. Local. */
+PP_API pp_status pp_recompute_parse(const char *text, pp_recompute *out, pp_error *err);
+
 typedef struct pp_stage_options {
     int slots;                  /* stash slots = peak in-flight microbatches (>= 1) */
     int64_t microbatch;         /* samples per microbatch */
@@ -41,6 +47,7 @@ typedef struct pp_stage_options {
     pp_dtype precision;         /* PP_DTYPE_BF16 / PP_DTYPE_F16: mixed precision (stage/precision.c:
                                    16-bit activations and matrix-product operands, fp32 master
                                    weights, gradients and optimizer state); F32 or 0: fp32 */
+    pp_recompute recompute;     /* what the stash keeps; 0: everything (PP_RECOMPUTE_NONE) */
 } pp_stage_options;
 
 /* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
@@ -210,14 +217,27 @@ PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t 
 
 /* What the stage allocated on its device, in bytes: the flat parameter, gradient and
  * optimizer-state buffers, the stash (slots x bytes per slot: the schedule's peak of
- * microbatches in flight), forward and backward scratch arenas, and constants. */
+ * microbatches in flight), forward and backward scratch arenas, the recompute arena (one
+ * microbatch's recomputed tensors, shared by all slots; 0 without recompute), and constants. */
 typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
     int64_t param_copy;     /* the 16-bit copy of the parameters (mixed precision), else 0 */
+    int64_t recompute;
     int slots;
 } pp_stage_bytes;
 /* Local. */
 PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
+
+/* Recomputation so far (counted always; zero without recompute): runs of the forward's
+ * re-run ops before a backward, how many of those were for a backward weight half whose
+ * arena another slot's forward or backward had taken in between (zero-bubble schedules),
+ * and their wall time in seconds (pp_now). */
+typedef struct pp_stage_recompute_stats {
+    int64_t runs, weight_reruns;
+    double seconds;
+} pp_stage_recompute_stats;
+/* Local. */
+PP_API void pp_stage_recompute_get(const pp_stage *s, pp_stage_recompute_stats *out);
 
 /* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
  * Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as
@@ -228,6 +248,8 @@ typedef struct pp_stage_op_profile {
     int64_t forward_calls, backward_calls;
     double forward_s, backward_s;           /* seconds */
     double forward_flops, backward_flops;
+    int64_t recompute_calls;                /* forwards run again by recompute (not in forward_*) */
+    double recompute_s;
 } pp_stage_op_profile;
 
 /* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. Local (both). */
@@ -242,7 +264,7 @@ PP_API const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
  * FLOPs of the call. Events are cleared by pp_stage_profile_clear_events. */
 typedef struct pp_stage_op_event {
     int op;
-    int backward;
+    int backward;           /* 0 forward, 1 backward, 2 a forward run again by recompute */
     double t_start, t_end;
     double flops;
 } pp_stage_op_event;

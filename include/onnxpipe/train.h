@@ -140,6 +140,7 @@ typedef struct pp_train_config {
     pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
     float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
+    pp_recompute recompute;         /* activation recomputation (stage.h); default none */
     pp_loss_spec loss;
     uint64_t seed;
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */

@@ -48,6 +48,8 @@ typedef struct pp_trainer_config {
     pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
     float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
+    pp_recompute recompute;         /* activation recomputation (stage.h): what the stash keeps;
+                                       losses and weights are bitwise the same; default none */
     pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
     uint64_t seed;                  /* Dropout draws */
     int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
