@@ -42,7 +42,8 @@ extern const char cli_stage_options_help[];
 void cli_train_defaults(pp_train_config *c);
 int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c);
 /* The memory estimate of the job `onnxpipe train` would run with c's stage options,
- * schedule sch and partition part: a table on out, or (json not NULL) one JSON object. */
+ * schedule sch and partition part: a table on out, or (json not NULL) one JSON object;
+ * where the stages cannot be planned (no loss named...) it says why there instead. */
 pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_train_config *c,
                               pp_json *json, FILE *out, pp_error *err);
 /* Prints the JSON object obj with "key": member added at its end; 0 if obj is not an object. */

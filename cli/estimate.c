@@ -132,6 +132,17 @@ pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, 
     if (s == PP_OK) s = pp_driver_estimate(sch, part, kind, &so, st, rk, err);
     if (s == PP_OK && json) write_json(json, sch, c, kind, st, rk);
     else if (s == PP_OK) print_text(out, sch, c, kind, st, rk);
+    else if (s != PP_ERR_NOMEM) {
+        /* the preview itself stands: say why there is no estimate (e.g. no loss named) */
+        if (json) {
+            pp_json_begin_object(json, NULL);
+            pp_json_string(json, "error", err->msg);
+            pp_json_end_object(json);
+        } else {
+            fprintf(out, "\nno memory estimate: %s\n", err->msg);
+        }
+        s = PP_OK;
+    }
     free(st);
     free(rk);
     return s;
