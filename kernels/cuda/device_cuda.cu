@@ -309,7 +309,7 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
         free(ev);
         return pp_error_set(err, PP_ERR_NOMEM, "cuda device %d: out of host memory", index);
     }
-    *d = (pp_device){&cuda_device_i, PP_DEVICE_CUDA, index, cu};
+    *d = (pp_device){&cuda_device_i, PP_DEVICE_CUDA, index, cu, NULL};   /* mem: pp_device_create adds it */
     cu->ordinal = index;
     cu->events = ev;
     cu->nevents = PP_CUDA_EVENTS;
