@@ -108,12 +108,9 @@ static char *join_args(int argc, char **argv)
 int cmd_train(int argc, char **argv)
 {
     pp_dim_binding dims[MAX_DIMS];
-    pp_train_config c = {
-        .pp = 1, .dp = 1, .schedule = PP_SCHED_1F1B, .batch = 8, .microbatches = 1, .steps = 10, .dims = dims,
-        .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
-        .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
-        .loss = {.ignore_index = -100},
-    };
+    pp_train_config c;
+    cli_train_defaults(&c);
+    c.dims = dims;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -122,6 +119,9 @@ int cmd_train(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        int taken = cli_stage_option(argc, argv, &i, &c);
+        if (taken < 0) return 2;
+        if (taken) continue;
 #define INT_OPT(name, lo, hi, field) \
     else if (!strcmp(a, name)) { if (!cli_parse_int(name, v, lo, hi, &n)) return 2; field = n; i++; }
 #define NUM_OPT(name, lo, hi, field) \
@@ -130,9 +130,6 @@ int cmd_train(int argc, char **argv)
     else if (!strcmp(a, name)) { if (!v) return cli_usage_error(NULL, "%s needs a value", name); field = v; i++; }
         STR_OPT("--model", c.model)
         STR_OPT("--data", c.data)
-        STR_OPT("--device", c.device)
-        STR_OPT("--logits", c.loss.logits)
-        STR_OPT("--labels", c.loss.labels)
         STR_OPT("--losses", c.losses_out)
         STR_OPT("--export", c.export_path)
         STR_OPT("--trace", c.trace_path)
@@ -170,11 +167,7 @@ int cmd_train(int argc, char **argv)
         NUM_OPT("--loss-scale", 1e-30, 1e30, c.loss_scale)
         INT_OPT("--loss-scale-window", 1, 1LL << 40, c.loss_scale_window)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
-        else if (!strcmp(a, "--precision")) {
-            if (!v || !pp_precision_parse(v, &c.precision))
-                return cli_usage_error("use fp32, bf16 or fp16", "unknown precision '%s'", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--recompute")) {
+        else if (!strcmp(a, "--recompute")) {
             if (!cli_parse_recompute(v, &c.recompute)) return 2;
             i++;
         }
@@ -185,11 +178,7 @@ int cmd_train(int argc, char **argv)
             if (!parse_range(v, &c.profile_first, &c.profile_last)) return 2;
             i++;
         }
-        else if (!strcmp(a, "--optimizer")) {
-            if (!v || !pp_optim_kind_parse(v, &c.optim.kind))
-                return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--schedule")) {
+        else if (!strcmp(a, "--schedule")) {
             pp_error e = {0};
             if (!v || pp_schedule_kind_parse(v, &c.schedule, &e) != PP_OK)
                 return cli_usage_error(NULL, "%s", v ? e.msg : "--schedule needs a value");
@@ -197,10 +186,6 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--lr-schedule")) {
             if (!v || !pp_lr_parse(v, &c.lr.kind))
                 return cli_usage_error("use constant, linear, cosine or poly", "unknown LR schedule '%s'", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--loss")) {
-            if (!v || strcmp(v, "cross_entropy"))
-                return cli_usage_error("the loss onnxpipe computes is cross_entropy", "unknown loss '%s'", v ? v : "");
             i++;
         } else if (!strcmp(a, "--dim")) {
             const char *eq = v ? strchr(v, '=') : NULL;

@@ -293,8 +293,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     PP_CHECK_GOTO(pp_trainer_wait_saves(t, err), st, done);
     res->saves = t->ck.saves;
     res->save_stall_s = t->ck.stall_s;
-    PP_CHECK_GOTO(train_report_memory(t->world, t->drv, t->part, cfg->microbatches, rank0 && !cfg->quiet, err), st,
-                  done);
+    PP_CHECK_GOTO(train_report_memory(t, rank0 && !cfg->quiet, err), st, done);
     if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(pp_trainer_export(t, cfg->export_path, err), st, done);
 done:

@@ -369,6 +369,14 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
 }
 
+pp_stage_options pp_train_stage_options(const pp_train_config *c)
+{
+    int64_t per = (int64_t)(c->dp > 0 ? c->dp : 1) * (c->microbatches > 0 ? c->microbatches : 1);
+    return (pp_stage_options){.slots = 1, .microbatch = c->batch / per, .global_batch = c->batch, .optim = c->optim,
+                              .loss = c->loss, .seed = c->seed, .training = 1, .precision = c->precision,
+                              .recompute = c->recompute};
+}
+
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */
 static pp_status build(pp_trainer *t, pp_error *err)
 {
@@ -377,8 +385,7 @@ static pp_status build(pp_trainer *t, pp_error *err)
     t->lr = c->lr;
     pp_driver_config dc = {
         .schedule = t->sched, .partition = t->part, .grid = t->grid, .control = t->world, .dev = t->dev,
-        .stage_options = {.microbatch = t->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
-                          .seed = c->seed, .training = 1, .precision = c->precision, .recompute = c->recompute},
+        .stage_options = pp_train_stage_options(c),
         .feed = trainer_feed, .feed_user = t, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
         .skip_nonfinite = c->skip_nonfinite, .before_update = train_ckpt_before_update, .before_update_user = &t->ck,
         /* fp16 only: bf16 has fp32's range */

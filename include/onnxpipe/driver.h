@@ -68,6 +68,23 @@ typedef struct pp_step_stats {
     double wait_s;          /* this rank's time waiting for messages and reductions */
 } pp_step_stats;
 
+/* Device bytes of one rank of a layout: its stages' (pp_stage_bytes summed, slots too)
+ * and the driver's own communication buffers (for a gradient a side does not compute or
+ * an activation it does not need: two of the largest port over its stages). */
+typedef struct pp_driver_bytes {
+    pp_stage_bytes stages;
+    int64_t comm;
+    int64_t total;          /* stages.total + comm */
+} pp_driver_bytes;
+/* What pp_driver_create would allocate for schedule sch over partition part on a device
+ * of this kind, without one: stage s is pp_stage_estimate(part, s, kind, opt) with the
+ * stash slots the driver gives it (its peak of microbatches in flight under its rank's
+ * action order); stages [sch->num_stages] and ranks [sch->pp] receive it (either may be
+ * NULL). opt->slots is ignored. Local. */
+PP_API pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
+                                    const pp_stage_options *opt, pp_stage_bytes *stages, pp_driver_bytes *ranks,
+                                    pp_error *err);
+
 /* Runs one step (step counts from 1) with learning rate lr: this rank's actions of the
  * schedule. Collective over the grid's world and control (every rank, the same step). */
 PP_API pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);

@@ -215,18 +215,27 @@ PP_API pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
  * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. Local. */
 PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
 
-/* What the stage allocated on its device, in bytes: the flat parameter, gradient and
+/* What the stage allocates on its device, in bytes: the flat parameter, gradient and
  * optimizer-state buffers, the stash (slots x bytes per slot: the schedule's peak of
  * microbatches in flight), forward and backward scratch arenas, the recompute arena (one
- * microbatch's recomputed tensors, shared by all slots; 0 without recompute), and constants. */
+ * microbatch's recomputed tensors, shared by all slots; 0 without recompute), the 16-bit
+ * parameter copy (mixed precision) and constants; these are the device counters' params,
+ * grads, optimizer, stash, scratch and other (device.h). */
 typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
     int64_t param_copy;     /* the 16-bit copy of the parameters (mixed precision), else 0 */
     int64_t recompute;
     int slots;
+    int64_t port_max;       /* the largest tensor crossing the stage's boundary (a driver sizes
+                               its communication buffers by it); not in total */
 } pp_stage_bytes;
 /* Local. */
 PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
+/* What pp_stage_create(part, index, a device of this kind, opt) would allocate, without a
+ * device: the same planner runs (ops, fusions, tensor places, arena sizes) and nothing is
+ * allocated or loaded. Errors are pp_stage_create's. Local. */
+PP_API pp_status pp_stage_estimate(const pp_partition *part, int index, pp_device_kind kind,
+                                   const pp_stage_options *opt, pp_stage_bytes *out, pp_error *err);
 
 /* Recomputation so far (counted always; zero without recompute): runs of the forward's
  * re-run ops before a backward, how many of those were for a backward weight half whose

@@ -170,6 +170,12 @@ typedef struct pp_train_config {
     const char *command_line;       /* shown in the TensorBoard text summary */
 } pp_train_config;
 
+/* The options every stage of a job from c is built with (the microbatch is c->batch /
+ * (dp x microbatches); the driver sets slots and first_sample). `onnxpipe partition` and
+ * `onnxpipe schedule --model` estimate memory from the same, so an option that shapes a
+ * stage reaches the previews too. Local; thread-safe. */
+PP_API pp_stage_options pp_train_stage_options(const pp_train_config *c);
+
 typedef struct pp_train_result {
     int64_t first_step;             /* 1, or the step after the checkpoint resumed from */
     int64_t steps_done;
