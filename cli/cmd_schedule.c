@@ -62,7 +62,8 @@ typedef struct args {
     double gflops, bandwidth, latency, allreduce, optimizer;
     double costs[4];
     int have_costs, have_latency, json, csv_compute_only, have_chunks;
-    pp_train_config train;      /* the stage options (cli_stage_option) */
+    pp_train_config train;      /* the stage options (cli_stage_option, --recompute) */
+    int have_recompute;
 } args;
 
 /* "F,B,W[,SEND]": 3 or 4 numbers >= 0. */
@@ -140,7 +141,7 @@ static int parse_args(int argc, char **argv, args *a)
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--csv")) a->csv = v;
         else if (!strcmp(o, "--recompute"))
-            ok = cli_parse_recompute(v, &a->recompute), a->have_recompute = 1, a->train.recompute = a->recompute;
+            ok = cli_parse_recompute(v, &a->train.recompute), a->have_recompute = 1;
         else a->load_csv = v;  /* --load-csv, the last of takes_value's list */
         if (!ok) return 0;
     }
@@ -183,7 +184,7 @@ static pp_status model_costs(const args *a, const pp_graph *g, const pp_schedule
                               a->model, i);
             goto done;
         }
-        pp_recompute_estimate re = pp_partition_recompute_estimate(part, i, a->recompute);
+        pp_recompute_estimate re = pp_partition_recompute_estimate(part, i, a->train.recompute);
         c[i].forward = (double)si->flops / (a->gflops * 1e9);
         c[i].backward_input = c[i].forward;   /* backward ~ 2x forward, split evenly */
         c[i].backward_weight = c[i].forward;
