@@ -202,6 +202,10 @@ pp_status stage_plan_precision(pp_stage *s, pp_error *err)
     for (int i = 0; i < s->nt; i++)   /* the loss's views of the logits */
         if (s->t[i].view_of >= 0 && s->t[i].dtype != s->t[s->t[i].view_of].dtype)
             set_dtype(&s->t[i], s->t[s->t[i].view_of].dtype);
+    for (int i = 0; i < s->ninputs; i++)   /* what crosses the cuts: 16 bits where the tensor is */
+        s->inputs[i].dtype = s->t[s->input_t[i]].dtype, s->inputs[i].nbytes = s->t[s->input_t[i]].nbytes;
+    for (int i = 0; i < s->noutputs; i++)
+        s->outputs[i].dtype = s->t[s->output_t[i]].dtype, s->outputs[i].nbytes = s->t[s->output_t[i]].nbytes;
     for (int i = 0; i < s->nt; i++) copy_of[i] = cast_of[i] = -1;
     st = round_operands(s, ops, copy_of, cast_of, err);   /* takes ops */
     if (st == PP_OK) st = pick_kernels(s, err);
