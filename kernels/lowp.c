@@ -110,7 +110,8 @@ pp_status pp_lowp_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp
     for (int o = 0; st == PP_OK && o < nout; o++) st = call_slot(&v, nin + o, &c->out[o], 1, err);
     for (int o = 0; st == PP_OK && o < nout; o++) st = call_slot(&v, nin + nout + o, &grad_out[o], 1, err);
     /* backward adds: a shadow starts from the gradient so far, unless this call assigns it */
-    for (int i = 0; st == PP_OK && i < nin; i++) st = call_slot(&v, gi + i, &grad_in[i], !(c->grad_fresh >> i & 1), err);
+    for (int i = 0; st == PP_OK && i < nin; i++)
+        st = call_slot(&v, gi + i, &grad_in[i], !(c->grad_fresh >> i & 1), err);
     if (st == PP_OK) {
         pp_kernel_ctx f = *c;
         f.in = v.t;

@@ -46,7 +46,10 @@ static double round_to(double x, int mbits, int bias)
     return copysign(rint(a / ulp) * ulp, x);
 }
 
-static int same_value(double got, double want) { return (isnan(got) && isnan(want)) || (got == want && signbit(got) == signbit(want)); }
+static int same_value(double got, double want)
+{
+    return (isnan(got) && isnan(want)) || (got == want && signbit(got) == signbit(want));
+}
 
 static void test_patterns_round_trip(void **state)
 {
@@ -156,7 +159,8 @@ static void test_convert(void **state)
     }
     assert_int_equal(pp_kernel_convert(cpu, back, PP_DTYPE_F32, x, PP_DTYPE_F32, N, &err), PP_OK);
     bad += memcmp(back, x, sizeof x) != 0;
-    print_message("pp_kernel_convert: float32 <-> bfloat16 <-> float16 and copies, %d elements each: %d wrong\n", N, bad);
+    print_message("pp_kernel_convert: float32 <-> bfloat16 <-> float16 and copies, %d elements each: %d wrong\n", N,
+                  bad);
     assert_int_equal(bad, 0);
     assert_int_equal(pp_kernel_convert(cpu, back, PP_DTYPE_F32, x, PP_DTYPE_I32, N, &err), PP_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "int32 -> float32"));
@@ -231,8 +235,14 @@ static const lcase lcases[] = {
 
 static int is_float(int dt) { return dt == LP || dt == PP_DTYPE_F32; }
 
-static uint16_t round16(pp_dtype lp, float x) { return lp == PP_DTYPE_BF16 ? pp_el_bf16_from_f32(x) : pp_el_f16_from_f32(x); }
-static float up16(pp_dtype lp, uint16_t h) { return lp == PP_DTYPE_BF16 ? pp_el_f32_from_bf16(h) : pp_el_f32_from_f16(h); }
+static uint16_t round16(pp_dtype lp, float x)
+{
+    return lp == PP_DTYPE_BF16 ? pp_el_bf16_from_f32(x) : pp_el_f16_from_f32(x);
+}
+static float up16(pp_dtype lp, uint16_t h)
+{
+    return lp == PP_DTYPE_BF16 ? pp_el_f32_from_bf16(h) : pp_el_f32_from_f16(h);
+}
 
 /* A tensor pair: `t` as the 16-bit kernel sees it (dtype lp where the spec says LP), `r` the
  * F32 kernel's (the same values, exactly, in float32). Random values when `fill`. */
@@ -314,7 +324,8 @@ static int64_t run_case(const lcase *k, pp_dtype lp, int64_t *n)
         in[i] = make_pair(&k->in[i], k->in[i].dtype, lp, 1, index_hi);
         /* gradients start non-zero, so that accumulation shows; a weight's may be F32 */
         memset(&gin[i], 0, sizeof gin[i]);
-        if (is_float(k->in[i].dtype)) gin[i] = make_pair(&k->in[i], k->in[i].grad_f32 ? PP_DTYPE_F32 : k->in[i].dtype, lp, 1, 1);
+        const int gdt = k->in[i].grad_f32 ? PP_DTYPE_F32 : k->in[i].dtype;
+        if (is_float(k->in[i].dtype)) gin[i] = make_pair(&k->in[i], gdt, lp, 1, 1);
         tin[i] = in[i].t, rin[i] = in[i].r, tgi[i] = gin[i].t, rgi[i] = gin[i].r;
     }
     for (int o = 0; o < k->nout; o++) {
@@ -400,7 +411,8 @@ static void test_adapter_fresh_gradient(void **state)
     ct.grad_fresh = cr.grad_fresh = 1;
     assert_int_equal(k->forward(&ct, &err), PP_OK);
     assert_int_equal(f->forward(&cr, &err), PP_OK);
-    for (int i = 0; i < N; i++) yr[i] = up16(PP_DTYPE_BF16, round16(PP_DTYPE_BF16, yr[i]));   /* y is stored in 16 bits */
+    /* y is stored in 16 bits */
+    for (int i = 0; i < N; i++) yr[i] = up16(PP_DTYPE_BF16, round16(PP_DTYPE_BF16, yr[i]));
     assert_int_equal(k->backward(&ct, &tgy, &tgx, &err), PP_OK);
     assert_int_equal(f->backward(&cr, &rgy, &rgx, &err), PP_OK);
     int bad = 0;
