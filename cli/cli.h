@@ -33,8 +33,6 @@ void cli_job_end(void);
  * [lo, hi]; otherwise prints an error naming the option and returns 0. */
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
-/* --recompute none|selective|full (train and the previews); 0 and an error listing them otherwise. */
-int cli_parse_recompute(const char *s, pp_recompute *out);
 
 /* cli/estimate.c: the options that shape a stage, for train and the previews alike (a new
  * stage option goes here and into pp_train_stage_options). cli_train_defaults: train's

@@ -50,7 +50,6 @@ typedef struct args {
     pp_train_config train;      /* the stage options (cli_stage_option) */
     int json;
     pp_balance balance;
-    pp_recompute recompute;
     pp_dim_binding dims[MAX_DIMS];
     int ndims;
     char *cutbuf[MAX_CUTS / 8];
@@ -120,7 +119,7 @@ static int parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--balance")) {
             if (!pp_balance_parse(v, &a->balance))
                 return cli_usage_error("choose params, flops, memory or uniform", "unknown --balance '%s'", v);
-        } else if (!strcmp(o, "--recompute")) ok = cli_parse_recompute(v, &a->recompute), a->train.recompute = a->recompute;
+        }
         else if (!strcmp(o, "--cut")) ok = add_cuts(a, v);
         else if (!strcmp(o, "--dim")) ok = add_dim(a, argv[i + 1]);
         else if (!strcmp(o, "--dot")) a->dot = v;
@@ -198,7 +197,8 @@ static int run(const args *a)
 {
     pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
     pp_partition_options po = {.balance = a->balance, .microbatches = a->microbatches,
-                               .cuts = a->have_cuts ? a->cuts : NULL, .ncuts = a->ncuts, .recompute = a->recompute};
+                               .cuts = a->have_cuts ? a->cuts : NULL, .ncuts = a->ncuts,
+                               .recompute = a->train.recompute};
     pp_graph *g = NULL;
     pp_partition *p = NULL;
     pp_error err = {0};

@@ -62,8 +62,7 @@ typedef struct args {
     double gflops, bandwidth, latency, allreduce, optimizer;
     double costs[4];
     int have_costs, have_latency, json, csv_compute_only, have_chunks;
-    pp_train_config train;      /* the stage options (cli_stage_option, --recompute) */
-    int have_recompute;
+    pp_train_config train;      /* the stage options (cli_stage_option) */
 } args;
 
 /* "F,B,W[,SEND]": 3 or 4 numbers >= 0. */
@@ -88,9 +87,8 @@ static int parse_costs(const char *s, double out[4])
 static int takes_value(const char *o)
 {
     static const char *const opts[] = {"--pp", "--microbatches", "--chunks", "--batch", "--width",
-                                       "--gflops", "--bandwidth", "--latency", "--allreduce", "--optimizer",
-                                       "--costs", "--kind", "--model", "--trace", "--csv", "--recompute",
-                                       "--load-csv"};
+                                       "--gflops", "--bandwidth", "--latency", "--allreduce", "--costs",
+                                       "--kind", "--model", "--trace", "--csv", "--load-csv"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
     return 0;
@@ -140,8 +138,6 @@ static int parse_args(int argc, char **argv, args *a)
         else if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--csv")) a->csv = v;
-        else if (!strcmp(o, "--recompute"))
-            ok = cli_parse_recompute(v, &a->train.recompute), a->have_recompute = 1;
         else a->load_csv = v;  /* --load-csv, the last of takes_value's list */
         if (!ok) return 0;
     }
@@ -156,7 +152,7 @@ static int parse_args(int argc, char **argv, args *a)
     if (a->kind && !strcmp(a->kind, "interleaved") && !a->have_chunks) a->chunks = 2;
     if (a->model && a->have_costs)
         return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
-    if (!a->model && (a->batch || a->bandwidth > 0 || a->have_recompute))
+    if (!a->model && (a->batch || a->bandwidth > 0 || a->train.recompute != PP_RECOMPUTE_NONE))
         return cli_usage_error(NULL, "--batch, --bandwidth and --recompute apply to --model"), 0;
     if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE"), 0;
     return 1;

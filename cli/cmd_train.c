@@ -167,10 +167,6 @@ int cmd_train(int argc, char **argv)
         NUM_OPT("--loss-scale", 1e-30, 1e30, c.loss_scale)
         INT_OPT("--loss-scale-window", 1, 1LL << 40, c.loss_scale_window)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
-        else if (!strcmp(a, "--recompute")) {
-            if (!cli_parse_recompute(v, &c.recompute)) return 2;
-            i++;
-        }
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
         else if (!strcmp(a, "--shuffle")) c.shuffle = 1;

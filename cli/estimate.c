@@ -28,7 +28,8 @@ void cli_train_defaults(pp_train_config *c)
 int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
 {
     const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    const char *const names[] = {"--device", "--optimizer", "--loss", "--logits", "--labels", "--precision"};
+    const char *const names[] = {"--device", "--optimizer", "--loss", "--logits", "--labels", "--precision",
+                                 "--recompute"};
     size_t k = 0;
     while (k < sizeof names / sizeof names[0] && strcmp(o, names[k])) k++;
     if (k == sizeof names / sizeof names[0]) return 0;
@@ -42,6 +43,8 @@ int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
     else if (k == 4) c->loss.labels = v;
     else if (k == 5 && !pp_precision_parse(v, &c->precision))
         return cli_usage_error("use fp32, bf16 or fp16", "unknown precision '%s'", v), -1;
+    else if (k == 6 && pp_recompute_parse(v, &c->recompute, &(pp_error){0}) != PP_OK)
+        return cli_usage_error(NULL, "unknown --recompute '%s': use none, selective or full", v), -1;
     (*i)++;
     return 1;
 }

@@ -52,13 +52,6 @@ int cli_fail(const pp_error *err)
     return 1;
 }
 
-int cli_parse_recompute(const char *s, pp_recompute *out)
-{
-    pp_error e = {0};
-    if (pp_recompute_parse(s, out, &e) == PP_OK) return 1;
-    cli_usage_error(NULL, "unknown --recompute '%s': use none, selective or full", s ? s : "");
-    return 0;
-}
 
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
 {

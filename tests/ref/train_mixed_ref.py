@@ -17,7 +17,6 @@ usage: train_mixed_ref.py ONNXPIPE WORKDIR {bf16,fp16} [--steps N] [--tol T]"""
 import argparse
 import math
 import os
-import subprocess
 import sys
 import warnings
 
@@ -28,17 +27,12 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
-TEXT = "/usr/share/common-licenses/GPL-3"
+sys.path.insert(0, os.path.dirname(__file__))
+from train_ref import TEXT, sh  # noqa: E402
+
 G = dict(layers=2, d_model=64, heads=4, vocab=256, seq=32)
-B, M = 8, int(os.environ.get("PP_REF_MICROBATCHES", 4))
+B, M = 8, 4
 OPT = dict(lr=2e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-
-
-def sh(*cmd):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"command failed: {' '.join(map(str, cmd))}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
 
 
 def gpt_forward(P, ids, lp):
@@ -121,8 +115,6 @@ def main():
         want.append(loss.item())
     want = np.array(want)
     rel = np.abs(got - want) / np.abs(want)
-    if os.environ.get("PP_VERBOSE"):
-        print(np.c_[got, want])
     print(f"gpt {a.precision}: {a.steps} steps, loss {want[0]:.4f} -> {want[-1]:.4f} (PyTorch, {lp})")
     print(f"  per-step loss, onnxpipe (B={B} as {M} microbatches) vs PyTorch: max relative diff {rel.max():.3g} "
           f"(step 1: {rel[0]:.3g}), tolerance {a.tol:.3g}")
