@@ -3,6 +3,7 @@
 #define PP_CLI_H
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/train.h>
 
 /* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */
 typedef int (*cli_command_fn)(int argc, char **argv);
@@ -32,5 +33,20 @@ void cli_job_end(void);
  * [lo, hi]; otherwise prints an error naming the option and returns 0. */
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
+
+/* cli/estimate.c: the options that shape a stage, for train and the previews alike (a new
+ * stage option goes here and into pp_train_stage_options). cli_train_defaults: train's
+ * defaults. cli_stage_option: when argv[*i] is one of them, stores it in c and steps *i over
+ * its value: 1; not one: 0; a bad value: -1 (reported). */
+extern const char cli_stage_options_help[];
+void cli_train_defaults(pp_train_config *c);
+int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c);
+/* The memory estimate of the job `onnxpipe train` would run with c's stage options,
+ * schedule sch and partition part: a table on out, or (json not NULL) one JSON object;
+ * where the stages cannot be planned (no loss named...) it says why there instead. */
+pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_train_config *c,
+                              pp_json *json, FILE *out, pp_error *err);
+/* Prints the JSON object obj with "key": member added at its end; 0 if obj is not an object. */
+int cli_print_json_with(FILE *out, const char *obj, const char *key, const char *member);
 
 #endif

@@ -1,6 +1,7 @@
 /* `onnxpipe schedule --pp P --microbatches M --kind K ...`: generates (or loads), validates
  * and simulates a pipeline schedule and shows its timeline, bubble and peak activations,
- * optionally with per-stage costs taken from the partition of a model. */
+ * optionally with per-stage costs taken from the partition of a model and the memory
+ * estimate of training it (cli/estimate.c). */
 #include "cli.h"
 
 #include <onnxpipe/graph.h>
@@ -38,6 +39,9 @@ static void usage(FILE *out)
             "                        balance): F = FLOPs / throughput, B = W = F; stash and message\n"
             "                        sizes from the partition\n"
             "  --batch B             samples per microbatch (binds dim 0 of the model's inputs)\n"
+            "  --recompute KIND      none (default) | selective | full, for --model: the stash keeps\n"
+            "                        stage inputs and sends (selective: and MatMul/Gemm/Conv outputs), and\n"
+            "                        B grows by the forward FLOPs run again (onnxpipe train --recompute)\n"
             "  --gflops G            throughput for --model, GFLOP/s per rank (default %.0f)\n"
             "  --bandwidth GBPS      link bandwidth for --model messages, GB/s (default: free links)\n"
             "  --latency S           seconds per message (overrides SEND of --costs)\n"
@@ -47,8 +51,10 @@ static void usage(FILE *out)
             "  --csv-compute-only    write only FORWARD/BACKWARD actions to --csv (PyTorch compute_only)\n"
             "  --trace FILE          write a Perfetto / chrome://tracing JSON of the simulated step\n"
             "  --json                print the summary as JSON instead of text\n"
-            "  --width N             columns of the timeline (default 160)\n",
-            DEFAULT_GFLOPS);
+            "  --width N             columns of the timeline (default 160)\n"
+            "with --model, the memory estimate per stage and rank of `onnxpipe train --batch B x M\n"
+            "--microbatches M` on the partition train makes (balance params), with its options:\n%s",
+            DEFAULT_GFLOPS, cli_stage_options_help);
 }
 
 typedef struct args {
@@ -57,6 +63,7 @@ typedef struct args {
     double gflops, bandwidth, latency, allreduce, optimizer;
     double costs[4];
     int have_costs, have_latency, json, csv_compute_only, have_chunks;
+    pp_train_config train;      /* the stage options (cli_stage_option) */
 } args;
 
 /* "F,B,W[,SEND]": 3 or 4 numbers >= 0. */
@@ -81,8 +88,8 @@ static int parse_costs(const char *s, double out[4])
 static int takes_value(const char *o)
 {
     static const char *const opts[] = {"--pp", "--microbatches", "--chunks", "--batch", "--width",
-                                       "--gflops", "--bandwidth", "--latency", "--allreduce", "--optimizer",
-                                       "--costs", "--kind", "--model", "--trace", "--csv", "--load-csv"};
+                                       "--gflops", "--bandwidth", "--latency", "--allreduce", "--costs",
+                                       "--kind", "--model", "--trace", "--csv", "--load-csv"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
     return 0;
@@ -92,6 +99,7 @@ static int takes_value(const char *o)
 static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
+    cli_train_defaults(&a->train);
     a->chunks = 1;
     a->width = 160;
     a->gflops = DEFAULT_GFLOPS;
@@ -108,6 +116,9 @@ static int parse_args(int argc, char **argv, args *a)
         }
         if (o[0] != '-' || o[1] != '-')
             return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unexpected argument '%s'", o), 0;
+        int taken = cli_stage_option(argc, argv, &i, &a->train);
+        if (taken < 0) return 0;
+        if (taken) continue;
         if (!takes_value(o))
             return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unknown option '%s'", o), 0;
         if (i + 1 >= argc) return cli_usage_error(NULL, "%s needs a value", o), 0;
@@ -141,22 +152,20 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (a->model && a->have_costs)
         return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
-    if (!a->model && (a->batch || a->bandwidth > 0))
-        return cli_usage_error(NULL, "--batch and --bandwidth apply to --model"), 0;
+    if (!a->model && (a->batch || a->bandwidth > 0 || a->train.recompute != PP_RECOMPUTE_NONE))
+        return cli_usage_error(NULL, "--batch, --bandwidth and --recompute apply to --model"), 0;
     if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE"), 0;
     return 1;
 }
 
 /* Per-stage costs from the model's partition into s->num_stages stages (flops balance). */
-static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost **out, pp_error *err)
+static pp_status model_costs(const args *a, const pp_graph *g, const pp_schedule *s, pp_stage_cost **out,
+                             pp_error *err)
 {
-    pp_graph_options go = {.batch = a->batch};
     pp_partition_options po = {.balance = PP_BALANCE_FLOPS, .microbatches = s->microbatches};
-    pp_graph *g = NULL;
     pp_partition *part = NULL;
     pp_stage_cost *c = NULL;
     pp_status st = PP_OK;
-    PP_CHECK_GOTO(pp_graph_load(a->model, &go, &g, err), st, done);
     PP_CHECK_GOTO(pp_partition_create(g, s->num_stages, &po, &part, err), st, done);
     c = pp_calloc((size_t)s->num_stages, sizeof *c);
     if (!c) {
@@ -171,10 +180,13 @@ static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost 
                               a->model, i);
             goto done;
         }
+        pp_recompute_estimate re = pp_partition_recompute_estimate(part, i, a->train.recompute);
         c[i].forward = (double)si->flops / (a->gflops * 1e9);
         c[i].backward_input = c[i].forward;   /* backward ~ 2x forward, split evenly */
         c[i].backward_weight = c[i].forward;
-        c[i].act_bytes = (double)si->act_bytes;
+        /* the forward run again comes before B; the arena is not in flight, so not here */
+        c[i].backward_input += (double)re.flops / (a->gflops * 1e9);
+        c[i].act_bytes = (double)re.stash_bytes;
         c[i].send_bytes = (double)si->send_bytes;
     }
     *out = c;
@@ -182,7 +194,23 @@ static pp_status model_costs(const args *a, const pp_schedule *s, pp_stage_cost 
 done:
     free(c);
     pp_partition_destroy(part);
-    pp_graph_destroy(g);
+    return st;
+}
+
+/* The memory estimate on the partition `onnxpipe train` makes (balance params): text on
+ * stdout, or into ej as JSON. */
+static pp_status model_memory(const args *a, const pp_graph *g, const pp_schedule *s, FILE *ej, pp_error *err)
+{
+    pp_partition_options po = {.microbatches = s->microbatches};
+    pp_partition *part = NULL;
+    PP_CHECK(pp_partition_create(g, s->num_stages, &po, &part, err));
+    pp_train_config c = a->train;
+    c.microbatches = s->microbatches;
+    c.batch = a->batch * c.microbatches;
+    pp_json j;
+    pp_json_init(&j, ej, 0);
+    pp_status st = cli_memory_estimate(s, part, &c, ej ? &j : NULL, stdout, err);
+    pp_partition_destroy(part);
     return st;
 }
 
@@ -242,6 +270,9 @@ int cmd_schedule(int argc, char **argv)
     pp_schedule *s = NULL;
     pp_sim_result *r = NULL;
     pp_stage_cost *stage = NULL;
+    pp_graph *g = NULL;
+    char *sj = NULL, *ej = NULL;
+    size_t sn = 0, en = 0;
     int rc = 1;
     if (a.load_csv) {
         if (load(a.load_csv, &s, &err) != PP_OK) goto fail;
@@ -275,21 +306,37 @@ int cmd_schedule(int argc, char **argv)
     costs.allreduce = a.allreduce;
     costs.optimizer = a.optimizer;
     if (a.model) {
-        if (model_costs(&a, s, &stage, &err) != PP_OK) goto fail;
+        pp_graph_options go = {.batch = a.batch};
+        if (pp_graph_load(a.model, &go, &g, &err) != PP_OK || model_costs(&a, g, s, &stage, &err) != PP_OK) goto fail;
         costs.stage = stage;
         costs.num_stages = s->num_stages;
         costs.uniform = stage[0];
         costs.bandwidth = a.bandwidth * 1e9;
     }
     if (pp_schedule_simulate(s, &costs, &r, &err) != PP_OK) goto fail;
-    if (a.json) {
+    if (a.json && !g) {
         pp_sim_result_write_json(s, &costs, r, stdout, 1);
+    } else if (a.json) {
+        /* the summary's object with "memory_estimate" added */
+        FILE *sf = open_memstream(&sj, &sn), *ef = sf ? open_memstream(&ej, &en) : NULL;
+        if (!ef) {
+            if (sf) fclose(sf);
+            PP_NOMEM(&err);
+            goto fail;
+        }
+        pp_sim_result_write_json(s, &costs, r, sf, 1);
+        fclose(sf);
+        pp_status st = model_memory(&a, g, s, ef, &err);
+        fclose(ef);
+        if (st != PP_OK) goto fail;
+        cli_print_json_with(stdout, sj, "memory_estimate", ej);
     } else {
         printf("schedule %s: pp %d, microbatches %d, %d virtual stage(s) per rank; %ld actions, deadlock-free\n\n",
                pp_schedule_kind_name(s->kind), s->pp, s->microbatches, s->chunks, pp_schedule_action_count(s));
         pp_schedule_print_timeline(s, r, stdout, (int)a.width);
         putchar('\n');
         pp_sim_result_print_summary(s, &costs, r, stdout);
+        if (g && model_memory(&a, g, s, NULL, &err) != PP_OK) goto fail;
     }
     out_ctx ctx = {s, r, a.csv_compute_only};
     if (a.csv && (rc = write_file(a.csv, "schedule CSV", csv_writer, &ctx)) != 0) goto done;
@@ -299,7 +346,10 @@ int cmd_schedule(int argc, char **argv)
 fail:
     rc = cli_fail(&err);
 done:
+    free(sj);
+    free(ej);
     free(stage);
+    pp_graph_destroy(g);
     pp_sim_result_destroy(r);
     pp_schedule_destroy(s);
     return rc;

@@ -39,6 +39,15 @@ static void usage(FILE *out)
             "  --weight-decay X       (default 0; decoupled for adamw and lamb)\n"
             "  --clip-norm X          clip the global gradient norm to X (default off)\n"
             "  --skip-nonfinite       skip steps whose gradients hold NaN/Inf instead of failing\n"
+            "  --recompute KIND       none (default) | selective | full: stash only each stage's inputs\n"
+            "                         (selective: and MatMul/Gemm/Conv outputs) and run the rest of the\n"
+            "                         forward again before backward; same losses and weights, bit for bit\n"
+            "memory:\n"
+            "  --precision P          fp32 | bf16 | fp16 (default fp32): 16-bit activations and matrix-product\n"
+            "                         operands, fp32 master weights, gradients and optimizer state\n"
+            "  --loss-scale X         fp16: a fixed loss scale (default: dynamic, from 65536)\n"
+            "  --loss-scale-window N  fp16 dynamic: clean steps before the scale doubles (default 2000); an\n"
+            "                         overflow on any rank skips the step everywhere and halves it\n"
             "  --seed S               seed for dropout (default 0)\n"
             "loss (when the model does not end in SoftmaxCrossEntropyLoss):\n"
             "  --loss cross_entropy --logits NAME --labels NAME\n"
@@ -100,12 +109,9 @@ static char *join_args(int argc, char **argv)
 int cmd_train(int argc, char **argv)
 {
     pp_dim_binding dims[MAX_DIMS];
-    pp_train_config c = {
-        .pp = 1, .dp = 1, .schedule = PP_SCHED_1F1B, .batch = 8, .microbatches = 1, .steps = 10, .dims = dims,
-        .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
-        .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
-        .loss = {.ignore_index = -100},
-    };
+    pp_train_config c;
+    cli_train_defaults(&c);
+    c.dims = dims;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -114,6 +120,9 @@ int cmd_train(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        int taken = cli_stage_option(argc, argv, &i, &c);
+        if (taken < 0) return 2;
+        if (taken) continue;
 #define INT_OPT(name, lo, hi, field) \
     else if (!strcmp(a, name)) { if (!cli_parse_int(name, v, lo, hi, &n)) return 2; field = n; i++; }
 #define NUM_OPT(name, lo, hi, field) \
@@ -122,9 +131,6 @@ int cmd_train(int argc, char **argv)
     else if (!strcmp(a, name)) { if (!v) return cli_usage_error(NULL, "%s needs a value", name); field = v; i++; }
         STR_OPT("--model", c.model)
         STR_OPT("--data", c.data)
-        STR_OPT("--device", c.device)
-        STR_OPT("--logits", c.loss.logits)
-        STR_OPT("--labels", c.loss.labels)
         STR_OPT("--losses", c.losses_out)
         STR_OPT("--export", c.export_path)
         STR_OPT("--trace", c.trace_path)
@@ -159,6 +165,8 @@ int cmd_train(int argc, char **argv)
         NUM_OPT("--weight-decay", 0, 1e3, c.optim.weight_decay)
         NUM_OPT("--clip-norm", 0, 1e12, c.clip_norm)
         else if (!strcmp(a, "--nesterov")) c.optim.nesterov = 1;
+        NUM_OPT("--loss-scale", 1e-30, 1e30, c.loss_scale)
+        INT_OPT("--loss-scale-window", 1, 1LL << 40, c.loss_scale_window)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
@@ -167,11 +175,7 @@ int cmd_train(int argc, char **argv)
             if (!parse_range(v, &c.profile_first, &c.profile_last)) return 2;
             i++;
         }
-        else if (!strcmp(a, "--optimizer")) {
-            if (!v || !pp_optim_kind_parse(v, &c.optim.kind))
-                return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--schedule")) {
+        else if (!strcmp(a, "--schedule")) {
             pp_error e = {0};
             if (!v || pp_schedule_kind_parse(v, &c.schedule, &e) != PP_OK)
                 return cli_usage_error(NULL, "%s", v ? e.msg : "--schedule needs a value");
@@ -179,10 +183,6 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--lr-schedule")) {
             if (!v || !pp_lr_parse(v, &c.lr.kind))
                 return cli_usage_error("use constant, linear, cosine or poly", "unknown LR schedule '%s'", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--loss")) {
-            if (!v || strcmp(v, "cross_entropy"))
-                return cli_usage_error("the loss onnxpipe computes is cross_entropy", "unknown loss '%s'", v ? v : "");
             i++;
         } else if (!strcmp(a, "--dim")) {
             const char *eq = v ? strchr(v, '=') : NULL;

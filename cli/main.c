@@ -52,6 +52,7 @@ int cli_fail(const pp_error *err)
     return 1;
 }
 
+
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
 {
     char *end;

@@ -109,7 +109,8 @@ static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_er
     d->compute_s += pp_now() - t0;
     if (v->index == d->num_stages - 1) {
         double loss = pp_stage_loss(v->s, slot);
-        if (!isfinite(loss) && !d->cfg.skip_nonfinite) {   /* say where it came from */
+        /* say where it came from (under loss scaling an overflow only skips the step) */
+        if (!isfinite(loss) && !d->cfg.skip_nonfinite && !d->loss_scale) {
             PP_CHECK(pp_stage_diagnose(v->s, slot, step, mb, err));
             return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %d: the loss is %g", (long long)step, mb,
                                 loss);
@@ -170,7 +171,7 @@ static pp_status do_send_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
     int slot = v->slot_of_mb[mb];
     for (int i = 0; i < pp_stage_num_inputs(v->s); i++) {
         const pp_stage_port *p = pp_stage_input(v->s, i);
-        if (p->is_data || p->dtype != PP_DTYPE_F32) continue;
+        if (p->is_data || !pp_dtype_is_float(p->dtype)) continue;
         const void *buf = pp_stage_grad_input_buffer(v->s, slot, i);
         PP_CHECK(driver_add_send(d, v, slot, buf ? buf : d->zeros, p->nbytes, peer,
                                  driver_msg_tag(d, v->index - 1, mb, 1, i), err));
@@ -184,7 +185,7 @@ static pp_status do_recv_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
     int slot = v->slot_of_mb[mb];
     for (int i = 0; i < pp_stage_num_outputs(v->s); i++) {
         const pp_stage_port *p = pp_stage_output(v->s, i);
-        if (p->dtype != PP_DTYPE_F32) continue;
+        if (!pp_dtype_is_float(p->dtype)) continue;
         void *buf = pp_stage_grad_output_buffer(v->s, slot, i);
         PP_CHECK(pp_comm_irecv(d->grid->world, buf ? buf : d->scratch, p->nbytes, peer,
                                driver_msg_tag(d, v->index, mb, 1, i), &v->recv_grad[(size_t)mb * MAX_PORTS + i], err));
@@ -247,7 +248,11 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
     memset(stats, 0, sizeof *stats);
     d->loss_sum = 0;
     d->compute_s = d->wait_s = 0;
-    for (int i = 0; i < d->nvs; i++) PP_CHECK(pp_stage_zero_grads(d->vs[i].s, err));
+    for (int i = 0; i < d->nvs; i++) {
+        PP_CHECK(pp_stage_zero_grads(d->vs[i].s, err));
+        pp_stage_set_loss_scale(d->vs[i].s, d->loss_scale ? d->loss_scale : 1.0f);
+    }
+    stats->loss_scale = d->loss_scale;
     driver_trace_begin(d);
     for (int k = 0; k < d->nacts; k++) {
         double ts = d->trace ? pp_now() : 0;

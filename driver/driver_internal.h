@@ -63,6 +63,8 @@ struct pp_driver {
     pp_status hook_status;  /* the first error a bucket all-reduce met inside the hook */
     pp_error hook_err;
     double loss_sum, compute_s, wait_s;
+    float loss_scale;       /* the loss scaler (driver_step.c); 0: off */
+    int64_t clean_steps;    /* steps since the last overflow or doubling */
 };
 
 vstage *driver_local(pp_driver *d, int stage);

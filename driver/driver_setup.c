@@ -2,15 +2,18 @@
  * in flight, the tied-weight groups, and the buffers for gradients nobody computes. */
 #include "driver_internal.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
-/* Peak slots stage `stage` needs under this rank's action order, with the driver's
+/* Peak slots stage `stage` needs under its rank's action order, with the driver's
  * rules: taken at first touch (RECV_ACT, FORWARD, or the forward of a local previous
  * stage), given back once the backward is done and the input gradient has left. */
-static int count_slots(const pp_driver *d, int stage)
+static int count_slots(const pp_schedule *sch, int stage)
 {
-    int m = d->microbatches, live = 0, peak = 0;
+    int m = sch->microbatches, live = 0, peak = 0, nacts = 0, rank = sch->stage_rank[stage];
+    const pp_action *acts = pp_schedule_rank_actions(sch, rank, &nacts);
     char *held = calloc((size_t)m, 1), *done = calloc((size_t)m, 1), *sent = calloc((size_t)m, 1);
     if (!held || !done || !sent) {
         free(held);
@@ -18,9 +21,9 @@ static int count_slots(const pp_driver *d, int stage)
         free(sent);
         return m;
     }
-    int prev_local = stage > 0 && d->local[stage - 1] >= 0;
-    for (int k = 0; k < d->nacts; k++) {
-        const pp_action *a = &d->acts[k];
+    int prev_local = stage > 0 && sch->stage_rank[stage - 1] == rank;
+    for (int k = 0; k < nacts; k++) {
+        const pp_action *a = &acts[k];
         int mb = a->microbatch;
         if (mb < 0) continue;   /* START_REDUCE, FINISH_STEP */
         int touch = (a->stage == stage && (a->kind == PP_ACT_FORWARD || a->kind == PP_ACT_RECV_ACT)) ||
@@ -42,6 +45,37 @@ static int count_slots(const pp_driver *d, int stage)
     free(done);
     free(sent);
     return peak > 0 ? peak : 1;
+}
+
+/* The zeros and scratch buffers (driver_internal.h), each the largest port plus 64. */
+static size_t comm_buffer_bytes(size_t port_max) { return port_max + 64; }
+
+pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
+                             const pp_stage_options *opt, pp_stage_bytes *stages, pp_driver_bytes *ranks, pp_error *err)
+{
+    if (sch->num_stages != part->nstages)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "schedule for %d stages, but the partition has %d",
+                            sch->num_stages, part->nstages);
+    if (ranks) memset(ranks, 0, (size_t)sch->pp * sizeof *ranks);
+    pp_status st = PP_OK;
+    for (int s = 0; s < sch->num_stages && st == PP_OK; s++) {
+        pp_stage_options so = *opt;
+        so.slots = count_slots(sch, s);
+        pp_stage_bytes b;
+        st = pp_stage_estimate(part, s, kind, &so, &b, err);
+        if (st != PP_OK) break;
+        if (stages) stages[s] = b;
+        if (!ranks) continue;
+        pp_stage_bytes *r = &ranks[sch->stage_rank[s]].stages;
+        r->params += b.params, r->grads += b.grads, r->optimizer += b.optimizer, r->stash += b.stash;
+        r->scratch += b.scratch, r->constants += b.constants, r->total += b.total, r->slots += b.slots;
+        if (b.port_max > r->port_max) r->port_max = b.port_max;
+    }
+    for (int r = 0; ranks && st == PP_OK && r < sch->pp; r++) {
+        ranks[r].comm = 2 * (int64_t)comm_buffer_bytes((size_t)ranks[r].stages.port_max);
+        ranks[r].total = ranks[r].stages.total + ranks[r].comm;
+    }
+    return st;
 }
 
 /* Buckets of about cfg.bucket_bytes over the flat gradient buffer (parameters in layout
@@ -74,7 +108,7 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
 {
     int m = d->microbatches;
     v->index = stage;
-    v->nslots = count_slots(d, stage);
+    v->nslots = count_slots(d->cfg.schedule, stage);
     pp_stage_options so = d->cfg.stage_options;
     so.slots = v->nslots;
     so.first_sample = (int64_t)d->grid->replica * (so.global_batch / d->grid->dp);   /* replicas split the batch in order */
@@ -147,6 +181,13 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
     pp_driver *d = calloc(1, sizeof *d);
     if (!d) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
     d->cfg = *cfg;
+    if (cfg->loss_scale < 0 || !isfinite(cfg->loss_scale)) {
+        free(d);
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "loss scale %g: give a positive number (or 0: no scaling)",
+                            cfg->loss_scale);
+    }
+    d->loss_scale = cfg->loss_scale;
+    if (!d->cfg.loss_scale_window) d->cfg.loss_scale_window = 2000;
     d->grid = cfg->grid;
     d->num_stages = sch->num_stages;
     d->microbatches = sch->microbatches;
@@ -176,9 +217,10 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
             if (pp_stage_output(d->vs[i].s, k)->nbytes > maxport) maxport = pp_stage_output(d->vs[i].s, k)->nbytes;
         i++;
     }
-    PP_CHECK_GOTO(pp_device_alloc(cfg->dev, maxport + 64, &d->zeros, err), st, fail);
-    PP_CHECK_GOTO(pp_device_memset(cfg->dev, d->zeros, 0, maxport + 64, err), st, fail);
-    PP_CHECK_GOTO(pp_device_alloc(cfg->dev, maxport + 64, &d->scratch, err), st, fail);
+    size_t nb = comm_buffer_bytes(maxport);
+    PP_CHECK_GOTO(pp_device_alloc_as(cfg->dev, PP_MEM_COMM, nb, &d->zeros, err), st, fail);
+    PP_CHECK_GOTO(pp_device_memset(cfg->dev, d->zeros, 0, nb, err), st, fail);
+    PP_CHECK_GOTO(pp_device_alloc_as(cfg->dev, PP_MEM_COMM, nb, &d->scratch, err), st, fail);
     PP_CHECK_GOTO(init_tied(d, err), st, fail);
     *out = d;
     return PP_OK;

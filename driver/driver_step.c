@@ -62,6 +62,49 @@ static pp_status local_sumsq(pp_driver *d, double *out, pp_error *err)
     return PP_OK;
 }
 
+/* fp16 loss scaling: the gradients (summed over replicas and tied copies by now) divided
+ * by the scale, in the same pass that looks for NaN/Inf. */
+static pp_status unscale(pp_driver *d, double *found, pp_error *err)
+{
+    for (int i = 0; i < d->nvs; i++) {
+        pp_stage *s = d->vs[i].s;
+        int inf = 0;
+        PP_CHECK(pp_kernel_unscale(d->cfg.dev, pp_stage_grads(s), pp_stage_param_elems(s), 1.0f / d->loss_scale, &inf,
+                                   err));
+        if (inf) *found = 1;
+    }
+    return PP_OK;
+}
+
+/* The scaler's move after a step, the same on every rank (overflow is the world's flag):
+ * an overflow skips the step (1) and halves a dynamic scale; window clean steps double it. */
+static int update_scale(pp_driver *d, int overflow)
+{
+    if (overflow) {
+        if (d->cfg.loss_scale_dynamic && d->loss_scale > 0x1p-24f) d->loss_scale *= 0.5f;
+        d->clean_steps = 0;
+        return 1;
+    }
+    if (d->cfg.loss_scale_dynamic && ++d->clean_steps >= d->cfg.loss_scale_window) {
+        if (d->loss_scale < 0x1p100f) d->loss_scale *= 2.0f;
+        d->clean_steps = 0;
+    }
+    return 0;
+}
+
+void pp_driver_loss_scale(const pp_driver *d, double *scale, int64_t *clean_steps)
+{
+    *scale = d->loss_scale;
+    *clean_steps = d->clean_steps;
+}
+
+void pp_driver_set_loss_scale(pp_driver *d, double scale, int64_t clean_steps)
+{
+    if (!d->loss_scale || !(scale > 0)) return;   /* off, or not a scale */
+    d->loss_scale = (float)scale;
+    d->clean_steps = clean_steps;
+}
+
 pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err)
 {
     for (int b = 0; b < v->nbuckets; b++) {
@@ -94,11 +137,13 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
             PP_CHECK(st);
         }
     for (int t = 0; t < d->ntied; t++) PP_CHECK(reduce_tied(d, &d->tied[t], err));
-    /* loss, bad-gradient flag and squared norm in one reduction over the world;
-     * the norm is summed over replicas too, whose gradients are equal now, so divide */
+    /* loss, bad-gradient flag and squared norm in one reduction over the world (a flag summed
+     * over every rank, stages and replicas: a step is skipped everywhere or nowhere); the
+     * norm is summed over replicas too, whose gradients are equal now, so divide */
     double bad = 0;
     pp_error local = {0};
-    for (int i = 0; i < d->nvs && !bad; i++)
+    if (d->loss_scale) PP_CHECK(unscale(d, &bad, err));
+    for (int i = 0; i < d->nvs && !bad && !d->loss_scale; i++)
         if (pp_stage_check_grads(d->vs[i].s, step, &local) == PP_ERR_NUMERIC) bad = 1;
     double sums[3] = {d->loss_sum, bad, 0};
     PP_CHECK(local_sumsq(d, &sums[2], err));
@@ -109,6 +154,10 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
     d->wait_s += pp_now() - t0;
     stats->loss = sums[0];
     stats->grad_norm = sqrt(fmax(sums[2], 0) / d->grid->dp);
+    if (d->loss_scale && update_scale(d, sums[1] > 0)) {
+        stats->skipped = 1;
+        return PP_OK;
+    }
     if (sums[1] > 0) {
         if (!d->cfg.skip_nonfinite) {
             if (local.msg[0]) return pp_error_set(err, PP_ERR_NUMERIC, "%s; pass --skip-nonfinite to skip such steps",

@@ -10,19 +10,23 @@
 #define BIT(i) (1u << (i))
 #define ALL (~0u)
 
-/* {name, domain, since, nondiff, saves_in, saves_out, flags, flop rule, flops per element, shape, fold} */
-#define OP(nm, since, nondiff, sin, sout, flags, rule, per, shape, fold) \
-    {nm, "", since, nondiff, sin, sout, flags, PP_FLOPS_##rule, per, shape, fold}
+/* {name, domain, since, nondiff, saves_in, saves_out, flags, flop rule, flops per element, shape, fold},
+ * then optional fields by name (.prec: PP_PREC_FOLLOW when not given) */
+#define OP(nm, since_, nondiff_, sin, sout, flags_, rule, per, shape_, fold_, ...)                                 \
+    {.name = nm, .domain = "", .since = since_, .nondiff = nondiff_, .saves_in = sin, .saves_out = sout,          \
+     .flags = flags_, .flop_rule = PP_FLOPS_##rule, .flops_per = per, .shape = shape_, .fold = fold_, __VA_ARGS__}
 
 static const pp_op_info ops[PP_OP_COUNT] = {
     [PP_OP_ADD] = OP("Add", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
     [PP_OP_SUB] = OP("Sub", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
     [PP_OP_MUL] = OP("Mul", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
     [PP_OP_DIV] = OP("Div", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
-    [PP_OP_POW] = OP("Pow", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
-    [PP_OP_SQRT] = OP("Sqrt", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary),
+    [PP_OP_POW] = OP("Pow", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
+                     .prec = PP_PREC_FP32),
+    [PP_OP_SQRT] = OP("Sqrt", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary, .prec = PP_PREC_FP32),
     [PP_OP_NEG] = OP("Neg", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_unary, fold_unary),
-    [PP_OP_RECIPROCAL] = OP("Reciprocal", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary),
+    [PP_OP_RECIPROCAL] = OP("Reciprocal", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary,
+                            .prec = PP_PREC_FP32),
     [PP_OP_RELU] = OP("Relu", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary),
     [PP_OP_LEAKY_RELU] = OP("LeakyRelu", 13, 0, BIT(0), 0, 0, ELEMENTWISE, 1, shape_unary, fold_unary),
     [PP_OP_SIGMOID] = OP("Sigmoid", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 4, shape_unary, fold_unary),
@@ -36,9 +40,9 @@ static const pp_op_info ops[PP_OP_COUNT] = {
     [PP_OP_DROPOUT] = OP("Dropout", 13, ~BIT(0), BIT(1) | BIT(2), 0, 0, NONE, 0, shape_dropout, NULL),
     [PP_OP_IDENTITY] = OP("Identity", 13, 0, 0, 0, PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0, shape_unary,
                           fold_copy),
-    [PP_OP_MATMUL] = OP("MatMul", 13, 0, BIT(0) | BIT(1), 0, 0, MATMUL, 0, shape_matmul, NULL),
-    [PP_OP_GEMM] = OP("Gemm", 13, 0, BIT(0) | BIT(1), 0, 0, GEMM, 0, shape_gemm, NULL),
-    [PP_OP_CONV] = OP("Conv", 13, 0, BIT(0) | BIT(1), 0, 0, CONV, 0, shape_conv, NULL),
+    [PP_OP_MATMUL] = OP("MatMul", 13, 0, BIT(0) | BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, MATMUL, 0, shape_matmul, NULL, .prec = PP_PREC_LOWP),
+    [PP_OP_GEMM] = OP("Gemm", 13, 0, BIT(0) | BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, GEMM, 0, shape_gemm, NULL, .prec = PP_PREC_LOWP),
+    [PP_OP_CONV] = OP("Conv", 13, 0, BIT(0) | BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, CONV, 0, shape_conv, NULL, .prec = PP_PREC_LOWP),
     [PP_OP_MAX_POOL] = OP("MaxPool", 13, 0, 0, 0, 0, POOL, 0, shape_pool, NULL),
     [PP_OP_AVERAGE_POOL] = OP("AveragePool", 13, 0, 0, 0, 0, POOL, 0, shape_pool, NULL),
     [PP_OP_GLOBAL_AVERAGE_POOL] = OP("GlobalAveragePool", 13, 0, 0, 0, 0, REDUCE, 1, shape_global_pool, NULL),
@@ -52,11 +56,12 @@ static const pp_op_info ops[PP_OP_COUNT] = {
     [PP_OP_SOFTMAX] = OP("Softmax", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 5, shape_softmax, NULL),
     [PP_OP_LOG_SOFTMAX] = OP("LogSoftmax", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 5, shape_softmax, NULL),
     /* input 1: axes (an input from opset 18 for ReduceMean, 13 for ReduceSum) */
-    [PP_OP_REDUCE_MEAN] = OP("ReduceMean", 13, BIT(1), BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL),
-    [PP_OP_REDUCE_SUM] = OP("ReduceSum", 13, BIT(1), BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL),
+    [PP_OP_REDUCE_MEAN] = OP("ReduceMean", 13, BIT(1), BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL,
+                             .prec = PP_PREC_FP32),
+    [PP_OP_REDUCE_SUM] = OP("ReduceSum", 13, BIT(1), BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL, .prec = PP_PREC_FP32),
     /* inputs 1, 2: labels and class weights; softmax + log + pick per input element */
     [PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = OP("SoftmaxCrossEntropyLoss", 13, ~BIT(0), BIT(0) | BIT(1) | BIT(2), 0, 0,
-                                            REDUCE, 6, shape_sce_loss, NULL),
+                                            REDUCE, 6, shape_sce_loss, NULL, .prec = PP_PREC_FP32),
     [PP_OP_RESHAPE] = OP("Reshape", 13, BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0,
                          shape_reshape, fold_copy),
     [PP_OP_FLATTEN] = OP("Flatten", 13, 0, 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD, NONE, 0, shape_flatten, fold_copy),

@@ -1,8 +1,10 @@
 /* The backends this build has, in one list: PP_DEVICE_BACKENDS (gen/pp_backends.h,
  * written by CMakeLists.txt) names them, each defined by its own folder (pp_backend_cpu
  * in kernels/cpu/table.c, pp_backend_cuda in kernels/cuda/table.cu). Kernel lookup by
- * (op, device kind, dtype) goes through it. */
+ * (op, device kind, dtype) goes through it, 16-bit dtypes falling back to kernels/lowp.c. */
 #include <onnxpipe/kernels.h>
+
+#include "lowp.h"
 
 #include <pp_backends.h>
 
@@ -39,6 +41,7 @@ const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype)
     const pp_backend *b = pp_backend_get(device);
     if (!b || (int)op < 0 || op >= PP_OP_COUNT) return NULL;
     for (int t = 0; t < b->ntables; t++)
-        if (b->tables[t].dtype == dtype) return b->tables[t].kernels[op].forward ? &b->tables[t].kernels[op] : NULL;
-    return NULL;
+        if (b->tables[t].dtype == dtype && b->tables[t].kernels[op].forward) return &b->tables[t].kernels[op];
+    /* 16-bit compute without a native kernel: the adapter around the F32 one */
+    return dtype == PP_DTYPE_BF16 || dtype == PP_DTYPE_F16 ? pp_lowp_adapter(op, device) : NULL;
 }

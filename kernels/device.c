@@ -1,8 +1,82 @@
 /* Device creation through the backend list (kernels/backends.c) and the checked
- * wrappers around a backend's vtable. */
+ * wrappers around a backend's vtable, which keep the device's memory counters: bytes
+ * by category, current and peak, from a table of the live pointers. */
 #include <onnxpipe/kernels.h>
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A live allocation; the table is sorted by pointer (tens per stage, plus transients). */
+typedef struct mem_entry {
+    uintptr_t p;
+    size_t n;
+    pp_mem_category c;
+} mem_entry;
+
+struct pp_device_mem {
+    pthread_mutex_t lock;
+    mem_entry *e;
+    size_t n, cap;
+    pp_device_memory_stats st;
+};
+
+static const char *const category_names[PP_MEM_CATEGORY_COUNT] = {"params", "grads",   "optimizer", "stash",
+                                                                  "scratch", "comm", "other"};
+
+const char *pp_mem_category_name(pp_mem_category c)
+{
+    return (int)c >= 0 && c < PP_MEM_CATEGORY_COUNT ? category_names[c] : "unknown";
+}
+
+/* The first entry at or after p. */
+static size_t mem_find(const struct pp_device_mem *m, uintptr_t p)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->e[mid].p < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Records a new allocation; 0 when the table cannot grow. Under m->lock. */
+static int mem_add(struct pp_device_mem *m, void *ptr, size_t n, pp_mem_category c)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        mem_entry *e = pp_realloc_array(m->e, cap, sizeof *e);
+        if (!e) return 0;
+        m->e = e;
+        m->cap = cap;
+    }
+    uintptr_t p = (uintptr_t)ptr;
+    size_t k = mem_find(m, p);
+    memmove(&m->e[k + 1], &m->e[k], (m->n - k) * sizeof *m->e);
+    m->e[k] = (mem_entry){p, n, c};
+    m->n++;
+    pp_device_memory_stats *s = &m->st;
+    s->current[c] += (int64_t)n;
+    s->current_total += (int64_t)n;
+    s->live++;
+    if (s->current[c] > s->peak[c]) s->peak[c] = s->current[c];
+    if (s->current_total > s->peak_total) s->peak_total = s->current_total;
+    return 1;
+}
+
+/* Forgets p (not found: memory the counters never saw). Under m->lock. */
+static void mem_remove(struct pp_device_mem *m, void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    size_t k = mem_find(m, p);
+    if (k == m->n || m->e[k].p != p) return;
+    m->st.current[m->e[k].c] -= (int64_t)m->e[k].n;
+    m->st.current_total -= (int64_t)m->e[k].n;
+    m->st.live--;
+    memmove(&m->e[k], &m->e[k + 1], (m->n - k - 1) * sizeof *m->e);
+    m->n--;
+}
 
 const char *pp_device_kind_name(pp_device_kind kind)
 {
@@ -23,7 +97,17 @@ pp_status pp_device_create(pp_device_kind kind, int index, pp_device **out, pp_e
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "the %s backend is not compiled into this build of onnxpipe; rebuild with it or "
                             "use --device cpu", pp_device_kind_name(kind));
-    return b->create(index, out, err);
+    PP_CHECK(b->create(index, out, err));
+    struct pp_device_mem *m = calloc(1, sizeof *m);
+    if (!m || pthread_mutex_init(&m->lock, NULL)) {
+        free(m);
+        pp_device_destroy(*out);
+        *out = NULL;
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the %s device's memory counters",
+                            pp_device_kind_name(kind));
+    }
+    (*out)->mem = m;
+    return PP_OK;
 }
 
 pp_device_kind pp_device_auto(int index, pp_error *why)
@@ -49,17 +133,67 @@ pp_status pp_device_choose(const char *name, int index, pp_device_kind *kind, pp
 
 void pp_device_destroy(pp_device *d)
 {
-    if (d && d->i->destroy) d->i->destroy(d);
+    if (!d) return;
+    if (d->mem) {
+        pthread_mutex_destroy(&d->mem->lock);
+        free(d->mem->e);
+        free(d->mem);
+        d->mem = NULL;
+    }
+    if (d->i->destroy) d->i->destroy(d);
+}
+
+pp_status pp_device_alloc_as(pp_device *d, pp_mem_category c, size_t nbytes, void **out, pp_error *err)
+{
+    *out = NULL;
+    if ((int)c < 0 || c >= PP_MEM_CATEGORY_COUNT)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "memory category %d out of range (0..%d)", (int)c,
+                            PP_MEM_CATEGORY_COUNT - 1);
+    PP_CHECK(d->i->alloc(d, nbytes, out, err));
+    if (!d->mem) return PP_OK;
+    pthread_mutex_lock(&d->mem->lock);
+    int ok = mem_add(d->mem, *out, nbytes, c);
+    pthread_mutex_unlock(&d->mem->lock);
+    if (ok) return PP_OK;
+    d->i->free(d, *out);
+    *out = NULL;
+    return pp_error_set(err, PP_ERR_NOMEM, "%s device: out of host memory counting %zu bytes of %s",
+                        pp_device_kind_name(d->kind), nbytes, pp_mem_category_name(c));
 }
 
 pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err)
 {
-    return d->i->alloc(d, nbytes, out, err);
+    return pp_device_alloc_as(d, PP_MEM_SCRATCH, nbytes, out, err);
 }
 
 void pp_device_free(pp_device *d, void *p)
 {
-    if (p) d->i->free(d, p);
+    if (!p) return;
+    if (d->mem) {
+        pthread_mutex_lock(&d->mem->lock);
+        mem_remove(d->mem, p);
+        pthread_mutex_unlock(&d->mem->lock);
+    }
+    d->i->free(d, p);
+}
+
+void pp_device_memory(pp_device *d, pp_device_memory_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!d->mem) return;
+    pthread_mutex_lock(&d->mem->lock);
+    *out = d->mem->st;
+    pthread_mutex_unlock(&d->mem->lock);
+}
+
+void pp_device_memory_reset_peak(pp_device *d)
+{
+    if (!d->mem) return;
+    pthread_mutex_lock(&d->mem->lock);
+    pp_device_memory_stats *s = &d->mem->st;
+    memcpy(s->peak, s->current, sizeof s->peak);
+    s->peak_total = s->current_total;
+    pthread_mutex_unlock(&d->mem->lock);
 }
 
 pp_status pp_device_copy_from_host(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err)

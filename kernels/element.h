@@ -125,19 +125,46 @@ static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b * pow
 /* d(a^b)/db = a^b ln a, defined for a > 0 (0 elsewhere, as PyTorch and ONNX Runtime do) */
 static inline PP_HD float pp_el_pow_grad_exp(float a, float y) { return a > 0.f ? y * logf(a) : 0.f; }
 
-/* bfloat16 <-> float32 (round to nearest even; NaN stays NaN) */
-static inline PP_HD float pp_el_bf16_to_f32(uint16_t h)
+/* ---------------- 16-bit floats <-> float32 (mixed precision, Cast) ---------------- */
+
+/* bfloat16 -> float32: exact (the top half of the float's bits) */
+static inline PP_HD float pp_el_f32_from_bf16(uint16_t h) { return pp_el_from_bits((uint32_t)h << 16); }
+/* float32 -> bfloat16, round to nearest even; a NaN stays a NaN, made quiet */
+static inline PP_HD uint16_t pp_el_bf16_from_f32(float f)
 {
-    union { uint32_t u; float f; } v;
-    v.u = (uint32_t)h << 16;
-    return v.f;
+    uint32_t u = pp_el_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-static inline PP_HD uint16_t pp_el_f32_to_bf16(float f)
+
+/* IEEE binary16 -> float32: exact. A NaN keeps its payload and is made quiet, as x86's
+ * F16C (vcvtph2ps) does, so the cpu's two paths agree bit for bit. */
+static inline PP_HD float pp_el_f32_from_f16(uint16_t h)
 {
-    union { uint32_t u; float f; } v;
-    v.f = f;
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31) return pp_el_from_bits(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
+    if (e == 0) return pp_el_from_bits(sign | pp_el_bits((float)m * 5.9604644775390625e-8f));  /* subnormal or 0 */
+    return pp_el_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+/* float32 -> IEEE binary16, round to nearest even, with subnormals; beyond the largest
+ * finite value (65504, ties included) Inf; a NaN keeps the top of its payload and is made
+ * quiet (vcvtps2ph's rule). */
+static inline PP_HD uint16_t pp_el_f16_from_f32(float f)
+{
+    const uint32_t u = pp_el_bits(f), a = u & 0x7fffffffu;
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                /* >= 65520: Inf */
+    if (a >= 0x38800000u) {                                                 /* >= 2^-14: normal */
+        const uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;   /* rebias 127 -> 15 */
+        return (uint16_t)(sign | (r >> 13));
+    }
+    const uint32_t e = a >> 23;
+    if (e < 102u) return sign;                                              /* < 2^-25: 0 */
+    /* subnormal: the 24-bit significand in units of 2^-24, shifted right by 126 - e >= 14 */
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u, s = 126u - e, q = m >> s, rem = m & ((1u << s) - 1u),
+                   half = 1u << (s - 1u);
+    return (uint16_t)(sign | (q + (rem > half || (rem == half && (q & 1u)))));
 }
 
 /* ---------------- counter-based RNG (Dropout) ---------------- */
@@ -212,7 +239,7 @@ static inline PP_HD float pp_el_lamb_dir(float p, float m, float v, float bc1, f
 static inline PP_HD int pp_el_cast_supported(pp_dtype t)
 {
     return t == PP_DTYPE_F32 || t == PP_DTYPE_F64 || t == PP_DTYPE_I64 || t == PP_DTYPE_I32 || t == PP_DTYPE_BOOL ||
-           t == PP_DTYPE_BF16;
+           t == PP_DTYPE_BF16 || t == PP_DTYPE_F16;
 }
 
 static inline PP_HD double pp_el_cast_read(pp_dtype t, const void *p, int64_t i)
@@ -223,7 +250,8 @@ static inline PP_HD double pp_el_cast_read(pp_dtype t, const void *p, int64_t i)
     case PP_DTYPE_I64: return (double)((const int64_t *)p)[i];
     case PP_DTYPE_I32: return ((const int32_t *)p)[i];
     case PP_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case PP_DTYPE_BF16: return pp_el_bf16_to_f32(((const uint16_t *)p)[i]);
+    case PP_DTYPE_BF16: return pp_el_f32_from_bf16(((const uint16_t *)p)[i]);
+    case PP_DTYPE_F16: return pp_el_f32_from_f16(((const uint16_t *)p)[i]);
     default: return 0;
     }
 }
@@ -244,7 +272,8 @@ static inline PP_HD void pp_el_cast(pp_dtype from, pp_dtype to, const void *x, v
     case PP_DTYPE_BOOL:
         ((uint8_t *)y)[i] = from == PP_DTYPE_I64 ? ((const int64_t *)x)[i] != 0 : pp_el_cast_read(from, x, i) != 0;
         break;
-    case PP_DTYPE_BF16: ((uint16_t *)y)[i] = pp_el_f32_to_bf16((float)pp_el_cast_read(from, x, i)); break;
+    case PP_DTYPE_BF16: ((uint16_t *)y)[i] = pp_el_bf16_from_f32((float)pp_el_cast_read(from, x, i)); break;
+    case PP_DTYPE_F16: ((uint16_t *)y)[i] = pp_el_f16_from_f32((float)pp_el_cast_read(from, x, i)); break;
     default: break;
     }
 }

@@ -125,7 +125,7 @@ pp_status pp_args_slice(const pp_kernel_ctx *c, const pp_tensor *x, const pp_ten
         count[d] = x->dims[d];
     }
     for (int i = 0; i < ns; i++) {
-        int ax;
+        int ax = 0;
         PP_CHECK(pp_args_axis(c, na >= 0 ? axes[i] : i, x->rank, &ax, err));
         const int64_t st = nt >= 0 ? steps[i] : 1;
         if (st == 0) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "steps[%d] is 0", i);
@@ -156,7 +156,7 @@ pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduce
     *copy = naxes == 0 && noop;
     for (int d = 0; d < x->rank; d++) reduced[d] = naxes == 0 && !noop;
     for (int i = 0; i < naxes; i++) {
-        int ax;
+        int ax = 0;
         PP_CHECK(pp_args_axis(c, axes[i], x->rank, &ax, err));
         reduced[ax] = 1;
     }
@@ -173,7 +173,7 @@ static int64_t prod(const int64_t *dims, int from, int to)
 pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, pp_error *err)
 {
     int64_t axis;
-    int ax;
+    int ax = 0;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", c->opset < 13 ? 1 : -1, &axis, c->node, err));
     PP_CHECK(pp_args_axis(c, axis, x->rank, &ax, err));
     const int end = c->opset < 13 ? x->rank : ax + 1;
@@ -185,7 +185,7 @@ pp_status pp_args_layernorm(const pp_kernel_ctx *c, pp_ln_args *a, pp_error *err
 {
     const pp_tensor *x = &c->in[0];
     int64_t axis, stash;
-    int ax;
+    int ax = 0;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", -1, &axis, c->node, err));
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "stash_type", 1, &stash, c->node, err));
     PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, &a->eps, c->node, err));

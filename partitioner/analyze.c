@@ -29,15 +29,6 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* acc + x, -1 when either is unknown. Stage sums stay within the model's totals, which
- * pp_partition_costs bounds; the bytes summed over boundaries count a skip once per
- * boundary it crosses, so that sum is held at INT64_MAX rather than overflowing. */
-static int64_t add_known(int64_t acc, int64_t x)
-{
-    int64_t r;
-    return acc < 0 || x < 0 ? -1 : __builtin_add_overflow(acc, x, &r) ? INT64_MAX : r;
-}
-
 /* Distinct stages of a value's consumers, ascending, into buf[P]; returns the count.
  * mark[P] holds a stamp per stage, distinct per call. */
 static int consumer_stages(const pp_partition *p, const pp_value *val, int *mark, int stamp, int *buf)

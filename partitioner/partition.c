@@ -214,6 +214,7 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     p->nstages = nstages;
     p->balance = opt->balance;
     p->microbatches = opt->microbatches ? opt->microbatches : nstages;
+    p->recompute = opt->recompute;
     p->manual = opt->cuts != NULL;
     p->costs = malloc((size_t)g->nnodes * sizeof *p->costs);
     if (!p->costs) {
@@ -273,6 +274,28 @@ void pp_partition_destroy(pp_partition *p)
     free(p);
 }
 
+pp_recompute_estimate pp_partition_recompute_estimate(const pp_partition *p, int stage, pp_recompute r)
+{
+    pp_recompute_estimate e = {0};
+    if (!p || stage < 0 || stage >= p->nstages) return e;
+    const pp_stage_info *s = &p->stages[stage];
+    if (r == PP_RECOMPUTE_NONE) {
+        e.stash_bytes = s->act_bytes;
+        return e;
+    }
+    e.arena_bytes = s->act_bytes;
+    e.stash_bytes = s->send_bytes;
+    for (int i = 0; i < s->ninputs; i++) e.stash_bytes = add_known(e.stash_bytes, value_bytes(p->graph, s->inputs[i]));
+    for (int i = s->first_node; i <= s->last_node; i++) {
+        int keep = r == PP_RECOMPUTE_SELECTIVE && (pp_op_get(p->graph->nodes[i].op)->flags & PP_OPF_KEEP_ON_RECOMPUTE);
+        if (keep)
+            e.stash_bytes = add_known(e.stash_bytes, p->costs[i].act_bytes);
+        else
+            e.flops = add_known(e.flops, p->costs[i].flops);
+    }
+    return e;
+}
+
 pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches)
 {
     pp_stage_memory m = {0};
@@ -284,10 +307,14 @@ pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int6
     m.optimizer_bytes = 2 * s->param_bytes;
     m.inflight = inflight(p->nstages, stage, microbatches);
     /* held at INT64_MAX where the microbatches in flight (the caller's number) make it overflow */
+    pp_recompute_estimate r = pp_partition_recompute_estimate(p, stage, p->recompute);
     int64_t stash, total;
-    if (__builtin_mul_overflow(s->act_bytes, (int64_t)m.inflight, &stash)) stash = INT64_MAX;
-    m.stash_bytes = s->act_bytes < 0 ? -1 : stash;
-    if (__builtin_add_overflow(4 * s->param_bytes, m.stash_bytes < 0 ? 0 : m.stash_bytes, &total)) total = INT64_MAX;
+    if (__builtin_mul_overflow(r.stash_bytes, (int64_t)m.inflight, &stash)) stash = INT64_MAX;
+    m.stash_bytes = r.stash_bytes < 0 ? -1 : stash;
+    m.recompute_bytes = r.arena_bytes;
+    if (__builtin_add_overflow(4 * s->param_bytes, m.stash_bytes < 0 ? 0 : m.stash_bytes, &total) ||
+        __builtin_add_overflow(total, r.arena_bytes < 0 ? 0 : r.arena_bytes, &total))
+        total = INT64_MAX;
     m.total_bytes = total;
     return m;
 }

@@ -13,6 +13,15 @@ int64_t value_bytes(const pp_graph *g, int v);
  * the size the cut tie-break compares when shapes are not bound. */
 int64_t value_bytes_per_sample(const pp_graph *g, int v);
 
+/* acc + x, -1 when either is unknown. Stage sums stay within the model's totals, which
+ * pp_partition_costs bounds; the bytes summed over boundaries count a skip once per
+ * boundary it crosses, so that sum is held at INT64_MAX rather than overflowing. */
+static inline int64_t add_known(int64_t acc, int64_t x)
+{
+    int64_t r;
+    return acc < 0 || x < 0 ? -1 : __builtin_add_overflow(acc, x, &r) ? INT64_MAX : r;
+}
+
 /* An activation read after the node producing it: the only values a cut can cross.
  * Collected once in one pass over the values, which are large structs. */
 typedef struct act_edge {

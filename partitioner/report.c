@@ -65,27 +65,24 @@ static void print_value(const pp_graph *g, int v, int64_t bytes, FILE *out)
 static void print_stages(const pp_partition *p, FILE *out)
 {
     const pp_graph *g = p->graph;
-    char a[32], b[32], c[32], d[32], e[32];
-    fprintf(out, "%5s %8s %9s %6s %9s %10s %10s %4s %10s  %s\n", "stage", "nodes", "params", "share",
-            "FLOPs/mb", "act/mb", "send/mb", "cut", "memory", "first .. last node");
+    char a[32], b[32], c[32], d[32];
+    fprintf(out, "%5s %8s %9s %6s %9s %10s %10s %4s  %s\n", "stage", "nodes", "params", "share", "FLOPs/mb",
+            "act/mb", "send/mb", "cut", "first .. last node");
     for (int s = 0; s < p->nstages; s++) {
         const pp_stage_info *st = &p->stages[s];
-        pp_stage_memory m = pp_partition_stage_memory(p, s, p->microbatches);
         double share = g->nparams ? 100.0 * (double)st->params / (double)g->nparams : 0;
         int ncut = s + 1 < p->nstages ? p->boundaries[s].ntensors : 0;
-        fprintf(out, "%5d %8d %9s %5.1f%% %9s %10s %10s %4d %10s  ", s,
-                st->last_node - st->first_node + 1, pp_format_count((double)st->params, a, sizeof a), share,
+        fprintf(out, "%5d %8d %9s %5.1f%% %9s %10s %10s %4d  ", s, st->last_node - st->first_node + 1,
+                pp_format_count((double)st->params, a, sizeof a), share,
                 st->flops < 0 ? "?" : pp_format_count((double)st->flops, b, sizeof b),
-                fmt_bytes(st->act_bytes, c, sizeof c), fmt_bytes(st->send_bytes, d, sizeof d), ncut,
-                pp_format_bytes((double)m.total_bytes, e, sizeof e));
+                fmt_bytes(st->act_bytes, c, sizeof c), fmt_bytes(st->send_bytes, d, sizeof d), ncut);
         pp_text_fputs(g->nodes[st->first_node].name, 0, out);
         fputs(" .. ", out);
         pp_text_fputs(g->nodes[st->last_node].name, 0, out);
         fputc('\n', out);
     }
-    fprintf(out, "memory = params + grads + Adam m, v (4 x param bytes) + activations of min(P-s, M) "
-                 "microbatches in flight (1F1B, M = %lld)%s\n",
-            (long long)p->microbatches, p->shapes_known ? "" : "; activations unknown (?) are left out");
+    fprintf(out, "act/mb: the bytes of the stage's node outputs per microbatch%s\n",
+            p->shapes_known ? "" : " (unknown: ?)");
 }
 
 static void print_balance(const pp_partition *p, FILE *out)
@@ -247,6 +244,7 @@ static void json_stage(pp_json *j, const pp_partition *p, int s)
     pp_json_int(j, "optimizer_bytes", m.optimizer_bytes);
     pp_json_int(j, "inflight", m.inflight);
     json_bytes(j, "stash_bytes", m.stash_bytes);
+    json_bytes(j, "recompute_bytes", m.recompute_bytes);
     pp_json_int(j, "total_bytes", m.total_bytes);
     pp_json_end_object(j);
     pp_json_end_object(j);

@@ -118,7 +118,8 @@ static pp_status tiebreak(const solver *S, int64_t B, const int64_t *cut, const 
     *done = 0;
     if (cells > PP_TIEBREAK_CELLS) return PP_OK;
     int *args = malloc((size_t)cells * sizeof *args);
-    int64_t *va = malloc((size_t)wmax * sizeof *va), *vb = malloc((size_t)wmax * sizeof *vb);
+    /* calloc: gcc -O2 (no sanitizers) cannot see that va[0] is written before it is read */
+    int64_t *va = calloc((size_t)wmax, sizeof *va), *vb = calloc((size_t)wmax, sizeof *vb);
     int *dq = malloc((size_t)wmax * sizeof *dq);
     int64_t *off = malloc((size_t)P * sizeof *off);
     pp_status st = PP_OK;

@@ -5,7 +5,7 @@
  *    followed by Mul by a scalar constant becomes one MatMul with the scalar as a fourth
  *    input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled or not) followed
  *    by Add of a bias [N] or [M, N] (attention's causal mask) one MatMul with the bias as
- *    a third input (sgemm's C);
+ *    a third input (sgemm's C); not under --precision bf16/fp16 (see stage_fuse);
  *  - a Reshape / Flatten / Squeeze / Unsqueeze of an activation becomes a view of its
  *    input (same memory, same gradient memory; no copy) unless its result leaves the stage;
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_STRIDED), a Transpose (explicit perm,
@@ -269,7 +269,11 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
     const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, s->dev->kind, PP_DTYPE_F32);
     const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, s->dev->kind, PP_DTYPE_F32);
-    const unsigned mm_caps = matmul ? matmul->caps : 0;
+    /* under 16-bit precision a product is rounded before its scale and bias are applied, as
+     * it is where a cut separates them: no epilogue fusion, so layouts round alike */
+    int narrow = s->opt.precision == PP_DTYPE_BF16 || s->opt.precision == PP_DTYPE_F16;
+    unsigned epilogue = PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS;
+    const unsigned mm_caps = matmul ? matmul->caps & (narrow ? ~epilogue : ~0u) : 0;
     if (s->nops < 2) return PP_OK;
     int span = s->end - s->first;
     int *op_of_node = malloc((size_t)span * sizeof *op_of_node);

@@ -55,6 +55,7 @@ static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *d
     t->def_op = -1;
     t->last_op = -1;
     t->param = -1;
+    t->master = -1;
     *out = s->nt++;
     return PP_OK;
 }
@@ -130,6 +131,7 @@ pp_status stage_plan_loss(pp_stage *s, pp_error *err)
         y->nbytes = (size_t)rows * 8;
         y->def_op = y->last_op = -1;
         y->param = -1;
+        y->master = -1;
         yt = s->nt++;
         PP_CHECK(stage_add_port(s, 1, yt, 1, err));
     }
@@ -173,9 +175,11 @@ pp_status stage_plan_loss(pp_stage *s, pp_error *err)
 pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err)
 {
     if (s->loss_t < 0) return PP_OK;
-    return pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &s->slot_seed[slot], sizeof(float),
-                                    err);
+    float seed = s->slot_seed[slot] * s->loss_scale;
+    return pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &seed, sizeof(float), err);
 }
+
+void pp_stage_set_loss_scale(pp_stage *s, float scale) { s->loss_scale = scale; }
 
 double pp_stage_loss(const pp_stage *s, int slot)
 {

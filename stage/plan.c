@@ -35,6 +35,7 @@ pp_status stage_tslot_of(pp_stage *s, int v, pp_error *err, int *out)
     t->def_op = -1;
     t->last_op = -1;
     t->param = -1;
+    t->master = -1;
     s->t_of_value[v] = s->nt;
     *out = s->nt++;
     return PP_OK;
@@ -152,18 +153,17 @@ static pp_status plan_grads(pp_stage *s, pp_error *err)
     }
     for (int t = 0; t < s->nt; t++) {
         const tslot *ts = &s->t[t];
-        if (ts->dtype != PP_DTYPE_F32 || ts->view_of >= 0) continue;
-        if (ts->value >= 0 && s->g->values[ts->value].is_param) req[t] = 1;
+        if (pp_dtype_is_float(ts->dtype) && ts->view_of < 0 && stage_is_param(s, t)) req[t] = 1;
     }
     for (int i = 0; i < s->ninputs; i++)
-        if (!s->inputs[i].is_data && s->t[s->input_t[i]].dtype == PP_DTYPE_F32) req[s->input_t[i]] = 1;
+        if (!s->inputs[i].is_data && pp_dtype_is_float(s->t[s->input_t[i]].dtype)) req[s->input_t[i]] = 1;
     for (int o = 0; o < s->nops; o++) {
         stage_op *op = &s->ops[o];
         int any = 0;
         for (int k = 0; k < op->nin; k++)
             if (op->in[k] >= 0 && op_input_diff(op, k) && req[stage_base(s, op->in[k])]) any = 1;
         for (int k = 0; k < op->nout; k++)
-            if (op->out[k] >= 0 && any && s->t[op->out[k]].dtype == PP_DTYPE_F32) req[op->out[k]] = 1;
+            if (op->out[k] >= 0 && any && pp_dtype_is_float(s->t[op->out[k]].dtype)) req[op->out[k]] = 1;
     }
     if (s->loss_t >= 0) reach[s->loss_t] = 1;
     for (int i = 0; i < s->noutputs; i++) reach[s->output_t[i]] = 1;
@@ -183,7 +183,7 @@ static pp_status plan_grads(pp_stage *s, pp_error *err)
         for (int k = 0; k < op->nin; k++) {
             if (op->in[k] < 0 || !op_input_diff(op, k) || !req[stage_base(s, op->in[k])]) continue;
             reach[op->in[k]] = reach[stage_base(s, op->in[k])] = 1;
-            if (s->t[stage_base(s, op->in[k])].value >= 0 && s->g->values[s->t[stage_base(s, op->in[k])].value].is_param)
+            if (stage_is_param(s, stage_base(s, op->in[k])))
                 op->has_weight = 1;
             else
                 op->has_act = 1;
@@ -206,6 +206,13 @@ static pp_status plan_persistent(pp_stage *s, pp_error *err)
     size_t coff = 0;
     for (int t = 0; t < s->nt; t++) {
         tslot *ts = &s->t[t];
+        if (ts->master >= 0) {   /* a 16-bit copy (precision.c): masters come first */
+            const pp_stage_param *p = &s->params[s->t[ts->master].param];
+            ts->param = s->t[ts->master].param;
+            ts->at = (place){LOC_PARAM16, (size_t)p->offset * pp_dtype_size(ts->dtype)};
+            ts->grad = (place){LOC_PARAM, (size_t)p->offset * 4};   /* fp32 gradients, with the master's */
+            continue;
+        }
         if (ts->value < 0 || s->g->values[ts->value].init < 0) continue;
         const pp_value *v = &s->g->values[ts->value];
         if (v->is_param) {
@@ -279,7 +286,7 @@ static pp_status plan_grad_aliases(pp_stage *s, pp_error *err)
             if (t < 0 || !once || !op_input_diff(op, k) || !passes_grad(s, op, k)) continue;
             tslot *x = &s->t[t];
             const pp_value *v = x->value >= 0 ? &s->g->values[x->value] : NULL;
-            if (!v || viewed[t] || !x->needs_grad || x->view_of >= 0 || x->dtype != PP_DTYPE_F32 ||
+            if (!v || viewed[t] || !x->needs_grad || x->view_of >= 0 || x->dtype != s->t[op->out[0]].dtype ||
                 v->nconsumers != 1 || v->is_output || v->producer < s->first || v->producer >= s->end)
                 continue;
             x->grad_of = op->out[0];
@@ -305,7 +312,8 @@ static int grad_base(const pp_stage *s, int t)
 }
 
 /* Lifetimes, then places for everything else: the slot holds ports, what backward
- * reads, aux memory, the loss and the gradients that must outlive a backward half;
+ * reads (with recompute: what recompute.c keeps; the rest of it goes to the recompute
+ * arena), aux memory, the loss and the gradients that must outlive a backward half;
  * the rest goes to the forward or backward scratch arenas. */
 static pp_status plan_memory(pp_stage *s, pp_error *err)
 {
@@ -333,36 +341,45 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             int t = stage_base(s, op->in[k]), g = grad_base(s, op->in[k]);
             if (s->t[t].last_op < o) s->t[t].last_op = o;
             if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
-            if (op->backward && (pp_op_get(op->op)->saves_in >> k & 1)) in_slot[t] = 1;
+            if (op->backward && (pp_op_get(op->op)->saves_in >> k & 1)) in_slot[t] |= KEEP_BW;
         }
         for (int k = 0; k < op->nout; k++)
-            if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1)) in_slot[stage_base(s, op->out[k])] = 1;
+            if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1))
+                in_slot[stage_base(s, op->out[k])] |= KEEP_BW;
         if (op->has_weight)   /* W reads these gradients after other microbatches' B */
             for (int k = 0; k < op->nout; k++)
                 if (op->out[k] >= 0) grad_in_slot[grad_base(s, op->out[k])] = 1;
     }
+    /* what must outlive forward whatever backward reads: graph outputs (read after
+     * forward), the stage's inputs, outputs (sent while later work runs) and loss */
     for (int t = 0; t < s->nt; t++)
-        if (s->t[t].value >= 0 && s->g->values[s->t[t].value].is_output) in_slot[t] = 1;
+        if (s->t[t].value >= 0 && s->g->values[s->t[t].value].is_output) in_slot[t] |= KEEP_LIVE;
     for (int i = 0; i < s->ninputs; i++) {
-        in_slot[s->input_t[i]] = 1;
+        in_slot[s->input_t[i]] |= KEEP_LIVE;
         grad_in_slot[s->input_t[i]] = 1;
     }
     for (int i = 0; i < s->noutputs; i++) {
-        in_slot[s->output_t[i]] = 1;
+        in_slot[s->output_t[i]] |= KEEP_LIVE;
         grad_in_slot[s->output_t[i]] = 1;
         s->t[s->output_t[i]].grad_received = s->t[s->output_t[i]].needs_grad;
     }
     if (s->loss_t >= 0) {
-        in_slot[s->loss_t] = 1;
+        in_slot[s->loss_t] |= KEEP_LIVE;
         grad_in_slot[s->loss_t] = 1;
         s->t[s->loss_t].grad_received = 1;   /* seeded, never zeroed */
     }
-    /* slot: sequential */
-    size_t off = 0;
+    PP_CHECK_GOTO(stage_plan_recompute(s, in_slot, err), st, done);
+    /* slot and recompute arena: sequential */
+    size_t off = 0, roff = 0;
     for (int t = 0; t < s->nt; t++) {
         tslot *ts = &s->t[t];
-        if (ts->view_of >= 0 || ts->at.loc == LOC_PARAM || ts->at.loc == LOC_CONST) continue;
-        if (in_slot[t]) {
+        if (ts->view_of >= 0 || ts->at.loc == LOC_PARAM || ts->at.loc == LOC_PARAM16 ||
+            ts->at.loc == LOC_CONST)
+            continue;
+        if (in_slot[t] == KEEP_ARENA) {
+            ts->at = (place){LOC_RECOMP, roff};
+            roff += align_up(ts->nbytes);
+        } else if (in_slot[t]) {
             ts->at = (place){LOC_SLOT, off};
             off += align_up(ts->nbytes);
         }
@@ -398,12 +415,16 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
                             .nattrs = op->nattrs, .in = in, .nin = op->nin, .out = out, .nout = op->nout,
                             .dev = s->dev, .training = s->opt.training};
         op->aux_bytes = op->k->aux_bytes(&c);
-        if (op->aux_bytes) {
+        if (op->aux_bytes && op->rerun) {   /* made again with the op's outputs */
+            op->aux = (place){LOC_RECOMP, roff};
+            roff += align_up(op->aux_bytes);
+        } else if (op->aux_bytes) {
             op->aux = (place){LOC_SLOT, off};
             off += align_up(op->aux_bytes);
         }
     }
     s->slot_bytes = off;
+    s->recomp_bytes = roff;
     /* forward scratch */
     int n = 0;
     for (int t = 0; t < s->nt; t++) {
@@ -452,6 +473,7 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     PP_CHECK(stage_fuse(s, err));
     s->loss_t = -1;
     if (s->last) PP_CHECK(stage_plan_loss(s, err));
+    PP_CHECK(stage_plan_precision(s, err));
     PP_CHECK(plan_grads(s, err));
     PP_CHECK(plan_grad_aliases(s, err));
     PP_CHECK(plan_persistent(s, err));

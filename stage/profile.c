@@ -105,12 +105,15 @@ static void keep_event(stage_profile *p, int o, int backward, double t_start, do
     p->events[p->nevents++] = (pp_stage_op_event){o, backward, t_start, t_end, flops};
 }
 
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double t_start, double t_end)
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, double t_start, double t_end)
 {
     stage_profile *p = s->prof;
     pp_stage_op_profile *row = &p->rows[p->type_of_op[o]];
     double f = p->flops_of_op[o], seconds = t_end - t_start;
-    if (!grad_in) {
+    if (rerun) {
+        row->recompute_calls++;
+        row->recompute_s += seconds;
+    } else if (!grad_in) {
         row->forward_calls++;
         row->forward_s += seconds;
         row->forward_flops += f;
@@ -121,7 +124,7 @@ void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double t_st
         row->backward_s += seconds;
         row->backward_flops += f;
     }
-    if (p->keep_events) keep_event(p, o, grad_in != NULL, t_start, t_end, f);
+    if (p->keep_events) keep_event(p, o, rerun ? 2 : grad_in != NULL, t_start, t_end, f);
 }
 
 pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err)
@@ -173,7 +176,7 @@ void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out)
 static int by_time_desc(const void *a, const void *b)
 {
     const pp_stage_op_profile *x = a, *y = b;
-    double tx = x->forward_s + x->backward_s, ty = y->forward_s + y->backward_s;
+    double tx = x->forward_s + x->backward_s + x->recompute_s, ty = y->forward_s + y->backward_s + y->recompute_s;
     return (tx < ty) - (tx > ty);
 }
 

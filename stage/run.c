@@ -8,10 +8,12 @@ void *stage_ptr(pp_stage *s, int slot, place p)
 {
     switch (p.loc) {
     case LOC_PARAM: return (char *)s->param_buf + p.offset;
+    case LOC_PARAM16: return (char *)s->param16_buf + p.offset;
     case LOC_CONST: return (char *)s->const_buf + p.offset;
     case LOC_SLOT: return (char *)s->slot_buf + (size_t)slot * s->slot_bytes + p.offset;
     case LOC_FWD: return (char *)s->fwd_buf + p.offset;
     case LOC_BWD: return (char *)s->bwd_buf + p.offset;
+    case LOC_RECOMP: return (char *)s->recomp_buf + p.offset;
     default: return NULL;
     }
 }
@@ -57,7 +59,8 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
         memset(&in[k], 0, sizeof in[k]);
         if (op->in[k] < 0) continue;
         const tslot *t = &s->t[op->in[k]];
-        int keep = !backward || (pp_op_get(op->op)->saves_in >> k & 1) || t->at.loc == LOC_PARAM || t->at.loc == LOC_CONST;
+        int keep = !backward || (pp_op_get(op->op)->saves_in >> k & 1) || t->at.loc == LOC_PARAM ||
+                   t->at.loc == LOC_PARAM16 || t->at.loc == LOC_CONST;
         in[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->in[k]) : NULL);
     }
     for (int k = 0; k < op->nout; k++) {
@@ -91,22 +94,34 @@ static pp_status keep_running_stats(pp_stage *s, int o, const pp_tensor *in, con
     return PP_OK;
 }
 
+pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64_t microbatch, int rerun,
+                               pp_error *err)
+{
+    pp_tensor in[MAX_IO], out[MAX_IO];
+    pp_kernel_ctx c;
+    PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
+    double t0 = s->prof ? pp_now() : 0;
+    pp_status st = s->ops[o].k->forward(&c, err);
+    if (s->prof) stage_profile_add(s, o, NULL, rerun, t0, pp_now());
+    if (st != PP_OK)
+        return pp_error_prefix(err, "step %lld, microbatch %lld%s: ", (long long)step, (long long)microbatch,
+                               rerun ? " (recomputing before backward)" : "");
+    /* the statistics move once, in the microbatch's first forward */
+    if (s->opt.training && !rerun) PP_CHECK(keep_running_stats(s, o, in, out, err));
+    return PP_OK;
+}
+
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
-    pp_tensor in[MAX_IO], out[MAX_IO];
-    pp_kernel_ctx c;
+    PP_CHECK(stage_refresh_params16(s, err));
     s->slot_step[slot] = step;
     s->slot_mb[slot] = microbatch;
-    for (int o = 0; o < s->nops; o++) {
-        PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
-        double t0 = s->prof ? pp_now() : 0;
-        pp_status st = s->ops[o].k->forward(&c, err);
-        if (s->prof) stage_profile_add(s, o, NULL, t0, pp_now());
-        if (st != PP_OK)
-            return pp_error_prefix(err, "step %lld, microbatch %lld: ", (long long)step, (long long)microbatch);
-        if (s->opt.training) PP_CHECK(keep_running_stats(s, o, in, out, err));
-    }
+    s->recomp_owner = -1;   /* until every op, so the whole arena, has run for this slot */
+    for (int o = 0; o < s->nops; o++) PP_CHECK(stage_run_forward_op(s, o, slot, step, microbatch, 0, err));
+    /* a training forward leaves what backward reads in the arena: no recompute when the
+     * slot's backward comes next (the last stage's 1F1B) */
+    s->recomp_owner = s->opt.training ? slot : -1;
     /* outputs that pass through from an input share its memory: nothing to copy */
     return PP_OK;
 }
@@ -163,14 +178,16 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
         memset(&gin[k], 0, sizeof gin[k]);
         if (op->in[k] < 0 || !pp_op_input_differentiable(op->op, k)) continue;
         const tslot *t = &s->t[op->in[k]];
-        int is_param = t->at.loc == LOC_PARAM;
-        if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0)   /* alias: already holds it */
+        int is_param = t->param >= 0;
+        if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0) {   /* alias: already holds it */
             gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
+            if (is_param) gin[k].dtype = PP_DTYPE_F32;   /* a 16-bit weight copy's gradient is the fp32 master's */
+        }
     }
     PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
     double t0 = s->prof ? pp_now() : 0;
     pp_status st = op->k->backward(&c, gout, gin, err);
-    if (s->prof) stage_profile_add(s, o, gin, t0, pp_now());
+    if (s->prof) stage_profile_add(s, o, gin, 0, t0, pp_now());
     if (st != PP_OK) return pp_error_prefix(err, "backward of node '%s': ", op->name);
     return PP_OK;
 }
@@ -178,6 +195,7 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
 pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
+    PP_CHECK(stage_recompute(s, slot, part, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
     /* every gradient is received, seeded (the loss) or made by the first op writing it */
     if (act) PP_CHECK(stage_seed_backward(s, slot, err));
@@ -227,6 +245,12 @@ void *pp_stage_value_buffer(pp_stage *s, int slot, int value)
     return stage_tensor_data(s, slot, t);
 }
 
+pp_dtype pp_stage_value_dtype(const pp_stage *s, int value)
+{
+    if (value < 0 || value >= s->g->nvalues || s->t_of_value[value] < 0) return PP_DTYPE_UNDEFINED;
+    return s->t[s->t_of_value[value]].dtype;
+}
+
 void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user)
 {
     s->hook = fn;
@@ -235,17 +259,26 @@ void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user)
 
 int pp_stage_param_ready(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? s->param_ready[i] : 0; }
 
-/* First non-finite element of a float tensor in the slot's memory, or -1. */
+/* First non-finite element of a float tensor in the slot's memory, or -1 (a 16-bit one
+ * is widened into scratch memory first). */
 static pp_status nonfinite_at(pp_stage *s, const pp_tensor *t, int64_t *bad, pp_error *err)
 {
     *bad = -1;
-    if (!t->data || t->dtype != PP_DTYPE_F32) return PP_OK;
-    return pp_kernel_find_nonfinite(s->dev, t->data, pp_tensor_numel(t), bad, err);
+    int64_t n = pp_tensor_numel(t);
+    if (!t->data || !pp_dtype_is_float(t->dtype) || t->dtype == PP_DTYPE_F64) return PP_OK;
+    if (t->dtype == PP_DTYPE_F32) return pp_kernel_find_nonfinite(s->dev, t->data, n, bad, err);
+    float *wide;
+    PP_CHECK(pp_device_alloc(s->dev, (size_t)n * sizeof(float) + 1, (void **)&wide, err));
+    pp_status st = pp_kernel_convert(s->dev, wide, PP_DTYPE_F32, t->data, t->dtype, n, err);
+    if (st == PP_OK) st = pp_kernel_find_nonfinite(s->dev, wide, n, bad, err);
+    pp_device_free(s->dev, wide);
+    return st;
 }
 
 pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
+    s->recomp_owner = -1;   /* it writes the arena and may stop halfway */
     int64_t bad;
     for (int i = 0; i < s->ninputs; i++) {
         pp_tensor t = tensor_of(&s->t[s->input_t[i]], stage_tensor_data(s, slot, s->input_t[i]));

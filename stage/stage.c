@@ -6,10 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pp_status alloc_zeroed(pp_device *dev, size_t n, void **out, pp_error *err)
+/* A stage buffer is never empty (64 bytes then), so every pointer is distinct. */
+static size_t buf_bytes(size_t n) { return n ? n : 64; }
+
+/* The 16-bit copy of the flat parameters, when a matrix product reads one (precision.c). */
+static size_t param16_bytes(const pp_stage *s)
 {
-    PP_CHECK(pp_device_alloc(dev, n ? n : 64, out, err));
-    return pp_device_memset(dev, *out, 0, n ? n : 64, err);
+    for (int t = 0; t < s->nt; t++)
+        if (s->t[t].master >= 0) return (size_t)s->param_elems * pp_dtype_size(s->opt.precision);
+    return 0;
+}
+
+static pp_status alloc_zeroed(pp_device *dev, pp_mem_category c, size_t n, void **out, pp_error *err)
+{
+    PP_CHECK(pp_device_alloc_as(dev, c, buf_bytes(n), out, err));
+    return pp_device_memset(dev, *out, 0, buf_bytes(n), err);
 }
 
 /* Copies parameters and constants from the graph's initializers onto the device. */
@@ -24,8 +35,11 @@ static pp_status load_persistent(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
-                                const pp_stage_options *opt, pp_stage **out, pp_error *err)
+/* The stage planned (ports, ops, tensor places, buffer sizes) on a device of dev's kind;
+ * with alloc, its buffers allocated and loaded too. pp_stage_estimate plans without
+ * allocating, so what it reports is what pp_stage_create would allocate. */
+static pp_status stage_build(const pp_graph *g, int first, int end, int last, pp_device *dev, int alloc,
+                             const pp_stage_options *opt, pp_stage **out, pp_error *err)
 {
     *out = NULL;
     if (!g->finalized) return pp_error_set(err, PP_ERR_INVALID_ARG, "the graph is not finalized");
@@ -48,15 +62,26 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
     pp_status st;
     PP_CHECK_GOTO(stage_plan(s, err), st, fail);
     s->optim_slots = pp_optim_state_slots(&opt->optim);
+    if (!alloc) {
+        s->dev = NULL;   /* planning read only its kind */
+        *out = s;
+        return PP_OK;
+    }
     size_t pbytes = (size_t)s->param_elems * sizeof(float);
-    PP_CHECK_GOTO(alloc_zeroed(dev, pbytes, (void **)&s->param_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, pbytes, (void **)&s->grad_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, pbytes * (size_t)s->optim_slots, (void **)&s->optim_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, s->const_bytes, &s->const_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, s->fwd_bytes, &s->fwd_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, s->bwd_bytes, &s->bwd_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_PARAMS, pbytes, (void **)&s->param_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_GRADS, pbytes, (void **)&s->grad_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OPTIMIZER, pbytes * (size_t)s->optim_slots, (void **)&s->optim_buf, err),
+                  st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OTHER, s->const_bytes, &s->const_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_STASH, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_SCRATCH, s->fwd_bytes, &s->fwd_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_SCRATCH, s->bwd_bytes, &s->bwd_buf, err), st, fail);
+    if (param16_bytes(s)) PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_PARAMS, param16_bytes(s), &s->param16_buf, err), st, fail);
+    if (s->recomp_bytes) PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_STASH, s->recomp_bytes, &s->recomp_buf, err), st, fail);
+    s->recomp_owner = -1;
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
+    s->param16_stale = 1;
+    s->loss_scale = 1.0f;
     s->slot_step = calloc((size_t)opt->slots, sizeof *s->slot_step);
     s->slot_mb = calloc((size_t)opt->slots, sizeof *s->slot_mb);
     s->slot_seed = calloc((size_t)opt->slots, sizeof *s->slot_seed);
@@ -72,23 +97,53 @@ fail:
     return st;
 }
 
-pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
-                          pp_stage **out, pp_error *err)
+pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
+                                const pp_stage_options *opt, pp_stage **out, pp_error *err)
+{
+    return stage_build(g, first, end, last, dev, 1, opt, out, err);
+}
+
+/* Stage `index` of part, built by stage_build; errors say the stage. */
+static pp_status build_part(const pp_partition *part, int index, pp_device *dev, int alloc,
+                            const pp_stage_options *opt, pp_stage **out, pp_error *err)
 {
     *out = NULL;
     if (index < 0 || index >= part->nstages)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d out of range (0..%d)", index, part->nstages - 1);
     const pp_stage_info *si = &part->stages[index];
-    pp_status st = pp_stage_create_range(part->graph, si->first_node, si->last_node + 1,
-                                         index == part->nstages - 1, dev, opt, out, err);
+    pp_status st = stage_build(part->graph, si->first_node, si->last_node + 1, index == part->nstages - 1, dev, alloc,
+                               opt, out, err);
     if (st != PP_OK) pp_error_prefix(err, "stage %d: ", index);
     return st;
+}
+
+pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
+                          pp_stage **out, pp_error *err)
+{
+    return build_part(part, index, dev, 1, opt, out, err);
+}
+
+pp_status pp_stage_estimate(const pp_partition *part, int index, pp_device_kind kind, const pp_stage_options *opt,
+                            pp_stage_bytes *out, pp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if ((int)kind < 0 || kind >= PP_DEVICE_KIND_COUNT)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "device kind %d out of range", (int)kind);
+    /* planning asks the device only its kind (which kernels, hence which fusions and aux
+     * sizes); the stage forgets this one before it returns */
+    pp_device planner = {.kind = kind};
+    pp_stage *s = NULL;
+    PP_CHECK(build_part(part, index, &planner, 0, opt, &s, err));
+    pp_stage_allocation(s, out);
+    pp_stage_destroy(s);
+    return PP_OK;
 }
 
 void pp_stage_destroy(pp_stage *s)
 {
     if (!s) return;
-    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf};
+    void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf,
+                    s->param16_buf, s->recomp_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) pp_device_free(s->dev, bufs[i]);
     for (int o = 0; o < s->nops; o++) {
@@ -108,6 +163,8 @@ void pp_stage_destroy(pp_stage *s)
     free(s->slot_step);
     free(s->slot_seed);
     free(s->slot_mb);
+    for (int i = 0; i < s->nnames; i++) free(s->names[i]);
+    free(s->names);
     stage_profile_free(s->prof);
     free(s);
 }
@@ -117,13 +174,19 @@ void pp_stage_set_training(pp_stage *s, int on) { s->opt.training = on != 0; }
 
 void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
 {
-    int64_t p = s->param_elems * (int64_t)sizeof(float);
+    size_t p = (size_t)s->param_elems * sizeof(float), port = 0;
+    for (int i = 0; i < s->ninputs; i++) port = s->inputs[i].nbytes > port ? s->inputs[i].nbytes : port;
+    for (int i = 0; i < s->noutputs; i++) port = s->outputs[i].nbytes > port ? s->outputs[i].nbytes : port;
     *out = (pp_stage_bytes){
-        .params = p, .grads = p, .optimizer = p * s->optim_slots, .slots = s->opt.slots,
-        .stash = (int64_t)s->slot_bytes * s->opt.slots, .scratch = (int64_t)(s->fwd_bytes + s->bwd_bytes),
-        .constants = (int64_t)s->const_bytes,
+        .params = (int64_t)buf_bytes(p), .grads = (int64_t)buf_bytes(p),
+        .optimizer = (int64_t)buf_bytes(p * (size_t)s->optim_slots), .slots = s->opt.slots,
+        .stash = (int64_t)buf_bytes(s->slot_bytes * (size_t)s->opt.slots),
+        .scratch = (int64_t)(buf_bytes(s->fwd_bytes) + buf_bytes(s->bwd_bytes)),
+        .constants = (int64_t)buf_bytes(s->const_bytes), .port_max = (int64_t)port,
+        .recompute = (int64_t)s->recomp_bytes, .param_copy = (int64_t)param16_bytes(s),
     };
-    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants;
+    out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants +
+                 out->recompute + out->param_copy;
 }
 int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
 const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }
@@ -132,7 +195,11 @@ const pp_stage_port *pp_stage_output(const pp_stage *s, int i) { return i >= 0 &
 int pp_stage_num_params(const pp_stage *s) { return s->nparams; }
 const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? &s->params[i] : NULL; }
 int64_t pp_stage_param_elems(const pp_stage *s) { return s->param_elems; }
-float *pp_stage_params(pp_stage *s) { return s->param_buf; }
+float *pp_stage_params(pp_stage *s)
+{
+    s->param16_stale = 1;   /* the caller may write them (a checkpoint load): the 16-bit copy follows */
+    return s->param_buf;
+}
 float *pp_stage_grads(pp_stage *s) { return s->grad_buf; }
 float *pp_stage_optim_state(pp_stage *s) { return s->optim_buf; }
 int pp_stage_optim_slots(const pp_stage *s) { return s->optim_slots; }
@@ -220,5 +287,6 @@ pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, p
         PP_CHECK(pp_kernel_optim_update(s->dev, &h, s->param_buf + p->offset, s->grad_buf + p->offset, state,
                                         p->numel, err));
     }
+    s->param16_stale = 1;
     return PP_OK;
 }

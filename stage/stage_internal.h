@@ -1,6 +1,7 @@
 /* Private to stage/: the plan a stage is built into. Every tensor the stage touches
  * is a `tslot` with a fixed place: the flat parameter buffer, the constants buffer,
- * a stash slot (per in-flight microbatch), or a scratch arena shared by all slots. */
+ * a stash slot (per in-flight microbatch), or an arena shared by all slots (scratch, and
+ * with recompute the arena of one microbatch's recomputed tensors). */
 #ifndef PP_STAGE_INTERNAL_H
 #define PP_STAGE_INTERNAL_H
 
@@ -9,10 +10,13 @@
 typedef enum {
     LOC_NONE = 0,
     LOC_PARAM,      /* flat parameter buffer (gradients: flat gradient buffer, same offset) */
+    LOC_PARAM16,    /* the 16-bit copy of the flat parameter buffer (mixed precision) */
     LOC_CONST,      /* constants buffer (non-trainable initializers) */
     LOC_SLOT,       /* the microbatch's stash slot */
     LOC_FWD,        /* forward scratch, reused between microbatches */
     LOC_BWD,        /* backward scratch */
+    LOC_RECOMP,     /* recompute arena: what backward reads that the slot does not keep
+                       (recompute.c), one microbatch's at a time */
 } loc_kind;
 
 typedef struct place {
@@ -35,7 +39,8 @@ typedef struct tslot {
     int grad_received;      /* gradient arrives from the next stage (not zeroed) */
     int def_op, last_op;    /* forward op that defines it (-1: before the first) and last reads it */
     int first_bw, last_bw;  /* backward op order indices (0 = first run) touching its gradient */
-    int param;              /* index into s->params, or -1 */
+    int param;              /* index into s->params, or -1 (also set on a parameter's 16-bit copy) */
+    int master;             /* the fp32 parameter tslot this is the 16-bit copy of, or -1 */
 } tslot;
 
 typedef struct stage_op {
@@ -56,6 +61,7 @@ typedef struct stage_op {
     int backward;           /* runs in backward */
     int has_weight;         /* some input is a parameter that needs a gradient */
     int has_act;            /* some non-parameter input needs a gradient */
+    int rerun;              /* recompute runs it again before a backward (recompute.c) */
 } stage_op;
 
 struct pp_stage {
@@ -79,6 +85,10 @@ struct pp_stage {
     int64_t param_elems;
     float *param_buf, *grad_buf, *optim_buf;
     int optim_slots;
+    void *param16_buf;      /* 16-bit copy of param_buf (same element offsets), or NULL */
+    int param16_stale;      /* param_buf may have changed since the copy was made */
+    char **names;           /* names of the ops the stage made (casts), freed with it */
+    int nnames;
 
     void *const_buf;
     size_t const_bytes;
@@ -86,6 +96,10 @@ struct pp_stage {
     size_t slot_bytes;      /* per slot */
     void *fwd_buf, *bwd_buf;
     size_t fwd_bytes, bwd_bytes;
+    void *recomp_buf;
+    size_t recomp_bytes;    /* one microbatch's recomputed tensors (0: no recompute) */
+    int recomp_owner;       /* slot whose forward the recompute arena holds, or -1 */
+    pp_stage_recompute_stats recomp_stats;
 
     int64_t *slot_step, *slot_mb;   /* [slots] what each slot's forward ran: backward replays
                                        the same RNG key (Dropout) */
@@ -97,6 +111,7 @@ struct pp_stage {
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
     float *slot_seed;       /* [slots] the seed each slot's backward uses */
+    float loss_scale;       /* the seed is multiplied by it (fp16 loss scaling); 1 otherwise */
     const char *loss_labels;    /* graph input (or --labels name) of the labels; NULL: unknown */
     int64_t loss_ignore;    /* INT64_MIN: none */
     const float *loss_weights;  /* class weights (the graph's initializer), or NULL */
@@ -115,6 +130,29 @@ pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *e
  * the slot's seed written as the loss's gradient, where backward starts */
 pp_status stage_plan_loss(pp_stage *s, pp_error *err);
 pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err);
+/* precision.c: under --precision bf16/fp16, the storage dtype of every float tensor,
+ * the 16-bit copies of parameters that matrix products read, the casts that round their
+ * other fp32 operands, and each op's kernel for the dtypes it sees (after stage_plan_loss,
+ * before plan_grads); and the 16-bit parameter copy brought up to date (before a forward). */
+pp_status stage_plan_precision(pp_stage *s, pp_error *err);
+pp_status stage_refresh_params16(pp_stage *s, pp_error *err);
+/* A tensor holding a parameter's values: the fp32 parameter itself or its 16-bit copy. */
+static inline int stage_is_param(const pp_stage *s, int t)
+{
+    const tslot *x = &s->t[t];
+    return x->master >= 0 || (x->value >= 0 && s->g->values[x->value].is_param);
+}
+/* recompute.c. in_slot[t] (base tslots) comes in as KEEP_BW | KEEP_LIVE bits; for
+ * tensors backward reads that the slot will not keep it becomes KEEP_ARENA (and the ops
+ * that make them, transitively, are marked rerun). Then, before a backward of slot (whole
+ * or either half), stage_recompute re-runs them unless the arena holds that slot already. */
+enum { KEEP_BW = 1, KEEP_LIVE = 2, KEEP_ARENA = 4 };
+pp_status stage_plan_recompute(pp_stage *s, char *in_slot, pp_error *err);
+pp_status stage_recompute(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
+/* run.c: runs forward op o of slot (rerun: as recompute does, no BatchNorm running-stat
+ * update) with the RNG key of (step, microbatch) */
+pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64_t microbatch, int rerun,
+                               pp_error *err);
 /* memplan.c: assigns offsets so that buffers whose [start, end] intervals overlap do not
  * overlap in memory; returns the arena size. offsets[i] out; sizes in bytes. */
 typedef struct mem_interval {
@@ -125,9 +163,10 @@ typedef struct mem_interval {
 size_t stage_memplan(mem_interval *iv, int n);
 /* fuse.c: replaces op patterns by one op (the exact-GELU chain by Gelu) after collect() */
 pp_status stage_fuse(pp_stage *s, pp_error *err);
-/* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward) */
+/* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,
+ * rerun: a forward run again by recompute) */
 typedef struct stage_profile stage_profile;
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, double t_start, double t_end);
+void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, double t_start, double t_end);
 void stage_profile_free(stage_profile *p);
 /* The tensor whose memory t uses: t itself, or the base it is a view of. */
 static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }

@@ -9,6 +9,8 @@
 
 #include <onnxpipe/kernels.h>
 
+#include "element.h"   /* the 16-bit conversions */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@ typedef struct in_spec {
     fill_rule fill;
     int64_t lo, hi;         /* FILL_INT */
     const double *values;   /* FILL_CONST, converted to dtype */
+    pp_dtype grad_dtype;    /* its gradient's dtype; 0: the input's (F32: a master weight's) */
 } in_spec;
 
 typedef struct out_spec {
@@ -49,14 +52,23 @@ typedef struct op_case {
     float tol;                  /* float outputs and gradients: max |cuda - cpu| / (1 + |cpu|); others exact */
 } op_case;
 
+/* The kernels a case runs: a case with a bfloat16 / float16 input runs that dtype's kernels
+ * (and its 16-bit tensors are compared within tol), the others the F32 ones. */
+static pp_dtype case_compute(const op_case *k)
+{
+    for (int i = 0; i < k->nin; i++)
+        if (k->in[i].dtype == PP_DTYPE_BF16 || k->in[i].dtype == PP_DTYPE_F16) return k->in[i].dtype;
+    return PP_DTYPE_F32;
+}
+
 #define NARGS(...) NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 #define NARGS_(a, b, c, d, e, f, g, h, n, ...) n
-#define F(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL}
-#define POS(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_POS, 0, 0, NULL}
-#define INTS(dt, lo, hi, ...) {dt, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_INT, lo, hi, NULL}
-#define BOOLS(...) {PP_DTYPE_BOOL, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_BOOL, 0, 0, NULL}
-#define I64S(...) {PP_DTYPE_I64, 1, {NARGS(__VA_ARGS__)}, FILL_CONST, 0, 0, (const double[]){__VA_ARGS__}}
-#define SCALAR(dt, v) {dt, 0, {0}, FILL_CONST, 0, 0, (const double[]){v}}
+#define F(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, 0}
+#define POS(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_POS, 0, 0, NULL, 0}
+#define INTS(dt, lo, hi, ...) {dt, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_INT, lo, hi, NULL, 0}
+#define BOOLS(...) {PP_DTYPE_BOOL, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_BOOL, 0, 0, NULL, 0}
+#define I64S(...) {PP_DTYPE_I64, 1, {NARGS(__VA_ARGS__)}, FILL_CONST, 0, 0, (const double[]){__VA_ARGS__}, 0}
+#define SCALAR(dt, v) {dt, 0, {0}, FILL_CONST, 0, 0, (const double[]){v}, 0}
 #define OUT(...) {PP_DTYPE_F32, NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define OUT_T(dt, ...) {dt, NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define OUT_SCALAR {PP_DTYPE_F32, 0, {0}}
@@ -66,6 +78,16 @@ typedef struct op_case {
 #define A_INTS(nm, ...) {.name = nm, .type = PP_ATTR_INTS, .n = NARGS(__VA_ARGS__), .ints = (const int64_t[]){__VA_ARGS__}}
 
 #define TF32 2e-2f     /* cuBLAS / cuDNN with TF32 tensor cores: 10-bit mantissa products */
+/* 16-bit results: both devices form the same fp32 value up to summation order (16-bit
+ * products are exact in fp32) and round it once, so they differ by at most one unit in the
+ * last place where a rounding boundary falls between them: |d| / (1 + |x|) <= 2^-7 for
+ * bfloat16 (8-bit significand), 2^-10 for float16 (11-bit) */
+#define BF16_TOL 7.8125e-3f
+#define F16_TOL 9.765625e-4f
+#define B16(...) {PP_DTYPE_BF16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, 0}
+#define H16(...) {PP_DTYPE_F16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, 0}
+#define B16W(...) {PP_DTYPE_BF16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, PP_DTYPE_F32}
+#define H16W(...) {PP_DTYPE_F16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, PP_DTYPE_F32}
 
 static const op_case cases[] = {
     /* elementwise, numpy broadcasting */
@@ -161,6 +183,17 @@ static const op_case cases[] = {
      {OUT_T(PP_DTYPE_I64, 6)}, {{0}}, 0.f},
     {"Range", 0, 3, 1, {SCALAR(PP_DTYPE_F32, 0.5), SCALAR(PP_DTYPE_F32, 3), SCALAR(PP_DTYPE_F32, 0.25)}, {OUT(10)},
      {{0}}, 0.f},
+    /* 16-bit compute: cuBLAS GemmEx (native) and the adapter around the fp32 kernels */
+    {"MatMul", 0, 2, 1, {B16(4, 16, 64), B16W(64, 48)}, {OUT_T(PP_DTYPE_BF16, 4, 16, 48)}, {{0}}, BF16_TOL},
+    {"MatMul", 0, 2, 1, {H16(2, 4, 16, 32), H16(2, 4, 32, 16)}, {OUT_T(PP_DTYPE_F16, 2, 4, 16, 16)}, {{0}}, F16_TOL},
+    {"MatMul", 0, 2, 1, {B16(3, 1, 8, 16), B16(4, 16, 8)}, {OUT_T(PP_DTYPE_BF16, 3, 4, 8, 8)}, {{0}}, BF16_TOL},
+    /* a float32 weight: cuBLAS takes no bfloat16 x float32, the adapter runs it */
+    {"MatMul", 0, 2, 1, {B16(4, 16, 64), F(64, 48)}, {OUT_T(PP_DTYPE_BF16, 4, 16, 48)}, {{0}}, BF16_TOL},
+    {"Gemm", 0, 2, 1, {H16(32, 64), H16W(48, 64)}, {OUT_T(PP_DTYPE_F16, 32, 48)}, {A_INT("transB", 1)}, F16_TOL},
+    {"Gemm", 0, 3, 1, {B16(64, 32), B16W(64, 48), F(48)}, {OUT_T(PP_DTYPE_BF16, 32, 48)}, {A_INT("transA", 1)},
+     BF16_TOL},
+    {"LayerNormalization", 0, 3, 1, {B16(4, 8, 64), F(64), F(64)}, {OUT_T(PP_DTYPE_BF16, 4, 8, 64)}, {{0}}, BF16_TOL},
+    {"Softmax", 0, 1, 1, {H16(4, 8, 33)}, {OUT_T(PP_DTYPE_F16, 4, 8, 33)}, {{0}}, F16_TOL},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -179,11 +212,13 @@ static void case_store(pp_dtype t, void *p, int64_t i, double v)
     case PP_DTYPE_F64: ((double *)p)[i] = v; break;
     case PP_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     case PP_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case PP_DTYPE_BF16: ((uint16_t *)p)[i] = pp_el_bf16_from_f32((float)v); break;
+    case PP_DTYPE_F16: ((uint16_t *)p)[i] = pp_el_f16_from_f32((float)v); break;
     default: ((uint8_t *)p)[i] = (uint8_t)v; break;
     }
 }
 
-/* element i as a double (bfloat16: its bits, compared exactly) */
+/* element i as a double */
 static double case_load(pp_dtype t, const void *p, int64_t i)
 {
     switch (t) {
@@ -191,7 +226,8 @@ static double case_load(pp_dtype t, const void *p, int64_t i)
     case PP_DTYPE_F64: return ((const double *)p)[i];
     case PP_DTYPE_I64: return (double)((const int64_t *)p)[i];
     case PP_DTYPE_I32: return ((const int32_t *)p)[i];
-    case PP_DTYPE_BF16: return ((const uint16_t *)p)[i];
+    case PP_DTYPE_BF16: return pp_el_f32_from_bf16(((const uint16_t *)p)[i]);
+    case PP_DTYPE_F16: return pp_el_f32_from_f16(((const uint16_t *)p)[i]);
     default: return ((const uint8_t *)p)[i];
     }
 }
@@ -225,7 +261,8 @@ static pp_tensor case_input(const in_spec *s, uint64_t *seed)
     return t;
 }
 
-static int case_has_grad(const in_spec *s) { return s->dtype == PP_DTYPE_F32 && s->fill != FILL_CONST; }
+static int case_is_float(pp_dtype t) { return t == PP_DTYPE_F32 || t == PP_DTYPE_BF16 || t == PP_DTYPE_F16; }
+static int case_has_grad(const in_spec *s) { return case_is_float(s->dtype) && s->fill != FILL_CONST; }
 
 /* max over elements of |a - b| / (1 + |b|); NaN anywhere gives NaN */
 static double case_diff(const pp_tensor *a, const void *b_data)
@@ -330,8 +367,9 @@ static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
 {
     uint64_t seed = 42;
     const pp_op op = pp_op_lookup("", k->op);
-    case_side h = {.dev = cpu, .k = pp_kernel_find(op, PP_DEVICE_CPU, PP_DTYPE_F32)};
-    case_side g = {.dev = gpu, .k = gpu ? pp_kernel_find(op, PP_DEVICE_CUDA, PP_DTYPE_F32) : NULL};
+    const pp_dtype cd = case_compute(k);
+    case_side h = {.dev = cpu, .k = pp_kernel_find(op, PP_DEVICE_CPU, cd)};
+    case_side g = {.dev = gpu, .k = gpu ? pp_kernel_find(op, PP_DEVICE_CUDA, cd) : NULL};
     if (!h.k || (gpu && !g.k)) {
         printf("%s: no %s kernel\n", k->op, h.k ? "cuda" : "cpu");
         return -1;
@@ -342,6 +380,7 @@ static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
         if (k->in[i].fill == FILL_CONST) host_in[i] = h.in[i].data;
         in_spec gs = k->in[i];
         gs.fill = FILL_RAND;     /* the gradient buffers start non-zero: backward must add */
+        if (gs.grad_dtype) gs.dtype = gs.grad_dtype;
         h.gin[i] = case_input(&gs, &seed);
         if (!case_has_grad(&k->in[i])) {
             free(h.gin[i].data);
@@ -352,12 +391,12 @@ static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
         const out_spec *s = &k->out[o];
         h.out[o] = case_tensor(s->dtype, s->rank, s->dims);
         h.gout[o] = case_tensor(s->dtype, s->rank, s->dims);
-        if (s->dtype != PP_DTYPE_F32) {
+        if (!case_is_float(s->dtype)) {
             free(h.gout[o].data);
             h.gout[o].data = NULL;
         }
         for (int64_t e = 0; h.gout[o].data && e < pp_tensor_numel(&h.gout[o]); e++)
-            ((float *)h.gout[o].data)[e] = case_frand(&seed);
+            case_store(s->dtype, h.gout[o].data, e, case_frand(&seed));
     }
     if (gpu) {
         for (int i = 0; i < k->nin; i++) {
@@ -387,13 +426,14 @@ static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
                 bad = 1;
             }
             const double d = case_diff(ht, back);
-            if (ht->dtype != PP_DTYPE_F32) exact = d > exact || d != d ? d : exact;
+            if (ht->dtype != PP_DTYPE_F32 && (cd == PP_DTYPE_F32 || !case_is_float(ht->dtype)))
+                exact = d > exact || d != d ? d : exact;
             else if (t < k->nout) fwd = d > fwd || d != d ? d : fwd;
             else bwd = d > bwd || d != d ? d : bwd;
             free(back);
         }
-        printf("%-24s opset %2d: forward max rel diff %.2e, backward %.2e, non-float outputs %.0f (tol %.0e)\n",
-               k->op, k->opset ? k->opset : 17, fwd, bwd, exact, (double)k->tol);
+        printf("%-9s %-24s opset %2d: forward max rel diff %.2e, backward %.2e, non-float outputs %.0f (tol %.0e)\n",
+               pp_dtype_name(cd), k->op, k->opset ? k->opset : 17, fwd, bwd, exact, (double)k->tol);
         bad = bad || !(fwd <= k->tol) || !(bwd <= k->tol) || exact != 0;
     }
     for (int i = 0; i < k->nin; i++) {

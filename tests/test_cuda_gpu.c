@@ -117,6 +117,29 @@ static void test_flat(void **state)
     assert_int_equal(pp_device_copy_from_host(gpu, (float *)dg.data + 777, &inf, 4, &err), PP_OK);
     assert_int_equal(pp_kernel_find_nonfinite(gpu, dg.data, n, &bad, &err), PP_OK);
     assert_int_equal(bad, 777);
+    /* 16-bit conversions give the cpu's bits; unscale scales and flags the Inf at 777 */
+    const pp_dtype lp[2] = {PP_DTYPE_BF16, PP_DTYPE_F16};
+    uint16_t *hc = malloc((size_t)n * 2), *gc = malloc((size_t)n * 2);
+    void *d16;
+    assert_int_equal(pp_device_alloc(gpu, (size_t)n * 2, &d16, &err), PP_OK);
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(pp_kernel_convert(cpu, hc, lp[t], g.data, PP_DTYPE_F32, n, &err), PP_OK);
+        assert_int_equal(pp_kernel_convert(gpu, d16, lp[t], dg.data, PP_DTYPE_F32, n, &err), PP_OK);
+        assert_int_equal(pp_device_copy_to_host(gpu, gc, d16, (size_t)n * 2, &err), PP_OK);
+        gc[777] = hc[777];          /* the Inf written above on the GPU only */
+        const int same = !memcmp(hc, gc, (size_t)n * 2);
+        print_message("convert float32 -> %s: cuda %s the cpu's bits\n", pp_dtype_name(lp[t]), same ? "=" : "!=");
+        assert_true(same);
+    }
+    int found = 0;
+    assert_int_equal(pp_kernel_unscale(gpu, dg.data, n, 0.5f, &found, &err), PP_OK);
+    assert_int_equal(found, 1);
+    float v = 0;
+    assert_int_equal(pp_device_copy_to_host(gpu, &v, dg.data, 4, &err), PP_OK);
+    assert_true(v == ((float *)g.data)[0] * 0.5f);
+    pp_device_free(gpu, d16);
+    free(hc);
+    free(gc);
     pp_device_free(gpu, dg.data);
     free(p.data);
     free(g.data);

@@ -351,7 +351,7 @@ static void test_gemm_model(void **state)
                     }
 #undef AT
 #undef BT
-            const float *x, *yy;
+            const void *x, *yy;
             pp_cu_gemm g = pp_cu_gemm_op_gemm(&op, PP_CU_Y);
             pp_cu_gemm_op_operands(&op, PP_CU_Y, a, b, dy, &x, &yy);
             cublas_model(&g, alpha, yy, x, beta, y);
@@ -607,13 +607,75 @@ static void test_bn_dims(void **state)
     assert_true(d[0] == 4 && d[1] == 16 && d[2] == 100 && d[3] == 1);
 }
 
+/* The 16-bit GEMMs: cuBLAS types and compute type from the dtypes, with the leading
+ * dimensions and batch strides (in elements) of the fp32 plan unchanged; attention's
+ * batched product and a weight gradient accumulated into float32. */
+static void test_gemm_16bit(void **state)
+{
+    (void)state;
+    pp_error err = {0};
+    pp_cu_mm p;
+    int serial;
+    /* scores (8,4,128,128) = q (8,4,128,64) @ k^T (8,4,64,128), bfloat16: one strided-batched call */
+    pp_tensor q = T(4, (int64_t[]){8, 4, 128, 64}), k = T(4, (int64_t[]){8, 4, 64, 128}),
+              s = T(4, (int64_t[]){8, 4, 128, 128});
+    q.dtype = k.dtype = s.dtype = PP_DTYPE_BF16;
+    assert_int_equal(pp_mm_plan_make(&q, &k, &s, &p, "scores", &err), PP_OK);
+    const pp_cu_gemm f32 = pp_cu_mm_gemm(&p, PP_CU_Y, &serial);
+    assert_int_equal(f32.atype, PP_CU_R_32F);
+    assert_int_equal(f32.ctype, PP_CU_R_32F);
+    pp_cu_gemm g = f32;
+    assert_true(pp_cu_gemm_set_types(&g, q.dtype, k.dtype, s.dtype));
+    assert_int_equal(serial, 0);
+    assert_int_equal(g.atype, PP_CU_R_16BF);
+    assert_int_equal(g.btype, PP_CU_R_16BF);
+    assert_int_equal(g.ctype, PP_CU_R_16BF);
+    assert_int_equal(g.compute, PP_CU_COMPUTE_32F);
+    assert_int_equal(g.batch, 32);
+    assert_true(g.m == 128 && g.n == 128 && g.k == 64 && g.lda == 128 && g.ldb == 64 && g.ldc == 128);
+    assert_true(g.stride_a == 64 * 128 && g.stride_b == 128 * 64 && g.stride_c == 128 * 128);
+    g.atype = g.btype = g.ctype = f32.atype;
+    g.compute = f32.compute;
+    assert_memory_equal(&g, &f32, sizeof g);   /* only the types differ from the fp32 call */
+    /* dW (256,768) += x^T dY in float16 into the float32 master gradient: C 32F, beta 1 by the kernel */
+    pp_tensor x = T(3, (int64_t[]){8, 128, 256}), w = T(2, (int64_t[]){256, 768}), y = T(3, (int64_t[]){8, 128, 768});
+    x.dtype = w.dtype = y.dtype = PP_DTYPE_F16;
+    assert_int_equal(pp_mm_plan_make(&x, &w, &y, &p, "qkv", &err), PP_OK);
+    g = pp_cu_mm_gemm(&p, PP_CU_DB, &serial);
+    assert_true(pp_cu_gemm_set_types(&g, PP_DTYPE_F16, PP_DTYPE_F16, PP_DTYPE_F32));
+    assert_int_equal(g.atype, PP_CU_R_16F);
+    assert_int_equal(g.btype, PP_CU_R_16F);
+    assert_int_equal(g.ctype, PP_CU_R_32F);
+    assert_int_equal(g.compute, PP_CU_COMPUTE_32F);
+    assert_true(g.m == 768 && g.n == 256 && g.k == 1024 && g.transb == 1 && g.ldb == 256 && g.ldc == 768);
+    /* Gemm transB=1 in bfloat16 with a bfloat16 dA */
+    pp_cu_gemm_op op = {0, 1, 8, 512, 1000};
+    g = pp_cu_gemm_op_gemm(&op, PP_CU_DA);
+    assert_true(pp_cu_gemm_set_types(&g, PP_DTYPE_BF16, PP_DTYPE_BF16, PP_DTYPE_BF16));
+    assert_true(g.m == 512 && g.n == 8 && g.k == 1000 && g.lda == 512 && g.ldb == 1000 && g.ldc == 512);
+    assert_int_equal(g.ctype, PP_CU_R_16BF);
+    /* mixes cuBLAS does not take leave the plan alone and send the kernel to the adapter */
+    const pp_dtype bad[][3] = {{PP_DTYPE_BF16, PP_DTYPE_F16, PP_DTYPE_F32},
+                               {PP_DTYPE_BF16, PP_DTYPE_F32, PP_DTYPE_BF16},
+                               {PP_DTYPE_F32, PP_DTYPE_F32, PP_DTYPE_BF16},
+                               {PP_DTYPE_F16, PP_DTYPE_F16, PP_DTYPE_BF16},
+                               {PP_DTYPE_I64, PP_DTYPE_I64, PP_DTYPE_F32}};
+    for (int i = 0; i < 5; i++) {
+        pp_cu_gemm b = f32;
+        assert_false(pp_cu_gemm_set_types(&b, bad[i][0], bad[i][1], bad[i][2]));
+        assert_memory_equal(&b, &f32, sizeof b);
+    }
+    print_message("16-bit GEMMs: attention (32 x 128x128x64, strides in elements) bf16, dW f16 -> f32, Gemm dA bf16; "
+                  "5 mixes refused\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grids),       cmocka_unit_test(test_alloc_round), cmocka_unit_test(test_gpt_matmuls),
         cmocka_unit_test(test_gemm_op),     cmocka_unit_test(test_bcast_reduce), cmocka_unit_test(test_resnet_conv),
         cmocka_unit_test(test_device_fallback), cmocka_unit_test(test_pool_window), cmocka_unit_test(test_bn_dims),
-        cmocka_unit_test(test_matmul_model),    cmocka_unit_test(test_gemm_model),
+        cmocka_unit_test(test_matmul_model),    cmocka_unit_test(test_gemm_model), cmocka_unit_test(test_gemm_16bit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

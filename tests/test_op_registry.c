@@ -1,7 +1,8 @@
 /* The op registry against the kernel tables: every op has its facts (name, shape rule,
  * cost rule) and, on every backend this build has (the cuda one too when CUDA is built,
- * GPU or not), a forward kernel and a backward one when some input carries a gradient;
- * and the one FLOP model against closed forms. */
+ * GPU or not), a forward kernel and a backward one when some input carries a gradient,
+ * and bfloat16 / float16 kernels beside every float32 one; and the one FLOP model against
+ * closed forms. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,6 +57,17 @@ static void test_every_backend_covers_every_op(void **state)
             const pp_kernel *k = pp_kernel_find((pp_op)i, b->kind, PP_DTYPE_F32);
             const int graph_only = (op->flags & PP_OPF_GRAPH_ONLY) != 0, differentiable = op->nondiff != ~0u;
             nk += k != NULL;
+            /* 16-bit compute: a native kernel or the adapter around the F32 one, for every F32 kernel */
+            for (int h = 0; k && h < 2; h++) {
+                const pp_dtype dt = h ? PP_DTYPE_F16 : PP_DTYPE_BF16;
+                const pp_kernel *k16 = pp_kernel_find((pp_op)i, b->kind, dt);
+                if (!k16 || k16 == k || (k16->backward != NULL) != (k->backward != NULL)) {
+                    print_message("%s on %s: %s %s kernel\n", op->name, b->name,
+                                  !k16 ? "no" : k16 == k ? "the F32 kernel as its" : "a backward mismatch in its",
+                                  pp_dtype_name(dt));
+                    bad++;
+                }
+            }
             if (graph_only ? k != NULL : !k) {
                 print_message("%s: %s a %s fp32 kernel\n", op->name, graph_only ? "never runs but has" : "no",
                               b->name);
@@ -66,7 +78,8 @@ static void test_every_backend_covers_every_op(void **state)
                 bad++;
             }
         }
-        print_message("backend %s: %d fp32 kernels for %d ops\n", b->name, nk, PP_OP_COUNT);
+        print_message("backend %s: %d fp32 kernels for %d ops, each with a bfloat16 and a float16 one\n", b->name, nk,
+                      PP_OP_COUNT);
     }
     assert_ptr_equal(pp_backend_at(0), pp_backend_get(PP_DEVICE_CPU));
     assert_true(pp_backend_get(PP_DEVICE_CPU)->caps & PP_DEVICE_CAP_HOST_MEMORY);

@@ -5,7 +5,7 @@
 # FLOPs equal 2*M*N*K from the op's own shapes; sends and receives name their peer (the
 # pipeline neighbour) and bytes (the activation size); the all-reduce buckets appear; the
 # per-op table's totals equal the JSON's; every rank's measured bubble is printed beside
-# the simulator's; and the memory table has every rank with the preview's estimate.
+# the simulator's; and the memory table has every rank's measured peak with the estimate.
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/profile
@@ -18,7 +18,7 @@ timeout 300 mpirun --oversubscribe --bind-to none -np 4 -x OPENBLAS_NUM_THREADS 
     --model "$OUT/gpt.onnx" --data "$OUT/text" --loss cross_entropy --logits logits --labels labels \
     --pp 2 --dp 2 --schedule zb-h1 --batch 16 --microbatches 4 --steps 5 --profile-steps 2:3 \
     --profile "$OUT/prof.json" >"$OUT/run.log" 2>&1 || { cat "$OUT/run.log"; exit 1; }
-sed -n '/^profile of/,/^bubble:/p;/^memory per rank/,/^(the estimate/p' "$OUT/run.log"
+sed -n '/^profile of/,/^bubble:/p;/^memory per rank/,/^(categories/p' "$OUT/run.log"
 "$PY" - "$OUT/prof.json" "$OUT/run.log" <<'PYEOF'
 import json, re, sys
 from collections import defaultdict
@@ -82,7 +82,7 @@ worst = max(abs(float(ms) - tot[t]) for t, _, ms in rows) if rows else 0
 if worst > 0.002:
     bad.append(f"table totals differ from the trace by {worst:.4f} ms")
 ranks = re.findall(r"^([0-3])\s+([01])\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+(-?[0-9.]+)%\s+(-?[0-9.]+)%$", log, re.M)
-mem = re.findall(r"^([0-3])\s+[01]\s+[0-9.]+ \w?i?B .* ([0-9.]+ \w?i?B)$", log, re.M)
+mem = re.findall(r"^([0-3])\s+[01]\s+peak\s+([0-9.]+ \w?i?B) .*\n\s+estimate\s+([0-9.]+ \w?i?B)", log, re.M)
 if len(ranks) != 4:
     bad.append(f"{len(ranks)} ranks with measured and simulated bubble, expected 4")
 if len(mem) != 4:

@@ -1,45 +1,78 @@
-/* Peak memory per rank at the end of a run, measured (what the stages allocated on the
- * device: parameters, gradients, optimizer state, the stash at the schedule's peak of
- * microbatches in flight, scratch; and the process's peak resident set) next to the
- * partition preview's estimate for the same stages (`onnxpipe partition`). */
+/* Peak memory per rank at the end of a run: measured by the device's counters (total and
+ * by category, everything allocated through the device since it was opened) next to the
+ * estimate `onnxpipe partition` / `schedule --model` print for the same job
+ * (pp_driver_estimate), and the process's peak resident set. */
 #include "train_internal.h"
 
 #include <stdlib.h>
 
-enum { M_PARAMS, M_GRADS, M_OPTIM, M_STASH, M_SCRATCH, M_TOTAL, M_RSS, M_ESTIMATE, M_STAGE, M_SLOTS, NM };
+/* Per rank: the peak total, the peak of each category, the estimate the same way, the
+ * RSS peak and the pipeline position. */
+enum { F_PEAK = 0, F_EST = 1 + PP_MEM_CATEGORY_COUNT, F_RSS = 2 * (1 + PP_MEM_CATEGORY_COUNT), F_POS, NF };
 
-pp_status train_report_memory(pp_comm *world, pp_driver *drv, const pp_partition *part, int64_t microbatches,
-                              int print, pp_error *err)
+/* The estimate of a rank by category, in the device counters' order. */
+static void estimate_row(const pp_driver_bytes *b, double *row)
 {
-    double mine[NM] = {0};
-    mine[M_STAGE] = pp_driver_stage_index(drv, 0);
-    for (int i = 0; i < pp_driver_num_stages(drv); i++) {
-        pp_stage_bytes b;
-        pp_stage_allocation(pp_driver_stage(drv, i), &b);
-        mine[M_PARAMS] += (double)b.params, mine[M_GRADS] += (double)b.grads, mine[M_OPTIM] += (double)b.optimizer;
-        mine[M_STASH] += (double)b.stash, mine[M_SCRATCH] += (double)(b.scratch + b.constants);
-        mine[M_TOTAL] += (double)b.total, mine[M_SLOTS] += b.slots;
-        pp_stage_memory est = pp_partition_stage_memory(part, pp_driver_stage_index(drv, i), microbatches);
-        mine[M_ESTIMATE] += (double)est.total_bytes;
-    }
-    mine[M_RSS] = (double)train_rss_peak_bytes();
-    double *all = calloc((size_t)world->size * NM, sizeof *all);
+    row[0] = (double)b->total;
+    row[1 + PP_MEM_PARAMS] = (double)b->stages.params;
+    row[1 + PP_MEM_GRADS] = (double)b->stages.grads;
+    row[1 + PP_MEM_OPTIMIZER] = (double)b->stages.optimizer;
+    row[1 + PP_MEM_STASH] = (double)b->stages.stash;
+    row[1 + PP_MEM_SCRATCH] = (double)b->stages.scratch;
+    row[1 + PP_MEM_COMM] = (double)b->comm;
+    row[1 + PP_MEM_OTHER] = (double)b->stages.constants;
+}
+
+static void print_row(const char *what, const double *row, FILE *out)
+{
+    char b[32];
+    fprintf(out, "%-9s", what);
+    for (int k = 0; k <= PP_MEM_CATEGORY_COUNT; k++) fprintf(out, " %11s", pp_format_bytes(row[k], b, sizeof b));
+}
+
+pp_status train_report_memory(const pp_trainer *t, int print, pp_error *err)
+{
+    double mine[NF] = {0};
+    pp_device_memory_stats ms;
+    pp_device_memory(t->dev, &ms);
+    mine[F_PEAK] = (double)ms.peak_total;
+    for (int k = 0; k < PP_MEM_CATEGORY_COUNT; k++) mine[F_PEAK + 1 + k] = (double)ms.peak[k];
+    pp_driver_bytes *est = calloc((size_t)t->sched->pp, sizeof *est);
+    if (!est) return PP_NOMEM(err);
+    pp_stage_options so = pp_train_stage_options(&t->c);
+    pp_status st = pp_driver_estimate(t->sched, t->part, t->dev->kind, &so, NULL, est, err);
+    if (st == PP_OK) estimate_row(&est[t->grid->stage], mine + F_EST);
+    free(est);
+    PP_CHECK(st);
+    mine[F_RSS] = (double)train_rss_peak_bytes();
+    mine[F_POS] = t->grid->stage;
+    double *all = calloc((size_t)t->world->size * NF, sizeof *all);
     if (!all) return PP_NOMEM(err);
-    pp_status st = pp_comm_allgather(world, mine, all, sizeof mine, err);
-    if (st == PP_OK && print && world->rank == 0) {
-        printf("\nmemory per rank: measured (the stages' device allocations; the process's peak RSS) and the "
-               "partition preview's estimate\n%-5s %-6s %10s %10s %10s %16s %10s %10s %10s %10s\n", "rank", "stage",
-               "params", "grads", "optimizer", "stash (slots)", "scratch", "total", "RSS peak", "estimate");
-        for (int r = 0; r < world->size; r++) {
-            const double *m = all + (size_t)r * NM;
-            char b[NM][32], slots[48];
-            for (int k = 0; k < M_STAGE; k++) pp_format_bytes(m[k], b[k], sizeof b[k]);
-            snprintf(slots, sizeof slots, "%s (%.0f)", b[M_STASH], m[M_SLOTS]);
-            printf("%-5d %-6.0f %10s %10s %10s %16s %10s %10s %10s %10s\n", r, m[M_STAGE], b[M_PARAMS], b[M_GRADS],
-                   b[M_OPTIM], slots, b[M_SCRATCH], b[M_TOTAL], b[M_RSS], b[M_ESTIMATE]);
+    st = pp_comm_allgather(t->world, mine, all, sizeof mine, err);
+    if (st == PP_OK && print && t->world->rank == 0) {
+        printf("\nmemory per rank: the peak of the device's allocations (its counters) and the estimate of "
+               "`onnxpipe partition|schedule --model` for the same job\n%-5s %-8s %-9s %11s", "rank", "stages",
+               "", "total");
+        for (int k = 0; k < PP_MEM_CATEGORY_COUNT; k++) printf(" %11s", pp_mem_category_name((pp_mem_category)k));
+        printf(" %11s %8s\n", "RSS peak", "peak/est");
+        for (int r = 0; r < t->world->size; r++) {
+            const double *m = all + (size_t)r * NF;
+            char stages[32] = "", rss[32];
+            int n = 0, pos = (int)m[F_POS];
+            for (int s = 0; s < t->sched->num_stages; s++)
+                if (t->sched->stage_rank[s] == pos && n < (int)sizeof stages - 8)
+                    n += snprintf(stages + n, sizeof stages - (size_t)n, "%s%d", n ? "," : "", s);
+            printf("%-5d %-8s ", r, stages);
+            print_row("peak", m + F_PEAK, stdout);
+            printf(" %11s %8.3f\n", pp_format_bytes(m[F_RSS], rss, sizeof rss), m[F_EST] > 0 ? m[F_PEAK] / m[F_EST] : 0);
+            printf("%-5s %-8s ", "", "");
+            print_row("estimate", m + F_EST, stdout);
+            putchar('\n');
         }
-        printf("(the estimate counts params, grads, two optimizer moments and the stashed activations of the "
-               "microbatches in flight; the stages also keep scratch arenas and constants)\n");
+        printf("(categories as in device.h: the stages' flat parameter, gradient and optimizer buffers, their stash "
+               "slots, their scratch arenas with kernel workspaces, the driver's communication buffers, constants; "
+               "the peak of the total is the most live at once, not the sum of the category peaks; memory that "
+               "kernels take from the host heap or libraries keep for themselves shows only in the RSS)\n");
         fflush(stdout);
     }
     free(all);

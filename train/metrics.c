@@ -109,6 +109,7 @@ static pp_status write_tb(train_log *l, const train_step_log *s, const train_eva
         if (ev->has_accuracy) tags[n] = "eval/accuracy", vals[n++] = ev->accuracy;
         tags[n] = "eval/seconds", vals[n++] = ev->seconds;
     }
+    if (s->loss_scale) tags[n] = "train/loss_scale", vals[n++] = s->loss_scale;
     if (s->has_ckpt) {
         tags[n] = "ckpt/saves", vals[n++] = s->ckpt_saves;
         tags[n] = "ckpt/stall_s", vals[n++] = s->ckpt_stall_s;
@@ -137,6 +138,7 @@ static void write_json(train_log *l, const train_step_log *s, const train_eval_r
     pp_json_double(&j, l->rate_key, s->throughput);
     pp_json_double(&j, "step_s", s->step_s);
     pp_json_bool(&j, "skipped", s->skipped);
+    if (s->loss_scale) pp_json_double(&j, "loss_scale", s->loss_scale);
     if (ev) {
         pp_json_double(&j, "eval_loss", ev->loss);
         if (ev->has_perplexity) pp_json_double(&j, "eval_perplexity", ev->perplexity);

@@ -186,7 +186,7 @@ static pp_status write_json(const train_prof *p, FILE *f, const prof_rec *all, c
             const prof_rec *e = &all[(size_t)r * (size_t)most + (size_t)k];
             pp_json_begin_object(&j, NULL);
             pp_json_string(&j, "name", e->name);
-            pp_json_string(&j, "cat", e->row == ROW_OPS ? (e->backward ? "backward" : "forward")
+            pp_json_string(&j, "cat", e->row == ROW_OPS ? (const char *[]){"forward", "backward", "recompute"}[e->backward]
                                       : e->row == ROW_COMM ? "comm" : "action");
             pp_json_string(&j, "ph", "X");
             pp_json_int(&j, "pid", r);
@@ -237,7 +237,7 @@ static void print_ops(const prof_rec *all, const int *counts, int size, int most
             const prof_rec *e = &all[(size_t)r * (size_t)most + (size_t)k];
             if (e->row != ROW_OPS) continue;
             char type[48];
-            snprintf(type, sizeof type, "%s%s", e->op_type, e->backward ? " (bw)" : "");
+            snprintf(type, sizeof type, "%s%s", e->op_type, (const char *[]){"", " (bw)", " (re)"}[e->backward]);
             int i = 0;
             while (i < n && strcmp(rows[i].op_type, type)) i++;
             if (i == n) {

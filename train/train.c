@@ -141,8 +141,10 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
         .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
         .dims = c->dims, .ndims = c->ndims, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
         .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
+        .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
         .save_sync = c->save_sync, .resume = c->resume,
+        .recompute = c->recompute,
     };
     PP_CHECK(pp_trainer_create(&tc, r->world, &r->t, err));
     pp_trainer *t = r->t;
@@ -187,11 +189,13 @@ static void progress(const run *r, const pp_trainer_stats *st, double elapsed, d
                               r->eval_s, r->eval ? train_eval_batches(r->eval) : 0, r->eval != NULL),
                     eta, sizeof eta);
     if (r->evals) snprintf(ev, sizeof ev, "  eval %.4f", r->eval_loss);
+    char scale[48] = "";
+    if (st->loss_scale) snprintf(scale, sizeof scale, "  scale %g", st->loss_scale);
     if (c->epochs > 0)
         snprintf(ep, sizeof ep, "  epoch %lld/%lld", (long long)pp_sampler_epoch(&r->smp, step) + 1,
                  (long long)c->epochs);
-    printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g  %.0f %s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
-           (long long)step, (long long)r->cfg->steps, ep, st->loss, ev, (double)st->lr, rate,
+    printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g%s  %.0f %s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
+           (long long)step, (long long)r->cfg->steps, ep, st->loss, ev, (double)st->lr, scale, rate,
            r->io.tokens_per_sample ? "tok/s" : "samples/s", el, eta, st->skipped ? "  (skipped)" : "",
            tty ? "   " : "\n");
     if (tty && step == r->cfg->steps) putchar('\n');
@@ -220,6 +224,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
         .step = step, .epoch = pp_sampler_epoch(&r->smp, step), .loss = stats->loss, .lr = stats->lr,
         .grad_norm = stats->grad_norm, .throughput = rate, .step_s = stats->seconds, .compute_s = stats->compute_s,
         .wait_s = stats->wait_s, .stage_bytes = r->stage_bytes, .skipped = stats->skipped,
+        .loss_scale = stats->loss_scale,
         .rss_bytes = train_log_gathers(r->log, step) ? train_rss_peak_bytes() : 0,
         .has_ckpt = c->save_dir != NULL, .ckpt_saves = r->t->ck.saves, .ckpt_stall_s = r->t->ck.stall_s,
     };
@@ -288,8 +293,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     PP_CHECK_GOTO(pp_trainer_wait_saves(t, err), st, done);
     res->saves = t->ck.saves;
     res->save_stall_s = t->ck.stall_s;
-    PP_CHECK_GOTO(train_report_memory(t->world, t->drv, t->part, cfg->microbatches, rank0 && !cfg->quiet, err), st,
-                  done);
+    PP_CHECK_GOTO(train_report_memory(t, rank0 && !cfg->quiet, err), st, done);
     if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(pp_trainer_export(t, cfg->export_path, err), st, done);
 done:

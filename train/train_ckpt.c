@@ -8,8 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The trainer's part of the manifest: the LR schedule and its position, the batch. */
-static char *trainer_json(const pp_train_config *c, int64_t step)
+/* The trainer's part of the manifest: the LR schedule and its position, the batch, the
+ * fp16 loss scaler's state. */
+static char *trainer_json(const pp_train_config *c, pp_driver *drv, int64_t step)
 {
     char *buf = NULL;
     size_t n = 0;
@@ -29,6 +30,15 @@ static char *trainer_json(const pp_train_config *c, int64_t step)
     pp_json_end_object(&j);
     pp_json_double(&j, "clip_norm", c->clip_norm);
     pp_json_int(&j, "steps", c->steps);
+    double scale;
+    int64_t clean;
+    pp_driver_loss_scale(drv, &scale, &clean);
+    if (scale > 0) {
+        pp_json_begin_object(&j, "loss_scale");
+        pp_json_double(&j, "scale", scale);
+        pp_json_int(&j, "clean_steps", clean);
+        pp_json_end_object(&j);
+    }
     pp_json_end_object(&j);
     if (fclose(f) != 0) {
         free(buf);
@@ -110,6 +120,10 @@ pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err)
     if (st == PP_OK) {
         k->resumed_step = k->last_saved = in->meta.step;
         k->sample0 = in->meta.samples - in->meta.step * c->batch;
+        const pp_jvalue *ls = in->trainer ? pp_json_get(in->trainer, "loss_scale") : NULL;
+        const pp_jvalue *scale = ls ? pp_json_get(ls, "scale") : NULL, *clean = ls ? pp_json_get(ls, "clean_steps") : NULL;
+        if (scale && scale->type == PP_JNUM)   /* a run without loss scaling ignores it */
+            pp_driver_set_loss_scale(k->drv, scale->num, clean && clean->type == PP_JNUM ? (int64_t)clean->num : 0);
         if (rank0) compare_settings(c, in);
         if (rank0 && !c->quiet)
             printf("resumed from '%s': step %lld, %lld samples (written with pp %d x dp %d, %s)\n\n", dir,
@@ -153,6 +167,7 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
     memset(k, 0, sizeof *k);
     k->cfg = cfg;
     k->world = world;
+    k->drv = drv;
     k->sched = sched;
     if (cfg->resume && !strcmp(cfg->resume, "auto") && !cfg->save_dir)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "--resume auto looks in the --save directory: pass --save DIR");
@@ -179,7 +194,7 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
 static pp_status save(train_ckpt *k, pp_ckpt_writer *w, const char *root, int async, int64_t step, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
-    char *tj = trainer_json(c, step);
+    char *tj = trainer_json(c, k->drv, step);
     if (!tj) return PP_NOMEM(err);
     pp_ckpt_meta m = {
         .step = step, .samples = k->sample0 + step * c->batch, .seed = c->seed, .optim = c->optim,

@@ -12,6 +12,7 @@
 typedef struct train_ckpt {
     const pp_train_config *cfg;
     pp_comm *world;
+    pp_driver *drv;             /* its loss scaler's state goes into the manifest */
     const pp_schedule *sched;
     pp_ckpt_part part;
     pp_stage **stages;

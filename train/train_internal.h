@@ -126,6 +126,7 @@ typedef struct train_step_log {
     int64_t stage_bytes;        /* this rank's stage allocations */
     int64_t rss_bytes;          /* this process's peak resident set */
     int skipped;
+    double loss_scale;          /* fp16 loss scaling: the step's scale; 0: off */
     int has_ckpt;               /* --save: checkpoints saved so far, training time they cost (rank 0's) */
     int ckpt_saves;
     double ckpt_stall_s;
@@ -162,9 +163,8 @@ pp_status train_prof_begin(train_prof *p, int64_t step, pp_error *err);
 pp_status train_prof_end(train_prof *p, int64_t step, int64_t last_step, const pp_step_stats *st, double step_s,
                          pp_error *err);
 void train_prof_close(train_prof *p);
-/* memory.c: every rank's measured peak memory and the preview's estimate, printed by rank
- * 0 when print (collective over world). */
-pp_status train_report_memory(pp_comm *world, pp_driver *drv, const pp_partition *part, int64_t microbatches,
-                              int print, pp_error *err);
+/* memory.c: every rank's measured peak memory (the device's counters) and the previews'
+ * estimate, printed by rank 0 when print (collective over t->world). */
+pp_status train_report_memory(const pp_trainer *t, int print, pp_error *err);
 
 #endif

@@ -52,9 +52,9 @@ static pp_status agree(pp_trainer *t, pp_error *err)
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
                       c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
-                      c->save_sync, c->eval_batches};
+                      c->save_sync, c->eval_batches, c->precision, c->loss_scale_window};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
-                  c->optim.weight_decay, c->clip_norm};
+                  c->optim.weight_decay, c->clip_norm, c->loss_scale};
     h = pp_crc32c(h, nums, sizeof nums);
     h = pp_crc32c(h, fl, sizeof fl);
     for (int i = 0; i < c->ndims; i++) {
@@ -103,7 +103,7 @@ void trainer_print_plan(const pp_trainer *t, FILE *out)
     if (t->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", t->sched->chunks);
     fprintf(out, ", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch,
             c->dp, (long long)c->microbatches, (long long)t->mb);
-    fprintf(out, "device: %s", pp_device_kind_name(t->dev->kind));
+    fprintf(out, "device: %s, precision %s", pp_device_kind_name(t->dev->kind), pp_precision_name(c->precision));
     if (t->device_note.msg[0]) fprintf(out, " (%s)", t->device_note.msg);
     fprintf(out, "\n\n");
     pp_partition_print(t->part, out);
@@ -370,6 +370,14 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
 }
 
+pp_stage_options pp_train_stage_options(const pp_train_config *c)
+{
+    int64_t per = (int64_t)(c->dp > 0 ? c->dp : 1) * (c->microbatches > 0 ? c->microbatches : 1);
+    return (pp_stage_options){.slots = 1, .microbatch = c->batch / per, .global_batch = c->batch, .optim = c->optim,
+                              .loss = c->loss, .seed = c->seed, .training = 1, .precision = c->precision,
+                              .recompute = c->recompute};
+}
+
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */
 static pp_status build(pp_trainer *t, pp_error *err)
 {
@@ -378,11 +386,16 @@ static pp_status build(pp_trainer *t, pp_error *err)
     t->lr = c->lr;
     pp_driver_config dc = {
         .schedule = t->sched, .partition = t->part, .grid = t->grid, .control = t->world, .dev = t->dev,
-        .stage_options = {.microbatch = t->mb, .global_batch = c->batch, .optim = c->optim, .loss = c->loss,
-                          .seed = c->seed, .training = 1},
+        .stage_options = pp_train_stage_options(c),
         .feed = trainer_feed, .feed_user = t, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
         .skip_nonfinite = c->skip_nonfinite, .before_update = train_ckpt_before_update, .before_update_user = &t->ck,
+        /* fp16 only: bf16 has fp32's range */
+        .loss_scale = c->precision != PP_DTYPE_F16 ? 0 : c->loss_scale > 0 ? c->loss_scale : 65536.0f,
+        .loss_scale_dynamic = !(c->loss_scale > 0), .loss_scale_window = c->loss_scale_window,
     };
+    if (c->loss_scale > 0 && c->precision != PP_DTYPE_F16)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--loss-scale %g: loss scaling is for --precision fp16 (this run "
+                            "is %s)", (double)c->loss_scale, pp_precision_name(c->precision));
     PP_CHECK(pp_driver_create(&dc, &t->drv, err));
     PP_CHECK(train_ckpt_init(&t->ck, c, t->world, t->drv, t->part, t->grid, t->sched, err));
     t->step = t->ck.resumed_step;
@@ -423,9 +436,11 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .batch = cfg->batch, .microbatches = cfg->microbatches, .steps = cfg->steps, .dims = cfg->dims,
         .ndims = cfg->ndims, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
+        .precision = cfg->precision, .loss_scale = cfg->loss_scale, .loss_scale_window = cfg->loss_scale_window,
         .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir, .save_every = cfg->save_every,
         .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
+        .recompute = cfg->recompute,
     };
     pp_status st;
     PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);
@@ -464,8 +479,8 @@ pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp
            s.wait_s);
     *stats = (pp_trainer_stats){.step = step, .lr = lr, .loss = s.loss, .grad_norm = s.grad_norm,
                                 .skipped = s.skipped, .seconds = seconds, .compute_s = s.compute_s,
-                                .wait_s = s.wait_s};
-    if (!isfinite(s.loss) && !t->c.skip_nonfinite)
+                                .wait_s = s.wait_s, .loss_scale = s.loss_scale};
+    if (!isfinite(s.loss) && !t->c.skip_nonfinite && !(s.loss_scale && s.skipped))   /* an fp16 overflow */
         return pp_error_set(err, PP_ERR_NUMERIC, "step %lld: the loss is %g; lower --lr or pass --skip-nonfinite",
                             (long long)step, s.loss);
     t->step = step;
@@ -514,10 +529,21 @@ static pp_status eval_observe(void *user, pp_stage *s, int slot, int64_t microba
     if (!y || !v || v->dtype != PP_DTYPE_F32 || !v->is_output) return PP_OK;
     void *buf = pp_stage_value_buffer(s, slot, t->io.logits);
     if (!buf) return PP_OK;
-    size_t nbytes = (size_t)pp_shape_numel(&v->shape) * sizeof(float);
+    int64_t numel = pp_shape_numel(&v->shape);
+    size_t nbytes = (size_t)numel * sizeof(float);
     if (!t->eval_logits && !(t->eval_logits = malloc(nbytes)))
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the eval logits");
-    PP_CHECK(pp_device_copy_to_host(pp_stage_device(s), t->eval_logits, buf, nbytes, err));
+    pp_dtype dt = pp_stage_value_dtype(s, t->io.logits);
+    if (dt != PP_DTYPE_F32) {   /* 16-bit logits (mixed precision): widened on the device */
+        void *wide;
+        PP_CHECK(pp_device_alloc(pp_stage_device(s), nbytes, &wide, err));
+        pp_status st = pp_kernel_convert(pp_stage_device(s), wide, PP_DTYPE_F32, buf, dt, numel, err);
+        if (st == PP_OK) st = pp_device_copy_to_host(pp_stage_device(s), t->eval_logits, wide, nbytes, err);
+        pp_device_free(pp_stage_device(s), wide);
+        PP_CHECK(st);
+    } else {
+        PP_CHECK(pp_device_copy_to_host(pp_stage_device(s), t->eval_logits, buf, nbytes, err));
+    }
     count_hits(t, t->eval_logits, y, &t->eval_sum[2], &t->eval_sum[3]);
     return PP_OK;
 }

@@ -38,6 +38,7 @@ struct pp_device {
     pp_device_kind kind;
     int index;          /* GPU ordinal; 0 on the CPU */
     void *ctx;          /* backend state */
+    struct pp_device_mem *mem;  /* allocation counters, kept by the wrappers (kernels/device.c) */
 };
 
 /* Creates a device of this kind; a clear error when the backend is not compiled in or
@@ -65,6 +66,41 @@ PP_API pp_status pp_device_copy_to_host(pp_device *d, void *dst_host, const void
 PP_API pp_status pp_device_copy(pp_device *d, void *dst, const void *src, size_t n, pp_error *err);
 PP_API pp_status pp_device_memset(pp_device *d, void *p, int value, size_t n, pp_error *err);
 PP_API pp_status pp_device_synchronize(pp_device *d, pp_error *err);
+
+/* What an allocation holds, for the device's memory counters. */
+typedef enum {
+    PP_MEM_PARAMS,      /* the flat parameter buffers */
+    PP_MEM_GRADS,       /* the flat gradient buffers */
+    PP_MEM_OPTIMIZER,   /* optimizer state (Adam's m and v) */
+    PP_MEM_STASH,       /* what a microbatch keeps from forward to backward, per stash slot */
+    PP_MEM_SCRATCH,     /* the stages' forward / backward arenas, kernel workspaces, transient buffers */
+    PP_MEM_COMM,        /* buffers that only communication reads or writes */
+    PP_MEM_OTHER,       /* constants (non-trainable initializers) and the rest */
+    PP_MEM_CATEGORY_COUNT
+} pp_mem_category;
+
+/* "params", "grads", "optimizer", "stash", "scratch", "comm", "other": a static string. Local; thread-safe. */
+PP_API const char *pp_mem_category_name(pp_mem_category c);
+
+/* pp_device_alloc, counted under category c (pp_device_alloc counts as PP_MEM_SCRATCH);
+ * pp_device_free subtracts what the pointer was allocated with. Local; thread-safe with
+ * other allocations on d (the counters take a lock); the caller frees *out. */
+PP_API pp_status pp_device_alloc_as(pp_device *d, pp_mem_category c, size_t nbytes, void **out, pp_error *err);
+
+/* Bytes allocated through the wrappers above (as asked for: a backend's rounding and the
+ * cuda caching allocator's kept blocks are not counted, nor memory a library such as
+ * NCCL or cuBLAS takes for itself). Peaks are since creation or the last reset; the peak
+ * of the total is the most that was live at once, not the sum of the per-category peaks. */
+typedef struct pp_device_memory_stats {
+    int64_t current[PP_MEM_CATEGORY_COUNT];
+    int64_t peak[PP_MEM_CATEGORY_COUNT];
+    int64_t current_total, peak_total;
+    int64_t live;               /* allocations not yet freed */
+} pp_device_memory_stats;
+/* Local; thread-safe. */
+PP_API void pp_device_memory(pp_device *d, pp_device_memory_stats *out);
+/* Every peak becomes the current figure. Local; thread-safe. */
+PP_API void pp_device_memory_reset_peak(pp_device *d);
 
 #ifdef __cplusplus
 }

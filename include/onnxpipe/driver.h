@@ -35,6 +35,14 @@ typedef struct pp_driver_config {
     float clip_norm;                /* 0: off */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket size; 0: 4 MiB */
     int skip_nonfinite;
+    /* fp16 loss scaling (torch's GradScaler, Megatron's dynamic loss scaler): the loss seed is
+     * multiplied by the scale; after backward the gradients are unscaled and checked in one
+     * pass; a NaN/Inf on any rank (stage or replica) makes every rank skip the step, and, when
+     * dynamic, halve the scale; after loss_scale_window clean steps in a row it doubles.
+     * loss_scale 0: off (fp32, bf16). */
+    float loss_scale;               /* the initial (dynamic) or fixed scale, e.g. 65536 */
+    int loss_scale_dynamic;
+    int64_t loss_scale_window;      /* 0: 2000 */
     /* Called before the optimizer step changes the parameters (NULL: nothing): an async
      * checkpoint still copying them makes the step wait here (pp_ckpt_writer_wait_staged). */
     pp_status (*before_update)(void *user, pp_error *err);
@@ -53,10 +61,29 @@ PP_API void pp_driver_destroy(pp_driver *d);
 typedef struct pp_step_stats {
     double loss;            /* mean over the global batch (the same on every rank) */
     double grad_norm;       /* global, before clipping */
-    int skipped;            /* 1 when NaN/Inf gradients made the step skip (skip_nonfinite) */
+    int skipped;            /* 1 when NaN/Inf gradients made the step skip (skip_nonfinite, or an fp16
+                               overflow under loss scaling) */
+    double loss_scale;      /* the scale this step's seeds carried (0: loss scaling off) */
     double compute_s;       /* this rank's time in forward / backward */
     double wait_s;          /* this rank's time waiting for messages and reductions */
 } pp_step_stats;
+
+/* Device bytes of one rank of a layout: its stages' (pp_stage_bytes summed, slots too)
+ * and the driver's own communication buffers (for a gradient a side does not compute or
+ * an activation it does not need: two of the largest port over its stages). */
+typedef struct pp_driver_bytes {
+    pp_stage_bytes stages;
+    int64_t comm;
+    int64_t total;          /* stages.total + comm */
+} pp_driver_bytes;
+/* What pp_driver_create would allocate for schedule sch over partition part on a device
+ * of this kind, without one: stage s is pp_stage_estimate(part, s, kind, opt) with the
+ * stash slots the driver gives it (its peak of microbatches in flight under its rank's
+ * action order); stages [sch->num_stages] and ranks [sch->pp] receive it (either may be
+ * NULL). opt->slots is ignored. Local. */
+PP_API pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
+                                    const pp_stage_options *opt, pp_stage_bytes *stages, pp_driver_bytes *ranks,
+                                    pp_error *err);
 
 /* Runs one step (step counts from 1) with learning rate lr: this rank's actions of the
  * schedule. Collective over the grid's world and control (every rank, the same step). */
@@ -95,6 +122,12 @@ PP_API int pp_driver_events(const pp_driver *d, const pp_driver_event **out);   
 /* "1F3", "wait", ... into the caller's buf. Local. Thread-safe. */
 PP_API void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len);
 PP_API double pp_driver_step_start(const pp_driver *d);   /* Local */
+
+/* The loss scaler's state: the scale the next step uses and the clean steps counted toward
+ * its next doubling (checkpoints keep both), and setting them (a resumed run). Local; the
+ * same on every rank. */
+PP_API void pp_driver_loss_scale(const pp_driver *d, double *scale, int64_t *clean_steps);
+PP_API void pp_driver_set_loss_scale(pp_driver *d, double scale, int64_t clean_steps);
 
 /* This rank's stages (for export and checkpoints), owned by d. Local. */
 PP_API int pp_driver_num_stages(const pp_driver *d);

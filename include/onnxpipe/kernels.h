@@ -84,7 +84,7 @@ typedef struct pp_kernel {
 
 /* The kernels of one backend in one compute dtype. */
 typedef struct pp_kernel_table {
-    pp_dtype dtype;             /* the floating compute type (PP_DTYPE_F32 today) */
+    pp_dtype dtype;             /* the floating compute type: F32, or BF16 / F16 (native 16-bit kernels) */
     const pp_kernel *kernels;   /* [PP_OP_COUNT], indexed by pp_op; forward NULL: no kernel */
 } pp_kernel_table;
 
@@ -119,7 +119,12 @@ PP_API const pp_backend *pp_backend_at(int i);
 /* The device's capability bits (PP_DEVICE_CAP_*). Local. Thread-safe. */
 PP_API unsigned pp_device_caps(const pp_device *d);
 
-/* The kernel of op on this device kind computing in dtype, or NULL. Local; static. Thread-safe. */
+/* The kernel of op on this device kind computing in dtype, or NULL. For PP_DTYPE_BF16 and
+ * PP_DTYPE_F16 every op with an F32 kernel has one: the backend's native 16-bit kernel where
+ * its table has one, else the adapter of kernels/lowp.c around the F32 kernel (16-bit tensors
+ * are converted exactly to fp32 shadows, the F32 kernel runs, 16-bit outputs and gradients are
+ * rounded back; F32 tensors, e.g. a weight gradient in the fp32 master buffer, pass as they
+ * are). Local; static. Thread-safe. */
 PP_API const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
 /* ---- flat-buffer kernels used by the stage: optimizers, norms, accumulation ---- */
@@ -153,6 +158,15 @@ PP_API pp_status pp_kernel_optim_update(pp_device *dev, const pp_optim_hparams *
 PP_API pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err);
 /* x[i] *= s. Local. */
 PP_API pp_status pp_kernel_scale(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
+/* dst[i] = src[i] converted, n elements, between PP_DTYPE_F32, PP_DTYPE_BF16 and PP_DTYPE_F16
+ * (to 16 bits: round to nearest even, overflow to Inf, NaN stays NaN; from 16 bits: exact);
+ * the same dtype copies; any other dtype is an error naming it. Local. */
+PP_API pp_status pp_kernel_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
+                                   int64_t n, pp_error *err);
+/* x[i] *= inv_scale in one pass; *found_inf (host) = 1 when some x[i] is NaN or Inf before or
+ * after scaling, else 0: fp16 dynamic loss scaling's unscale of the flat gradient. Local. */
+PP_API pp_status pp_kernel_unscale(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf,
+                                   pp_error *err);
 /* y[i] += x[i]. Local. */
 PP_API pp_status pp_kernel_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
 /* Index of the first NaN or Inf in x, or -1. Local. */
@@ -183,6 +197,9 @@ struct pp_flat_ops {
     pp_status (*scale)(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
     pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
     pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
+    pp_status (*convert)(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
+                         int64_t n, pp_error *err);  /* dtypes checked by pp_kernel_convert */
+    pp_status (*unscale)(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err);
 };
 /* The flat ops of a non-cpu device kind's backend, or an error naming it. Local; static. Thread-safe. */
 PP_API pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);

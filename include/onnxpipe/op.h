@@ -52,7 +52,21 @@ enum {
     PP_OPF_PASS_GRAD = 1u << 1, /* the gradient of input 0 is the output's gradient as is */
     PP_OPF_GRAPH_ONLY = 1u << 2,/* never runs: the graph turns it into an initializer */
     PP_OPF_FOLD_LARGE = 1u << 3,/* a constant result may be folded up to 64 MiB (masks) */
+    PP_OPF_KEEP_ON_RECOMPUTE = 1u << 4, /* expensive to run again: selective recompute keeps its
+                                           outputs in the stash (stage/recompute.c) */
 };
+
+/* How an op computes under mixed precision (pp_op_info.prec; stage/precision.c), like
+ * torch.autocast's op lists. Every op other than the LOWP ones computes in fp32: a 16-bit
+ * input is widened exactly and the result rounded to the output's storage type. */
+typedef enum pp_prec {
+    PP_PREC_FOLLOW = 0, /* output stored in its activation inputs' type: 16-bit when they are
+                           (fp32 when one is fp32); Softmax, LayerNorm and other bounded results */
+    PP_PREC_LOWP,       /* matrix products: 16-bit operands (inputs 0, 1), fp32 accumulation,
+                           16-bit output */
+    PP_PREC_FP32,       /* range or precision needs fp32 storage: sums, powers, square roots,
+                           the loss */
+} pp_prec;
 
 /* graph/'s shape-inference state, private to it (graph/infer.h). */
 typedef struct pp_infer_ctx pp_infer_ctx;
@@ -68,6 +82,7 @@ typedef struct pp_op_info {
     unsigned flags;             /* PP_OPF_* */
     pp_flop_rule flop_rule;
     int flops_per;              /* FLOPs per element for ELEMENTWISE and REDUCE */
+    pp_prec prec;               /* its class under --precision bf16 / fp16 */
     /* Shape rule: the dtypes and shapes of the node's outputs (graph/infer*.c). */
     pp_status (*shape)(pp_infer_ctx *c, const struct pp_node *n, pp_error *err);
     /* Constant folder: the outputs' data from constant inputs; NULL: never folded. */

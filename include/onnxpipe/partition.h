@@ -70,9 +70,19 @@ PP_API const char *pp_balance_name(pp_balance b);          /* "params", ... */
 /* Parses "params|flops|memory|uniform"; returns 0 on an unknown name. Local. Thread-safe. */
 PP_API int pp_balance_parse(const char *s, pp_balance *out);
 
+/* Activation recomputation: what a stage's stash slot keeps of a microbatch's forward
+ * (pp_stage_options.recompute, stage/recompute.c; here for the memory estimate).
+ * NONE: everything backward reads. FULL: the stage's inputs (and what must outlive forward
+ * anyway: outputs sent on, graph outputs, the loss); backward first re-runs the ops that
+ * make what it reads, into one arena shared by all slots. SELECTIVE: FULL plus the outputs
+ * of the expensive ops (MatMul, Gemm, Conv: PP_OPF_KEEP_ON_RECOMPUTE), so only cheap ops run
+ * again (Megatron's selective recompute). Losses and weights are bitwise those of NONE. */
+typedef enum { PP_RECOMPUTE_NONE = 0, PP_RECOMPUTE_SELECTIVE, PP_RECOMPUTE_FULL } pp_recompute;
+
 typedef struct pp_partition_options {
     pp_balance balance;
     int64_t microbatches;      /* M for the memory balance and estimate; 0: nstages */
+    pp_recompute recompute;    /* what the memory estimate's stash keeps (not the balance) */
     const char *const *cuts;   /* non-NULL: manual stage boundaries, overriding the balance: a node name
                                   (cut right after that node) or a tensor name (cut right after
                                   the node producing it); in topological order, nstages-1 of them */
@@ -135,6 +145,7 @@ typedef struct pp_partition {
     int tiebreak;               /* 1 when the cut bytes are the smallest among the optimal splits
                                    (see pp_linear_result) */
     int64_t microbatches;
+    pp_recompute recompute;     /* the options' (what the memory estimate models) */
     int *node_stage;            /* [nnodes] */
     pp_node_cost *costs;        /* [nnodes] */
     pp_stage_info *stages;      /* [nstages] */
@@ -163,13 +174,24 @@ PP_API void pp_partition_destroy(pp_partition *p);
 
 /* Memory a stage needs for training with Adam under 1F1B with M microbatches:
  * params + grads + 2 optimizer moments (each param_bytes) + stashed activations of
- * min(P - stage, M) microbatches in flight. */
+ * min(P - stage, M) microbatches in flight (+ with recompute, one microbatch's recompute
+ * arena, at most its activations). */
 typedef struct pp_stage_memory {
     int64_t param_bytes, grad_bytes, optimizer_bytes;
     int inflight;               /* microbatches whose activations are stashed at once */
     int64_t stash_bytes;        /* -1 when activations are unknown */
+    int64_t recompute_bytes;    /* the recompute arena (0 without recompute; -1 unknown) */
     int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
 } pp_stage_memory;
+/* What recompute r makes of stage s, per microbatch: the bytes its stash slot keeps (its
+ * inputs and what it sends on, with selective also the outputs of MatMul/Gemm/Conv; NONE:
+ * all its activations), the arena's (an upper bound: its activations; 0 for NONE), and the
+ * forward FLOPs it runs again before each backward. -1 where shapes are unknown. */
+typedef struct pp_recompute_estimate {
+    int64_t stash_bytes, arena_bytes, flops;
+} pp_recompute_estimate;
+/* Local. Thread-safe. */
+PP_API pp_recompute_estimate pp_partition_recompute_estimate(const pp_partition *p, int stage, pp_recompute r);
 /* Local. Thread-safe. */
 PP_API pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches);
 

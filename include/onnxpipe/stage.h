@@ -26,6 +26,12 @@ typedef struct pp_loss_spec {
     int64_t ignore_index;   /* labels equal to this do not count; default -100 like PyTorch */
 } pp_loss_spec;
 
+/* Activation recomputation (pp_recompute, partition.h; stage/recompute.c) names.
+ * "none", "selective", "full". Local; thread-safe (static strings). */
+PP_API const char *pp_recompute_name(pp_recompute r);
+/* Parses one of those names; an error lists them. Local. */
+PP_API pp_status pp_recompute_parse(const char *text, pp_recompute *out, pp_error *err);
+
 typedef struct pp_stage_options {
     int slots;                  /* stash slots = peak in-flight microbatches (>= 1) */
     int64_t microbatch;         /* samples per microbatch */
@@ -38,6 +44,10 @@ typedef struct pp_stage_options {
     int64_t first_sample;       /* this replica's first sample in the global batch: Dropout draws
                                    by global sample, the same for any layout (pp_rng_key) */
     int training;               /* 1: Dropout drops, BatchNorm uses batch statistics */
+    pp_dtype precision;         /* PP_DTYPE_BF16 / PP_DTYPE_F16: mixed precision (stage/precision.c:
+                                   16-bit activations and matrix-product operands, fp32 master
+                                   weights, gradients and optimizer state); F32 or 0: fp32 */
+    pp_recompute recompute;     /* what the stash keeps; 0: everything (PP_RECOMPUTE_NONE) */
 } pp_stage_options;
 
 /* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
@@ -85,6 +95,9 @@ PP_API void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i);
 /* A graph output this stage produces (e.g. logits), valid after pp_stage_forward; NULL
  * if the value is not a graph output of this stage. Local; owned by s, valid while s lives. */
 PP_API void *pp_stage_value_buffer(pp_stage *s, int slot, int value);
+/* The dtype the stage stores graph value `value` in (16-bit under mixed precision where
+ * the graph says float32), or PP_DTYPE_UNDEFINED if the stage does not hold it. Local. */
+PP_API pp_dtype pp_stage_value_dtype(const pp_stage *s, int value);
 
 typedef enum {
     PP_BACKWARD_FULL = 3,   /* input and weight gradients */
@@ -110,6 +123,15 @@ PP_API void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, doubl
 /* The slot's share of the step's loss, seed x loss (loss as pp_stage_loss read it); the
  * step's loss is the sum of the shares over microbatches and replicas. Local. */
 PP_API double pp_stage_loss_share(const pp_stage *s, int slot, double loss);
+/* --precision names: "fp32", "bf16", "fp16" (also "float32", "bfloat16", "float16") to
+ * PP_DTYPE_F32 / BF16 / F16; 1 if name is one of them. Local; thread-safe. */
+PP_API int pp_precision_parse(const char *name, pp_dtype *out);
+/* "fp32", "bf16" or "fp16" (0 is fp32): a static string. Local; thread-safe. */
+PP_API const char *pp_precision_name(pp_dtype precision);
+/* fp16 loss scaling: the seeds of the following backwards are multiplied by scale, so
+ * every gradient comes out scale times too large (the driver unscales the flat gradient
+ * buffer before the optimizer). 1 turns it off. Local. */
+PP_API void pp_stage_set_loss_scale(pp_stage *s, float scale);
 /* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
 typedef struct pp_loss_labels {
     const char *labels;          /* the graph input (or the --labels name) holding the labels */
@@ -193,15 +215,38 @@ PP_API pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
  * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. Local. */
 PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
 
-/* What the stage allocated on its device, in bytes: the flat parameter, gradient and
+/* What the stage allocates on its device, in bytes: the flat parameter, gradient and
  * optimizer-state buffers, the stash (slots x bytes per slot: the schedule's peak of
- * microbatches in flight), forward and backward scratch arenas, and constants. */
+ * microbatches in flight), forward and backward scratch arenas, the recompute arena (one
+ * microbatch's recomputed tensors, shared by all slots; 0 without recompute), the 16-bit
+ * parameter copy (mixed precision) and constants; these are the device counters' params,
+ * grads, optimizer, stash, scratch and other (device.h). */
 typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
+    int64_t param_copy;     /* the 16-bit copy of the parameters (mixed precision), else 0 */
+    int64_t recompute;
     int slots;
+    int64_t port_max;       /* the largest tensor crossing the stage's boundary (a driver sizes
+                               its communication buffers by it); not in total */
 } pp_stage_bytes;
 /* Local. */
 PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
+/* What pp_stage_create(part, index, a device of this kind, opt) would allocate, without a
+ * device: the same planner runs (ops, fusions, tensor places, arena sizes) and nothing is
+ * allocated or loaded. Errors are pp_stage_create's. Local. */
+PP_API pp_status pp_stage_estimate(const pp_partition *part, int index, pp_device_kind kind,
+                                   const pp_stage_options *opt, pp_stage_bytes *out, pp_error *err);
+
+/* Recomputation so far (counted always; zero without recompute): runs of the forward's
+ * re-run ops before a backward, how many of those were for a backward weight half whose
+ * arena another slot's forward or backward had taken in between (zero-bubble schedules),
+ * and their wall time in seconds (pp_now). */
+typedef struct pp_stage_recompute_stats {
+    int64_t runs, weight_reruns;
+    double seconds;
+} pp_stage_recompute_stats;
+/* Local. */
+PP_API void pp_stage_recompute_get(const pp_stage *s, pp_stage_recompute_stats *out);
 
 /* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
  * Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as
@@ -212,6 +257,8 @@ typedef struct pp_stage_op_profile {
     int64_t forward_calls, backward_calls;
     double forward_s, backward_s;           /* seconds */
     double forward_flops, backward_flops;
+    int64_t recompute_calls;                /* forwards run again by recompute (not in forward_*) */
+    double recompute_s;
 } pp_stage_op_profile;
 
 /* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. Local (both). */
@@ -226,7 +273,7 @@ PP_API const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
  * FLOPs of the call. Events are cleared by pp_stage_profile_clear_events. */
 typedef struct pp_stage_op_event {
     int op;
-    int backward;
+    int backward;           /* 0 forward, 1 backward, 2 a forward run again by recompute */
     double t_start, t_end;
     double flops;
 } pp_stage_op_event;

@@ -137,6 +137,10 @@ typedef struct pp_train_config {
     float clip_norm;                /* 0: no clipping */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB (--bucket-kb) */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
+    pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
+    float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
+    int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
+    pp_recompute recompute;         /* activation recomputation (stage.h); default none */
     pp_loss_spec loss;
     uint64_t seed;
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */
@@ -165,6 +169,12 @@ typedef struct pp_train_config {
     const char *profile_out;        /* Perfetto JSON of the profiled steps (rank 0) */
     const char *command_line;       /* shown in the TensorBoard text summary */
 } pp_train_config;
+
+/* The options every stage of a job from c is built with (the microbatch is c->batch /
+ * (dp x microbatches); the driver sets slots and first_sample). `onnxpipe partition` and
+ * `onnxpipe schedule --model` estimate memory from the same, so an option that shapes a
+ * stage reaches the previews too. Local; thread-safe. */
+PP_API pp_stage_options pp_train_stage_options(const pp_train_config *c);
 
 typedef struct pp_train_result {
     int64_t first_step;             /* 1, or the step after the checkpoint resumed from */

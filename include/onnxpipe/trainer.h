@@ -45,6 +45,11 @@ typedef struct pp_trainer_config {
     float clip_norm;                /* 0: no clipping */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
+    pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
+    float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
+    int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
+    pp_recompute recompute;         /* activation recomputation (stage.h): what the stash keeps;
+                                       losses and weights are bitwise the same; default none */
     pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
     uint64_t seed;                  /* Dropout draws */
     int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
@@ -112,7 +117,9 @@ typedef struct pp_trainer_stats {
     float lr;                       /* its learning rate */
     double loss;                    /* mean over the global batch, the same on every rank */
     double grad_norm;               /* global, before clipping */
-    int skipped;                    /* NaN/Inf gradients skipped the update (skip_nonfinite) */
+    int skipped;                    /* NaN/Inf gradients skipped the update (skip_nonfinite, or an
+                                       fp16 overflow under loss scaling) */
+    double loss_scale;              /* the fp16 loss scale the step used; 0: none */
     double seconds;                 /* this rank's wall time of the step */
     double compute_s, wait_s;       /* this rank's forward/backward time, and time blocked on peers */
 } pp_trainer_stats;

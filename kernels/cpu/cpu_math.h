@@ -27,6 +27,12 @@ pp_status pp_cpu_want_dtype(const pp_kernel_ctx *c, int i, pp_dtype want, int op
 /* Input count check: nmin..nmax present positions. */
 pp_status pp_cpu_want_inputs(const pp_kernel_ctx *c, int nmin, int nmax, pp_error *err);
 
+/* flat.c: float16 <-> float32 over n elements, through F16C when f16c is 1 (only where
+ * pp_cpu_has_f16c() says the cpu has it), else the element functions: the same bits. */
+int pp_cpu_has_f16c(void);
+void pp_cpu_f16_from_f32(uint16_t *dst, const float *src, int64_t n, int f16c);
+void pp_cpu_f32_from_f16(float *dst, const uint16_t *src, int64_t n, int f16c);
+
 /* device_cpu.c */
 pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);
 

@@ -1,7 +1,14 @@
 /* cpu flat-buffer kernels the stage uses between steps: sum of squares (gradient
- * clipping), scaling, accumulation and the NaN/Inf scan (loss scaling, divergence checks). */
+ * clipping), scaling, accumulation, the NaN/Inf scan (loss scaling, divergence checks), the
+ * fused unscale of fp16 loss scaling, and float32 <-> bfloat16 / float16 conversion. */
+#include "cpu_math.h"
+#include "element.h"
+
 #include <math.h>
-#include <onnxpipe/kernels.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err)
 {
@@ -73,5 +80,96 @@ pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, in
                 return PP_OK;
             }
     }
+    return PP_OK;
+}
+
+pp_status pp_kernel_unscale(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err)
+{
+    DISPATCH("unscale", unscale, x, n, inv_scale, found_inf);
+    /* y is NaN or Inf whenever x was (Inf * 0 is NaN): checking y covers both; bits, so it vectorises */
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float y = x[i] * inv_scale;
+        x[i] = y;
+        bad |= (pp_el_bits(y) & 0x7f800000u) == 0x7f800000u;
+    }
+    *found_inf = bad != 0;
+    return PP_OK;
+}
+
+/* ---- float16 through F16C where the cpu has it, else the element functions ---- */
+
+#if defined(__x86_64__) || defined(__i386__)
+int pp_cpu_has_f16c(void) { return __builtin_cpu_supports("f16c"); }
+
+/* 8 at a time; the tail goes through a padded block, so that every element takes the hardware path */
+__attribute__((target("avx,f16c"))) static void f16c_from_f32(uint16_t *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i == n) return;
+    float t[8] = {0};
+    uint16_t h[8];
+    memcpy(t, src + i, (size_t)(n - i) * sizeof *t);
+    _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(_mm256_loadu_ps(t), _MM_FROUND_TO_NEAREST_INT));
+    memcpy(dst + i, h, (size_t)(n - i) * sizeof *h);
+}
+
+__attribute__((target("avx,f16c"))) static void f16c_to_f32(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    if (i == n) return;
+    uint16_t h[8] = {0};
+    float t[8];
+    memcpy(h, src + i, (size_t)(n - i) * sizeof *h);
+    _mm256_storeu_ps(t, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+    memcpy(dst + i, t, (size_t)(n - i) * sizeof *t);
+}
+#else
+int pp_cpu_has_f16c(void) { return 0; }
+static void f16c_from_f32(uint16_t *dst, const float *src, int64_t n) { (void)dst, (void)src, (void)n; }
+static void f16c_to_f32(float *dst, const uint16_t *src, int64_t n) { (void)dst, (void)src, (void)n; }
+#endif
+
+void pp_cpu_f16_from_f32(uint16_t *dst, const float *src, int64_t n, int f16c)
+{
+    if (f16c) f16c_from_f32(dst, src, n);
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] = pp_el_f16_from_f32(src[i]);
+}
+
+void pp_cpu_f32_from_f16(float *dst, const uint16_t *src, int64_t n, int f16c)
+{
+    if (f16c) f16c_to_f32(dst, src, n);
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] = pp_el_f32_from_f16(src[i]);
+}
+
+static int is_lowp_or_f32(pp_dtype t) { return t == PP_DTYPE_F32 || t == PP_DTYPE_BF16 || t == PP_DTYPE_F16; }
+
+pp_status pp_kernel_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
+                            int64_t n, pp_error *err)
+{
+    if (!is_lowp_or_f32(dst_dtype) || !is_lowp_or_f32(src_dtype))
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "convert %s -> %s: only float32, bfloat16 and float16 convert",
+                            pp_dtype_name(src_dtype), pp_dtype_name(dst_dtype));
+    PP_CHECK(want_n("convert", n, err));
+    if (dst_dtype == src_dtype) return pp_device_copy(dev, dst, src, (size_t)n * pp_dtype_size(src_dtype), err);
+    DISPATCH("convert", convert, dst, dst_dtype, src, src_dtype, n);
+    const int f16c = pp_cpu_has_f16c();
+    const uint16_t *h = src;
+    uint16_t *o = dst;
+    if (src_dtype == PP_DTYPE_F32 && dst_dtype == PP_DTYPE_F16) pp_cpu_f16_from_f32(o, src, n, f16c);
+    else if (src_dtype == PP_DTYPE_F16 && dst_dtype == PP_DTYPE_F32) pp_cpu_f32_from_f16(dst, h, n, f16c);
+    else if (src_dtype == PP_DTYPE_F32)
+        for (int64_t i = 0; i < n; i++) o[i] = pp_el_bf16_from_f32(((const float *)src)[i]);
+    else if (dst_dtype == PP_DTYPE_F32)
+        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = pp_el_f32_from_bf16(h[i]);
+    else if (dst_dtype == PP_DTYPE_F16)   /* bfloat16 -> float32 is exact: one rounding */
+        for (int64_t i = 0; i < n; i++) o[i] = pp_el_f16_from_f32(pp_el_f32_from_bf16(h[i]));
+    else
+        for (int64_t i = 0; i < n; i++) o[i] = pp_el_bf16_from_f32(pp_el_f32_from_f16(h[i]));
     return PP_OK;
 }

@@ -123,8 +123,8 @@ PP_FWD(pp_cpu_cast_forward)
                             c->node, (long long)to_attr, pp_dtype_name(to));
     if (!pp_el_cast_supported(from) || !pp_el_cast_supported(to))
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "node '%s' (Cast): %s -> %s is not supported (float32, float64, bfloat16, int64, int32, "
-                            "bool)", c->node, pp_dtype_name(from), pp_dtype_name(to));
+                            "node '%s' (Cast): %s -> %s is not supported (float32, float64, bfloat16, float16, "
+                            "int64, int32, bool)", c->node, pp_dtype_name(from), pp_dtype_name(to));
     const void *X = c->in[0].data;
     void *Y = c->out[0].data;
     int64_t n = pp_tensor_numel(&c->in[0]);

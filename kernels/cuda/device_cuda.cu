@@ -101,10 +101,11 @@ pp_status pp_cuda_workspace(const pp_kernel_ctx *c, size_t n, void **out, pp_err
     pp_device *d = c->dev;
     pp_cuda *cu = cu_of(d);
     if (n > cu->workspace_bytes) {
-        if (cu->workspace) cu_free(d, cu->workspace);
+        /* through the wrappers, so the device's counters see it as scratch */
+        if (cu->workspace) pp_device_free(d, cu->workspace);
         cu->workspace = NULL;
         cu->workspace_bytes = 0;
-        PP_CHECK(cu_alloc(d, n, &cu->workspace, err));
+        PP_CHECK(pp_device_alloc_as(d, PP_MEM_SCRATCH, pp_cu_alloc_round(n), &cu->workspace, err));
         cu->workspace_bytes = pp_cu_alloc_round(n);
     }
     *out = cu->workspace;
@@ -308,7 +309,7 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
         free(ev);
         return pp_error_set(err, PP_ERR_NOMEM, "cuda device %d: out of host memory", index);
     }
-    *d = (pp_device){&cuda_device_i, PP_DEVICE_CUDA, index, cu};
+    *d = (pp_device){&cuda_device_i, PP_DEVICE_CUDA, index, cu, NULL};   /* mem: pp_device_create adds it */
     cu->ordinal = index;
     cu->events = ev;
     cu->nevents = PP_CUDA_EVENTS;

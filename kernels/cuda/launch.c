@@ -60,7 +60,24 @@ pp_cu_gemm pp_cu_gemm_rowmajor(int tx, int ty, int64_t M, int64_t N, int64_t K, 
     g.stride_b = sx;
     g.stride_c = sc;
     g.batch = (int)batch;
+    g.atype = g.btype = g.ctype = PP_CU_R_32F;
+    g.compute = PP_CU_COMPUTE_32F;
     return g;
+}
+
+static int cu_type(pp_dtype t)
+{
+    return t == PP_DTYPE_F32 ? PP_CU_R_32F : t == PP_DTYPE_BF16 ? PP_CU_R_16BF : t == PP_DTYPE_F16 ? PP_CU_R_16F : -1;
+}
+
+int pp_cu_gemm_set_types(pp_cu_gemm *g, pp_dtype x, pp_dtype y, pp_dtype c)
+{
+    const int tx = cu_type(x), tc = cu_type(c);
+    if (tx < 0 || x != y || tc < 0 || (c != x && c != PP_DTYPE_F32)) return 0;
+    g->atype = g->btype = tx;
+    g->ctype = tc;
+    g->compute = PP_CU_COMPUTE_32F;
+    return 1;
 }
 
 /* Matrix stride of an operand holding `mats` matrices of `size` elements in a batch of
@@ -121,8 +138,8 @@ pp_cu_gemm pp_cu_gemm_op_gemm(const pp_cu_gemm_op *g, pp_cu_part part)
     }
 }
 
-void pp_cu_gemm_op_operands(const pp_cu_gemm_op *g, pp_cu_part part, const float *A, const float *B, const float *dY,
-                            const float **x, const float **y)
+void pp_cu_gemm_op_operands(const pp_cu_gemm_op *g, pp_cu_part part, const void *A, const void *B, const void *dY,
+                            const void **x, const void **y)
 {
     switch (part) {
     case PP_CU_Y: *x = A, *y = B; break;

@@ -36,14 +36,30 @@ pp_cu_launch pp_cu_launch_rows(int64_t rows, int64_t n);
 size_t pp_cu_alloc_round(size_t n);
 int pp_cu_alloc_fits(size_t have, size_t want);
 
-/* One cublasSgemmStridedBatched call (column-major). */
+/* cuBLAS's values of cudaDataType_t and cublasComputeType_t, restated so that this file
+ * stays plain C (matmul.cu static_asserts that they match the CUDA headers). */
+#define PP_CU_R_32F 0
+#define PP_CU_R_16F 2
+#define PP_CU_R_16BF 14
+#define PP_CU_COMPUTE_32F 68
+
+/* One cublasSgemmStridedBatched call (column-major), or, with 16-bit operands, one
+ * cublasGemmStridedBatchedEx (cublasGemmEx for batch 1). */
 typedef struct pp_cu_gemm {
     int transa, transb;             /* 1 = CUBLAS_OP_T */
     int m, n, k;
-    int lda, ldb, ldc;
+    int lda, ldb, ldc;              /* in elements, whatever the type */
     long long stride_a, stride_b, stride_c;   /* elements between the batch's matrices */
     int batch;
+    int atype, btype, ctype;        /* PP_CU_R_*: cuBLAS's A (our Y), B (our X) and C */
+    int compute;                    /* PP_CU_COMPUTE_32F */
 } pp_cu_gemm;
+
+/* The types of g for C = op(X) op(Y) from the tensors' dtypes: all float32 (cublasSgemm*,
+ * the default every plan below starts from), or X and Y both bfloat16 or both float16 with
+ * C that dtype or float32 (a weight gradient accumulated into the fp32 master gradient):
+ * cublasGemm*Ex with fp32 compute. Returns 0, leaving g as it was, for any other mix. */
+int pp_cu_gemm_set_types(pp_cu_gemm *g, pp_dtype x, pp_dtype y, pp_dtype c);
 
 /* Row-major C (M, N) = op(X) (M, K) op(Y) (K, N), X stored (M, K) or, when tx, (K, M);
  * Y stored (K, N) or, when ty, (N, K). As column-major this is C^T = op(Y)^T op(X)^T, so
@@ -79,8 +95,8 @@ typedef struct pp_cu_gemm_op {
  * DA: ta ? (B, dY) : (dY, B);  DB: tb ? (dY, A) : (A, dY). */
 pp_cu_gemm pp_cu_gemm_op_gemm(const pp_cu_gemm_op *g, pp_cu_part part);
 /* The (X, Y) operands of that call, from the stored A, B and dY (Y's gradient). */
-void pp_cu_gemm_op_operands(const pp_cu_gemm_op *g, pp_cu_part part, const float *A, const float *B, const float *dY,
-                            const float **x, const float **y);
+void pp_cu_gemm_op_operands(const pp_cu_gemm_op *g, pp_cu_part part, const void *A, const void *B, const void *dY,
+                            const void **x, const void **y);
 
 /* Elementwise broadcast of up to 3 inputs onto out, with contiguous dims merged. */
 #define PP_CU_MAX_IN 3

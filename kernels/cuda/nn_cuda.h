@@ -9,8 +9,8 @@
 /* elementwise.cu */
 PAIR(add) PAIR(sub) PAIR(mul) PAIR(div) PAIR(pow) PAIR(sqrt) PAIR(neg) PAIR(reciprocal) PAIR(relu)
 PAIR(leaky_relu) PAIR(sigmoid) PAIR(tanh) PAIR(erf) PAIR(gelu) PAIR(identity)
-/* matmul.cu */
-PAIR(matmul) PAIR(gemm)
+/* matmul.cu, and its bfloat16 / float16 kernels */
+PAIR(matmul) PAIR(gemm) PAIR(matmul_lp) PAIR(gemm_lp)
 /* softmax.cu (Softmax, LogSoftmax), layernorm.cu, loss.cu (SoftmaxCrossEntropyLoss), reduce.cu */
 PAIR(softmax) PAIR(layernorm) PAIR(xent) PAIR(reduce)
 PP_CU_AUX(pp_cu_layernorm_aux);

@@ -1,7 +1,8 @@
 /* cuda flat-buffer kernels (the pp_flat_ops of the cuda device): fused optimizer updates
  * (one pass for SGD/Adam/AdamW; LAMB's two passes around its per-tensor norms), sum of
- * squares in double, scale, accumulate and the NaN/Inf scan. Per-element math is
- * element.h's, scalars are pp_optim_scalars_of's, as on the cpu. */
+ * squares in double, scale, accumulate, the NaN/Inf scan, fp16 loss scaling's fused
+ * unscale and float32 <-> bfloat16 <-> float16 conversion. Per-element math is element.h's,
+ * scalars are pp_optim_scalars_of's, as on the cpu. */
 #include "cuda_internal.h"
 #include "element.h"
 #include "reduce.cuh"
@@ -190,6 +191,66 @@ static pp_status cu_find_nonfinite(pp_device *dev, const float *x, int64_t n, in
     return PP_OK;
 }
 
+/* x *= inv; *bad = 1 where a result is NaN or Inf (so was x, or it overflowed) */
+__global__ void k_unscale(float *x, int64_t n, float inv, unsigned *bad)
+{
+    unsigned b = 0;
+    CU_FOR(i, n)
+    {
+        const float y = x[i] * inv;
+        x[i] = y;
+        b |= (pp_el_bits(y) & 0x7f800000u) == 0x7f800000u;
+    }
+    if (b) *bad = 1;
+}
+
+static pp_status cu_unscale(pp_device *dev, float *x, int64_t n, float inv, int *found_inf, pp_error *err)
+{
+    FLAT_CTX("unscale");
+    c_.dev = dev;
+    *found_inf = 0;
+    if (!n) return PP_OK;
+    void *ws;
+    unsigned bad = 0;
+    PP_CHECK(pp_cuda_workspace(c, sizeof bad, &ws, err));
+    PP_CHECK(pp_device_memset(dev, ws, 0, sizeof bad, err));
+    LAUNCH(n);
+    k_unscale<<<L_.grid, L_.block, 0, cu_of(dev)->stream>>>(x, n, inv, (unsigned *)ws);
+    CU_LAUNCHED(c);
+    PP_CHECK(pp_device_copy_to_host(dev, &bad, ws, sizeof bad, err));
+    *found_inf = bad != 0;
+    return PP_OK;
+}
+
+/* one element of a float32 / bfloat16 / float16 buffer as a float, and back (the cpu's functions) */
+static __device__ float load_as_f32(pp_dtype t, const void *p, int64_t i)
+{
+    const uint16_t *h = (const uint16_t *)p;
+    return t == PP_DTYPE_F32 ? ((const float *)p)[i] : t == PP_DTYPE_BF16 ? pp_el_f32_from_bf16(h[i])
+                                                                          : pp_el_f32_from_f16(h[i]);
+}
+static __device__ void store_from_f32(pp_dtype t, void *p, int64_t i, float v)
+{
+    if (t == PP_DTYPE_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = t == PP_DTYPE_BF16 ? pp_el_bf16_from_f32(v) : pp_el_f16_from_f32(v);
+}
+
+__global__ void k_convert(void *dst, pp_dtype dt, const void *src, pp_dtype st, int64_t n)
+{
+    CU_FOR(i, n) store_from_f32(dt, dst, i, load_as_f32(st, src, i));
+}
+
+static pp_status cu_convert(pp_device *dev, void *dst, pp_dtype dt, const void *src, pp_dtype st, int64_t n,
+                            pp_error *err)
+{
+    FLAT_CTX("convert");
+    if (!n) return PP_OK;
+    LAUNCH(n);
+    k_convert<<<L_.grid, L_.block, 0, cu_of(dev)->stream>>>(dst, dt, src, st, n);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
 extern const pp_flat_ops pp_cuda_flat_ops;
 const pp_flat_ops pp_cuda_flat_ops = {
     /* .optim_update   = */ cu_optim_update,
@@ -197,4 +258,6 @@ const pp_flat_ops pp_cuda_flat_ops = {
     /* .scale          = */ cu_scale,
     /* .accumulate     = */ cu_accumulate,
     /* .find_nonfinite = */ cu_find_nonfinite,
+    /* .convert        = */ cu_convert,
+    /* .unscale        = */ cu_unscale,
 };

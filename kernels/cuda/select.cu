@@ -1,4 +1,4 @@
-/* cuda Equal (broadcast comparison to bool), Cast (float32, float64, bfloat16, int64,
+/* cuda Equal (broadcast comparison to bool), Cast (float32, float64, bfloat16, float16, int64,
  * int32, bool, converting as the cpu kernel does), Where and Dropout (the counter-based
  * RNG of element.h, so the GPU draws the cpu's mask), as kernels/cpu/select.c. */
 #include "cuda_internal.h"
@@ -66,7 +66,7 @@ PP_CU_FWD(pp_cu_cast_forward)
                          pp_dtype_name(to));
     if (!pp_el_cast_supported(from) || !pp_el_cast_supported(to))
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err,
-                         "%s -> %s is not supported (float32, float64, bfloat16, int64, int32, bool)",
+                         "%s -> %s is not supported (float32, float64, bfloat16, float16, int64, int32, bool)",
                          pp_dtype_name(from), pp_dtype_name(to));
     const int64_t n = pp_tensor_numel(&c->in[0]);
     if (!n) return PP_OK;

@@ -1,7 +1,9 @@
-/* The cuda backend: its kernel table in fp32, indexed by the registry's ops (op.h), and
- * its entry for the backend list (kernels/backends.c). What backward reads of the
- * forward is the op's (graph/ops.c), the same on every device. The table is built by a
- * constexpr function: C++ has no designated array initializers. */
+/* The cuda backend: its kernel tables in fp32, bfloat16 and float16, indexed by the
+ * registry's ops (op.h), and its entry for the backend list (kernels/backends.c). What
+ * backward reads of the forward is the op's (graph/ops.c), the same on every device. The
+ * tables are built by constexpr functions: C++ has no designated array initializers. The
+ * 16-bit tables hold the native kernels (cuBLAS MatMul and Gemm); an empty slot makes
+ * pp_kernel_find fall back to the adapter around the fp32 kernel (kernels/lowp.c). */
 #include "cuda_internal.h"
 #include "nn_cuda.h"
 
@@ -62,8 +64,19 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     return t;
 }
 
+/* the same native kernels serve bfloat16 and float16: they read the tensors' dtypes */
+static constexpr std::array<pp_kernel, PP_OP_COUNT> make_lp()
+{
+    std::array<pp_kernel, PP_OP_COUNT> t{};
+    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, 0};
+    t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0};
+    return t;
+}
+
 static constexpr std::array<pp_kernel, PP_OP_COUNT> kernels_f32 = make_f32();
-static const pp_kernel_table tables[] = {{PP_DTYPE_F32, kernels_f32.data()}};
+static constexpr std::array<pp_kernel, PP_OP_COUNT> kernels_lp = make_lp();
+static const pp_kernel_table tables[] = {
+    {PP_DTYPE_F32, kernels_f32.data()}, {PP_DTYPE_BF16, kernels_lp.data()}, {PP_DTYPE_F16, kernels_lp.data()}};
 
 extern const pp_flat_ops pp_cuda_flat_ops;
 
