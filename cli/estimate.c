@@ -52,7 +52,9 @@ int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
 /* A rank's or stage's figures in the table's column order. */
 static void row(FILE *out, const pp_stage_bytes *b, int64_t comm, int64_t total)
 {
-    const int64_t v[] = {b->params, b->grads, b->optimizer, b->stash, b->scratch, comm, b->constants, total};
+    const pp_mem_category cat[] = {PP_MEM_PARAMS, PP_MEM_GRADS, PP_MEM_OPTIMIZER, PP_MEM_STASH, PP_MEM_SCRATCH};
+    int64_t v[] = {0, 0, 0, 0, 0, comm, b->constants, total};
+    for (int k = 0; k < 5; k++) v[k] = pp_stage_bytes_category(b, cat[k]);
     char s[32];
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
         fprintf(out, " %10s", v[k] < 0 ? "" : pp_format_bytes((double)v[k], s, sizeof s));
@@ -62,10 +64,10 @@ static void row(FILE *out, const pp_stage_bytes *b, int64_t comm, int64_t total)
 static void json_bytes(pp_json *j, const pp_stage_bytes *b)
 {
     pp_json_int(j, "slots", b->slots);
-    pp_json_int(j, "params_bytes", b->params);
+    pp_json_int(j, "params_bytes", pp_stage_bytes_category(b, PP_MEM_PARAMS));
     pp_json_int(j, "grads_bytes", b->grads);
     pp_json_int(j, "optimizer_bytes", b->optimizer);
-    pp_json_int(j, "stash_bytes", b->stash);
+    pp_json_int(j, "stash_bytes", pp_stage_bytes_category(b, PP_MEM_STASH));
     pp_json_int(j, "scratch_bytes", b->scratch);
     pp_json_int(j, "constants_bytes", b->constants);
 }
@@ -118,11 +120,12 @@ static void print_text(FILE *out, const pp_schedule *sch, const pp_train_config 
         fprintf(out, "%-6s %-5d %5d", "all", r, rk[r].stages.slots);
         row(out, &rk[r].stages, rk[r].comm, rk[r].total);
     }
-    fprintf(out, "params, grads: the flat fp32 buffers; optimizer: its state slots per parameter; stash: the "
-                 "slots (microbatches in flight that the driver gives the stage under this schedule) x what "
-                 "forward keeps for backward; scratch: the forward and backward arenas; comm: the driver's "
-                 "buffers per rank; constants: non-trainable initializers. `onnxpipe train` prints the measured "
-                 "peak next to it.\n");
+    fprintf(out, "params, grads: the flat fp32 buffers (params: and the 16-bit copy under --precision); "
+                 "optimizer: its state slots per parameter; stash: the slots (microbatches in flight that the "
+                 "driver gives the stage under this schedule) x what forward keeps for backward (and the "
+                 "recompute arena); scratch: the forward and backward arenas and the largest kernel call's own "
+                 "workspace; comm: the driver's buffers per rank; constants: non-trainable initializers. "
+                 "`onnxpipe train` prints the measured peak next to it.\n");
 }
 
 pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_train_config *c,

@@ -68,10 +68,13 @@ pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, p
         if (!ranks) continue;
         pp_stage_bytes *r = &ranks[sch->stage_rank[s]].stages;
         r->params += b.params, r->grads += b.grads, r->optimizer += b.optimizer, r->stash += b.stash;
-        r->scratch += b.scratch, r->constants += b.constants, r->total += b.total, r->slots += b.slots;
+        r->scratch += b.scratch - b.work, r->constants += b.constants, r->total += b.total - b.work;
+        r->slots += b.slots, r->param_copy += b.param_copy, r->recompute += b.recompute;
+        if (b.work > r->work) r->work = b.work;   /* one kernel call at a time per rank */
         if (b.port_max > r->port_max) r->port_max = b.port_max;
     }
     for (int r = 0; ranks && st == PP_OK && r < sch->pp; r++) {
+        ranks[r].stages.scratch += ranks[r].stages.work, ranks[r].stages.total += ranks[r].stages.work;
         ranks[r].comm = 2 * (int64_t)comm_buffer_bytes((size_t)ranks[r].stages.port_max);
         ranks[r].total = ranks[r].stages.total + ranks[r].comm;
     }

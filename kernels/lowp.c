@@ -123,21 +123,61 @@ pp_status pp_lowp_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp
     return st;
 }
 
+/* What the F32 kernel sees of a call (f, and in backward the gradients at view + nin + nout
+ * and view + nin + 2 nout): c's tensors with 16-bit ones retyped F32. Caller frees. */
+static pp_tensor *f32_view(const pp_kernel_ctx *c, const pp_tensor *gout, const pp_tensor *gin, pp_kernel_ctx *f)
+{
+    const int n = c->nin + c->nout, total = gout ? 2 * n : n;
+    pp_tensor *t = calloc((size_t)total + 1, sizeof *t);
+    if (!t) return NULL;
+    for (int s = 0; s < total; s++) {
+        const int g = s >= n, k = s - g * n;   /* gradients: grad_out[0..nout) then grad_in[0..nin) */
+        t[s] = !g ? (k < c->nin ? c->in[k] : c->out[k - c->nin]) : (k < c->nout ? gout[k] : gin[k - c->nout]);
+        if (is_lowp(t[s].dtype)) t[s].dtype = PP_DTYPE_F32;
+    }
+    *f = *c;
+    f->in = t;
+    f->out = t + c->nin;
+    return t;
+}
+
 /* aux stays the F32 kernel's (kernel-private fp32): its size for the all-F32 view */
 static size_t lowp_aux_bytes(const pp_kernel_ctx *c)
 {
     const pp_kernel *k = pp_kernel_find(c->op, c->dev->kind, PP_DTYPE_F32);
     if (!k || !k->aux_bytes) return 0;
-    pp_tensor *t = calloc((size_t)(c->nin + c->nout) + 1, sizeof *t);
+    pp_kernel_ctx f;
+    pp_tensor *t = f32_view(c, NULL, NULL, &f);
     if (!t) return SIZE_MAX;   /* the caller's allocation of it fails and says so */
-    for (int s = 0; s < c->nin + c->nout; s++) {
-        t[s] = s < c->nin ? c->in[s] : c->out[s - c->nin];
-        if (is_lowp(t[s].dtype)) t[s].dtype = PP_DTYPE_F32;
-    }
-    pp_kernel_ctx f = *c;
-    f.in = t;
-    f.out = t + c->nin;
     const size_t n = k->aux_bytes(&f);
+    free(t);
+    return n;
+}
+
+/* The shadows call_slot allocates for n tensors. */
+static size_t shadow_bytes(const pp_tensor *t, int n)
+{
+    size_t b = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t e = pp_tensor_numel(&t[i]);
+        if (is_lowp(t[i].dtype) && t[i].data) b += (size_t)(e ? e : 1) * sizeof(float);
+    }
+    return b;
+}
+
+/* A call's shadows (as pp_lowp_forward / pp_lowp_backward make them) and what the F32
+ * kernel allocates on the view. */
+static size_t lowp_work_bytes(const pp_kernel_ctx *c, const pp_tensor *gout, const pp_tensor *gin)
+{
+    size_t n = shadow_bytes(c->in, c->nin) + (keeps_out(c) && !gout ? 0 : shadow_bytes(c->out, c->nout));
+    if (gout) n += shadow_bytes(gout, c->nout) + shadow_bytes(gin, c->nin);
+    const pp_kernel *k = pp_kernel_find(c->op, c->dev->kind, PP_DTYPE_F32);
+    if (!k || !k->work_bytes) return n;
+    pp_kernel_ctx f;
+    pp_tensor *t = f32_view(c, gout, gin, &f);
+    if (!t) return SIZE_MAX;
+    const int nio = c->nin + c->nout;
+    n += k->work_bytes(&f, gout ? t + nio : NULL, gout ? t + nio + c->nout : NULL);
     free(t);
     return n;
 }
@@ -154,7 +194,7 @@ static void fill_adapters(void)
             const pp_kernel *k = pp_kernel_find((pp_op)op, (pp_device_kind)d, PP_DTYPE_F32);
             if (!k) continue;
             adapters[d][op] = (pp_kernel){k->aux_bytes ? lowp_aux_bytes : NULL, pp_lowp_forward,
-                                          k->backward ? pp_lowp_backward : NULL, k->caps};
+                                          k->backward ? pp_lowp_backward : NULL, k->caps, lowp_work_bytes};
         }
 }
 

@@ -478,5 +478,7 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     PP_CHECK(plan_grad_aliases(s, err));
     PP_CHECK(plan_persistent(s, err));
     PP_CHECK(plan_param_ready(s, err));
-    return plan_memory(s, err);
+    PP_CHECK(plan_memory(s, err));
+    s->work_bytes = stage_work_bytes(s);
+    return PP_OK;
 }

@@ -47,6 +47,15 @@ static pp_status check_slot(const pp_stage *s, int slot, pp_error *err)
 
 #define MAX_IO 16
 
+/* Where a call's tensor t (or its gradient) is in slot; slot -1 is planning (stage_work_bytes):
+ * a placeholder where the call would get data, NULL where it would not. */
+static char planned;
+static void *call_data(pp_stage *s, int slot, int t, int grad)
+{
+    if (slot >= 0) return grad ? stage_grad_data(s, slot, t) : stage_tensor_data(s, slot, t);
+    return grad && !s->t[t].needs_grad ? NULL : &planned;
+}
+
 /* Fills the kernel context of op o for slot; in backward, inputs and outputs the kernel
  * did not ask to keep are passed as NULL (their memory may hold another tensor now). */
 static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_ctx *c, pp_tensor *in,
@@ -61,19 +70,19 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
         const tslot *t = &s->t[op->in[k]];
         int keep = !backward || (pp_op_get(op->op)->saves_in >> k & 1) || t->at.loc == LOC_PARAM ||
                    t->at.loc == LOC_PARAM16 || t->at.loc == LOC_CONST;
-        in[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->in[k]) : NULL);
+        in[k] = tensor_of(t, keep ? call_data(s, slot, op->in[k], 0) : NULL);
     }
     for (int k = 0; k < op->nout; k++) {
         memset(&out[k], 0, sizeof out[k]);
         if (op->out[k] < 0) continue;
         const tslot *t = &s->t[op->out[k]];
         int keep = !backward || (pp_op_get(op->op)->saves_out >> k & 1);
-        out[k] = tensor_of(t, keep ? stage_tensor_data(s, slot, op->out[k]) : NULL);
+        out[k] = tensor_of(t, keep ? call_data(s, slot, op->out[k], 0) : NULL);
     }
     *c = (pp_kernel_ctx){
         .node = op->name, .op = op->op, .op_type = op->op_type, .opset = s->g->opset, .attrs = op->attrs,
         .nattrs = op->nattrs, .in = in, .nin = op->nin, .host_in = op->host_in, .out = out, .nout = op->nout,
-        .aux = op->aux_bytes ? stage_ptr(s, slot, op->aux) : NULL, .dev = s->dev,
+        .aux = op->aux_bytes && slot >= 0 ? stage_ptr(s, slot, op->aux) : NULL, .dev = s->dev,
         .training = s->opt.training,
         .rng = {s->opt.seed, (uint64_t)step, (uint64_t)(s->opt.first_sample + mb * s->opt.microbatch),
                 (uint64_t)(op->node >= 0 ? op->node : s->g->nnodes), (uint64_t)s->opt.microbatch},
@@ -163,16 +172,14 @@ static pp_status fresh_or_zero(pp_stage *s, int o, int slot, unsigned first, con
     return PP_OK;
 }
 
-static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int want_weight, unsigned first,
-                                 pp_error *err)
+/* The gradients a backward call of op o gets (make_ctx's slot convention): of its outputs,
+ * and of the inputs asked for (weights, activations or both). */
+static void make_grads(pp_stage *s, int o, int slot, int want_act, int want_weight, pp_tensor *gout, pp_tensor *gin)
 {
-    stage_op *op = &s->ops[o];
-    pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
-    pp_kernel_ctx c;
-    PP_CHECK(make_ctx(s, o, slot, 1, &c, in, out, s->slot_step[slot], s->slot_mb[slot], err));
+    const stage_op *op = &s->ops[o];
     for (int k = 0; k < op->nout; k++) {
         memset(&gout[k], 0, sizeof gout[k]);
-        if (op->out[k] >= 0) gout[k] = tensor_of(&s->t[op->out[k]], stage_grad_data(s, slot, op->out[k]));
+        if (op->out[k] >= 0) gout[k] = tensor_of(&s->t[op->out[k]], call_data(s, slot, op->out[k], 1));
     }
     for (int k = 0; k < op->nin; k++) {
         memset(&gin[k], 0, sizeof gin[k]);
@@ -180,10 +187,40 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
         const tslot *t = &s->t[op->in[k]];
         int is_param = t->param >= 0;
         if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0) {   /* alias: already holds it */
-            gin[k] = tensor_of(t, stage_grad_data(s, slot, op->in[k]));
+            gin[k] = tensor_of(t, call_data(s, slot, op->in[k], 1));
             if (is_param) gin[k].dtype = PP_DTYPE_F32;   /* a 16-bit weight copy's gradient is the fp32 master's */
         }
     }
+}
+
+size_t stage_work_bytes(pp_stage *s)
+{
+    size_t most = 0;
+    for (int o = 0; o < s->nops; o++) {
+        const stage_op *op = &s->ops[o];
+        pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
+        pp_kernel_ctx c;
+        if (!op->k->work_bytes || make_ctx(s, o, -1, 0, &c, in, out, 0, 0, &(pp_error){0}) != PP_OK) continue;
+        size_t n = op->k->work_bytes(&c, NULL, NULL);
+        if (op->backward && op->k->backward) {
+            make_ctx(s, o, -1, 1, &c, in, out, 0, 0, &(pp_error){0});
+            make_grads(s, o, -1, op->has_act, op->has_weight, gout, gin);
+            const size_t b = op->k->work_bytes(&c, gout, gin);
+            n = b > n ? b : n;
+        }
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int want_weight, unsigned first,
+                                 pp_error *err)
+{
+    stage_op *op = &s->ops[o];
+    pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
+    pp_kernel_ctx c;
+    PP_CHECK(make_ctx(s, o, slot, 1, &c, in, out, s->slot_step[slot], s->slot_mb[slot], err));
+    make_grads(s, o, slot, want_act, want_weight, gout, gin);
     PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
     double t0 = s->prof ? pp_now() : 0;
     pp_status st = op->k->backward(&c, gout, gin, err);

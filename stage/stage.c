@@ -181,12 +181,25 @@ void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
         .params = (int64_t)buf_bytes(p), .grads = (int64_t)buf_bytes(p),
         .optimizer = (int64_t)buf_bytes(p * (size_t)s->optim_slots), .slots = s->opt.slots,
         .stash = (int64_t)buf_bytes(s->slot_bytes * (size_t)s->opt.slots),
-        .scratch = (int64_t)(buf_bytes(s->fwd_bytes) + buf_bytes(s->bwd_bytes)),
+        .scratch = (int64_t)(buf_bytes(s->fwd_bytes) + buf_bytes(s->bwd_bytes) + s->work_bytes),
         .constants = (int64_t)buf_bytes(s->const_bytes), .port_max = (int64_t)port,
-        .recompute = (int64_t)s->recomp_bytes, .param_copy = (int64_t)param16_bytes(s),
+        .recompute = (int64_t)s->recomp_bytes, .param_copy = (int64_t)param16_bytes(s), .work = (int64_t)s->work_bytes,
     };
     out->total = out->params + out->grads + out->optimizer + out->stash + out->scratch + out->constants +
                  out->recompute + out->param_copy;
+}
+
+int64_t pp_stage_bytes_category(const pp_stage_bytes *b, pp_mem_category c)
+{
+    switch (c) {
+    case PP_MEM_PARAMS: return b->params + b->param_copy;
+    case PP_MEM_GRADS: return b->grads;
+    case PP_MEM_OPTIMIZER: return b->optimizer;
+    case PP_MEM_STASH: return b->stash + b->recompute;
+    case PP_MEM_SCRATCH: return b->scratch;
+    case PP_MEM_OTHER: return b->constants;
+    default: return 0;
+    }
 }
 int pp_stage_num_inputs(const pp_stage *s) { return s->ninputs; }
 const pp_stage_port *pp_stage_input(const pp_stage *s, int i) { return i >= 0 && i < s->ninputs ? &s->inputs[i] : NULL; }

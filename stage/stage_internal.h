@@ -98,6 +98,8 @@ struct pp_stage {
     size_t fwd_bytes, bwd_bytes;
     void *recomp_buf;
     size_t recomp_bytes;    /* one microbatch's recomputed tensors (0: no recompute) */
+    size_t work_bytes;      /* the most device memory one kernel call allocates for itself
+                               (pp_kernel.work_bytes), part of the estimate's scratch */
     int recomp_owner;       /* slot whose forward the recompute arena holds, or -1 */
     pp_stage_recompute_stats recomp_stats;
 
@@ -173,6 +175,8 @@ static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of 
 /* run.c */
 void *stage_ptr(pp_stage *s, int slot, place p);
 void *stage_tensor_data(pp_stage *s, int slot, int t);
+/* The largest pp_kernel.work_bytes of any forward or backward call of the stage's ops. */
+size_t stage_work_bytes(pp_stage *s);
 void *stage_grad_data(pp_stage *s, int slot, int t);
 
 #endif

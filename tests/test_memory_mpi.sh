@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Memory that is measured: the example GPT and an MLP trained 2 steps under mpirun with
-# pp in {1, 2, 4} x {gpipe, 1f1b, interleaved}; each rank's peak from the device counters
-# (train's table) is within 10% of what a separate preview process estimated for that
-# rank's stages (`onnxpipe schedule --model ... --json`, and `onnxpipe partition --model
-# ... --schedule K --json` for gpipe), and train's own estimate column is the preview's.
+# pp in {1, 2, 4} x {gpipe, 1f1b, interleaved}, zb-v, and pp=2 with --recompute
+# selective/full and --precision bf16/fp16, and a PyTorch ResNet-18 (Conv) in fp32 and
+# bf16; each rank's peak from the device counters (train's table) is within 10% of what a
+# separate preview process estimated for that rank's stages (`onnxpipe schedule --model
+# ... --json`, and `onnxpipe partition --model ... --schedule K --json` for gpipe), and
+# train's own estimate column is the preview's.
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/memory
@@ -14,28 +16,58 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 "$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/text" --seq 16 >/dev/null
 "$ONNXPIPE" example mlp --in 16 --hidden 32,32,32,32 --classes 10 --loss -o "$OUT/mlp.onnx" >/dev/null
 "$PY" "$SRC_DIR/tests/ref/mlp_data.py" "$OUT/mlp-data" 256 3
+"$PY" "$SRC_DIR/tests/ref/export_models.py" "$OUT/ref" >/dev/null
+mv "$OUT/ref/resnet18_bn.onnx" "$OUT/"
+"$PY" "$SRC_DIR/tests/ref/image_data.py" "$OUT/image-data" 8 3 64 64
 
-MB=4 M=4   # microbatch size and microbatches: train's --batch is MB x M
-for model in gpt mlp; do
-    if [ $model = gpt ]; then loss=(--loss cross_entropy --logits logits --labels labels) data=$OUT/text
-    else loss=() data=$OUT/mlp-data; fi
-    for pp in 1 2 4; do
-        for sched in gpipe 1f1b interleaved; do
-            tag=$model-$pp-$sched chunks=1
-            [ $sched = interleaved ] && chunks=2
-            if [ $sched = gpipe ]; then
-                "$ONNXPIPE" partition --model "$OUT/$model.onnx" --stages $((pp * chunks)) --batch $MB \
-                    --microbatches $M --schedule $sched --device cpu "${loss[@]}" --json >"$OUT/$tag.json"
-            else
-                "$ONNXPIPE" schedule --model "$OUT/$model.onnx" --pp $pp --kind $sched --batch $MB \
-                    --microbatches $M --device cpu "${loss[@]}" --json >"$OUT/$tag.json"
-            fi
-            timeout 120 mpirun --oversubscribe --bind-to none -np $pp -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
-                "$ONNXPIPE" train --model "$OUT/$model.onnx" --data "$data" "${loss[@]}" --device cpu --pp $pp \
-                --schedule $sched --batch $((MB * M)) --microbatches $M --steps 2 >"$OUT/$tag.log" 2>&1 ||
-                { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
-        done
-    done
+# One job: preview (partition for gpipe, else schedule --model) and a 2-step training run.
+# MODEL MB M DATA "PP SCHED [LEVERS...]" [LOSS OPTIONS...]
+job() {
+    local model=$1 mb=$2 m=$3 data=$4 pp sched levers
+    read -r pp sched levers <<<"$5"
+    shift 5
+    local lever chunks=1 tag=$model-$pp-$sched$(tr -d ' -' <<<"$levers")
+    read -ra lever <<<"$levers"
+    case $sched in interleaved|zb-v) chunks=2;; esac
+    if [ "$sched" = gpipe ]; then
+        "$ONNXPIPE" partition --model "$OUT/$model.onnx" --stages $((pp * chunks)) --batch "$mb" \
+            --microbatches "$m" --schedule "$sched" --device cpu "$@" "${lever[@]}" --json >"$OUT/$tag.json"
+    else
+        "$ONNXPIPE" schedule --model "$OUT/$model.onnx" --pp "$pp" --kind "$sched" --batch "$mb" \
+            --microbatches "$m" --device cpu "$@" "${lever[@]}" --json >"$OUT/$tag.json"
+    fi
+    timeout 120 mpirun --oversubscribe --bind-to none -np "$pp" -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
+        "$ONNXPIPE" train --model "$OUT/$model.onnx" --data "$data" "$@" "${lever[@]}" --device cpu --pp "$pp" \
+        --schedule "$sched" --batch $((mb * m)) --microbatches "$m" --steps 2 >"$OUT/$tag.log" 2>&1 ||
+        { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
+}
+
+# pp, schedule, levers (which change what the stash holds and in which dtype); microbatch 4 x 4
+while read -r run <&3; do
+    job gpt 4 4 "$OUT/text" "$run" --loss cross_entropy --logits logits --labels labels
+    job mlp 4 4 "$OUT/mlp-data" "$run"
+done 3<<'RUNS'
+1 gpipe
+2 gpipe
+4 gpipe
+1 1f1b
+2 1f1b
+4 1f1b
+1 interleaved
+2 interleaved
+4 interleaved
+2 zb-v
+4 zb-v
+2 1f1b --recompute selective
+2 1f1b --recompute full
+2 zb-h1 --recompute full
+2 1f1b --precision bf16
+2 interleaved --precision fp16
+2 1f1b --precision bf16 --recompute full
+RUNS
+# a PyTorch ResNet-18 (fixed batch 1): Conv's own im2col columns are part of the estimate
+for run in "2 1f1b" "2 1f1b --precision bf16"; do
+    job resnet18_bn 1 2 "$OUT/image-data" "$run" --loss cross_entropy --logits output --labels labels
 done
 
 "$PY" - "$OUT" <<'PYEOF'

@@ -14,13 +14,8 @@ enum { F_PEAK = 0, F_EST = 1 + PP_MEM_CATEGORY_COUNT, F_RSS = 2 * (1 + PP_MEM_CA
 static void estimate_row(const pp_driver_bytes *b, double *row)
 {
     row[0] = (double)b->total;
-    row[1 + PP_MEM_PARAMS] = (double)b->stages.params;
-    row[1 + PP_MEM_GRADS] = (double)b->stages.grads;
-    row[1 + PP_MEM_OPTIMIZER] = (double)b->stages.optimizer;
-    row[1 + PP_MEM_STASH] = (double)b->stages.stash;
-    row[1 + PP_MEM_SCRATCH] = (double)b->stages.scratch;
-    row[1 + PP_MEM_COMM] = (double)b->comm;
-    row[1 + PP_MEM_OTHER] = (double)b->stages.constants;
+    for (int k = 0; k < PP_MEM_CATEGORY_COUNT; k++)
+        row[1 + k] = (double)(k == PP_MEM_COMM ? b->comm : pp_stage_bytes_category(&b->stages, (pp_mem_category)k));
 }
 
 static void print_row(const char *what, const double *row, FILE *out)

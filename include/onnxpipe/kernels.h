@@ -80,6 +80,12 @@ typedef struct pp_kernel {
     pp_status (*backward)(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in,
                           pp_error *err);
     unsigned caps;              /* PP_KCAP_* */
+    /* Bytes of device memory one call allocates for itself and frees before it returns (the
+     * cpu Conv's im2col columns, the 16-bit adapter's fp32 shadows), which the stage's memory
+     * estimate adds to its scratch (NULL: none). grad_out NULL: a forward call; else a
+     * backward one, with grad_out / grad_in as backward gets them. Called at plan time with
+     * shapes and dtypes set and data a non-NULL placeholder wherever the call has data. */
+    size_t (*work_bytes)(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
 } pp_kernel;
 
 /* The kernels of one backend in one compute dtype. */

@@ -219,16 +219,23 @@ PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t 
  * optimizer-state buffers, the stash (slots x bytes per slot: the schedule's peak of
  * microbatches in flight), forward and backward scratch arenas, the recompute arena (one
  * microbatch's recomputed tensors, shared by all slots; 0 without recompute), the 16-bit
- * parameter copy (mixed precision) and constants; these are the device counters' params,
- * grads, optimizer, stash, scratch and other (device.h). */
+ * parameter copy (mixed precision) and constants; scratch includes the most memory one
+ * kernel call allocates for itself (pp_kernel.work_bytes: the 16-bit adapter's fp32
+ * shadows, the cpu Conv's columns), which a call frees before the next. The device
+ * counters' categories (device.h) see them as pp_stage_bytes_category says. */
 typedef struct pp_stage_bytes {
     int64_t params, grads, optimizer, stash, scratch, constants, total;
     int64_t param_copy;     /* the 16-bit copy of the parameters (mixed precision), else 0 */
     int64_t recompute;
+    int64_t work;           /* of scratch: the largest kernel call's own allocation (transient: a
+                               rank with several stages needs the largest, not the sum) */
     int slots;
     int64_t port_max;       /* the largest tensor crossing the stage's boundary (a driver sizes
                                its communication buffers by it); not in total */
 } pp_stage_bytes;
+/* b's bytes in device counter category c: params with the 16-bit copy, stash with the
+ * recompute arena, other = constants; comm is the driver's (0 here). Local. */
+PP_API int64_t pp_stage_bytes_category(const pp_stage_bytes *b, pp_mem_category c);
 /* Local. */
 PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
 /* What pp_stage_create(part, index, a device of this kind, opt) would allocate, without a

@@ -91,11 +91,22 @@ static void col2im_add(const pp_window *w, int64_t Cg, const float *dcol, float 
             }
 }
 
+/* The columns one call allocates (forward, and a backward asking for dX or dW). */
+static size_t col_bytes(const conv_plan *p) { return p->direct ? 0 : (size_t)(p->Cg * p->KK * p->OHW) * sizeof(float); }
+
+size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in)
+{
+    conv_plan p;
+    if (conv_plan_make(c, &c->out[0], &p, &(pp_error){0}) != PP_OK) return 0;   /* the call itself says why */
+    if (grad_out && (!grad_out[0].data || (!grad_in[0].data && !grad_in[1].data))) return 0;
+    return col_bytes(&p);
+}
+
 static pp_status col_alloc(const pp_kernel_ctx *c, const conv_plan *p, float **col, pp_error *err)
 {
     *col = NULL;
     if (p->direct) return PP_OK;
-    return pp_device_alloc(c->dev, (size_t)(p->Cg * p->KK * p->OHW) * sizeof(float), (void **)col, err);
+    return pp_device_alloc(c->dev, col_bytes(p), (void **)col, err);
 }
 
 PP_FWD(pp_cpu_conv_forward)

@@ -65,6 +65,7 @@ PP_FWD(pp_cpu_gemm_forward);       PP_BWD(pp_cpu_gemm_backward);
 
 /* conv.c */
 PP_FWD(pp_cpu_conv_forward);       PP_BWD(pp_cpu_conv_backward);
+size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
 
 /* pool.c */
 PP_AUX(pp_cpu_maxpool_aux);

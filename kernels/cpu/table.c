@@ -11,7 +11,7 @@ static_assert(PP_OP_COUNT == 46, "a new op needs its cpu kernel here (and its re
 #define FRESH PP_KCAP_ASSIGNS_FRESH
 #define MATMUL_CAPS (PP_KCAP_ASSIGNS_FRESH | PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS | PP_KCAP_MATMUL_STRIDED)
 
-/* [op] = {aux_bytes, forward, backward, caps} */
+/* [op] = {aux_bytes, forward, backward, caps, work_bytes} */
 static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_ADD] = {NULL, pp_cpu_add_forward, pp_cpu_add_backward, FRESH},
     [PP_OP_SUB] = {NULL, pp_cpu_sub_forward, pp_cpu_sub_backward, FRESH},
@@ -34,7 +34,7 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_IDENTITY] = {NULL, pp_cpu_identity_forward, pp_cpu_identity_backward, FRESH},
     [PP_OP_MATMUL] = {NULL, pp_cpu_matmul_forward, pp_cpu_matmul_backward, MATMUL_CAPS},
     [PP_OP_GEMM] = {NULL, pp_cpu_gemm_forward, pp_cpu_gemm_backward, 0},
-    [PP_OP_CONV] = {NULL, pp_cpu_conv_forward, pp_cpu_conv_backward, 0},
+    [PP_OP_CONV] = {NULL, pp_cpu_conv_forward, pp_cpu_conv_backward, 0, pp_cpu_conv_work_bytes},
     [PP_OP_MAX_POOL] = {pp_cpu_maxpool_aux, pp_cpu_maxpool_forward, pp_cpu_maxpool_backward, 0},
     [PP_OP_AVERAGE_POOL] = {NULL, pp_cpu_avgpool_forward, pp_cpu_avgpool_backward, 0},
     [PP_OP_GLOBAL_AVERAGE_POOL] = {NULL, pp_cpu_gap_forward, pp_cpu_gap_backward, 0},
