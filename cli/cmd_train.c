@@ -45,6 +45,8 @@ static void usage(FILE *out)
             "memory:\n"
             "  --precision P          fp32 | bf16 | fp16 (default fp32): 16-bit activations and matrix-product\n"
             "                         operands, fp32 master weights, gradients and optimizer state\n"
+            "  --reduce-dtype D       fp32 | bf16 (default fp32): the data-parallel gradient all-reduce; bf16\n"
+            "                         sends half the bytes, each partial sum rounded to bfloat16\n"
             "  --loss-scale X         fp16: a fixed loss scale (default: dynamic, from 65536)\n"
             "  --loss-scale-window N  fp16 dynamic: clean steps before the scale doubles (default 2000); an\n"
             "                         overflow on any rank skips the step everywhere and halves it\n"

@@ -13,7 +13,9 @@ const char cli_stage_options_help[] =
     "  --device KIND         auto | cpu | cuda (default auto): which kernels the stages plan with\n"
     "  --optimizer NAME      sgd | adam | adamw | lamb (default adamw): its state per parameter\n"
     "  --loss cross_entropy --logits NAME --labels NAME   the loss when the model ends without one\n"
-    "  --precision P         fp32 | bf16 | fp16 (default fp32): 16-bit activations halve the stash\n";
+    "  --precision P         fp32 | bf16 | fp16 (default fp32): 16-bit activations halve the stash\n"
+    "  --reduce-dtype D      fp32 | bf16 (default fp32): bf16 adds a 16-bit staging copy of the\n"
+    "                        gradients to comm (a job with dp > 1)\n";
 
 void cli_train_defaults(pp_train_config *c)
 {
@@ -29,7 +31,7 @@ int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
 {
     const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     const char *const names[] = {"--device", "--optimizer", "--loss", "--logits", "--labels", "--precision",
-                                 "--recompute"};
+                                 "--recompute", "--reduce-dtype"};
     size_t k = 0;
     while (k < sizeof names / sizeof names[0] && strcmp(o, names[k])) k++;
     if (k == sizeof names / sizeof names[0]) return 0;
@@ -45,6 +47,8 @@ int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
         return cli_usage_error("use fp32, bf16 or fp16", "unknown precision '%s'", v), -1;
     else if (k == 6 && pp_recompute_parse(v, &c->recompute, &(pp_error){0}) != PP_OK)
         return cli_usage_error(NULL, "unknown --recompute '%s': use none, selective or full", v), -1;
+    else if (k == 7 && (!pp_precision_parse(v, &c->reduce_dtype) || c->reduce_dtype == PP_DTYPE_F16))
+        return cli_usage_error(NULL, "unknown --reduce-dtype '%s': use fp32 or bf16", v), -1;
     (*i)++;
     return 1;
 }
@@ -138,7 +142,7 @@ pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, 
     pp_driver_bytes *rk = calloc((size_t)sch->pp, sizeof *rk);
     pp_status s = st && rk ? PP_OK : PP_NOMEM(err);
     pp_stage_options so = pp_train_stage_options(c);
-    if (s == PP_OK) s = pp_driver_estimate(sch, part, kind, &so, st, rk, err);
+    if (s == PP_OK) s = pp_driver_estimate(sch, part, kind, &so, c->reduce_dtype, st, rk, err);
     if (s == PP_OK && json) write_json(json, sch, c, kind, st, rk);
     else if (s == PP_OK) print_text(out, sch, c, kind, st, rk);
     else if (s != PP_ERR_NOMEM) {

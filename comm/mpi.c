@@ -3,6 +3,7 @@
  * a message instead of hanging. MPI errors return (MPI_ERRORS_RETURN) and are
  * translated with MPI_Error_string. */
 #include "comm_internal.h"
+#include "element.h"   /* the 16-bit conversions of the bfloat16 / float16 sums */
 
 #include <limits.h>
 #include <mpi.h>
@@ -155,11 +156,44 @@ static pp_status mpi_type(pp_dtype dt, MPI_Datatype *out, pp_error *err)
     case PP_DTYPE_F64: *out = MPI_DOUBLE; return PP_OK;
     case PP_DTYPE_I32: *out = MPI_INT32_T; return PP_OK;
     case PP_DTYPE_I64: *out = MPI_INT64_T; return PP_OK;
+    case PP_DTYPE_BF16:
+    case PP_DTYPE_F16: *out = MPI_UINT16_T; return PP_OK;   /* summed by sum_16bit */
     default:
-        return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "allreduce of %s is not supported by the MPI backend (float32, float64, int32, int64)",
-                            pp_dtype_name(dt));
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "allreduce of %s is not supported by the MPI backend (float32, "
+                            "float64, int32, int64, bfloat16, float16)", pp_dtype_name(dt));
     }
+}
+
+/* bfloat16 and float16 sums, which MPI lacks: each pair widened to float32, added and
+ * rounded back to nearest even, as NCCL's ncclBfloat16 / ncclFloat16 sums do. */
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = pp_el_bf16_from_f32(pp_el_f32_from_bf16(a[i]) + pp_el_f32_from_bf16(b[i]));
+}
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = pp_el_f16_from_f32(pp_el_f32_from_f16(a[i]) + pp_el_f32_from_f16(b[i]));
+}
+
+/* The sum of dt: MPI_SUM, or the 16-bit ones, made once (MPI frees them at its finalize). */
+static pp_status mpi_sum(pp_comm *c, pp_dtype dt, MPI_Op *op, pp_error *err)
+{
+    static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
+    *op = MPI_SUM;
+    if (dt != PP_DTYPE_BF16 && dt != PP_DTYPE_F16) return PP_OK;
+    const int k = dt == PP_DTYPE_F16;
+    if (ops[k] == MPI_OP_NULL) {
+        int rc = MPI_Op_create(k ? sum_f16 : sum_bf16, 1, &ops[k]);
+        if (rc != MPI_SUCCESS) return mpi_fail(c, rc, err, "MPI_Op_create (a 16-bit sum)");
+    }
+    *op = ops[k];
+    return PP_OK;
 }
 
 static pp_status mpi_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
@@ -167,13 +201,15 @@ static pp_status mpi_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dt
 {
     MPI_Datatype type = MPI_DATATYPE_NULL;
     PP_CHECK(mpi_type(dtype, &type, err));
+    MPI_Op sum;
+    PP_CHECK(mpi_sum(c, dtype, &sum, err));
     size_t esize = pp_dtype_size(dtype);
     mpi_req *q = NULL;
     PP_CHECK(new_req(OP_ALLREDUCE, -1, -1, count * esize, ctx_of(c)->chunk / esize * esize, &q, err));
     int rc = MPI_SUCCESS;
     for (int k = 0; k < q->n && rc == MPI_SUCCESS; k++)
         rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)k * q->chunk, chunk_bytes(q, k) / (int)esize, type,
-                            MPI_SUM, ctx_of(c)->comm, &q->reqs[k]);
+                            sum, ctx_of(c)->comm, &q->reqs[k]);
     return started(c, q, rc, req, err);
 }
 

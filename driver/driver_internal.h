@@ -20,6 +20,7 @@ typedef struct vstage {
     pp_request **recv_grad; /* [microbatches][MAX_PORTS] */
     struct bucket *buckets; /* the gradients in data-parallel all-reduce buckets */
     int nbuckets;
+    void *reduce_buf;       /* the 16-bit staging copy of the gradients (reduce_dtype BF16), else NULL */
     int last_backward;      /* index in the rank's actions of the stage's last (weight) backward */
 } vstage;
 

@@ -50,9 +50,24 @@ static int count_slots(const pp_schedule *sch, int stage)
 /* The zeros and scratch buffers (driver_internal.h), each the largest port plus 64. */
 static size_t comm_buffer_bytes(size_t port_max) { return port_max + 64; }
 
-pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
-                             const pp_stage_options *opt, pp_stage_bytes *stages, pp_driver_bytes *ranks, pp_error *err)
+/* The data-parallel all-reduce's dtype: 1 when it stages the gradients in 16 bits. */
+static pp_status reduce_staged(pp_dtype dt, int *staged, pp_error *err)
 {
+    *staged = dt == PP_DTYPE_BF16;
+    if (dt == PP_DTYPE_UNDEFINED || dt == PP_DTYPE_F32 || dt == PP_DTYPE_BF16) return PP_OK;
+    return pp_error_set(err, PP_ERR_INVALID_ARG, "gradient all-reduce in %s: use float32 or bfloat16 (float16 "
+                        "sums of unscaled gradients lose what bfloat16 keeps)", pp_dtype_name(dt));
+}
+
+/* The staging copy of a stage's gradients for a 16-bit all-reduce. */
+static size_t reduce_buf_bytes(int64_t param_elems) { return (size_t)(param_elems > 0 ? param_elems : 1) * 2; }
+
+pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
+                             const pp_stage_options *opt, pp_dtype reduce_dtype, pp_stage_bytes *stages,
+                             pp_driver_bytes *ranks, pp_error *err)
+{
+    int staged;
+    PP_CHECK(reduce_staged(reduce_dtype, &staged, err));
     if (sch->num_stages != part->nstages)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "schedule for %d stages, but the partition has %d",
                             sch->num_stages, part->nstages);
@@ -71,11 +86,12 @@ pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, p
         r->scratch += b.scratch - b.work, r->constants += b.constants, r->total += b.total - b.work;
         r->slots += b.slots, r->param_copy += b.param_copy, r->recompute += b.recompute;
         if (b.work > r->work) r->work = b.work;   /* one kernel call at a time per rank */
+        if (staged) ranks[sch->stage_rank[s]].comm += (int64_t)reduce_buf_bytes(b.params / (int64_t)sizeof(float));
         if (b.port_max > r->port_max) r->port_max = b.port_max;
     }
     for (int r = 0; ranks && st == PP_OK && r < sch->pp; r++) {
         ranks[r].stages.scratch += ranks[r].stages.work, ranks[r].stages.total += ranks[r].stages.work;
-        ranks[r].comm = 2 * (int64_t)comm_buffer_bytes((size_t)ranks[r].stages.port_max);
+        ranks[r].comm += 2 * (int64_t)comm_buffer_bytes((size_t)ranks[r].stages.port_max);
         ranks[r].total = ranks[r].stages.total + ranks[r].comm;
     }
     return st;
@@ -129,6 +145,11 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
     for (int i = 0; i < m; i++) v->slot_of_mb[i] = -1;
     PP_CHECK(init_buckets(d, v, err));
+    int staged;
+    PP_CHECK(reduce_staged(d->cfg.reduce_dtype, &staged, err));
+    if (staged && d->grid->dp > 1)
+        PP_CHECK(pp_device_alloc_as(d->cfg.dev, PP_MEM_COMM, reduce_buf_bytes(pp_stage_param_elems(v->s)),
+                                    &v->reduce_buf, err));
     for (int i = 0; i < v->nslots; i++) v->free_slots[i] = v->nslots - 1 - i;
     v->nfree = v->nslots;
     return PP_OK;
@@ -246,6 +267,7 @@ void pp_driver_destroy(pp_driver *d)
         free(v->recv_act);
         free(v->recv_grad);
         free(v->buckets);
+        if (v->reduce_buf) pp_device_free(d->cfg.dev, v->reduce_buf);
     }
     for (int t = 0; t < d->ntied; t++) {
         pp_comm_destroy(d->tied[t].comm);

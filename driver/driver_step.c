@@ -3,6 +3,7 @@
 #include "driver_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 static float *param_grad(pp_stage *s, int value, int64_t *numel)
@@ -111,8 +112,14 @@ pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err)
         bucket *k = &v->buckets[b];
         if (k->started || (done >= 0 && k->ready > done)) continue;
         k->started = 1;
-        PP_CHECK(pp_comm_iallreduce(d->grid->dp_comm, pp_stage_grads(v->s) + k->offset, (size_t)k->count,
-                                    PP_DTYPE_F32, &k->req, err));
+        float *g = pp_stage_grads(v->s) + k->offset;
+        if (!v->reduce_buf) {
+            PP_CHECK(pp_comm_iallreduce(d->grid->dp_comm, g, (size_t)k->count, PP_DTYPE_F32, &k->req, err));
+            continue;
+        }
+        uint16_t *h = (uint16_t *)v->reduce_buf + k->offset;
+        PP_CHECK(pp_kernel_convert(d->cfg.dev, h, PP_DTYPE_BF16, g, PP_DTYPE_F32, k->count, err));
+        PP_CHECK(pp_comm_iallreduce(d->grid->dp_comm, h, (size_t)k->count, PP_DTYPE_BF16, &k->req, err));
     }
     /* let the reductions already under way progress (MPI moves data inside its calls) */
     for (int b = 0; b < v->nbuckets; b++) {
@@ -127,11 +134,16 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
     double t0 = pp_now();
     for (int i = 0; i < d->nvs; i++)
         for (int b = 0; b < d->vs[i].nbuckets; b++) {
-            bucket *k = &d->vs[i].buckets[b];
+            const vstage *v = &d->vs[i];
+            bucket *k = &v->buckets[b];
             double tb = d->trace ? pp_now() : 0;
             pp_status st = pp_comm_wait(d->grid->dp_comm, k->req, err);
             if (d->trace && k->req)
-                driver_trace_comm(d, PP_EVENT_BUCKET, -1, (double)k->count * sizeof(float), tb, pp_now());
+                driver_trace_comm(d, PP_EVENT_BUCKET, -1, (double)k->count * (v->reduce_buf ? 2 : sizeof(float)), tb,
+                                  pp_now());
+            if (st == PP_OK && k->req && v->reduce_buf)
+                st = pp_kernel_convert(d->cfg.dev, pp_stage_grads(v->s) + k->offset, PP_DTYPE_F32,
+                                       (uint16_t *)v->reduce_buf + k->offset, PP_DTYPE_BF16, k->count, err);
             k->req = NULL;
             k->started = 0;
             PP_CHECK(st);

@@ -2,10 +2,11 @@
  * directly, 4 ranks from test_comm_mpi.sh): ring exchanges of known byte patterns,
  * in-place all-reduce sums against closed forms, broadcast, allgather, split, the
  * node communicator, argument errors, short receives, and the timeout of a receive
- * that is never sent. `--kill-rank K` instead runs ring exchanges until rank K kills
- * itself (test_comm_kill_mpi.sh). */
+ * that is never sent; bfloat16 / float16 sums. `--kill-rank K` instead runs ring
+ * exchanges until rank K kills itself (test_comm_kill_mpi.sh). */
 #include "comm_check.h"
 #include "comm_internal.h"
+#include "element.h"   /* the 16-bit conversions */
 
 #include <math.h>
 #include <mpi.h>
@@ -102,6 +103,48 @@ static void test_allreduce(pp_comm *c, size_t chunk, size_t max_count)
         chunk, max_count, P, max_f32, max_f64);
 }
 
+/* bfloat16 / float16 sums (MPI has neither: a user op): integer-valued data the 16-bit type
+ * holds exactly sums exactly; x_r[i] = 1/(r + 1 + i % 5) rounded to 16 bits sums within
+ * (P - 1) roundings of u = 2^-8 (bf16) / 2^-11 (fp16) relative of the exact sum of the
+ * rounded inputs (each partial sum is rounded once, and partial sums only grow). */
+static void test_allreduce_16bit(pp_comm *c, pp_dtype dt, size_t n)
+{
+    comm_mpi_set_chunk(c, 1000);   /* chunks, and elements split across them */
+    const int P = c->size, r = c->rank, bf = dt == PP_DTYPE_BF16;
+    const double u = bf ? 1.0 / 256 : 1.0 / 2048;
+    uint16_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++) {
+        float x = (float)((r + 1) * (int)(i % 9)), y = 1.0f / (float)(r + 1 + (int)(i % 5));
+        a[i] = bf ? pp_el_bf16_from_f32(x) : pp_el_f16_from_f32(x);
+        b[i] = bf ? pp_el_bf16_from_f32(y) : pp_el_f16_from_f32(y);
+    }
+    pp_request *ra, *rb;
+    CHECK_OK(pp_comm_iallreduce(c, a, n, dt, &ra, err));
+    CHECK_OK(pp_comm_iallreduce(c, b, n, dt, &rb, err));
+    CHECK_OK(pp_comm_wait(c, rb, err));
+    CHECK_OK(pp_comm_wait(c, ra, err));
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        float ga = bf ? pp_el_f32_from_bf16(a[i]) : pp_el_f32_from_f16(a[i]);
+        float gb = bf ? pp_el_f32_from_bf16(b[i]) : pp_el_f32_from_f16(b[i]);
+        float wa = (float)((int)(i % 9) * P * (P + 1) / 2);
+        CHECK(ga == wa, "%s sum [%zu] = %g, expected %g", pp_dtype_name(dt), i, ga, wa);
+        double wb = 0;
+        for (int k = 0; k < P; k++) {
+            float y = 1.0f / (float)(k + 1 + (int)(i % 5));
+            wb += bf ? pp_el_f32_from_bf16(pp_el_bf16_from_f32(y)) : pp_el_f32_from_f16(pp_el_f16_from_f32(y));
+        }
+        double rel = fabs(gb - wb) / wb;
+        CHECK(rel <= (P - 1) * u, "%s sum [%zu] = %.6g, exact sum of the inputs %.6g (%.2g relative)",
+              pp_dtype_name(dt), i, gb, wb, rel);
+        worst = fmax(worst, rel);
+    }
+    free(a), free(b);
+    comm_mpi_set_chunk(c, COMM_DEFAULT_CHUNK);
+    SAY("allreduce %s: %zu elements on %d ranks; integer-valued sums exact; 1/(r+1+i%%5) within %.2g relative "
+        "of the exact sum (bound (P-1)u = %.2g)\n", pp_dtype_name(dt), n, P, worst, (P - 1) * u);
+}
+
 static void test_collectives(pp_comm *c)
 {
     const int P = c->size, r = c->rank;
@@ -162,7 +205,7 @@ static void test_errors(pp_comm *c)
     snprintf(want, sizeof want, "peer %d out of range (0..%d)", c->size + 5, c->size - 1);
     CHECK_FAILS(pp_comm_isend(c, buf, 4, c->size + 5, 0, &req, err), PP_ERR_INVALID_ARG, want);
     CHECK_FAILS(pp_comm_irecv(c, buf, 4, 0, 1 << 20, &req, err), PP_ERR_INVALID_ARG, "tag 1048576 out of range");
-    CHECK_FAILS(pp_comm_iallreduce(c, buf, 4, PP_DTYPE_BF16, &req, err), PP_ERR_UNSUPPORTED, "bfloat16");
+    CHECK_FAILS(pp_comm_iallreduce(c, buf, 4, PP_DTYPE_U8, &req, err), PP_ERR_UNSUPPORTED, "uint8");
     CHECK_FAILS(pp_comm_broadcast(c, buf, 4, -1, err), PP_ERR_INVALID_ARG, "root -1");
 
     /* a receive that gets fewer bytes than asked, and one that gets more (Open MPI
@@ -248,6 +291,8 @@ int main(int argc, char **argv)
     test_ring(c);
     test_allreduce(c, COMM_DEFAULT_CHUNK, 1 << 20);
     test_allreduce(c, 1000, 100003);
+    test_allreduce_16bit(c, PP_DTYPE_BF16, 100003);
+    test_allreduce_16bit(c, PP_DTYPE_F16, 100003);
     test_collectives(c);
     test_errors(c);
     test_timeout(c);

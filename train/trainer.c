@@ -52,7 +52,7 @@ static pp_status agree(pp_trainer *t, pp_error *err)
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
                       c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
-                      c->save_sync, c->eval_batches, c->precision, c->loss_scale_window};
+                      c->save_sync, c->eval_batches, c->precision, c->loss_scale_window, c->reduce_dtype};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm, c->loss_scale};
     h = pp_crc32c(h, nums, sizeof nums);
@@ -388,6 +388,7 @@ static pp_status build(pp_trainer *t, pp_error *err)
         .schedule = t->sched, .partition = t->part, .grid = t->grid, .control = t->world, .dev = t->dev,
         .stage_options = pp_train_stage_options(c),
         .feed = trainer_feed, .feed_user = t, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
+        .reduce_dtype = c->reduce_dtype,
         .skip_nonfinite = c->skip_nonfinite, .before_update = train_ckpt_before_update, .before_update_user = &t->ck,
         /* fp16 only: bf16 has fp32's range */
         .loss_scale = c->precision != PP_DTYPE_F16 ? 0 : c->loss_scale > 0 ? c->loss_scale : 65536.0f,
@@ -437,7 +438,8 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .ndims = cfg->ndims, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
         .precision = cfg->precision, .loss_scale = cfg->loss_scale, .loss_scale_window = cfg->loss_scale_window,
-        .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir, .save_every = cfg->save_every,
+        .reduce_dtype = cfg->reduce_dtype, .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir,
+        .save_every = cfg->save_every,
         .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
         .recompute = cfg->recompute,

@@ -34,6 +34,11 @@ typedef struct pp_driver_config {
     void *feed_user;
     float clip_norm;                /* 0: off */
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket size; 0: 4 MiB */
+    /* The data-parallel gradient all-reduce's dtype: F32 (or 0) sums the fp32 gradients;
+     * BF16 sends half the bytes: each bucket is rounded to bfloat16 into a staging copy (one
+     * per stage, its gradients' size in 16 bits), summed in bfloat16 (each partial sum
+     * rounded) and widened back into the fp32 gradients. */
+    pp_dtype reduce_dtype;
     int skip_nonfinite;
     /* fp16 loss scaling (torch's GradScaler, Megatron's dynamic loss scaler): the loss seed is
      * multiplied by the scale; after backward the gradients are unscaled and checked in one
@@ -80,10 +85,11 @@ typedef struct pp_driver_bytes {
  * of this kind, without one: stage s is pp_stage_estimate(part, s, kind, opt) with the
  * stash slots the driver gives it (its peak of microbatches in flight under its rank's
  * action order); stages [sch->num_stages] and ranks [sch->pp] receive it (either may be
- * NULL). opt->slots is ignored. Local. */
+ * NULL). opt->slots is ignored. reduce_dtype: pp_driver_config's, for a job with dp > 1
+ * (a 16-bit one adds the staging copies to comm); pass F32 or 0 otherwise. Local. */
 PP_API pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
-                                    const pp_stage_options *opt, pp_stage_bytes *stages, pp_driver_bytes *ranks,
-                                    pp_error *err);
+                                    const pp_stage_options *opt, pp_dtype reduce_dtype, pp_stage_bytes *stages,
+                                    pp_driver_bytes *ranks, pp_error *err);
 
 /* Runs one step (step counts from 1) with learning rate lr: this rank's actions of the
  * schedule. Collective over the grid's world and control (every rank, the same step). */

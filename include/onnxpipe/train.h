@@ -138,6 +138,8 @@ typedef struct pp_train_config {
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB (--bucket-kb) */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
     pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
+    pp_dtype reduce_dtype;          /* the data-parallel gradient all-reduce (pp_driver_config): 0 / F32
+                                       or BF16 (--reduce-dtype) */
     float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
     pp_recompute recompute;         /* activation recomputation (stage.h); default none */
