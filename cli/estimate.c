@@ -74,6 +74,8 @@ static void json_bytes(pp_json *j, const pp_stage_bytes *b)
     pp_json_int(j, "stash_bytes", pp_stage_bytes_category(b, PP_MEM_STASH));
     pp_json_int(j, "scratch_bytes", b->scratch);
     pp_json_int(j, "constants_bytes", b->constants);
+    pp_json_int(j, "recompute_bytes", b->recompute);   /* of stash: the recompute arena */
+    pp_json_int(j, "port_max_bytes", b->port_max);     /* the largest tensor crossing a boundary */
 }
 
 static void write_json(pp_json *j, const pp_schedule *sch, const pp_train_config *c, pp_device_kind kind,

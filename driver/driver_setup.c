@@ -7,6 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether the schedule runs every backward of `stage` whole (no weight half apart). */
+static int whole_backward(const pp_schedule *sch, int stage)
+{
+    int n = 0;
+    const pp_action *a = pp_schedule_rank_actions(sch, sch->stage_rank[stage], &n);
+    for (int k = 0; k < n; k++)
+        if (a[k].stage == stage && a[k].kind == PP_ACT_BACKWARD_WEIGHT) return 0;
+    return 1;
+}
+
 /* Peak slots stage `stage` needs under its rank's action order, with the driver's
  * rules: taken at first touch (RECV_ACT, FORWARD, or the forward of a local previous
  * stage), given back once the backward is done and the input gradient has left. */
@@ -76,6 +86,7 @@ pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, p
     for (int s = 0; s < sch->num_stages && st == PP_OK; s++) {
         pp_stage_options so = *opt;
         so.slots = count_slots(sch, s);
+        so.whole_backward = whole_backward(sch, s);
         pp_stage_bytes b;
         st = pp_stage_estimate(part, s, kind, &so, &b, err);
         if (st != PP_OK) break;
@@ -130,6 +141,7 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     v->nslots = count_slots(d->cfg.schedule, stage);
     pp_stage_options so = d->cfg.stage_options;
     so.slots = v->nslots;
+    so.whole_backward = whole_backward(d->cfg.schedule, stage);
     so.first_sample = (int64_t)d->grid->replica * (so.global_batch / d->grid->dp);   /* replicas split the batch in order */
     PP_CHECK(pp_stage_create(d->cfg.partition, stage, d->cfg.dev, &so, &v->s, err));
     if (pp_stage_num_inputs(v->s) > MAX_PORTS || pp_stage_num_outputs(v->s) > MAX_PORTS)

@@ -346,7 +346,7 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
         for (int k = 0; k < op->nout; k++)
             if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1))
                 in_slot[stage_base(s, op->out[k])] |= KEEP_BW;
-        if (op->has_weight)   /* W reads these gradients after other microbatches' B */
+        if (op->has_weight && !s->opt.whole_backward)   /* W reads these gradients after other microbatches' B */
             for (int k = 0; k < op->nout; k++)
                 if (op->out[k] >= 0) grad_in_slot[grad_base(s, op->out[k])] = 1;
     }

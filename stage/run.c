@@ -232,6 +232,9 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
 pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
+    if (s->opt.whole_backward && part != PP_BACKWARD_FULL)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "backward part %d of a stage planned with whole_backward (its "
+                            "weight half's gradients are not kept): plan it with whole_backward = 0", (int)part);
     PP_CHECK(stage_recompute(s, slot, part, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
     /* every gradient is received, seeded (the loss) or made by the first op writing it */

@@ -48,6 +48,10 @@ typedef struct pp_stage_options {
                                    16-bit activations and matrix-product operands, fp32 master
                                    weights, gradients and optimizer state); F32 or 0: fp32 */
     pp_recompute recompute;     /* what the stash keeps; 0: everything (PP_RECOMPUTE_NONE) */
+    int whole_backward;         /* 1: every backward is PP_BACKWARD_FULL (no zero-bubble split), so
+                                   the output gradients of ops with weights live in backward
+                                   scratch instead of the slot (the driver sets it from the
+                                   schedule); 0: they stay in the slot for a later weight half */
 } pp_stage_options;
 
 /* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
