@@ -14,7 +14,7 @@ static_assert(PP_OP_COUNT == 46, "a new op needs its cuda kernel here (and its r
 static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
 {
     std::array<pp_kernel, PP_OP_COUNT> t{};
-#define K(op, aux, fwd, bwd) t[op] = pp_kernel{aux, fwd, bwd, 0}
+#define K(op, aux, fwd, bwd) t[op] = pp_kernel{aux, fwd, bwd, 0, nullptr}
     K(PP_OP_ADD, nullptr, pp_cu_add_forward, pp_cu_add_backward);
     K(PP_OP_SUB, nullptr, pp_cu_sub_forward, pp_cu_sub_backward);
     K(PP_OP_MUL, nullptr, pp_cu_mul_forward, pp_cu_mul_backward);
@@ -68,8 +68,8 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
 static constexpr std::array<pp_kernel, PP_OP_COUNT> make_lp()
 {
     std::array<pp_kernel, PP_OP_COUNT> t{};
-    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, 0};
-    t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0};
+    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, 0, nullptr};
+    t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0, nullptr};
     return t;
 }
 
