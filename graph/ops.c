@@ -11,7 +11,7 @@
 #define ALL (~0u)
 
 /* {name, domain, since, nondiff, saves_in, saves_out, flags, flop rule, flops per element, shape, fold},
- * then optional fields by name (.prec: PP_PREC_FOLLOW when not given) */
+ * then optional fields by name (.prec: PP_PREC_FOLLOW when not given; .saves_for_other: 0) */
 #define OP(nm, since_, nondiff_, sin, sout, flags_, rule, per, shape_, fold_, ...)                                 \
     {.name = nm, .domain = "", .since = since_, .nondiff = nondiff_, .saves_in = sin, .saves_out = sout,          \
      .flags = flags_, .flop_rule = PP_FLOPS_##rule, .flops_per = per, .shape = shape_, .fold = fold_, __VA_ARGS__}
@@ -19,8 +19,10 @@
 static const pp_op_info ops[PP_OP_COUNT] = {
     [PP_OP_ADD] = OP("Add", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
     [PP_OP_SUB] = OP("Sub", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
-    [PP_OP_MUL] = OP("Mul", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
-    [PP_OP_DIV] = OP("Div", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
+    [PP_OP_MUL] = OP("Mul", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
+                     .saves_for_other = BIT(0) | BIT(1)),   /* d/dA reads B, d/dB reads A */
+    [PP_OP_DIV] = OP("Div", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
+                     .saves_for_other = BIT(0)),   /* d/dA = 1/B; d/dB = -A/B^2 */
     [PP_OP_POW] = OP("Pow", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
                      .prec = PP_PREC_FP32),
     [PP_OP_SQRT] = OP("Sqrt", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary, .prec = PP_PREC_FP32),

@@ -315,6 +315,16 @@ static int grad_base(const pp_stage *s, int t)
  * reads (with recompute: what recompute.c keeps; the rest of it goes to the recompute
  * arena), aux memory, the loss and the gradients that must outlive a backward half;
  * the rest goes to the forward or backward scratch arenas. */
+int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k)
+{
+    const pp_op_info *info = pp_op_get(op->op);
+    if (!(info->saves_in >> k & 1)) return 0;
+    if (!(info->saves_for_other >> k & 1)) return 1;
+    for (int j = 0; j < op->nin; j++)
+        if (j != k && op->in[j] >= 0 && pp_op_input_differentiable(op->op, j) && s->t[op->in[j]].needs_grad) return 1;
+    return 0;
+}
+
 static pp_status plan_memory(pp_stage *s, pp_error *err)
 {
     char *in_slot = calloc((size_t)s->nt + 1, 1), *grad_in_slot = calloc((size_t)s->nt + 1, 1);
@@ -341,7 +351,7 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
             int t = stage_base(s, op->in[k]), g = grad_base(s, op->in[k]);
             if (s->t[t].last_op < o) s->t[t].last_op = o;
             if (op->backward && s->t[t].needs_grad) touch_grad(&s->t[g], b);
-            if (op->backward && (pp_op_get(op->op)->saves_in >> k & 1)) in_slot[t] |= KEEP_BW;
+            if (op->backward && stage_op_saves_in(s, op, k)) in_slot[t] |= KEEP_BW;
         }
         for (int k = 0; k < op->nout; k++)
             if (op->out[k] >= 0 && op->backward && (pp_op_get(op->op)->saves_out >> k & 1))

@@ -68,7 +68,7 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
         memset(&in[k], 0, sizeof in[k]);
         if (op->in[k] < 0) continue;
         const tslot *t = &s->t[op->in[k]];
-        int keep = !backward || (pp_op_get(op->op)->saves_in >> k & 1) || t->at.loc == LOC_PARAM ||
+        int keep = !backward || stage_op_saves_in(s, op, k) || t->at.loc == LOC_PARAM ||
                    t->at.loc == LOC_PARAM16 || t->at.loc == LOC_CONST;
         in[k] = tensor_of(t, keep ? call_data(s, slot, op->in[k], 0) : NULL);
     }

@@ -175,6 +175,9 @@ static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of 
 /* run.c */
 void *stage_ptr(pp_stage *s, int slot, place p);
 void *stage_tensor_data(pp_stage *s, int slot, int t);
+/* Whether backward of op reads its forward input k (the registry's saves_in, less a factor
+ * kept only for the gradient of inputs that need none: pp_op_info.saves_for_other). */
+int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k);
 /* The largest pp_kernel.work_bytes of any forward or backward call of the stage's ops. */
 size_t stage_work_bytes(pp_stage *s);
 void *stage_grad_data(pp_stage *s, int slot, int t);

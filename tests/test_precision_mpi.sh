@@ -14,7 +14,9 @@
 #  2. fp16 dynamic loss scaling: an MLP whose step-3 batch holds a value beyond fp16's
 #     range, pp=4: the overflow is found on stage 0 only, every rank skips step 3, the
 #     scale halves from 65536 to 32768, the later steps train, the weights stay finite;
-#  3. the bf16 GPT's 100-step loss curve ends within 2% of fp32's.
+#  3. the bf16 GPT's 100-step loss curve ends within 2% of fp32's;
+#  4. bf16 halves each stage's stash (the preview's estimate, which test_memory_mpi holds
+#     to the measured peak).
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/precision
@@ -64,6 +66,21 @@ for model in gpt mlp; do
     "$PY" "$SRC_DIR/tests/ref/compare_runs.py" 0.01 0.036 "$OUT/$model-dp2.losses" "$OUT/$model-dp2.onnx" \
         "$OUT/$model-dp2-r16.losses" "$OUT/$model-dp2-r16.onnx" "$model bf16 dp=2 --reduce-dtype bf16"
 done
+
+echo "== bf16 halves the stash: the preview's per-stage stash of the GPT at pp=2 (1f1b, 4 microbatches of 4)"
+for p in fp32 bf16; do
+    "$ONNXPIPE" schedule --model "$OUT/gpt.onnx" --pp 2 --kind 1f1b --batch 4 --microbatches 4 --device cpu \
+        --loss cross_entropy --logits logits --labels labels --precision $p --json >"$OUT/stash-$p.json"
+done
+"$PY" - "$OUT/stash-fp32.json" "$OUT/stash-bf16.json" <<'PYEOF'
+import json, sys
+f32, b16 = ([s["stash_bytes"] for s in json.load(open(p))["memory_estimate"]["stages"]] for p in sys.argv[1:3])
+for i, (a, b) in enumerate(zip(f32, b16)):
+    print(f"  stage {i}: stash fp32 {a} B, bf16 {b} B ({b / a:.4f}; bound 0.51: LayerNorm's fp32 mean/rstd and 64-byte alignment)")
+    # every stashed activation is 16-bit, including the attention scores that only the
+    # constant scale's gradient would read (Mul's saves_for_other: not stashed at all)
+    assert b <= 0.51 * a, f"stage {i}: bf16 keeps {b / a:.3f} of the fp32 stash"
+PYEOF
 
 echo "== fp16 loss scaling: an overflow planted in step 3's batch, pp=4"
 train mlp fp16-huge 4 4 1 1f1b --data "$OUT/mlp-huge" --precision fp16 --steps 8 --metrics "$OUT/fp16.jsonl"

@@ -79,6 +79,10 @@ typedef struct pp_op_info {
     unsigned nondiff;           /* bit i: input i carries no gradient (shape, axes, indices, mask) */
     unsigned saves_in;          /* bit i: backward reads forward input i */
     unsigned saves_out;         /* bit k: backward reads forward output k */
+    unsigned saves_for_other;   /* of saves_in: bit i: input i is read only for the gradients of
+                                   the other inputs (a factor of a product), so it is kept only
+                                   when one of them needs a gradient; else the kernel's backward
+                                   gets it as NULL */
     unsigned flags;             /* PP_OPF_* */
     pp_flop_rule flop_rule;
     int flops_per;              /* FLOPs per element for ELEMENTWISE and REDUCE */

@@ -30,11 +30,12 @@ pp_status pp_cpu_want_inputs(const pp_kernel_ctx *c, int nmin, int nmax, pp_erro
 
 typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_POW } bin_op;
 
-static pp_status binary_prepare(const pp_kernel_ctx *c, pp_bcast *b, pp_error *err)
+/* backward: an input may be absent (a factor kept only for a gradient nobody asked for) */
+static pp_status binary_prepare(const pp_kernel_ctx *c, pp_bcast *b, int backward, pp_error *err)
 {
     PP_CHECK(pp_cpu_want_inputs(c, 2, 2, err));
-    PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
-    PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, backward, err));
+    PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, backward, err));
     const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
     return pp_bcast_init(b, &c->out[0], ins, 2, c->node, err);
 }
@@ -64,7 +65,7 @@ static pp_status binary_prepare(const pp_kernel_ctx *c, pp_bcast *b, pp_error *e
 static pp_status binary_forward(const pp_kernel_ctx *c, bin_op op, pp_error *err)
 {
     pp_bcast b = {0};
-    PP_CHECK(binary_prepare(c, &b, err));
+    PP_CHECK(binary_prepare(c, &b, 0, err));
     const float *A = c->in[0].data, *B = c->in[1].data;
     float *Y = c->out[0].data;
     switch (op) {
@@ -77,13 +78,16 @@ static pp_status binary_forward(const pp_kernel_ctx *c, bin_op op, pp_error *err
     return PP_OK;
 }
 
-/* G[which] += gy * DEXPR(x0, x1), summed over the dims input `which` is broadcast along. */
+/* G[which] += gy * DEXPR(x0, x1), summed over the dims input `which` is broadcast along.
+ * An input backward did not keep (NULL: the registry's saves_for_other) reads as zeros. */
 #define BIN_GRAD(DEXPR)                                                                 \
     for (int64_t r = 0; r < b.rows; r++) {                                              \
         int64_t off[2];                                                                 \
         pp_bcast_row(&b, r, off);                                                       \
-        const float *pa = A + off[0], *pb = B + off[1], *pg = GY + r * b.inner;        \
-        const int64_t sa = b.inner_stride[0], sb = b.inner_stride[1];                  \
+        static const float unkept = 0.f;                                                \
+        const float *pa = A ? A + off[0] : &unkept, *pb = B ? B + off[1] : &unkept;    \
+        const float *pg = GY + r * b.inner;                                             \
+        const int64_t sa = A ? b.inner_stride[0] : 0, sb = B ? b.inner_stride[1] : 0;  \
         float *gr = G + off[which];                                                     \
         if (b.inner_stride[which]) {                                                    \
             for (int64_t j = 0; j < b.inner; j++) {                                     \
@@ -115,7 +119,7 @@ static pp_status binary_backward(const pp_kernel_ctx *c, bin_op op, const pp_ten
         return PP_OK;
     }
     pp_bcast b = {0};
-    PP_CHECK(binary_prepare(c, &b, err));
+    PP_CHECK(binary_prepare(c, &b, 1, err));
     const float *A = c->in[0].data, *B = c->in[1].data, *GY = grad_out[0].data;
     for (int which = 0; which < 2; which++) {
         float *G = grad_in[which].data;
