@@ -444,14 +444,14 @@ static void print_text(const args *a, const pp_plan_result *r, const pp_plan_opt
            r->complete ? "no layout left unsimulated could be faster (bound)"
                        : "stopped at the time budget: the best of those simulated");
     if (r->note[0]) printf("note: %s\n", r->note);
-    printf("\n %2s %4s %4s %-11s %5s %6s %-9s %-4s %10s %11s %7s %10s\n", "#", "pp", "dp", "schedule", "mb", "x m",
+    printf("\n %2s %4s %4s %-13s %5s %6s %-9s %-4s %10s %11s %7s %10s\n", "#", "pp", "dp", "schedule", "mb", "x m",
            "recompute", "prec", "step ms", r->tokens_per_sample ? "tokens/s" : "samples/s", "bubble", "peak/rank");
     for (int i = 0; i < r->n; i++) {
         const pp_plan_entry *e = &r->entries[i];
-        char kind[16];
-        snprintf(kind, sizeof kind, "%s%s", pp_schedule_kind_name(e->kind),
-                 e->kind == PP_SCHED_INTERLEAVED ? (e->chunks == 2 ? "/2" : e->chunks == 4 ? "/4" : "/v") : "");
-        printf(" %2d %4d %4d %-11s %5lld %6lld %-9s %-4s %10.2f %11.0f %6.1f%% %10s%s\n", i + 1, e->pp, e->dp, kind,
+        char kind[32];
+        if (e->kind == PP_SCHED_INTERLEAVED) snprintf(kind, sizeof kind, "interleaved/%d", e->chunks);
+        else snprintf(kind, sizeof kind, "%s", pp_schedule_kind_name(e->kind));
+        printf(" %2d %4d %4d %-13s %5lld %6lld %-9s %-4s %10.2f %11.0f %6.1f%% %10s%s\n", i + 1, e->pp, e->dp, kind,
                (long long)e->microbatch, (long long)e->microbatches, pp_recompute_name(e->recompute),
                pp_precision_name(e->precision), 1e3 * e->step_s, r->tokens_per_sample ? e->tokens_per_s : e->samples_per_s,
                100 * e->bubble, pp_format_bytes((double)e->peak_bytes, b2, sizeof b2), e->exact ? "" : " (model)");

@@ -12,7 +12,7 @@
 static int grow(plan_eval *e, int S, int pp)
 {
     if (S > e->S) {
-        double **d[] = {&e->F, &e->Bi, &e->Bw, &e->stash, &e->arena, &e->send, &e->msg, &e->ar};
+        double **d[] = {&e->F, &e->Bi, &e->Bw, &e->stash, &e->arena, &e->send, &e->msg, &e->ar, &e->bw};
         for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) {
             double *g = pp_realloc_array(*d[k], (size_t)S, sizeof **d[k]);
             if (!g) return 0;
@@ -22,15 +22,17 @@ static int grow(plan_eval *e, int S, int pp)
         if (!sr) return 0;
         e->stage_rank = sr;
         e->S = S;
+        e->k1_S = e->k2_S = 0;   /* contents moved: recompute */
     }
     if (pp > e->pp) {
-        double *b = pp_realloc_array(e->busy, (size_t)pp, sizeof *b);
-        if (!b) return 0;
-        e->busy = b;
-        double *m = pp_realloc_array(e->mem, (size_t)pp, sizeof *m);
-        if (!m) return 0;
-        e->mem = m;
+        double **d[] = {&e->busy, &e->mem, &e->params};
+        for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) {
+            double *g = pp_realloc_array(*d[k], (size_t)pp, sizeof **d[k]);
+            if (!g) return 0;
+            *d[k] = g;
+        }
         e->pp = pp;
+        e->k2_S = 0;
     }
     return 1;
 }
@@ -102,32 +104,12 @@ static int slots_of(int kind, int pp, int v, int64_t m, int r, int s)
     }
 }
 
-pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, pp_error *err)
+/* key1: each stage's forward, backward halves, stash, recompute arena and sends. */
+static void stage_arrays(plan_ctx *c, const plan_split *sp, const plan_times *t, int64_t mb, int prec, int rc)
 {
-    const pp_plan_options *o = c->o;
     plan_eval *e = &c->ev;
-    int pp = x->pp, dp = x->dp, v = x->chunks, S = pp * v;
-    int64_t mb = o->batch / ((int64_t)dp * x->m);
-    const plan_split *sp;
-    const plan_times *t;
-    PP_CHECK(plan_get_split(c, S, &sp, err));
-    PP_CHECK(plan_get_times(c, mb, (pp_dtype)x->prec, &t, err));
-    if (!grow(e, S, pp)) return PP_NOMEM(err);
-    for (int s = 0; s < S; s++)
-        e->stage_rank[s] = x->kind == PP_SCHED_ZB_V ? (s < pp ? s : 2 * pp - 1 - s) : s % pp;
-    /* hosts: the order the placement would choose, then which links cross */
-    int H = o->links.devices_per_host;
-    int spread = H > 0 && pp * dp > H;
-    e->order = PP_GRID_STAGE_MAJOR;
-    if (spread) {
-        double spr = (double)o->batch / dp;
-        double a = network_bytes(sp, e->stage_rank, pp, dp, H, PP_GRID_STAGE_MAJOR, spr),
-               b = network_bytes(sp, e->stage_rank, pp, dp, H, PP_GRID_REPLICA_MAJOR, spr);
-        if (b < a) e->order = PP_GRID_REPLICA_MAJOR;
-    }
-    double scale = plan_act_scale((pp_dtype)x->prec), xm = (double)(mb - 1);
-    int rc = x->recompute;
-    double ring = dp > 1 ? 2.0 * (dp - 1) / dp : 0;
+    int S = sp->S;
+    double scale = plan_act_scale((pp_dtype)prec), xm = (double)(mb - 1);
     for (int s = 0; s < S; s++) {
         int a = sp->first[s], b = sp->last[s] + 1;
         double f = t->pf[b] - t->pf[a], bw = t->pb[b] - t->pb[a];
@@ -138,34 +120,89 @@ pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, pp_error *err)
         e->stash[s] = scale * (sp->stash1[rc][s] + (sp->stash2[rc][s] - sp->stash1[rc][s]) * xm);
         e->arena[s] = rc == PP_RECOMPUTE_NONE ? 0 : scale * (sp->arena1[s] + (sp->arena2[s] - sp->arena1[s]) * xm);
         e->send[s] = s + 1 < S ? scale * (sp->send1[s] + (sp->send2[s] - sp->send1[s]) * xm) : 0;
-        e->msg[s] = 0;
-        if (s + 1 < S && e->stage_rank[s] != e->stage_rank[s + 1]) {
-            double bwid = spread && boundary_crosses(e->stage_rank, s, pp, dp, H, e->order) ? c->net_bw : c->host_bw;
-            e->msg[s] = c->lat + e->send[s] / bwid;
-        }
+    }
+    e->k1_S = S;
+    e->k1_exact = c->exact_mode;
+    e->k1_mb = mb;
+    e->k1_prec = prec;
+    e->k1_rc = rc;
+}
+
+/* key2: which rank holds each stage, the grid order the placement would choose (fewer bytes
+ * between hosts), each boundary's link and each stage's all-reduce. */
+static void link_arrays(plan_ctx *c, const plan_split *sp, int pp, int dp, int v, int zbv)
+{
+    const pp_plan_options *o = c->o;
+    plan_eval *e = &c->ev;
+    int S = sp->S;
+    for (int s = 0; s < S; s++) e->stage_rank[s] = zbv ? (s < pp ? s : 2 * pp - 1 - s) : s % pp;
+    int H = o->links.devices_per_host;
+    int spread = H > 0 && pp * dp > H;
+    e->order = PP_GRID_STAGE_MAJOR;
+    if (spread) {
+        double spr = (double)o->batch / dp;
+        double a = network_bytes(sp, e->stage_rank, pp, dp, H, PP_GRID_STAGE_MAJOR, spr),
+               b = network_bytes(sp, e->stage_rank, pp, dp, H, PP_GRID_REPLICA_MAJOR, spr);
+        if (b < a) e->order = PP_GRID_REPLICA_MAJOR;
+    }
+    double ring = dp > 1 ? 2.0 * (dp - 1) / dp : 0;
+    for (int r = 0; r < pp; r++) e->params[r] = 0;
+    for (int s = 0; s < S; s++) {
+        e->params[e->stage_rank[s]] += sp->params[s];
+        e->bw[s] = 0;
+        if (s + 1 < S && e->stage_rank[s] != e->stage_rank[s + 1])
+            e->bw[s] = spread && boundary_crosses(e->stage_rank, s, pp, dp, H, e->order) ? c->net_bw : c->host_bw;
         e->ar[s] = 0;
         if (dp > 1) {
             double bwid = spread && ring_crosses(e->stage_rank[s], pp, dp, H, e->order) ? c->net_bw : c->host_bw;
             e->ar[s] = ring * sp->param_bytes[s] / bwid + 2.0 * (dp - 1) * c->lat;
         }
     }
-    /* per rank: compute, optimizer, memory */
-    int lowp = x->prec == PP_DTYPE_BF16 || x->prec == PP_DTYPE_F16;
-    e->opt_max = e->compute_max = e->ar_max = e->msg_max = e->peak_mem = 0;
-    for (int r = 0; r < pp; r++) e->busy[r] = e->mem[r] = 0;
-    double *params = e->mem;   /* per-rank parameters first, then reused for bytes below */
-    for (int s = 0; s < S; s++) params[e->stage_rank[s]] += sp->params[s];
-    for (int r = 0; r < pp; r++) {
-        double opt = params[r] * c->opt_rate;
-        if (opt > e->opt_max) e->opt_max = opt;
-        e->mem[r] = 0;
+    e->k2_S = S;
+    e->k2_exact = c->exact_mode;
+    e->k2_v = zbv ? -v : v;
+    e->k2_pp = pp;
+    e->k2_dp = dp;
+}
+
+pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, double limit, pp_error *err)
+{
+    const pp_plan_options *o = c->o;
+    plan_eval *e = &c->ev;
+    int pp = x->pp, dp = x->dp, v = x->chunks, S = pp * v, zbv = x->kind == PP_SCHED_ZB_V;
+    int64_t mb = o->batch / ((int64_t)dp * x->m);
+    const plan_split *sp;
+    PP_CHECK(plan_get_split(c, S, &sp, err));
+    if (!grow(e, S, pp)) return PP_NOMEM(err);
+    if (e->k1_S != S || e->k1_exact != c->exact_mode || e->k1_mb != mb || e->k1_prec != x->prec ||
+        e->k1_rc != x->recompute) {
+        const plan_times *t;
+        PP_CHECK(plan_get_times(c, mb, (pp_dtype)x->prec, &t, err));
+        stage_arrays(c, sp, t, mb, x->prec, x->recompute);
     }
+    if (e->k2_S != S || e->k2_exact != c->exact_mode || e->k2_v != (zbv ? -v : v) || e->k2_pp != pp || e->k2_dp != dp)
+        link_arrays(c, sp, pp, dp, v, zbv);
+    int lowp = x->prec == PP_DTYPE_BF16 || x->prec == PP_DTYPE_F16;
+    double fixed = 2 + c->opt_slots + (lowp ? 0.5 : 0), m = (double)x->m;
+    e->opt_max = e->compute_max = e->ar_max = e->msg_max = e->peak_mem = 0;
+    e->bound = 0;
+    /* memory first: a layout that does not fit needs no bound */
+    for (int r = 0; r < pp; r++) e->mem[r] = 0;
     for (int s = 0; s < S; s++) {
         int r = e->stage_rank[s];
-        e->busy[r] += (double)x->m * (e->F[s] + e->Bi[s] + e->Bw[s]);
-        double pb = sp->param_bytes[s];
-        e->mem[r] += pb * (2 + c->opt_slots) + (lowp ? pb / 2 : 0) +
-                     slots_of(x->kind, pp, v, x->m, r, s) * e->stash[s] + e->arena[s];
+        e->mem[r] += sp->param_bytes[s] * fixed + slots_of(x->kind, pp, v, x->m, r, s) * e->stash[s] + e->arena[s];
+    }
+    for (int r = 0; r < pp; r++)
+        if (e->mem[r] > e->peak_mem) e->peak_mem = e->mem[r];
+    if (limit > 0 && e->peak_mem > limit) return PP_OK;
+    for (int r = 0; r < pp; r++) {
+        e->busy[r] = 0;
+        double opt = e->params[r] * c->opt_rate;
+        if (opt > e->opt_max) e->opt_max = opt;
+    }
+    for (int s = 0; s < S; s++) {
+        e->msg[s] = e->bw[s] > 0 ? c->lat + e->send[s] / e->bw[s] : 0;
+        e->busy[e->stage_rank[s]] += m * (e->F[s] + e->Bi[s] + e->Bw[s]);
         if (e->ar[s] > e->ar_max) e->ar_max = e->ar[s];
         if (e->msg[s] > e->msg_max) e->msg_max = e->msg[s];
     }
@@ -173,8 +210,7 @@ pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, pp_error *err)
      * busy_r, and with one stage per rank ends with that stage's all-reduce, or (a full
      * backward) hands its last gradient down the stages below; then the optimizer step */
     double head = 0, tail = 0;
-    e->bound = 0;
-    int split = x->kind == PP_SCHED_ZB_H1 || x->kind == PP_SCHED_ZB_V;
+    int split = x->kind == PP_SCHED_ZB_H1 || zbv;
     for (int r = 0; r < pp; r++) {
         if (r > 0) {
             head += e->F[r - 1] + e->msg[r - 1];
@@ -184,7 +220,6 @@ pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, pp_error *err)
         double lb = head + e->busy[r] + end + e->opt_max;
         if (lb > e->bound) e->bound = lb;
         if (e->busy[r] > e->compute_max) e->compute_max = e->busy[r];
-        if (e->mem[r] > e->peak_mem) e->peak_mem = e->mem[r];
     }
     return PP_OK;
 }
@@ -193,7 +228,7 @@ pp_status plan_simulate(plan_ctx *c, const plan_cand *x, double *step_s, double 
 {
     const pp_schedule *sch;
     PP_CHECK(plan_schedule(c, x, &sch, err));
-    PP_CHECK(plan_evaluate(c, x, err));
+    PP_CHECK(plan_evaluate(c, x, 0, err));
     plan_eval *e = &c->ev;
     int S = x->pp * x->chunks;
     pp_stage_cost *sc = pp_calloc((size_t)S, sizeof *sc);

@@ -84,6 +84,13 @@ typedef struct plan_model {
     int *type_of;               /* [n] */
     double *f1, *f2, *b1, *b2;  /* [n] FLOPs and output bytes */
     unsigned char *keep;        /* [n] kept by selective recompute (MatMul, Gemm, Conv) */
+    int64_t *own;               /* [n] trainable elements first read by the node (the params balance) */
+    double *p_own, *p_own_bytes;        /* [n + 1] prefix sums of own and its bytes */
+    double *p_act1, *p_act2;            /* [n + 1] prefix sums of output bytes */
+    double *p_keep1, *p_keep2;          /* [n + 1] ... of the kept nodes' output bytes */
+    double *cut1, *cut2;                /* [n] bytes crossing a cut after node i (relayed skips too) */
+    struct plan_multi *gin, *tied;      /* graph inputs; parameters read by more than one node */
+    int ngin, ntied;
     int64_t tokens;             /* T of a [batch, T] integer input; 0: none */
     int64_t fixed_batch;        /* > 0: the inputs' batch dim is fixed: the only microbatch */
 } plan_model;
@@ -96,8 +103,21 @@ typedef struct plan_times {
     double *pf, *pb, *psel;     /* [n + 1] */
 } plan_times;
 
-/* A split into S virtual stages (the params balance, as training makes it), what each
- * holds and, affine in the microbatch, what it stashes and sends (fp32 bytes). */
+/* Values read at several node positions (sorted): a graph input (bytes per microbatch at
+ * 1 and 2) or a parameter (bytes and elements; its first reader owns it). */
+struct plan_multi {
+    int *pos;
+    int npos;
+    double b1, b2, numel;
+};
+
+/* A split into S virtual stages under the params balance, what each holds and, affine in
+ * the microbatch, what it stashes and sends (fp32 bytes). The search scans the
+ * backward-greedy optimal split (pp_linear_partition without cut costs); the winners are
+ * simulated again on training's own split, which among the same optimal splits takes the
+ * fewest bytes crossing the cuts. A stage's stash under recompute is the bytes crossing into
+ * it, the graph inputs it reads and what it sends (+ kept outputs for selective), as
+ * pp_partition_recompute_estimate counts (relayed skips included). */
 typedef struct plan_split {
     int S;
     int *first, *last;          /* node ranges */
@@ -120,12 +140,21 @@ typedef struct plan_ctx plan_ctx;
 
 /* The costs of one layout: per stage, per rank, and the lower bound and memory model. */
 typedef struct plan_eval {
-    int S, pp;
+    int S, pp;                  /* allocated lengths */
+    /* per stage at (split, microbatch, precision, recompute): key1 */
+    int k1_S, k1_exact, k1_prec, k1_rc;
+    int64_t k1_mb;
+    double *F, *Bi, *Bw, *stash, *arena, *send;           /* [S] */
+    /* where the stages sit at (split, placement, pp, dp): key2 */
+    int k2_S, k2_exact, k2_v, k2_pp, k2_dp;
     int *stage_rank;            /* [S] */
-    double *F, *Bi, *Bw, *stash, *arena, *send, *msg, *ar;   /* [S] */
+    double *bw, *ar;            /* [S] link speed after stage s (0: local); its all-reduce, s */
+    double *params;             /* [pp] parameters per rank */
+    int order;
+    /* per layout */
+    double *msg;                /* [S] */
     double *busy, *mem;         /* [pp] */
     double opt_max, bound, peak_mem, compute_max, ar_max, msg_max;
-    int order;
 } plan_eval;
 
 struct plan_ctx {
@@ -133,7 +162,9 @@ struct plan_ctx {
     plan_model model;
     plan_times *times;          /* cache */
     int ntimes;
-    plan_split **splits;        /* [max S + 1], built on demand */
+    plan_split **splits;        /* [max S + 1], built on demand: the backward-greedy split */
+    plan_split **exact_splits;  /* ... training's own (pp_partition_create: cut bytes tie-broken) */
+    int exact_mode;             /* plan_get_split hands out exact_splits */
     int max_s;
     int opt_slots;
     double opt_rate;            /* optimizer seconds per parameter */
@@ -153,8 +184,9 @@ pp_status plan_get_times(plan_ctx *c, int64_t mb, pp_dtype precision, const plan
 pp_status plan_get_split(plan_ctx *c, int S, const plan_split **out, pp_error *err);
 void plan_ctx_free(plan_ctx *c);
 
-/* layout.c: the costs, bound and memory model of x (into c->ev). */
-pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, pp_error *err);
+/* layout.c: the costs, bound and memory model of x (into c->ev); when limit > 0 and the
+ * memory model's peak exceeds it, the bound is left 0 (not computed). */
+pp_status plan_evaluate(plan_ctx *c, const plan_cand *x, double limit, pp_error *err);
 /* The simulated step of x (after plan_evaluate): makespan and bubble. */
 pp_status plan_simulate(plan_ctx *c, const plan_cand *x, double *step_s, double *bubble, pp_error *err);
 /* exact.c: x's schedule (cached), and what pp_driver_estimate says each rank allocates:

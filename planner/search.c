@@ -121,7 +121,13 @@ static int push(cand_list *l, const plan_cand *x)
     return 1;
 }
 
-/* Every layout the options allow, with its bound and memory model; those that fit go into l. */
+/* Below this share of the device memory the memory model is trusted to skip recompute. */
+#define DOMINANCE_MARGIN 0.8
+
+/* Every layout the options allow, with its bound and memory model; those that fit go into
+ * l. Recompute only slows a layout down (the same order, longer backward), so selective is
+ * tried only where none did not fit with a margin, and full only where selective did not;
+ * the layouts skipped so are counted as dominated. */
 static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_error *err)
 {
     const pp_plan_options *o = c->o;
@@ -140,41 +146,68 @@ static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_er
         for (int dp = 1; pp * dp <= o->devices; dp++) {
             if (o->batch % dp || (o->dp_values && !in_list(o->dp_values, o->ndp, dp))) continue;
             int64_t per = o->batch / dp;
-            for (int64_t m = 1; m <= per; m++) {
-                if (per % m) continue;
-                int64_t mb = per / m;
-                if (c->model.fixed_batch && mb != c->model.fixed_batch) continue;
-                int ok = !o->microbatch_counts;
-                for (int i = 0; !ok && i < o->nmicrobatch_counts; i++) ok = o->microbatch_counts[i] == m;
-                if (!ok) continue;
-                for (int vi = 0; vi < nv; vi++) {
-                    if (pp * var[vi].chunks > c->max_s) continue;
-                    if (var[vi].kind == PP_SCHED_INTERLEAVED && m % pp) continue;
-                    for (int pi = 0; pi < nprec; pi++)
+            /* groups of variants on the same stages and ranks: (chunks, zb-v or not) */
+            for (int g0 = 0; g0 < nv;) {
+                int g1 = g0 + 1;
+                while (g1 < nv && var[g1].chunks == var[g0].chunks &&
+                       (var[g1].kind == PP_SCHED_ZB_V) == (var[g0].kind == PP_SCHED_ZB_V))
+                    g1++;
+                int v = var[g0].chunks;
+                if (pp * v > c->max_s) {
+                    g0 = g1;
+                    continue;
+                }
+                for (int64_t m = 1; m <= per; m++) {
+                    if (per % m) continue;
+                    int64_t mb = per / m;
+                    if (c->model.fixed_batch && mb != c->model.fixed_batch) continue;
+                    int ok = !o->microbatch_counts;
+                    for (int i = 0; !ok && i < o->nmicrobatch_counts; i++) ok = o->microbatch_counts[i] == m;
+                    if (!ok) continue;
+                    for (int pi = 0; pi < nprec; pi++) {
+                        int done[72] = {0};   /* per variant: a lighter recompute fitted */
                         for (int rc = 0; rc < 3; rc++) {
                             if (!(rcs & (1u << rc))) continue;
-                            plan_cand x = {.pp = pp, .dp = dp, .chunks = var[vi].chunks, .kind = (int8_t)var[vi].kind,
-                                           .recompute = (int8_t)rc, .prec = (int8_t)precs[pi], .m = m};
-                            PP_CHECK(plan_evaluate(c, &x, err));
-                            x.bound = c->ev.bound;
-                            x.mem = c->ev.peak_mem;
-                            x.order = (int8_t)c->ev.order;
-                            res->layouts++;
-                            if (res->smallest_bytes < 0 || x.mem < res->smallest_bytes) res->smallest_bytes = x.mem;
-                            if (x.mem > memory) {
-                                res->memory_pruned++;
-                                continue;
+                            for (int vi = g0; vi < g1; vi++) {
+                                if (var[vi].kind == PP_SCHED_INTERLEAVED && m % pp) continue;
+                                if (done[vi]) {
+                                    res->dominated++;
+                                    continue;
+                                }
+                                plan_cand x = {.pp = pp, .dp = dp, .chunks = v, .kind = (int8_t)var[vi].kind,
+                                               .recompute = (int8_t)rc, .prec = (int8_t)precs[pi], .m = m};
+                                PP_CHECK(plan_evaluate(c, &x, memory, err));
+                                x.bound = c->ev.bound;
+                                x.mem = c->ev.peak_mem;
+                                x.order = (int8_t)c->ev.order;
+                                res->layouts++;
+                                if (res->smallest_bytes < 0 || x.mem < res->smallest_bytes) res->smallest_bytes = x.mem;
+                                if (x.mem > memory) {
+                                    res->memory_pruned++;
+                                    continue;
+                                }
+                                if (x.mem <= DOMINANCE_MARGIN * memory) done[vi] = 1;
+                                if (!push(l, &x)) return PP_NOMEM(err);
                             }
-                            if (!push(l, &x)) return PP_NOMEM(err);
                         }
+                    }
                 }
+                g0 = g1;
             }
         }
     }
     return PP_OK;
 }
 
-/* Inserts e into the sorted top list of at most k entries (when full, e is faster than
+/* a before b: the faster; at equal steps the one on fewer devices, then with less memory */
+static int better(const pp_plan_entry *a, const pp_plan_entry *b)
+{
+    if (a->step_s != b->step_s) return a->step_s < b->step_s;
+    if (a->pp * a->dp != b->pp * b->dp) return a->pp * a->dp < b->pp * b->dp;
+    return a->peak_bytes < b->peak_bytes;
+}
+
+/* Inserts e into the sorted top list of at most k entries (when full, e is better than
  * the last, which is dropped). */
 static void insert_top(pp_plan_result *res, int k, const pp_plan_entry *e)
 {
@@ -185,7 +218,7 @@ static void insert_top(pp_plan_result *res, int k, const pp_plan_entry *e)
         i = k - 1;
         free(res->entries[i].rank_bytes);
     }
-    while (i > 0 && res->entries[i - 1].step_s > e->step_s) {
+    while (i > 0 && better(e, &res->entries[i - 1])) {
         res->entries[i] = res->entries[i - 1];
         i--;
     }
@@ -250,6 +283,35 @@ done:
     return st;
 }
 
+/* The winners again on training's own split (the search scanned the backward-greedy one
+ * of the same bottleneck), then sorted again. */
+static pp_status resimulate(plan_ctx *c, pp_plan_result *res, pp_error *err)
+{
+    c->exact_mode = 1;
+    pp_status st = PP_OK;
+    for (int i = 0; i < res->n && st == PP_OK; i++) {
+        pp_plan_entry *e = &res->entries[i];
+        plan_cand x = {.pp = e->pp, .dp = e->dp, .chunks = e->chunks, .kind = (int8_t)e->kind,
+                       .recompute = (int8_t)e->recompute, .prec = (int8_t)e->precision, .m = e->microbatches};
+        st = plan_simulate(c, &x, &e->step_s, &e->bubble, err);
+        if (st != PP_OK) break;
+        e->compute_s = c->ev.compute_max;
+        e->allreduce_s = c->ev.ar_max;
+        e->send_s = c->ev.msg_max;
+        e->optimizer_s = c->ev.opt_max;
+        e->samples_per_s = e->step_s > 0 ? (double)c->o->batch / e->step_s : 0;
+        e->tokens_per_s = c->model.tokens ? e->samples_per_s * (double)c->model.tokens : 0;
+    }
+    c->exact_mode = 0;
+    for (int i = 1; i < res->n; i++)   /* insertion sort: a few entries, nearly in order */
+        for (int j = i; j > 0 && better(&res->entries[j], &res->entries[j - 1]); j--) {
+            pp_plan_entry t = res->entries[j];
+            res->entries[j] = res->entries[j - 1];
+            res->entries[j - 1] = t;
+        }
+    return st;
+}
+
 pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const pp_plan_options *opt,
                          pp_plan_result **out, pp_error *err)
 {
@@ -265,7 +327,8 @@ pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const 
     res->tokens_per_sample = c.model.tokens;
     c.max_s = c.model.n < MAX_PP * 64 ? c.model.n : MAX_PP * 64;
     c.splits = pp_calloc((size_t)c.max_s + 1, sizeof *c.splits);
-    if (!c.splits) {
+    c.exact_splits = pp_calloc((size_t)c.max_s + 1, sizeof *c.exact_splits);
+    if (!c.splits || !c.exact_splits) {
         st = PP_NOMEM(err);
         goto fail;
     }
@@ -279,6 +342,7 @@ pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const 
     res->links = (pp_plan_links){c.host_bw / 1e9, c.net_bw / 1e9, c.lat, lk->devices_per_host};
     PP_CHECK_GOTO(enumerate(&c, res, &l, err), st, fail);
     PP_CHECK_GOTO(search(&c, res, &l, t0, err), st, fail);
+    PP_CHECK_GOTO(resimulate(&c, res, err), st, fail);
     if (c.fallback)
         snprintf(res->note, sizeof res->note, "the calibration has no points for some precision asked for: it was "
                  "priced at fp32's rates (calibrate it with --precision)");

@@ -169,6 +169,8 @@ typedef struct pp_plan_result {
     int64_t layouts;                /* enumerated (pp, dp, schedule, chunks, microbatches, recompute,
                                        precision) */
     int64_t memory_pruned;          /* dropped by the memory model */
+    int64_t dominated;              /* not evaluated: a layout with recompute whose same layout with
+                                       less recompute fits (with a 20% margin), and is faster */
     int64_t simulated;
     int64_t exact_checked;          /* memory checked by the stage planner */
     int64_t exact_rejected;         /* ... and found not to fit */
