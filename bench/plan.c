@@ -109,14 +109,15 @@ int main(int argc, char **argv)
     printf("{\"bench\": \"plan\", \"layers\": %lld, \"d_model\": %lld, \"seq\": %lld, \"nodes\": %d, \"params\": %.0f, "
            "\"devices\": %d, \"batch\": %lld, \"device_memory_mib\": %.0f, \"reps\": %d, \"plan_s_min\": %.3f, "
            "\"plan_s_max\": %.3f, \"plan_s_median\": %.3f, \"cpu_s_median\": %.3f, \"target_s\": 10, "
-           "\"layouts\": %lld, \"memory_pruned\": %lld, \"simulated\": %lld, \"exact_checked\": %lld, "
+           "\"layouts\": %lld, \"dominated\": %lld, \"memory_pruned\": %lld, \"simulated\": %lld, \"bound_misses\": %lld, \"exact_checked\": %lld, "
            "\"exact_rejected\": %lld, \"complete\": %s, \"load_s\": %.3f, "
            "\"best\": {\"pp\": %d, \"dp\": %d, \"schedule\": \"%s\", \"chunks\": %d, \"microbatches\": %lld, "
            "\"recompute\": \"%s\", \"precision\": \"%s\", \"step_s\": %.4f, \"tokens_per_s\": %.0f, \"bubble\": %.3f}, "
            "\"loadavg\": %.2f}\n",
            (long long)gc.layers, (long long)gc.d_model, (long long)gc.seq, nodes, params, devices, (long long)batch,
            memory / 1048576.0, reps, wmin, wmax, median(wall, reps), median(cpu, reps), (long long)r->layouts,
-           (long long)r->memory_pruned, (long long)r->simulated, (long long)r->exact_checked,
+           (long long)r->dominated, (long long)r->memory_pruned, (long long)r->simulated, (long long)r->bound_misses,
+           (long long)r->exact_checked,
            (long long)r->exact_rejected, r->complete ? "true" : "false", load_s, b->pp, b->dp,
            pp_schedule_kind_name(b->kind), b->chunks, (long long)b->microbatches, pp_recompute_name(b->recompute),
            pp_precision_name(b->precision), b->step_s, b->tokens_per_s, b->bubble, lavg[0]);

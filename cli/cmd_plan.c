@@ -438,11 +438,14 @@ static void print_text(const args *a, const pp_plan_result *r, const pp_plan_opt
            r->links.host_gbps, r->links.network_gbps, 1e6 * r->links.latency_s,
            r->links.devices_per_host ? "hosts of " : "one host\n");
     if (r->links.devices_per_host) printf("%d devices\n", r->links.devices_per_host);
-    printf("searched %lld layouts in %.2f s: %lld over memory by the model, %lld simulated, %lld checked by the stage "
-           "planner (%lld too large); %s\n", (long long)r->layouts, r->seconds, (long long)r->memory_pruned,
+    printf("searched %lld layouts in %.2f s: %lld skipped (less recompute fits), %lld over memory by the model, %lld "
+           "simulated, %lld checked by the stage planner (%lld too large); %s\n", (long long)(r->layouts + r->dominated),
+           r->seconds, (long long)r->dominated, (long long)r->memory_pruned,
            (long long)r->simulated, (long long)r->exact_checked, (long long)r->exact_rejected,
-           r->complete ? "no layout left unsimulated could be faster (bound)"
-                       : "stopped at the time budget: the best of those simulated");
+           !r->complete ? "stopped at the time budget: the best of those simulated"
+           : r->bound_misses ? "no layout left unsimulated could be faster by its bound on the scanned split (which "
+                               "training's split beat on some: a heuristic here)"
+                             : "no layout left unsimulated could be faster (bound)");
     if (r->note[0]) printf("note: %s\n", r->note);
     printf("\n %2s %4s %4s %-13s %5s %6s %-9s %-4s %10s %11s %7s %10s\n", "#", "pp", "dp", "schedule", "mb", "x m",
            "recompute", "prec", "step ms", r->tokens_per_sample ? "tokens/s" : "samples/s", "bubble", "peak/rank");
@@ -486,9 +489,11 @@ static void print_json(const args *a, const pp_plan_result *r, const pp_plan_opt
     pp_json_double(&j, "latency_s", r->links.latency_s);
     pp_json_int(&j, "devices_per_host", r->links.devices_per_host);
     pp_json_int(&j, "tokens_per_sample", r->tokens_per_sample);
-    pp_json_int(&j, "layouts", r->layouts);
+    pp_json_int(&j, "layouts", r->layouts + r->dominated);
+    pp_json_int(&j, "dominated", r->dominated);
     pp_json_int(&j, "memory_pruned", r->memory_pruned);
     pp_json_int(&j, "simulated", r->simulated);
+    pp_json_int(&j, "bound_misses", r->bound_misses);
     pp_json_int(&j, "exact_checked", r->exact_checked);
     pp_json_int(&j, "exact_rejected", r->exact_rejected);
     pp_json_bool(&j, "complete", r->complete);

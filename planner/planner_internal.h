@@ -113,9 +113,9 @@ struct plan_multi {
 
 /* A split into S virtual stages under the params balance, what each holds and, affine in
  * the microbatch, what it stashes and sends (fp32 bytes). The search scans the
- * backward-greedy optimal split (pp_linear_partition without cut costs); the winners are
- * simulated again on training's own split, which among the same optimal splits takes the
- * fewest bytes crossing the cuts. A stage's stash under recompute is the bytes crossing into
+ * backward-greedy optimal split (pp_linear_partition without cut costs); what it simulates
+ * runs on training's own split, which among the same optimal splits takes the fewest bytes
+ * crossing the cuts. A stage's stash under recompute is the bytes crossing into
  * it, the graph inputs it reads and what it sends (+ kept outputs for selective), as
  * pp_partition_recompute_estimate counts (relayed skips included). */
 typedef struct plan_split {

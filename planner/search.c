@@ -244,9 +244,14 @@ static pp_status search(plan_ctx *c, pp_plan_result *res, cand_list *l, double t
             res->complete = 0;
             break;
         }
+        /* simulated on training's own split (the bound was taken on the scanned one) */
         double step = 0, bubble = 0;
-        PP_CHECK_GOTO(plan_simulate(c, x, &step, &bubble, err), st, done);
+        c->exact_mode = 1;
+        st = plan_simulate(c, x, &step, &bubble, err);
+        c->exact_mode = 0;
+        if (st != PP_OK) goto done;
         res->simulated++;
+        if (step < x->bound * (1 - 1e-9)) res->bound_misses++;
         if (res->n == k && step >= res->entries[k - 1].step_s) continue;
         pp_plan_entry e = {.pp = x->pp, .dp = x->dp, .chunks = x->chunks, .kind = (pp_schedule_kind)x->kind,
                            .microbatches = x->m, .microbatch = o->batch / ((int64_t)x->dp * x->m),
@@ -283,35 +288,6 @@ done:
     return st;
 }
 
-/* The winners again on training's own split (the search scanned the backward-greedy one
- * of the same bottleneck), then sorted again. */
-static pp_status resimulate(plan_ctx *c, pp_plan_result *res, pp_error *err)
-{
-    c->exact_mode = 1;
-    pp_status st = PP_OK;
-    for (int i = 0; i < res->n && st == PP_OK; i++) {
-        pp_plan_entry *e = &res->entries[i];
-        plan_cand x = {.pp = e->pp, .dp = e->dp, .chunks = e->chunks, .kind = (int8_t)e->kind,
-                       .recompute = (int8_t)e->recompute, .prec = (int8_t)e->precision, .m = e->microbatches};
-        st = plan_simulate(c, &x, &e->step_s, &e->bubble, err);
-        if (st != PP_OK) break;
-        e->compute_s = c->ev.compute_max;
-        e->allreduce_s = c->ev.ar_max;
-        e->send_s = c->ev.msg_max;
-        e->optimizer_s = c->ev.opt_max;
-        e->samples_per_s = e->step_s > 0 ? (double)c->o->batch / e->step_s : 0;
-        e->tokens_per_s = c->model.tokens ? e->samples_per_s * (double)c->model.tokens : 0;
-    }
-    c->exact_mode = 0;
-    for (int i = 1; i < res->n; i++)   /* insertion sort: a few entries, nearly in order */
-        for (int j = i; j > 0 && better(&res->entries[j], &res->entries[j - 1]); j--) {
-            pp_plan_entry t = res->entries[j];
-            res->entries[j] = res->entries[j - 1];
-            res->entries[j - 1] = t;
-        }
-    return st;
-}
-
 pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const pp_plan_options *opt,
                          pp_plan_result **out, pp_error *err)
 {
@@ -342,7 +318,6 @@ pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const 
     res->links = (pp_plan_links){c.host_bw / 1e9, c.net_bw / 1e9, c.lat, lk->devices_per_host};
     PP_CHECK_GOTO(enumerate(&c, res, &l, err), st, fail);
     PP_CHECK_GOTO(search(&c, res, &l, t0, err), st, fail);
-    PP_CHECK_GOTO(resimulate(&c, res, err), st, fail);
     if (c.fallback)
         snprintf(res->note, sizeof res->note, "the calibration has no points for some precision asked for: it was "
                  "priced at fp32's rates (calibrate it with --precision)");

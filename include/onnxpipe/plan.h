@@ -166,15 +166,19 @@ typedef struct pp_plan_result {
     pp_plan_entry *entries;         /* [n] fastest first */
     int n;
     int64_t tokens_per_sample;      /* T of a [batch, T] integer input; 0: none */
-    int64_t layouts;                /* enumerated (pp, dp, schedule, chunks, microbatches, recompute,
-                                       precision) */
+    int64_t layouts;                /* evaluated (pp, dp, schedule, chunks, microbatches, recompute,
+                                       precision): the enumerated ones less the dominated */
     int64_t memory_pruned;          /* dropped by the memory model */
     int64_t dominated;              /* not evaluated: a layout with recompute whose same layout with
                                        less recompute fits (with a 20% margin), and is faster */
-    int64_t simulated;
+    int64_t simulated;              /* on training's own split (pp_partition_create) */
+    int64_t bound_misses;           /* simulated steps below their bound: the bound is taken on the
+                                       scanned split, which can differ from training's where several
+                                       splits share the bottleneck (then the order is a heuristic) */
     int64_t exact_checked;          /* memory checked by the stage planner */
     int64_t exact_rejected;         /* ... and found not to fit */
-    int complete;                   /* 1: every layout not simulated had a bound above the K-th best */
+    int complete;                   /* 1: every layout not simulated had a bound above the K-th best
+                                       (proof when bound_misses is 0) */
     double seconds;                 /* planning time: loads, partitions, bounds, simulations, checks */
     double smallest_bytes;          /* the smallest memory per device of any layout (when none fits) */
     pp_plan_links links;            /* the links as priced, defaults filled in */
