@@ -380,14 +380,23 @@ static int get_calibration(args *a, pp_device_kind kind, pp_calibration **out, c
     if (!ok) return !cli_fail(&err);
     int cached = !a->costs && cache_path(h, pp_device_kind_name(kind), path, sizeof path);
     static const pp_dtype all[] = {PP_DTYPE_F32, PP_DTYPE_BF16, PP_DTYPE_F16};
-    const pp_dtype *precs = a->nprecs ? a->precs : all;
-    int nprecs = a->nprecs ? a->nprecs : 3;
+    pp_dtype precs[3];
+    int nprecs = 0;
+    for (int q = 0; q < 3; q++)
+        for (int i = 0; i < (a->nprecs ? a->nprecs : 3); i++)
+            if ((a->nprecs ? a->precs[i] : all[i]) == all[q]) precs[nprecs++] = all[q];
     if (cached && !a->calibrate && access(path, R_OK) == 0 && pp_calibration_load(path, out, &err) == PP_OK) {
-        int has = pp_calibration_model_hash(*out) == h;
+        int same = pp_calibration_model_hash(*out) == h, has = same;
         for (int i = 0; i < nprecs; i++) has &= pp_calibration_has_precision(*out, precs[i]);
         if (has) {
             snprintf(source, len, "calibration %s (cached)", path);
             return 1;
+        }
+        /* measured again with the precisions it had too, so that the file keeps covering them */
+        for (int q = 0; same && q < 3; q++) {
+            int in = 0;
+            for (int i = 0; i < nprecs; i++) in |= precs[i] == all[q];
+            if (!in && pp_calibration_has_precision(*out, all[q])) precs[nprecs++] = all[q];
         }
         pp_calibration_destroy(*out);
         *out = NULL;
@@ -556,6 +565,13 @@ static int run(args *a)
         return 0;
     }
     if (a->calibrate && !a->json) pp_calibration_print(cal, stdout), putchar('\n');
+    if (cal) {   /* rates of another model's op types still apply, but say so */
+        int ok;
+        uint64_t h = model_hash(a, &err, &ok);
+        if (ok && h != pp_calibration_model_hash(cal))
+            fprintf(stderr, "onnxpipe: warning: the calibration was measured on another model; its op types' rates "
+                            "are used for '%s' (--calibrate measures this one)\n", a->model);
+    }
     pp_plan_options o = {
         .devices = (int)a->devices, .batch = a->batch, .device_memory = a->have_memory ? a->memory : 80.0 * (1ull << 30),
         .device = kind, .cost = {.calibration = cal, .gflops = a->gflops, .gflops_lowp = a->gflops_lowp},

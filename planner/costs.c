@@ -63,9 +63,9 @@ pp_status plan_type_rates(const pp_cost_model *m, const char *const *types, int 
         return PP_OK;
     }
     if (precision == 0) precision = PP_DTYPE_F32;
-    if (!pp_calibration_has_precision(c, precision)) {
+    if (!pp_calibration_has_precision(c, precision) && c->npoints > 0) {   /* fp32's, else any */
         if (fallback) *fallback = 1;
-        precision = PP_DTYPE_F32;
+        precision = pp_calibration_has_precision(c, PP_DTYPE_F32) ? PP_DTYPE_F32 : c->points[0].precision;
     }
     /* the points of this precision, ascending microbatch: the two around it */
     const calib_point *lo = NULL, *hi = NULL;

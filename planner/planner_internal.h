@@ -46,7 +46,7 @@ typedef struct type_rate {
 /* The rates of types[ntypes] under model m at (microbatch, precision) into out[ntypes];
  * the flat model: 1 / GFLOP/s per FLOP forward, twice that backward, nothing for ops
  * without FLOPs. *fallback (may be NULL) is set when the calibration has no point of this
- * precision and fp32's were used. Returns PP_ERR_INVALID_ARG for a calibration without points. */
+ * precision and fp32's (or, without those, another precision's) were used. Returns PP_ERR_INVALID_ARG for a calibration without points. */
 pp_status plan_type_rates(const pp_cost_model *m, const char *const *types, int ntypes, int64_t microbatch,
                           pp_dtype precision, type_rate *out, int *fallback, pp_error *err);
 /* Optimizer seconds per parameter under m. */

@@ -320,7 +320,7 @@ pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const 
     PP_CHECK_GOTO(search(&c, res, &l, t0, err), st, fail);
     if (c.fallback)
         snprintf(res->note, sizeof res->note, "the calibration has no points for some precision asked for: it was "
-                 "priced at fp32's rates (calibrate it with --precision)");
+                 "priced at another precision's rates (calibrate it with --precision)");
     double memory = opt->device_memory > 0 ? opt->device_memory : DEFAULT_MEMORY;
     if (res->n == 0) {
         char need[32], have[32];

@@ -109,4 +109,15 @@ grep -q "(cached)" second.txt
 # asking for a precision the cached file lacks calibrates again
 "$ONNXPIPE" plan --model gpt.onnx --devices 2 --batch 4 --precision bf16 --max-microbatch 1 "${LOSS[@]}" >third.txt
 grep -q "^calibrating" third.txt
-echo "ok: calibration cached, reused, and redone for a precision it lacked"
+grep -q "calibrate: fp32 microbatch 1" third.txt   # ... keeping the precision it had
+"$ONNXPIPE" plan --model gpt.onnx --devices 2 --batch 4 --precision fp32,bf16 "${LOSS[@]}" >fourth.txt
+grep -q "(cached)" fourth.txt
+echo "ok: calibration cached, reused, and redone for a precision it lacked (keeping the one it had)"
+
+# another model's calibration: its op types' rates apply, with a warning
+"$ONNXPIPE" example mlp --loss -o mlp.onnx >/dev/null
+cal=$(ls "$HOME"/.cache/onnxpipe/calibration/*.json | head -1)
+"$ONNXPIPE" plan --model mlp.onnx --devices 2 --batch 4 --costs "$cal" >mlp.txt 2>warn.txt
+grep -q "warning: the calibration was measured on another model" warn.txt
+grep -q "^   mpirun -np " mlp.txt
+echo "ok: another model's calibration used with a warning"

@@ -182,7 +182,8 @@ typedef struct pp_plan_result {
     double seconds;                 /* planning time: loads, partitions, bounds, simulations, checks */
     double smallest_bytes;          /* the smallest memory per device of any layout (when none fits) */
     pp_plan_links links;            /* the links as priced, defaults filled in */
-    char note[256];                 /* "" or what the cost model assumed (a precision not calibrated) */
+    char note[256];                 /* "" or what the cost model assumed (a precision not calibrated:
+                                       priced at fp32's rates, or another calibrated one's) */
 } pp_plan_result;
 
 /* Plans the training of the model at path (loaded at microbatch 1 and 2 to read how its
