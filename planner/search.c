@@ -97,6 +97,12 @@ static int variants_for(const pp_plan_options *o, int pp, variant *out)
     return n;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static int by_bound(const void *a, const void *b)
 {
     const plan_cand *x = a, *y = b;
@@ -139,15 +145,33 @@ static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_er
     int max_pp = o->max_pp > 0 ? o->max_pp : o->devices;
     if (max_pp > MAX_PP) max_pp = MAX_PP;
     res->smallest_bytes = -1;
+    /* the divisors of the batch, ascending: the microbatch counts are among them */
+    int64_t *div = NULL;
+    int ndiv = 0;
+    for (int64_t d = 1; d * d <= o->batch; d++) {
+        if (o->batch % d) continue;
+        int64_t pair[2] = {d, o->batch / d};
+        for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
+            int64_t *g = pp_realloc_array(div, (size_t)ndiv + 1, sizeof *div);
+            if (!g) {
+                free(div);
+                return PP_NOMEM(err);
+            }
+            div = g;
+            div[ndiv++] = pair[k];
+        }
+    }
+    qsort(div, (size_t)ndiv, sizeof *div, cmp_i64);
+    pp_status st = PP_OK;
     variant var[72];
-    for (int pp = 1; pp <= max_pp && pp <= o->devices; pp++) {
+    for (int pp = 1; pp <= max_pp && pp <= o->devices && st == PP_OK; pp++) {
         if (o->pp_values && !in_list(o->pp_values, o->npp, pp)) continue;
         int nv = variants_for(o, pp, var);
-        for (int dp = 1; pp * dp <= o->devices; dp++) {
+        for (int dp = 1; pp * dp <= o->devices && st == PP_OK; dp++) {
             if (o->batch % dp || (o->dp_values && !in_list(o->dp_values, o->ndp, dp))) continue;
             int64_t per = o->batch / dp;
             /* groups of variants on the same stages and ranks: (chunks, zb-v or not) */
-            for (int g0 = 0; g0 < nv;) {
+            for (int g0 = 0; g0 < nv && st == PP_OK;) {
                 int g1 = g0 + 1;
                 while (g1 < nv && var[g1].chunks == var[g0].chunks &&
                        (var[g1].kind == PP_SCHED_ZB_V) == (var[g0].kind == PP_SCHED_ZB_V))
@@ -157,16 +181,17 @@ static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_er
                     g0 = g1;
                     continue;
                 }
-                for (int64_t m = 1; m <= per; m++) {
+                for (int di = 0; di < ndiv && div[di] <= per && st == PP_OK; di++) {
+                    int64_t m = div[di];
                     if (per % m) continue;
                     int64_t mb = per / m;
                     if (c->model.fixed_batch && mb != c->model.fixed_batch) continue;
                     int ok = !o->microbatch_counts;
                     for (int i = 0; !ok && i < o->nmicrobatch_counts; i++) ok = o->microbatch_counts[i] == m;
                     if (!ok) continue;
-                    for (int pi = 0; pi < nprec; pi++) {
+                    for (int pi = 0; pi < nprec && st == PP_OK; pi++) {
                         int done[72] = {0};   /* per variant: a lighter recompute fitted */
-                        for (int rc = 0; rc < 3; rc++) {
+                        for (int rc = 0; rc < 3 && st == PP_OK; rc++) {
                             if (!(rcs & (1u << rc))) continue;
                             for (int vi = g0; vi < g1; vi++) {
                                 if (var[vi].kind == PP_SCHED_INTERLEAVED && m % pp) continue;
@@ -176,7 +201,7 @@ static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_er
                                 }
                                 plan_cand x = {.pp = pp, .dp = dp, .chunks = v, .kind = (int8_t)var[vi].kind,
                                                .recompute = (int8_t)rc, .prec = (int8_t)precs[pi], .m = m};
-                                PP_CHECK(plan_evaluate(c, &x, memory, err));
+                                if ((st = plan_evaluate(c, &x, memory, err)) != PP_OK) break;
                                 x.bound = c->ev.bound;
                                 x.mem = c->ev.peak_mem;
                                 x.order = (int8_t)c->ev.order;
@@ -187,7 +212,10 @@ static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_er
                                     continue;
                                 }
                                 if (x.mem <= DOMINANCE_MARGIN * memory) done[vi] = 1;
-                                if (!push(l, &x)) return PP_NOMEM(err);
+                                if (!push(l, &x)) {
+                                    st = PP_NOMEM(err);
+                                    break;
+                                }
                             }
                         }
                     }
@@ -196,7 +224,8 @@ static pp_status enumerate(plan_ctx *c, pp_plan_result *res, cand_list *l, pp_er
             }
         }
     }
-    return PP_OK;
+    free(div);
+    return st;
 }
 
 /* a before b: the faster; at equal steps the one on fewer devices, then with less memory */
