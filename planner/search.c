@@ -262,7 +262,7 @@ static pp_status search(plan_ctx *c, pp_plan_result *res, cand_list *l, double t
     double budget = o->max_seconds > 0 ? o->max_seconds : DEFAULT_SECONDS;
     res->entries = pp_calloc((size_t)k, sizeof *res->entries);
     if (!res->entries) return PP_NOMEM(err);
-    qsort(l->v, (size_t)l->n, sizeof *l->v, by_bound);
+    if (l->n > 1) qsort(l->v, (size_t)l->n, sizeof *l->v, by_bound);
     res->complete = 1;
     int64_t *bytes = NULL;
     pp_status st = PP_OK;
