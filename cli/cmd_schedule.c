@@ -6,6 +6,7 @@
 
 #include <onnxpipe/graph.h>
 #include <onnxpipe/partition.h>
+#include <onnxpipe/plan.h>
 #include <onnxpipe/schedule.h>
 
 #include <errno.h>
@@ -158,7 +159,8 @@ static int parse_args(int argc, char **argv, args *a)
     return 1;
 }
 
-/* Per-stage costs from the model's partition into s->num_stages stages (flops balance). */
+/* Per-stage costs from the model's partition into s->num_stages stages (flops balance),
+ * priced by the planner's cost model at --gflops (pp_plan_stage_costs). */
 static pp_status model_costs(const args *a, const pp_graph *g, const pp_schedule *s, pp_stage_cost **out,
                              pp_error *err)
 {
@@ -172,23 +174,9 @@ static pp_status model_costs(const args *a, const pp_graph *g, const pp_schedule
         st = PP_NOMEM(err);
         goto done;
     }
-    for (int i = 0; i < s->num_stages; i++) {
-        const pp_stage_info *si = &part->stages[i];
-        if (si->flops < 0 || si->act_bytes < 0 || si->send_bytes < 0) {
-            st = pp_error_set(err, PP_ERR_SHAPE,
-                              "'%s': stage %d has unknown FLOPs or activation sizes; bind the batch with --batch B",
-                              a->model, i);
-            goto done;
-        }
-        pp_recompute_estimate re = pp_partition_recompute_estimate(part, i, a->train.recompute);
-        c[i].forward = (double)si->flops / (a->gflops * 1e9);
-        c[i].backward_input = c[i].forward;   /* backward ~ 2x forward, split evenly */
-        c[i].backward_weight = c[i].forward;
-        /* the forward run again comes before B; the arena is not in flight, so not here */
-        c[i].backward_input += (double)re.flops / (a->gflops * 1e9);
-        c[i].act_bytes = (double)re.stash_bytes;
-        c[i].send_bytes = (double)si->send_bytes;
-    }
+    pp_cost_model cm = {.gflops = a->gflops};
+    PP_CHECK_GOTO(pp_plan_stage_costs(part, &cm, a->batch > 0 ? a->batch : 1, a->train.precision, a->train.recompute,
+                                      c, err), st, done);
     *out = c;
     c = NULL;
 done:

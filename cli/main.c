@@ -20,6 +20,7 @@ static const struct {
     {"data", cmd_data, "make a dataset (byte-level text)"},
     {"eval", cmd_eval, "run a model forward over a dataset"},
     {"place", cmd_place, "show where ranks go (hosts, cores, GPUs) and the traffic per step"},
+    {"plan", cmd_plan, "find the fastest layouts (pp, dp, schedule, microbatches, recompute, precision)"},
     {"ckpt", cmd_ckpt, "list, inspect, verify and export checkpoints"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))

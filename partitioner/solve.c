@@ -224,13 +224,14 @@ pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nst
         if (hi[s] > n - P + s) hi[s] = n - P + s;
     int64_t best = 0;
     int done_tb = 0;
-    PP_CHECK_GOTO(tiebreak(&S, B, cut_cost, lo, hi, ends, &best, &done_tb, err), st, done);
+    /* without cut costs every optimal split ties: the backward-greedy one, no DP */
+    if (cut_cost) PP_CHECK_GOTO(tiebreak(&S, B, cut_cost, lo, hi, ends, &best, &done_tb, err), st, done);
     if (!done_tb) {   /* the backward-greedy split */
         for (int s = 0; s < P; s++) ends[s] = lo[s];
         best = 0;
         for (int s = 0; s + 1 < P; s++) best += cut_cost ? cut_cost[ends[s]] : 0;
     }
-    if (res) *res = (pp_linear_result){B, best, done_tb};
+    if (res) *res = (pp_linear_result){B, best, done_tb || !cut_cost};
 done:
     free(pa);
     free(pb);

@@ -37,8 +37,8 @@ static double action_cost(const pp_costs *c, const pp_action *a)
 static double transfer_time(const pp_costs *c, int boundary)
 {
     if (!c) return 0;
-    double bytes = stage_cost(c, boundary)->send_bytes;
-    return c->send_latency + (c->bandwidth > 0 ? bytes / c->bandwidth : 0);
+    const pp_stage_cost *sc = stage_cost(c, boundary);
+    return c->send_latency + sc->send_time + (c->bandwidth > 0 ? sc->send_bytes / c->bandwidth : 0);
 }
 
 pp_status engine_init(engine *e, const pp_schedule *s, run_mode mode, const pp_costs *costs,
@@ -371,7 +371,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
         case PP_ACT_RECV_ACT: PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_IN, st, mb), st, end, g, err)); break;
         case PP_ACT_RECV_GRAD: PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_IN, st, mb), st, end, g, err)); break;
         case PP_ACT_START_REDUCE:
-            end = t0 + (e->costs ? e->costs->allreduce : 0);
+            end = t0 + (e->costs ? e->costs->allreduce + stage_cost(e->costs, st)->allreduce : 0);
             e->reduced[st] = 1;
             e->nreduced[r]++;
             if (end >= e->reduce_end[r]) {

@@ -8,7 +8,7 @@
 
 void pp_costs_unit(pp_costs *c)
 {
-    pp_costs z = {{1, 1, 1, 0, 0}, NULL, 0, 0, 0, 0, 0};
+    pp_costs z = {.uniform = {.forward = 1, .backward_input = 1, .backward_weight = 1}};
     *c = z;
 }
 
@@ -35,7 +35,7 @@ static pp_status check_costs(const pp_schedule *s, const pp_costs *c, pp_error *
     for (int st = 0; st < (c->stage ? c->num_stages : 1); st++) {
         const pp_stage_cost *x = stage_cost(c, st);
         if (!(x->forward >= 0 && x->backward_input >= 0 && x->backward_weight >= 0 && x->act_bytes >= 0 &&
-              x->send_bytes >= 0))
+              x->send_bytes >= 0 && x->send_time >= 0 && x->allreduce >= 0))
             return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d: costs must be finite and >= 0", st);
     }
     if (!(c->send_latency >= 0 && c->bandwidth >= 0 && c->allreduce >= 0 && c->optimizer >= 0))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every benchmark and prints their JSON lines: bench_partition, bench_schedule,
-# bench_comm (mpirun -np 2), bench_step, bench_watch, bench_ckpt, bench/pipeline.sh, bench/memory.sh. A benchmark that is missing
+# Runs every benchmark and prints their JSON lines: bench_partition, bench_schedule, bench_plan,
+# bench_comm (mpirun -np 2), bench_step, bench_watch, bench_ckpt, bench/pipeline.sh, bench/memory.sh.
+# A benchmark that is missing
 # or fails prints a JSON line saying so, and the others still run.
 # Usage: scripts/bench.sh [BUILD_DIR]  (a Release build: cmake -DCMAKE_BUILD_TYPE=Release)
 # Env: BENCH_COMM_BYTES (largest bench_comm message, default 64 MiB), STEPS (pipeline.sh).
@@ -38,6 +39,7 @@ if [ -x "$BUILD/bench_comm" ]; then
 else
     echo "{\"bench\": \"comm\", \"error\": \"missing: $BUILD/bench_comm\"}"
 fi
+run plan "$BUILD/bench_plan"
 run step "$BUILD/bench_step"
 run watch "$BUILD/bench_watch"
 # bench_ckpt writes 1.8 GB checkpoints (about 4 GB free needed) to BENCH_CKPT_DIR

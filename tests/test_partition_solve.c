@@ -144,9 +144,20 @@ static void test_random_vs_brute_force(void **state)
             fail_msg("instance %d (n=%d, P=%d): bottleneck %lld vs brute %lld, cut %lld vs brute %lld", k, x.n,
                      x.P, (long long)r.bottleneck, (long long)bn, (long long)r.cut_sum, (long long)cb);
         ntb += x.nt > 0;
+        /* without cut costs: the backward-greedy split, as good a bottleneck, no DP */
+        int gends[MAXP];
+        pp_linear_result gr;
+        assert_int_equal(pp_linear_partition(x.a, x.has_b ? x.b : NULL, x.n, x.P, x.ca, x.has_b ? x.cb : NULL, NULL,
+                                             gends, &gr, &err), PP_OK);
+        for (int s = 0; s < x.P; s++) assert_true(gends[s] >= (s ? gends[s - 1] + 1 : 0));
+        assert_int_equal(gends[x.P - 1], x.n - 1);
+        assert_int_equal(gr.bottleneck, bn);
+        assert_int_equal(split_bottleneck(&x, gends), bn);
+        assert_int_equal(gr.cut_sum, 0);
     }
     printf("compared %d random instances (%d with cut tensors, %d splits enumerated): "
-           "max |bottleneck - brute| = %lld, max |cut bytes - brute| = %lld\n",
+           "max |bottleneck - brute| = %lld, max |cut bytes - brute| = %lld; without cut costs the greedy split's "
+           "bottleneck is the brute force's on all\n",
            ninst, ntb, nsplits, (long long)maxdiff_b, (long long)maxdiff_c);
 }
 

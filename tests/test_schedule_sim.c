@@ -144,6 +144,48 @@ static void test_gpipe_latency(void **state)
     printf("gpipe with latency + bandwidth: max |makespan - closed form| = %.3g s\n", worst);
 }
 
+/* Per-stage link times and all-reduces (what the planner gives each boundary and each
+ * stage): GPipe's fill and drain cross every boundary once each way, so the makespan
+ * grows by twice the sum of the boundaries' send_time; a rank's FINISH_STEP waits for its
+ * stage's all-reduce, which starts after the stage's last backward. */
+static void test_stage_links_and_allreduce(void **state)
+{
+    (void)state;
+    int p = 4, m = 6;
+    pp_stage_cost sc[4];
+    double sum_links = 0;
+    for (int st = 0; st < p; st++) {
+        sc[st] = (pp_stage_cost){.forward = 1, .backward_input = 1, .backward_weight = 1,
+                                 .send_time = st < p - 1 ? 0.25 * (st + 1) : 0, .allreduce = 0.5 * st};
+        if (st < p - 1) sum_links += sc[st].send_time;
+    }
+    pp_costs c;
+    pp_costs_unit(&c);
+    c.stage = sc;
+    c.num_stages = p;
+    pp_schedule *s = make(PP_SCHED_GPIPE, p, m, 1);
+    c.stage = NULL;
+    c.uniform = (pp_stage_cost){.forward = 1, .backward_input = 1, .backward_weight = 1};
+    pp_sim_result *base = sim(s, &c);
+    for (int st = 0; st < p; st++) sc[st].allreduce = 0;
+    c.stage = sc;
+    pp_sim_result *links = sim(s, &c);
+    double want = base->makespan + 2 * sum_links;
+    printf("gpipe p=%d m=%d: %.3f s, with per-boundary link times %.3f s (closed form %.3f)\n", p, m, base->makespan,
+           links->makespan, want);
+    assert_true(fabs(links->makespan - want) < 1e-9);
+    /* rank 0 finishes its backwards last; its all-reduce (1 s) then delays the end by 1 s,
+     * the other ranks' all-reduces end before that */
+    for (int st = 0; st < p; st++) sc[st].send_time = 0, sc[st].allreduce = st == 0 ? 1.0 : 0.25;
+    pp_sim_result *ar = sim(s, &c);
+    printf("with all-reduces (stage 0: 1 s, others 0.25 s): %.3f s\n", ar->makespan);
+    assert_true(fabs(ar->makespan - (base->makespan + 1.0)) < 1e-9);
+    pp_sim_result_destroy(ar);
+    pp_sim_result_destroy(links);
+    pp_sim_result_destroy(base);
+    pp_schedule_destroy(s);
+}
+
 /* The reference: a fixed-point iteration of "start = max(own stream free, data ready)"
  * over the action lists, written without the engine's tokens. SEND, RECV and
  * START_REDUCE do not hold the stream; a RECV has its data when the SEND's message
@@ -265,7 +307,7 @@ static void test_rejects_bad_costs(void **state)
     pp_error err = {0};
     assert_int_equal(pp_schedule_simulate(s, &c, &r, &err), PP_ERR_INVALID_ARG);
     printf("%s\n", err.msg);
-    pp_stage_cost three[3] = {{1, 1, 1, 0, 0}, {1, 1, 1, 0, 0}, {1, 1, 1, 0, 0}};
+    pp_stage_cost three[3] = {{1, 1, 1, 0, 0, 0, 0}, {1, 1, 1, 0, 0, 0, 0}, {1, 1, 1, 0, 0, 0, 0}};
     pp_costs_unit(&c);
     c.stage = three;
     c.num_stages = 3;
@@ -280,6 +322,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_gpipe_latency),
+        cmocka_unit_test(test_stage_links_and_allreduce),
         cmocka_unit_test(test_random_costs_vs_reference),
         cmocka_unit_test(test_rejects_bad_costs),
     };

@@ -18,6 +18,7 @@
 #include <onnxpipe/comm.h>        /* communicators (MPI, NCCL) and the process grid */
 #include <onnxpipe/placement.h>   /* topology-aware placement with hwloc */
 #include <onnxpipe/driver.h>      /* runs a rank's schedule on its stages */
+#include <onnxpipe/plan.h>        /* the layout planner: calibration, costs, search */
 #include <onnxpipe/ckpt.h>        /* sharded checkpoints: save, resume on any layout, verify, export */
 #include <onnxpipe/train.h>       /* datasets, LR schedules, the training job, export */
 #include <onnxpipe/trainer.h>     /* the high-level trainer: create, step, eval, save, load, export */

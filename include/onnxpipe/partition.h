@@ -49,6 +49,8 @@ typedef struct pp_linear_result {
  * minimizes the sum of cut_cost[c] over the chosen cuts (cut c separates item c from
  * c+1; cut_cost may be NULL) by a DP over stages restricted to each stage's feasible
  * window of end positions, with a sliding-window minimum (O(sum of windows) <= O(n*P)).
+ * Without cut_cost all optimal splits tie and the backward-greedy one is taken at once
+ * (no DP: O(n + P log n log W), what the planner uses to scan thousands of splits).
  * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). Local; pure. Thread-safe. */
 PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
                                      const int64_t *coef_a, const int64_t *coef_b,

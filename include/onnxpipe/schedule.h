@@ -195,6 +195,11 @@ typedef struct pp_stage_cost {
     double act_bytes;        /* bytes stashed per in-flight microbatch */
     double send_bytes;       /* bytes sent to the next stage per microbatch (the
                                 gradient sent back has the same size) */
+    double send_time;        /* s per message across the boundary after this stage, on top
+                                of send_latency + send_bytes / bandwidth (a link of its own:
+                                the planner gives each boundary its link's time here) */
+    double allreduce;        /* s of this stage's data-parallel all-reduce, on top of
+                                pp_costs.allreduce (each stage's gradients are its own) */
 } pp_stage_cost;
 
 typedef struct pp_costs {
@@ -203,7 +208,8 @@ typedef struct pp_costs {
     int num_stages;              /* length of `stage` */
     double send_latency;         /* s per message */
     double bandwidth;            /* bytes/s between neighbours; 0 = infinite */
-    double allreduce;            /* s per START_REDUCE (data-parallel all-reduce) */
+    double allreduce;            /* s per START_REDUCE (data-parallel all-reduce), plus the
+                                    stage's own pp_stage_cost.allreduce */
     double optimizer;            /* s per FINISH_STEP */
 } pp_costs;
 
@@ -211,10 +217,11 @@ typedef struct pp_costs {
 PP_API void pp_costs_unit(pp_costs *c);
 
 /* Model of execution: each rank runs its actions in order on one compute stream;
- * SEND is non-blocking (the message arrives send_latency + send_bytes / bandwidth after
- * it is issued, as with MPI_Isend / NCCL on a side stream); RECV posts the receive
- * (MPI_Irecv) and the FORWARD/BACKWARD that uses the data waits for it; START_REDUCE
- * starts an all-reduce that runs beside compute for `allreduce` seconds (the driver
+ * SEND is non-blocking (the message arrives send_latency + send_time + send_bytes /
+ * bandwidth after it is issued, with the boundary's stage costs, as with MPI_Isend / NCCL
+ * on a side stream); RECV posts the receive (MPI_Irecv) and the FORWARD/BACKWARD that
+ * uses the data waits for it; START_REDUCE starts an all-reduce that runs beside compute
+ * for `allreduce` plus the stage's own `allreduce` seconds (the driver
  * starts it bucket by bucket during the stage's last backward: earlier than modelled);
  * FINISH_STEP waits for this rank's all-reduces. (The validator assumes the worst
  * case instead: blocking sends and receives.) */

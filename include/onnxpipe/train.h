@@ -215,7 +215,8 @@ PP_API pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, p
 
 /* Predicted per-stage costs for the simulator from a partition: F from the stage's
  * FLOPs at `gflops` GFLOP/s, backward = 2F (input and weight halves of F each),
- * stashed activations and bytes sent per microbatch. costs[part->nstages]. Local. Thread-safe. */
+ * stashed activations and bytes sent per microbatch (pp_plan_stage_costs with flat rates,
+ * fp32, no recompute; all zero when a shape is unknown). costs[part->nstages]. Local. Thread-safe. */
 PP_API void pp_train_stage_costs(const pp_partition *part, double gflops, pp_stage_cost *costs);
 
 #ifdef __cplusplus
