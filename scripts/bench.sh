@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark and prints their JSON lines: bench_partition, bench_schedule, bench_plan,
 # bench_comm (mpirun -np 2), bench_step, bench_watch, bench_ckpt, bench/pipeline.sh, bench/memory.sh.
-# A benchmark that is missing
-# or fails prints a JSON line saying so, and the others still run.
+# A benchmark that is missing or fails prints a JSON line saying so, and the others still run.
 # Usage: scripts/bench.sh [BUILD_DIR]  (a Release build: cmake -DCMAKE_BUILD_TYPE=Release)
 # Env: BENCH_COMM_BYTES (largest bench_comm message, default 64 MiB), STEPS (pipeline.sh).
 set -uo pipefail
