@@ -93,7 +93,8 @@ pp_status plan_exact_memory(plan_ctx *c, const plan_cand *x, int64_t *rank_bytes
         so.recompute = (pp_recompute)x->recompute;
         so.training = 1;
         pp_error why_err = {0};
-        if (pp_driver_estimate(sch, part, o->device, &so, NULL, rk, &why_err) == PP_OK) {
+        /* the plan's dp all-reduce is fp32 (--reduce-dtype is not a dimension of the search) */
+        if (pp_driver_estimate(sch, part, o->device, &so, PP_DTYPE_F32, NULL, rk, &why_err) == PP_OK) {
             for (int r = 0; r < x->pp; r++) rank_bytes[r] = rk[r].total;
             *exact = 1;
         } else if (why_err.status == PP_ERR_NOMEM) {

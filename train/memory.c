@@ -35,8 +35,8 @@ pp_status train_report_memory(const pp_trainer *t, int print, pp_error *err)
     pp_driver_bytes *est = calloc((size_t)t->sched->pp, sizeof *est);
     if (!est) return PP_NOMEM(err);
     pp_stage_options so = pp_train_stage_options(&t->c);
-    pp_status st = pp_driver_estimate(t->sched, t->part, t->dev->kind, &so, t->c.dp > 1 ? t->c.reduce_dtype : PP_DTYPE_F32, NULL,
-                                      est, err);
+    pp_dtype reduce = t->c.dp > 1 ? t->c.reduce_dtype : PP_DTYPE_F32;
+    pp_status st = pp_driver_estimate(t->sched, t->part, t->dev->kind, &so, reduce, NULL, est, err);
     if (st == PP_OK) estimate_row(&est[t->grid->stage], mine + F_EST);
     free(est);
     PP_CHECK(st);
