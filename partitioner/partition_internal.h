@@ -30,6 +30,12 @@ typedef struct act_edge {
     int64_t bytes;          /* per microbatch, -1 unknown */
 } act_edge;
 
+/* solve.c: the largest stage cost the tie-break may accept: optimum + floor(optimum x
+ * tolerance), or bound when larger. */
+int64_t linear_tie_limit(int64_t optimum, double tolerance, int64_t bound);
+/* solve_dp.c: pp_linear_solve for any coefficients and with tail / head terms (x checked). */
+pp_status linear_solve_dp(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err);
+
 /* Fills node_stage, stages, boundaries, cuts, tied and inputs of p from the stage
  * ends (ends[s] = last node of stage s), p->costs and the activation edges. */
 pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,

@@ -31,25 +31,48 @@ PP_API pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_e
 
 /* ---- the exact linear partition (graph-free) -------------------------------- */
 
-/* What pp_linear_partition found. */
+/* What pp_linear_partition / pp_linear_solve found. */
 typedef struct pp_linear_result {
-    int64_t bottleneck;     /* the largest stage cost: the smallest possible */
+    int64_t bottleneck;     /* the chosen split's largest stage cost: the optimum, or within the
+                               tolerance of it (pp_linear_problem.tolerance, .bound) */
     int64_t cut_sum;        /* sum of cut_cost over the chosen cuts */
-    int tiebreak;           /* 1: cut_sum is the smallest among all optimal splits; 0: the DP
-                               would need more than PP_TIEBREAK_CELLS cells, so the split is
-                               the forward-greedy one (bottleneck still optimal) */
+    int tiebreak;           /* 1: cut_sum is the smallest among all splits within the tolerance; 0: the
+                               DP would need more than PP_TIEBREAK_CELLS cells, so the split is one with
+                               the optimal bottleneck and no tie-break */
+    int64_t optimum;        /* the smallest possible largest stage cost */
 } pp_linear_result;
 #define PP_TIEBREAK_CELLS (1 << 25)
 
-/* Splits items 0..n-1 into nstages non-empty contiguous ranges. The cost of range
- * [i, j] in stage s is coef_a[s]*(a[i]+..+a[j]) + coef_b[s]*(b[i]+..+b[j]) (b and
- * coef_b may be NULL); coefficients must be >= 0 and non-increasing in s, items >= 0.
- * Minimizes the largest stage cost exactly (bisection on the bottleneck with a
- * greedy check over prefix sums: O(n + P log n log W)); among the optimal splits it
- * minimizes the sum of cut_cost[c] over the chosen cuts (cut c separates item c from
- * c+1; cut_cost may be NULL) by a DP over stages restricted to each stage's feasible
- * window of end positions, with a sliding-window minimum (O(sum of windows) <= O(n*P)).
- * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). Local; pure. Thread-safe. */
+/* Items 0..n-1 split into nstages non-empty contiguous stages. Stage s = items i..j costs
+ *     coef_a[s]*(a[i]+..+a[j]) + coef_b[s]*(b[i]+..+b[j])
+ *   + coef_tail[s]*tail[j]      unless j = n-1 (what the stage sends on: the cut after j)
+ *   + coef_head[s]*head[i-1]    unless i = 0   (what it sends back: the cut before i)
+ * tail[c] and head[c] belong to the cut after item c. Among the splits whose largest
+ * stage is at most optimum + floor(optimum * tolerance) (or max(bound, optimum) when bound
+ * > 0), the one with the smallest sum of cut_cost[c] over its cuts. */
+typedef struct pp_linear_problem {
+    int n, nstages;
+    const int64_t *a, *b;                   /* [n], >= 0; b may be NULL */
+    const int64_t *coef_a, *coef_b;         /* [nstages], >= 0; coef_b unused when b is NULL */
+    const int64_t *tail, *head;             /* [n], >= 0, or NULL */
+    const int64_t *coef_tail, *coef_head;   /* [nstages], >= 0; NULL: all 1 */
+    const int64_t *cut_cost;                /* [n] or NULL (no tie-break: any split within the bound) */
+    double tolerance;                       /* >= 0 (0: only optimal splits) */
+    int64_t bound;                          /* > 0: tie-break among splits up to max(bound, optimum) */
+} pp_linear_problem;
+
+/* Solves x exactly. Without tail and head, with non-increasing coefficients: bisection on
+ * the bottleneck with a greedy check over prefix sums (O(n + P log n log W)), then a DP over
+ * each stage's window of end positions with a sliding-window minimum (O(sum of windows) <=
+ * O(n*P)). Otherwise: bisection with a DP check (a stage ending at j is reachable iff some
+ * reachable end k < j of the stage before has k's start term >= j's end term - B: a
+ * running maximum, O(n*P) per step), and the tie-break DP with a Fenwick tree over the
+ * start terms (O(n*P log n)). ends[nstages]: the last item of each stage. Local; pure.
+ * Thread-safe. */
+PP_API pp_status pp_linear_solve(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err);
+
+/* pp_linear_solve without tail, head and tolerance; coefficients must be non-increasing in
+ * s. Local; pure. Thread-safe. */
 PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
                                      const int64_t *coef_a, const int64_t *coef_b,
                                      const int64_t *cut_cost, int *ends, pp_linear_result *res,
