@@ -36,6 +36,47 @@ int64_t linear_tie_limit(int64_t optimum, double tolerance, int64_t bound);
 /* solve_dp.c: pp_linear_solve for any coefficients and with tail / head terms (x checked). */
 pp_status linear_solve_dp(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err);
 
+/* ---- order.c: the exact split over every topological order ------------------------
+ * A split of some topological order of a DAG into contiguous stages is a chain of
+ * downsets (sets closed under predecessors) {} = D0 < D1 < ... < DP = all, stage s being
+ * D(s+1) - Ds; every split where tensors only flow to later stages is one. The search
+ * enumerates the downsets (breadth first, one item added per edge) and solves the linear
+ * problem's costs over them: a stage's costs are sums over its items plus its cut terms, so
+ * "stage s can end at E within B" is "some proper sub-downset that stage s-1 can end at has
+ * start term >= E's end term - B", a maximum propagated along the edges. */
+typedef struct order_value {
+    int producer;               /* item */
+    const int *consumers;       /* distinct items, not the producer */
+    int nconsumers;
+    int64_t tail, head, cut;    /* >= 0: charged when a cut separates the producer from a consumer */
+} order_value;
+
+typedef struct order_problem {
+    int n, nstages;
+    const int *pred_start, *preds;  /* item i's predecessors: preds[pred_start[i] .. pred_start[i+1]) */
+    const order_value *values;
+    int nvalues;
+    const int64_t *a, *b;           /* [n] >= 0; b may be NULL */
+    const int64_t *coef_a, *coef_b, *coef_tail, *coef_head;    /* [nstages] >= 0 (NULL: 0, a's: 1) */
+    double tolerance;
+    int64_t bound;                  /* as pp_linear_problem's */
+    int64_t upper;                  /* > 0: a bottleneck some split may reach, to start the bisection at */
+    int64_t max_states;             /* give up (found = 0) past this many downsets */
+    int64_t tiebreak_work;          /* sub-downset visits the tie-break may make (0: 2^27); past it, an
+                                       optimal chain without the tie-break */
+} order_problem;
+
+typedef struct order_result {
+    int found;                  /* 0: more downsets than max_states; nothing else is set */
+    int64_t optimum;            /* the smallest largest stage over every chain */
+    int64_t bottleneck, cut_sum;/* of the chain chosen within the tolerance */
+    int tiebreak;               /* 0: the tie-break's work passed its budget; the chain is an optimal one */
+    int64_t states, edges;
+} order_result;
+
+/* stage[n]: the stage of every item (when found). Local; pure. */
+pp_status order_search(const order_problem *x, int *stage, order_result *res, pp_error *err);
+
 /* Fills node_stage, stages, boundaries, cuts, tied and inputs of p from the stage
  * ends (ends[s] = last node of stage s), p->costs and the activation edges. */
 pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
