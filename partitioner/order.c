@@ -438,7 +438,11 @@ pp_status order_search(const order_problem *x, int *stage, order_result *res, pp
     int found = 0;
     pp_status st = item_lists(&c, err);
     if (st == PP_OK) st = enumerate(&c, &found, err);
-    if (st != PP_OK || !found) goto done;
+    if (st == PP_OK && !found) {
+        res->states = L.S;
+        goto done;
+    }
+    if (st != PP_OK) goto done;
     PP_CHECK_GOTO(in_edges(&c, err), st, done);
     res->states = L.S, res->edges = L.E;
     solver v = {x, &L, P};
@@ -476,7 +480,10 @@ pp_status order_search(const order_problem *x, int *stage, order_result *res, pp
         if (check(&v, mid, NULL, prev, cur, m)) hi = mid;
         else lo = mid + 1;
     }
-    int64_t B = lo, lim = linear_tie_limit(B, x->tolerance, x->bound), best = 0;
+    int64_t B = lo, ref = x->other_optimum > 0 && x->other_optimum < B ? x->other_optimum : B;
+    int64_t lim = linear_tie_limit(ref + x->fixed, x->tolerance, 0) - x->fixed, best = 0;
+    if (lim < B) lim = B;
+    if (lim < x->bound) lim = x->bound;
     if (lim > top) lim = top;
     int done_tb = 0;
     if (!(bits = malloc((size_t)P * (size_t)L.S))) {

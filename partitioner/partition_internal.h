@@ -64,10 +64,13 @@ typedef struct order_problem {
     int64_t max_states;             /* give up (found = 0) past this many downsets */
     int64_t tiebreak_work;          /* sub-downset visits the tie-break may make (0: 2^27); past it, an
                                        optimal chain without the tie-break */
+    int64_t fixed;                  /* a cost every stage has on top (the tolerance is of optimum + it) */
+    int64_t other_optimum;          /* > 0: another search's optimum; the tolerance counts from the
+                                       smaller of the two (never below this one's optimum) */
 } order_problem;
 
 typedef struct order_result {
-    int found;                  /* 0: more downsets than max_states; nothing else is set */
+    int found;                  /* 0: more downsets than max_states; only states is set */
     int64_t optimum;            /* the smallest largest stage over every chain */
     int64_t bottleneck, cut_sum;/* of the chain chosen within the tolerance */
     int tiebreak;               /* 0: the tie-break's work passed its budget; the chain is an optimal one */
@@ -77,9 +80,38 @@ typedef struct order_result {
 /* stage[n]: the stage of every item (when found). Local; pure. */
 pp_status order_search(const order_problem *x, int *stage, order_result *res, pp_error *err);
 
-/* Fills node_stage, stages, boundaries, cuts, tied and inputs of p from the stage
- * ends (ends[s] = last node of stage s), p->costs and the activation edges. */
+/* Fills node_stage, stages, boundaries, cuts, tied and inputs of p from p->order and the
+ * stage ends (ends[s] = last position of stage s), p->costs and the activation edges. */
 pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
                             pp_error *err);
+
+/* ---- model.c: the balance as the solvers see it -------------------------------- */
+typedef struct balance_model {
+    int64_t *a, *b;             /* [nnodes]; b NULL unless memory */
+    int64_t *ca, *cb, *ct, *ch; /* [nstages]: coefficients of a, b, tail, head */
+    int64_t *vtail, *vhead;     /* [nvalues]: charged to the stage a value leaves / enters; NULL: none */
+    int64_t *vcut;              /* [nvalues]: bytes the tie-break counts (unknown dims as 1) */
+    int64_t fixed;              /* added to every stage (memory: the model's largest scratch) */
+} balance_model;
+/* From p's balance, costs, time options and memory model (p->memory set). */
+pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err);
+void model_free(balance_model *m);
+/* Stage costs in balance units of the split (p->order, ends) and its largest. */
+int64_t model_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs);
+
+/* ---- place.c: where the cuts go ------------------------------------------------ */
+/* Sets p->order (the graph's, or the search's), ends[nstages] (positions), p->optimum,
+ * p->bottleneck, p->tiebreak, p->order_searched, p->order_states, p->reordered. */
+pp_status place_cuts(pp_partition *p, const balance_model *m, pp_order_mode mode, int *ends, pp_error *err);
+
+/* ---- memory.c: the memory model ------------------------------------------------ */
+/* The partitioner's own profile from the op registry (no fusion, no kernel data), for
+ * recompute r. */
+pp_status memory_profile_estimate(const pp_graph *g, const pp_node_cost *costs, pp_recompute r,
+                                  pp_memory_profile **out, pp_error *err);
+/* A copy of m (checked against g). */
+pp_status memory_profile_copy(const pp_graph *g, const pp_memory_profile *m, pp_memory_profile **out,
+                              pp_error *err);
+pp_memory_profile *memory_profile_alloc(int nnodes, int nvalues);
 
 #endif
