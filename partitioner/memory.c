@@ -189,9 +189,12 @@ done:
 
 /* ---- per stage ------------------------------------------------------------------ */
 
-static int inflight(int nstages, int stage, int64_t microbatches)
+int partition_inflight(int nstages, int stage, int64_t microbatches)
 {
-    int64_t k = nstages - stage;
+    /* 1F1B keeps P - s microbatches between forward and backward at stage s; the driver's
+       stages after the first also hold the next microbatch they have received (its RECV_ACT
+       lands in a slot of its own before the backward that frees one) */
+    int64_t k = nstages - stage + (stage > 0);
     return (int)(k < microbatches ? k : microbatches);
 }
 
@@ -289,7 +292,7 @@ pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int6
     x.param_bytes = x.grad_bytes = pb;
     x.optimizer_bytes = sat_mul(pb, m->optimizer_states);
     x.param_copy_bytes = sat_mul(pe, m->param_copy);
-    x.inflight = inflight(p->nstages, stage, microbatches);
+    x.inflight = partition_inflight(p->nstages, stage, microbatches);
     x.slot_bytes = slot;
     x.stash_bytes = p->shapes_known ? sat_mul(slot, x.inflight) : -1;
     x.recompute_bytes = p->shapes_known ? arena : -1;

@@ -17,12 +17,6 @@ void model_free(balance_model *m)
     memset(m, 0, sizeof *m);
 }
 
-static int inflight(int nstages, int stage, int64_t microbatches)
-{
-    int64_t k = nstages - stage;
-    return (int)(k < microbatches ? k : microbatches);
-}
-
 /* An activation: produced by a node and read by a later one. */
 static int is_activation(const pp_value *v)
 {
@@ -97,7 +91,7 @@ static pp_status memory_model(const pp_partition *p, balance_model *m, pp_error 
     memcpy(m->vhead, x->port_in, nv * sizeof *m->vhead);
     for (int s = 0; s < p->nstages; s++) {
         m->ca[s] = 1;
-        m->cb[s] = m->ct[s] = m->ch[s] = inflight(p->nstages, s, p->microbatches);
+        m->cb[s] = m->ct[s] = m->ch[s] = partition_inflight(p->nstages, s, p->microbatches);
     }
     return PP_OK;
 }

@@ -105,6 +105,9 @@ int64_t model_stage_costs(const pp_partition *p, const balance_model *m, const i
 pp_status place_cuts(pp_partition *p, const balance_model *m, pp_order_mode mode, int *ends, pp_error *err);
 
 /* ---- memory.c: the memory model ------------------------------------------------ */
+/* Stash slots of stage s under 1F1B with M microbatches, as the driver gives them:
+ * min(P - s, M) at s = 0, min(P - s + 1, M) after it. */
+int partition_inflight(int nstages, int stage, int64_t microbatches);
 /* The partitioner's own profile from the op registry (no fusion, no kernel data), for
  * recompute r. */
 pp_status memory_profile_estimate(const pp_graph *g, const pp_node_cost *costs, pp_recompute r,

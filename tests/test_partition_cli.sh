@@ -74,7 +74,8 @@ for path in sys.argv[1:]:
     assert b["cut_bytes"] == sum(bd["bytes"] for bd in p["boundaries"]), path
     for s in st:
         m = s["memory"]
-        assert m["inflight"] == min(p["nstages"] - s["stage"], p["microbatches"]), path
+        # the driver's 1F1B slots: min(P - s, M), one more after stage 0 (the next one received)
+        assert m["inflight"] == min(p["nstages"] - s["stage"] + (s["stage"] > 0), p["microbatches"]), path
         assert m["stash_bytes"] == m["inflight"] * m["slot_bytes"], path
         assert m["total_bytes"] == (2 * m["param_bytes"] + m["optimizer_bytes"] + m["param_copy_bytes"] +
                                     m["constant_bytes"] + m["stash_bytes"] + m["recompute_bytes"] +

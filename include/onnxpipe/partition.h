@@ -85,8 +85,10 @@ typedef enum {
     PP_BALANCE_PARAMS = 0,  /* trainable elements (default) */
     PP_BALANCE_FLOPS,       /* forward FLOPs per microbatch */
     PP_BALANCE_MEMORY,      /* bytes a stage allocates to train with 1F1B: the stage planner's model
-                               (pp_memory_profile), the stash times the microbatches in flight at
-                               stage s, min(P - s, M); see pp_partition_stage_memory */
+                               (pp_memory_profile), the stash times the slots the driver gives stage
+                               s under 1F1B, min(P - s, M) at s = 0 and min(P - s + 1, M) after (the
+                               microbatches between forward and backward, and the one received
+                               next); see pp_partition_stage_memory */
     PP_BALANCE_UNIFORM,     /* node count */
     PP_BALANCE_TIME,        /* predicted time per microbatch: forward and backward compute (3 x
                                forward FLOPs / gflops + op_overhead per node) plus the sends (its
@@ -273,12 +275,12 @@ PP_API void pp_partition_destroy(pp_partition *p);
 
 /* Memory a stage needs for training under 1F1B with M microbatches, by the memory model
  * (pp_memory_profile: the planner's, or the partitioner's estimate): params + grads +
- * optimizer state + the 16-bit copy + constants + min(P - stage, M) stash slots + the
- * recompute arena + scratch. With the planner's profile it follows the dry run
+ * optimizer state + the 16-bit copy + constants + the driver's 1F1B stash slots (min(P -
+ * stage, M), one more after stage 0) + the recompute arena + scratch. With the planner's profile it follows the dry run
  * (pp_stage_estimate) to a few percent (tests/test_partition_memory.c says how close). */
 typedef struct pp_stage_memory {
     int64_t param_bytes, grad_bytes, optimizer_bytes;
-    int inflight;               /* microbatches whose activations are stashed at once */
+    int inflight;               /* stash slots: microbatches whose activations are held at once */
     int64_t stash_bytes;        /* inflight x slot_bytes; -1 when activations are unknown */
     int64_t recompute_bytes;    /* the recompute arena (0 without recompute; -1 unknown) */
     int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
