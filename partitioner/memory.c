@@ -265,11 +265,31 @@ static int held(const pp_partition *p, int stage, int64_t *pb, int64_t *pe, int6
     return 1;
 }
 
+/* Without a memory model: parameters with grads and Adam's two moments, and every output
+ * of the stage's nodes in each slot (an upper bound of what backward keeps). */
+static pp_stage_memory coarse(const pp_partition *p, int stage, int64_t microbatches)
+{
+    pp_stage_memory x = {0};
+    int64_t pb = 0, pe = 0, cb = 0;
+    if (held(p, stage, &pb, &pe, &cb)) x.constant_bytes = cb;
+    x.param_bytes = x.grad_bytes = pb;
+    x.optimizer_bytes = 2 * pb;
+    x.inflight = partition_inflight(p->nstages, stage, microbatches);
+    pp_recompute_estimate r = pp_partition_recompute_estimate(p, stage, p->recompute);
+    x.slot_bytes = r.stash_bytes;
+    x.stash_bytes = r.stash_bytes < 0 ? -1 : sat_mul(r.stash_bytes, x.inflight);
+    x.recompute_bytes = r.arena_bytes;
+    x.total_bytes = sat_add(sat_add(4 * pb, cb), sat_add(x.stash_bytes < 0 ? 0 : x.stash_bytes,
+                                                         r.arena_bytes < 0 ? 0 : r.arena_bytes));
+    return x;
+}
+
 pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches)
 {
     pp_stage_memory x = {0};
-    if (!p || stage < 0 || stage >= p->nstages || !p->memory) return x;
+    if (!p || stage < 0 || stage >= p->nstages) return x;
     if (microbatches < 1) microbatches = p->microbatches;
+    if (!p->memory) return coarse(p, stage, microbatches);
     const pp_memory_profile *m = p->memory;
     const pp_stage_info *s = &p->stages[stage];
     int64_t pb = 0, pe = 0, slot = 0, arena = 0, fwd = 0, bwd = 0;

@@ -13,7 +13,7 @@
 void model_free(balance_model *m)
 {
     free(m->a), free(m->b), free(m->ca), free(m->cb), free(m->ct), free(m->ch);
-    free(m->vtail), free(m->vhead), free(m->vcut);
+    free(m->vtail), free(m->vhead);
     memset(m, 0, sizeof *m);
 }
 
@@ -105,13 +105,7 @@ pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err)
     m->b = mem ? calloc((size_t)n + 1, sizeof *m->b) : NULL;
     m->ca = calloc((size_t)P, sizeof *m->ca), m->cb = calloc((size_t)P, sizeof *m->cb);
     m->ct = calloc((size_t)P, sizeof *m->ct), m->ch = calloc((size_t)P, sizeof *m->ch);
-    m->vcut = calloc((size_t)g->nvalues + 1, sizeof *m->vcut);
-    if (!m->a || (mem && !m->b) || !m->ca || !m->cb || !m->ct || !m->ch || !m->vcut) return PP_NOMEM(err);
-    for (int v = 0; v < g->nvalues; v++)
-        if (is_activation(&g->values[v])) {
-            int64_t b = value_bytes(g, v);
-            m->vcut[v] = b >= 0 ? b : value_bytes_per_sample(g, v);
-        }
+    if (!m->a || (mem && !m->b) || !m->ca || !m->cb || !m->ct || !m->ch) return PP_NOMEM(err);
     int needs = p->balance == PP_BALANCE_FLOPS || p->balance == PP_BALANCE_TIME || mem;
     for (int i = 0; needs && i < n; i++) {
         const pp_node_cost *c = &p->costs[i];
@@ -139,6 +133,12 @@ pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err)
         return memory_model(p, m, err);
     }
     return PP_OK;
+}
+
+int64_t model_cut_bytes(const pp_graph *g, int v)
+{
+    int64_t b = value_bytes(g, v);
+    return b >= 0 ? b : value_bytes_per_sample(g, v);
 }
 
 int64_t model_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs)

@@ -353,21 +353,20 @@ typedef struct walk {
     int64_t work;
 } walk;
 
-static int64_t candidates(const solver *v, walk *w, int s, int64_t e, int64_t theta, const int64_t *val,
-                          const char *ok, int64_t *arg)
+static int64_t candidates(const lat *L, walk *w, int64_t e, int64_t theta, const int64_t *yub, const int64_t *yd,
+                          const int64_t *val, const char *ok, int64_t *arg)
 {
-    const lat *L = v->L;
     int64_t best = INT64_MAX;
     int sp = 0;
     *arg = -1;
     w->tick++;
     for (int64_t k = L->in_start[e]; k < L->in_start[e + 1]; k++) {
         int d = L->in[k];
-        if (w->stamp[d] != w->tick && Yub(v, s, d) >= theta) w->stamp[d] = w->tick, w->stack[sp++] = d;
+        if (w->stamp[d] != w->tick && yub[d] >= theta) w->stamp[d] = w->tick, w->stack[sp++] = d;
     }
     while (sp) {
         int d = w->stack[--sp];
-        if ((val ? val[d] != INT64_MAX : ok[d]) && Yd(v, s, d) >= theta) {
+        if (ok[d] && yd[d] >= theta && (!val || val[d] != INT64_MAX)) {
             int64_t c = val ? val[d] : 0;
             if (c < best || (c == best && d > *arg)) best = c, *arg = d;
             if (!val) return best;   /* any one will do */
@@ -375,15 +374,47 @@ static int64_t candidates(const solver *v, walk *w, int s, int64_t e, int64_t th
         w->work += L->in_start[d + 1] - L->in_start[d];
         for (int64_t k = L->in_start[d]; k < L->in_start[d + 1]; k++) {
             int p = L->in[k];
-            if (w->stamp[p] != w->tick && Yub(v, s, p) >= theta) w->stamp[p] = w->tick, w->stack[sp++] = p;
+            if (w->stamp[p] != w->tick && yub[p] >= theta) w->stamp[p] = w->tick, w->stack[sp++] = p;
         }
     }
     return best;
 }
 
+/* Stage s's start terms of every state, and their upper bound without the head term. */
+static void start_terms(const solver *v, int s, int64_t *yub, int64_t *yd)
+{
+    for (int64_t d = 0; d < v->L->S; d++) {
+        yub[d] = Yub(v, s, d);
+        yd[d] = Yd(v, s, d);
+    }
+}
+
+/* Keeps of the reachability bits (bits[s*S + e]: stage s can end at e within lim) only the
+ * ends from which the later stages can still finish within lim: the least end term - lim
+ * over the proper supersets stage s+1 can end at, walked down from the full set. */
+static void complete(const solver *v, int64_t lim, char *bits, int64_t *mn)
+{
+    const lat *L = v->L;
+    int P = v->P;
+    char *q = bits + (size_t)(P - 1) * L->S;
+    for (int64_t e = 0; e < L->S; e++) q[e] = q[e] && e == L->full;
+    for (int s = P - 2; s >= 0; s--) {
+        const char *next = bits + (size_t)(s + 1) * L->S;
+        char *here = bits + (size_t)s * L->S;
+        for (int64_t e = 0; e < L->S; e++) mn[e] = INT64_MAX;
+        for (int64_t f = L->S - 1; f >= 0; f--) {   /* supersets come first: larger ids */
+            int64_t own = next[f] ? Xe(v, s + 1, f) - lim : INT64_MAX, m = own < mn[f] ? own : mn[f];
+            for (int64_t k = L->in_start[f]; k < L->in_start[f + 1]; k++)
+                if (m < mn[L->in[k]]) mn[L->in[k]] = m;
+        }
+        for (int64_t e = 0; e < L->S; e++) here[e] = here[e] && mn[e] != INT64_MAX && mn[e] <= Yd(v, s + 1, e);
+    }
+}
+
 /* The chain (chain[s] = the downset stage s ends at) with the fewest cut costs among
- * those with every stage <= lim; *done = 0 when its work or cells pass the budget. */
-static pp_status tiebreak(const solver *v, int64_t lim, const char *reach, walk *w, int64_t *chain, int64_t *best,
+ * those with every stage <= lim (ok: complete()'s bits at lim); *done = 0 when its work
+ * or cells pass the budget. */
+static pp_status tiebreak(const solver *v, int64_t lim, const char *ok, walk *w, int64_t *chain, int64_t *best,
                           int *done, pp_error *err)
 {
     const lat *L = v->L;
@@ -391,16 +422,19 @@ static pp_status tiebreak(const solver *v, int64_t lim, const char *reach, walk 
     *done = 0;
     if ((int64_t)P * L->S > PP_TIEBREAK_CELLS) return PP_OK;
     int64_t *va = malloc((size_t)L->S * sizeof *va), *vb = malloc((size_t)L->S * sizeof *vb);
+    int64_t *yub = malloc((size_t)L->S * sizeof *yub), *yd = malloc((size_t)L->S * sizeof *yd);
     int *args = malloc((size_t)P * (size_t)L->S * sizeof *args);
-    pp_status st = va && vb && args ? PP_OK : PP_NOMEM(err);
+    pp_status st = va && vb && yub && yd && args ? PP_OK : PP_NOMEM(err);
     for (int64_t e = 0; st == PP_OK && e < L->S; e++) {
-        va[e] = e != 0 && Xe(v, 0, e) <= lim ? (P > 1 ? L->C[e] : 0) : INT64_MAX;
+        va[e] = ok[e] ? (P > 1 ? L->C[e] : 0) : INT64_MAX;
         args[e] = -1;
     }
     for (int s = 1; st == PP_OK && s < P; s++) {
+        start_terms(v, s, yub, yd);
+        const char *here = ok + (size_t)s * L->S, *before = ok + (size_t)(s - 1) * L->S;
         for (int64_t e = 0; e < L->S; e++) {
             int64_t a = -1, c = INT64_MAX;
-            if (reach[(size_t)s * L->S + e]) c = candidates(v, w, s, e, Xe(v, s, e) - lim, va, NULL, &a);
+            if (here[e]) c = candidates(L, w, e, Xe(v, s, e) - lim, yub, yd, va, before, &a);
             vb[e] = c == INT64_MAX ? INT64_MAX : c + (s < P - 1 ? L->C[e] : 0);
             args[(size_t)s * L->S + e] = (int)a;
             if (w->work > (v->x->tiebreak_work > 0 ? v->x->tiebreak_work : TIEBREAK_WORK)) goto out;
@@ -418,9 +452,7 @@ static pp_status tiebreak(const solver *v, int64_t lim, const char *reach, walk 
         *done = 1;
     }
 out:
-    free(va);
-    free(vb);
-    free(args);
+    free(va), free(vb), free(yub), free(yd), free(args);
     return st;
 }
 
@@ -490,16 +522,25 @@ pp_status order_search(const order_problem *x, int *stage, order_result *res, pp
         st = PP_NOMEM(err);
         goto done;
     }
-    check(&v, lim, bits, prev, cur, m);   /* where each stage can end within lim */
+    check(&v, lim, bits, prev, cur, m);   /* where each stage can end within lim, and finish */
+    complete(&v, lim, bits, m);
     PP_CHECK_GOTO(tiebreak(&v, lim, bits, &w, chain, &best, &done_tb, err), st, done);
     if (!done_tb) {   /* an optimal chain, from the reachability at B */
+        int64_t *yub = malloc((size_t)L.S * sizeof *yub), *yd = malloc((size_t)L.S * sizeof *yd);
+        if (!yub || !yd) {
+            free(yub), free(yd);
+            st = PP_NOMEM(err);
+            goto done;
+        }
         check(&v, B, bits, prev, cur, m);
         chain[P - 1] = L.full;
         for (int s = P - 1; s > 0; s--) {
             int64_t a = -1;
-            candidates(&v, &w, s, chain[s], Xe(&v, s, chain[s]) - B, NULL, bits + (size_t)(s - 1) * L.S, &a);
+            start_terms(&v, s, yub, yd);
+            candidates(&L, &w, chain[s], Xe(&v, s, chain[s]) - B, yub, yd, NULL, bits + (size_t)(s - 1) * L.S, &a);
             chain[s - 1] = a;
         }
+        free(yub), free(yd);
         best = 0;
         for (int s = 0; s + 1 < P; s++) best += L.C[chain[s]];
     }

@@ -179,8 +179,10 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     }
     for (int i = 0; i < g->nnodes; i++) p->order[i] = i;
     PP_CHECK_GOTO(pp_partition_costs(g, p->costs, err), st, fail);
+    /* the memory model: the caller's profile, else (for the memory balance) an estimate */
     if (opt->memory) PP_CHECK_GOTO(memory_profile_copy(g, opt->memory, &p->memory, err), st, fail);
-    else PP_CHECK_GOTO(memory_profile_estimate(g, p->costs, p->recompute, &p->memory, err), st, fail);
+    else if (p->balance == PP_BALANCE_MEMORY)
+        PP_CHECK_GOTO(memory_profile_estimate(g, p->costs, p->recompute, &p->memory, err), st, fail);
     PP_CHECK_GOTO(model_make(p, &m, err), st, fail);
     bounds(p, &m);
     PP_CHECK_GOTO(collect_edges(g, &edges, &nedges, err), st, fail);

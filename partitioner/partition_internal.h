@@ -90,12 +90,13 @@ typedef struct balance_model {
     int64_t *a, *b;             /* [nnodes]; b NULL unless memory */
     int64_t *ca, *cb, *ct, *ch; /* [nstages]: coefficients of a, b, tail, head */
     int64_t *vtail, *vhead;     /* [nvalues]: charged to the stage a value leaves / enters; NULL: none */
-    int64_t *vcut;              /* [nvalues]: bytes the tie-break counts (unknown dims as 1) */
     int64_t fixed;              /* added to every stage (memory: the model's largest scratch) */
 } balance_model;
 /* From p's balance, costs, time options and memory model (p->memory set). */
 pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err);
 void model_free(balance_model *m);
+/* The bytes of value v the cut tie-break counts (unknown dims as 1). */
+int64_t model_cut_bytes(const pp_graph *g, int v);
 /* Stage costs in balance units of the split (p->order, ends) and its largest. */
 int64_t model_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs);
 

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#define ORDER_WORDS ((int64_t)1 << 25)   /* 64-bit words of downset bitsets the search may write */
+
 /* The linear problem of the model over an order (pos[node]: its place): items in that
  * order, each value's tail, head and bytes on every cut between its producer and its last
  * reader. */
@@ -23,8 +25,9 @@ static pp_status chain_make(const pp_partition *p, const balance_model *m, const
     size_t n = (size_t)g->nnodes + 1;
     memset(c, 0, sizeof *c);
     c->a = malloc(n * 8), c->b = m->b ? malloc(n * 8) : NULL;
-    c->tail = calloc(n, 8), c->head = calloc(n, 8), c->cut = calloc(n, 8);
-    if (!c->a || (m->b && !c->b) || !c->tail || !c->head || !c->cut) return PP_NOMEM(err);
+    c->tail = m->vtail ? calloc(n, 8) : NULL, c->head = m->vhead ? calloc(n, 8) : NULL, c->cut = calloc(n, 8);
+    if (!c->a || (m->b && !c->b) || (m->vtail && !c->tail) || (m->vhead && !c->head) || !c->cut)
+        return PP_NOMEM(err);
     for (int k = 0; k < g->nnodes; k++) {
         c->a[k] = m->a[order[k]];
         if (c->b) c->b[k] = m->b[order[k]];
@@ -36,28 +39,28 @@ static pp_status chain_make(const pp_partition *p, const balance_model *m, const
         for (int k = 0; k < val->nconsumers; k++)
             if (pos[val->consumers[k]] > to) to = pos[val->consumers[k]];
         if (to == from) continue;
-        int64_t w[3] = {m->vtail ? m->vtail[v] : 0, m->vhead ? m->vhead[v] : 0, m->vcut[v]};
+        int64_t w[3] = {m->vtail ? m->vtail[v] : 0, m->vhead ? m->vhead[v] : 0, model_cut_bytes(g, v)};
         int64_t *d[3] = {c->tail, c->head, c->cut};
-        for (int k = 0; k < 3; k++) d[k][from] += w[k], d[k][to] -= w[k];
+        for (int k = 0; k < 3; k++)
+            if (d[k]) d[k][from] += w[k], d[k][to] -= w[k];
     }
-    for (int k = 1; k < g->nnodes; k++) c->tail[k] += c->tail[k - 1], c->head[k] += c->head[k - 1], c->cut[k] += c->cut[k - 1];
+    for (int k = 1; k < g->nnodes; k++) {
+        c->cut[k] += c->cut[k - 1];
+        if (c->tail) c->tail[k] += c->tail[k - 1];
+        if (c->head) c->head[k] += c->head[k - 1];
+    }
     return PP_OK;
 }
 
-/* The split of an order within bound (0: optimal splits only). */
-static pp_status chain_solve(const pp_partition *p, const balance_model *m, const int *order, const int *pos,
+/* The split of an order's chain within bound (0: by tolerance alone). */
+static pp_status chain_solve(const pp_partition *p, const balance_model *m, const chain *c, double tolerance,
                              int64_t bound, int *ends, pp_linear_result *r, pp_error *err)
 {
-    chain c;
-    pp_status st = chain_make(p, m, order, pos, &c, err);
-    if (st == PP_OK) {
-        pp_linear_problem x = {.n = p->graph->nnodes, .nstages = p->nstages, .a = c.a, .b = c.b, .coef_a = m->ca,
-                               .coef_b = m->cb, .tail = m->vtail ? c.tail : NULL, .head = m->vhead ? c.head : NULL,
-                               .coef_tail = m->ct, .coef_head = m->ch, .cut_cost = c.cut, .bound = bound};
-        st = pp_linear_solve(&x, ends, r, err);
-    }
-    chain_free(&c);
-    return st;
+    pp_linear_problem x = {.n = p->graph->nnodes, .nstages = p->nstages, .a = c->a, .b = c->b, .coef_a = m->ca,
+                           .coef_b = m->cb, .tail = m->vtail ? c->tail : NULL, .head = m->vhead ? c->head : NULL,
+                           .coef_tail = m->ct, .coef_head = m->ch, .cut_cost = c->cut, .tolerance = tolerance,
+                           .bound = bound};
+    return pp_linear_solve(&x, ends, r, err);
 }
 
 /* ---- the order search's problem: nodes glued into groups ---------------------- */
@@ -93,7 +96,9 @@ static char reads_no_activation(const pp_graph *g, const char *src, int i)
     return r;
 }
 
-static pp_status groups_make(const pp_partition *p, const balance_model *m, groups *q, pp_error *err)
+/* The groups (q->n = 0 when there would be more than max_groups: no search). */
+static pp_status groups_make(const pp_partition *p, const balance_model *m, int64_t max_groups, groups *q,
+                             pp_error *err)
 {
     const pp_graph *g = p->graph;
     int n = g->nnodes;
@@ -117,6 +122,10 @@ static pp_status groups_make(const pp_partition *p, const balance_model *m, grou
         if (first > i) rep[i] = rep[first];
     }
     for (int i = 0; i < n; i++) q->of[i] = rep[i] == i ? q->n++ : -1;
+    if (q->n > max_groups) {
+        q->n = 0;
+        goto done;
+    }
     for (int i = 0; i < n; i++) q->of[i] = q->of[rep[i]];
     /* the groups' predecessors, weights and the values crossing between groups */
     int ng = q->n, np = 0, nc = 0;
@@ -171,47 +180,41 @@ static pp_status groups_make(const pp_partition *p, const balance_model *m, grou
         }
         if (nc == first) continue;
         q->values[q->nvalues++] = (order_value){from, q->consumers + first, nc - first, m->vtail ? m->vtail[v] : 0,
-                                                m->vhead ? m->vhead[v] : 0, m->vcut[v]};
+                                                m->vhead ? m->vhead[v] : 0, model_cut_bytes(g, v)};
     }
 done:
     free(src), free(rep), free(stamp);
     return st;
 }
 
-/* The search over orders: *found, the node order of its chain (stages in turn, nodes by id
- * within each) and its optimum. */
-static pp_status search(pp_partition *p, const balance_model *m, int64_t graph_optimum, int *order, int *found,
-                        int64_t *optimum, pp_error *err)
+/* The order search over the groups q: *found, the node order of its chain (stages in
+ * turn, nodes by id within each) and its optimum. */
+static pp_status search(pp_partition *p, const balance_model *m, const groups *q, int64_t cap,
+                        int64_t graph_optimum, int *order, int *found, int64_t *optimum, pp_error *err)
 {
     const pp_graph *g = p->graph;
-    groups q;
-    int *stage = NULL;
-    pp_status st = groups_make(p, m, &q, err);
+    int *stage = malloc(((size_t)q->n + 1) * sizeof *stage);
     *found = 0;
-    if (st == PP_OK && q.n >= p->nstages && (stage = malloc(((size_t)q.n + 1) * sizeof *stage))) {
-        order_problem x = {.n = q.n, .nstages = p->nstages, .pred_start = q.pred_start, .preds = q.preds,
-                           .values = q.values, .nvalues = q.nvalues, .a = q.a, .b = q.b, .coef_a = m->ca,
-                           .coef_b = m->cb, .coef_tail = m->vtail ? m->ct : NULL, .coef_head = m->vhead ? m->ch : NULL,
-                           .tolerance = p->tolerance, .upper = graph_optimum, .max_states = PP_ORDER_MAX_STATES,
-                           .fixed = m->fixed, .other_optimum = graph_optimum};
-        order_result r;
-        st = order_search(&x, stage, &r, err);
-        p->order_states = r.states;
-        pp_log(PP_LOG_DEBUG, "partition: order search over %d groups of %d nodes: %s after %lld downsets, %lld edges",
-               q.n, g->nnodes, st != PP_OK ? "failed" : r.found ? "done" : "gave up", (long long)r.states,
-               (long long)r.edges);
-        if (st == PP_OK && r.found) {
-            *found = 1;
-            *optimum = r.optimum;
-            for (int s = 0, k = 0; s < p->nstages; s++)
-                for (int i = 0; i < g->nnodes; i++)
-                    if (stage[q.of[i]] == s) order[k++] = i;
-        }
-    } else if (st == PP_OK && q.n >= p->nstages) {
-        st = PP_NOMEM(err);
+    if (!stage) return PP_NOMEM(err);
+    order_problem x = {.n = q->n, .nstages = p->nstages, .pred_start = q->pred_start, .preds = q->preds,
+                       .values = q->values, .nvalues = q->nvalues, .a = q->a, .b = q->b, .coef_a = m->ca,
+                       .coef_b = m->cb, .coef_tail = m->vtail ? m->ct : NULL, .coef_head = m->vhead ? m->ch : NULL,
+                       .tolerance = p->tolerance, .upper = graph_optimum, .max_states = cap, .fixed = m->fixed,
+                       .other_optimum = graph_optimum};
+    order_result r;
+    pp_status st = order_search(&x, stage, &r, err);
+    p->order_states = r.states;
+    pp_log(PP_LOG_DEBUG, "partition: order search over %d groups of %d nodes: %s after %lld downsets, %lld edges",
+           q->n, g->nnodes, st != PP_OK ? "failed" : r.found ? "done" : "gave up", (long long)r.states,
+           (long long)r.edges);
+    if (st == PP_OK && r.found) {
+        *found = 1;
+        *optimum = r.optimum;
+        for (int s = 0, k = 0; s < p->nstages; s++)
+            for (int i = 0; i < g->nnodes; i++)
+                if (stage[q->of[i]] == s) order[k++] = i;
     }
     free(stage);
-    groups_free(&q);
     return st;
 }
 
@@ -221,24 +224,43 @@ pp_status place_cuts(pp_partition *p, const balance_model *m, pp_order_mode mode
     int n = g->nnodes, P = p->nstages;
     int *order = malloc(((size_t)n + 1) * sizeof *order), *pos = malloc(((size_t)n + 1) * sizeof *pos);
     int *lends = malloc((size_t)P * sizeof *lends);
+    groups q = {0};
+    chain cg = {0}, cl = {0};
     pp_status st = order && pos && lends ? PP_OK : PP_NOMEM(err);
     if (st != PP_OK) goto done;
     for (int i = 0; i < n; i++) p->order[i] = pos[i] = i;
+    /* each downset is a bitset of the groups: at most ORDER_WORDS words of them in all, and a
+       chain of n groups alone has n + 1 downsets, so a graph past either is not searched */
+    int64_t words = (n + 63) / 64, cap = PP_ORDER_MAX_STATES;
+    if (ORDER_WORDS / words < cap) cap = ORDER_WORDS / words;
+    /* (nodes that read no activation are few once constants are folded: past 2 x cap nodes,
+       there would be more groups than the search could take) */
+    int try = mode == PP_ORDER_SEARCH && P > 1 && n <= 2 * cap;
+    if (try) PP_CHECK_GOTO(groups_make(p, m, cap - 1, &q, err), st, done);
+    if (mode == PP_ORDER_SEARCH && P > 1 && !q.n)
+        pp_log(PP_LOG_DEBUG, "partition: no order search: %d nodes make more than %lld groups", n, (long long)cap - 1);
+    PP_CHECK_GOTO(chain_make(p, m, p->order, pos, &cg, err), st, done);
     pp_linear_result rg, rl;
-    PP_CHECK_GOTO(chain_solve(p, m, p->order, pos, 0, ends, &rg, err), st, done);
+    if (q.n < P && !m->fixed) {   /* the graph's order alone: one solve with the tolerance */
+        PP_CHECK_GOTO(chain_solve(p, m, &cg, p->tolerance, 0, ends, &rg, err), st, done);
+        p->optimum = rg.optimum;
+        goto chosen;
+    }
+    PP_CHECK_GOTO(chain_solve(p, m, &cg, 0, 0, ends, &rg, err), st, done);
     int64_t best = rg.optimum, lo = 0;
     int found = 0;
-    if (mode == PP_ORDER_SEARCH && P > 1) {
-        PP_CHECK_GOTO(search(p, m, rg.optimum, order, &found, &lo, err), st, done);
+    if (q.n >= P) {
+        PP_CHECK_GOTO(search(p, m, &q, cap, rg.optimum, order, &found, &lo, err), st, done);
         if (found && lo < best) best = lo;
     }
     p->order_searched = found;
     int64_t lim = linear_tie_limit(best + m->fixed, p->tolerance, 0) - m->fixed;
-    if (rg.optimum <= lim) PP_CHECK_GOTO(chain_solve(p, m, p->order, pos, lim, ends, &rg, err), st, done);
+    if (rg.optimum <= lim && lim > rg.optimum) PP_CHECK_GOTO(chain_solve(p, m, &cg, 0, lim, ends, &rg, err), st, done);
     int use_l = 0;
     if (found) {
         for (int k = 0; k < n; k++) pos[order[k]] = k;
-        PP_CHECK_GOTO(chain_solve(p, m, order, pos, lim, lends, &rl, err), st, done);
+        PP_CHECK_GOTO(chain_make(p, m, order, pos, &cl, err), st, done);
+        PP_CHECK_GOTO(chain_solve(p, m, &cl, 0, lim, lends, &rl, err), st, done);
         int g_ok = rg.bottleneck <= lim, l_ok = rl.bottleneck <= lim;
         use_l = l_ok && (!g_ok || rl.cut_sum < rg.cut_sum ||
                          (rl.cut_sum == rg.cut_sum && rl.bottleneck < rg.bottleneck));
@@ -248,12 +270,16 @@ pp_status place_cuts(pp_partition *p, const balance_model *m, pp_order_mode mode
         memcpy(ends, lends, (size_t)P * sizeof *ends);
         rg = rl;
     }
-    p->optimum = best + m->fixed;
+    p->optimum = best;
+chosen:
+    p->optimum += m->fixed;
     p->bottleneck = rg.bottleneck + m->fixed;
     p->tiebreak = rg.tiebreak;
     p->reordered = 0;
     for (int k = 0; k < n; k++) p->reordered += p->order[k] != k;
 done:
     free(order), free(pos), free(lends);
+    groups_free(&q);
+    chain_free(&cg), chain_free(&cl);
     return st;
 }

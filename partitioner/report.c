@@ -362,7 +362,7 @@ void pp_partition_write_json(const pp_partition *p, pp_json *j)
     else pp_json_int(j, "optimum", p->optimum);
     pp_json_double(j, "tolerance", p->tolerance);
     pp_json_bool(j, "cut_bytes_minimal", !p->manual && p->tiebreak);
-    pp_json_bool(j, "memory_planned", p->memory && p->memory->planned);
+    pp_json_string(j, "memory_model", !p->memory ? "coarse" : p->memory->planned ? "planner" : "estimate");
     json_bytes(j, "cut_bytes", p->cut_bytes);
     pp_json_end_object(j);
     pp_json_begin_array(j, "boundaries");

@@ -67,7 +67,7 @@ for path in sys.argv[1:]:
     if not p["manual"]:   # within the tolerance of the optimum, which no split beats
         assert b["lower_bound"] <= b["optimum"] <= b["largest"] <= b["optimum"] * (1 + b["tolerance"]), path
     if p["balance"] == "memory":
-        assert b["memory_planned"], path   # the stage planner's profile, not the coarse estimate
+        assert b["memory_model"] == "planner", path   # the stage planner's profile, not an estimate
     for bd in p["boundaries"]:
         assert bd["bytes"] == sum(t["bytes"] for t in bd["tensors"]), path
         assert st[bd["from"]]["send_bytes"] == bd["bytes"], path

@@ -261,7 +261,9 @@ typedef struct pp_partition {
     int64_t order_states;       /* downsets the search enumerated (0: not run) */
     double tolerance;
     double gflops, link_gbps, op_overhead;  /* the time model's (defaults filled in) */
-    pp_memory_profile *memory;  /* the memory model: the options' copy, or the estimate */
+    pp_memory_profile *memory;  /* the memory model: the options' copy, or for the memory balance the
+                                   partitioner's estimate; NULL: none (pp_partition_stage_memory
+                                   is then the coarse figure) */
 } pp_partition;
 
 /* Partitions a finalized graph into nstages stages. opt may be NULL (params balance).
