@@ -40,7 +40,7 @@ static void help(FILE *out)
             "the split (the same options choose it in `onnxpipe train` and `schedule --model`):\n%s"
             "the options of `onnxpipe train` that shape a stage, for the memory estimate:\n%s\n"
             "Without --batch (or --dim for other symbolic dims) activation sizes are unknown:\n"
-            "the table shows '?', the flops and memory balances refuse to run, and there is no\n"
+            "the table shows '?', the flops, time and memory balances refuse to run, and there is no\n"
             "memory estimate. The estimate is what `onnxpipe train --batch B x M --microbatches M`\n"
             "with these options would allocate per stage and rank, from the stage planner itself.\n",
             cli_partition_options_help, cli_stage_options_help);

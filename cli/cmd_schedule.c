@@ -43,7 +43,6 @@ static void usage(FILE *out)
             "  --recompute KIND      none (default) | selective | full, for --model: the stash keeps\n"
             "                        stage inputs and sends (selective: and MatMul/Gemm/Conv outputs), and\n"
             "                        B grows by the forward FLOPs run again (onnxpipe train --recompute)\n"
-            "  --gflops G            throughput for --model, GFLOP/s per rank (default %.0f)\n"
             "  --link-gbps B         link bandwidth for --model messages, GB/s (default: free links);\n"
             "                        --bandwidth B is the same\n"
             "  --latency S           seconds per message (overrides SEND of --costs)\n"
@@ -57,7 +56,7 @@ static void usage(FILE *out)
             "with --model, the split (as `onnxpipe train` makes it with the same options):\n%s"
             "and the memory estimate per stage and rank of `onnxpipe train --batch B x M --microbatches M`\n"
             "on that partition, with its options:\n%s",
-            DEFAULT_GFLOPS, cli_partition_options_help, cli_stage_options_help);
+            cli_partition_options_help, cli_stage_options_help);
 }
 
 typedef struct args {

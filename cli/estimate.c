@@ -17,17 +17,20 @@ const char cli_stage_options_help[] =
 
 const char cli_partition_options_help[] =
     "  --balance KIND        what the split equalizes: params (default) | flops | uniform (node count)\n"
-    "                        | memory (bytes a stage allocates: the stage planner's model, 1F1B's\n"
-    "                        min(P-s, M) microbatches in flight) | time (3 x forward FLOPs / --gflops\n"
-    "                        + --op-overhead per node + its sends / --link-gbps)\n"
+    "                        | memory (bytes a stage allocates: the stage planner's model, with the\n"
+    "                        driver's 1F1B stash slots, min(P-s, M), one more after stage 0) | time\n"
+    "                        (3 x forward FLOPs / --gflops + --op-overhead per node + its sends /\n"
+    "                        --link-gbps)\n"
     "  --balance-tolerance F among the splits whose largest stage is within F of the optimum, the one\n"
     "                        sending the fewest bytes across cuts (default 0.02; 0: optimal splits only)\n"
     "  --order KIND          search (default): every order in which tensors flow forward, nodes that\n"
     "                        read no activation kept with their first reader | graph: the file's order\n"
-    "  --gflops G            time balance: compute throughput per stage, GFLOP/s (default 100)\n"
+    "  --gflops G            compute throughput per stage, GFLOP/s (default 100): the time balance's\n"
+    "                        (and schedule --model's stage costs)\n"
     "  --link-gbps B         time balance: bandwidth between neighbouring stages, GB/s (default: free)\n"
     "  --op-overhead S       time balance: seconds per node and microbatch on top of its FLOPs\n"
-    "                        (default 0; kernel launches make it ~1e-5 on a GPU)\n";
+    "                        (default 0; the cpu backend's forward + backward calls cost about 1e-6,\n"
+    "                        a GPU's kernel launches more)\n";
 
 void cli_train_defaults(pp_train_config *c)
 {

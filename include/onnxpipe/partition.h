@@ -104,8 +104,10 @@ PP_API int pp_balance_parse(const char *s, pp_balance *out);
 /* Which topological orders the split may use. SEARCH: every split in which tensors only
  * flow to later stages and each node that reads no activation (only initializers, constants,
  * graph inputs) sits with its first reader (partitioner/order.c), when the model's downsets
- * number at most PP_ORDER_MAX_STATES; the graph's own order is always a candidate. GRAPH:
- * the graph's order only (contiguous node ranges, as before the search). */
+ * number at most PP_ORDER_MAX_STATES and their bitsets 2^25 words (a graph of up to about
+ * 46,000 nodes); else only the graph's order (pp_partition.order_searched says which). The
+ * graph's own order is always a candidate. GRAPH: the graph's order only (contiguous node
+ * ranges, as before the search). */
 typedef enum { PP_ORDER_SEARCH = 0, PP_ORDER_GRAPH } pp_order_mode;
 #define PP_ORDER_MAX_STATES (1 << 17)
 /* Local; a static string / parses "search|graph" (0 on an unknown name). Thread-safe. */
