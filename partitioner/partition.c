@@ -40,8 +40,8 @@ int pp_order_mode_parse(const char *s, pp_order_mode *out)
     return 0;
 }
 
-/* Largest single node, total (with the last, smallest coefficients) and the bound
- * max(largest node, ceil(total / P)) that no split can beat (cut terms only add). */
+/* The bound max(largest node, ceil(total / P)) that no split can beat, with the last
+ * (smallest) coefficients (cut terms only add). */
 static void bounds(pp_partition *p, const balance_model *m)
 {
     int n = p->graph->nnodes, P = p->nstages;
@@ -52,7 +52,6 @@ static void bounds(pp_partition *p, const balance_model *m)
         if (x > big) big = x;
     }
     int64_t avg = (total + P - 1) / P;
-    p->total_weight = total;
     p->lower_bound = (big > avg ? big : avg) + m->fixed;
 }
 
@@ -191,8 +190,10 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     PP_CHECK_GOTO(partition_analyze(p, ends, edges, nedges, err), st, fail);
     int64_t worst = model_stage_costs(p, &m, ends, weights);
     if (p->manual) p->bottleneck = worst;
+    p->total_weight = 0;   /* what the stages weigh (with the cut terms and slots they pay) */
     for (int s = 0; s < nstages; s++) {
         p->stages[s].weight = weights[s];
+        p->total_weight = p->total_weight > INT64_MAX - weights[s] ? INT64_MAX : p->total_weight + weights[s];
         if (p->balance == PP_BALANCE_TIME) p->stages[s].seconds = (double)weights[s] / (p->gflops * 1e9);
     }
     *out = p;

@@ -96,8 +96,8 @@ static void print_model(const pp_partition *p, FILE *out)
         else fputs("; sends are free (give --link-gbps)\n", out);
     } else if (p->balance == PP_BALANCE_MEMORY) {
         const pp_memory_profile *m = p->memory;
-        fprintf(out, "  memory: params, grads and %d optimizer state%s per parameter, the stash of min(P - s, %lld) "
-                     "microbatches in flight (1F1B) and the model's largest scratch, by %s\n",
+        fprintf(out, "  memory: params, grads and %d optimizer state%s per parameter, the stash of the driver's 1F1B "
+                     "slots (min(P - s, %lld), one more after stage 0) and the model's largest scratch, by %s\n",
                 m->optimizer_states, m->optimizer_states == 1 ? "" : "s", (long long)p->microbatches,
                 m->planned ? "the stage planner's profile" : "the partitioner's estimate (no stage planner: coarse)");
     }
@@ -129,8 +129,10 @@ static void print_balance(const pp_partition *p, FILE *out)
         if (w > mx) mx = w;
     }
     double mean = (double)p->total_weight / p->nstages;
-    fprintf(out, "\nbalance (%s): largest stage %s %s, mean %s, max/mean %.3f\n", pp_balance_name(p->balance),
-            fmt_weight(p, mx, a, sizeof a), p->balance == PP_BALANCE_TIME ? "per microbatch" : unit_name(p->balance),
+    const char *unit = p->balance == PP_BALANCE_TIME ? " per microbatch" : p->balance == PP_BALANCE_MEMORY ? ""
+                     : p->balance == PP_BALANCE_PARAMS ? " params" : p->balance == PP_BALANCE_FLOPS ? " FLOPs" : " nodes";
+    fprintf(out, "\nbalance (%s): largest stage %s%s, mean %s, max/mean %.3f\n", pp_balance_name(p->balance),
+            fmt_weight(p, mx, a, sizeof a), unit,
             fmt_weight(p, (int64_t)mean, b, sizeof b), mean > 0 ? (double)mx / mean : 1.0);
     print_model(p, out);
     if (p->manual)

@@ -444,7 +444,7 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir, .save_every = cfg->save_every,
         .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
-        .recompute = cfg->recompute,
+        .recompute = cfg->recompute, .partition = cfg->partition,
     };
     pp_status st;
     PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);

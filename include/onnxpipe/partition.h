@@ -246,7 +246,7 @@ typedef struct pp_partition {
     int ntied;
     pp_value_stages *inputs;    /* every graph input read by some node, with the stages reading it */
     int ninputs;
-    int64_t total_weight;       /* sum of the balance weights (params: g->nparams) */
+    int64_t total_weight;       /* the stages' weights summed (params: g->nparams) */
     int64_t bottleneck;         /* the largest stage weight in balance units */
     int64_t lower_bound;        /* max(largest single node, ceil(total / nstages)) */
     int64_t cut_bytes;          /* sum of boundary bytes; -1 unknown */
