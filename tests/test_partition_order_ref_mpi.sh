@@ -5,6 +5,7 @@
 # alone) and of onnxpipe's graph order (--order graph); a reordered split's stage files
 # reproduce the model in onnxruntime (tests/ref/run_chain.py), and training on it under
 # mpirun gives the single-rank run's losses and weights (tests/ref/compare_runs.py).
+# And `onnxpipe train` splits as the preview does with the same options (--balance time).
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/partition_order_ref
@@ -66,4 +67,17 @@ for pp in 1 5; do
 done
 echo "== ResNet-18 on the searched 5-stage split against one rank"
 "$PY" "$REF/compare_runs.py" 1e-5 1e-4 pp1.losses pp1.onnx pp5.losses pp5.onnx "resnet18 pp=5 (reordered)"
+
+# train prints the split it runs: the same stages as the preview with the same options
+"$ONNXPIPE" example gpt --layers 4 --d-model 32 --heads 2 --vocab 256 --seq 16 -o gpt.onnx >/dev/null
+"$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o text --seq 16 >/dev/null
+split=(--balance time --link-gbps 1 --balance-tolerance 0.05)
+"$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 --microbatches 6 "${split[@]}" >preview.txt
+timeout 300 mpirun --oversubscribe --bind-to none -np 3 -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
+    "$ONNXPIPE" train --model gpt.onnx --data text --pp 3 --batch 12 --microbatches 6 --steps 2 "${split[@]}" \
+    --loss cross_entropy --logits logits --labels labels >train.log 2>&1 || { cat train.log; exit 1; }
+grep -q "partition: 3 stages, balance time" train.log
+stages() { grep -E '^ +[0-9]+ +[0-9]+ ' "$1" | head -3 | awk '{print $NF}'; }
+[ "$(stages preview.txt)" = "$(stages train.log)" ] || { echo "train split differs from the preview" >&2; exit 1; }
+echo "train splits by --balance time as the preview does: last nodes $(stages train.log | tr '\n' ' ')"
 echo "order search on ResNet-18: never heavier than the file's order, and the reordered split runs"
