@@ -268,11 +268,13 @@ typedef struct pp_partition {
                                    is then the coarse figure) */
 } pp_partition;
 
-/* Partitions a finalized graph into nstages stages. opt may be NULL (params balance).
- * Errors: nstages < 1 or > nnodes, no trainable parameters under the params balance,
- * unknown shapes under the flops or memory balance, unknown / unordered / wrongly
- * counted manual cuts. Local; the partition keeps g (opt is not kept); the caller frees it with
- * pp_partition_destroy, which accepts NULL. Thread-safe. */
+/* Partitions a finalized graph into nstages stages. opt may be NULL (params balance, the
+ * orders searched, no tolerance). Errors: nstages < 1 or > nnodes, an option out of range
+ * (named with its bound), no trainable parameters under the params balance, unknown shapes
+ * under the flops, time or memory balance, a time model whose sends leave 64 bits (a link
+ * far slower than the throughput), a memory profile of another graph, unknown / unordered /
+ * wrongly counted manual cuts. Local; the partition keeps g (opt and its profile are not
+ * kept); the caller frees it with pp_partition_destroy, which accepts NULL. Thread-safe. */
 PP_API pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
                                      pp_partition **out, pp_error *err);
 PP_API void pp_partition_destroy(pp_partition *p);
