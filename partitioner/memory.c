@@ -101,7 +101,8 @@ pp_status memory_profile_estimate(const pp_graph *g, const pp_node_cost *costs, 
     pp_memory_profile *m = memory_profile_alloc(n, nv);
     int *base = malloc(((size_t)nv + 1) * sizeof *base);
     char *req = calloc((size_t)nv + 1, 1), *kept = calloc((size_t)nv + 1, 1), *gkept = calloc((size_t)nv + 1, 1);
-    char *keep_r = calloc((size_t)nv + 1, 1), *seen = calloc((size_t)nv + 1, 1);
+    char *keep_r = calloc((size_t)nv + 1, 1);
+    int *seen = calloc((size_t)n + 1, sizeof *seen);
     pp_status st = PP_OK;
     if (!m || !base || !req || !kept || !gkept || !keep_r || !seen) {
         st = PP_NOMEM(err);
@@ -151,9 +152,9 @@ pp_status memory_profile_estimate(const pp_graph *g, const pp_node_cost *costs, 
         if (val->init >= 0) {   /* parameters at every reader, constants at the first */
             int64_t numel = pp_shape_numel(&val->shape), padded = (numel + 15) / 16 * 16;
             for (int c = 0, first = 1; c < val->nconsumers; c++) {
-                int i = val->consumers[c], dup = 0;
-                for (int d = 0; d < c; d++) dup |= val->consumers[d] == i;
-                if (dup) continue;
+                int i = val->consumers[c];
+                if (seen[i] == v + 1) continue;   /* a node reading it twice */
+                seen[i] = v + 1;
                 if (val->is_param) m->param_bytes[i] += padded * 4, m->param_elems[i] += padded;
                 else if (first) m->const_bytes[i] += align_up((int64_t)g->inits[val->init].t.nbytes);
                 first = 0;
@@ -233,6 +234,12 @@ static int64_t sat_mul(int64_t a, int64_t b)
     return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 /* Parameters and constants the stage holds, each once however many of its nodes read it
  * (the planner's flat buffers). *pb, *pe: parameter bytes (padded to 16 elements) and elements. */
 static int held(const pp_partition *p, int stage, int64_t *pb, int64_t *pe, int64_t *cb)
@@ -253,14 +260,12 @@ static int held(const pp_partition *p, int stage, int64_t *pb, int64_t *pe, int6
         const pp_node *nd = &g->nodes[p->order[k]];
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j];
-            if (v < 0 || g->values[v].init < 0 || g->values[v].is_param) continue;
-            int dup = 0;
-            for (int d = 0; d < n && !dup; d++) dup = seen[d] == v;
-            if (dup) continue;
-            seen[n++] = v;
-            *cb += align_up((int64_t)g->inits[g->values[v].init].t.nbytes);
+            if (v >= 0 && g->values[v].init >= 0 && !g->values[v].is_param) seen[n++] = v;
         }
     }
+    qsort(seen, (size_t)n, sizeof *seen, cmp_int);   /* each constant once */
+    for (int k = 0; k < n; k++)
+        if (!k || seen[k] != seen[k - 1]) *cb += align_up((int64_t)g->inits[g->values[seen[k]].init].t.nbytes);
     free(seen);
     return 1;
 }

@@ -58,17 +58,20 @@ static pp_status scratch(const pp_stage *s, pp_memory_profile *m, pp_error *err)
     return PP_OK;
 }
 
-static void persistent(const pp_stage *s, pp_memory_profile *m)
+/* Parameters (padded as in the flat buffer) at every node reading them, constants at the
+ * first; seen[nnodes] scratch (a node reading a value twice counts it once). */
+static void persistent(const pp_stage *s, pp_memory_profile *m, int *seen)
 {
     const pp_graph *g = s->g;
+    for (int i = 0; i < g->nnodes; i++) seen[i] = -1;
     for (int v = 0; v < g->nvalues; v++) {
         const pp_value *val = &g->values[v];
         if (val->init < 0) continue;
         int64_t numel = pp_shape_numel(&val->shape), padded = (numel + 15) / 16 * 16;
         for (int c = 0, first = 1; c < val->nconsumers; c++) {
-            int i = val->consumers[c], dup = 0;
-            for (int d = 0; d < c; d++) dup |= val->consumers[d] == i;
-            if (dup) continue;
+            int i = val->consumers[c];
+            if (seen[i] == v) continue;
+            seen[i] = v;
             if (val->is_param) m->param_bytes[i] += padded * 4, m->param_elems[i] += padded;
             else if (first) m->const_bytes[i] += align_up((int64_t)g->inits[val->init].t.nbytes);
             first = 0;
@@ -87,12 +90,13 @@ pp_status pp_stage_memory_profile(const pp_graph *g, pp_device_kind kind, const 
     o.slots = 1;
     pp_stage *s = NULL;
     pp_memory_profile *m = NULL;
-    pp_status st = stage_plan_whole(g, kind, &o, &s, err);
+    int *seen = malloc(((size_t)g->nnodes + 1) * sizeof *seen);
+    pp_status st = seen ? stage_plan_whole(g, kind, &o, &s, err) : PP_NOMEM(err);
     if (st == PP_OK) st = pp_memory_profile_create(g->nnodes, g->nvalues, &m, err);
     if (st != PP_OK) goto done;
     m->optimizer_states = s->optim_slots;
     m->planned = 1;
-    persistent(s, m);
+    persistent(s, m, seen);
     for (int t = 0; t < s->nt; t++) {
         const tslot *x = &s->t[t];
         if (x->master >= 0) m->param_copy = (int)pp_dtype_size(x->dtype);   /* a 16-bit copy exists */
@@ -130,6 +134,7 @@ pp_status pp_stage_memory_profile(const pp_graph *g, pp_device_kind kind, const 
     }
     st = scratch(s, m, err);
 done:
+    free(seen);
     pp_stage_destroy(s);
     if (st != PP_OK) {
         pp_memory_profile_destroy(m);
