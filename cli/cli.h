@@ -35,11 +35,13 @@ void cli_job_end(void);
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
 
-/* cli/estimate.c: the options that shape a stage, for train and the previews alike (a new
- * stage option goes here and into pp_train_stage_options). cli_train_defaults: train's
- * defaults. cli_stage_option: when argv[*i] is one of them, stores it in c and steps *i over
- * its value: 1; not one: 0; a bad value: -1 (reported). */
+/* cli/estimate.c: the options that shape a stage and the partition, for train and the
+ * previews alike (a new stage option goes here and into pp_train_stage_options; a partition
+ * option into c->partition, which pp_train_partition reads). cli_train_defaults: train's
+ * defaults (a balance tolerance of 0.02). cli_stage_option: when argv[*i] is one of them,
+ * stores it in c and steps *i over its value: 1; not one: 0; a bad value: -1 (reported). */
 extern const char cli_stage_options_help[];
+extern const char cli_partition_options_help[];
 void cli_train_defaults(pp_train_config *c);
 int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c);
 /* The memory estimate of the job `onnxpipe train` would run with c's stage options,

@@ -16,9 +16,11 @@ static void help(FILE *out)
 {
     fprintf(out,
             "usage: onnxpipe partition MODEL --stages N [options]\n\n"
-            "Splits MODEL's topological order into N contiguous pipeline stages so that the\n"
-            "largest stage is as small as possible (exact), preferring the cuts that send the\n"
-            "fewest bytes, and shows parameters, FLOPs, activations, cut tensors and memory per stage.\n\n"
+            "Splits MODEL into N pipeline stages, each a contiguous range of a topological order in\n"
+            "which tensors only flow to later stages, so that the largest stage is as small as\n"
+            "possible (exact over the orders searched); among the splits within --balance-tolerance\n"
+            "of that, the one sending the fewest bytes across its cuts. Shows parameters, FLOPs,\n"
+            "activations, cut tensors and memory per stage.\n\n"
             "options:\n"
             "  --stages N            number of pipeline stages (default: number of --cut names + 1)\n"
             "  --batch B             samples per microbatch: binds dim 0 of symbolic graph inputs\n"
@@ -26,7 +28,6 @@ static void help(FILE *out)
             "  --microbatches M      microbatches per step, for the memory estimate (default N)\n"
             "  --schedule KIND       gpipe | 1f1b (default) | interleaved | zb-h1: the stash slots of the estimate\n"
             "  --chunks V            virtual stages per rank for interleaved (default 2): N / V ranks\n"
-            "  --balance KIND        params (default) | flops | memory | uniform (node count)\n"
             "  --recompute KIND      none (default) | selective | full: the memory estimate's stash keeps\n"
             "                        only stage inputs and sends (selective: and MatMul/Gemm/Conv outputs)\n"
             "                        plus one recompute arena per stage (onnxpipe train --recompute)\n"
@@ -36,12 +37,13 @@ static void help(FILE *out)
             "  --dot FILE            write a Graphviz view coloured by stage (cut edges bold)\n"
             "  --out-dir DIR         write DIR/stage-0.onnx ... one model per stage\n"
             "  -h, --help            show this help\n"
+            "the split (the same options choose it in `onnxpipe train` and `schedule --model`):\n%s"
             "the options of `onnxpipe train` that shape a stage, for the memory estimate:\n%s\n"
             "Without --batch (or --dim for other symbolic dims) activation sizes are unknown:\n"
-            "the table shows '?', the flops and memory balances refuse to run, and there is no\n"
+            "the table shows '?', the flops, time and memory balances refuse to run, and there is no\n"
             "memory estimate. The estimate is what `onnxpipe train --batch B x M --microbatches M`\n"
             "with these options would allocate per stage and rank, from the stage planner itself.\n",
-            cli_stage_options_help);
+            cli_partition_options_help, cli_stage_options_help);
 }
 
 typedef struct args {
@@ -49,7 +51,6 @@ typedef struct args {
     long long stages, batch, microbatches, chunks;
     pp_train_config train;      /* the stage options (cli_stage_option) */
     int json;
-    pp_balance balance;
     pp_dim_binding dims[MAX_DIMS];
     int ndims;
     char *cutbuf[MAX_CUTS / 8];
@@ -116,10 +117,6 @@ static int parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--chunks")) ok = cli_parse_int(o, v, 1, 64, &a->chunks);
         else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
         else if (!strcmp(o, "--microbatches")) ok = cli_parse_int(o, v, 1, 1 << 30, &a->microbatches);
-        else if (!strcmp(o, "--balance")) {
-            if (!pp_balance_parse(v, &a->balance))
-                return cli_usage_error("choose params, flops, memory or uniform", "unknown --balance '%s'", v);
-        }
         else if (!strcmp(o, "--cut")) ok = add_cuts(a, v);
         else if (!strcmp(o, "--dim")) ok = add_dim(a, argv[i + 1]);
         else if (!strcmp(o, "--dot")) a->dot = v;
@@ -156,14 +153,12 @@ static pp_status make_schedule(const args *a, int64_t microbatches, pp_schedule 
 
 /* The estimate as text, or the partition's JSON object with it added as "memory_estimate"
  * (null when activation sizes are unknown). */
-static pp_status print_estimate(const args *a, const pp_partition *p, pp_error *err)
+static pp_status print_estimate(const args *a, const pp_train_config *job, const pp_partition *p, pp_error *err)
 {
     char *pj = NULL, *ej = NULL;
     size_t pn = 0, en = 0;
     pp_schedule *sch = NULL;
-    pp_train_config c = a->train;
-    c.microbatches = p->microbatches;
-    c.batch = (a->batch ? a->batch : 1) * c.microbatches;
+    pp_train_config c = *job;
     pp_status st = PP_OK;
     if (p->shapes_known) PP_CHECK_GOTO(make_schedule(a, p->microbatches, &sch, err), st, done);
     if (!a->json) {
@@ -196,22 +191,29 @@ done:
 static int run(const args *a)
 {
     pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
-    pp_partition_options po = {.balance = a->balance, .microbatches = a->microbatches,
-                               .cuts = a->have_cuts ? a->cuts : NULL, .ncuts = a->ncuts,
-                               .recompute = a->train.recompute};
+    /* the job `onnxpipe train --batch B x M --microbatches M` would run: its split and stages */
+    pp_train_config c = a->train;
+    c.microbatches = a->microbatches ? a->microbatches : a->stages;
+    c.batch = (a->batch ? a->batch : 1) * c.microbatches;
+    c.partition.cuts = a->have_cuts ? a->cuts : NULL;
+    c.partition.ncuts = a->ncuts;
     pp_graph *g = NULL;
     pp_partition *p = NULL;
-    pp_error err = {0};
+    pp_error err = {0}, why = {0}, dev_why = {0};
+    pp_device_kind kind = PP_DEVICE_CPU;
     int rc = 0;
-    if (pp_graph_load(a->model, &go, &g, &err) != PP_OK ||
-        pp_partition_create(g, (int)a->stages, &po, &p, &err) != PP_OK ||
+    if (pp_graph_load(a->model, &go, &g, &err) != PP_OK || pp_device_choose(c.device, 0, &kind, &dev_why, &err) != PP_OK ||
+        pp_train_partition(&c, g, (int)a->stages, kind, &p, &why, &err) != PP_OK ||
         (a->dot && pp_partition_write_dot(p, a->dot, &err) != PP_OK) ||
         (a->out_dir && pp_partition_save_stages(p, a->out_dir, &err) != PP_OK)) {
         rc = cli_fail(&err);
         goto done;
     }
+    if (p->balance == PP_BALANCE_MEMORY && !p->memory->planned)
+        fprintf(stderr, "onnxpipe: note: the memory balance uses the partitioner's coarse estimate: the stage "
+                        "planner could not plan the job (%s)\n", why.msg);
     if (!a->json) pp_partition_print(p, stdout);
-    if (print_estimate(a, p, &err) != PP_OK) {
+    if (print_estimate(a, &c, p, &err) != PP_OK) {
         rc = cli_fail(&err);
         goto done;
     }

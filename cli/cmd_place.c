@@ -27,7 +27,8 @@ static void help(FILE *out)
             "  --hosts N                hosts with that topology, ranks in equal consecutive blocks (default 1)\n"
             "  --param-bytes B,...      parameter bytes per stage (one value: every stage)\n"
             "  --send-bytes B,...       activation bytes sent to the next stage per microbatch (default 0)\n"
-            "  --model MODEL.onnx       take both from the partitioner instead (needs --batch)\n"
+            "  --model MODEL.onnx       take both from the partition `onnxpipe train` makes by default\n"
+            "                           (needs --batch)\n"
             "  --batch B                samples per microbatch (binds dim 0 of the model's inputs)\n"
             "  --microbatches M         microbatches per step (default P)\n"
             "  --order KIND             auto (default) | stage-major | replica-major\n"
@@ -121,16 +122,20 @@ static int parse(int argc, char **argv, args *a)
     return -1;
 }
 
-/* Per-stage bytes from the partitioner (params balance, like train). */
+/* Per-stage bytes from the partition train makes with its default split (params balance,
+ * tolerance 0.02, orders searched). */
 static pp_status model_bytes(const args *a, int64_t *params, int64_t *sends, pp_error *err)
 {
     pp_graph_options go = {.batch = a->batch};
-    pp_partition_options po = {.microbatches = a->microbatches};
+    pp_train_config c;
+    cli_train_defaults(&c);
+    c.microbatches = a->microbatches;
+    c.batch = a->batch * a->microbatches;
     pp_graph *g = NULL;
     pp_partition *part = NULL;
     pp_status st = PP_OK;
     PP_CHECK_GOTO(pp_graph_load(a->model, &go, &g, err), st, done);
-    PP_CHECK_GOTO(pp_partition_create(g, (int)a->pp, &po, &part, err), st, done);
+    PP_CHECK_GOTO(pp_train_partition(&c, g, (int)a->pp, PP_DEVICE_CPU, &part, NULL, err), st, done);
     for (int s = 0; s < part->nstages; s++) {
         params[s] = part->stages[s].param_bytes;
         sends[s] = part->stages[s].send_bytes;

@@ -192,9 +192,11 @@ static int parse(int argc, char **argv, args *a)
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 2;
         if (!strcmp(o, "--json")) { a->json = 1; continue; }
         if (!strcmp(o, "--calibrate")) { a->calibrate = 1; continue; }
-        /* --recompute and --precision are lists here: the search's, not one stage's */
-        int plan_list = !strcmp(o, "--recompute") || !strcmp(o, "--precision");
-        if (!plan_list) {
+        /* --recompute and --precision are lists here: the search's, not one stage's; --gflops
+         * and --link-gbps price every layout (the cost model's), not one split's balance */
+        int plan_own = !strcmp(o, "--recompute") || !strcmp(o, "--precision") || !strcmp(o, "--gflops") ||
+                       !strcmp(o, "--link-gbps");
+        if (!plan_own) {
             if (!strcmp(o, "--optimizer")) a->have_optimizer = 1;
             int taken = cli_stage_option(argc, argv, &i, &a->train);
             if (taken < 0) return 0;

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Assumed machine throughput when costs come from a model (--gflops overrides). */
+/* Assumed machine throughput when costs come from a model (--gflops overrides; the time
+ * balance's default too). */
 #define DEFAULT_GFLOPS 100.0
 
 static void usage(FILE *out)
@@ -36,15 +37,15 @@ static void usage(FILE *out)
             "                        (default 1,1,1,0)\n"
             "  --allreduce S         seconds of each stage's data-parallel gradient all-reduce (default 0)\n"
             "  --optimizer S         seconds of the optimizer step (default 0)\n"
-            "  --model MODEL.onnx    take per-stage costs from the partition of this model (flops\n"
-            "                        balance): F = FLOPs / throughput, B = W = F; stash and message\n"
-            "                        sizes from the partition\n"
+            "  --model MODEL.onnx    take per-stage costs from the partition `onnxpipe train` makes of\n"
+            "                        this model (--balance, default params; see below): F = FLOPs /\n"
+            "                        --gflops, B = W = F; stash and message sizes from the partition\n"
             "  --batch B             samples per microbatch (binds dim 0 of the model's inputs)\n"
             "  --recompute KIND      none (default) | selective | full, for --model: the stash keeps\n"
             "                        stage inputs and sends (selective: and MatMul/Gemm/Conv outputs), and\n"
             "                        B grows by the forward FLOPs run again (onnxpipe train --recompute)\n"
-            "  --gflops G            throughput for --model, GFLOP/s per rank (default %.0f)\n"
-            "  --bandwidth GBPS      link bandwidth for --model messages, GB/s (default: free links)\n"
+            "  --link-gbps B         link bandwidth for --model messages, GB/s (default: free links);\n"
+            "                        --bandwidth B is the same\n"
             "  --latency S           seconds per message (overrides SEND of --costs)\n"
             "  --load-csv FILE       read a schedule in PyTorch's CSV form (compute-only or with\n"
             "                        SEND/RECV actions) instead of generating one\n"
@@ -53,15 +54,16 @@ static void usage(FILE *out)
             "  --trace FILE          write a Perfetto / chrome://tracing JSON of the simulated step\n"
             "  --json                print the summary as JSON instead of text\n"
             "  --width N             columns of the timeline (default 160)\n"
-            "with --model, the memory estimate per stage and rank of `onnxpipe train --batch B x M\n"
-            "--microbatches M` on the partition train makes (balance params), with its options:\n%s",
-            DEFAULT_GFLOPS, cli_stage_options_help);
+            "with --model, the split (as `onnxpipe train` makes it with the same options):\n%s"
+            "and the memory estimate per stage and rank of `onnxpipe train --batch B x M --microbatches M`\n"
+            "on that partition, with its options:\n%s",
+            cli_partition_options_help, cli_stage_options_help);
 }
 
 typedef struct args {
     long long pp, microbatches, chunks, batch, width;
     const char *kind, *model, *trace, *csv, *load_csv;
-    double gflops, bandwidth, latency, allreduce, optimizer;
+    double latency, allreduce, optimizer;
     double costs[4];
     int have_costs, have_latency, json, csv_compute_only, have_chunks;
     pp_train_config train;      /* the stage options (cli_stage_option) */
@@ -89,7 +91,7 @@ static int parse_costs(const char *s, double out[4])
 static int takes_value(const char *o)
 {
     static const char *const opts[] = {"--pp", "--microbatches", "--chunks", "--batch", "--width",
-                                       "--gflops", "--bandwidth", "--latency", "--allreduce", "--costs",
+                                       "--bandwidth", "--latency", "--allreduce", "--costs",
                                        "--kind", "--model", "--trace", "--csv", "--load-csv"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
@@ -103,7 +105,6 @@ static int parse_args(int argc, char **argv, args *a)
     cli_train_defaults(&a->train);
     a->chunks = 1;
     a->width = 160;
-    a->gflops = DEFAULT_GFLOPS;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 2;
@@ -130,8 +131,7 @@ static int parse_args(int argc, char **argv, args *a)
         else if (!strcmp(o, "--chunks")) ok = cli_parse_int(o, v, 1, 64, &a->chunks), a->have_chunks = 1;
         else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
         else if (!strcmp(o, "--width")) ok = cli_parse_int(o, v, 8, 100000, &a->width);
-        else if (!strcmp(o, "--gflops")) ok = cli_parse_double(o, v, 1e-6, 1e12, &a->gflops);
-        else if (!strcmp(o, "--bandwidth")) ok = cli_parse_double(o, v, 1e-9, 1e9, &a->bandwidth);
+        else if (!strcmp(o, "--bandwidth")) ok = cli_parse_double(o, v, 1e-9, 1e9, &a->train.partition.link_gbps);
         else if (!strcmp(o, "--latency")) ok = cli_parse_double(o, v, 0, 1e9, &a->latency), a->have_latency = 1;
         else if (!strcmp(o, "--allreduce")) ok = cli_parse_double(o, v, 0, 1e9, &a->allreduce);
         else if (!strcmp(o, "--optimizer")) ok = cli_parse_double(o, v, 0, 1e9, &a->optimizer);
@@ -153,53 +153,58 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (a->model && a->have_costs)
         return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
-    if (!a->model && (a->batch || a->bandwidth > 0 || a->train.recompute != PP_RECOMPUTE_NONE))
-        return cli_usage_error(NULL, "--batch, --bandwidth and --recompute apply to --model"), 0;
+    if (!a->model && (a->batch || a->train.partition.link_gbps > 0 || a->train.recompute != PP_RECOMPUTE_NONE))
+        return cli_usage_error(NULL, "--batch, --link-gbps (--bandwidth) and --recompute apply to --model"), 0;
+    if (!a->train.partition.gflops) a->train.partition.gflops = DEFAULT_GFLOPS;
     if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE"), 0;
     return 1;
 }
 
-/* Per-stage costs from the model's partition into s->num_stages stages (flops balance),
- * priced by the planner's cost model at --gflops (pp_plan_stage_costs). */
-static pp_status model_costs(const args *a, const pp_graph *g, const pp_schedule *s, pp_stage_cost **out,
-                             pp_error *err)
+/* The job `onnxpipe train --batch B x M --microbatches M` would run with these options. */
+static pp_train_config job(const args *a, const pp_schedule *s)
 {
-    pp_partition_options po = {.balance = PP_BALANCE_FLOPS, .microbatches = s->microbatches};
-    pp_partition *part = NULL;
-    pp_stage_cost *c = NULL;
-    pp_status st = PP_OK;
-    PP_CHECK_GOTO(pp_partition_create(g, s->num_stages, &po, &part, err), st, done);
-    c = pp_calloc((size_t)s->num_stages, sizeof *c);
-    if (!c) {
-        st = PP_NOMEM(err);
-        goto done;
-    }
-    pp_cost_model cm = {.gflops = a->gflops};
-    PP_CHECK_GOTO(pp_plan_stage_costs(part, &cm, a->batch > 0 ? a->batch : 1, a->train.precision, a->train.recompute,
-                                      c, err), st, done);
-    *out = c;
-    c = NULL;
-done:
-    free(c);
-    pp_partition_destroy(part);
-    return st;
-}
-
-/* The memory estimate on the partition `onnxpipe train` makes (balance params): text on
- * stdout, or into ej as JSON. */
-static pp_status model_memory(const args *a, const pp_graph *g, const pp_schedule *s, FILE *ej, pp_error *err)
-{
-    pp_partition_options po = {.microbatches = s->microbatches};
-    pp_partition *part = NULL;
-    PP_CHECK(pp_partition_create(g, s->num_stages, &po, &part, err));
     pp_train_config c = a->train;
     c.microbatches = s->microbatches;
     c.batch = a->batch * c.microbatches;
+    return c;
+}
+
+/* The partition that job makes (its balance, default params). */
+static pp_status model_partition(const args *a, const pp_graph *g, const pp_schedule *s, pp_partition **out,
+                                 pp_error *err)
+{
+    pp_train_config c = job(a, s);
+    pp_device_kind kind = PP_DEVICE_CPU;
+    pp_error why = {0};
+    PP_CHECK(pp_device_choose(c.device, 0, &kind, &why, err));
+    return pp_train_partition(&c, g, s->num_stages, kind, out, NULL, err);
+}
+
+/* Per-stage costs from the partition, priced by the planner's cost model at --gflops
+ * (pp_plan_stage_costs, as train's plan line and `onnxpipe plan` price them). */
+static pp_status model_costs(const args *a, const pp_partition *part, const pp_schedule *s, pp_stage_cost **out,
+                             pp_error *err)
+{
+    pp_stage_cost *c = pp_calloc((size_t)s->num_stages, sizeof *c);
+    if (!c) return PP_NOMEM(err);
+    pp_cost_model cm = {.gflops = a->train.partition.gflops};
+    pp_status st = pp_plan_stage_costs(part, &cm, a->batch > 0 ? a->batch : 1, a->train.precision,
+                                       a->train.recompute, c, err);
+    if (st != PP_OK) {
+        free(c);
+        return st;
+    }
+    *out = c;
+    return PP_OK;
+}
+
+/* The memory estimate on that partition: text on stdout, or into ej as JSON. */
+static pp_status model_memory(const args *a, const pp_partition *part, const pp_schedule *s, FILE *ej, pp_error *err)
+{
+    pp_train_config c = job(a, s);
     pp_json j;
     pp_json_init(&j, ej, 0);
-    pp_status st = cli_memory_estimate(s, part, &c, ej ? &j : NULL, stdout, err);
-    pp_partition_destroy(part);
-    return st;
+    return cli_memory_estimate(s, part, &c, ej ? &j : NULL, stdout, err);
 }
 
 /* Opens path for writing, runs the writer, closes; errors name the file. */
@@ -259,6 +264,7 @@ int cmd_schedule(int argc, char **argv)
     pp_sim_result *r = NULL;
     pp_stage_cost *stage = NULL;
     pp_graph *g = NULL;
+    pp_partition *part = NULL;
     char *sj = NULL, *ej = NULL;
     size_t sn = 0, en = 0;
     int rc = 1;
@@ -295,11 +301,13 @@ int cmd_schedule(int argc, char **argv)
     costs.optimizer = a.optimizer;
     if (a.model) {
         pp_graph_options go = {.batch = a.batch};
-        if (pp_graph_load(a.model, &go, &g, &err) != PP_OK || model_costs(&a, g, s, &stage, &err) != PP_OK) goto fail;
+        if (pp_graph_load(a.model, &go, &g, &err) != PP_OK || model_partition(&a, g, s, &part, &err) != PP_OK ||
+            model_costs(&a, part, s, &stage, &err) != PP_OK)
+            goto fail;
         costs.stage = stage;
         costs.num_stages = s->num_stages;
         costs.uniform = stage[0];
-        costs.bandwidth = a.bandwidth * 1e9;
+        costs.bandwidth = a.train.partition.link_gbps * 1e9;
     }
     if (pp_schedule_simulate(s, &costs, &r, &err) != PP_OK) goto fail;
     if (a.json && !g) {
@@ -314,7 +322,7 @@ int cmd_schedule(int argc, char **argv)
         }
         pp_sim_result_write_json(s, &costs, r, sf, 1);
         fclose(sf);
-        pp_status st = model_memory(&a, g, s, ef, &err);
+        pp_status st = model_memory(&a, part, s, ef, &err);
         fclose(ef);
         if (st != PP_OK) goto fail;
         cli_print_json_with(stdout, sj, "memory_estimate", ej);
@@ -324,7 +332,7 @@ int cmd_schedule(int argc, char **argv)
         pp_schedule_print_timeline(s, r, stdout, (int)a.width);
         putchar('\n');
         pp_sim_result_print_summary(s, &costs, r, stdout);
-        if (g && model_memory(&a, g, s, NULL, &err) != PP_OK) goto fail;
+        if (part && model_memory(&a, part, s, NULL, &err) != PP_OK) goto fail;
     }
     out_ctx ctx = {s, r, a.csv_compute_only};
     if (a.csv && (rc = write_file(a.csv, "schedule CSV", csv_writer, &ctx)) != 0) goto done;
@@ -337,6 +345,7 @@ done:
     free(sj);
     free(ej);
     free(stage);
+    pp_partition_destroy(part);
     pp_graph_destroy(g);
     pp_sim_result_destroy(r);
     pp_schedule_destroy(s);

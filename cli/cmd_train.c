@@ -24,6 +24,8 @@ static void usage(FILE *out)
             "                         zb-v, which takes only 2; else 1)\n"
             "  --bucket-kb N          gradient all-reduce bucket; buckets start while backward runs (default 4096)\n"
             "run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...\n"
+            "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):\n"
+            "%s"
             "training:\n"
             "  --steps N              optimizer steps (default 10)\n"
             "  --epochs E             instead of --steps: E passes over the data (samples / batch steps each)\n"
@@ -76,7 +78,8 @@ static void usage(FILE *out)
             "  --log-every N          gather per-rank figures (wait, memory, bubble) every N steps (default 10)\n"
             "  --log-histograms N     weight and gradient histograms every N steps (with --logdir)\n"
             "  --profile-steps A:B    profile steps A..B: every op's forward/backward, messages and reductions\n"
-            "  --profile FILE         ... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout\n");
+            "  --profile FILE         ... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout\n",
+            cli_partition_options_help);
 }
 
 #define MAX_DIMS 16

@@ -1,5 +1,5 @@
-/* The options that shape a stage, parsed in one place for `onnxpipe train` and the
- * previews, and the previews' memory estimate (`partition`, `schedule --model`): per
+/* The options that shape a stage and the partition, parsed in one place for `onnxpipe
+ * train` and the previews, and the previews' memory estimate (`partition`, `schedule --model`): per
  * stage and per rank what `onnxpipe train` with the same options would allocate, from
  * the stage planner itself (pp_driver_estimate). */
 #include "cli.h"
@@ -17,6 +17,23 @@ const char cli_stage_options_help[] =
     "  --reduce-dtype D      fp32 | bf16 (default fp32): bf16 adds a 16-bit staging copy of the\n"
     "                        gradients to comm (a job with dp > 1)\n";
 
+const char cli_partition_options_help[] =
+    "  --balance KIND        what the split equalizes: params (default) | flops | uniform (node count)\n"
+    "                        | memory (bytes a stage allocates: the stage planner's model, with the\n"
+    "                        driver's 1F1B stash slots, min(P-s, M), one more after stage 0) | time\n"
+    "                        (3 x forward FLOPs / --gflops + --op-overhead per node + its sends /\n"
+    "                        --link-gbps)\n"
+    "  --balance-tolerance F among the splits whose largest stage is within F of the optimum, the one\n"
+    "                        sending the fewest bytes across cuts (default 0.02; 0: optimal splits only)\n"
+    "  --order KIND          search (default): every order in which tensors flow forward, nodes that\n"
+    "                        read no activation kept with their first reader | graph: the file's order\n"
+    "  --gflops G            compute throughput per stage, GFLOP/s (default 100): the time balance's\n"
+    "                        (and schedule --model's stage costs)\n"
+    "  --link-gbps B         time balance: bandwidth between neighbouring stages, GB/s (default: free)\n"
+    "  --op-overhead S       time balance: seconds per node and microbatch on top of its FLOPs\n"
+    "                        (default 0; the cpu backend's forward + backward calls cost about 1e-6,\n"
+    "                        a GPU's kernel launches more)\n";
+
 void cli_train_defaults(pp_train_config *c)
 {
     *c = (pp_train_config){
@@ -24,12 +41,38 @@ void cli_train_defaults(pp_train_config *c)
         .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
         .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
         .loss = {.ignore_index = -100},
+        .partition = {.tolerance = 0.02},
     };
+}
+
+/* The partition's options (cli_stage_option's second half): 1 taken, 0 not one, -1 bad. */
+static int partition_option(const char *o, const char *v, pp_partition_options *p)
+{
+    const char *const names[] = {"--balance", "--balance-tolerance", "--order", "--gflops", "--link-gbps",
+                                 "--op-overhead"};
+    size_t k = 0;
+    while (k < sizeof names / sizeof names[0] && strcmp(o, names[k])) k++;
+    if (k == sizeof names / sizeof names[0]) return 0;
+    if (!v) return cli_usage_error(NULL, "%s needs a value", o), -1;
+    if (k == 0 && !pp_balance_parse(v, &p->balance))
+        return cli_usage_error("choose params, flops, memory, time or uniform", "unknown --balance '%s'", v), -1;
+    if (k == 1 && !cli_parse_double(o, v, 0, 10, &p->tolerance)) return -1;
+    if (k == 2 && !pp_order_mode_parse(v, &p->order))
+        return cli_usage_error("choose search or graph", "unknown --order '%s'", v), -1;
+    if (k == 3 && !cli_parse_double(o, v, 1e-6, 1e12, &p->gflops)) return -1;
+    if (k == 4 && !cli_parse_double(o, v, 1e-9, 1e9, &p->link_gbps)) return -1;
+    if (k == 5 && !cli_parse_double(o, v, 0, 1e3, &p->op_overhead)) return -1;
+    return 1;
 }
 
 int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
 {
     const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int part = partition_option(o, v, &c->partition);
+    if (part) {
+        if (part > 0) (*i)++;
+        return part;
+    }
     const char *const names[] = {"--device", "--optimizer", "--loss", "--logits", "--labels", "--precision",
                                  "--recompute", "--reduce-dtype"};
     size_t k = 0;

@@ -59,8 +59,8 @@ static pp_status stage_sums(pp_partition *p, const int *ends, pp_error *err)
         st->first_node = i;
         st->last_node = ends[s];
         for (; i <= ends[s]; i++) {
-            const pp_node_cost *c = &p->costs[i];
-            p->node_stage[i] = s;
+            const pp_node_cost *c = &p->costs[p->order[i]];
+            p->node_stage[p->order[i]] = s;
             st->own_params += c->params;
             st->flops = add_known(st->flops, c->flops);
             st->act_bytes = add_known(st->act_bytes, c->act_bytes);
@@ -77,8 +77,13 @@ static pp_status find_cuts(pp_partition *p, const act_edge *e, int ne, pp_error 
     ivec *bt = calloc((size_t)P, sizeof *bt);
     if (!bt) return PP_NOMEM(err);
     pp_status st = PP_OK;
+    const pp_graph *g = p->graph;
     for (int k = 0; k < ne; k++) {
-        int from = p->node_stage[e[k].producer], to = p->node_stage[e[k].last];
+        /* the last stage reading it (with the order searched, not always its last reader's) */
+        const pp_value *val = &g->values[e[k].value];
+        int from = p->node_stage[e[k].producer], to = from;
+        for (int c = 0; c < val->nconsumers; c++)
+            if (p->node_stage[val->consumers[c]] > to) to = p->node_stage[val->consumers[c]];
         if (to == from) continue;
         if (p->ncuts == cap) {
             cap = cap ? 2 * cap : 16;

@@ -1,11 +1,14 @@
-/* pp_partition_create: turns the balance mode into per-node weights and per-stage
- * coefficients, places the cuts (exact linear partition, or the user's manual cuts),
- * then hands over to the cut analysis (analyze.c). Also the memory estimate. */
+/* pp_partition_create: checks the options, makes the cost model of the balance
+ * (model.c) over the memory model (memory.c), places the cuts (place.c: the exact split,
+ * over the orders searched; or the user's manual cuts), then hands over to the cut
+ * analysis (analyze.c). */
 #include "partition_internal.h"
 
+#include <math.h>
 #include <string.h>
 
-static const char *const balance_names[] = {"params", "flops", "memory", "uniform"};
+static const char *const balance_names[] = {"params", "flops", "memory", "uniform", "time"};
+static const char *const order_names[] = {"search", "graph"};
 
 const char *pp_balance_name(pp_balance b)
 {
@@ -22,76 +25,34 @@ int pp_balance_parse(const char *s, pp_balance *out)
     return 0;
 }
 
-static int inflight(int nstages, int stage, int64_t microbatches)
+const char *pp_order_mode_name(pp_order_mode m)
 {
-    int64_t k = nstages - stage;
-    return (int)(k < microbatches ? k : microbatches);
+    return (unsigned)m < sizeof order_names / sizeof order_names[0] ? order_names[m] : "?";
 }
 
-/* The balance as pp_linear_partition sees it: weights a (and b) per node and
- * coefficients per stage. */
-typedef struct weights {
-    int64_t *a, *b;     /* [nnodes]; b NULL unless memory */
-    int64_t *ca, *cb;   /* [nstages] */
-} weights;
-
-static void weights_free(weights *w)
+int pp_order_mode_parse(const char *s, pp_order_mode *out)
 {
-    free(w->a);
-    free(w->b);
-    free(w->ca);
-    free(w->cb);
-}
-
-static pp_status weights_make(const pp_partition *p, weights *w, pp_error *err)
-{
-    const pp_graph *g = p->graph;
-    int n = g->nnodes, P = p->nstages;
-    memset(w, 0, sizeof *w);
-    int mem = p->balance == PP_BALANCE_MEMORY;
-    w->a = malloc((size_t)n * sizeof *w->a);
-    w->b = mem ? malloc((size_t)n * sizeof *w->b) : NULL;
-    w->ca = malloc((size_t)P * sizeof *w->ca);
-    w->cb = malloc((size_t)P * sizeof *w->cb);
-    if (!w->a || (mem && !w->b) || !w->ca || !w->cb)
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory partitioning '%s'", g->name);
-    for (int i = 0; i < n; i++) {
-        const pp_node_cost *c = &p->costs[i];
-        int64_t unknown = p->balance == PP_BALANCE_FLOPS ? c->flops : mem ? c->act_bytes : 0;
-        if (unknown < 0)
-            return pp_error_set(err, PP_ERR_SHAPE,
-                                "the %s balance needs known shapes, but node '%s' (%s) has an unknown %s; "
-                                "bind the batch and symbolic dims (--batch, --dim NAME=V)",
-                                pp_balance_name(p->balance), g->nodes[i].name, g->nodes[i].op_type,
-                                p->balance == PP_BALANCE_FLOPS ? "FLOP count" : "output size");
-        switch (p->balance) {
-        case PP_BALANCE_PARAMS: w->a[i] = c->params; break;
-        case PP_BALANCE_FLOPS: w->a[i] = c->flops; break;
-        case PP_BALANCE_MEMORY: w->a[i] = c->param_bytes; w->b[i] = c->act_bytes; break;
-        case PP_BALANCE_UNIFORM: w->a[i] = 1; break;
+    for (int i = 0; i < (int)(sizeof order_names / sizeof order_names[0]); i++)
+        if (s && !strcmp(s, order_names[i])) {
+            *out = (pp_order_mode)i;
+            return 1;
         }
-    }
-    for (int s = 0; s < P; s++) {
-        w->ca[s] = mem ? 4 : 1;   /* param + grad + Adam m + v */
-        w->cb[s] = mem ? inflight(P, s, p->microbatches) : 0;
-    }
-    return PP_OK;
+    return 0;
 }
 
-/* Largest single node, total (with the last, smallest coefficients) and the bound
- * max(largest node, ceil(total / P)) that no split can beat. */
-static void bounds(pp_partition *p, const weights *w)
+/* The bound max(largest node, ceil(total / P)) that no split can beat, with the last
+ * (smallest) coefficients (cut terms only add). */
+static void bounds(pp_partition *p, const balance_model *m)
 {
     int n = p->graph->nnodes, P = p->nstages;
     int64_t total = 0, big = 0;
     for (int i = 0; i < n; i++) {
-        int64_t x = w->ca[P - 1] * w->a[i] + (w->b ? w->cb[P - 1] * w->b[i] : 0);
+        int64_t x = m->ca[P - 1] * m->a[i] + (m->b ? m->cb[P - 1] * m->b[i] : 0);
         total += x;
         if (x > big) big = x;
     }
     int64_t avg = (total + P - 1) / P;
-    p->total_weight = total;
-    p->lower_bound = big > avg ? big : avg;
+    p->lower_bound = (big > avg ? big : avg) + m->fixed;
 }
 
 /* The activation edges of g, in value id order; *out is malloc'ed (room for one per
@@ -111,20 +72,6 @@ static pp_status collect_edges(const pp_graph *g, act_edge **out, int *n, pp_err
         (*out)[(*n)++] = (act_edge){v, val->producer, last, value_bytes(g, v)};
     }
     return PP_OK;
-}
-
-/* Bytes crossing a cut after node c, for every c: each activation counts at every
- * cut between its producer and its last consumer (unbound dims counted as 1).
- * cut[nnodes] (last unused). */
-static void cut_costs(const pp_graph *g, const act_edge *e, int ne, int64_t *cut)
-{
-    memset(cut, 0, (size_t)g->nnodes * sizeof *cut);
-    for (int k = 0; k < ne; k++) {
-        int64_t b = e[k].bytes >= 0 ? e[k].bytes : value_bytes_per_sample(g, e[k].value);
-        cut[e[k].producer] += b;   /* difference array: +b on [producer, last-1] */
-        cut[e[k].last] -= b;
-    }
-    for (int i = 1; i < g->nnodes; i++) cut[i] += cut[i - 1];
 }
 
 /* Manual cuts: a node name or a tensor name each; ends[s] = last node of stage s. */
@@ -164,20 +111,35 @@ static pp_status manual_ends(const pp_graph *g, int P, const pp_partition_option
     return PP_OK;
 }
 
-/* Largest stage weight of a given split. */
-static int64_t split_bottleneck(const weights *w, const int *ends, int P)
+static pp_status check_options(const pp_graph *g, int nstages, const pp_partition_options *o, pp_error *err)
 {
-    int64_t best = 0;
-    for (int s = 0, i = 0; s < P; s++) {
-        int64_t sa = 0, sb = 0;
-        for (; i <= ends[s]; i++) {
-            sa += w->a[i];
-            sb += w->b ? w->b[i] : 0;
-        }
-        int64_t x = w->ca[s] * sa + w->cb[s] * sb;
-        if (x > best) best = x;
-    }
-    return best;
+    if (!g->finalized)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "graph '%s' is not finalized (call pp_graph_finalize)",
+                            g->name);
+    if (nstages < 1 || nstages > g->nnodes)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%d stages out of range (1..%d, the node count of '%s')",
+                            nstages, g->nnodes, g->name);
+    if ((unsigned)o->balance >= sizeof balance_names / sizeof balance_names[0])
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "balance %d out of range (params, flops, memory, uniform, time)",
+                            (int)o->balance);
+    if ((unsigned)o->order >= sizeof order_names / sizeof order_names[0])
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "order mode %d out of range (search, graph)", (int)o->order);
+    if (!o->cuts && o->balance == PP_BALANCE_PARAMS && g->nparams == 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG,
+                            "model '%s' has no trainable parameters to balance; use --balance flops or "
+                            "uniform, or give manual cuts", g->name);
+    if (o->microbatches < 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%lld microbatches (expected >= 1)", (long long)o->microbatches);
+    if (!(o->tolerance >= 0 && o->tolerance <= 10))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "balance tolerance %g out of range (0..10, a fraction of the "
+                            "optimum: 0.02 is 2%%)", o->tolerance);
+    const double x[3] = {o->gflops, o->link_gbps, o->op_overhead};
+    const char *const what[3] = {"gflops", "link bandwidth (GB/s)", "per-node overhead (s)"};
+    for (int k = 0; k < 3; k++)
+        if (!(x[k] >= 0 && x[k] <= 1e12))
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "time balance: %s %g out of range (0..1e12; 0: the default)",
+                                what[k], x[k]);
+    return PP_OK;
 }
 
 pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
@@ -186,27 +148,15 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     static const pp_partition_options defaults = {0};
     if (!opt) opt = &defaults;
     *out = NULL;
-    if (!g->finalized)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "graph '%s' is not finalized (call pp_graph_finalize)",
-                            g->name);
-    if (nstages < 1 || nstages > g->nnodes)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "%d stages out of range (1..%d, the node count of '%s')",
-                            nstages, g->nnodes, g->name);
-    if (!opt->cuts && opt->balance == PP_BALANCE_PARAMS && g->nparams == 0)
-        return pp_error_set(err, PP_ERR_INVALID_ARG,
-                            "model '%s' has no trainable parameters to balance; use --balance flops or "
-                            "uniform, or give manual cuts", g->name);
-    if (opt->microbatches < 0)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "%lld microbatches (expected >= 1)",
-                            (long long)opt->microbatches);
+    PP_CHECK(check_options(g, nstages, opt, err));
     pp_partition *p = calloc(1, sizeof *p);
     int *ends = malloc((size_t)nstages * sizeof *ends);
-    int64_t *cut = malloc((size_t)g->nnodes * sizeof *cut);
-    weights w = {0};
+    int64_t *weights = malloc((size_t)nstages * sizeof *weights);
+    balance_model m = {0};
     act_edge *edges = NULL;
     int nedges = 0;
     pp_status st = PP_OK;
-    if (!p || !ends || !cut) {
+    if (!p || !ends || !weights) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory partitioning '%s'", g->name);
         goto fail;
     }
@@ -216,35 +166,44 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     p->microbatches = opt->microbatches ? opt->microbatches : nstages;
     p->recompute = opt->recompute;
     p->manual = opt->cuts != NULL;
+    p->tolerance = opt->tolerance;
+    p->gflops = opt->gflops > 0 ? opt->gflops : 100.0;
+    p->link_gbps = opt->link_gbps;
+    p->op_overhead = opt->op_overhead;
     p->costs = malloc((size_t)g->nnodes * sizeof *p->costs);
-    if (!p->costs) {
+    p->order = malloc(((size_t)g->nnodes + 1) * sizeof *p->order);
+    if (!p->costs || !p->order) {
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory partitioning '%s'", g->name);
         goto fail;
     }
+    for (int i = 0; i < g->nnodes; i++) p->order[i] = i;
     PP_CHECK_GOTO(pp_partition_costs(g, p->costs, err), st, fail);
-    PP_CHECK_GOTO(weights_make(p, &w, err), st, fail);
-    bounds(p, &w);
+    /* the memory model: the caller's profile, else (for the memory balance) an estimate */
+    if (opt->memory) PP_CHECK_GOTO(memory_profile_copy(g, opt->memory, &p->memory, err), st, fail);
+    else if (p->balance == PP_BALANCE_MEMORY)
+        PP_CHECK_GOTO(memory_profile_estimate(g, p->costs, p->recompute, &p->memory, err), st, fail);
+    PP_CHECK_GOTO(model_make(p, &m, err), st, fail);
+    bounds(p, &m);
     PP_CHECK_GOTO(collect_edges(g, &edges, &nedges, err), st, fail);
-    cut_costs(g, edges, nedges, cut);
-    if (p->manual) {
-        PP_CHECK_GOTO(manual_ends(g, nstages, opt, ends, err), st, fail);
-        p->bottleneck = split_bottleneck(&w, ends, nstages);
-    } else {
-        pp_linear_result r;
-        PP_CHECK_GOTO(pp_linear_partition(w.a, w.b, g->nnodes, nstages, w.ca, w.b ? w.cb : NULL, cut, ends,
-                                          &r, err), st, fail);
-        p->bottleneck = r.bottleneck;
-        p->tiebreak = r.tiebreak;
-    }
+    if (p->manual) PP_CHECK_GOTO(manual_ends(g, nstages, opt, ends, err), st, fail);
+    else PP_CHECK_GOTO(place_cuts(p, &m, opt->order, ends, err), st, fail);
     PP_CHECK_GOTO(partition_analyze(p, ends, edges, nedges, err), st, fail);
+    int64_t worst = model_stage_costs(p, &m, ends, weights);
+    if (p->manual) p->bottleneck = worst;
+    p->total_weight = 0;   /* what the stages weigh (with the cut terms and slots they pay) */
+    for (int s = 0; s < nstages; s++) {
+        p->stages[s].weight = weights[s];
+        p->total_weight = p->total_weight > INT64_MAX - weights[s] ? INT64_MAX : p->total_weight + weights[s];
+        if (p->balance == PP_BALANCE_TIME) p->stages[s].seconds = (double)weights[s] / (p->gflops * 1e9);
+    }
     *out = p;
     p = NULL;
 fail:
     if (st != PP_OK) pp_error_prefix(err, "partitioning '%s' into %d stages: ", g->name, nstages);
-    weights_free(&w);
+    model_free(&m);
     free(edges);
     free(ends);
-    free(cut);
+    free(weights);
     pp_partition_destroy(p);
     return st;
 }
@@ -269,52 +228,10 @@ void pp_partition_destroy(pp_partition *p)
     free(p->node_stage);
     free(p->costs);
     free(p->cuts);
+    free(p->order);
+    pp_memory_profile_destroy(p->memory);
     value_stages_free(p->tied, p->ntied);
     value_stages_free(p->inputs, p->ninputs);
     free(p);
 }
 
-pp_recompute_estimate pp_partition_recompute_estimate(const pp_partition *p, int stage, pp_recompute r)
-{
-    pp_recompute_estimate e = {0};
-    if (!p || stage < 0 || stage >= p->nstages) return e;
-    const pp_stage_info *s = &p->stages[stage];
-    if (r == PP_RECOMPUTE_NONE) {
-        e.stash_bytes = s->act_bytes;
-        return e;
-    }
-    e.arena_bytes = s->act_bytes;
-    e.stash_bytes = s->send_bytes;
-    for (int i = 0; i < s->ninputs; i++) e.stash_bytes = add_known(e.stash_bytes, value_bytes(p->graph, s->inputs[i]));
-    for (int i = s->first_node; i <= s->last_node; i++) {
-        int keep = r == PP_RECOMPUTE_SELECTIVE && (pp_op_get(p->graph->nodes[i].op)->flags & PP_OPF_KEEP_ON_RECOMPUTE);
-        if (keep)
-            e.stash_bytes = add_known(e.stash_bytes, p->costs[i].act_bytes);
-        else
-            e.flops = add_known(e.flops, p->costs[i].flops);
-    }
-    return e;
-}
-
-pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches)
-{
-    pp_stage_memory m = {0};
-    if (!p || stage < 0 || stage >= p->nstages) return m;
-    if (microbatches < 1) microbatches = p->microbatches;
-    const pp_stage_info *s = &p->stages[stage];
-    m.param_bytes = s->param_bytes;
-    m.grad_bytes = s->param_bytes;
-    m.optimizer_bytes = 2 * s->param_bytes;
-    m.inflight = inflight(p->nstages, stage, microbatches);
-    /* held at INT64_MAX where the microbatches in flight (the caller's number) make it overflow */
-    pp_recompute_estimate r = pp_partition_recompute_estimate(p, stage, p->recompute);
-    int64_t stash, total;
-    if (__builtin_mul_overflow(r.stash_bytes, (int64_t)m.inflight, &stash)) stash = INT64_MAX;
-    m.stash_bytes = r.stash_bytes < 0 ? -1 : stash;
-    m.recompute_bytes = r.arena_bytes;
-    if (__builtin_add_overflow(4 * s->param_bytes, m.stash_bytes < 0 ? 0 : m.stash_bytes, &total) ||
-        __builtin_add_overflow(total, r.arena_bytes < 0 ? 0 : r.arena_bytes, &total))
-        total = INT64_MAX;
-    m.total_bytes = total;
-    return m;
-}

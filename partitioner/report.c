@@ -14,6 +14,7 @@ static const char *unit_name(pp_balance b)
     case PP_BALANCE_FLOPS: return "FLOPs";
     case PP_BALANCE_MEMORY: return "bytes";
     case PP_BALANCE_UNIFORM: return "nodes";
+    case PP_BALANCE_TIME: return "FLOP-times";
     }
     return "";
 }
@@ -21,6 +22,13 @@ static const char *unit_name(pp_balance b)
 static const char *fmt_weight(const pp_partition *p, int64_t x, char *buf, size_t len)
 {
     if (p->balance == PP_BALANCE_MEMORY) return pp_format_bytes((double)x, buf, len);
+    if (p->balance == PP_BALANCE_TIME) {
+        double sec = (double)x / (p->gflops * 1e9);
+        if (sec >= 1) snprintf(buf, len, "%.3f s", sec);
+        else if (sec >= 1e-3) snprintf(buf, len, "%.3f ms", sec * 1e3);
+        else snprintf(buf, len, "%.3f us", sec * 1e6);
+        return buf;
+    }
     if (p->balance == PP_BALANCE_UNIFORM) {
         snprintf(buf, len, "%lld", (long long)x);
         return buf;
@@ -34,23 +42,11 @@ static const char *fmt_bytes(int64_t b, char *buf, size_t len)
     return pp_format_bytes((double)b, buf, len);
 }
 
-static int64_t stage_weight(const pp_partition *p, int s)
-{
-    const pp_stage_info *st = &p->stages[s];
-    switch (p->balance) {
-    case PP_BALANCE_PARAMS: return st->own_params;
-    case PP_BALANCE_FLOPS: return st->flops;
-    case PP_BALANCE_UNIFORM: return st->last_node - st->first_node + 1;
-    case PP_BALANCE_MEMORY: {
-        int64_t own = 0;
-        for (int i = st->first_node; i <= st->last_node; i++) own += p->costs[i].param_bytes;
-        pp_stage_memory m = pp_partition_stage_memory(p, s, p->microbatches);
-        int64_t w;   /* the stash is held at INT64_MAX where it would overflow: so is this */
-        return __builtin_add_overflow(4 * own, m.stash_bytes < 0 ? 0 : m.stash_bytes, &w) ? INT64_MAX : w;
-    }
-    }
-    return 0;
-}
+static int64_t stage_weight(const pp_partition *p, int s) { return p->stages[s].weight; }
+
+/* The first and last node of stage s in the partition's order. */
+static const char *first_name(const pp_partition *p, int s) { return p->graph->nodes[p->order[p->stages[s].first_node]].name; }
+static const char *last_name(const pp_partition *p, int s) { return p->graph->nodes[p->order[p->stages[s].last_node]].name; }
 
 /* Names (and symbolic dims) come from the model file: they are printed escaped. */
 static void print_value(const pp_graph *g, int v, int64_t bytes, FILE *out)
@@ -66,8 +62,11 @@ static void print_stages(const pp_partition *p, FILE *out)
 {
     const pp_graph *g = p->graph;
     char a[32], b[32], c[32], d[32];
-    fprintf(out, "%5s %8s %9s %6s %9s %10s %10s %4s  %s\n", "stage", "nodes", "params", "share", "FLOPs/mb",
-            "act/mb", "send/mb", "cut", "first .. last node");
+    int extra = p->balance == PP_BALANCE_TIME || p->balance == PP_BALANCE_MEMORY;
+    fprintf(out, "%5s %8s %9s %6s %9s %10s %10s %4s  ", "stage", "nodes", "params", "share", "FLOPs/mb", "act/mb",
+            "send/mb", "cut");
+    if (extra) fprintf(out, "%10s  ", p->balance == PP_BALANCE_TIME ? "time/mb" : "memory");
+    fprintf(out, "first .. last node%s\n", p->reordered ? " (in the searched order)" : "");
     for (int s = 0; s < p->nstages; s++) {
         const pp_stage_info *st = &p->stages[s];
         double share = g->nparams ? 100.0 * (double)st->params / (double)g->nparams : 0;
@@ -76,13 +75,49 @@ static void print_stages(const pp_partition *p, FILE *out)
                 pp_format_count((double)st->params, a, sizeof a), share,
                 st->flops < 0 ? "?" : pp_format_count((double)st->flops, b, sizeof b),
                 fmt_bytes(st->act_bytes, c, sizeof c), fmt_bytes(st->send_bytes, d, sizeof d), ncut);
-        pp_text_fputs(g->nodes[st->first_node].name, 0, out);
+        if (extra) fprintf(out, "%10s  ", fmt_weight(p, st->weight, c, sizeof c));
+        pp_text_fputs(first_name(p, s), 0, out);
         fputs(" .. ", out);
-        pp_text_fputs(g->nodes[st->last_node].name, 0, out);
+        pp_text_fputs(last_name(p, s), 0, out);
         fputc('\n', out);
     }
     fprintf(out, "act/mb: the bytes of the stage's node outputs per microbatch%s\n",
             p->shapes_known ? "" : " (unknown: ?)");
+}
+
+/* What the balance charges a stage, in words. */
+static void print_model(const pp_partition *p, FILE *out)
+{
+    if (p->balance == PP_BALANCE_TIME) {
+        fprintf(out, "  time: forward + backward = 3 x forward FLOPs at %g GFLOP/s", p->gflops);
+        if (p->recompute != PP_RECOMPUTE_NONE) fputs(" (+1 x for what recompute runs again)", out);
+        if (p->op_overhead > 0) fprintf(out, " + %g us per node", p->op_overhead * 1e6);
+        if (p->link_gbps > 0) fprintf(out, "; sends (activations on, gradients back) at %g GB/s\n", p->link_gbps);
+        else fputs("; sends are free (give --link-gbps)\n", out);
+    } else if (p->balance == PP_BALANCE_MEMORY) {
+        const pp_memory_profile *m = p->memory;
+        fprintf(out, "  memory: params, grads and %d optimizer state%s per parameter, the stash of the driver's 1F1B "
+                     "slots (min(P - s, %lld), one more after stage 0) and the model's largest scratch, by %s\n",
+                m->optimizer_states, m->optimizer_states == 1 ? "" : "s", (long long)p->microbatches,
+                m->planned ? "the stage planner's profile" : "the partitioner's estimate (no stage planner: coarse)");
+    }
+}
+
+static void print_order(const pp_partition *p, FILE *out)
+{
+    if (p->manual) return;
+    if (p->order_searched && p->reordered)
+        fprintf(out, "  order: searched over every order in which tensors flow forward (%lld downsets); %d node%s "
+                     "placed differently from the graph's order\n", (long long)p->order_states, p->reordered,
+                p->reordered == 1 ? "" : "s");
+    else if (p->order_searched)
+        fprintf(out, "  order: searched over every order in which tensors flow forward (%lld downsets); the graph's "
+                     "own order has a split as good\n", (long long)p->order_states);
+    else if (p->order_states || p->nstages == 1)
+        fprintf(out, "  order: the graph's own order%s\n", p->nstages == 1 ? "" : " (more downsets than the search "
+                     "enumerates; optimal over this order only)");
+    else
+        fputs("  order: the graph's own order (--order graph; optimal over this order only)\n", out);
 }
 
 static void print_balance(const pp_partition *p, FILE *out)
@@ -94,22 +129,33 @@ static void print_balance(const pp_partition *p, FILE *out)
         if (w > mx) mx = w;
     }
     double mean = (double)p->total_weight / p->nstages;
-    fprintf(out, "\nbalance (%s): largest stage %s %s, mean %s, max/mean %.3f\n", pp_balance_name(p->balance),
-            fmt_weight(p, mx, a, sizeof a), unit_name(p->balance), fmt_weight(p, (int64_t)mean, b, sizeof b),
-            mean > 0 ? (double)mx / mean : 1.0);
+    const char *unit = p->balance == PP_BALANCE_TIME ? " per microbatch" : p->balance == PP_BALANCE_MEMORY ? ""
+                     : p->balance == PP_BALANCE_PARAMS ? " params" : p->balance == PP_BALANCE_FLOPS ? " FLOPs" : " nodes";
+    fprintf(out, "\nbalance (%s): largest stage %s%s, mean %s, max/mean %.3f\n", pp_balance_name(p->balance),
+            fmt_weight(p, mx, a, sizeof a), unit,
+            fmt_weight(p, (int64_t)mean, b, sizeof b), mean > 0 ? (double)mx / mean : 1.0);
+    print_model(p, out);
     if (p->manual)
         fprintf(out, "  manual cuts: the best split has a largest stage of at least %s (lower bound)\n",
                 fmt_weight(p, p->lower_bound, c, sizeof c));
+    else if (p->bottleneck > p->optimum)
+        fprintf(out, "  optimum %s; the split taken is %.2f%% above it (within the tolerance %g%%) and crosses "
+                     "fewer bytes (lower bound max(largest node, ceil(total/%d)) = %s)\n",
+                fmt_weight(p, p->optimum, c, sizeof c), 100.0 * (double)(p->bottleneck - p->optimum) / (double)p->optimum,
+                100 * p->tolerance, p->nstages, fmt_weight(p, p->lower_bound, d, sizeof d));
     else
-        fprintf(out, "  optimal: no split into %d contiguous stages has a smaller largest stage "
+        fprintf(out, "  optimal: no split into %d stages%s has a smaller largest stage "
                      "(lower bound max(largest node, ceil(total/%d)) = %s)\n",
-                p->nstages, p->nstages, fmt_weight(p, p->lower_bound, c, sizeof c));
+                p->nstages, p->order_searched ? " in the orders searched" : " of this order", p->nstages,
+                fmt_weight(p, p->lower_bound, c, sizeof c));
+    print_order(p, out);
     if (p->balance == PP_BALANCE_PARAMS && p->ntied)
         fprintf(out, "  tied parameters count where first used for the balance; the table counts them in "
                      "every stage holding them\n");
     fprintf(out, "  cut: %s per microbatch over all boundaries%s\n", fmt_bytes(p->cut_bytes, d, sizeof d),
-            p->manual ? "" : p->tiebreak ? " (the smallest among the optimal splits)"
-                                         : " (tie-break skipped: too many candidate cuts)");
+            p->manual ? "" : !p->tiebreak ? " (tie-break skipped: too many candidate cuts)"
+                       : p->tolerance > 0 ? " (the fewest among the splits within the tolerance)"
+                                          : " (the smallest among the optimal splits)");
 }
 
 static void print_cuts(const pp_partition *p, FILE *out)
@@ -225,8 +271,8 @@ static void json_stage(pp_json *j, const pp_partition *p, int s)
     pp_json_int(j, "stage", s);
     pp_json_int(j, "first_node", st->first_node);
     pp_json_int(j, "last_node", st->last_node);
-    pp_json_string(j, "first", g->nodes[st->first_node].name);
-    pp_json_string(j, "last", g->nodes[st->last_node].name);
+    pp_json_string(j, "first", first_name(p, s));
+    pp_json_string(j, "last", last_name(p, s));
     pp_json_int(j, "nodes", st->last_node - st->first_node + 1);
     pp_json_int(j, "params", st->params);
     pp_json_int(j, "param_bytes", st->param_bytes);
@@ -236,13 +282,24 @@ static void json_stage(pp_json *j, const pp_partition *p, int s)
     json_bytes(j, "act_bytes", st->act_bytes);
     json_bytes(j, "send_bytes", st->send_bytes);
     pp_json_int(j, "weight", stage_weight(p, s));
+    if (p->balance == PP_BALANCE_TIME) pp_json_double(j, "seconds", st->seconds);
+    if (p->reordered) {   /* the stage's nodes, in the graph's order */
+        pp_json_begin_array(j, "node_names");
+        for (int i = 0; i < g->nnodes; i++)
+            if (p->node_stage[i] == s) pp_json_string(j, NULL, g->nodes[i].name);
+        pp_json_end_array(j);
+    }
     json_names(j, "inputs", g, st->inputs, st->ninputs);
     json_names(j, "outputs", g, st->outputs, st->noutputs);
     pp_json_begin_object(j, "memory");
     pp_json_int(j, "param_bytes", m.param_bytes);
     pp_json_int(j, "grad_bytes", m.grad_bytes);
     pp_json_int(j, "optimizer_bytes", m.optimizer_bytes);
+    pp_json_int(j, "param_copy_bytes", m.param_copy_bytes);
+    pp_json_int(j, "constant_bytes", m.constant_bytes);
     pp_json_int(j, "inflight", m.inflight);
+    pp_json_int(j, "slot_bytes", m.slot_bytes);
+    pp_json_int(j, "scratch_bytes", m.scratch_bytes);
     json_bytes(j, "stash_bytes", m.stash_bytes);
     json_bytes(j, "recompute_bytes", m.recompute_bytes);
     pp_json_int(j, "total_bytes", m.total_bytes);
@@ -279,6 +336,18 @@ void pp_partition_write_json(const pp_partition *p, pp_json *j)
     pp_json_int(j, "nstages", p->nstages);
     pp_json_string(j, "balance", pp_balance_name(p->balance));
     pp_json_bool(j, "manual", p->manual);
+    pp_json_begin_object(j, "order");
+    pp_json_bool(j, "searched", p->order_searched);
+    pp_json_int(j, "states", p->order_states);
+    pp_json_int(j, "moved", p->reordered);
+    pp_json_end_object(j);
+    if (p->balance == PP_BALANCE_TIME) {
+        pp_json_begin_object(j, "time_model");
+        pp_json_double(j, "gflops", p->gflops);
+        pp_json_double(j, "link_gbps", p->link_gbps);
+        pp_json_double(j, "op_overhead", p->op_overhead);
+        pp_json_end_object(j);
+    }
     pp_json_int(j, "microbatches", p->microbatches);
     pp_json_bool(j, "shapes_known", p->shapes_known);
     pp_json_begin_array(j, "stages");
@@ -290,8 +359,12 @@ void pp_partition_write_json(const pp_partition *p, pp_json *j)
     pp_json_int(j, "total", p->total_weight);
     pp_json_double(j, "mean", (double)p->total_weight / p->nstages);
     pp_json_int(j, "lower_bound", p->lower_bound);
-    pp_json_bool(j, "optimal", !p->manual);
+    pp_json_bool(j, "optimal", !p->manual && p->bottleneck == p->optimum);
+    if (p->manual) pp_json_null(j, "optimum");
+    else pp_json_int(j, "optimum", p->optimum);
+    pp_json_double(j, "tolerance", p->tolerance);
     pp_json_bool(j, "cut_bytes_minimal", !p->manual && p->tiebreak);
+    pp_json_string(j, "memory_model", !p->memory ? "coarse" : p->memory->planned ? "planner" : "estimate");
     json_bytes(j, "cut_bytes", p->cut_bytes);
     pp_json_end_object(j);
     pp_json_begin_array(j, "boundaries");
@@ -356,7 +429,8 @@ pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_err
     fprintf(f, "\" {\n  node [shape=box, style=filled, fontname=\"Helvetica\"];\n");
     for (int s = 0; s < p->nstages; s++) {
         fprintf(f, "  subgraph cluster_%d {\n    label=\"stage %d\";\n", s, s);
-        for (int i = p->stages[s].first_node; i <= p->stages[s].last_node; i++) {
+        for (int k = p->stages[s].first_node; k <= p->stages[s].last_node; k++) {
+            int i = p->order[k];
             fprintf(f, "    n%d [label=\"", i);
             dot_string(f, g->nodes[i].name);
             fputs("\\n", f);

@@ -1,9 +1,11 @@
-/* The exact linear partition: bisection on the bottleneck with a greedy feasibility
- * check over prefix sums, then a DP over the feasible cut windows that picks, among
- * the splits with that bottleneck, the one whose cuts cost least. */
-#include <onnxpipe/partition.h>
+/* The exact linear partition: checks, then the fast path for stage costs that are sums
+ * of item weights (bisection on the bottleneck with a greedy feasibility check over prefix
+ * sums, then a DP over the feasible cut windows that picks, among the splits within the
+ * tolerance, the one whose cuts cost least); costs with a term per cut (what a stage sends)
+ * go to solve_dp.c. */
+#include "partition_internal.h"
 
-#include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct solver {
@@ -161,29 +163,64 @@ done:
     return st;
 }
 
-static pp_status check_args(const int64_t *a, const int64_t *b, int n, int P, const int64_t *ca,
-                            const int64_t *cb, pp_error *err)
+int64_t linear_tie_limit(int64_t optimum, double tolerance, int64_t bound)
 {
+    int64_t lim = optimum;
+    if (tolerance > 0) {
+        double extra = floor((double)optimum * tolerance);
+        lim = extra >= (double)(INT64_MAX / 2) ? INT64_MAX / 2 : optimum + (int64_t)extra;
+    }
+    return bound > lim ? bound : lim;
+}
+
+static pp_status check_args(const pp_linear_problem *x, pp_error *err)
+{
+    int n = x->n, P = x->nstages;
     if (P < 1 || P > n)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "cannot split %d items into %d non-empty stages", n, P);
-    for (int s = 0; s < P; s++) {
-        if (ca[s] < 0 || (b && cb[s] < 0) || (s && (ca[s] > ca[s - 1] || (b && cb[s] > cb[s - 1]))))
-            return pp_error_set(err, PP_ERR_INVALID_ARG,
-                                "stage %d: cost coefficients must be >= 0 and non-increasing", s);
-    }
-    for (int i = 0; i < n; i++)
-        if (a[i] < 0 || (b && b[i] < 0))
-            return pp_error_set(err, PP_ERR_INVALID_ARG, "item %d has a negative weight", i);
+    if (!x->a || !x->coef_a || (x->b && !x->coef_b))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "linear partition: item weights a and their coefficients are "
+                            "required (and coef_b with b)");
+    if (!(x->tolerance >= 0) || x->bound < 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "linear partition: tolerance %g and bound %lld must be >= 0",
+                            x->tolerance, (long long)x->bound);
+    const int64_t *coefs[4] = {x->coef_a, x->b ? x->coef_b : NULL, x->tail ? x->coef_tail : NULL,
+                               x->head ? x->coef_head : NULL};
+    for (int k = 0; k < 4; k++)
+        for (int s = 0; coefs[k] && s < P; s++)
+            if (coefs[k][s] < 0)
+                return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d: cost coefficients must be >= 0", s);
+    const int64_t *items[4] = {x->a, x->b, x->tail, x->head};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; items[k] && i < n; i++)
+            if (items[k][i] < 0) return pp_error_set(err, PP_ERR_INVALID_ARG, "item %d has a negative weight", i);
     return PP_OK;
 }
 
-pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
-                              const int64_t *coef_a, const int64_t *coef_b,
-                              const int64_t *cut_cost, int *ends, pp_linear_result *res,
-                              pp_error *err)
+/* Coefficients that never grow with the stage index: what the greedy check needs. */
+static int non_increasing(const int64_t *c, int P)
 {
-    PP_CHECK(check_args(a, b, n, nstages, coef_a, coef_b, err));
-    int P = nstages;
+    for (int s = 1; c && s < P; s++)
+        if (c[s] > c[s - 1]) return 0;
+    return 1;
+}
+
+/* Largest stage cost of the split ends[] (the fast path's costs: no tail, no head). */
+static int64_t split_cost(const solver *S, const int *ends)
+{
+    int64_t best = 0;
+    for (int s = 0, i = 0; s < S->P; s++) {
+        int64_t c = cost(S, s, i, ends[s]);
+        if (c > best) best = c;
+        i = ends[s] + 1;
+    }
+    return best;
+}
+
+static pp_status solve_fast(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err)
+{
+    int n = x->n, P = x->nstages;
+    const int64_t *a = x->a, *b = x->b, *cut_cost = x->cut_cost;
     int64_t *pa = malloc(((size_t)n + 1) * sizeof *pa);
     int64_t *pb = b ? malloc(((size_t)n + 1) * sizeof *pb) : NULL;
     int *lo = malloc((size_t)P * sizeof *lo), *hi = malloc((size_t)P * sizeof *hi);
@@ -200,13 +237,13 @@ pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nst
         if (pb) overflow |= __builtin_add_overflow(pb[i], b[i], &pb[i + 1]);
     }
     int64_t top = 0, tb = 0;
-    overflow |= __builtin_mul_overflow(pa[n], coef_a[0], &top);
-    if (pb) overflow |= __builtin_mul_overflow(pb[n], coef_b[0], &tb) || __builtin_add_overflow(top, tb, &top);
+    overflow |= __builtin_mul_overflow(pa[n], x->coef_a[0], &top);
+    if (pb) overflow |= __builtin_mul_overflow(pb[n], x->coef_b[0], &tb) || __builtin_add_overflow(top, tb, &top);
     if (overflow) {
         st = pp_error_set(err, PP_ERR_INVALID_ARG, "partition weights overflow 64 bits");
         goto done;
     }
-    solver S = {n, P, pa, pb, coef_a, pb ? coef_b : NULL};
+    solver S = {n, P, pa, pb, x->coef_a, pb ? x->coef_b : NULL};
     /* the smallest B with a split; top (each stage at most everything in stage 0) has one */
     int64_t l = 0, h = top;
     while (l < h) {
@@ -214,28 +251,58 @@ pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nst
         if (greedy_backward(&S, mid, NULL)) h = mid;
         else l = mid + 1;
     }
-    int64_t B = l;
-    /* stage s ends in [lo[s], hi[s]] in every split with bottleneck B */
-    greedy_forward(&S, B, hi);
-    greedy_backward(&S, B, lo);
+    int64_t B = l, lim = linear_tie_limit(B, x->tolerance, x->bound);
+    if (lim > top) lim = top;   /* every split costs at most top */
+    /* stage s ends in [lo[s], hi[s]] in every split with bottleneck <= lim */
+    greedy_forward(&S, lim, hi);
+    greedy_backward(&S, lim, lo);
     for (int s = 0; s + 1 < P; s++) lo[s] = lo[s + 1] - 1;
     lo[P - 1] = n - 1;
     for (int s = 0; s < P; s++)
         if (hi[s] > n - P + s) hi[s] = n - P + s;
     int64_t best = 0;
     int done_tb = 0;
-    /* without cut costs every optimal split ties: the backward-greedy one, no DP */
-    if (cut_cost) PP_CHECK_GOTO(tiebreak(&S, B, cut_cost, lo, hi, ends, &best, &done_tb, err), st, done);
-    if (!done_tb) {   /* the backward-greedy split */
-        for (int s = 0; s < P; s++) ends[s] = lo[s];
+    /* without cut costs every split within the limit ties: the backward-greedy one at the
+     * optimum, no DP (what the planner relies on to scan thousands of splits) */
+    if (cut_cost) PP_CHECK_GOTO(tiebreak(&S, lim, cut_cost, lo, hi, ends, &best, &done_tb, err), st, done);
+    if (!done_tb) {   /* the backward-greedy split at the optimum */
+        greedy_backward(&S, B, lo);
+        for (int s = 0; s + 1 < P; s++) ends[s] = lo[s + 1] - 1;
+        ends[P - 1] = n - 1;
         best = 0;
         for (int s = 0; s + 1 < P; s++) best += cut_cost ? cut_cost[ends[s]] : 0;
     }
-    if (res) *res = (pp_linear_result){B, best, done_tb || !cut_cost};
+    if (res) *res = (pp_linear_result){split_cost(&S, ends), best, done_tb || !cut_cost, B};
 done:
     free(pa);
     free(pb);
     free(lo);
     free(hi);
     return st;
+}
+
+pp_status pp_linear_solve(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err)
+{
+    PP_CHECK(check_args(x, err));
+    int P = x->nstages, general = !non_increasing(x->coef_a, P) || (x->b && !non_increasing(x->coef_b, P));
+    for (int s = 0; s < P; s++)
+        general |= (x->tail && (!x->coef_tail || x->coef_tail[s])) || (x->head && (!x->coef_head || x->coef_head[s]));
+    return general ? linear_solve_dp(x, ends, res, err) : solve_fast(x, ends, res, err);
+}
+
+pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
+                              const int64_t *coef_a, const int64_t *coef_b,
+                              const int64_t *cut_cost, int *ends, pp_linear_result *res,
+                              pp_error *err)
+{
+    pp_linear_problem x = {.n = n, .nstages = nstages, .a = a, .b = b, .coef_a = coef_a, .coef_b = coef_b,
+                           .cut_cost = cut_cost};
+    PP_CHECK(check_args(&x, err));
+    if (!non_increasing(coef_a, nstages) || (b && !non_increasing(coef_b, nstages))) {
+        for (int s = 1; s < nstages; s++)
+            if (coef_a[s] > coef_a[s - 1] || (b && coef_b[s] > coef_b[s - 1]))
+                return pp_error_set(err, PP_ERR_INVALID_ARG,
+                                    "stage %d: cost coefficients must be >= 0 and non-increasing", s);
+    }
+    return solve_fast(&x, ends, res, err);
 }

@@ -16,7 +16,9 @@ pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **
     int n = st->last_node - st->first_node + 1;
     int *nodes = malloc((size_t)n * sizeof *nodes);
     if (!nodes) return pp_error_set(err, PP_ERR_NOMEM, "out of memory extracting stage %d", stage);
-    for (int i = 0; i < n; i++) nodes[i] = st->first_node + i;
+    /* the stage's nodes in the graph's order (a topological order of them) */
+    for (int i = 0, k = 0; i < p->graph->nnodes; i++)
+        if (p->node_stage[i] == stage) nodes[k++] = i;
     char name[256];
     snprintf(name, sizeof name, "%s_stage%d", p->graph->name, stage);
     pp_status s = pp_graph_extract(p->graph, nodes, n, st->outputs, st->noutputs, name, out, err);

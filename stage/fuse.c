@@ -29,7 +29,7 @@ static int only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op
     const pp_value *val = &s->g->values[v];
     if (val->nconsumers != 1 || val->is_output) return -1;
     int node = val->consumers[0];
-    if (node < s->first || node >= s->end) return -1;
+    if (stage_side(s, node) != 0) return -1;
     int o = op_of_node[node - s->first];
     return o >= 0 && s->ops[o].op == op ? o : -1;
 }
@@ -218,7 +218,7 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
         int t = -1;
         if (k < 2) {   /* operand k: Transpose(x) -> m */
             int v = s->t[m->in[k]].value, node = v >= 0 ? s->g->values[v].producer : -1;
-            t = node >= s->first && node < s->end ? op_of_node[node - s->first] : -1;
+            t = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
             if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[k], PP_OP_MATMUL) != o) t = -1;
         } else if (m->nin < 3 || m->in[2] < 0) {
             t = only_reader(s, op_of_node, m->out[0], PP_OP_TRANSPOSE);
@@ -260,7 +260,7 @@ static void reshape_to_view(pp_stage *s, int o, char *gone)
     const pp_value *vx = &s->g->values[tx->value], *vy = &s->g->values[ty->value];
     if (vx->init >= 0 || vy->is_output) return;
     for (int c = 0; c < vy->nconsumers; c++)
-        if (vy->consumers[c] >= s->end) return;
+        if (stage_side(s, vy->consumers[c]) > 0) return;
     s->t[y].view_of = x;
     gone[o] = 1;
 }

@@ -41,13 +41,13 @@ pp_status stage_tslot_of(pp_stage *s, int v, pp_error *err, int *out)
     return PP_OK;
 }
 
-static int node_in_stage(const pp_stage *s, int node) { return node >= s->first && node < s->end; }
+static int node_in_stage(const pp_stage *s, int node) { return stage_side(s, node) == 0; }
 
 /* A value a later stage reads (so it crosses the boundary after this stage). */
 static int read_later(const pp_stage *s, const pp_value *v)
 {
     for (int c = 0; c < v->nconsumers; c++)
-        if (v->consumers[c] >= s->end) return 1;
+        if (stage_side(s, v->consumers[c]) > 0) return 1;
     return 0;
 }
 
@@ -79,6 +79,7 @@ static pp_status collect(pp_stage *s, pp_error *err)
 {
     const pp_graph *g = s->g;
     for (int i = s->first; i < s->end; i++) {
+        if (!node_in_stage(s, i)) continue;
         const pp_node *n = &g->nodes[i];
         stage_op *op = &s->ops[s->nops];
         memset(op, 0, sizeof *op);
@@ -118,7 +119,7 @@ static pp_status collect(pp_stage *s, pp_error *err)
         const pp_value *val = &g->values[v];
         int here = 0;
         for (int c = 0; c < val->nconsumers; c++) here |= node_in_stage(s, val->consumers[c]);
-        if (val->producer >= 0 && val->producer < s->first && (here || read_later(s, val))) {
+        if (val->producer >= 0 && stage_side(s, val->producer) < 0 && (here || read_later(s, val))) {
             int t;
             PP_CHECK(stage_tslot_of(s, v, err, &t));
             PP_CHECK(stage_add_port(s, 1, t, 0, err));
@@ -130,7 +131,7 @@ static pp_status collect(pp_stage *s, pp_error *err)
     }
     for (int v = 0; v < g->nvalues; v++) {
         const pp_value *val = &g->values[v];
-        if (val->producer >= 0 && val->producer < s->end && read_later(s, val))
+        if (val->producer >= 0 && stage_side(s, val->producer) <= 0 && read_later(s, val))
             PP_CHECK(stage_add_port(s, 0, s->t_of_value[v], 0, err));
     }
     return PP_OK;
@@ -287,7 +288,7 @@ static pp_status plan_grad_aliases(pp_stage *s, pp_error *err)
             tslot *x = &s->t[t];
             const pp_value *v = x->value >= 0 ? &s->g->values[x->value] : NULL;
             if (!v || viewed[t] || !x->needs_grad || x->view_of >= 0 || x->dtype != s->t[op->out[0]].dtype ||
-                v->nconsumers != 1 || v->is_output || v->producer < s->first || v->producer >= s->end)
+                v->nconsumers != 1 || v->is_output || v->producer < 0 || !node_in_stage(s, v->producer))
                 continue;
             x->grad_of = op->out[0];
         }
@@ -489,6 +490,9 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     PP_CHECK(plan_persistent(s, err));
     PP_CHECK(plan_param_ready(s, err));
     PP_CHECK(plan_memory(s, err));
-    s->work_bytes = stage_work_bytes(s);
+    for (int o = 0; o < s->nops; o++) {
+        s->ops[o].work_bytes = stage_op_work_bytes(s, o);
+        if (s->ops[o].work_bytes > s->work_bytes) s->work_bytes = s->ops[o].work_bytes;
+    }
     return PP_OK;
 }

@@ -193,25 +193,22 @@ static void make_grads(pp_stage *s, int o, int slot, int want_act, int want_weig
     }
 }
 
-size_t stage_work_bytes(pp_stage *s)
+size_t stage_op_work_bytes(pp_stage *s, int o)
 {
-    size_t most = 0;
-    for (int o = 0; o < s->nops; o++) {
-        const stage_op *op = &s->ops[o];
-        pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
-        pp_kernel_ctx c;
-        if (!op->k->work_bytes || make_ctx(s, o, -1, 0, &c, in, out, 0, 0, &(pp_error){0}) != PP_OK) continue;
-        size_t n = op->k->work_bytes(&c, NULL, NULL);
-        if (op->backward && op->k->backward) {
-            make_ctx(s, o, -1, 1, &c, in, out, 0, 0, &(pp_error){0});
-            make_grads(s, o, -1, op->has_act, op->has_weight, gout, gin);
-            const size_t b = op->k->work_bytes(&c, gout, gin);
-            n = b > n ? b : n;
-        }
-        most = n > most ? n : most;
+    const stage_op *op = &s->ops[o];
+    pp_tensor in[MAX_IO], out[MAX_IO], gout[MAX_IO], gin[MAX_IO];
+    pp_kernel_ctx c;
+    if (!op->k->work_bytes || make_ctx(s, o, -1, 0, &c, in, out, 0, 0, &(pp_error){0}) != PP_OK) return 0;
+    size_t n = op->k->work_bytes(&c, NULL, NULL);
+    if (op->backward && op->k->backward) {
+        make_ctx(s, o, -1, 1, &c, in, out, 0, 0, &(pp_error){0});
+        make_grads(s, o, -1, op->has_act, op->has_weight, gout, gin);
+        const size_t b = op->k->work_bytes(&c, gout, gin);
+        n = b > n ? b : n;
     }
-    return most;
+    return n;
 }
+
 
 static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int want_weight, unsigned first,
                                  pp_error *err)

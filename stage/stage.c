@@ -37,29 +37,35 @@ static pp_status load_persistent(pp_stage *s, pp_error *err)
 
 /* The stage planned (ports, ops, tensor places, buffer sizes) on a device of dev's kind;
  * with alloc, its buffers allocated and loaded too. pp_stage_estimate plans without
- * allocating, so what it reports is what pp_stage_create would allocate. */
-static pp_status stage_build(const pp_graph *g, int first, int end, int last, pp_device *dev, int alloc,
-                             const pp_stage_options *opt, pp_stage **out, pp_error *err)
+ * allocating, so what it reports is what pp_stage_create would allocate. Its nodes are ids
+ * [first, end), or those of them side[] (owned from here on, may be NULL) says are its own. */
+static pp_status stage_build(const pp_graph *g, int first, int end, signed char *side, int last, pp_device *dev,
+                             int alloc, const pp_stage_options *opt, pp_stage **out, pp_error *err)
 {
     *out = NULL;
-    if (!g->finalized) return pp_error_set(err, PP_ERR_INVALID_ARG, "the graph is not finalized");
-    if (first < 0 || end > g->nnodes || first >= end)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "stage node range [%d, %d) out of range (graph has %d nodes)",
-                            first, end, g->nnodes);
-    if (opt->slots < 1 || opt->microbatch < 1 || opt->global_batch < opt->microbatch)
-        return pp_error_set(err, PP_ERR_INVALID_ARG,
-                            "stage options: slots %d, microbatch %lld, global batch %lld (need slots >= 1 and "
-                            "global batch >= microbatch >= 1)", opt->slots, (long long)opt->microbatch,
-                            (long long)opt->global_batch);
-    pp_stage *s = calloc(1, sizeof *s);
-    if (!s) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating stage");
+    pp_status st = PP_OK;
+    if (!g->finalized) st = pp_error_set(err, PP_ERR_INVALID_ARG, "the graph is not finalized");
+    else if (first < 0 || end > g->nnodes || first >= end)
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "stage node range [%d, %d) out of range (graph has %d nodes)",
+                          first, end, g->nnodes);
+    else if (opt->slots < 1 || opt->microbatch < 1 || opt->global_batch < opt->microbatch)
+        st = pp_error_set(err, PP_ERR_INVALID_ARG,
+                          "stage options: slots %d, microbatch %lld, global batch %lld (need slots >= 1 and "
+                          "global batch >= microbatch >= 1)", opt->slots, (long long)opt->microbatch,
+                          (long long)opt->global_batch);
+    pp_stage *s = st == PP_OK ? calloc(1, sizeof *s) : NULL;
+    if (st == PP_OK && !s) st = pp_error_set(err, PP_ERR_NOMEM, "out of memory creating stage");
+    if (st != PP_OK) {
+        free(side);
+        return st;
+    }
+    s->side = side;
     s->g = g;
     s->dev = dev;
     s->opt = *opt;
     s->first = first;
     s->end = end;
     s->last = last;
-    pp_status st;
     PP_CHECK_GOTO(stage_plan(s, err), st, fail);
     s->optim_slots = pp_optim_state_slots(&opt->optim);
     if (!alloc) {
@@ -100,7 +106,14 @@ fail:
 pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
                                 const pp_stage_options *opt, pp_stage **out, pp_error *err)
 {
-    return stage_build(g, first, end, last, dev, 1, opt, out, err);
+    return stage_build(g, first, end, NULL, last, dev, 1, opt, out, err);
+}
+
+pp_status stage_plan_whole(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt, pp_stage **out,
+                           pp_error *err)
+{
+    pp_device planner = {.kind = kind};   /* planning asks the device only its kind */
+    return stage_build(g, 0, g->nnodes, NULL, 1, &planner, 0, opt, out, err);
 }
 
 /* Stage `index` of part, built by stage_build; errors say the stage. */
@@ -111,8 +124,20 @@ static pp_status build_part(const pp_partition *part, int index, pp_device *dev,
     if (index < 0 || index >= part->nstages)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d out of range (0..%d)", index, part->nstages - 1);
     const pp_stage_info *si = &part->stages[index];
-    pp_status st = stage_build(part->graph, si->first_node, si->last_node + 1, index == part->nstages - 1, dev, alloc,
-                               opt, out, err);
+    const pp_graph *g = part->graph;
+    int first = g->nnodes, end = 0;
+    for (int k = si->first_node; k <= si->last_node; k++) {
+        int i = part->order ? part->order[k] : k;
+        if (i < first) first = i;
+        if (i >= end) end = i + 1;
+    }
+    signed char *side = NULL;
+    if (part->reordered) {   /* the searched order: the stage's nodes are not all of [first, end) */
+        if (!(side = malloc((size_t)g->nnodes + 1))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating stage");
+        for (int i = 0; i < g->nnodes; i++)
+            side[i] = (signed char)((part->node_stage[i] > index) - (part->node_stage[i] < index));
+    }
+    pp_status st = stage_build(g, first, end, side, index == part->nstages - 1, dev, alloc, opt, out, err);
     if (st != PP_OK) pp_error_prefix(err, "stage %d: ", index);
     return st;
 }
@@ -166,6 +191,7 @@ void pp_stage_destroy(pp_stage *s)
     for (int i = 0; i < s->nnames; i++) free(s->names[i]);
     free(s->names);
     stage_profile_free(s->prof);
+    free(s->side);
     free(s);
 }
 

@@ -58,6 +58,7 @@ typedef struct stage_op {
                                (attrs points here then) */
     place aux;
     size_t aux_bytes;
+    size_t work_bytes;      /* the most its forward or backward call allocates for itself (pp_kernel.work_bytes) */
     int backward;           /* runs in backward */
     int has_weight;         /* some input is a parameter that needs a gradient */
     int has_act;            /* some non-parameter input needs a gradient */
@@ -68,7 +69,9 @@ struct pp_stage {
     const pp_graph *g;
     pp_device *dev;
     pp_stage_options opt;
-    int first, end, last;
+    int first, end, last;   /* its nodes lie in ids [first, end); last: it computes the loss */
+    signed char *side;      /* [nnodes] when a searched order made its nodes not all of [first, end):
+                               -1 an earlier stage's node, 0 its own, 1 a later stage's; NULL: the range */
 
     tslot *t;
     int nt;
@@ -123,6 +126,10 @@ struct pp_stage {
     struct stage_profile *prof;     /* profile.c; NULL: profiling off */
 };
 
+/* stage.c: all of g planned as its last stage on a device of this kind, nothing allocated
+ * (the memory profile's plan) */
+pp_status stage_plan_whole(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt, pp_stage **out,
+                           pp_error *err);
 /* plan.c; and the tslot of graph value v, created on first use; a port (input 1: an
  * input, else an output) over tslot t */
 pp_status stage_plan(pp_stage *s, pp_error *err);
@@ -170,6 +177,12 @@ pp_status stage_fuse(pp_stage *s, pp_error *err);
 typedef struct stage_profile stage_profile;
 void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, double t_start, double t_end);
 void stage_profile_free(stage_profile *p);
+/* Where node lies: -1 in an earlier stage, 0 in this one, 1 in a later one. */
+static inline int stage_side(const pp_stage *s, int node)
+{
+    if (s->side) return s->side[node];
+    return node < s->first ? -1 : node >= s->end ? 1 : 0;
+}
 /* The tensor whose memory t uses: t itself, or the base it is a view of. */
 static inline int stage_base(const pp_stage *s, int t) { return s->t[t].view_of >= 0 ? s->t[t].view_of : t; }
 /* run.c */
@@ -178,8 +191,9 @@ void *stage_tensor_data(pp_stage *s, int slot, int t);
 /* Whether backward of op reads its forward input k (the registry's saves_in, less a factor
  * kept only for the gradient of inputs that need none: pp_op_info.saves_for_other). */
 int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k);
-/* The largest pp_kernel.work_bytes of any forward or backward call of the stage's ops. */
-size_t stage_work_bytes(pp_stage *s);
+/* The larger pp_kernel.work_bytes of op o's forward and backward calls (planning: the
+ * stage's device must still be there; stage_plan keeps it in stage_op.work_bytes). */
+size_t stage_op_work_bytes(pp_stage *s, int o);
 void *stage_grad_data(pp_stage *s, int slot, int t);
 
 #endif

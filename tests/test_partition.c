@@ -4,6 +4,7 @@
  * forms, random chains with skips and tied weights against brute force, and errors. */
 #include <onnxpipe/partition.h>
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,11 +144,20 @@ static void test_cut_analysis(void **state)
     assert_names(p, p->stages[1].outputs, p->stages[1].noutputs, out1, 1);
     assert_names(p, p->stages[3].inputs, p->stages[3].ninputs, in3, 3);
     assert_names(p, p->stages[3].outputs, p->stages[3].noutputs, out3, 1);
-    /* 1F1B memory, M = 8, P = 4: stage s stashes min(4 - s, 8) microbatches */
+    /* 1F1B memory, M = 8, P = 4: the driver gives stage s min(4 - s, 8) slots, one more after
+       stage 0 (the next microbatch received); parameters padded
+       to 16 elements as in the flat buffer (b2's 4 take 16), Adam's two moments; the parts add
+       up (tests/test_partition_memory.c holds the model against the stage planner's dry run) */
+    int64_t padded[4] = {16, 16, 32, 16};
     for (int s = 0; s < 4; s++) {
         pp_stage_memory m = pp_partition_stage_memory(p, s, 8);
-        assert_int_equal(m.inflight, 4 - s);
-        assert_int_equal(m.total_bytes, 4 * 4 * params[s] + act[s] * (4 - s));
+        assert_int_equal(m.inflight, 4 - s + (s > 0));
+        assert_int_equal(m.param_bytes, 4 * padded[s]);
+        assert_int_equal(m.optimizer_bytes, 2 * m.param_bytes);
+        assert_int_equal(m.stash_bytes, m.slot_bytes * m.inflight);
+        assert_true(m.slot_bytes > 0);
+        assert_int_equal(m.total_bytes, m.param_bytes + m.grad_bytes + m.optimizer_bytes + m.param_copy_bytes +
+                                            m.constant_bytes + m.stash_bytes + m.recompute_bytes + m.scratch_bytes);
     }
     assert_int_equal(pp_partition_stage_memory(p, 0, 2).inflight, 2);
     printf("cut analysis: 4 stages, boundaries %d/%d/%d tensors, skip h1 0->3, tied E in {0,3}, labels enter 3\n",
@@ -301,6 +311,25 @@ static void test_errors(void **state)
     assert_int_equal(pp_partition_create(g, 0, NULL, &p, &err), PP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "out of range (1..9"));
     assert_int_equal(pp_partition_create(g, 10, NULL, &p, &err), PP_ERR_INVALID_ARG);
+    /* options out of range, each named with its bound */
+    struct {
+        pp_partition_options o;
+        const char *want;
+    } badopt[] = {
+        {{.tolerance = -0.1}, "balance tolerance -0.1 out of range (0..10"},
+        {{.tolerance = 11}, "balance tolerance 11 out of range"},
+        {{.tolerance = NAN}, "balance tolerance nan out of range"},
+        {{.balance = (pp_balance)9}, "balance 9 out of range"},
+        {{.order = (pp_order_mode)5}, "order mode 5 out of range (search, graph)"},
+        {{.balance = PP_BALANCE_TIME, .gflops = -1}, "gflops -1 out of range"},
+        {{.balance = PP_BALANCE_TIME, .link_gbps = INFINITY}, "link bandwidth (GB/s) inf out of range"},
+        {{.balance = PP_BALANCE_TIME, .op_overhead = -1e-6}, "per-node overhead (s) -1e-06 out of range"},
+    };
+    for (size_t i = 0; i < sizeof badopt / sizeof badopt[0]; i++) {
+        assert_int_equal(pp_partition_create(g, 2, &badopt[i].o, &p, &err), PP_ERR_INVALID_ARG);
+        if (!strstr(err.msg, badopt[i].want)) fail_msg("bad option %zu: '%s' lacks '%s'", i, err.msg, badopt[i].want);
+        assert_null(p);
+    }
     struct {
         const char *cuts[3];
         int n, stages;
@@ -345,6 +374,109 @@ static void test_errors(void **state)
     add_node(g, "Relu", "b", "a_out", NULL, "b_out");
     assert_int_not_equal(pp_graph_finalize(g, NULL, &err), PP_OK);
     assert_non_null(strstr(err.msg, "cycle"));
+    pp_graph_destroy(g);
+}
+
+/* ---- the time balance ----------------------------------------------------------- */
+
+/* x[4, w0] -> (MatMul W_k [w_k, w_k+1] -> Relu) x 4: wide and narrow tensors alternate. */
+static pp_graph *mlp_chain(void)
+{
+    static const int64_t w[5] = {64, 256, 16, 256, 8};
+    pp_graph *g = NULL;
+    pp_error err = {0};
+    assert_int_equal(pp_graph_create("widths", 17, &g, &err), PP_OK);
+    int64_t xs[2] = {4, w[0]};
+    pp_shape sx = pp_shape_make(2, xs);
+    assert_int_equal(pp_graph_add_input(g, "x", PP_DTYPE_F32, &sx, &err), PP_OK);
+    char prev[16] = "x";
+    for (int k = 0; k < 4; k++) {
+        char wn[8], mm[8], h[8], re[8], r[8];
+        int64_t wd[2] = {w[k], w[k + 1]};
+        snprintf(wn, sizeof wn, "W%d", k), snprintf(mm, sizeof mm, "mm%d", k), snprintf(h, sizeof h, "h%d", k);
+        snprintf(re, sizeof re, "relu%d", k), snprintf(r, sizeof r, "r%d", k);
+        add_weight(g, wn, 2, wd);
+        add_node(g, "MatMul", mm, prev, wn, h);
+        add_node(g, "Relu", re, h, NULL, r);
+        snprintf(prev, sizeof prev, "%s", r);
+    }
+    assert_int_equal(pp_graph_add_output(g, prev, PP_DTYPE_F32, NULL, &err), PP_OK);
+    assert_int_equal(pp_graph_finalize(g, NULL, &err), PP_OK);
+    return g;
+}
+
+/* Seconds of stage [i, j] of the graph's order, from the definition: forward and backward
+ * 3 x its FLOPs at gflops plus an overhead per node, plus its sends at link GB/s: every
+ * tensor crossing the cut after it, and the gradient (float tensors) crossing the cut before. */
+static double stage_seconds(const pp_graph *g, const pp_node_cost *c, int i, int j, double gflops, double link,
+                            double overhead)
+{
+    double t = 0;
+    for (int k = i; k <= j; k++) t += 3.0 * (double)c[k].flops / (gflops * 1e9) + overhead;
+    for (int v = 0; v < g->nvalues; v++) {
+        const pp_value *val = &g->values[v];
+        if (val->producer < 0) continue;
+        int last = val->producer;
+        for (int k = 0; k < val->nconsumers; k++)
+            if (val->consumers[k] > last) last = val->consumers[k];
+        double bytes = (double)pp_shape_numel(&val->shape) * (double)pp_dtype_size(val->dtype);
+        if (j < g->nnodes - 1 && val->producer <= j && last > j) t += bytes / (link * 1e9);       /* sent on */
+        if (i > 0 && val->producer < i && last >= i && pp_dtype_is_float(val->dtype)) t += bytes / (link * 1e9);
+    }
+    return t;
+}
+
+static void test_time_balance(void **state)
+{
+    (void)state;
+    pp_graph *g = mlp_chain();
+    pp_error err = {0};
+    pp_partition *flops = NULL, *p = NULL, *free_link = NULL;
+    const double G = 0.5, L = 0.002, O = 2e-6;   /* slow enough that sends weigh like compute */
+    pp_partition_options fo = {.balance = PP_BALANCE_FLOPS};
+    pp_partition_options to = {.balance = PP_BALANCE_TIME, .gflops = G, .link_gbps = L, .op_overhead = O};
+    pp_partition_options free_o = {.balance = PP_BALANCE_TIME, .gflops = G};
+    for (int P = 2; P <= 4; P++) {
+        assert_int_equal(pp_partition_create(g, P, &fo, &flops, &err), PP_OK);
+        assert_int_equal(pp_partition_create(g, P, &to, &p, &err), PP_OK);
+        assert_int_equal(pp_partition_create(g, P, &free_o, &free_link, &err), PP_OK);
+        /* brute force over every split of the (only) order, seconds from the definition */
+        int n = g->nnodes, ends[8];
+        double best = 1e300;
+        for (int mask = 0; mask < 1 << (n - 1); mask++) {
+            if (__builtin_popcount((unsigned)mask) != P - 1) continue;
+            double worst = 0;
+            for (int i = 0, j = 0; j < n; j++)
+                if (j == n - 1 || (mask >> j & 1)) {
+                    double t = stage_seconds(g, p->costs, i, j, G, L, O);
+                    if (t > worst) worst = t;
+                    i = j + 1;
+                }
+            if (worst < best) best = worst;
+        }
+        double opt = (double)p->optimum / (G * 1e9), worst = 0;
+        for (int s = 0; s < P; s++) {
+            const pp_stage_info *st = &p->stages[s];
+            double t = stage_seconds(g, p->costs, st->first_node, st->last_node, G, L, O);
+            assert_true(fabs(st->seconds - t) <= 1e-9 * t);   /* one FLOP-time of rounding per tensor */
+            if (t > worst) worst = t;
+            ends[s] = st->last_node;
+        }
+        assert_true(fabs(opt - best) <= 1e-9 * best);
+        assert_true(worst <= opt * (1 + 1e-9));   /* tolerance 0: an optimal split */
+        /* free links: the flops balance's split; slow ones: no more bytes cross than there */
+        for (int s = 0; s < P; s++) assert_int_equal(free_link->stages[s].last_node, flops->stages[s].last_node);
+        assert_true(p->cut_bytes <= flops->cut_bytes);
+        printf("time balance, %d stages: optimum %.6g s per microbatch (brute force %.6g s), cuts after", P, opt,
+               best);
+        for (int s = 0; s + 1 < P; s++) printf(" %s", g->nodes[ends[s]].name);
+        printf(", %lld B crossing (flops balance: %lld B)\n", (long long)p->cut_bytes, (long long)flops->cut_bytes);
+        pp_partition_destroy(flops), pp_partition_destroy(p), pp_partition_destroy(free_link);
+    }
+    /* a link so slow that one tensor's send leaves int64 FLOP-times: refused, naming the options */
+    pp_partition_options slow = {.balance = PP_BALANCE_TIME, .gflops = 1e12, .link_gbps = 1e-9};
+    assert_int_equal(pp_partition_create(g, 2, &slow, &p, &err), PP_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "--gflops and --link-gbps"));
     pp_graph_destroy(g);
 }
 
@@ -397,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_cut_analysis),
         cmocka_unit_test(test_random_chains_vs_brute_force),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_time_balance),
         cmocka_unit_test(test_huge_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

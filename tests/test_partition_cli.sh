@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `onnxpipe partition` end to end: argument errors, the table, JSON consistency
-# (stage sums against the model totals, the bottleneck against its lower bound),
-# --dot, and --out-dir stage files that reproduce the whole model in onnxruntime.
+# (stage sums against the model totals, the bottleneck against its lower bound and
+# the optimum within the tolerance, every balance), the tolerance's tie-break on a GPT
+# shaped like a 760M one (block-boundary cuts instead of cuts inside an MLP), --dot,
+# and --out-dir stage files that reproduce the whole model in onnxruntime.
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/partition_cli
@@ -32,16 +34,27 @@ expect_error "unknown option" gpt.onnx --stages 2 --frobnicate 1
 expect_error "names no node and no tensor" gpt.onnx --stages 2 --cut no_such_node
 expect_error "out of range" mlp.onnx --stages 1000
 expect_error "needs known shapes" gpt.onnx --stages 2 --balance flops
+expect_error "needs known shapes" gpt.onnx --stages 2 --balance time
 expect_error "1 manual cut makes 2 stages, but 3" gpt.onnx --stages 3 --cut h.1.out
+expect_error "--balance-tolerance expects a number in" gpt.onnx --stages 2 --balance-tolerance -1
+expect_error "--balance-tolerance expects a number in" gpt.onnx --stages 2 --balance-tolerance 2%
+expect_error "unknown --order 'best'" gpt.onnx --stages 2 --order best
+expect_error "--link-gbps expects a number in" gpt.onnx --stages 2 --balance time --link-gbps 0
+expect_error "--gflops expects a number in" gpt.onnx --stages 2 --gflops -5
+expect_error "--op-overhead expects a number in" gpt.onnx --stages 2 --op-overhead x
 
 "$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 | tee table.txt
-grep -q "optimal: no split into 3 contiguous stages" table.txt
+grep -Eq "optimal: no split into 3 stages in the orders searched|optimum .*within the tolerance 2%" table.txt
+grep -q "order: searched over every order" table.txt
+"$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 --order graph --balance-tolerance 0 | grep -q \
+    "optimal: no split into 3 stages of this order"
 
-for bal in params flops memory uniform; do
-    "$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 --microbatches 6 --balance $bal --json >$bal.json
+for bal in params flops memory uniform time; do
+    "$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 --microbatches 6 --balance $bal --link-gbps 10 \
+        --loss cross_entropy --logits logits --labels input_ids --json >$bal.json
 done
 "$ONNXPIPE" partition gpt.onnx --cut h.0.out,h.2.out --batch 2 --json >manual.json
-"$PY" - params.json flops.json memory.json uniform.json manual.json <<'PYEOF'
+"$PY" - params.json flops.json memory.json uniform.json time.json manual.json <<'PYEOF'
 import json, sys
 for path in sys.argv[1:]:
     p = json.load(open(path))
@@ -51,14 +64,22 @@ for path in sys.argv[1:]:
     assert sum(s["nodes"] for s in st) == p["model"]["nodes"], path
     assert [s["first_node"] for s in st] == [0] + [s["last_node"] + 1 for s in st[:-1]], path
     assert max(s["weight"] for s in st) == b["largest"] >= b["lower_bound"], path
+    if not p["manual"]:   # within the tolerance of the optimum, which no split beats
+        assert b["lower_bound"] <= b["optimum"] <= b["largest"] <= b["optimum"] * (1 + b["tolerance"]), path
+    if p["balance"] == "memory":
+        assert b["memory_model"] == "planner", path   # the stage planner's profile, not an estimate
     for bd in p["boundaries"]:
         assert bd["bytes"] == sum(t["bytes"] for t in bd["tensors"]), path
         assert st[bd["from"]]["send_bytes"] == bd["bytes"], path
     assert b["cut_bytes"] == sum(bd["bytes"] for bd in p["boundaries"]), path
     for s in st:
         m = s["memory"]
-        assert m["inflight"] == min(p["nstages"] - s["stage"], p["microbatches"]), path
-        assert m["total_bytes"] == 4 * s["param_bytes"] + m["stash_bytes"], path
+        # the driver's 1F1B slots: min(P - s, M), one more after stage 0 (the next one received)
+        assert m["inflight"] == min(p["nstages"] - s["stage"] + (s["stage"] > 0), p["microbatches"]), path
+        assert m["stash_bytes"] == m["inflight"] * m["slot_bytes"], path
+        assert m["total_bytes"] == (2 * m["param_bytes"] + m["optimizer_bytes"] + m["param_copy_bytes"] +
+                                    m["constant_bytes"] + m["stash_bytes"] + m["recompute_bytes"] +
+                                    m["scratch_bytes"]), path
     print(f"{path}: balance {p['balance']}, largest {b['largest']} {b['unit']} (bound {b['lower_bound']}), "
           f"cut {b['cut_bytes']} B, stages {[s['nodes'] for s in st]}")
 m = json.load(open("manual.json"))
@@ -66,6 +87,27 @@ assert m["manual"] and [s["last"] for s in m["stages"][:2]] == ["h.0.out", "h.2.
 u = json.load(open("uniform.json"))
 n, P = u["model"]["nodes"], u["nstages"]
 assert max(s["nodes"] for s in u["stages"]) == -(-n // P)   # uniform: ceil(nodes / stages) exactly
+PYEOF
+
+# The tie-break's tolerance on a GPT shaped like a 760M one (24 blocks, vocabulary / width
+# as 50257 / 1536): into 6 stages by parameters the optimum cuts inside MLPs (the 4D hidden
+# and the residual cross, 5 x the residual's bytes); within 2% every cut is one residual.
+"$ONNXPIPE" example gpt --layers 24 --d-model 96 --heads 4 --vocab 3141 --seq 64 --batch 1 -o gpt24.onnx >/dev/null
+"$ONNXPIPE" partition gpt24.onnx --stages 6 --balance-tolerance 0 --json >tol0.json
+"$ONNXPIPE" partition gpt24.onnx --stages 6 --json >tol2.json
+"$PY" - tol0.json tol2.json <<'PYEOF'
+import json, sys
+t0, t2 = (json.load(open(f)) for f in sys.argv[1:])
+resid = 64 * 96 * 4                                   # [1, 64, 96] float32
+b0, b2 = t0["bottleneck"], t2["bottleneck"]
+assert b0["largest"] == b0["optimum"] == b2["optimum"]
+inside = [bd for bd in t0["boundaries"] if bd["bytes"] > resid]
+assert inside and any(t["name"].endswith(("mlp.gelu.out", "mlp.fc.matmul")) for bd in inside for t in bd["tensors"])
+assert all(len(bd["tensors"]) == 1 and bd["bytes"] == resid for bd in t2["boundaries"]), t2["boundaries"]
+assert b2["largest"] <= b2["optimum"] * 1.02 and b2["cut_bytes"] < b0["cut_bytes"]
+print(f"tolerance: optimum {b0['optimum']} params crossing {b0['cut_bytes']} B "
+      f"({len(inside)} cuts inside an MLP); within 2%: {b2['largest']} (+{b2['largest'] / b2['optimum'] - 1:.2%}) "
+      f"crossing {b2['cut_bytes']} B, every cut one residual")
 PYEOF
 
 "$ONNXPIPE" partition gpt.onnx --stages 4 --batch 2 --dot gpt.dot --out-dir stages >/dev/null

@@ -1,6 +1,8 @@
 /* The exact linear partition against brute force: thousands of random small
  * instances (n <= 12 items, <= 5 stages), every contiguous split enumerated, the
- * bottleneck compared exactly and then the smallest cut bytes among optimal splits. */
+ * bottleneck compared exactly and then the smallest cut bytes among optimal splits; the
+ * same for stage costs with a term per cut (what a stage sends on and back), growing
+ * coefficients and a tolerance, where the tie-break looks at splits within it. */
 #include <onnxpipe/partition.h>
 
 #include <setjmp.h>
@@ -161,6 +163,181 @@ static void test_random_vs_brute_force(void **state)
            ninst, ntb, nsplits, (long long)maxdiff_b, (long long)maxdiff_c);
 }
 
+/* ---- costs with cut terms and a tolerance --------------------------------------- */
+
+typedef struct general {
+    instance x;
+    int64_t tail[MAXN], head[MAXN], ct[MAXP], ch[MAXP], cut[MAXN];
+    int has_tail, has_head;
+    double tol;
+} general;
+
+static void make_general(general *g)
+{
+    memset(g, 0, sizeof *g);
+    make_instance(&g->x);
+    instance *x = &g->x;
+    x->has_b = rnd(2);
+    for (int s = 0; s < x->P; s++) {   /* any coefficients >= 0, growing ones too */
+        x->ca[s] = rnd(4);
+        x->cb[s] = rnd(4);
+        g->ct[s] = rnd(3);
+        g->ch[s] = rnd(3);
+    }
+    if (rnd(4) == 0) x->ca[0] = 1 + rnd(3);
+    g->has_tail = rnd(3) != 0;
+    g->has_head = rnd(3) != 0;
+    for (int i = 0; i < x->n; i++) {
+        g->tail[i] = rnd(40);
+        g->head[i] = rnd(40);
+    }
+    for (int t = 0; t < x->nt; t++)
+        for (int c = x->tp[t]; c < x->tq[t]; c++) g->cut[c] += x->tb[t];
+    static const double tols[] = {0, 0, 0.02, 0.1, 0.5};
+    g->tol = tols[rnd(5)];
+}
+
+static int64_t general_cost(const general *g, int s, int i, int j)
+{
+    const instance *x = &g->x;
+    int64_t sa = 0, sb = 0;
+    for (int k = i; k <= j; k++) {
+        sa += x->a[k];
+        sb += x->b[k];
+    }
+    int64_t c = x->ca[s] * sa + (x->has_b ? x->cb[s] * sb : 0);
+    if (g->has_tail && j < x->n - 1) c += g->ct[s] * g->tail[j];
+    if (g->has_head && i > 0) c += g->ch[s] * g->head[i - 1];
+    return c;
+}
+
+static int64_t general_bottleneck(const general *g, const int *ends)
+{
+    int64_t best = 0;
+    for (int s = 0, i = 0; s < g->x.P; i = ends[s++] + 1) {
+        int64_t c = general_cost(g, s, i, ends[s]);
+        if (c > best) best = c;
+    }
+    return best;
+}
+
+/* Every split: pass 0 finds the optimum, pass 1 the least cut cost within lim. */
+static void brute_general(const general *g, int s, int start, int *ends, int pass, int64_t lim, int64_t *best)
+{
+    const instance *x = &g->x;
+    if (s == x->P - 1) {
+        ends[s] = x->n - 1;
+        int64_t b = general_bottleneck(g, ends), c = 0;
+        for (int k = 0; k + 1 < x->P; k++) c += g->cut[ends[k]];
+        if (pass == 0 && b < *best) *best = b;
+        if (pass == 1 && b <= lim && c < *best) *best = c;
+        return;
+    }
+    for (int e = start; e <= x->n - (x->P - s); e++) {
+        ends[s] = e;
+        brute_general(g, s + 1, e + 1, ends, pass, lim, best);
+    }
+}
+
+static void test_general_vs_brute_force(void **state)
+{
+    (void)state;
+    int ninst = 20000, ntol = 0, nwide = 0;
+    for (int k = 0; k < ninst; k++) {
+        general g;
+        make_general(&g);
+        const instance *x = &g.x;
+        pp_linear_problem lp = {.n = x->n, .nstages = x->P, .a = x->a, .b = x->has_b ? x->b : NULL,
+                                .coef_a = x->ca, .coef_b = x->cb, .tail = g.has_tail ? g.tail : NULL,
+                                .head = g.has_head ? g.head : NULL, .coef_tail = g.ct, .coef_head = g.ch,
+                                .cut_cost = g.cut, .tolerance = g.tol};
+        int ends[MAXP], bends[MAXP];
+        pp_linear_result r;
+        pp_error err = {0};
+        assert_int_equal(pp_linear_solve(&lp, ends, &r, &err), PP_OK);
+        int64_t opt = INT64_MAX, cut = INT64_MAX;
+        brute_general(&g, 0, 0, bends, 0, 0, &opt);
+        int64_t lim = opt + (int64_t)((double)opt * g.tol);
+        brute_general(&g, 0, 0, bends, 1, lim, &cut);
+        for (int s = 0; s < x->P; s++) assert_true(ends[s] >= (s ? ends[s - 1] + 1 : 0));
+        assert_int_equal(ends[x->P - 1], x->n - 1);
+        int64_t mycut = 0;
+        for (int s = 0; s + 1 < x->P; s++) mycut += g.cut[ends[s]];
+        if (r.optimum != opt || r.cut_sum != cut || mycut != cut || general_bottleneck(&g, ends) != r.bottleneck ||
+            r.bottleneck > lim)
+            fail_msg("instance %d (n=%d, P=%d, tol %g): optimum %lld vs brute %lld, cut %lld (recounted %lld) vs "
+                     "brute %lld, bottleneck %lld (recounted %lld, limit %lld)", k, x->n, x->P, g.tol,
+                     (long long)r.optimum, (long long)opt, (long long)r.cut_sum, (long long)mycut, (long long)cut,
+                     (long long)r.bottleneck, (long long)general_bottleneck(&g, ends), (long long)lim);
+        assert_int_equal(r.tiebreak, 1);
+        ntol += g.tol > 0;
+        nwide += r.bottleneck > r.optimum;
+    }
+    printf("compared %d random instances with cut terms and growing coefficients against brute force "
+           "(%d with a tolerance, %d of them chose a split above the optimum for fewer cut bytes): all equal\n",
+           ninst, ntol, nwide);
+}
+
+/* The fast path (sums of item weights, non-increasing coefficients) with a tolerance. */
+static void test_fast_tolerance_vs_brute_force(void **state)
+{
+    (void)state;
+    int ninst = 20000, nwide = 0;
+    static const double tols[] = {0.01, 0.05, 0.2, 1.0};
+    for (int k = 0; k < ninst; k++) {
+        general g;
+        memset(&g, 0, sizeof g);
+        make_instance(&g.x);
+        const instance *x = &g.x;
+        for (int t = 0; t < x->nt; t++)
+            for (int c = x->tp[t]; c < x->tq[t]; c++) g.cut[c] += x->tb[t];
+        g.tol = tols[rnd(4)];
+        pp_linear_problem lp = {.n = x->n, .nstages = x->P, .a = x->a, .b = x->has_b ? x->b : NULL,
+                                .coef_a = x->ca, .coef_b = x->cb, .cut_cost = g.cut, .tolerance = g.tol};
+        int ends[MAXP], bends[MAXP];
+        pp_linear_result r;
+        assert_int_equal(pp_linear_solve(&lp, ends, &r, NULL), PP_OK);
+        int64_t opt = INT64_MAX, cut = INT64_MAX;
+        brute_general(&g, 0, 0, bends, 0, 0, &opt);
+        int64_t lim = opt + (int64_t)((double)opt * g.tol);
+        brute_general(&g, 0, 0, bends, 1, lim, &cut);
+        if (r.optimum != opt || r.cut_sum != cut || general_bottleneck(&g, ends) != r.bottleneck || r.bottleneck > lim)
+            fail_msg("instance %d: optimum %lld vs %lld, cut %lld vs %lld", k, (long long)r.optimum, (long long)opt,
+                     (long long)r.cut_sum, (long long)cut);
+        nwide += r.bottleneck > r.optimum;
+    }
+    printf("fast path with a tolerance: %d random instances equal to brute force (%d chose a split above the "
+           "optimum for fewer cut bytes)\n", ninst, nwide);
+}
+
+/* The tolerance on the fast path: a split one unit above the optimum that cuts a cheap
+ * tensor wins over the optimal one that cuts an expensive one. */
+static void test_tolerance_closed_form(void **state)
+{
+    (void)state;
+    int64_t a[4] = {50, 50, 1, 50}, one[2] = {1, 1}, cut[4] = {5, 100, 1, 0};
+    int ends[2];
+    pp_linear_result r;
+    pp_linear_problem x = {.n = 4, .nstages = 2, .a = a, .coef_a = one, .cut_cost = cut};
+    assert_int_equal(pp_linear_solve(&x, ends, &r, NULL), PP_OK);   /* {50,50} | {1,50} */
+    assert_int_equal(r.optimum, 100);
+    assert_int_equal(r.bottleneck, 100);
+    assert_int_equal(ends[0], 1);
+    x.tolerance = 0.02;   /* up to 102: {50} | {50,1,50} (cut 5) or {50,50,1} | {50} (cut 1) */
+    assert_int_equal(pp_linear_solve(&x, ends, &r, NULL), PP_OK);
+    assert_int_equal(r.optimum, 100);
+    assert_int_equal(r.bottleneck, 101);
+    assert_int_equal(r.cut_sum, 1);
+    assert_int_equal(ends[0], 2);
+    x.bound = 100;   /* a bound below the optimum's tolerance does not narrow it */
+    assert_int_equal(pp_linear_solve(&x, ends, &r, NULL), PP_OK);
+    assert_int_equal(r.cut_sum, 1);
+    x.tolerance = 0;   /* the bound alone: exactly the optimal splits */
+    assert_int_equal(pp_linear_solve(&x, ends, &r, NULL), PP_OK);
+    assert_int_equal(r.cut_sum, 100);
+    printf("tolerance 2%%: optimum 100 cutting 100 bytes, chosen 101 cutting 1 byte\n");
+}
+
 /* Closed forms: equal weights split evenly; one heavy item is its own lower bound. */
 static void test_closed_forms(void **state)
 {
@@ -200,6 +377,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_vs_brute_force),
+        cmocka_unit_test(test_general_vs_brute_force),
+        cmocka_unit_test(test_fast_tolerance_vs_brute_force),
+        cmocka_unit_test(test_tolerance_closed_form),
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_errors),
     };

@@ -1,5 +1,5 @@
-/* The plan of a training job that every rank computes the same way: predicted stage
- * costs for the simulator, and the hash ranks compare to refuse mismatched jobs. */
+/* The plan of a training job that every rank computes the same way: its partition (with
+ * the stage planner's memory profile), predicted stage costs for the simulator. */
 #include <onnxpipe/plan.h>
 #include <onnxpipe/train.h>
 
@@ -10,4 +10,28 @@ void pp_train_stage_costs(const pp_partition *part, double gflops, pp_stage_cost
     pp_cost_model m = {.gflops = gflops};
     if (pp_plan_stage_costs(part, &m, 1, PP_DTYPE_F32, PP_RECOMPUTE_NONE, costs, NULL) != PP_OK)
         memset(costs, 0, (size_t)part->nstages * sizeof *costs);   /* unknown shapes: nothing to predict */
+}
+
+pp_status pp_train_partition(const pp_train_config *c, const pp_graph *g, int nstages, pp_device_kind kind,
+                             pp_partition **out, pp_error *why, pp_error *err)
+{
+    pp_partition_options o = c->partition;
+    o.microbatches = c->microbatches;
+    o.recompute = c->recompute;
+    pp_memory_profile *prof = NULL;
+    if (!o.memory) {   /* what the job's stages allocate, from the planner that builds them */
+        pp_stage_options so = pp_train_stage_options(c);
+        so.whole_backward = 1;   /* the memory balance models 1F1B, whose backward is whole */
+        pp_error e = {0};
+        pp_status st = pp_stage_memory_profile(g, kind, &so, &prof, &e);
+        if (st == PP_ERR_NOMEM) {
+            *err = e;
+            return st;
+        }
+        if (st != PP_OK && why) *why = e;
+        o.memory = prof;
+    }
+    pp_status st = pp_partition_create(g, nstages, &o, out, err);
+    pp_memory_profile_destroy(prof);
+    return st;
 }

@@ -144,7 +144,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
         .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
         .save_sync = c->save_sync, .resume = c->resume,
-        .recompute = c->recompute,
+        .recompute = c->recompute, .partition = c->partition,
     };
     PP_CHECK(pp_trainer_create(&tc, r->world, &r->t, err));
     pp_trainer *t = r->t;

@@ -52,11 +52,16 @@ static pp_status agree(pp_trainer *t, pp_error *err)
     int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
                       c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
-                      c->save_sync, c->eval_batches, c->precision, c->loss_scale_window, c->reduce_dtype};
+                      c->save_sync, c->eval_batches, c->precision, c->loss_scale_window, c->reduce_dtype,
+                      c->recompute, c->partition.balance, c->partition.order, c->partition.ncuts};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm, c->loss_scale};
+    double split[] = {c->partition.tolerance, c->partition.gflops, c->partition.link_gbps, c->partition.op_overhead};
     h = pp_crc32c(h, nums, sizeof nums);
     h = pp_crc32c(h, fl, sizeof fl);
+    h = pp_crc32c(h, split, sizeof split);
+    for (int i = 0; i < c->partition.ncuts; i++)
+        h = pp_crc32c(h, c->partition.cuts[i], strlen(c->partition.cuts[i]) + 1);
     for (int i = 0; i < c->ndims; i++) {
         h = pp_crc32c(h, c->dims[i].name, strlen(c->dims[i].name));
         h = pp_crc32c(h, &c->dims[i].value, sizeof c->dims[i].value);
@@ -362,9 +367,8 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     PP_CHECK(agree(t, err));
     int chunks = c->chunks > 0 ? c->chunks : pp_schedule_default_chunks(c->schedule);
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &t->sched, err));
-    pp_partition_options popt = {.microbatches = c->microbatches};
-    PP_CHECK(pp_partition_create(t->g, t->sched->num_stages, &popt, &t->part, err));
-    PP_CHECK(choose_device(t, err));
+    PP_CHECK(choose_device(t, err));   /* the partition's memory model plans stages for its kind */
+    PP_CHECK(pp_train_partition(c, t->g, t->sched->num_stages, t->kind, &t->part, NULL, err));
     PP_CHECK(place(t, err));
     PP_CHECK(open_device(t, err));
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
@@ -442,7 +446,7 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .save_every = cfg->save_every,
         .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
-        .recompute = cfg->recompute,
+        .recompute = cfg->recompute, .partition = cfg->partition,
     };
     pp_status st;
     PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);

@@ -1,5 +1,6 @@
-/* The partitioner: a cost model per node, the split of a graph's topological order
- * into contiguous pipeline stages with the smallest possible largest stage, the
+/* The partitioner: a cost model per node, the split of a graph into pipeline stages
+ * (contiguous ranges of a topological order, searched over the orders) with the smallest
+ * possible largest stage and, within a tolerance of it, the fewest bytes crossing, the
  * tensors that cross each boundary, and per-stage subgraphs. Runs without MPI or a GPU. */
 #ifndef ONNXPIPE_PARTITION_H
 #define ONNXPIPE_PARTITION_H
@@ -31,27 +32,50 @@ PP_API pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_e
 
 /* ---- the exact linear partition (graph-free) -------------------------------- */
 
-/* What pp_linear_partition found. */
+/* What pp_linear_partition / pp_linear_solve found. */
 typedef struct pp_linear_result {
-    int64_t bottleneck;     /* the largest stage cost: the smallest possible */
+    int64_t bottleneck;     /* the chosen split's largest stage cost: the optimum, or within the
+                               tolerance of it (pp_linear_problem.tolerance, .bound) */
     int64_t cut_sum;        /* sum of cut_cost over the chosen cuts */
-    int tiebreak;           /* 1: cut_sum is the smallest among all optimal splits; 0: the DP
-                               would need more than PP_TIEBREAK_CELLS cells, so the split is
-                               the forward-greedy one (bottleneck still optimal) */
+    int tiebreak;           /* 1: cut_sum is the smallest among all splits within the tolerance; 0: the
+                               DP would need more than PP_TIEBREAK_CELLS cells, so the split is one with
+                               the optimal bottleneck and no tie-break */
+    int64_t optimum;        /* the smallest possible largest stage cost */
 } pp_linear_result;
 #define PP_TIEBREAK_CELLS (1 << 25)
 
-/* Splits items 0..n-1 into nstages non-empty contiguous ranges. The cost of range
- * [i, j] in stage s is coef_a[s]*(a[i]+..+a[j]) + coef_b[s]*(b[i]+..+b[j]) (b and
- * coef_b may be NULL); coefficients must be >= 0 and non-increasing in s, items >= 0.
- * Minimizes the largest stage cost exactly (bisection on the bottleneck with a
- * greedy check over prefix sums: O(n + P log n log W)); among the optimal splits it
- * minimizes the sum of cut_cost[c] over the chosen cuts (cut c separates item c from
- * c+1; cut_cost may be NULL) by a DP over stages restricted to each stage's feasible
- * window of end positions, with a sliding-window minimum (O(sum of windows) <= O(n*P)).
- * Without cut_cost all optimal splits tie and the backward-greedy one is taken at once
- * (no DP: O(n + P log n log W), what the planner uses to scan thousands of splits).
- * ends[nstages]: the last item of each stage (ends[nstages-1] = n-1). Local; pure. Thread-safe. */
+/* Items 0..n-1 split into nstages non-empty contiguous stages. Stage s = items i..j costs
+ *     coef_a[s]*(a[i]+..+a[j]) + coef_b[s]*(b[i]+..+b[j])
+ *   + coef_tail[s]*tail[j]      unless j = n-1 (what the stage sends on: the cut after j)
+ *   + coef_head[s]*head[i-1]    unless i = 0   (what it sends back: the cut before i)
+ * tail[c] and head[c] belong to the cut after item c. Among the splits whose largest
+ * stage is at most optimum + floor(optimum * tolerance) (or max(bound, optimum) when bound
+ * > 0), the one with the smallest sum of cut_cost[c] over its cuts. */
+typedef struct pp_linear_problem {
+    int n, nstages;
+    const int64_t *a, *b;                   /* [n], >= 0; b may be NULL */
+    const int64_t *coef_a, *coef_b;         /* [nstages], >= 0; coef_b unused when b is NULL */
+    const int64_t *tail, *head;             /* [n], >= 0, or NULL */
+    const int64_t *coef_tail, *coef_head;   /* [nstages], >= 0; NULL: all 1 */
+    const int64_t *cut_cost;                /* [n] or NULL (no tie-break: any split within the bound) */
+    double tolerance;                       /* >= 0 (0: only optimal splits) */
+    int64_t bound;                          /* > 0: tie-break among splits up to max(bound, optimum) */
+} pp_linear_problem;
+
+/* Solves x exactly. Without tail and head, with non-increasing coefficients: bisection on
+ * the bottleneck with a greedy check over prefix sums (O(n + P log n log W)), then a DP over
+ * each stage's window of end positions with a sliding-window minimum (O(sum of windows) <=
+ * O(n*P)). Otherwise: bisection with a DP check (a stage ending at j is reachable iff some
+ * reachable end k < j of the stage before has k's start term >= j's end term - B: a
+ * running maximum, O(n*P) per step), and the tie-break DP with a Fenwick tree over the
+ * start terms (O(n*P log n)). ends[nstages]: the last item of each stage. Local; pure.
+ * Thread-safe. */
+PP_API pp_status pp_linear_solve(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err);
+
+/* pp_linear_solve without tail, head and tolerance; coefficients must be non-increasing in
+ * s. Without cut_cost every optimal split ties and the backward-greedy one is taken at once
+ * (no DP: O(n + P log n log W), what the planner uses to scan thousands of splits). Local;
+ * pure. Thread-safe. */
 PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
                                      const int64_t *coef_a, const int64_t *coef_b,
                                      const int64_t *cut_cost, int *ends, pp_linear_result *res,
@@ -62,15 +86,67 @@ PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, 
 typedef enum {
     PP_BALANCE_PARAMS = 0,  /* trainable elements (default) */
     PP_BALANCE_FLOPS,       /* forward FLOPs per microbatch */
-    PP_BALANCE_MEMORY,      /* bytes: 4 x param bytes (param, grad, Adam m, v) + activations
-                               x microbatches in flight under 1F1B (stage s: min(P-s, M)) */
+    PP_BALANCE_MEMORY,      /* bytes a stage allocates to train with 1F1B: the stage planner's model
+                               (pp_memory_profile), the stash times the slots the driver gives stage
+                               s under 1F1B, min(P - s, M) at s = 0 and min(P - s + 1, M) after (the
+                               microbatches between forward and backward, and the one received
+                               next); see pp_partition_stage_memory */
     PP_BALANCE_UNIFORM,     /* node count */
+    PP_BALANCE_TIME,        /* predicted time per microbatch: forward and backward compute (3 x
+                               forward FLOPs / gflops + op_overhead per node) plus the sends (its
+                               activations on, its input gradients back) / link_gbps, in units of
+                               1/(gflops x 1e9) s ("FLOP-times") */
 } pp_balance;
 
 /* Local; a static string. Thread-safe. */
 PP_API const char *pp_balance_name(pp_balance b);          /* "params", ... */
-/* Parses "params|flops|memory|uniform"; returns 0 on an unknown name. Local. Thread-safe. */
+/* Parses "params|flops|memory|uniform|time"; returns 0 on an unknown name. Local. Thread-safe. */
 PP_API int pp_balance_parse(const char *s, pp_balance *out);
+
+/* Which topological orders the split may use. SEARCH: every split in which tensors only
+ * flow to later stages and each node that reads no activation (only initializers, constants,
+ * graph inputs) sits with its first reader (partitioner/order.c), when the model's downsets
+ * number at most PP_ORDER_MAX_STATES and their bitsets 2^25 words (a graph of up to about
+ * 46,000 nodes); else only the graph's order (pp_partition.order_searched says which). The
+ * graph's own order is always a candidate. GRAPH: the graph's order only (contiguous node
+ * ranges, as before the search). */
+typedef enum { PP_ORDER_SEARCH = 0, PP_ORDER_GRAPH } pp_order_mode;
+#define PP_ORDER_MAX_STATES (1 << 17)
+/* Local; a static string / parses "search|graph" (0 on an unknown name). Thread-safe. */
+PP_API const char *pp_order_mode_name(pp_order_mode m);
+PP_API int pp_order_mode_parse(const char *s, pp_order_mode *out);
+
+/* What the stage planner allocates, attributed to nodes, with the whole graph planned as
+ * one stage (pp_stage_memory_profile, stage.h, makes it with the options a job trains with:
+ * device, optimizer, precision, recompute): the memory balance's model. A stage's bytes are
+ * (2 + optimizer_states) x its param_bytes + param_copy x its parameter elements + its
+ * const_bytes + slots x (its slot_bytes + port_in of what it receives + port_out of what it
+ * sends) + its arena_bytes + the largest fwd_live and bwd_live among its nodes (pp_partition_
+ * stage_memory). The arrays are malloc'ed; pp_memory_profile_destroy frees them (NULL too). */
+typedef struct pp_memory_profile {
+    int nnodes, nvalues;
+    int64_t *param_bytes;       /* [nnodes] trainable initializers it reads, as padded in the flat
+                                   buffer (fp32), at every reader (a tied weight is held per stage) */
+    int64_t *param_elems;       /* [nnodes] their elements (the 16-bit copy's) */
+    int64_t *const_bytes;       /* [nnodes] non-trainable initializers, at their first reader */
+    int64_t *slot_bytes;        /* [nnodes] stash bytes per microbatch: its outputs the slot keeps, the
+                                   gradients kept for the weight pass, its kernel's saved data */
+    int64_t *arena_bytes;       /* [nnodes] what the recompute arena holds of it (recompute only) */
+    int64_t *fwd_live, *bwd_live;   /* [nnodes] scratch live while it runs forward / backward */
+    int64_t *work_bytes;        /* [nnodes] the most one of its kernel calls allocates for itself
+                                   (pp_kernel.work_bytes: a stage adds its nodes' largest) */
+    int64_t *port_in;           /* [nvalues] slot bytes of a value a stage receives (it and its gradient) */
+    int64_t *port_out;          /* [nvalues] extra slot bytes of a value a stage sends (what the slot
+                                   does not keep already) */
+    int optimizer_states;       /* state buffers per parameter (Adam: 2) */
+    int param_copy;             /* bytes per parameter element of the 16-bit copy, else 0 */
+    int planned;                /* 1: from the stage planner; 0: the partitioner's estimate from the op
+                                   registry (no fusion, no kernel data) */
+} pp_memory_profile;
+/* A profile of zeros for a graph of nnodes nodes and nvalues values (for its maker to fill).
+ * Local; the caller frees it with pp_memory_profile_destroy, which accepts NULL. */
+PP_API pp_status pp_memory_profile_create(int nnodes, int nvalues, pp_memory_profile **out, pp_error *err);
+PP_API void pp_memory_profile_destroy(pp_memory_profile *m);
 
 /* Activation recomputation: what a stage's stash slot keeps of a microbatch's forward
  * (pp_stage_options.recompute, stage/recompute.c; here for the memory estimate).
@@ -84,11 +160,24 @@ typedef enum { PP_RECOMPUTE_NONE = 0, PP_RECOMPUTE_SELECTIVE, PP_RECOMPUTE_FULL 
 typedef struct pp_partition_options {
     pp_balance balance;
     int64_t microbatches;      /* M for the memory balance and estimate; 0: nstages */
-    pp_recompute recompute;    /* what the memory estimate's stash keeps (not the balance) */
+    pp_recompute recompute;    /* what the memory estimate's stash keeps (the profile's, when given) */
     const char *const *cuts;   /* non-NULL: manual stage boundaries, overriding the balance: a node name
                                   (cut right after that node) or a tensor name (cut right after
                                   the node producing it); in topological order, nstages-1 of them */
     int ncuts;
+    /* fields below were added with the time balance and the order search; zero keeps the
+       behaviour before them except that the order is searched */
+    double tolerance;          /* >= 0: among splits whose largest stage is at most the optimum x
+                                  (1 + tolerance), the fewest bytes crossing (onnxpipe's commands:
+                                  0.02); 0: only among optimal splits */
+    pp_order_mode order;       /* PP_ORDER_SEARCH (0) or PP_ORDER_GRAPH */
+    double gflops;             /* time balance: compute throughput of a stage, GFLOP/s; 0: 100 */
+    double link_gbps;          /* time balance: bandwidth between neighbouring stages, GB/s (1e9
+                                  bytes/s); 0: sends are free */
+    double op_overhead;        /* time balance: seconds per node and microbatch on top of its
+                                  FLOPs, forward and backward together; 0: none */
+    const pp_memory_profile *memory;   /* memory balance and estimate: the planner's profile
+                                  (borrowed, for this graph); NULL: the partitioner's own estimate */
 } pp_partition_options;
 
 /* A tensor produced in one stage and read in a later one. With relay semantics it
@@ -112,7 +201,8 @@ typedef struct pp_value_stages {
 } pp_value_stages;
 
 typedef struct pp_stage_info {
-    int first_node, last_node;  /* inclusive range of g->nodes (topological order) */
+    int first_node, last_node;  /* inclusive range of positions in pp_partition.order (the node ids
+                                   themselves unless the order search moved nodes) */
     int64_t params;             /* trainable elements held: a tied initializer counts in every
                                    stage that reads it */
     int64_t param_bytes;
@@ -130,6 +220,8 @@ typedef struct pp_stage_info {
     int noutputs;
     int *params_held;           /* value ids of the trainable initializers read here */
     int nparams_held;
+    int64_t weight;             /* its cost in balance units (what the balance equalizes) */
+    double seconds;             /* time balance: its predicted time per microbatch, s; else 0 */
 } pp_stage_info;
 
 typedef struct pp_boundary {
@@ -144,8 +236,8 @@ typedef struct pp_partition {
     int nstages;
     pp_balance balance;
     int manual;                 /* 1 when the cuts came from options.cuts */
-    int tiebreak;               /* 1 when the cut bytes are the smallest among the optimal splits
-                                   (see pp_linear_result) */
+    int tiebreak;               /* 1 when the cut bytes are the smallest among the splits within the
+                                   tolerance (see pp_linear_result) */
     int64_t microbatches;
     pp_recompute recompute;     /* the options' (what the memory estimate models) */
     int *node_stage;            /* [nnodes] */
@@ -158,32 +250,54 @@ typedef struct pp_partition {
     int ntied;
     pp_value_stages *inputs;    /* every graph input read by some node, with the stages reading it */
     int ninputs;
-    int64_t total_weight;       /* sum of the balance weights (params: g->nparams) */
-    int64_t bottleneck;         /* the largest stage weight in balance units (optimal unless manual) */
+    int64_t total_weight;       /* the stages' weights summed (params: g->nparams) */
+    int64_t bottleneck;         /* the largest stage weight in balance units */
     int64_t lower_bound;        /* max(largest single node, ceil(total / nstages)) */
     int64_t cut_bytes;          /* sum of boundary bytes; -1 unknown */
     int shapes_known;           /* every activation size is known */
+    /* added with the order search and the tolerance */
+    int *order;                 /* [nnodes] the topological order whose ranges the stages are:
+                                   order[k] = node id (order[k] = k unless reordered) */
+    int reordered;              /* nodes not at their place in the graph's order */
+    int64_t optimum;            /* the smallest possible largest stage, over the orders searched
+                                   (bottleneck <= optimum + floor(optimum x tolerance)); manual: 0 */
+    int order_searched;         /* 1: the optimum is over every split of the order search's space
+                                   (pp_order_mode); 0: over the graph's order (GRAPH, manual cuts, or
+                                   more downsets than PP_ORDER_MAX_STATES) */
+    int64_t order_states;       /* downsets the search enumerated (0: not run) */
+    double tolerance;
+    double gflops, link_gbps, op_overhead;  /* the time model's (defaults filled in) */
+    pp_memory_profile *memory;  /* the memory model: the options' copy, or for the memory balance the
+                                   partitioner's estimate; NULL: none (pp_partition_stage_memory
+                                   is then the coarse figure) */
 } pp_partition;
 
-/* Partitions a finalized graph into nstages stages. opt may be NULL (params balance).
- * Errors: nstages < 1 or > nnodes, no trainable parameters under the params balance,
- * unknown shapes under the flops or memory balance, unknown / unordered / wrongly
- * counted manual cuts. Local; the partition keeps g (opt is not kept); the caller frees it with
- * pp_partition_destroy, which accepts NULL. Thread-safe. */
+/* Partitions a finalized graph into nstages stages. opt may be NULL (params balance, the
+ * orders searched, no tolerance). Errors: nstages < 1 or > nnodes, an option out of range
+ * (named with its bound), no trainable parameters under the params balance, unknown shapes
+ * under the flops, time or memory balance, a time model whose sends leave 64 bits (a link
+ * far slower than the throughput), a memory profile of another graph, unknown / unordered /
+ * wrongly counted manual cuts. Local; the partition keeps g (opt and its profile are not
+ * kept); the caller frees it with pp_partition_destroy, which accepts NULL. Thread-safe. */
 PP_API pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition_options *opt,
                                      pp_partition **out, pp_error *err);
 PP_API void pp_partition_destroy(pp_partition *p);
 
-/* Memory a stage needs for training with Adam under 1F1B with M microbatches:
- * params + grads + 2 optimizer moments (each param_bytes) + stashed activations of
- * min(P - stage, M) microbatches in flight (+ with recompute, one microbatch's recompute
- * arena, at most its activations). */
+/* Memory a stage needs for training under 1F1B with M microbatches, by the memory model
+ * (pp_memory_profile: the planner's, or the partitioner's estimate): params + grads +
+ * optimizer state + the 16-bit copy + constants + the driver's 1F1B stash slots (min(P -
+ * stage, M), one more after stage 0) + the recompute arena + scratch. With the planner's profile it follows the dry run
+ * (pp_stage_estimate) to a few percent (tests/test_partition_memory.c says how close). */
 typedef struct pp_stage_memory {
     int64_t param_bytes, grad_bytes, optimizer_bytes;
-    int inflight;               /* microbatches whose activations are stashed at once */
-    int64_t stash_bytes;        /* -1 when activations are unknown */
+    int inflight;               /* stash slots: microbatches whose activations are held at once */
+    int64_t stash_bytes;        /* inflight x slot_bytes; -1 when activations are unknown */
     int64_t recompute_bytes;    /* the recompute arena (0 without recompute; -1 unknown) */
     int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
+    int64_t slot_bytes;         /* one microbatch's slot: its nodes' and its ports' */
+    int64_t param_copy_bytes;   /* the 16-bit parameter copy (mixed precision) */
+    int64_t constant_bytes;
+    int64_t scratch_bytes;      /* the largest forward plus the largest backward scratch of its nodes */
 } pp_stage_memory;
 /* What recompute r makes of stage s, per microbatch: the bytes its stash slot keeps (its
  * inputs and what it sends on, with selective also the outputs of MatMul/Gemm/Conv; NONE:

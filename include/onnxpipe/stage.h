@@ -248,6 +248,16 @@ PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
 PP_API pp_status pp_stage_estimate(const pp_partition *part, int index, pp_device_kind kind,
                                    const pp_stage_options *opt, pp_stage_bytes *out, pp_error *err);
 
+/* The memory profile of g for the partitioner's memory balance (pp_memory_profile,
+ * partition.h): the whole graph planned as one stage on a device of this kind with opt (its
+ * optimizer, precision, recompute and loss; slots ignored), each allocation attributed to
+ * the node whose value it holds (graph inputs to their first reader), and for every value
+ * what a stage pays for it as an input or output port. Errors are pp_stage_estimate's (a
+ * graph without a loss needs opt->loss). Local; the caller frees *out with
+ * pp_memory_profile_destroy. */
+PP_API pp_status pp_stage_memory_profile(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt,
+                                         pp_memory_profile **out, pp_error *err);
+
 /* Recomputation so far (counted always; zero without recompute): runs of the forward's
  * re-run ops before a backward, how many of those were for a backward weight half whose
  * arena another slot's forward or backward had taken in between (zero-bubble schedules),

@@ -143,6 +143,9 @@ typedef struct pp_train_config {
     float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
     pp_recompute recompute;         /* activation recomputation (stage.h); default none */
+    pp_partition_options partition; /* how the job splits the model (pp_train_partition): balance, tolerance,
+                                       order, the time model, manual cuts; its microbatches, recompute
+                                       and memory are set from the job's own */
     pp_loss_spec loss;
     uint64_t seed;
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */
@@ -177,6 +180,16 @@ typedef struct pp_train_config {
  * `onnxpipe schedule --model` estimate memory from the same, so an option that shapes a
  * stage reaches the previews too. Local; thread-safe. */
 PP_API pp_stage_options pp_train_stage_options(const pp_train_config *c);
+
+/* The partition the job of c makes of g into nstages stages with stages planned for a
+ * device of this kind: c->partition with the job's microbatches and recompute, and as its
+ * memory model (the memory balance's) the stage planner's profile of g with the job's stage
+ * options (pp_stage_memory_profile); where those stages cannot be planned (a preview of a
+ * model without a loss named, unbound dims) the partitioner's own estimate, and *why (may be
+ * NULL) says why. `onnxpipe train`, `partition` and `schedule --model` all split this way.
+ * Local; the caller frees *out with pp_partition_destroy. */
+PP_API pp_status pp_train_partition(const pp_train_config *c, const pp_graph *g, int nstages, pp_device_kind kind,
+                                    pp_partition **out, pp_error *why, pp_error *err);
 
 typedef struct pp_train_result {
     int64_t first_step;             /* 1, or the step after the checkpoint resumed from */

@@ -52,6 +52,9 @@ typedef struct pp_trainer_config {
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
     pp_recompute recompute;         /* activation recomputation (stage.h): what the stash keeps;
                                        losses and weights are bitwise the same; default none */
+    pp_partition_options partition; /* how the model is split (pp_train_partition): balance, tolerance,
+                                       order, time model, manual cuts; zeros: by parameters, the
+                                       orders searched, no tolerance */
     pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
     uint64_t seed;                  /* Dropout draws */
     int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
