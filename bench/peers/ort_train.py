@@ -9,9 +9,11 @@ declared (the builder reads them); the logits flattened to [B·T, V], since
 SoftmaxCrossEntropyLoss takes classes on axis 1; the loss scaled by 1/M, since gradients
 are summed over the microbatches of a step and the optimizer has no scale; artifacts
 written by a newer onnx package carry a newer IR version than this runtime reads (10), so
-it is lowered. ORT's AdamW is the Hugging Face form (its bias correction and decay
-differ from torch.optim.AdamW's in rounding), so its losses drift from the others' in the
-4th digit after some 20 steps.
+it is lowered. onnxblock's AdamW writes ORT's AdamWOptimizer in its Hugging Face form
+(adam_mode 1: eps added to the uncorrected sqrt(v), decay after the update), whose losses
+drift from torch's and onnxpipe's in the 4th digit after some 20 steps; the op's PyTorch
+form (adam_mode 0) is what the others run, so the optimizer model is switched to it
+(--adam-mode hf keeps onnxblock's).
 
 usage: ort_train.py MODEL.onnx DATA_DIR [--threads N] [--steps S] [--batch B]
        [--microbatches M] [--workdir DIR]"""
@@ -30,6 +32,8 @@ ap.add_argument("--microbatches", type=int, default=16)
 ap.add_argument("--lr", type=float, default=1e-3)
 ap.add_argument("--weight-decay", type=float, default=0.01)
 ap.add_argument("--workdir")
+ap.add_argument("--adam-mode", choices=("torch", "hf"), default="torch",
+                help="AdamWOptimizer's adam_mode: 0, torch.optim.AdamW's form, or 1, Hugging Face's (onnxblock's)")
 ap.add_argument("--spin", choices=("on", "off"), default="on",
                 help="intra-op threads spin while waiting for work (ORT's default) or sleep")
 a = ap.parse_args()
@@ -61,7 +65,7 @@ def prepare(path, vocab):
     return m
 
 
-def generate(model, workdir, params, microbatches, weight_decay):
+def generate(model, workdir, params, microbatches, weight_decay, adam_mode):
     from onnxruntime.training import artifacts, onnxblock
 
     class ScaledCrossEntropy(onnxblock.Block):
@@ -79,23 +83,30 @@ def generate(model, workdir, params, microbatches, weight_decay):
     opt = onnxblock.optim.AdamW(betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
     artifacts.generate_artifacts(model, requires_grad=params, frozen_params=[], loss=ScaledCrossEntropy(),
                                  optimizer=opt, artifact_directory=workdir)
-    lowered = []
+    changes = []
     for f in sorted(os.listdir(workdir)):
         if f.endswith(".onnx"):
             p = os.path.join(workdir, f)
             m = onnx.load(p)
+            changed = False
             if m.ir_version > MAX_IR:
-                lowered.append(f"{f} IR {m.ir_version} -> {MAX_IR}")
-                m.ir_version = MAX_IR
+                changes.append(f"{f} IR {m.ir_version} -> {MAX_IR}")
+                m.ir_version, changed = MAX_IR, True
+            for n in m.graph.node:
+                for at in n.attribute:
+                    if n.op_type == "AdamWOptimizer" and at.name == "adam_mode" and at.i != adam_mode:
+                        changes.append(f"{f} AdamWOptimizer adam_mode {at.i} -> {adam_mode}")
+                        at.i, changed = adam_mode, True
+            if changed:
                 onnx.save(m, p)
-    return lowered
+    return changes
 
 
 def main(workdir):
     cfg, w = load_gpt(a.model)
     ids, labels = read_data(a.data)
     model = prepare(a.model, cfg["vocab"])
-    lowered = generate(model, workdir, sorted(w), a.microbatches, a.weight_decay)
+    changes = generate(model, workdir, sorted(w), a.microbatches, a.weight_decay, 0 if a.adam_mode == "torch" else 1)
     import onnxruntime as ort
     from onnxruntime.training import api
 
@@ -128,10 +139,11 @@ def main(workdir):
     line = {"bench": "peer", "config": NAME, "system": "onnxruntime-training " + ort.__version__,
             "mode": "on-device training API (training session, AdamW optimizer model)", "threads": a.threads,
             "processes": 1, "cores": a.threads, "spinning": a.spin, "global_batch": a.batch, "microbatches": a.microbatches,
-            "optimizer": "ORT AdamWOptimizer (Hugging Face form)", "losses": [round(l, 5) for l in losses],
+            "optimizer": "ORT AdamWOptimizer, " + ("adam_mode 0 (torch.optim.AdamW's form)" if a.adam_mode == "torch"
+                                                   else "adam_mode 1 (Hugging Face form)"), "losses": [round(l, 5) for l in losses],
             "model_changes": ["LayerNormalization Mean/InvStdDev outputs declared", "logits flattened to [B*T, V]",
                               f"loss scaled by 1/{a.microbatches} (gradients accumulate over microbatches)"]
-            + lowered}
+            + changes}
     line.update(timer.summary(a.batch, cfg["seq"]))
     emit(line)
 

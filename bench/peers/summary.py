@@ -48,7 +48,7 @@ if ref:
             diffs[config] = max(diffs.get(config, 0.0), rel)
     emit({"bench": "peers_losses", "reference": REFERENCE, "reference_losses": ref["losses"],
           "max_rel_diff": {k: float(f"{v:.2g}") for k, v in sorted(diffs.items(), key=lambda kv: kv[1])},
-          "note": "losses are printed to 5 digits; ONNX Runtime's AdamW is the Hugging Face form"})
+          "note": "losses are printed to 5 digits"})
 
 # ---- best onnxpipe / best peer per core budget
 summary = {"bench": "peers_summary", "rounds": max((d.get("round", 1) for d in runs), default=0)}
