@@ -97,8 +97,8 @@ onnxpipe_run() {
         cat "$TMP"/run/out/*/rank.*/stderr >"$TMP/run/log" 2>/dev/null
         cp "$TMP"/run/out/*/rank.0/stdout "$TMP/run/stdout0" 2>/dev/null
     else
-        OPENBLAS_NUM_THREADS=$threads PP_LOG=info "${launch[@]}" "$OP" "${train[@]}" "$@" \
-            >"$TMP/run/stdout0" 2>"$TMP/run/log"
+        python3 "$PEERDIR/cputime.py" "$TMP/run/log" env OPENBLAS_NUM_THREADS="$threads" PP_LOG=info \
+            "${launch[@]}" "$OP" "${train[@]}" "$@" >"$TMP/run/stdout0"
     fi
     python3 "$PEERDIR/onnxpipe_line.py" "$TMP/run/log" "$TMP/run/losses.txt" "$config" "$ranks" --batch $BATCH \
         --seq $SEQ --timed-steps "$STEPS" --stdout "$TMP/run/stdout0" \
@@ -126,23 +126,22 @@ printf '{"bench": "peers_machine", "cores": %d, "cpu": "%s", "steps": %d, "round
     "$(cut -d' ' -f1-3 /proc/loadavg)" | out '{}'
 
 PEER_ARGS=("$TMP/gpt.onnx" "$TMP/data" --steps "$STEPS" --batch $BATCH --microbatches $MB)
-for round in $(seq 1 "$ROUNDS"); do
-    t1="{\"round\": $round, \"cores\": 1}"
-    t2="{\"round\": $round, \"cores\": 2}"
-    # ---- one core: everything bound to core 0
+one_core_onnxpipe() {   # bound to core 0, bracketed by the GEMM-shape yardstick
     OPENBLAS_NUM_THREADS=1 taskset -c 0 "$BUILD/bench_gemm_mix" "$TMP/gpt.onnx" --batch $((BATCH / MB)) |
         out "{\"round\": $round, \"cores\": 1, \"when\": \"before onnxpipe pp=1\"}"
     onnxpipe_run "$t1" "onnxpipe pp=1 1 core" 1 1 "$STEPS" 0 taskset -c 0 -- --pp 1
     OPENBLAS_NUM_THREADS=1 taskset -c 0 "$BUILD/bench_gemm_mix" "$TMP/gpt.onnx" --batch $((BATCH / MB)) |
         out "{\"round\": $round, \"cores\": 1, \"when\": \"after onnxpipe pp=1\"}"
+}
+one_core_peers() {      # bound to core 0
     # the same yardstick on PyTorch's GEMM (MKL): is the peers' kernel library the difference?
     has torch && "$BUILD/bench_gemm_mix" "$TMP/gpt.onnx" --batch $((BATCH / MB)) --list |
         taskset -c 0 "$PY" "$PEERDIR/torch_gemm_mix.py" --threads 1 2>/dev/null | out "$t1"
     has torch && run_py "$t1" 600 taskset -c 0 "$PY" "$PEERDIR/torch_eager.py" "${PEER_ARGS[@]}" --threads 1
     has compile && run_py "$t1" 900 taskset -c 0 "$PY" "$PEERDIR/torch_eager.py" "${PEER_ARGS[@]}" --threads 1 --compile
     has ort && run_py "$t1" 600 taskset -c 0 "$PY" "$PEERDIR/ort_train.py" "${PEER_ARGS[@]}" --threads 1
-
-    # ---- two cores
+}
+two_core_onnxpipe() {
     onnxpipe_run "$t2" "onnxpipe pp=1 2 BLAS threads" 1 2 "$STEPS" 0 env -- --pp 1
     for kind in gpipe 1f1b interleaved zb-h1 zb-v; do
         tags="{\"round\": $round, \"cores\": 2, \"schedule\": \"$kind\", \"bind\": \"core\", \"bubble_predicted_flops\": $(predict $kind)}"
@@ -151,6 +150,8 @@ for round in $(seq 1 "$ROUNDS"); do
     done
     onnxpipe_run "{\"round\": $round, \"cores\": 2, \"bind\": \"core\"}" "onnxpipe pp=1 x dp=2" 2 1 "$STEPS" 0 \
         mpirun -np 2 --bind-to core -- --pp 1 --dp 2
+}
+two_core_peers() {
     has torch && run_py "$t2" 600 "$PY" "$PEERDIR/torch_eager.py" "${PEER_ARGS[@]}" --threads 2
     has compile && run_py "$t2" 900 "$PY" "$PEERDIR/torch_eager.py" "${PEER_ARGS[@]}" --threads 2 --compile
     if has pipelining; then
@@ -161,6 +162,17 @@ for round in $(seq 1 "$ROUNDS"); do
     # ORT's intra-op threads spin while they wait (its default); on a shared machine sleeping may do better
     has ort && run_py "$t2" 600 "$PY" "$PEERDIR/ort_train.py" "${PEER_ARGS[@]}" --threads 2
     has ort && run_py "$t2" 600 "$PY" "$PEERDIR/ort_train.py" "${PEER_ARGS[@]}" --threads 2 --spin off
+}
+for round in $(seq 1 "$ROUNDS"); do
+    t1="{\"round\": $round, \"cores\": 1}"
+    t2="{\"round\": $round, \"cores\": 2}"
+    # odd rounds onnxpipe first, even rounds the peers first: a load that comes and goes
+    # with time falls on both sides
+    if [ $((round % 2)) = 1 ]; then
+        one_core_onnxpipe; one_core_peers; two_core_onnxpipe; two_core_peers
+    else
+        one_core_peers; one_core_onnxpipe; two_core_peers; two_core_onnxpipe
+    fi
 done
 
 python3 "$PEERDIR/summary.py" "$LINES_FILE" | tee ${LINES:+-a "$LINES"}

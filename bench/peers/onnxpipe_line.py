@@ -53,6 +53,12 @@ out.update({"losses": [round(l, 5) for l in losses], "steps_timed": len(full), "
             "step_s_min": round(min(step_s), 4), "step_s_max": round(max(step_s), 4),
             "first_step_s": round(max(t for t, _, _ in steps[1].values()), 3) if 1 in steps else None,
             "tokens_per_s": round(a.batch * a.seq / med, 1)})
+# single-process runs under bench/peers/cputime.py: CPU seconds so far at each step's end
+cum = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"cputime step (\d+): ([0-9.]+)", text)}
+cpu = [cum[s] - cum[s - 1] for s in full if s in cum and s - 1 in cum]
+if cpu:
+    out["step_cpu_s_median"] = round(statistics.median(cpu), 4)
+    out["tokens_per_cpu_s"] = round(a.batch * a.seq / statistics.median(cpu), 1)
 if a.ranks > 1:
     bubble = [1 - sum(c for _, c, _ in steps[s].values()) / (a.ranks * max(t for t, _, _ in steps[s].values()))
               for s in full]
