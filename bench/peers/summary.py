@@ -67,6 +67,19 @@ for cores in (1, 2):
                     "peer_system": by_config[bp][0]["system"], "ratio": round(ratio, 3), "target": TARGET[cores],
                     "met": ratio >= TARGET[cores],
                     "ranking": [[c, round(med(c), 1)] for c in sorted(cfgs, key=med, reverse=True)]}
+    # the same within each round: a load that hits one side of one round shows here
+    per_round = []
+    for r in sorted({d.get("round", 1) for d in runs}):
+        rs = [d for d in runs if d.get("round", 1) == r and d.get("cores") == cores]
+        o = [d for d in rs if d["system"] == "onnxpipe"]
+        p = [d for d in rs if d["system"] != "onnxpipe"]
+        if o and p:
+            bo_r, bp_r = max(o, key=lambda d: d["tokens_per_s"]), max(p, key=lambda d: d["tokens_per_s"])
+            la = [d["loadavg"][0] for d in rs]
+            per_round.append({"round": r, "onnxpipe": bo_r["config"], "peer": bp_r["config"],
+                              "ratio": round(bo_r["tokens_per_s"] / bp_r["tokens_per_s"], 3),
+                              "loadavg_1m": [min(la), max(la)]})
+    summary[key]["per_round"] = per_round
     if cores == 1:   # one thread on one core: CPU time is the time it ran, whatever else shared the core
         cpu = [c for c in cfgs if all("tokens_per_cpu_s" in d for d in by_config[c])]
         co = [c for c in cpu if c in ours]
@@ -116,9 +129,9 @@ for d in runs:
         rows.setdefault(d["schedule"], []).append(d)
 if rows:
     emit({"bench": "peers_bubble", "pp": 2, "microbatches": 16,
-          "schedules": {k: {"measured": statistics.median(d["bubble_measured"] for d in ds),
-                            "simulated_measured_costs": statistics.median(
-                                d.get("bubble_simulated_measured_costs", float("nan")) for d in ds),
+          "schedules": {k: {"measured": round(statistics.median(d["bubble_measured"] for d in ds), 4),
+                            "simulated_measured_costs": round(statistics.median(
+                                d.get("bubble_simulated_measured_costs", float("nan")) for d in ds), 4),
                             "predicted_flops": ds[0].get("bubble_predicted_flops")} for k, ds in rows.items()},
           "note": "measured: 1 - sum of compute / (ranks x step), median over timed steps; simulated: the schedule on "
                   "the stage costs measured in a profiled step, messages free; predicted: on the partition's FLOPs"})
