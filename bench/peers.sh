@@ -6,8 +6,8 @@
 #
 #   1 core (all bound to core 0): onnxpipe pp=1, bracketed by the sgemm yardstick on the
 #     model's own GEMM shapes (bench_gemm_mix; the same shapes on PyTorch's MKL beside
-#     it); PyTorch 2.x eager and torch.compile on
-#     1 thread; ONNX Runtime training on 1 thread.
+#     it); PyTorch 2.x eager and torch.compile on 1 thread; ONNX Runtime training on 1
+#     thread.
 #   2 cores: onnxpipe pp=1 on 2 BLAS threads, pp=2 under every schedule (gpipe, 1f1b,
 #     interleaved, zb-h1, zb-v; ranks bound to cores, one extra profiled step gives the
 #     simulator's bubble on the measured stage costs), pp=1 x dp=2; PyTorch eager and
@@ -15,9 +15,10 @@
 #     each of its schedules; ONNX Runtime training on 2 threads (spinning and not).
 #
 # One JSON line per system and configuration (its losses, median step time of steps 2..S,
-# the load average), then bench/peers/summary.py's lines: the losses' agreement, best
-# onnxpipe / best peer on 1 core and on 2 against the targets, model FLOPs as a fraction
-# of the GEMM yardstick, and the bubbles. PyTorch and ONNX Runtime come from their own
+# CPU time where one process runs it, the load average), then bench/peers/summary.py's
+# lines: the losses' agreement, best onnxpipe / best peer on 1 core and on 2 against the
+# targets (median over rounds, and round by round), model FLOPs as a fraction of the GEMM
+# yardstick, and the bubbles. Odd rounds run onnxpipe first, even rounds the peers first. PyTorch and ONNX Runtime come from their own
 # venv (scripts/bench-venv.sh, set up on first use).
 #
 # Usage: bench/peers.sh [BUILD_DIR]   (a Release build)
