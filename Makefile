@@ -21,7 +21,10 @@ test: setup
 	cmake --build $(TEST_BUILD) -j$(JOBS)
 	ctest --test-dir $(TEST_BUILD) --output-on-failure -j$(JOBS)
 
+# The peers' venv (PyTorch 2.x, onnxruntime-training) first, so its setup shows; a failure
+# there leaves a JSON line from bench/peers.sh and the other benchmarks still run.
 bench: build
+	-./scripts/bench-venv.sh >/dev/null
 	./scripts/bench.sh $(BUILD)
 
 # A Debian package of the library, headers, CLI, CMake package and onnxpipe.pc (cpack):

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every benchmark and prints their JSON lines: bench_partition, bench_schedule, bench_plan,
-# bench_comm (mpirun -np 2), bench_step, bench_watch, bench_ckpt, bench/pipeline.sh, bench/memory.sh.
-# A benchmark that is missing or fails prints a JSON line saying so, and the others still run.
+# bench_comm (mpirun -np 2), bench_step, bench_watch, bench_ckpt, bench/pipeline.sh,
+# bench/memory.sh, bench/peers.sh (PyTorch 2.x and ONNX Runtime training on the same job, from
+# their own venv, which scripts/bench-venv.sh sets up on first use) and bench/paper.sh (the
+# simulator on a GPT-2-XL-sized job). A benchmark that is missing or fails prints a JSON line
+# saying so, and the others still run.
 # Usage: scripts/bench.sh [BUILD_DIR]  (a Release build: cmake -DCMAKE_BUILD_TYPE=Release)
-# Env: BENCH_COMM_BYTES (largest bench_comm message, default 64 MiB), STEPS (pipeline.sh).
+# Env: BENCH_COMM_BYTES (largest bench_comm message, default 64 MiB), STEPS (pipeline.sh,
+# peers.sh), ROUNDS and PEERS (peers.sh).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" 2>/dev/null && pwd) || { echo "{\"bench\": \"all\", \"error\": \"no build dir ${1:-$SRC/build}\"}"; exit 1; }
@@ -47,3 +51,5 @@ run ckpt "$BUILD/bench_ckpt" --dir "$ckdir"
 rm -rf "$ckdir"
 run pipeline "$SRC/bench/pipeline.sh" "$BUILD"
 run memory "$SRC/bench/memory.sh" "$BUILD"
+run peers "$SRC/bench/peers.sh" "$BUILD"
+run paper "$SRC/bench/paper.sh" "$BUILD"
