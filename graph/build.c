@@ -201,6 +201,15 @@ int pp_graph_find_value(const pp_graph *g, const char *name)
     return name ? graph_find_value_n(g, name, strlen(name)) : -1;
 }
 
+int pp_value_last_reader(const pp_graph *g, int v)
+{
+    const pp_value *val = &g->values[v];
+    int last = val->producer;
+    for (int k = 0; last >= 0 && k < val->nconsumers; k++)
+        if (val->consumers[k] > last) last = val->consumers[k];
+    return last;
+}
+
 int graph_reserve(pp_graph *g, size_t nodes, size_t values, size_t inits)
 {
     pp_graph_store *s = g->store;

@@ -63,13 +63,9 @@ static pp_status collect_edges(const pp_graph *g, act_edge **out, int *n, pp_err
     if (!(*out = malloc(((size_t)g->nvalues + 1) * sizeof **out)))
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory collecting cut tensors");
     for (int v = 0; v < g->nvalues; v++) {
-        const pp_value *val = &g->values[v];
-        if (val->producer < 0) continue;
-        int last = val->producer;
-        for (int k = 0; k < val->nconsumers; k++)
-            if (val->consumers[k] > last) last = val->consumers[k];
-        if (last == val->producer) continue;
-        (*out)[(*n)++] = (act_edge){v, val->producer, last, value_bytes(g, v)};
+        const int from = g->values[v].producer, last = pp_value_last_reader(g, v);
+        if (last == from) continue;   /* not made here (-1), or read by no later node */
+        (*out)[(*n)++] = (act_edge){v, from, last, value_bytes(g, v)};
     }
     return PP_OK;
 }

@@ -71,14 +71,10 @@ static void cut_bytes(const pp_graph *g, double *cut)
     int n = g->nnodes;
     for (int i = 0; i < n; i++) cut[i] = 0;
     for (int v = 0; v < g->nvalues; v++) {
-        const pp_value *val = &g->values[v];
-        if (val->producer < 0) continue;
-        int last = val->producer;
-        for (int k = 0; k < val->nconsumers; k++)
-            if (val->consumers[k] > last) last = val->consumers[k];
-        if (last == val->producer) continue;
+        const int from = g->values[v].producer, last = pp_value_last_reader(g, v);
+        if (last == from) continue;   /* not made here (-1), or read by no later node */
         double b = vbytes(g, v);
-        cut[val->producer] += b;
+        cut[from] += b;
         cut[last] -= b;
     }
     for (int i = 1; i < n; i++) cut[i] += cut[i - 1];

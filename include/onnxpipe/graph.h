@@ -131,6 +131,10 @@ PP_API const char *pp_graph_strdup(pp_graph *g, const char *s);
 PP_API int pp_graph_value(pp_graph *g, const char *name);
 /* The id of the value with this name, or -1. Local; thread-safe on a finalized graph. */
 PP_API int pp_graph_find_value(const pp_graph *g, const char *name);
+/* The last node (largest id) reading value v, or its producer when no later node reads it;
+ * -1 for a value no node makes (graph inputs, initializers). A cut after node i is crossed
+ * by v when producer <= i < last reader. Local; thread-safe on a finalized graph. */
+PP_API int pp_value_last_reader(const pp_graph *g, int v);
 
 /* Declares a graph input; name and shape (its syms too) are copied into the graph. Local. */
 PP_API pp_status pp_graph_add_input(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
