@@ -45,13 +45,12 @@ torch.onnx.export(M().train(), (torch.randn(4, 16), torch.zeros(4, dtype=torch.i
                   dynamic_axes={"x": {0: "batch"}, "labels": {0: "batch"}})
 PYEOF
 
+# shellcheck source=lib/run.sh
+. "$SRC_DIR/tests/lib/run.sh"
 run() {  # TAG NP ARGS...: onnxpipe train, alone or under mpirun
     local tag=$1 np=$2
     shift 2
-    if [ "$np" = 1 ]; then "$ONNXPIPE" train "$@" >"$OUT/$tag.log" 2>&1
-    else timeout 300 mpirun --oversubscribe --bind-to none -np "$np" -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
-        "$ONNXPIPE" train "$@" >"$OUT/$tag.log" 2>&1
-    fi || { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
+    run_onnxpipe "$tag" "$np" train "$@"
 }
 
 for model in gpt mlp bn; do

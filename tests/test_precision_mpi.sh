@@ -29,18 +29,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 "$PY" "$SRC_DIR/tests/ref/mlp_data.py" "$OUT/mlp-data" 512 3
 "$PY" "$SRC_DIR/tests/ref/mlp_data.py" "$OUT/mlp-huge" 512 3 40   # sample 40: in step 3 of batch 16
 
+# shellcheck source=lib/run.sh
+. "$SRC_DIR/tests/lib/run.sh"
 train() {  # MODEL TAG NP PP DP SCHEDULE EXTRA...
     local model=$1 tag=$2 np=$3 pp=$4 dp=$5 sched=$6
     shift 6
     local args=(train --model "$OUT/$model.onnx" --pp "$pp" --dp "$dp" --schedule "$sched" --batch 16 --microbatches 4
                 --optimizer adamw --lr 3e-3 --weight-decay 0.01 --bucket-kb 4
                 --losses "$OUT/$tag.losses" --export "$OUT/$tag.onnx" "$@")
-    if [ "$np" = 1 ]; then
-        "$ONNXPIPE" "${args[@]}" >"$OUT/$tag.log" 2>&1
-    else
-        timeout 300 mpirun --oversubscribe --bind-to none -np "$np" -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
-            "$ONNXPIPE" "${args[@]}" >"$OUT/$tag.log" 2>&1
-    fi || { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
+    run_onnxpipe "$tag" "$np" "${args[@]}"
 }
 
 for model in gpt mlp; do

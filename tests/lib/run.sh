@@ -1,0 +1,13 @@
+# Sourced by the mpirun tests. run_onnxpipe TAG NP ARGS...: `onnxpipe ARGS` on one process
+# (NP = 1) or under `mpirun -np NP`, its output in $OUT/TAG.log; a failure prints the log
+# and ends the test.
+run_onnxpipe() {
+    local tag=$1 np=$2
+    shift 2
+    if [ "$np" = 1 ]; then
+        "$ONNXPIPE" "$@" >"$OUT/$tag.log" 2>&1
+    else
+        timeout 300 mpirun --oversubscribe --bind-to none -np "$np" -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
+            "$ONNXPIPE" "$@" >"$OUT/$tag.log" 2>&1
+    fi || { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
+}
