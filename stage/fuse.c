@@ -11,7 +11,12 @@
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_STRIDED), a Transpose (explicit perm,
  *    rank >= 3) whose only reader is a MatMul operand, or that is the only reader of a
  *    MatMul's result, folds into the MatMul as a strided operand or output (attention's
- *    heads: no copies; kernels/cpu/matmul.c).
+ *    heads: no copies; kernels/cpu/matmul.c);
+ *  - where the MatMul kernel can (PP_KCAP_MATMUL_CAUSAL), attention under a causal mask,
+ *    MatMul + bias [T, T] that is <= -1e4 above its diagonal, then Softmax over the last
+ *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A):
+ *    exp underflows to exactly 0 above the diagonal, so the kernels skip that triangle
+ *    (the same probabilities and gradients, about half the attention FLOPs).
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
@@ -246,6 +251,55 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
     }
 }
 
+/* A float constant [T, T] whose entries above the diagonal are all <= -1e4 (or -inf): a
+ * causal mask under which exp underflows to exactly 0 after Softmax subtracts the row's
+ * maximum. */
+static int causal_mask(const pp_stage *s, int t, int64_t T)
+{
+    const tslot *m = &s->t[t];
+    if (m->value < 0 || s->g->values[m->value].is_param || m->rank != 2 || m->dims[0] != T || m->dims[1] != T)
+        return 0;
+    const pp_const_tensor *c = pp_graph_const(s->g, m->value);
+    if (!c || c->dtype != PP_DTYPE_F32 || c->nbytes != (size_t)(T * T) * sizeof(float)) return 0;
+    const float *v = c->data;
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = i + 1; j < T; j++)
+            if (!(v[i * T + j] <= -1e4f)) return 0;
+    return 1;
+}
+
+/* Marks MatMul op o with the int attribute `name` = 1 (kernels/cpu/matmul.c). */
+static void mark(stage_op *m, const char *name)
+{
+    if (m->attrs != m->folded) m->nattrs = 0;   /* a MatMul has no attributes of its own */
+    m->folded[m->nattrs++] = (pp_attr){.name = name, .type = PP_ATTR_INT, .i = 1};
+    m->attrs = m->folded;
+}
+
+/* If op o is a MatMul with a fused causal mask (causal_mask) whose result only a Softmax
+ * over the last axis reads, marks it causal_Y, and the MatMul that only reads the
+ * Softmax's result, as its input 0, causal_A. */
+static void mark_causal(pp_stage *s, const int *op_of_node, int o)
+{
+    stage_op *mm = &s->ops[o];
+    if (mm->op != PP_OP_MATMUL || mm->nin < 3 || mm->in[2] < 0 || mm->nout != 1 || mm->out[0] < 0) return;
+    const tslot *y = &s->t[mm->out[0]];
+    if (y->rank < 2 || y->dims[y->rank - 2] != y->dims[y->rank - 1] || !causal_mask(s, mm->in[2], y->dims[y->rank - 1]))
+        return;
+    int sm = only_reader(s, op_of_node, mm->out[0], PP_OP_SOFTMAX);
+    int64_t axis;
+    if (sm < 0 || s->ops[sm].out[0] < 0 ||
+        pp_attr_int(s->ops[sm].attrs, s->ops[sm].nattrs, "axis", s->g->opset >= 13 ? -1 : 1, &axis, NULL, NULL) ||
+        (axis != -1 && axis != y->rank - 1))
+        return;
+    mark(mm, "causal_Y");
+    pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
+    int pv = only_reader(s, op_of_node, s->ops[sm].out[0], PP_OP_MATMUL);
+    if (pv < 0 || s->ops[pv].in[0] != s->ops[sm].out[0] || s->ops[pv].in[1] == s->ops[pv].in[0]) return;
+    mark(&s->ops[pv], "causal_A");
+    pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
+}
+
 /* If op o only changes the shape of an activation (not a trained or constant tensor)
  * and its result is read in this stage only, the result becomes a view of the input's
  * base and the op goes. Every tensor keeps one element order, so readers see the same
@@ -328,6 +382,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         if (!gone[o] && s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_STRIDED) && o < s->nops; o++)
         if (!gone[o] && foldable_matmul(s, &s->ops[o])) fold_transposes(s, op_of_node, o, gone);
+    for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)
+        if (!gone[o]) mark_causal(s, op_of_node, o);
     int n = 0;
     for (int o = 0; o < s->nops; o++) {
         if (gone[o]) {

@@ -63,6 +63,9 @@ enum {
     PP_KCAP_MATMUL_BIAS = 1u << 2,    /* MatMul: a third input [N] or [M, N] is added to the product */
     PP_KCAP_MATMUL_STRIDED = 1u << 3, /* MatMul: operands and output may be transposed views
                                          (attributes set by stage/fuse.c) */
+    PP_KCAP_MATMUL_CAUSAL = 1u << 4,  /* MatMul: attributes causal_Y / causal_A (stage/fuse.c)
+                                         say attention's causal mask zeroes a triangle, which
+                                         the kernel then skips */
 };
 
 /* One op on one backend in one compute dtype. The backend's table slot of an op says

@@ -8,10 +8,13 @@
  * separate pass. The stage also folds Transposes around it
  * (attention's heads): attributes perm_A / perm_B say input k is the Transpose's input and
  * the operand is Transpose(in k, perm), perm_Y that the output is written as Transpose(Y,
- * perm_Y); each is then a strided matrix per batch (one sgemm each, no copy). */
+ * perm_Y); each is then a strided matrix per batch (one sgemm each, no copy). Under a
+ * causal mask the stage marks the attention products (causal_Y, causal_A: mm_causal
+ * below), which then compute only their causal triangle (smat.c). */
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "mm_plan.h"
+#include "smat.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -22,12 +25,6 @@ typedef struct mm_plan {
     int64_t bias_rows;              /* 0: no fused bias, else bias_rows() */
     float alpha;                    /* the fused scale, else 1 */
 } mm_plan;
-
-/* A matrix in memory: element (i, j) at p[t ? j ld + i : i ld + j] */
-typedef struct smat {
-    float *p;
-    int t, ld;
-} smat;
 
 /* The rows of the fused bias (input 2) for output matrices (M, N): 1 for [N], M for
  * [M, N] (the last two dims of a tensor of M N elements). */
@@ -69,19 +66,48 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
     return PP_OK;
 }
 
-/* ---------------- MatMul with folded Transposes ---------------- */
+/* ---------------- the causal triangle (PP_KCAP_MATMUL_CAUSAL) ---------------- */
 
-static smat smat_t(smat m) { return (smat){m.p, !m.t, m.ld}; }
+/* What stage/fuse.c marked on an attention product under a causal mask:
+ *  y (attribute causal_Y = 1): the output above its diagonal is the fused bias alone (a
+ *    mask under which the Softmax that reads it gives exact zeros there), so the product
+ *    is computed on the lower triangle, and backward reads dY there only (the Softmax's
+ *    gradient is 0 above);
+ *  a (causal_A = 1): input 0 is 0 above its diagonal (that Softmax's output), so products
+ *    skip its zeros, and its gradient is computed on the lower triangle only (0 above,
+ *    where the Softmax's backward multiplies it by 0). */
+typedef struct mm_causal {
+    int y, a;
+} mm_causal;
 
-/* Z (m, n) = alpha X (m, k) Y (k, n) + beta Z; a transposed Z as Z^T = Y^T X^T */
-static void smat_gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+static pp_status causal_make(const pp_kernel_ctx *c, int64_t M, int64_t K, int64_t N, mm_causal *z, pp_error *err)
 {
-    enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
-    if (Z.t)
-        cblas_sgemm(CblasRowMajor, Y.t ? NT : T, X.t ? NT : T, n, m, k, alpha, Y.p, Y.ld, X.p, X.ld, beta, Z.p, Z.ld);
-    else
-        cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
+    int64_t y, a;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "causal_Y", 0, &y, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "causal_A", 0, &a, c->node, err));
+    *z = (mm_causal){y != 0, a != 0};
+    if ((z->y && M != N) || (z->a && M != K))
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): a causal product needs a square %s (%lld x %lld)",
+                            c->node, z->y ? "output" : "input 0", (long long)M, (long long)(z->y ? N : K));
+    return PP_OK;
 }
+
+static smat_tri causal_fwd(mm_causal z) { return z.y ? SMAT_TRI_Z_LOWER : z.a ? SMAT_TRI_X_LOWER : SMAT_FULL; }
+
+/* dA (M, K) = s dY B^T: dY lower under y, the lower triangle of dA under a */
+static void grad_a(mm_causal z, int M, int K, int N, float s, smat GY, smat B, float beta, smat G)
+{
+    smat_gemm(z.y ? SMAT_TRI_X_LOWER : z.a ? SMAT_TRI_Z_LOWER : SMAT_FULL, M, K, N, s, GY, smat_t(B), beta, G);
+}
+
+/* dB (K, N) = s A^T dY, A^T upper under a; under y as dB^T = s dY^T A, dY^T upper */
+static void grad_b(mm_causal z, int M, int K, int N, float s, smat A, smat GY, float beta, smat G)
+{
+    if (z.y) smat_gemm(SMAT_TRI_X_UPPER, N, K, M, s, smat_t(GY), A, beta, smat_t(G));
+    else smat_gemm(z.a ? SMAT_TRI_X_UPPER : SMAT_FULL, K, N, M, s, smat_t(A), GY, beta, G);
+}
+
+/* ---------------- MatMul with folded Transposes ---------------- */
 
 /* One operand seen through its perm: logical dims and element strides. */
 typedef struct sview {
@@ -133,6 +159,7 @@ typedef struct perm_plan {
     int64_t M, K, N, batch;
     int64_t bias_rows;              /* 0: no fused bias */
     float alpha;
+    mm_causal causal;
 } perm_plan;
 
 static int has_perms(const pp_kernel_ctx *c)
@@ -176,7 +203,7 @@ static pp_status perm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, perm
     p->alpha = c->nin > 3 && c->in[3].data ? *(const float *)c->in[3].data : 1.f;
     p->bias_rows = 0;
     if (c->nin > 2 && c->in[2].data) PP_CHECK(bias_rows(c, p->M, p->N, &p->bias_rows, err));
-    return PP_OK;
+    return causal_make(c, p->M, p->K, p->N, &p->causal, err);
 }
 
 /* The next batch multi-index (row-major over the batch dims). */
@@ -199,7 +226,7 @@ static pp_status perm_forward(const pp_kernel_ctx *c, pp_error *err)
         PP_CHECK(sview_mat(&p.b, c->in[1].data, idx, &B, c->node, err));
         PP_CHECK(sview_mat(&p.y, c->out[0].data, idx, &Y, c->node, err));
         if (p.bias_rows) fill_bias(Y, c->in[2].data, p.bias_rows, p.M, p.N);
-        smat_gemm((int)p.M, (int)p.N, (int)p.K, p.alpha, A, B, p.bias_rows ? 1.f : 0.f, Y);
+        smat_gemm(causal_fwd(p.causal), (int)p.M, (int)p.N, (int)p.K, p.alpha, A, B, p.bias_rows ? 1.f : 0.f, Y);
     }
     return PP_OK;
 }
@@ -218,12 +245,12 @@ static pp_status perm_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out
         if (grad_in[0].data) {
             PP_CHECK(sview_mat(&p.b, (float *)c->in[1].data, idx, &B, c->node, err));
             PP_CHECK(sview_mat(&p.a, grad_in[0].data, idx, &G, c->node, err));
-            smat_gemm((int)p.M, (int)p.K, (int)p.N, p.alpha, GY, smat_t(B), beta_a, G);
+            grad_a(p.causal, (int)p.M, (int)p.K, (int)p.N, p.alpha, GY, B, beta_a, G);
         }
         if (grad_in[1].data) {
             PP_CHECK(sview_mat(&p.a, (float *)c->in[0].data, idx, &A, c->node, err));
             PP_CHECK(sview_mat(&p.b, grad_in[1].data, idx, &G, c->node, err));
-            smat_gemm((int)p.K, (int)p.N, (int)p.M, p.alpha, smat_t(A), GY, beta_b, G);
+            grad_b(p.causal, (int)p.M, (int)p.K, (int)p.N, p.alpha, A, GY, beta_b, G);
         }
     }
     return PP_OK;
@@ -245,7 +272,9 @@ PP_FWD(pp_cpu_matmul_forward)
         for (int64_t b = 0; b < p.m.batch; b++) fill_bias((smat){Y + b * M * N, 0, (int)N}, bias, p.bias_rows, M, N);
         beta = 1.f;
     }
-    if (p.m.fold_a) {
+    mm_causal z;
+    PP_CHECK(causal_make(c, M, K, N, &z, err));
+    if (p.m.fold_a && !z.y && !z.a) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.m.batch * M), (int)N, (int)K, alpha, A, (int)K,
                     B, (int)N, beta, Y, (int)N);
         return PP_OK;
@@ -253,8 +282,8 @@ PP_FWD(pp_cpu_matmul_forward)
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
         pp_mm_batch_index(&p.m, b, &ia, &ib);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, alpha, A + ia * M * K,
-                    (int)K, B + ib * K * N, (int)N, beta, Y + b * M * N, (int)N);
+        smat_gemm(causal_fwd(z), (int)M, (int)N, (int)K, alpha, (smat){(float *)A + ia * M * K, 0, (int)K},
+                  (smat){(float *)B + ib * K * N, 0, (int)N}, beta, (smat){Y + b * M * N, 0, (int)N});
     }
     return PP_OK;
 }
@@ -278,7 +307,9 @@ PP_BWD(pp_cpu_matmul_backward)
     const float s = p.alpha;
     /* beta of the first product into dA and dB; a broadcast one is zeroed, then added to */
     float beta_a = c->grad_fresh & 1 ? 0.f : 1.f, beta_b = c->grad_fresh >> 1 & 1 ? 0.f : 1.f;
-    if (p.m.fold_a) {
+    mm_causal z;
+    PP_CHECK(causal_make(c, M, K, N, &z, err));
+    if (p.m.fold_a && !z.y && !z.a) {
         int MB = (int)(p.m.batch * p.m.M);
         if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, s, GY, N, B, N, beta_a, GA, K);
         if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, s, A, K, GY, N, beta_b, GB, N);
@@ -295,13 +326,13 @@ PP_BWD(pp_cpu_matmul_backward)
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
         pp_mm_batch_index(&p.m, b, &ia, &ib);
-        const float *gy = GY + b * p.m.M * p.m.N;
+        const smat gy = {(float *)GY + b * p.m.M * p.m.N, 0, N};
         if (GA)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, s, gy, N, B + ib * p.m.K * p.m.N, N, beta_a,
-                        GA + ia * p.m.M * p.m.K, K);
+            grad_a(z, M, K, N, s, gy, (smat){(float *)B + ib * p.m.K * p.m.N, 0, N}, beta_a,
+                   (smat){GA + ia * p.m.M * p.m.K, 0, K});
         if (GB)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, s, A + ia * p.m.M * p.m.K, K, gy, N, beta_b,
-                        GB + ib * p.m.K * p.m.N, N);
+            grad_b(z, M, K, N, s, (smat){(float *)A + ia * p.m.M * p.m.K, 0, K}, gy, beta_b,
+                   (smat){GB + ib * p.m.K * p.m.N, 0, N});
     }
     return PP_OK;
 }

@@ -9,7 +9,8 @@
 static_assert(PP_OP_COUNT == 46, "a new op needs its cpu kernel here (and its registry entry, cuda kernel, tests)");
 
 #define FRESH PP_KCAP_ASSIGNS_FRESH
-#define MATMUL_CAPS (PP_KCAP_ASSIGNS_FRESH | PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS | PP_KCAP_MATMUL_STRIDED)
+#define MATMUL_CAPS                                                                                       \
+    (PP_KCAP_ASSIGNS_FRESH | PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS | PP_KCAP_MATMUL_STRIDED | PP_KCAP_MATMUL_CAUSAL)
 
 /* [op] = {aux_bytes, forward, backward, caps, work_bytes} */
 static const pp_kernel kernels_f32[PP_OP_COUNT] = {

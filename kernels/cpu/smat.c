@@ -1,0 +1,53 @@
+/* Matrix products on sgemm for matmul.c: a product of possibly transposed matrices, and
+ * the same on a causal triangle (smat.h). The triangle is cut into blocks of SMAT_BLOCK
+ * rows or columns: measured on the attention of the example GPT (T = 128, 64 per head),
+ * 32 skips most of the zeros while each sgemm stays large enough to run at full rate. */
+#include "smat.h"
+
+#include <cblas.h>
+
+#define SMAT_BLOCK 32
+
+static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+{
+    enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
+    if (m <= 0 || n <= 0) return;
+    if (Z.t)   /* Z^T = Y^T X^T */
+        cblas_sgemm(CblasRowMajor, Y.t ? NT : T, X.t ? NT : T, n, m, k, alpha, Y.p, Y.ld, X.p, X.ld, beta, Z.p, Z.ld);
+    else
+        cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
+}
+
+/* Z's block rows [i0, i1), columns [j0, j1): beta Z */
+static void scale_block(smat Z, int i0, int i1, int j0, int j1, float beta)
+{
+    for (int i = i0; i < i1; i++)
+        for (int j = j0; j < j1; j++) {
+            float *z = smat_at(Z, i, j).p;
+            *z = beta == 0.f ? 0.f : beta * *z;
+        }
+}
+
+void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+{
+    if (tri == SMAT_FULL || m < 2 * SMAT_BLOCK) {
+        gemm(m, n, k, alpha, X, Y, beta, Z);
+        return;
+    }
+    for (int b0 = 0; b0 < m; b0 += SMAT_BLOCK) {
+        const int b1 = b0 + SMAT_BLOCK < m ? b0 + SMAT_BLOCK : m;
+        switch (tri) {
+        case SMAT_TRI_Z_LOWER:   /* columns [b0, b1) from row b0 down; above them beta Z */
+            gemm(m - b0, b1 - b0, k, alpha, smat_at(X, b0, 0), smat_at(Y, 0, b0), beta, smat_at(Z, b0, b0));
+            if (beta != 1.f) scale_block(Z, 0, b0, b0, b1, beta);
+            break;
+        case SMAT_TRI_X_LOWER:   /* rows [b0, b1) sum k < b1 */
+            gemm(b1 - b0, n, b1 < k ? b1 : k, alpha, smat_at(X, b0, 0), Y, beta, smat_at(Z, b0, 0));
+            break;
+        case SMAT_TRI_X_UPPER:   /* rows [b0, b1) sum k >= b0 */
+            gemm(b1 - b0, n, k - b0, alpha, smat_at(X, b0, b0), smat_at(Y, b0, 0), beta, smat_at(Z, b0, 0));
+            break;
+        case SMAT_FULL: break;
+        }
+    }
+}

@@ -1,0 +1,33 @@
+/* Private to kernels/cpu: a float matrix in memory, possibly transposed, and products of
+ * them on OpenBLAS sgemm, in full or on the causal triangle (matmul.c). */
+#ifndef PP_KERNELS_CPU_SMAT_H
+#define PP_KERNELS_CPU_SMAT_H
+
+/* Element (i, j) at p[t ? j ld + i : i ld + j]. */
+typedef struct smat {
+    float *p;
+    int t, ld;
+} smat;
+
+static inline smat smat_t(smat m) { return (smat){m.p, !m.t, m.ld}; }
+
+/* The submatrix whose element (0, 0) is m's (i, j). */
+static inline smat smat_at(smat m, int i, int j)
+{
+    return (smat){m.p + (m.t ? (long)j * m.ld + i : (long)i * m.ld + j), m.t, m.ld};
+}
+
+/* Which triangle of a square matrix of a product is all that matters:
+ *  SMAT_TRI_Z_LOWER: only Z's entries on and below the diagonal are wanted (Z m x m);
+ *  SMAT_TRI_X_LOWER: X is 0 above its diagonal (X m x m), so row i sums k <= i only;
+ *  SMAT_TRI_X_UPPER: X is 0 below its diagonal (X m x m), so row i sums k >= i only. */
+typedef enum { SMAT_FULL, SMAT_TRI_Z_LOWER, SMAT_TRI_X_LOWER, SMAT_TRI_X_UPPER } smat_tri;
+
+/* Z (m, n) = alpha X (m, k) Y (k, n) + beta Z, in blocks of rows (columns for
+ * SMAT_TRI_Z_LOWER) that skip what the triangle makes zero or unwanted; for
+ * SMAT_TRI_Z_LOWER the blocks above the diagonal's are left as beta Z (0 when beta is
+ * 0), those on it computed in full. The skipped terms are exact zeros, so what is kept
+ * equals the full product up to the order in which sgemm sums. */
+void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z);
+
+#endif
