@@ -192,6 +192,9 @@ static const op_case cases[] = {
     {"Gemm", 0, 2, 1, {H16(32, 64), H16W(48, 64)}, {OUT_T(PP_DTYPE_F16, 32, 48)}, {A_INT("transB", 1)}, F16_TOL},
     {"Gemm", 0, 3, 1, {B16(64, 32), B16W(64, 48), F(48)}, {OUT_T(PP_DTYPE_BF16, 32, 48)}, {A_INT("transA", 1)},
      BF16_TOL},
+    /* a float16 C [M, N] (an activation: its gradient is float16), scaled by beta */
+    {"Gemm", 0, 3, 1, {H16(32, 64), H16W(48, 64), H16(32, 48)}, {OUT_T(PP_DTYPE_F16, 32, 48)},
+     {A_INT("transB", 1), A_FLOAT("alpha", 0.5f), A_FLOAT("beta", 2.f)}, F16_TOL},
     /* cuDNN in bfloat16 / float16 with fp32 compute: grouped, padded, strided, with a float32
      * bias, dW into the fp32 master gradient; 1-D dilated with a float16 dW */
     {"Conv", 0, 3, 1, {B16(2, 4, 9, 9), B16W(6, 2, 3, 3), F(6)}, {OUT_T(PP_DTYPE_BF16, 2, 6, 5, 5)},
