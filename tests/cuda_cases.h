@@ -183,7 +183,7 @@ static const op_case cases[] = {
      {OUT_T(PP_DTYPE_I64, 6)}, {{0}}, 0.f},
     {"Range", 0, 3, 1, {SCALAR(PP_DTYPE_F32, 0.5), SCALAR(PP_DTYPE_F32, 3), SCALAR(PP_DTYPE_F32, 0.25)}, {OUT(10)},
      {{0}}, 0.f},
-    /* 16-bit compute: cuBLAS GemmEx (native) and the adapter around the fp32 kernels */
+    /* 16-bit compute: cuBLAS GemmEx and cuDNN (native) and the adapter around the fp32 kernels */
     {"MatMul", 0, 2, 1, {B16(4, 16, 64), B16W(64, 48)}, {OUT_T(PP_DTYPE_BF16, 4, 16, 48)}, {{0}}, BF16_TOL},
     {"MatMul", 0, 2, 1, {H16(2, 4, 16, 32), H16(2, 4, 32, 16)}, {OUT_T(PP_DTYPE_F16, 2, 4, 16, 16)}, {{0}}, F16_TOL},
     {"MatMul", 0, 2, 1, {B16(3, 1, 8, 16), B16(4, 16, 8)}, {OUT_T(PP_DTYPE_BF16, 3, 4, 8, 8)}, {{0}}, BF16_TOL},
@@ -192,6 +192,15 @@ static const op_case cases[] = {
     {"Gemm", 0, 2, 1, {H16(32, 64), H16W(48, 64)}, {OUT_T(PP_DTYPE_F16, 32, 48)}, {A_INT("transB", 1)}, F16_TOL},
     {"Gemm", 0, 3, 1, {B16(64, 32), B16W(64, 48), F(48)}, {OUT_T(PP_DTYPE_BF16, 32, 48)}, {A_INT("transA", 1)},
      BF16_TOL},
+    /* a float16 C [M, N] (an activation: its gradient is float16), scaled by beta */
+    {"Gemm", 0, 3, 1, {H16(32, 64), H16W(48, 64), H16(32, 48)}, {OUT_T(PP_DTYPE_F16, 32, 48)},
+     {A_INT("transB", 1), A_FLOAT("alpha", 0.5f), A_FLOAT("beta", 2.f)}, F16_TOL},
+    /* cuDNN in bfloat16 / float16 with fp32 compute: grouped, padded, strided, with a float32
+     * bias, dW into the fp32 master gradient; 1-D dilated with a float16 dW */
+    {"Conv", 0, 3, 1, {B16(2, 4, 9, 9), B16W(6, 2, 3, 3), F(6)}, {OUT_T(PP_DTYPE_BF16, 2, 6, 5, 5)},
+     {A_INT("group", 2), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)}, BF16_TOL},
+    {"Conv", 0, 2, 1, {H16(2, 3, 16), H16(5, 3, 3)}, {OUT_T(PP_DTYPE_F16, 2, 5, 12)}, {A_INTS("dilations", 2)},
+     F16_TOL},
     {"LayerNormalization", 0, 3, 1, {B16(4, 8, 64), F(64), F(64)}, {OUT_T(PP_DTYPE_BF16, 4, 8, 64)}, {{0}}, BF16_TOL},
     {"Softmax", 0, 1, 1, {H16(4, 8, 33)}, {OUT_T(PP_DTYPE_F16, 4, 8, 33)}, {{0}}, F16_TOL},
 };

@@ -669,6 +669,92 @@ static void test_gemm_16bit(void **state)
                   "5 mixes refused\n");
 }
 
+/* The 16-bit Conv: cuDNN types, compute and math type from the dtypes with the fp32 plan's
+ * dims unchanged; which calls run natively and which go to the adapter; and the
+ * backward-filter workspace, whose 16-bit dW temporary (a float32 master gradient) sits
+ * after cuDNN's part, 256-byte aligned. */
+static void test_conv_16bit(void **state)
+{
+    (void)state;
+    pp_error err = {0};
+    /* ResNet-18 layer1 3x3 pad 1, 64 -> 64 on 56x56, batch 8 */
+    pp_tensor x = T(4, (int64_t[]){8, 64, 56, 56}), w = T(4, (int64_t[]){64, 64, 3, 3}),
+              y = T(4, (int64_t[]){8, 64, 56, 56}), b = T(1, (int64_t[]){64});
+    const int64_t pads[] = {1, 1, 1, 1};
+    pp_cu_conv f32, cv;
+    assert_int_equal(pp_cu_conv_plan(&f32, &x, &w, &y, pads, NULL, NULL, 1, "l1", &err), PP_OK);
+    assert_int_equal(f32.dtype, PP_CUDNN_DATA_FLOAT);
+    assert_int_equal(f32.compute, PP_CUDNN_DATA_FLOAT);
+    assert_int_equal(f32.math, PP_CUDNN_DEFAULT_MATH);
+    const pp_dtype lp[2] = {PP_DTYPE_BF16, PP_DTYPE_F16};
+    const int want[2] = {PP_CUDNN_DATA_BFLOAT16, PP_CUDNN_DATA_HALF};
+    for (int i = 0; i < 2; i++) {
+        x.dtype = w.dtype = y.dtype = lp[i];
+        assert_int_equal(pp_cu_conv_plan(&cv, &x, &w, &y, pads, NULL, NULL, 1, "l1", &err), PP_OK);
+        assert_int_equal(cv.dtype, want[i]);
+        assert_int_equal(cv.compute, PP_CUDNN_DATA_FLOAT);
+        assert_int_equal(cv.math, PP_CUDNN_TENSOR_OP_MATH);
+        cv.dtype = f32.dtype;
+        cv.math = f32.math;
+        assert_memory_equal(&cv, &f32, sizeof cv);   /* only the types differ from the fp32 plan */
+    }
+    /* a mix is refused by the plan, naming the node and the dtypes */
+    x.dtype = y.dtype = PP_DTYPE_BF16;
+    w.dtype = PP_DTYPE_F32;
+    assert_int_equal(pp_cu_conv_plan(&cv, &x, &w, &y, pads, NULL, NULL, 1, "mix", &err), PP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'mix'"));
+    assert_non_null(strstr(err.msg, "bfloat16, float32 and bfloat16"));
+
+    /* native or adapter: forward with a float32, 16-bit or other bias; backward by gradient dtype */
+    w.dtype = PP_DTYPE_BF16;
+    pp_tensor in[3] = {x, w, b}, g[3] = {x, w, b};
+    assert_true(pp_cu_conv_native(in, 3, &y, NULL));                 /* bias float32: the master weight */
+    in[2].dtype = PP_DTYPE_BF16;
+    assert_true(pp_cu_conv_native(in, 3, &y, NULL));
+    in[2].dtype = PP_DTYPE_F16;
+    assert_false(pp_cu_conv_native(in, 3, &y, NULL));
+    in[2].data = NULL;                                               /* an omitted bias is no bias */
+    assert_true(pp_cu_conv_native(in, 3, &y, NULL));
+    assert_true(pp_cu_conv_native(in, 2, &y, NULL));
+    y.dtype = PP_DTYPE_F32;                                          /* cuDNN's Y is X's type */
+    assert_false(pp_cu_conv_native(in, 2, &y, NULL));
+    y.dtype = PP_DTYPE_BF16;
+    assert_false(pp_cu_conv_native(in, 1, &y, NULL));                /* arity errors: the F32 kernel's */
+    g[0].dtype = g[1].dtype = PP_DTYPE_BF16;
+    g[2].dtype = PP_DTYPE_F32;
+    assert_true(pp_cu_conv_native(in, 3, &y, g));                    /* dX, dW bf16, dB float32 */
+    g[1].dtype = PP_DTYPE_F32;
+    assert_true(pp_cu_conv_native(in, 3, &y, g));                    /* dW into the fp32 master gradient */
+    g[2].dtype = PP_DTYPE_BF16;
+    assert_false(pp_cu_conv_native(in, 3, &y, g));                   /* a 16-bit dB: the reduction writes fp32 */
+    g[2].data = NULL;
+    assert_true(pp_cu_conv_native(in, 3, &y, g));                   /* not asked for */
+    g[0].dtype = PP_DTYPE_F32;
+    assert_false(pp_cu_conv_native(in, 3, &y, g));                  /* cuDNN's dX is X's type */
+    g[0].data = NULL;
+    assert_true(pp_cu_conv_native(in, 3, &y, g));
+    g[1].dtype = PP_DTYPE_F16;
+    assert_false(pp_cu_conv_native(in, 3, &y, g));
+
+    /* backward-filter workspace: W is 64 x 64 x 3 x 3 = 36864 elements, 73728 bytes in 16 bits */
+    size_t bytes, at;
+    x.dtype = w.dtype = y.dtype = PP_DTYPE_F16;
+    assert_int_equal(pp_cu_conv_plan(&cv, &x, &w, &y, pads, NULL, NULL, 1, "l1", &err), PP_OK);
+    assert_false(pp_cu_conv_filter_ws(&f32, 1000, PP_DTYPE_F32, &bytes, &at));
+    assert_true(bytes == 1000 && at == 0);
+    assert_false(pp_cu_conv_filter_ws(&cv, 1000, PP_DTYPE_F16, &bytes, &at));
+    assert_true(bytes == 1000 && at == 0);
+    assert_true(pp_cu_conv_filter_ws(&cv, 1000, PP_DTYPE_F32, &bytes, &at));
+    assert_int_equal(at, 1024);
+    assert_int_equal(bytes, 1024 + 73728);
+    assert_true(pp_cu_conv_filter_ws(&cv, 0, PP_DTYPE_F32, &bytes, &at));
+    assert_true(at == 0 && bytes == 73728);
+    assert_true(pp_cu_conv_filter_ws(&cv, 512, PP_DTYPE_F32, &bytes, &at));
+    assert_true(at == 512 && bytes == 512 + 73728);
+    print_message("16-bit Conv: bf16/f16 descriptors (fp32 compute, tensor-op math) with the fp32 dims; "
+                  "native vs adapter for 14 dtype mixes; dW temporary at 1024 of %zu bytes\n", (size_t)1024 + 73728);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -676,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_gemm_op),     cmocka_unit_test(test_bcast_reduce), cmocka_unit_test(test_resnet_conv),
         cmocka_unit_test(test_device_fallback), cmocka_unit_test(test_pool_window), cmocka_unit_test(test_bn_dims),
         cmocka_unit_test(test_matmul_model),    cmocka_unit_test(test_gemm_model), cmocka_unit_test(test_gemm_16bit),
+        cmocka_unit_test(test_conv_16bit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

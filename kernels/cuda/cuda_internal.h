@@ -100,16 +100,18 @@ pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, cons
 #define PP_CU_AUX(name) size_t name(const pp_kernel_ctx *c)
 
 /* dst += scale * (src summed over the dims where dst broadcasts; numpy alignment): the
- * gradient of a broadcast input. dst and src are device tensors (elementwise.cu). */
+ * gradient of a broadcast input. dst and src are device tensors (elementwise.cu); dst is
+ * float32, src float32, bfloat16 or float16 (widened exactly, summed in fp32). */
 pp_status pp_cu_sum_into(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
                          pp_error *err);
-/* dst += scale * sum over r's reduced dims of src */
-pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const float *src, float *dst,
-                              float scale, pp_error *err);
+/* dst += scale * sum over r's reduced dims of src, whose dtype st is float32, bfloat16 or float16 */
+pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st,
+                              float *dst, float scale, pp_error *err);
 /* dst += scale * src broadcast to dst's shape */
 pp_status pp_cu_broadcast_add(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
                               pp_error *err);
-/* out = in broadcast to out's shape (Expand, Gemm's C) */
+/* out = in broadcast to out's shape (Expand, Gemm's C, Conv's bias); between float dtypes
+ * the value is converted as Cast does (rounded to nearest even into 16 bits) */
 pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, const pp_tensor *in, pp_error *err);
 
 /* The cuda device's constructor (device_cuda.cu), for the backend entry in table.cu. */

@@ -21,66 +21,92 @@ __device__ inline int64_t red_offset(int rank, const int64_t *dims, const int64_
     return off;
 }
 
+/* element i of a float32, bfloat16 or float16 buffer, widened exactly (element.h) */
+template <pp_dtype T> __device__ inline float widen(const void *p, int64_t i)
+{
+    if constexpr (T == PP_DTYPE_F32) return ((const float *)p)[i];
+    else if constexpr (T == PP_DTYPE_BF16) return pp_el_f32_from_bf16(((const uint16_t *)p)[i]);
+    else return pp_el_f32_from_f16(((const uint16_t *)p)[i]);
+}
+
 /* small reductions: one thread per output */
-__global__ void k_reduce_thread(pp_cu_reduce r, const float *src, float *dst, float scale)
+template <pp_dtype T> __global__ void k_reduce_thread(pp_cu_reduce r, const void *src, float *dst, float scale)
 {
     CU_FOR(o, r.nout) {
         const int64_t base = red_offset(r.krank, r.kdims, r.kst, o);
         float s = 0.f;
-        for (int64_t j = 0; j < r.nred; j++) s += src[base + red_offset(r.rrank, r.rdims, r.rst, j)];
+        for (int64_t j = 0; j < r.nred; j++) s += widen<T>(src, base + red_offset(r.rrank, r.rdims, r.rst, j));
         dst[o] += scale * s;
     }
 }
 
 /* large reductions: one block per output */
-__global__ void k_reduce_block(pp_cu_reduce r, const float *src, float *dst, float scale)
+template <pp_dtype T> __global__ void k_reduce_block(pp_cu_reduce r, const void *src, float *dst, float scale)
 {
     for (int64_t o = blockIdx.x; o < r.nout; o += gridDim.x) {
         const int64_t base = red_offset(r.krank, r.kdims, r.kst, o);
         float s = 0.f;
-        for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x) s += src[base + red_offset(r.rrank, r.rdims, r.rst, j)];
+        for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x)
+            s += widen<T>(src, base + red_offset(r.rrank, r.rdims, r.rst, j));
         s = cu_block_reduce(s, cu_sum(), 0.f);
         if (threadIdx.x == 0) dst[o] += scale * s;
     }
 }
 
-static pp_status reduce_run(const pp_kernel_ctx *c, const pp_cu_reduce *r, const float *src, float *dst, float scale,
-                            pp_error *err)
+template <pp_dtype T> __global__ void k_axpy(float *y, const void *x, int64_t n, float a)
 {
-    cudaStream_t s = cu_of(c->dev)->stream;
-    if (!r->nout) return PP_OK;   /* an empty dst: a grid of 0 blocks is a launch error */
-    if (r->nred >= 256) {
+    CU_FOR(i, n) y[i] += a * widen<T>(x, i);
+}
+
+/* dst += scale * src summed by r (r NULL: src has dst's elements) */
+template <pp_dtype T>
+static void sum_launch(cudaStream_t s, const pp_cu_reduce *r, const void *src, float *dst, int64_t n, float scale)
+{
+    if (!r) {
+        pp_cu_launch L = pp_cu_launch_1d(n);
+        k_axpy<T><<<L.grid, L.block, 0, s>>>(dst, src, n, scale);
+    } else if (r->nred >= 256) {
         unsigned grid = r->nout < PP_CU_MAX_GRID ? (unsigned)r->nout : PP_CU_MAX_GRID;
-        k_reduce_block<<<grid, PP_CU_BLOCK, 0, s>>>(*r, src, dst, scale);
+        k_reduce_block<T><<<grid, PP_CU_BLOCK, 0, s>>>(*r, src, dst, scale);
     } else {
         pp_cu_launch L = pp_cu_launch_1d(r->nout);
-        k_reduce_thread<<<L.grid, L.block, 0, s>>>(*r, src, dst, scale);
+        k_reduce_thread<T><<<L.grid, L.block, 0, s>>>(*r, src, dst, scale);
+    }
+}
+
+/* float32 dst from a float32, bfloat16 or float16 src (a 16-bit gradient into fp32) */
+static pp_status sum_run(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st, float *dst,
+                         int64_t n, float scale, pp_error *err)
+{
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (r ? !r->nout : !n) return PP_OK;   /* an empty dst: a grid of 0 blocks is a launch error */
+    switch (st) {
+    case PP_DTYPE_F32: sum_launch<PP_DTYPE_F32>(s, r, src, dst, n, scale); break;
+    case PP_DTYPE_BF16: sum_launch<PP_DTYPE_BF16>(s, r, src, dst, n, scale); break;
+    case PP_DTYPE_F16: sum_launch<PP_DTYPE_F16>(s, r, src, dst, n, scale); break;
+    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cannot sum a %s tensor", pp_dtype_name(st));
     }
     CU_LAUNCHED(c);
     return PP_OK;
 }
 
-pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const float *src, float *dst, float scale,
-                              pp_error *err)
+pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st,
+                              float *dst, float scale, pp_error *err)
 {
-    return reduce_run(c, r, src, dst, scale, err);
+    return sum_run(c, r, src, st, dst, 0, scale, err);
 }
-
-__global__ void k_axpy(float *y, const float *x, int64_t n, float a) { CU_FOR(i, n) y[i] += a * x[i]; }
 
 pp_status pp_cu_sum_into(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
                          pp_error *err)
 {
+    if (dst->dtype != PP_DTYPE_F32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "a gradient sum into %s (float32 only)",
+                            pp_dtype_name(dst->dtype));
     const int64_t n = pp_tensor_numel(src);
-    if (pp_tensor_numel(dst) == n) {
-        pp_cu_launch L = pp_cu_launch_1d(n);
-        k_axpy<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((float *)dst->data, (const float *)src->data, n, scale);
-        CU_LAUNCHED(c);
-        return PP_OK;
-    }
+    if (pp_tensor_numel(dst) == n) return sum_run(c, NULL, src->data, src->dtype, (float *)dst->data, n, scale, err);
     pp_cu_reduce r;
     PP_CHECK(pp_cu_reduce_to_shape(&r, dst, src, c->node, err));
-    return reduce_run(c, &r, (const float *)src->data, (float *)dst->data, scale, err);
+    return sum_run(c, &r, src->data, src->dtype, (float *)dst->data, 0, scale, err);
 }
 
 template <typename T> __global__ void k_bcast_copy(pp_cu_bcast b, const T *x, T *y)
@@ -89,6 +115,17 @@ template <typename T> __global__ void k_bcast_copy(pp_cu_bcast b, const T *x, T 
         int64_t off[PP_CU_MAX_IN];
         bc_offsets(b, i, off);
         y[i] = x[off[0]];
+    }
+}
+
+/* a broadcast copy that changes the dtype (a bias rounded into a 16-bit output): Cast's function */
+__global__ void k_bcast_cast(pp_cu_bcast b, pp_dtype from, const void *x, int64_t xsize, pp_dtype to, void *y,
+                             int64_t ysize)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        pp_el_cast(from, to, (const char *)x + off[0] * xsize, (char *)y + i * ysize, 0);
     }
 }
 
@@ -122,8 +159,18 @@ pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, con
     PP_CHECK(pp_cu_bcast_init(&b, out, ins, 1, c->node, err));
     pp_cu_launch L = pp_cu_launch_1d(b.n);
     cudaStream_t s = cu_of(c->dev)->stream;
+    if (in->dtype != out->dtype) {
+        if (!pp_dtype_is_float(in->dtype) || !pp_dtype_is_float(out->dtype))
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cannot broadcast %s into %s", pp_dtype_name(in->dtype),
+                                pp_dtype_name(out->dtype));
+        k_bcast_cast<<<L.grid, L.block, 0, s>>>(b, in->dtype, in->data, (int64_t)pp_dtype_size(in->dtype), out->dtype,
+                                                 out->data, (int64_t)pp_dtype_size(out->dtype));
+        CU_LAUNCHED(c);
+        return PP_OK;
+    }
     switch (pp_dtype_size(out->dtype)) {
     case 1: k_bcast_copy<uint8_t><<<L.grid, L.block, 0, s>>>(b, (const uint8_t *)in->data, (uint8_t *)out->data); break;
+    case 2: k_bcast_copy<uint16_t><<<L.grid, L.block, 0, s>>>(b, (const uint16_t *)in->data, (uint16_t *)out->data); break;
     case 4: k_bcast_copy<float><<<L.grid, L.block, 0, s>>>(b, (const float *)in->data, (float *)out->data); break;
     case 8: k_bcast_copy<int64_t><<<L.grid, L.block, 0, s>>>(b, (const int64_t *)in->data, (int64_t *)out->data); break;
     default:

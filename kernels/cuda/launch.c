@@ -333,6 +333,14 @@ static pp_status spatial(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *Y,
     return PP_OK;
 }
 
+static int conv_type(pp_dtype t)
+{
+    return t == PP_DTYPE_F32    ? PP_CUDNN_DATA_FLOAT
+           : t == PP_DTYPE_BF16 ? PP_CUDNN_DATA_BFLOAT16
+           : t == PP_DTYPE_F16  ? PP_CUDNN_DATA_HALF
+                                : -1;
+}
+
 pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W, const pp_tensor *Y,
                           const int64_t *pads, const int64_t *strides, const int64_t *dilations, int64_t groups,
                           const char *node, pp_error *err)
@@ -341,6 +349,15 @@ pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W
     if (W->rank != X->rank)
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (Conv): W has rank %d, X has rank %d", node, W->rank,
                             X->rank);
+    cv->dtype = conv_type(X->dtype);
+    if (cv->dtype < 0 || W->dtype != X->dtype || Y->dtype != X->dtype)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "node '%s' (Conv): X, W and Y are %s, %s and %s; cuDNN takes float32, bfloat16 or "
+                            "float16 for all three",
+                            node, pp_dtype_name(X->dtype), pp_dtype_name(W->dtype), pp_dtype_name(Y->dtype));
+    cv->compute = PP_CUDNN_DATA_FLOAT;
+    /* as PyTorch: TF32 allowed for float32, tensor cores without down-conversion for 16 bits */
+    cv->math = X->dtype == PP_DTYPE_F32 ? PP_CUDNN_DEFAULT_MATH : PP_CUDNN_TENSOR_OP_MATH;
     PP_CHECK(spatial(cv, X, Y, W->dims + 2, pads, strides, dilations, node, "Conv", err));
     cv->groups = (int)groups;
     cv->w[0] = (int)W->dims[0];
@@ -350,6 +367,26 @@ pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W
                             node, (long long)X->dims[1], (long long)W->dims[0], (long long)W->dims[1],
                             (long long)groups);
     return PP_OK;
+}
+
+int pp_cu_conv_native(const pp_tensor *in, int nin, const pp_tensor *y, const pp_tensor *grad_in)
+{
+    if (nin < 2 || nin > 3) return 0;   /* the F32 kernel, under the adapter, says what is wrong */
+    const pp_dtype t = in[0].dtype;
+    if (conv_type(t) < 0 || in[1].dtype != t || y->dtype != t) return 0;
+    if (!grad_in) return nin < 3 || !in[2].data || in[2].dtype == t || in[2].dtype == PP_DTYPE_F32;
+    return (!grad_in[0].data || grad_in[0].dtype == t) &&
+           (!grad_in[1].data || grad_in[1].dtype == t || grad_in[1].dtype == PP_DTYPE_F32) &&
+           (nin < 3 || !grad_in[2].data || grad_in[2].dtype == PP_DTYPE_F32);
+}
+
+int pp_cu_conv_filter_ws(const pp_cu_conv *cv, size_t algo_ws, pp_dtype dw, size_t *bytes, size_t *temp_at)
+{
+    const size_t align = 256, elems = (size_t)cv->w[0] * (size_t)cv->w[1] * (size_t)cv->w[2] * (size_t)cv->w[3];
+    const int temp = cv->dtype != PP_CUDNN_DATA_FLOAT && dw == PP_DTYPE_F32;
+    *temp_at = temp ? (algo_ws + align - 1) / align * align : 0;
+    *bytes = temp ? *temp_at + elems * 2 : algo_ws;   /* bfloat16 and float16: 2 bytes */
+    return temp;
 }
 
 void pp_cu_bn_dims(const pp_tensor *x, int dims[4])

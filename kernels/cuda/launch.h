@@ -141,17 +141,42 @@ pp_status pp_cu_reduce_to_shape(pp_cu_reduce *r, const pp_tensor *dst, const pp_
 typedef pp_rows pp_cu_rows;
 pp_cu_rows pp_cu_rows_of(const int64_t *dims, int rank, int axis_from, int axis_to);
 
+/* cuDNN's values of cudnnDataType_t and cudnnMathType_t, restated like cuBLAS's above
+ * (conv.cu static_asserts them). */
+#define PP_CUDNN_DATA_FLOAT 0
+#define PP_CUDNN_DATA_HALF 2
+#define PP_CUDNN_DATA_BFLOAT16 9
+#define PP_CUDNN_DEFAULT_MATH 0
+#define PP_CUDNN_TENSOR_OP_MATH 1
+
 /* cuDNN NCHW descriptors for a 1-D or 2-D Conv (1-D becomes H = 1; pooling uses the cpu's pp_window). */
 typedef struct pp_cu_conv {
     int x[4], w[4], y[4];           /* N C H W; K C/g kh kw; N K OH OW */
     int xst[4], yst[4];             /* packed strides */
     int pad[2], stride[2], dil[2];  /* H, W */
     int groups;
+    int dtype;                      /* PP_CUDNN_DATA_*: X, W and Y alike (the legacy API takes no mix) */
+    int compute;                    /* the convolution descriptor's: PP_CUDNN_DATA_FLOAT, fp32 accumulation */
+    int math;                       /* float32: DEFAULT (TF32 on A100/H100, as cuBLAS); 16-bit: TENSOR_OP */
 } pp_cu_conv;
-/* Conv: kernel_shape from W; pads (begin..., end...) must be symmetric for cuDNN. */
+/* Conv: kernel_shape from W; pads (begin..., end...) must be symmetric for cuDNN. X, W and
+ * Y (or Y's gradient) share one dtype, float32, bfloat16 or float16 (PP_ERR_UNSUPPORTED
+ * otherwise); 16-bit ones run as cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations. */
 pp_status pp_cu_conv_plan(pp_cu_conv *cv, const pp_tensor *X, const pp_tensor *W, const pp_tensor *Y,
                           const int64_t *pads, const int64_t *strides, const int64_t *dilations, int64_t groups,
                           const char *node, pp_error *err);
+/* Whether a Conv call runs on cuDNN in its tensors' own dtypes; else the 16-bit kernel hands
+ * it to the adapter (kernels/lowp.c). in: X, W, optional B; y: the output (forward, grad_in
+ * NULL) or its gradient (backward, grad_in as backward gets it). X, W and y of one dtype; B
+ * (forward, with data) of that dtype or float32; the requested gradients: dX of X's dtype,
+ * dW of W's or float32 (a master gradient, see pp_cu_conv_filter_ws), dB float32. */
+int pp_cu_conv_native(const pp_tensor *in, int nin, const pp_tensor *y, const pp_tensor *grad_in);
+/* The workspace of a backward-filter call whose cuDNN algorithm asks algo_ws bytes, into a
+ * dW of dtype dw: *bytes to ask for. cuDNN writes dW in the filter's dtype, so a float32 dW
+ * under a 16-bit filter (returns 1) is computed into a 16-bit temporary of W's elements at
+ * byte *temp_at of the workspace (after cuDNN's part, 256-byte aligned) and then added into
+ * dW; otherwise (returns 0) cuDNN accumulates into dW itself and *temp_at = 0. */
+int pp_cu_conv_filter_ws(const pp_cu_conv *cv, size_t algo_ws, pp_dtype dw, size_t *bytes, size_t *temp_at);
 
 /* Pooling windows along one spatial dim, as the cpu's window walk counts them: of the k
  * positions o s - pb + j d (j < k) of output o, *inside lie in [0, in) and *padded below

@@ -4,8 +4,8 @@
  * stream-ordered loop of GEMMs otherwise. TF32 tensor-op math is set on the handle. The
  * bfloat16 / float16 kernels (the 16-bit tables of table.cu) issue the same calls as
  * cublasGemm*Ex with 16-bit A and B, C in the output's dtype (float32 for a weight gradient
- * accumulated into the fp32 master gradient) and fp32 compute; a dtype mix cuBLAS cannot
- * take, and Gemm's bias, go through the adapter (kernels/lowp.c) on the F32 kernel. */
+ * accumulated into the fp32 master gradient) and fp32 compute, Gemm's bias included; a
+ * dtype mix cuBLAS cannot take goes through the adapter (kernels/lowp.c) on the F32 kernel. */
 #include "cuda_internal.h"
 #include "lowp.h"
 
@@ -170,7 +170,7 @@ static pp_status gemm_forward(const pp_kernel_ctx *c, pp_error *err)
     return run_gemm(c, &g, c->in[0].data, c->in[1].data, c->out[0].data, a.alpha, a.has_c ? a.beta : 0.f, err);
 }
 
-/* dA and dB (those asked for); with_bias: also C's gradient (float32 only) */
+/* dA and dB (those asked for); with_bias: also C's gradient, float32 (dY float32 or 16-bit) */
 static pp_status gemm_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in, int with_bias,
                                pp_error *err)
 {
@@ -204,21 +204,26 @@ PP_CU_BWD(pp_cu_gemm_backward)
     return gemm_backward(c, grad_out, grad_in, 1, err);
 }
 
-/* A, B and dY of one 16-bit dtype, C (when present) float32 or that dtype */
+/* A, B and dY of one 16-bit dtype */
 static int gemm_lp_native(const pp_kernel_ctx *c, const pp_tensor *y)
 {
     return gemm_types_ok(&c->in[0], &c->in[1], y) && c->in[0].dtype == y->dtype;
 }
 
-/* with a bias the adapter runs it all (the broadcast copy of C is float32) */
+/* Y in A's dtype or float32; the bias C (float32 or A's dtype) is broadcast into Y, rounded
+ * to Y's dtype (as torch.autocast casts addmm's bias), and the GEMM adds alpha A B to beta
+ * times it in fp32, rounding Y once, as the fp32 Gemm does */
 PP_CU_FWD(pp_cu_gemm_lp_forward)
 {
     const int bias = c->nin > 2 && c->in[2].data;
-    if (bias || !gemm_lp_native(c, &c->out[0])) return pp_lowp_forward(c, err);
+    if (!gemm_types_ok(&c->in[0], &c->in[1], &c->out[0]) ||
+        (bias && c->in[2].dtype != PP_DTYPE_F32 && c->in[2].dtype != c->in[0].dtype))
+        return pp_lowp_forward(c, err);
     return gemm_forward(c, err);
 }
 
-/* dA, dB native (into 16 bits or float32); C's gradient through the adapter, alone */
+/* dA, dB native (into 16 bits or float32); C's gradient native into float32 (the 16-bit dY
+ * summed in fp32), a 16-bit one (C an activation) through the adapter, alone */
 PP_CU_BWD(pp_cu_gemm_lp_backward)
 {
     if (!grad_out[0].data) return PP_OK;
@@ -226,8 +231,9 @@ PP_CU_BWD(pp_cu_gemm_lp_backward)
         if (grad_in[k].data && (!gemm_lp_native(c, &grad_out[0]) ||
                                 (grad_in[k].dtype != PP_DTYPE_F32 && grad_in[k].dtype != grad_out[0].dtype)))
             return pp_lowp_backward(c, grad_out, grad_in, err);
-    PP_CHECK(gemm_backward(c, grad_out, grad_in, 0, err));
-    if (c->nin < 3 || !grad_in[2].data) return PP_OK;
+    const int dc16 = c->nin > 2 && grad_in[2].data && grad_in[2].dtype != PP_DTYPE_F32;
+    PP_CHECK(gemm_backward(c, grad_out, grad_in, !dc16, err));
+    if (!dc16) return PP_OK;
     pp_tensor in[3] = {c->in[0], c->in[1], c->in[2]}, gi[3] = {grad_in[0], grad_in[1], grad_in[2]};
     in[0].data = in[1].data = gi[0].data = gi[1].data = NULL;   /* the F32 kernel then does C's part only */
     pp_kernel_ctx cb = *c;

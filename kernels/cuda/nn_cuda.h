@@ -17,8 +17,8 @@ PP_CU_AUX(pp_cu_layernorm_aux);
 /* shape.cu: Reshape/Flatten/Squeeze/Unsqueeze (copy), Transpose, Slice, Concat, Split,
  * Gather, Expand */
 PAIR(copy) PAIR(transpose) PAIR(slice) PAIR(concat) PAIR(split) PAIR(gather) PAIR(expand)
-/* conv.cu, pool.cu, batchnorm.cu */
-PAIR(conv) PAIR(maxpool) PAIR(avgpool) PAIR(gap) PAIR(batchnorm)
+/* conv.cu (and its bfloat16 / float16 kernels), pool.cu, batchnorm.cu */
+PAIR(conv) PAIR(conv_lp) PAIR(maxpool) PAIR(avgpool) PAIR(gap) PAIR(batchnorm)
 PP_CU_AUX(pp_cu_maxpool_aux);
 PP_CU_AUX(pp_cu_batchnorm_aux);
 /* select.cu: Equal, Cast, Where, Dropout */

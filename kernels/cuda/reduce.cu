@@ -18,7 +18,7 @@ PP_CU_FWD(pp_cu_reduce_forward)
     pp_cu_reduce_init(&r, x->rank, x->dims, red);
     PP_CHECK(pp_device_memset(c->dev, c->out[0].data, 0, pp_tensor_nbytes(&c->out[0]), err));
     const float scale = c->op == PP_OP_REDUCE_MEAN && r.nred ? 1.f / (float)r.nred : 1.f;
-    return pp_cu_reduce_launch(c, &r, (const float *)x->data, (float *)c->out[0].data, scale, err);
+    return pp_cu_reduce_launch(c, &r, x->data, x->dtype, (float *)c->out[0].data, scale, err);
 }
 
 /* dx += scale * dy broadcast back over the reduced dims */

@@ -2,8 +2,8 @@
  * registry's ops (op.h), and its entry for the backend list (kernels/backends.c). What
  * backward reads of the forward is the op's (graph/ops.c), the same on every device. The
  * tables are built by constexpr functions: C++ has no designated array initializers. The
- * 16-bit tables hold the native kernels (cuBLAS MatMul and Gemm); an empty slot makes
- * pp_kernel_find fall back to the adapter around the fp32 kernel (kernels/lowp.c). */
+ * 16-bit tables hold the native kernels (cuBLAS MatMul and Gemm, cuDNN Conv); an empty slot
+ * makes pp_kernel_find fall back to the adapter around the fp32 kernel (kernels/lowp.c). */
 #include "cuda_internal.h"
 #include "nn_cuda.h"
 
@@ -70,6 +70,7 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_lp()
     std::array<pp_kernel, PP_OP_COUNT> t{};
     t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, 0, nullptr};
     t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0, nullptr};
+    t[PP_OP_CONV] = pp_kernel{nullptr, pp_cu_conv_lp_forward, pp_cu_conv_lp_backward, 0, nullptr};
     return t;
 }
 
