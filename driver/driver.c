@@ -1,7 +1,9 @@
 /* The schedule driver: walks one rank's actions for a step. Each (virtual stage,
  * microbatch) takes a stash slot when it is first touched (its activations arrive or
  * its forward runs) and gives it back once its backward is done and its input
- * gradient has left; sends are asynchronous and waited for before a slot is reused. */
+ * gradient has been sent. Sends are asynchronous: a slot given back drains (its sends
+ * finish while work goes on) and is waited for only when a microbatch needs a slot and
+ * none is free, or at the end of the step. */
 #include "driver_internal.h"
 
 #include <math.h>
@@ -22,9 +24,12 @@ vstage *driver_local(pp_driver *d, int stage)
     return stage >= 0 && stage < d->num_stages && d->local[stage] >= 0 ? &d->vs[d->local[stage]] : NULL;
 }
 
+static pp_status reclaim(pp_driver *d, vstage *v, int block, pp_error *err);
+
 static pp_status touch(pp_driver *d, vstage *v, int mb, pp_error *err)
 {
     if (v->slot_of_mb[mb] >= 0) return PP_OK;
+    if (!v->nfree) PP_CHECK(reclaim(d, v, 1, err));
     if (!v->nfree)
         return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: stage %d has no free stash slot for microbatch %d "
                             "(%d slots)", d->grid->rank, v->index, mb, v->nslots);
@@ -50,15 +55,50 @@ pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
     return PP_OK;
 }
 
-/* Gives the slot back when the backward is done and the input gradient has left. */
+/* 1 when every send still reading the slot has finished (tested, not waited for). */
+static int sends_done(pp_driver *d, vstage *v, int slot)
+{
+    pp_request **q = v->sends + (size_t)slot * 2 * MAX_PORTS;
+    for (int i = 0; i < 2 * MAX_PORTS; i++) {
+        int done = 1;
+        pp_error ignored;   /* a failed send is reported by the wait that frees it */
+        if (q[i] && pp_comm_test(d->grid->world, q[i], &done, &ignored) == PP_OK && !done) return 0;
+    }
+    return 1;
+}
+
+/* Frees the draining slots whose sends have finished; block: the oldest one too, waiting
+ * for its sends, when no slot is free; block 2: every one. */
+static pp_status reclaim(pp_driver *d, vstage *v, int block, pp_error *err)
+{
+    int n = 0;
+    for (int k = 0; k < v->ndrain; k++) {
+        int slot = v->draining[k];
+        if ((block == 2 || (block && !v->nfree)) || sends_done(d, v, slot)) {
+            PP_CHECK(driver_wait_all(d, v->sends + (size_t)slot * 2 * MAX_PORTS, 2 * MAX_PORTS, err));
+            v->free_slots[v->nfree++] = slot;
+        } else {
+            v->draining[n++] = slot;
+        }
+    }
+    v->ndrain = n;
+    return PP_OK;
+}
+
+pp_status driver_drain(pp_driver *d, pp_error *err)
+{
+    for (int i = 0; i < d->nvs; i++) PP_CHECK(reclaim(d, &d->vs[i], 2, err));
+    return PP_OK;
+}
+
+/* Gives the slot back (to drain) when the backward is done and the input gradient was sent. */
 static pp_status try_release(pp_driver *d, vstage *v, int mb, pp_error *err)
 {
     int slot = v->slot_of_mb[mb];
     if (slot < 0 || !v->bw_done[mb] || (v->index > 0 && !v->grad_sent[mb])) return PP_OK;
-    PP_CHECK(driver_wait_all(d, v->sends + (size_t)slot * 2 * MAX_PORTS, 2 * MAX_PORTS, err));
     v->slot_of_mb[mb] = -1;
-    v->free_slots[v->nfree++] = slot;
-    return PP_OK;
+    v->draining[v->ndrain++] = slot;
+    return reclaim(d, v, 0, err);
 }
 
 pp_status driver_add_send(pp_driver *d, vstage *v, int slot, const void *buf, size_t bytes, int peer, int tag,
@@ -193,6 +233,39 @@ static pp_status do_recv_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
     return PP_OK;
 }
 
+/* The first request still under way among n, else NULL. */
+static pp_request *first_pending(pp_request **q, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (q[i]) return q[i];
+    return NULL;
+}
+
+/* Between a stage's ops, at most every 200 us: MPI moves every message under way inside
+ * any of its calls, so testing one outstanding send or receive lets a peer's transfer
+ * finish now instead of when this rank next waits (a receiver copies a large message
+ * itself, so a sender's slot stays busy until the receiver enters MPI). Errors surface at
+ * the waits. */
+void driver_progress(void *user)
+{
+    pp_driver *d = user;
+    const double now = pp_now();
+    if (now - d->last_progress < 2e-4) return;
+    d->last_progress = now;
+    const size_t m = (size_t)d->microbatches * MAX_PORTS;
+    for (int i = 0; i < d->nvs; i++) {
+        vstage *v = &d->vs[i];
+        pp_request *q = first_pending(v->recv_act, m);
+        if (!q) q = first_pending(v->recv_grad, m);
+        if (!q) q = first_pending(v->sends, (size_t)v->nslots * 2 * MAX_PORTS);
+        if (!q) continue;
+        int done;
+        pp_error ignored;
+        (void)pp_comm_test(d->grid->world, q, &done, &ignored);
+        return;
+    }
+}
+
 /* Inside the stage's last backward of the step: buckets whose gradients are final
  * start their all-reduce while the rest of backward runs. */
 static void bucket_hook(void *user, int done)
@@ -266,7 +339,8 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
         }
     }
     double ts = pp_now();
-    pp_status st = driver_finish_step(d, step, lr, stats, err);
+    pp_status st = driver_drain(d, err);
+    if (st == PP_OK) st = driver_finish_step(d, step, lr, stats, err);
     if (d->trace) driver_trace_add(d, &(pp_action){PP_ACT_FINISH_STEP, -1, -1, -1}, ts, pp_now());
     if (st != PP_OK)
         return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld: ", d->grid->rank, d->grid->stage,

@@ -13,6 +13,7 @@ typedef struct vstage {
     int nslots;
     int *slot_of_mb;        /* [microbatches] slot or -1 */
     int *free_slots, nfree;
+    int *draining, ndrain;  /* slots done with, oldest first, whose sends may still be under way */
     char *bw_done;          /* [microbatches] backward finished (full, or the weight half) */
     char *grad_sent;        /* [microbatches] input gradient sent or handed to a local stage */
     pp_request **sends;     /* [nslots][2 * MAX_PORTS] sends still reading the slot */
@@ -64,11 +65,16 @@ struct pp_driver {
     pp_status hook_status;  /* the first error a bucket all-reduce met inside the hook */
     pp_error hook_err;
     double loss_sum, compute_s, wait_s;
+    double last_progress;   /* when driver_progress last tested a message */
     float loss_scale;       /* the loss scaler (driver_step.c); 0: off */
     int64_t clean_steps;    /* steps since the last overflow or doubling */
 };
 
 vstage *driver_local(pp_driver *d, int stage);
+/* driver.c: waits for every slot still draining (its sends under way) and frees it. */
+pp_status driver_drain(pp_driver *d, pp_error *err);
+/* driver.c: the stages' progress hook (pp_stage_set_progress_hook; user = the driver). */
+void driver_progress(void *user);
 /* driver.c: the tag of a message (boundary = lower stage of the pair, grad 0/1, port);
  * waiting for requests (NULL entries skipped, time counted as wait); an isend recorded
  * in the slot's list so the slot is not reused before it has left. */

@@ -144,16 +144,18 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     so.whole_backward = whole_backward(d->cfg.schedule, stage);
     so.first_sample = (int64_t)d->grid->replica * (so.global_batch / d->grid->dp);   /* replicas split the batch in order */
     PP_CHECK(pp_stage_create(d->cfg.partition, stage, d->cfg.dev, &so, &v->s, err));
+    pp_stage_set_progress_hook(v->s, driver_progress, d);
     if (pp_stage_num_inputs(v->s) > MAX_PORTS || pp_stage_num_outputs(v->s) > MAX_PORTS)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "stage %d: more than %d tensors cross a boundary", stage, MAX_PORTS);
     v->slot_of_mb = malloc((size_t)m * sizeof *v->slot_of_mb);
     v->free_slots = malloc((size_t)v->nslots * sizeof *v->free_slots);
+    v->draining = malloc((size_t)v->nslots * sizeof *v->draining);
     v->bw_done = calloc((size_t)m, 1);
     v->grad_sent = calloc((size_t)m, 1);
     v->sends = calloc((size_t)v->nslots * 2 * MAX_PORTS, sizeof *v->sends);
     v->recv_act = calloc((size_t)m * MAX_PORTS, sizeof *v->recv_act);
     v->recv_grad = calloc((size_t)m * MAX_PORTS, sizeof *v->recv_grad);
-    if (!v->slot_of_mb || !v->free_slots || !v->bw_done || !v->grad_sent || !v->sends || !v->recv_act || !v->recv_grad)
+    if (!v->slot_of_mb || !v->free_slots || !v->draining || !v->bw_done || !v->grad_sent || !v->sends || !v->recv_act || !v->recv_grad)
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory creating the driver");
     for (int i = 0; i < m; i++) v->slot_of_mb[i] = -1;
     PP_CHECK(init_buckets(d, v, err));
@@ -273,6 +275,7 @@ void pp_driver_destroy(pp_driver *d)
         pp_stage_destroy(v->s);
         free(v->slot_of_mb);
         free(v->free_slots);
+        free(v->draining);
         free(v->bw_done);
         free(v->grad_sent);
         free(v->sends);

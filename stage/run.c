@@ -112,6 +112,7 @@ pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64
     double t0 = s->prof ? pp_now() : 0;
     pp_status st = s->ops[o].k->forward(&c, err);
     if (s->prof) stage_profile_add(s, o, NULL, rerun, t0, pp_now());
+    if (s->progress) s->progress(s->progress_user);
     if (st != PP_OK)
         return pp_error_prefix(err, "step %lld, microbatch %lld%s: ", (long long)step, (long long)microbatch,
                                rerun ? " (recomputing before backward)" : "");
@@ -247,6 +248,7 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
         else
             PP_CHECK(fresh_or_zero(s, o, slot, first, NULL, &none, err));
         if (w && s->hook) s->hook(s->hook_user, ++done);
+        if (s->progress) s->progress(s->progress_user);
     }
     return PP_OK;
 }
@@ -292,6 +294,12 @@ void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user)
 {
     s->hook = fn;
     s->hook_user = user;
+}
+
+void pp_stage_set_progress_hook(pp_stage *s, pp_stage_progress_hook fn, void *user)
+{
+    s->progress = fn;
+    s->progress_user = user;
 }
 
 int pp_stage_param_ready(const pp_stage *s, int i) { return i >= 0 && i < s->nparams ? s->param_ready[i] : 0; }

@@ -112,6 +112,8 @@ struct pp_stage {
                                parameter's gradient is final */
     pp_stage_grad_hook hook;
     void *hook_user;
+    pp_stage_progress_hook progress;
+    void *progress_user;
     /* the loss (loss.c, which says the convention) */
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
