@@ -208,13 +208,15 @@ PP_API pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp
 typedef void (*pp_stage_grad_hook)(void *user, int done);
 /* Local; s keeps fn and user (borrowed) until the hook is replaced or removed. */
 PP_API void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user);
+PP_API int pp_stage_param_ready(const pp_stage *s, int i);
+
 /* Messages can move while a stage computes: the hook runs after every op of forward,
  * backward and recompute (MPI moves data only inside its calls, so the driver tests its
  * outstanding messages there, and a peer waiting on one need not wait for this stage's
- * whole pass). fn NULL removes it. Local; s keeps fn and user (borrowed). */
+ * whole pass). fn NULL removes it. */
 typedef void (*pp_stage_progress_hook)(void *user);
+/* Local; s keeps fn and user (borrowed) until the hook is replaced or removed. */
 PP_API void pp_stage_set_progress_hook(pp_stage *s, pp_stage_progress_hook fn, void *user);
-PP_API int pp_stage_param_ready(const pp_stage *s, int i);
 
 PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);   /* Local */
 /* sum of squared gradients of this stage's parameters (clipping sums it across stages). Local. */
