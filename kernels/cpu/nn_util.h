@@ -31,7 +31,7 @@ void nn_add_strided(float *dst, const int64_t *dst_st, const float *src, const i
                     const int64_t *dims, int rank, float alpha);
 /* Row reductions over n floats at stride st, with 8 independent partial results so
  * that they pipeline (and vectorise when st is 1 after inlining). */
-#define NN_LANES 8
+#define NN_LANES 32
 static inline float nn_row_sum(const float *x, int64_t n, int64_t st)
 {
     float acc[NN_LANES] = {0};
