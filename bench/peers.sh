@@ -9,7 +9,7 @@
 #     it); PyTorch 2.x eager and torch.compile on 1 thread; ONNX Runtime training on 1
 #     thread.
 #   2 cores: onnxpipe pp=1 on 2 BLAS threads, pp=2 under every schedule (gpipe, 1f1b,
-#     interleaved, zb-h1, zb-v; ranks bound to cores, one extra profiled step gives the
+#     interleaved, zb-h1, zb-v; ranks bound to cores, three extra profiled steps give the
 #     simulator's bubble on the measured stage costs), pp=1 x dp=2; PyTorch eager and
 #     torch.compile on 2 threads, torch.distributed.pipelining on 2 processes (gloo) under
 #     each of its schedules; ONNX Runtime training on 2 threads (spinning and not).
@@ -79,7 +79,7 @@ run_py() {
 has() { [[ " $PEERS " == *" $1 "* ]]; }
 
 # onnxpipe_run TAGS CONFIG RANKS BLAS_THREADS STEPS_RUN PROFILED LAUNCH... -- TRAIN_ARGS...
-# (LAUNCH: taskset ..., env, or mpirun ...; PROFILED=1 profiles the last step, not timed)
+# (LAUNCH: taskset ..., env, or mpirun ...; PROFILED=1 profiles the last 3 steps, not timed)
 onnxpipe_run() {
     local tags=$1 config=$2 ranks=$3 threads=$4 nsteps=$5 profiled=$6
     shift 6
@@ -88,7 +88,7 @@ onnxpipe_run() {
     shift
     rm -rf "$TMP/run" && mkdir -p "$TMP/run"
     local prof=()
-    [ "$profiled" = 1 ] && prof=(--profile-steps "$nsteps:$nsteps" --profile "$TMP/run/prof.json")
+    [ "$profiled" = 1 ] && prof=(--profile-steps "$((nsteps - 2)):$nsteps" --profile "$TMP/run/prof.json")
     local train=(train --model "$TMP/gpt.onnx" --data "$TMP/data" --batch $BATCH --microbatches $MB
                  --steps "$nsteps" --optimizer adamw --lr 1e-3 --weight-decay 0.01 --loss cross_entropy
                  --logits logits --labels labels --losses "$TMP/run/losses.txt" --quiet "${prof[@]}")
@@ -146,7 +146,7 @@ two_core_onnxpipe() {
     onnxpipe_run "$t2" "onnxpipe pp=1 2 BLAS threads" 1 2 "$STEPS" 0 env -- --pp 1
     for kind in gpipe 1f1b interleaved zb-h1 zb-v; do
         tags="{\"round\": $round, \"cores\": 2, \"schedule\": \"$kind\", \"bind\": \"core\", \"bubble_predicted_flops\": $(predict $kind)}"
-        onnxpipe_run "$tags" "onnxpipe pp=2 $kind" 2 1 $((STEPS + 1)) 1 mpirun -np 2 --bind-to core -- \
+        onnxpipe_run "$tags" "onnxpipe pp=2 $kind" 2 1 $((STEPS + 3)) 1 mpirun -np 2 --bind-to core -- \
             --pp 2 --dp 1 --schedule $kind
     done
     onnxpipe_run "{\"round\": $round, \"cores\": 2, \"bind\": \"core\"}" "onnxpipe pp=1 x dp=2" 2 1 "$STEPS" 0 \

@@ -130,8 +130,11 @@ for d in runs:
 if rows:
     emit({"bench": "peers_bubble", "pp": 2, "microbatches": 16,
           "schedules": {k: {"measured": round(statistics.median(d["bubble_measured"] for d in ds), 4),
+                            "measured_profiled_steps": round(statistics.median(
+                                d.get("bubble_measured_profiled", float("nan")) for d in ds), 4),
                             "simulated_measured_costs": round(statistics.median(
                                 d.get("bubble_simulated_measured_costs", float("nan")) for d in ds), 4),
                             "predicted_flops": ds[0].get("bubble_predicted_flops")} for k, ds in rows.items()},
-          "note": "measured: 1 - sum of compute / (ranks x step), median over timed steps; simulated: the schedule on "
-                  "the stage costs measured in a profiled step, messages free; predicted: on the partition's FLOPs"})
+          "note": "measured: 1 - sum of compute / (ranks x step), median over timed steps, and the same over the "
+                  "profiled steps; simulated: the schedule on the mean stage costs measured in the profiled steps, "
+                  "messages free; predicted: on the partition's FLOPs"})
