@@ -18,10 +18,11 @@ const pp_stage_cost *stage_cost(const pp_costs *c, int stage)
     return (c->stage && stage >= 0 && stage < c->num_stages) ? &c->stage[stage] : &c->uniform;
 }
 
-/* Duration of a compute action under costs (0 for communication). */
-static double action_cost(const pp_costs *c, const pp_action *a)
+/* Duration of compute action a (global index g) under costs (0 for communication). */
+static double action_cost(const pp_costs *c, const pp_action *a, long g)
 {
     if (!c) return 0;
+    if (c->action && a->kind >= PP_ACT_FORWARD && a->kind <= PP_ACT_BACKWARD_WEIGHT) return c->action[g];
     const pp_stage_cost *sc = stage_cost(c, a->stage);
     switch (a->kind) {
     case PP_ACT_FORWARD: return sc->forward;
@@ -346,7 +347,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             }
         }
         PP_CHECK(check_step(e, r, a, err));
-        double cost = action_cost(e->costs, a), end = t0 + cost;
+        double cost = action_cost(e->costs, a, g), end = t0 + cost;
         int mb = a->microbatch;
         switch (a->kind) {
         case PP_ACT_FORWARD: PP_CHECK(produce(e, r, tok_id(e, TOK_FWD, st, mb), st, end, g, err)); break;

@@ -3,7 +3,8 @@
  * (p-1)/(6m+p-1) (a sixth of 1F1B's idle time on stages of half the cost); peak
  * stashes min(p-r, m), m, and for ZB-V min(m, 2p-1-r) + min(m, r+1) half-stages; GPipe
  * with link latency) and against an independent fixed-point timing of the same actions
- * with random per-stage costs. */
+ * with random per-stage costs, and with random per-action costs (pp_costs.action: the
+ * profiler's replay of measured actions). */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stddef.h>
@@ -189,9 +190,10 @@ static void test_stage_links_and_allreduce(void **state)
 /* The reference: a fixed-point iteration of "start = max(own stream free, data ready)"
  * over the action lists, written without the engine's tokens. SEND, RECV and
  * START_REDUCE do not hold the stream; a RECV has its data when the SEND's message
- * arrives (and not before it is posted); the compute using the data waits for that. */
+ * arrives (and not before it is posted); the compute using the data waits for that.
+ * act (NULL: the stage costs): the time of each compute action by global index. */
 static double reference_makespan(const pp_schedule *s, const double *F, const double *Bi, const double *Bw,
-                                 double lat, double allreduce)
+                                 const double *act, double lat, double allreduce)
 {
     int S = s->num_stages, m = s->microbatches;
     double *sent = calloc((size_t)2 * S * m, sizeof *sent);  /* [dir][dest stage][mb] arrival */
@@ -202,25 +204,25 @@ static double reference_makespan(const pp_schedule *s, const double *F, const do
     for (int changed = 1, iter = 0; changed; iter++) {
         assert_true(iter < 100000);
         changed = 0;
-        for (int r = 0; r < s->pp; r++) {
+        for (int r = 0, g = 0; r < s->pp; r++) {
             double clock = 0, red = 0;
-            for (int i = 0; i < s->count[r]; i++) {
+            for (int i = 0; i < s->count[r]; i++, g++) {
                 const pp_action *a = &s->actions[r][i];
                 int st = a->stage, mb = a->microbatch;
                 double t = clock, e = clock;
                 switch (a->kind) {
                 case PP_ACT_FORWARD:
                     if (st > 0 && s->stage_rank[st - 1] != r) t = fmax(t, got[(size_t)st * m + mb]);
-                    e = t + F[st];
+                    e = t + (act ? act[g] : F[st]);
                     clock = e;
                     break;
                 case PP_ACT_BACKWARD:
                 case PP_ACT_BACKWARD_INPUT:
                     if (st + 1 < S && s->stage_rank[st + 1] != r) t = fmax(t, got[(size_t)S * m + (size_t)st * m + mb]);
-                    e = t + Bi[st] + (a->kind == PP_ACT_BACKWARD ? Bw[st] : 0);
+                    e = t + (act ? act[g] : Bi[st] + (a->kind == PP_ACT_BACKWARD ? Bw[st] : 0));
                     clock = e;
                     break;
-                case PP_ACT_BACKWARD_WEIGHT: e = t + Bw[st]; clock = e; break;
+                case PP_ACT_BACKWARD_WEIGHT: e = t + (act ? act[g] : Bw[st]); clock = e; break;
                 case PP_ACT_SEND_ACT: e = t + lat; sent[(size_t)(st + 1) * m + mb] = e; break;
                 case PP_ACT_SEND_GRAD: e = t + lat; sent[(size_t)S * m + (size_t)(st - 1) * m + mb] = e; break;
                 case PP_ACT_RECV_ACT: e = got[(size_t)st * m + mb] = fmax(t, sent[(size_t)st * m + mb]); break;
@@ -270,7 +272,7 @@ static void test_random_costs_vs_reference(void **state)
                 c.allreduce = 2.0;
                 c.optimizer = 0;
                 pp_sim_result *r = sim(s, &c);
-                double want = reference_makespan(s, F, Bi, Bw, 0.3, 2.0);
+                double want = reference_makespan(s, F, Bi, Bw, NULL, 0.3, 2.0);
                 double d = fabs(r->makespan - want);
                 if (d > worst) worst = d;
                 if (d > 1e-9) fail_msg("%s p=%d m=%d: makespan %.12g, reference %.12g", pp_schedule_kind_name(kind),
@@ -294,6 +296,55 @@ static void test_random_costs_vs_reference(void **state)
                 pp_schedule_destroy(s);
             }
     printf("%d schedules with random stage costs: max |makespan - reference| = %.3g s\n", cases, worst);
+}
+
+/* pp_costs.action: each compute action its own time (the profiler replays measured
+ * actions this way) against the reference; the stage costs written out per action give
+ * the stage-cost makespan exactly. */
+static void test_per_action_costs(void **state)
+{
+    (void)state;
+    srand(777);
+    double worst = 0;
+    int cases = 0;
+    for (int kind = 0; kind < PP_SCHED_CUSTOM; kind++)
+        for (int p = 2; p <= 5; p++) {
+            int m = 2 * p, v = kind == PP_SCHED_INTERLEAVED ? 2 : pp_schedule_default_chunks(kind);
+            pp_schedule *s = make(kind, p, m, v);
+            int n = 0;
+            for (int r = 0; r < p; r++) n += s->count[r];
+            double *act = calloc((size_t)n, sizeof *act), *same = calloc((size_t)n, sizeof *same);
+            assert_non_null(act);
+            assert_non_null(same);
+            for (int r = 0, g = 0; r < p; r++)
+                for (int i = 0; i < s->count[r]; i++, g++) {
+                    int k = s->actions[r][i].kind;
+                    act[g] = 0.5 + rand() % 100 / 50.0;
+                    same[g] = k == PP_ACT_FORWARD ? 1.0 : k == PP_ACT_BACKWARD ? 2.0 : 1.0;   /* unit stage costs */
+                }
+            pp_costs c;
+            pp_costs_unit(&c);
+            c.send_latency = 0.3;
+            pp_sim_result *base = sim(s, &c);
+            c.action = same;
+            pp_sim_result *r1 = sim(s, &c);
+            assert_true(fabs(r1->makespan - base->makespan) < 1e-9);
+            c.action = act;
+            pp_sim_result *r2 = sim(s, &c);
+            double want = reference_makespan(s, NULL, NULL, NULL, act, 0.3, 0);
+            double d = fabs(r2->makespan - want);
+            if (d > worst) worst = d;
+            if (d > 1e-9) fail_msg("%s p=%d: makespan %.12g, reference %.12g", pp_schedule_kind_name(kind), p,
+                                   r2->makespan, want);
+            cases++;
+            pp_sim_result_destroy(base);
+            pp_sim_result_destroy(r1);
+            pp_sim_result_destroy(r2);
+            free(act);
+            free(same);
+            pp_schedule_destroy(s);
+        }
+    printf("%d schedules with random per-action costs: max |makespan - reference| = %.3g s\n", cases, worst);
 }
 
 static void test_rejects_bad_costs(void **state)
@@ -324,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_gpipe_latency),
         cmocka_unit_test(test_stage_links_and_allreduce),
         cmocka_unit_test(test_random_costs_vs_reference),
+        cmocka_unit_test(test_per_action_costs),
         cmocka_unit_test(test_rejects_bad_costs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

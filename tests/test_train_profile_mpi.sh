@@ -81,15 +81,18 @@ if not rows:
 worst = max(abs(float(ms) - tot[t]) for t, _, ms in rows) if rows else 0
 if worst > 0.002:
     bad.append(f"table totals differ from the trace by {worst:.4f} ms")
-ranks = re.findall(r"^([0-3])\s+([01])\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+(-?[0-9.]+)%\s+(-?[0-9.]+)%$", log, re.M)
+ranks = re.findall(r"^([0-3])\s+([01])\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+(-?[0-9.]+)%\s+(-?[0-9.]+)%\s+(-?[0-9.]+)%$", log,
+                   re.M)
 mem = re.findall(r"^([0-3])\s+[01]\s+peak\s+([0-9.]+ \w?i?B) .*\n\s+estimate\s+([0-9.]+ \w?i?B)", log, re.M)
 if len(ranks) != 4:
-    bad.append(f"{len(ranks)} ranks with measured and simulated bubble, expected 4")
+    bad.append(f"{len(ranks)} ranks with measured, simulated and replayed bubble, expected 4")
+if any(not 0 <= float(x) < 100 for _, _, b, s, y in ranks for x in (s, y)):
+    bad.append(f"a simulated or replayed bubble outside [0, 100): {ranks}")
 if len(mem) != 4:
     bad.append(f"{len(mem)} ranks in the memory table, expected 4")
 print(f"{len(x)} events on 4 ranks, steps {steps}; {flops_checked} MatMul FLOPs = 2*M*N*K from their shapes; "
-      f"{len(rows)} table rows within {worst:.4f} ms of the trace; bubbles measured/simulated "
-      f"{[(b, s) for _, _, b, s in ranks]}")
+      f"{len(rows)} table rows within {worst:.4f} ms of the trace; bubbles measured/simulated/replayed "
+      f"{[(b, s, y) for _, _, b, s, y in ranks]}")
 if bad:
     sys.exit("profile: " + "; ".join(bad[:10]))
 PYEOF

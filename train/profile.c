@@ -3,7 +3,9 @@
  * bucket (driver events); after step B rank 0 gathers them into one Perfetto JSON (a
  * process per rank; threads for ops, communication and schedule actions), prints a per-op
  * table like torch.profiler's key_averages(), and the measured bubble per rank next to the
- * simulator's for the same (measured) stage costs. Other steps pay one NULL test per op. */
+ * simulator's for the same (measured) stage costs, and to its replay of every action's
+ * measured time (which keeps what the means smooth away: one slow microbatch delays the
+ * whole pipeline). Other steps pay one NULL test per op. */
 #include "train_internal.h"
 
 #include <stdlib.h>
@@ -33,7 +35,12 @@ struct train_prof {
     double step_s, compute_s, wait_s;       /* sums over the profiled steps */
     int nsteps;
     double *cost;                           /* [num_stages][NCOST][2]: seconds, count */
+    double *act;                            /* [num_stages][NACT][microbatches][2]: seconds, count */
 };
+
+enum { NACT = PP_ACT_BACKWARD_WEIGHT - PP_ACT_FORWARD + 1 };   /* F, B, I, W */
+
+static size_t act_len(const pp_schedule *s) { return (size_t)s->num_stages * NACT * (size_t)s->microbatches * 2; }
 
 pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *world, const pp_schedule *sched,
                           const pp_partition *part, const pp_grid *grid, train_prof **out, pp_error *err)
@@ -44,12 +51,15 @@ pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *wor
     if (world->rank == 0 && !f) return pp_error_set(err, PP_ERR_IO, "--profile: cannot create '%s'", c->profile_out);
     if (f) fclose(f);
     train_prof *p = calloc(1, sizeof *p);
-    if (!p || !(p->cost = calloc((size_t)sched->num_stages * NCOST * 2, sizeof *p->cost))) {
+    double *cost = calloc((size_t)sched->num_stages * NCOST * 2, sizeof *cost), *act = calloc(act_len(sched), sizeof *act);
+    if (!p || !cost || !act) {
         free(p);
+        free(cost);
+        free(act);
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the profiler");
     }
     *p = (train_prof){.first = c->profile_first, .last = c->profile_last, .path = c->profile_out, .drv = drv,
-                      .world = world, .sched = sched, .part = part, .grid = grid, .cost = p->cost,
+                      .world = world, .sched = sched, .part = part, .grid = grid, .cost = cost, .act = act,
                       .keep_trace = c->trace_path != NULL};
     *out = p;
     return PP_OK;
@@ -112,6 +122,11 @@ static void take_driver_events(train_prof *p, int64_t step)
         double *c = p->cost + ((size_t)e->stage * NCOST + (size_t)cost_of[e->kind]) * 2;
         c[0] += own;
         c[1] += 1;
+        if (e->stage >= p->sched->num_stages || e->microbatch < 0 || e->microbatch >= p->sched->microbatches) continue;
+        double *a = p->act + (((size_t)e->stage * NACT + (size_t)(e->kind - PP_ACT_FORWARD)) *
+                              (size_t)p->sched->microbatches + (size_t)e->microbatch) * 2;
+        a[0] += own;
+        a[1] += 1;
     }
 }
 
@@ -258,8 +273,34 @@ static void print_ops(const prof_rec *all, const int *counts, int size, int most
     }
 }
 
-/* The simulator on the measured mean cost of each stage's F, B (or I and W). */
-static pp_status predict(const train_prof *p, const double *cost, pp_sim_result **sim, pp_error *err)
+/* Each compute action's mean measured time over the profiled steps (its stage's mean where
+ * it was never seen), by global action index, for pp_costs.action. */
+static double *replay_costs(const train_prof *p, const pp_stage_cost *sc)
+{
+    const pp_schedule *s = p->sched;
+    size_t n = 0;
+    for (int r = 0; r < s->pp; r++) n += (size_t)s->count[r];
+    double *t = calloc(n + 1, sizeof *t);
+    if (!t) return NULL;
+    size_t g = 0;
+    for (int r = 0; r < s->pp; r++)
+        for (int i = 0; i < s->count[r]; i++, g++) {
+            const pp_action *a = &s->actions[r][i];
+            if (a->kind < PP_ACT_FORWARD || a->kind > PP_ACT_BACKWARD_WEIGHT) continue;
+            const double *m = p->act + (((size_t)a->stage * NACT + (size_t)(a->kind - PP_ACT_FORWARD)) *
+                                        (size_t)s->microbatches + (size_t)a->microbatch) * 2;
+            const pp_stage_cost *c = &sc[a->stage];
+            t[g] = m[1] > 0 ? m[0] / m[1]
+                 : a->kind == PP_ACT_FORWARD ? c->forward
+                 : a->kind == PP_ACT_BACKWARD ? c->backward_input + c->backward_weight
+                 : a->kind == PP_ACT_BACKWARD_INPUT ? c->backward_input : c->backward_weight;
+        }
+    return t;
+}
+
+/* The simulator on the measured mean cost of each stage's F, B (or I and W); replay: on
+ * each action's own measured time. */
+static pp_status predict(const train_prof *p, const double *cost, int replay, pp_sim_result **sim, pp_error *err)
 {
     int ns = p->sched->num_stages;
     pp_stage_cost *sc = calloc((size_t)ns, sizeof *sc);
@@ -273,8 +314,9 @@ static pp_status predict(const train_prof *p, const double *cost, pp_sim_result 
         sc[s].backward_weight = c[2 * C_B + 1] > 0 ? mean[C_B] / 2 : mean[C_BW];
         sc[s].act_bytes = p->part->stages[s].act_bytes > 0 ? (double)p->part->stages[s].act_bytes : 0;
     }
-    pp_costs pc = {.stage = sc, .num_stages = ns};
-    pp_status st = pp_schedule_simulate(p->sched, &pc, sim, err);
+    pp_costs pc = {.stage = sc, .num_stages = ns, .action = replay ? replay_costs(p, sc) : NULL};
+    pp_status st = replay && !pc.action ? PP_NOMEM(err) : pp_schedule_simulate(p->sched, &pc, sim, err);
+    free((double *)pc.action);
     free(sc);
     return st;
 }
@@ -286,7 +328,7 @@ static pp_status finish(train_prof *p, pp_error *err)
     double mine[3] = {p->step_s / p->nsteps, p->compute_s / p->nsteps, p->wait_s / p->nsteps};
     double *per_rank = calloc((size_t)size * 3, sizeof *per_rank);
     prof_rec *padded = NULL, *all = NULL;
-    pp_sim_result *sim = NULL;
+    pp_sim_result *sim = NULL, *replay = NULL;
     FILE *f = NULL;
     pp_status st = counts && stage_of && per_rank ? PP_OK : PP_NOMEM(err);
     if (st == PP_OK) st = pp_comm_allgather(p->world, &p->nrec, counts, sizeof(int), err);
@@ -295,6 +337,7 @@ static pp_status finish(train_prof *p, pp_error *err)
     /* every replica ran every stage: sum, the counts divide it into means */
     if (st == PP_OK)
         st = pp_comm_allreduce(p->world, p->cost, (size_t)p->sched->num_stages * NCOST * 2, PP_DTYPE_F64, err);
+    if (st == PP_OK) st = pp_comm_allreduce(p->world, p->act, act_len(p->sched), PP_DTYPE_F64, err);
     for (int r = 0; st == PP_OK && r < size; r++) most = counts[r] > most ? counts[r] : most;
     most++;
     if (st == PP_OK && (!(padded = calloc((size_t)most, sizeof *padded)) ||
@@ -307,7 +350,8 @@ static pp_status finish(train_prof *p, pp_error *err)
     if (st == PP_OK && p->world->rank == 0) {
         if (!(f = fopen(p->path, "w"))) st = pp_error_set(err, PP_ERR_IO, "--profile: cannot create '%s'", p->path);
         if (st == PP_OK) st = write_json(p, f, all, counts, most, stage_of, err);
-        if (st == PP_OK) st = predict(p, p->cost, &sim, err);
+        if (st == PP_OK) st = predict(p, p->cost, 0, &sim, err);
+        if (st == PP_OK) st = predict(p, p->cost, 1, &replay, err);
     }
     if (st == PP_OK && p->world->rank == 0) {
         double slowest = 0, total = 0;
@@ -318,19 +362,22 @@ static pp_status finish(train_prof *p, pp_error *err)
         printf("\nprofile of %d step%s from step %lld on %d ranks: %s (Perfetto / chrome://tracing)\n", p->nsteps,
                p->nsteps > 1 ? "s" : "", (long long)p->first, size, p->path);
         print_ops(all, counts, size, most, total);
-        printf("\n%-6s %-14s %9s %11s %9s %9s %10s\n", "rank", "pipeline rank", "step ms", "compute ms", "wait ms",
-               "bubble", "simulated");
+        printf("\n%-6s %-14s %9s %11s %9s %9s %10s %9s\n", "rank", "pipeline rank", "step ms", "compute ms", "wait ms",
+               "bubble", "simulated", "replayed");
         for (int r = 0; r < size; r++)
-            printf("%-6d %-14d %9.3f %11.3f %9.3f %8.1f%% %9.1f%%\n", r, stage_of[r], 1e3 * per_rank[3 * r],
-                   1e3 * per_rank[3 * r + 1], 1e3 * per_rank[3 * r + 2],
-                   100 * (1 - per_rank[3 * r + 1] / slowest), 100 * sim->rank_bubble[stage_of[r]]);
+            printf("%-6d %-14d %9.3f %11.3f %9.3f %8.1f%% %9.1f%% %8.1f%%\n", r, stage_of[r], 1e3 * per_rank[3 * r],
+                   1e3 * per_rank[3 * r + 1], 1e3 * per_rank[3 * r + 2], 100 * (1 - per_rank[3 * r + 1] / slowest),
+                   100 * sim->rank_bubble[stage_of[r]], 100 * replay->rank_bubble[stage_of[r]]);
         printf("bubble: 1 - compute / the slowest rank's step; simulated: the schedule on the measured mean F, B "
-               "(I, W) of each stage with free messages (predicted step %.3f ms, overall bubble %.1f%%)\n\n",
-               1e3 * sim->makespan, 100 * sim->bubble);
+               "(I, W) of each stage with free messages (predicted step %.3f ms, overall bubble %.1f%%); replayed: "
+               "the schedule on each action's own measured time, free messages (replayed step %.3f ms, overall "
+               "bubble %.1f%%)\n\n",
+               1e3 * sim->makespan, 100 * sim->bubble, 1e3 * replay->makespan, 100 * replay->bubble);
         fflush(stdout);
     }
     if (f && fclose(f) && st == PP_OK) st = pp_error_set(err, PP_ERR_IO, "--profile: cannot write '%s'", p->path);
     pp_sim_result_destroy(sim);
+    pp_sim_result_destroy(replay);
     free(counts);
     free(stage_of);
     free(per_rank);
@@ -344,5 +391,6 @@ void train_prof_close(train_prof *p)
     if (!p) return;
     free(p->recs);
     free(p->cost);
+    free(p->act);
     free(p);
 }

@@ -71,10 +71,15 @@ if a.stdout and os.path.exists(a.stdout):
         out["bubble_simulated_measured_costs"] = round(float(m.group(2)) / 100, 4)
         out["step_s_simulated_measured_costs"] = round(float(m.group(1)) / 1000, 4)
         out["bubble_simulated_note"] = ("the schedule simulated on the mean stage costs measured in the profiled "
-                                        "steps (after the timed ones), messages free")
-    # the profile's table, one row per rank: rank, pipeline rank, step ms, compute ms, wait ms, bubble %, simulated %
+                                        "steps (after the timed ones), messages free; replay: on each action's own "
+                                        "measured time")
+    m = re.search(r"replayed step ([0-9.]+) ms, overall bubble ([0-9.]+)%", prof)
+    if m:
+        out["bubble_simulated_replay"] = round(float(m.group(2)) / 100, 4)
+    # the profile's table, one row per rank: rank, pipeline rank, step ms, compute ms, wait ms, bubble %,
+    # simulated %, replayed %
     rows = [(float(r.group(1)), float(r.group(2))) for r in
-            re.finditer(r"^\d+\s+\d+\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+\s+[0-9.]+%\s+[0-9.]+%$", prof, re.M)]
+            re.finditer(r"^\d+\s+\d+\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+(?:\s+-?[0-9.]+%){2,3}$", prof, re.M)]
     if rows:   # the same measure as bubble_measured, over the profiled steps the simulation used
         out["bubble_measured_profiled"] = round(1 - sum(c for _, c in rows) / (len(rows) * max(t for t, _ in rows)), 4)
 out["loadavg"] = [round(x, 2) for x in os.getloadavg()]

@@ -134,7 +134,10 @@ if rows:
                                 d.get("bubble_measured_profiled", float("nan")) for d in ds), 4),
                             "simulated_measured_costs": round(statistics.median(
                                 d.get("bubble_simulated_measured_costs", float("nan")) for d in ds), 4),
+                            "simulated_replay": round(statistics.median(
+                                d.get("bubble_simulated_replay", float("nan")) for d in ds), 4),
                             "predicted_flops": ds[0].get("bubble_predicted_flops")} for k, ds in rows.items()},
           "note": "measured: 1 - sum of compute / (ranks x step), median over timed steps, and the same over the "
                   "profiled steps; simulated: the schedule on the mean stage costs measured in the profiled steps, "
-                  "messages free; predicted: on the partition's FLOPs"})
+                  "messages free; replay: the schedule on each action's own time measured in those steps; predicted: "
+                  "on the partition's FLOPs"})

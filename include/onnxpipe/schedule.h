@@ -211,6 +211,11 @@ typedef struct pp_costs {
     double allreduce;            /* s per START_REDUCE (data-parallel all-reduce), plus the
                                     stage's own pp_stage_cost.allreduce */
     double optimizer;            /* s per FINISH_STEP */
+    const double *action;        /* NULL, or s of each FORWARD, BACKWARD, BACKWARD_INPUT and
+                                    BACKWARD_WEIGHT action in place of its stage's cost, by the
+                                    action's global index (rank r's i-th: the counts of ranks
+                                    before r, plus i; other entries unread): a replay of
+                                    measured actions */
 } pp_costs;
 
 /* F = B = W = 1 s, nothing else costs anything. Local. */
