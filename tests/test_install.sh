@@ -34,7 +34,9 @@ echo "ok: $(cd "$P" && find . -type f -o -type l | wc -l) files; SONAME $soname;
 mkdir -p "$OUT/user"
 cp "$SRC_DIR/tests/install_user.c" "$OUT/user/user.c"
 run_user() {   # name, binary, expect shared (1) or not (0)
-    if ldd "$2" | grep -q "libonnxpipe.so.$major => $libdir/"; then linked=1; else linked=0; fi
+    # grep reads all of ldd's output (no -q): under pipefail an early exit would make ldd's
+    # SIGPIPE fail the pipeline, and a shared build look static
+    if ldd "$2" | grep "libonnxpipe.so.$major => $libdir/" >/dev/null; then linked=1; else linked=0; fi
     [ "$linked" = "$3" ] || fail "$1: linked to libonnxpipe.so: $linked, expected $3 ($(ldd "$2" | grep onnxpipe || echo none))"
     "$2" >"$OUT/$1.log" 2>&1 || { cat "$OUT/$1.log"; fail "$1 failed"; }
     echo "ok: $1: $(tail -1 "$OUT/$1.log")"
@@ -115,7 +117,8 @@ status=0
 (
     /usr/bin/onnxpipe --version | grep -qx "onnxpipe $version" || fail "/usr/bin/onnxpipe --version"
     cc -o "$OUT/user/deb_user" "$OUT/user/user.c" $(pkg-config --cflags --libs onnxpipe) || fail "building against the .deb"
-    ldd "$OUT/user/deb_user" | grep -qE "libonnxpipe.so.$major => (/usr)?/lib/" || fail "the program does not find /usr/lib/libonnxpipe.so.$major"
+    ldd "$OUT/user/deb_user" | grep -E "libonnxpipe.so.$major => (/usr)?/lib/" >/dev/null ||
+        fail "the program does not find /usr/lib/libonnxpipe.so.$major"
     "$OUT/user/deb_user" >"$OUT/deb-user.log" || fail "the program built against the .deb failed"
     echo "ok: installed: onnxpipe --version, pkg-config, and a program run against /usr/lib/libonnxpipe.so.$major"
 ) || status=1
