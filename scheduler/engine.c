@@ -22,7 +22,8 @@ const pp_stage_cost *stage_cost(const pp_costs *c, int stage)
 static double action_cost(const pp_costs *c, const pp_action *a, long g)
 {
     if (!c) return 0;
-    if (c->action && a->kind >= PP_ACT_FORWARD && a->kind <= PP_ACT_BACKWARD_WEIGHT) return c->action[g];
+    if (c->action && a->kind >= PP_ACT_FORWARD && a->kind <= PP_ACT_BACKWARD_WEIGHT && c->action[g] >= 0)
+        return c->action[g];
     const pp_stage_cost *sc = stage_cost(c, a->stage);
     switch (a->kind) {
     case PP_ACT_FORWARD: return sc->forward;

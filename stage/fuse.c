@@ -187,6 +187,15 @@ static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp
     return PP_OK;
 }
 
+/* Adds attribute a to MatMul m (perm_A / perm_B / perm_Y, causal_Y / causal_A: read by
+ * kernels/cpu/matmul.c); a MatMul has no attributes of its own. */
+static void fold_attr(stage_op *m, pp_attr a)
+{
+    if (m->attrs != m->folded) m->nattrs = 0;
+    m->folded[m->nattrs++] = a;
+    m->attrs = m->folded;
+}
+
 /* The explicit perm of Transpose op t, rank >= 3, else NULL. */
 static const pp_attr *transpose_perm(const stage_op *t)
 {
@@ -244,8 +253,7 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
             s->t[m->out[0]].view_of = m->in[0];   /* unused from now on */
             m->out[0] = tr->out[0];
         }
-        m->folded[m->nattrs++] = (pp_attr){.name = names[k], .type = PP_ATTR_INTS, .n = r, .ints = perm->ints};
-        m->attrs = m->folded;
+        fold_attr(m, (pp_attr){.name = names[k], .type = PP_ATTR_INTS, .n = r, .ints = perm->ints});
         gone[t] = 1;
         pp_log(PP_LOG_DEBUG, "stage: folded Transpose '%s' into MatMul '%s'", tr->name, m->name);
     }
@@ -268,13 +276,6 @@ static int causal_mask(const pp_stage *s, int t, int64_t T)
     return 1;
 }
 
-/* Marks MatMul op o with the int attribute `name` = 1 (kernels/cpu/matmul.c). */
-static void mark(stage_op *m, const char *name)
-{
-    if (m->attrs != m->folded) m->nattrs = 0;   /* a MatMul has no attributes of its own */
-    m->folded[m->nattrs++] = (pp_attr){.name = name, .type = PP_ATTR_INT, .i = 1};
-    m->attrs = m->folded;
-}
 
 /* If op o is a MatMul with a fused causal mask (causal_mask) whose result only a Softmax
  * over the last axis reads, marks it causal_Y, and the MatMul that only reads the
@@ -292,11 +293,11 @@ static void mark_causal(pp_stage *s, const int *op_of_node, int o)
         pp_attr_int(s->ops[sm].attrs, s->ops[sm].nattrs, "axis", s->g->opset >= 13 ? -1 : 1, &axis, NULL, NULL) ||
         (axis != -1 && axis != y->rank - 1))
         return;
-    mark(mm, "causal_Y");
+    fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1});
     pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
     int pv = only_reader(s, op_of_node, s->ops[sm].out[0], PP_OP_MATMUL);
     if (pv < 0 || s->ops[pv].in[0] != s->ops[sm].out[0] || s->ops[pv].in[1] == s->ops[pv].in[0]) return;
-    mark(&s->ops[pv], "causal_A");
+    fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1});
     pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
 }
 

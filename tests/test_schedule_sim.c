@@ -299,8 +299,8 @@ static void test_random_costs_vs_reference(void **state)
 }
 
 /* pp_costs.action: each compute action its own time (the profiler replays measured
- * actions this way) against the reference; the stage costs written out per action give
- * the stage-cost makespan exactly. */
+ * actions this way) against the reference; the stage costs written out per action, or
+ * -1 (keep the stage's cost) everywhere, give the stage-cost makespan exactly. */
 static void test_per_action_costs(void **state)
 {
     (void)state;
@@ -314,13 +314,16 @@ static void test_per_action_costs(void **state)
             int n = 0;
             for (int r = 0; r < p; r++) n += s->count[r];
             double *act = calloc((size_t)n, sizeof *act), *same = calloc((size_t)n, sizeof *same);
+            double *keep = calloc((size_t)n, sizeof *keep);
             assert_non_null(act);
             assert_non_null(same);
+            assert_non_null(keep);
             for (int r = 0, g = 0; r < p; r++)
                 for (int i = 0; i < s->count[r]; i++, g++) {
                     int k = s->actions[r][i].kind;
                     act[g] = 0.5 + rand() % 100 / 50.0;
                     same[g] = k == PP_ACT_FORWARD ? 1.0 : k == PP_ACT_BACKWARD ? 2.0 : 1.0;   /* unit stage costs */
+                    keep[g] = -1;
                 }
             pp_costs c;
             pp_costs_unit(&c);
@@ -329,6 +332,10 @@ static void test_per_action_costs(void **state)
             c.action = same;
             pp_sim_result *r1 = sim(s, &c);
             assert_true(fabs(r1->makespan - base->makespan) < 1e-9);
+            c.action = keep;
+            pp_sim_result *r0 = sim(s, &c);
+            assert_true(fabs(r0->makespan - base->makespan) < 1e-9);
+            pp_sim_result_destroy(r0);
             c.action = act;
             pp_sim_result *r2 = sim(s, &c);
             double want = reference_makespan(s, NULL, NULL, NULL, act, 0.3, 0);
@@ -342,6 +349,7 @@ static void test_per_action_costs(void **state)
             pp_sim_result_destroy(r2);
             free(act);
             free(same);
+            free(keep);
             pp_schedule_destroy(s);
         }
     printf("%d schedules with random per-action costs: max |makespan - reference| = %.3g s\n", cases, worst);

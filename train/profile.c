@@ -273,9 +273,9 @@ static void print_ops(const prof_rec *all, const int *counts, int size, int most
     }
 }
 
-/* Each compute action's mean measured time over the profiled steps (its stage's mean where
- * it was never seen), by global action index, for pp_costs.action. */
-static double *replay_costs(const train_prof *p, const pp_stage_cost *sc)
+/* Each compute action's mean measured time over the profiled steps (-1, its stage's mean,
+ * where it was never seen), by global action index, for pp_costs.action. */
+static double *replay_costs(const train_prof *p)
 {
     const pp_schedule *s = p->sched;
     size_t n = 0;
@@ -289,11 +289,7 @@ static double *replay_costs(const train_prof *p, const pp_stage_cost *sc)
             if (a->kind < PP_ACT_FORWARD || a->kind > PP_ACT_BACKWARD_WEIGHT) continue;
             const double *m = p->act + (((size_t)a->stage * NACT + (size_t)(a->kind - PP_ACT_FORWARD)) *
                                         (size_t)s->microbatches + (size_t)a->microbatch) * 2;
-            const pp_stage_cost *c = &sc[a->stage];
-            t[g] = m[1] > 0 ? m[0] / m[1]
-                 : a->kind == PP_ACT_FORWARD ? c->forward
-                 : a->kind == PP_ACT_BACKWARD ? c->backward_input + c->backward_weight
-                 : a->kind == PP_ACT_BACKWARD_INPUT ? c->backward_input : c->backward_weight;
+            t[g] = m[1] > 0 ? m[0] / m[1] : -1;
         }
     return t;
 }
@@ -314,7 +310,7 @@ static pp_status predict(const train_prof *p, const double *cost, int replay, pp
         sc[s].backward_weight = c[2 * C_B + 1] > 0 ? mean[C_B] / 2 : mean[C_BW];
         sc[s].act_bytes = p->part->stages[s].act_bytes > 0 ? (double)p->part->stages[s].act_bytes : 0;
     }
-    pp_costs pc = {.stage = sc, .num_stages = ns, .action = replay ? replay_costs(p, sc) : NULL};
+    pp_costs pc = {.stage = sc, .num_stages = ns, .action = replay ? replay_costs(p) : NULL};
     pp_status st = replay && !pc.action ? PP_NOMEM(err) : pp_schedule_simulate(p->sched, &pc, sim, err);
     free((double *)pc.action);
     free(sc);

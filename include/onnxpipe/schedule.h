@@ -214,8 +214,8 @@ typedef struct pp_costs {
     const double *action;        /* NULL, or s of each FORWARD, BACKWARD, BACKWARD_INPUT and
                                     BACKWARD_WEIGHT action in place of its stage's cost, by the
                                     action's global index (rank r's i-th: the counts of ranks
-                                    before r, plus i; other entries unread): a replay of
-                                    measured actions */
+                                    before r, plus i; other entries unread); a negative entry
+                                    keeps the stage's cost: a replay of measured actions */
 } pp_costs;
 
 /* F = B = W = 1 s, nothing else costs anything. Local. */
