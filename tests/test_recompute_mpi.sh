@@ -34,18 +34,14 @@ torch.onnx.export(M().train(), (torch.randn(4, 16), torch.zeros(4, dtype=torch.i
                   dynamic_axes={"x": {0: "batch"}, "labels": {0: "batch"}})
 PYEOF
 
+# shellcheck source=lib/run.sh
+. "$SRC_DIR/tests/lib/run.sh"
 train() {  # MODEL TAG PP SCHEDULE RECOMPUTE EXTRA...
     local model=$1 tag=$2 pp=$3 sched=$4 rc=$5
     shift 5
-    local args=(train --model "$OUT/$model.onnx" --pp "$pp" --schedule "$sched" --batch 16 --microbatches 4 --steps 10
-                --optimizer adamw --lr 3e-3 --quiet --recompute "$rc" --losses "$OUT/$tag.losses"
-                --export "$OUT/$tag.onnx" "$@")
-    if [ "$pp" = 1 ]; then
-        "$ONNXPIPE" "${args[@]}" >"$OUT/$tag.log" 2>&1
-    else
-        timeout 300 mpirun --oversubscribe --bind-to none -np "$pp" -x OPENBLAS_NUM_THREADS -x PP_COMM_TIMEOUT \
-            "$ONNXPIPE" "${args[@]}" >"$OUT/$tag.log" 2>&1
-    fi || { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
+    run_onnxpipe "$tag" "$pp" train --model "$OUT/$model.onnx" --pp "$pp" --schedule "$sched" --batch 16 \
+        --microbatches 4 --steps 10 --optimizer adamw --lr 3e-3 --quiet --recompute "$rc" \
+        --losses "$OUT/$tag.losses" --export "$OUT/$tag.onnx" "$@"
 }
 
 bad=0

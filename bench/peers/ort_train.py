@@ -17,20 +17,14 @@ form (adam_mode 0) is what the others run, so the optimizer model is switched to
 
 usage: ort_train.py MODEL.onnx DATA_DIR [--threads N] [--steps S] [--batch B]
        [--microbatches M] [--workdir DIR]"""
-import argparse
 import os
 import sys
 import tempfile
 
-ap = argparse.ArgumentParser()
-ap.add_argument("model")
-ap.add_argument("data")
+from job_args import job_parser
+
+ap = job_parser()
 ap.add_argument("--threads", type=int, default=1)
-ap.add_argument("--steps", type=int, default=6)
-ap.add_argument("--batch", type=int, default=64)
-ap.add_argument("--microbatches", type=int, default=16)
-ap.add_argument("--lr", type=float, default=1e-3)
-ap.add_argument("--weight-decay", type=float, default=0.01)
 ap.add_argument("--workdir")
 ap.add_argument("--adam-mode", choices=("torch", "hf"), default="torch",
                 help="AdamWOptimizer's adam_mode: 0, torch.optim.AdamW's form, or 1, Hugging Face's (onnxblock's)")

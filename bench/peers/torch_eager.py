@@ -4,21 +4,14 @@ microbatches, AdamW. One JSON line (bench "peer").
 
 usage: torch_eager.py MODEL.onnx DATA_DIR [--threads N] [--compile] [--steps S]
        [--batch B] [--microbatches M] [--attention sdpa|matmul]"""
-import argparse
 import os
 import sys
 
-ap = argparse.ArgumentParser()
-ap.add_argument("model")
-ap.add_argument("data")
+from job_args import job_parser
+
+ap = job_parser(attention=True)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--compile", action="store_true")
-ap.add_argument("--steps", type=int, default=6)
-ap.add_argument("--batch", type=int, default=64)
-ap.add_argument("--microbatches", type=int, default=16)
-ap.add_argument("--attention", choices=("sdpa", "matmul"), default="sdpa")
-ap.add_argument("--lr", type=float, default=1e-3)
-ap.add_argument("--weight-decay", type=float, default=0.01)
 a = ap.parse_args()
 # MKL and OpenMP read these when torch loads
 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

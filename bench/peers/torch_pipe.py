@@ -12,10 +12,11 @@ stages 0 and 2P-1 on rank 0); both copies then take the same AdamW update.
 
 usage: torch_pipe.py MODEL.onnx DATA_DIR --schedule NAME [--procs P] [--steps S]
        [--batch B] [--microbatches M] [--bind]"""
-import argparse
 import os
 import socket
 import sys
+
+from job_args import job_parser
 
 SCHEDULES = {   # name: (torch class, stages per rank, placement)
     "gpipe": ("ScheduleGPipe", 1, "loop"),
@@ -27,17 +28,9 @@ SCHEDULES = {   # name: (torch class, stages per rank, placement)
     "dualpipe-v": ("ScheduleDualPipeV", 2, "v"),
 }
 
-ap = argparse.ArgumentParser()
-ap.add_argument("model")
-ap.add_argument("data")
+ap = job_parser(attention=True)
 ap.add_argument("--schedule", choices=SCHEDULES, required=True)
 ap.add_argument("--procs", type=int, default=2)
-ap.add_argument("--steps", type=int, default=6)
-ap.add_argument("--batch", type=int, default=64)
-ap.add_argument("--microbatches", type=int, default=16)
-ap.add_argument("--attention", choices=("sdpa", "matmul"), default="sdpa")
-ap.add_argument("--lr", type=float, default=1e-3)
-ap.add_argument("--weight-decay", type=float, default=0.01)
 ap.add_argument("--bind", action="store_true", help="bind rank r to core r (as mpirun --bind-to core)")
 a = ap.parse_args()
 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
