@@ -4,12 +4,16 @@
  * pass in model order on this process's BLAS threads. Prints one JSON line: the FLOPs of
  * a pass (3 x the forward products' FLOPs, the model FLOPs onnxpipe's profiler and
  * bench_step count), and GFLOP/s of the median and the best pass, by wall and CPU time.
- * Usage: bench_gemm_mix MODEL.onnx --batch B [--seconds S] [--list]
+ * Usage: bench_gemm_mix MODEL.onnx --batch B [--seconds S] [--list] [--onnxpipe]
  * (OPENBLAS_NUM_THREADS: threads; --list prints the products as a JSON line instead of
- * timing them, for another library's yardstick on the same shapes) */
+ * timing them, for another library's yardstick on the same shapes; --onnxpipe times the
+ * same products through the cpu kernels' own smat_gemm, kernels/cpu/gemm512.c where it
+ * applies, instead of cblas_sgemm) */
 #include "bench_util.h"
 
 #include <onnxpipe/graph.h>
+
+#include "smat.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -49,9 +53,10 @@ int main(int argc, char **argv)
     const char *path = NULL;
     int64_t batch = 0;
     double seconds = 3.0;
-    int list = 0;
+    int list = 0, ours = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "--onnxpipe")) ours = 1;
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
         else path = argv[i];
@@ -118,19 +123,24 @@ int main(int argc, char **argv)
         double t0 = pp_now(), c0 = cpu_now();
         for (int i = 0; i < n; i++) {
             const gemm *p = &gs[i];
+            const int lda = p->ta ? p->M : p->K, ldb = p->tb ? p->K : p->N;
             for (int k = 0; k < p->count; k++)
-                cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans,
-                            p->M, p->N, p->K, 1.f, A, p->ta ? p->M : p->K, B, p->tb ? p->K : p->N, 0.f, C, p->N);
+                if (ours)
+                    smat_gemm(SMAT_FULL, p->M, p->N, p->K, 1.f, (smat){A, p->ta, lda}, (smat){B, p->tb, ldb}, 0.f,
+                              (smat){C, 0, p->N});
+                else
+                    cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans,
+                                p->M, p->N, p->K, 1.f, A, lda, B, ldb, 0.f, C, p->N);
         }
         wall[passes] = pp_now() - t0;
         cpu[passes] = cpu_now() - c0;
         passes++;
     }
     double wmed = median(wall, passes), cmed = median(cpu, passes);
-    printf("{\"bench\": \"gemm_mix\", \"model\": \"%s\", \"microbatch\": %lld, \"products\": %d, \"sgemm_calls_per_pass\": %d, "
+    printf("{\"bench\": \"gemm_mix\", \"gemm\": \"%s\", \"model\": \"%s\", \"microbatch\": %lld, \"products\": %d, \"sgemm_calls_per_pass\": %d, "
            "\"gflop_per_pass\": %.4f, \"passes\": %d, \"blas_threads\": %d, \"gflops_median\": %.2f, "
            "\"gflops_best\": %.2f, \"gflops_cpu_median\": %.2f, \"openblas_core\": \"%s\", \"loadavg_1m\": %.2f}\n",
-           path, (long long)batch, products, calls, flops * 1e-9, passes, openblas_get_num_threads(),
+           ours ? "onnxpipe smat_gemm" : "openblas cblas_sgemm", path, (long long)batch, products, calls, flops * 1e-9, passes, openblas_get_num_threads(),
            flops / wmed * 1e-9, flops / wall[0] * 1e-9, flops / cmed * 1e-9, openblas_get_corename(), loadavg());
     free(A);
     free(B);

@@ -95,7 +95,9 @@ summary["failed"] = sorted({d.get("config") or d.get("script", "?") for d in err
 emit(summary)
 
 # ---- model FLOPs of the best 1-core onnxpipe run against the GEMM-shape yardstick
-gm = [d for d in lines if d.get("bench") == "gemm_mix" and "error" not in d and "library" not in d]
+gm = [d for d in lines if d.get("bench") == "gemm_mix" and "error" not in d and "library" not in d
+      and d.get("gemm", "openblas").startswith("openblas")]
+own = [d for d in lines if d.get("bench") == "gemm_mix" and d.get("gemm", "").startswith("onnxpipe")]
 mkl = [d for d in lines if d.get("bench") == "gemm_mix" and "library" in d]
 if REFERENCE in by_config and gm:
     per_round = []
@@ -111,6 +113,9 @@ if REFERENCE in by_config and gm:
         other = [g["gflops_median"] for g in mkl if g.get("round") == d.get("round")]
         if other:
             row["torch_mkl_gflops_same_shapes"] = other[0]
+        mine = [g["gflops_median"] for g in own if g.get("round") == d.get("round")]
+        if mine:
+            row["onnxpipe_gemm_gflops_same_shapes"] = mine[0]
         per_round.append(row)
     fraction = statistics.median(r["fraction"] for r in per_round if r["fraction"] is not None)
     emit({"bench": "peers_sgemm_fraction", "config": REFERENCE, "model_gflop_per_step": round(flops, 3),

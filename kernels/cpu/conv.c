@@ -2,9 +2,9 @@
  * group; backward: weight gradient dY col^T, data gradient col2im(W^T dY), bias sums.
  * 1x1 convolutions with unit stride and no pad use x itself as the column matrix. */
 #include "cpu_math.h"
+#include "smat.h"
 #include "window.h"
 
-#include <cblas.h>
 #include <string.h>
 
 typedef struct conv_plan {
@@ -125,8 +125,8 @@ PP_FWD(pp_cpu_conv_forward)
                 src = col;
             }
             float *yg = Y + (n * p.M + g * p.Mg) * p.OHW;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p.Mg, OHW, CK, 1.f, W + g * p.Mg * CK, CK,
-                        src, OHW, 0.f, yg, OHW);
+            smat_gemm(SMAT_FULL, (int)p.Mg, OHW, CK, 1.f, (smat){(float *)W + g * p.Mg * CK, 0, CK},
+                      (smat){(float *)src, 0, OHW}, 0.f, (smat){yg, 0, OHW});
             if (B)
                 for (int64_t m = 0; m < p.Mg; m++)
                     for (int64_t i = 0; i < p.OHW; i++) yg[m * p.OHW + i] += B[g * p.Mg + m];
@@ -166,16 +166,15 @@ PP_BWD(pp_cpu_conv_backward)
                     im2col(&p.w, p.Cg, X + xoff, col);
                     src = col;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Mg, CK, OHW, 1.f, gy, OHW, src, OHW, 1.f,
-                            GW + g * p.Mg * CK, CK);
+                smat_gemm(SMAT_FULL, Mg, CK, OHW, 1.f, (smat){(float *)gy, 0, OHW}, (smat){(float *)src, 1, OHW}, 1.f,
+                          (smat){GW + g * p.Mg * CK, 0, CK});
             }
             if (GX) {
+                const smat wt = {(float *)wg, 1, CK}, dy = {(float *)gy, 0, OHW};
                 if (p.direct) {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CK, OHW, Mg, 1.f, wg, CK, gy, OHW, 1.f,
-                                GX + xoff, OHW);
+                    smat_gemm(SMAT_FULL, CK, OHW, Mg, 1.f, wt, dy, 1.f, (smat){GX + xoff, 0, OHW});
                 } else {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CK, OHW, Mg, 1.f, wg, CK, gy, OHW, 0.f, col,
-                                OHW);
+                    smat_gemm(SMAT_FULL, CK, OHW, Mg, 1.f, wt, dy, 0.f, (smat){col, 0, OHW});
                     col2im_add(&p.w, p.Cg, col, GX + xoff);
                 }
             }

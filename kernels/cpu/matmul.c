@@ -16,7 +16,6 @@
 #include "mm_plan.h"
 #include "smat.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)] (kernels/mm_plan.h) and the fused scale. */
@@ -275,8 +274,8 @@ PP_FWD(pp_cpu_matmul_forward)
     mm_causal z;
     PP_CHECK(causal_make(c, M, K, N, &z, err));
     if (p.m.fold_a && !z.y && !z.a) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(p.m.batch * M), (int)N, (int)K, alpha, A, (int)K,
-                    B, (int)N, beta, Y, (int)N);
+        smat_gemm(SMAT_FULL, (int)(p.m.batch * M), (int)N, (int)K, alpha, (smat){(float *)A, 0, (int)K},
+                  (smat){(float *)B, 0, (int)N}, beta, (smat){Y, 0, (int)N});
         return PP_OK;
     }
     for (int64_t b = 0; b < p.m.batch; b++) {
@@ -311,8 +310,9 @@ PP_BWD(pp_cpu_matmul_backward)
     PP_CHECK(causal_make(c, M, K, N, &z, err));
     if (p.m.fold_a && !z.y && !z.a) {
         int MB = (int)(p.m.batch * p.m.M);
-        if (GA) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MB, K, N, s, GY, N, B, N, beta_a, GA, K);
-        if (GB) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, MB, s, A, K, GY, N, beta_b, GB, N);
+        const smat gy = {(float *)GY, 0, N};
+        if (GA) smat_gemm(SMAT_FULL, MB, K, N, s, gy, (smat){(float *)B, 1, N}, beta_a, (smat){GA, 0, K});
+        if (GB) smat_gemm(SMAT_FULL, K, N, MB, s, (smat){(float *)A, 1, K}, gy, beta_b, (smat){GB, 0, N});
         return PP_OK;
     }
     if (GA && beta_a == 0.f && p.m.a_mats != p.m.batch) {
@@ -394,41 +394,27 @@ PP_FWD(pp_cpu_gemm_forward)
             for (int64_t j = 0; j < b.inner; j++) Y[r * b.inner + j] = C[off + j * b.inner_stride[0]];
         }
     }
-    cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.M, g.N, g.K,
-                g.alpha, c->in[0].data, g.ta ? g.M : g.K, c->in[1].data, g.tb ? g.K : g.N, g.has_c ? g.beta : 0.f, Y,
-                g.N);
+    smat_gemm(SMAT_FULL, g.M, g.N, g.K, g.alpha, (smat){c->in[0].data, g.ta, g.ta ? g.M : g.K},
+              (smat){c->in[1].data, g.tb, g.tb ? g.K : g.N}, g.has_c ? g.beta : 0.f, (smat){Y, 0, g.N});
     return PP_OK;
 }
 
-/* With A' = op(A), B' = op(B): dA' = alpha dY B'^T, dB' = alpha A'^T dY, and the stored
- * gradients are their transposes when trans is set, so each is one sgemm:
- *   dA (M,K) = dY B'^T         dA (K,M) = B' dY^T
- *   dB (K,N) = A'^T dY         dB (N,K) = dY^T A'                                  */
+/* With A' = op(A), B' = op(B): dA' = alpha dY B'^T and dB' = alpha A'^T dY; the stored
+ * gradient is the transpose of dA' (dB') when transA (transB) is set. */
 PP_BWD(pp_cpu_gemm_backward)
 {
     const float *GY = grad_out[0].data;
     if (!GY) return PP_OK;
     gemm_plan g;
     PP_CHECK(gemm_plan_make(c, &grad_out[0], &g, err));
-    const float *A = c->in[0].data, *B = c->in[1].data;
-    int lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
-    enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
-    if (grad_in[0].data) {
-        if (!g.ta) /* (M,N) x B'^T: B' = B^T when tb, so B'^T = B */
-            cblas_sgemm(CblasRowMajor, NT, g.tb ? NT : T, g.M, g.K, g.N, g.alpha, GY, g.N, B, ldb, 1.f,
-                        grad_in[0].data, g.K);
-        else /* B' (K,N) x dY^T (N,M) */
-            cblas_sgemm(CblasRowMajor, g.tb ? T : NT, T, g.K, g.M, g.N, g.alpha, B, ldb, GY, g.N, 1.f,
-                        grad_in[0].data, g.M);
-    }
-    if (grad_in[1].data) {
-        if (!g.tb) /* A'^T (K,M) x dY (M,N): A'^T = A when ta */
-            cblas_sgemm(CblasRowMajor, g.ta ? NT : T, NT, g.K, g.N, g.M, g.alpha, A, lda, GY, g.N, 1.f,
-                        grad_in[1].data, g.N);
-        else /* dY^T (N,M) x A' (M,K) */
-            cblas_sgemm(CblasRowMajor, T, g.ta ? T : NT, g.N, g.K, g.M, g.alpha, GY, g.N, A, lda, 1.f,
-                        grad_in[1].data, g.K);
-    }
+    const smat A = {c->in[0].data, g.ta, g.ta ? g.M : g.K}, B = {c->in[1].data, g.tb, g.tb ? g.K : g.N};
+    const smat dy = {(float *)GY, 0, g.N};
+    if (grad_in[0].data)
+        smat_gemm(SMAT_FULL, g.M, g.K, g.N, g.alpha, dy, smat_t(B), 1.f,
+                  (smat){grad_in[0].data, g.ta, g.ta ? g.M : g.K});
+    if (grad_in[1].data)
+        smat_gemm(SMAT_FULL, g.K, g.N, g.M, g.alpha, smat_t(A), dy, 1.f,
+                  (smat){grad_in[1].data, g.tb, g.tb ? g.K : g.N});
     if (c->nin > 2 && grad_in[2].data && g.beta != 0.f)
         PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], g.beta, 0, c->node, err));
     return PP_OK;

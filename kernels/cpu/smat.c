@@ -4,18 +4,24 @@
  * 32 skips most of the zeros while each sgemm stays large enough to run at full rate. */
 #include "smat.h"
 
+#include "gemm512.h"
+
 #include <cblas.h>
 
 #define SMAT_BLOCK 32
 
+/* gemm512.c where it applies (an AVX-512 core, one BLAS thread: it is single-threaded),
+ * else OpenBLAS */
 static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
     enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
     if (m <= 0 || n <= 0) return;
-    if (Z.t)   /* Z^T = Y^T X^T */
-        cblas_sgemm(CblasRowMajor, Y.t ? NT : T, X.t ? NT : T, n, m, k, alpha, Y.p, Y.ld, X.p, X.ld, beta, Z.p, Z.ld);
-    else
-        cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
+    if (Z.t) {   /* Z^T = Y^T X^T */
+        gemm(n, m, k, alpha, smat_t(Y), smat_t(X), beta, smat_t(Z));
+        return;
+    }
+    if (openblas_get_num_threads() == 1 && pp_gemm512(m, n, k, alpha, X, Y, beta, Z)) return;
+    cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
 }
 
 /* Z's block rows [i0, i1), columns [j0, j1): beta Z */

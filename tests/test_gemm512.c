@@ -1,0 +1,180 @@
+/* kernels/cpu/gemm512.c, the AVX-512 sgemm behind smat.c's products, against the same
+ * product summed in double by loops and against OpenBLAS's cblas_sgemm, on shapes that
+ * cross each of its edges: rows around its 6-row strips, the 192-row blocks of a packed
+ * transposed X and the 96 rows up to which Y is read in place; columns around its
+ * 16-column vectors, 64-column tiles and 512-column blocks; depths around its 256-deep
+ * blocks; X and Y in both layouts with padded leading dimensions; alpha and beta, with
+ * beta 0 over a NaN-filled Z (which must not be read). smat_gemm's full product (which
+ * also takes a transposed Z) is checked the same way. A core without AVX-512 checks that
+ * pp_gemm512 declines and that smat_gemm still computes on OpenBLAS. The bound is the
+ * float rounding of a k-term sum, 2 k u (|alpha| sum |x y| + |beta z|), u = 2^-24: a lost
+ * or doubled term is far above it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include <cblas.h>
+
+#include "gemm512.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float uniform(void) { return (float)next() / 4294967296.0f * 2.f - 1.f; }
+
+static int have_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"); }
+
+typedef struct shape {
+    int m, n, k, xt, yt, zt;
+    float alpha, beta;
+} shape;
+
+/* A matrix (r x c) in the layout t with a padded leading dimension, random entries. */
+static smat matrix(int r, int c, int t, int pad)
+{
+    const int ld = (t ? r : c) + pad;
+    const size_t len = (size_t)(t ? c : r) * ld;
+    float *p = malloc((len ? len : 1) * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < len; i++) p[i] = uniform();
+    return (smat){p, t, ld};
+}
+static float get(smat a, int i, int j) { return *smat_at(a, i, j).p; }
+
+/* Z = alpha X Y + beta Z through FN (pp_gemm512 or smat_gemm's full product) against the
+ * double loops and cblas_sgemm; returns 0 when FN declined. */
+static int check(shape s, int use_smat)
+{
+    const int pad = (int)(next() % 3) * 5;
+    smat X = matrix(s.m, s.k, s.xt, pad), Y = matrix(s.k, s.n, s.yt, pad), Z = matrix(s.m, s.n, s.zt, pad);
+    const size_t zlen = (size_t)(s.zt ? s.n : s.m) * Z.ld;
+    float *z0 = malloc(zlen * sizeof *z0), *zb = malloc(zlen * sizeof *zb);
+    assert_non_null(z0), assert_non_null(zb);
+    for (size_t i = 0; i < zlen; i++) z0[i] = zb[i] = s.beta == 0.f ? NAN : Z.p[i];
+    for (size_t i = 0; i < zlen; i++) Z.p[i] = z0[i];
+    int done = 1;
+    if (use_smat)
+        smat_gemm(SMAT_FULL, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
+    else
+        done = pp_gemm512(s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
+    if (done) {
+        /* OpenBLAS on the same operands; a transposed Z as Z^T = Y^T X^T */
+        const smat A = s.zt ? smat_t(Y) : X, B = s.zt ? smat_t(X) : Y;
+        cblas_sgemm(CblasRowMajor, A.t ? CblasTrans : CblasNoTrans, B.t ? CblasTrans : CblasNoTrans, s.zt ? s.n : s.m,
+                    s.zt ? s.m : s.n, s.k, s.alpha, A.p, A.ld, B.p, B.ld, s.beta, zb, Z.ld);
+        const smat Zb = {zb, s.zt, Z.ld}, Z0 = {z0, s.zt, Z.ld};
+        double worst = 0, worst_blas = 0;
+        for (int i = 0; i < s.m; i++)
+            for (int j = 0; j < s.n; j++) {
+                double sum = 0, mag = 0;
+                for (int q = 0; q < s.k; q++) {
+                    const double t = (double)get(X, i, q) * get(Y, q, j);
+                    sum += t, mag += fabs(t);
+                }
+                const double zi = s.beta == 0.f ? 0 : get(Z0, i, j);
+                const double ref = s.alpha * sum + s.beta * zi;
+                const double bound = 2.0 * (s.k + 2) * 0x1p-24 * (fabs(s.alpha) * mag + fabs(s.beta * zi)) + 1e-30;
+                const double e = fabs(get(Z, i, j) - ref) / bound, eb = fabs(get(Zb, i, j) - ref) / bound;
+                if (!(e <= worst)) worst = e;   /* NaN sticks */
+                if (eb > worst_blas) worst_blas = eb;
+            }
+        if (!(worst <= 1.0))
+            fprintf(stderr, "m %d n %d k %d X%s Y%s Z%s alpha %g beta %g: error %.3g of the bound (OpenBLAS %.3g)\n", s.m,
+                    s.n, s.k, s.xt ? "^T" : "", s.yt ? "^T" : "", s.zt ? "^T" : "", s.alpha, s.beta, worst,
+                    worst_blas);
+        assert_true(worst <= 1.0);
+        assert_true(worst_blas <= 1.0);
+    }
+    free(X.p), free(Y.p), free(Z.p), free(z0), free(zb);
+    return done;
+}
+
+static const int rows[] = {1, 5, 6, 7, 13, 95, 96, 97, 191, 192, 200};
+static const int cols[] = {1, 15, 16, 17, 33, 63, 64, 65, 130, 512, 530};
+static const int depths[] = {1, 7, 255, 256, 257, 600};
+#define LEN(a) ((int)(sizeof a / sizeof a[0]))
+
+/* every edge of each dimension with the others at random from their lists, in all four
+ * operand layouts, alternately through pp_gemm512 and smat_gemm */
+static void test_edges(void **state)
+{
+    (void)state;
+    int checked = 0, declined = 0, direct = 0;
+    const float alphas[] = {1.f, -0.5f}, betas[] = {0.f, 1.f, 0.25f};
+    for (int dim = 0; dim < 3; dim++) {
+        const int len = dim == 0 ? LEN(rows) : dim == 1 ? LEN(cols) : LEN(depths);
+        for (int e = 0; e < len; e++)
+            for (int layout = 0; layout < 4; layout++) {
+                shape s = {rows[next() % LEN(rows)], cols[next() % LEN(cols)], depths[next() % LEN(depths)],
+                           layout & 1, layout >> 1, 0, alphas[next() % 2], betas[next() % 3]};
+                if (dim == 0) s.m = rows[e];
+                if (dim == 1) s.n = cols[e];
+                if (dim == 2) s.k = depths[e];
+                const int via_smat = (e + layout) & 1;
+                s.zt = via_smat && (next() & 1);
+                direct += !via_smat;
+                if (check(s, via_smat)) checked++;
+                else declined++;
+            }
+    }
+    printf("gemm512: %d products within the float bound of the double loops (and OpenBLAS), %d declined (%s)\n",
+           checked, declined, have_avx512() ? "AVX-512 core" : "no AVX-512: OpenBLAS ran them");
+    assert_int_equal(declined, have_avx512() ? 0 : direct);
+}
+
+/* The example GPT's own products (microbatch 4: 512 rows, d 256, 4 heads of 64, MLP 1024),
+ * forward and both backward forms. */
+static void test_model_shapes(void **state)
+{
+    (void)state;
+    static const shape gpt[] = {
+        {512, 768, 256, 0, 0, 0, 1.f, 0.f},  {512, 256, 768, 0, 1, 0, 1.f, 1.f},  {256, 768, 512, 1, 0, 0, 1.f, 1.f},
+        {512, 1024, 256, 0, 0, 0, 1.f, 1.f}, {512, 256, 1024, 0, 1, 0, 1.f, 0.f}, {1024, 256, 512, 1, 0, 0, 1.f, 1.f},
+        {128, 128, 64, 0, 1, 0, 0.125f, 1.f}, {32, 64, 128, 0, 0, 0, 1.f, 0.f},  {32, 64, 96, 1, 0, 0, 1.f, 1.f},
+        {96, 32, 64, 0, 1, 0, 0.125f, 0.f},
+    };
+    int n = 0;
+    for (int i = 0; i < LEN(gpt); i++) n += check(gpt[i], 0);
+    printf("gemm512: %d of the example GPT's %d product forms checked\n", n, LEN(gpt));
+    assert_int_equal(n, have_avx512() ? LEN(gpt) : 0);
+}
+
+static void *in_thread(void *arg)
+{
+    (void)arg;
+    shape s = {40, 70, 300, 1, 1, 0, 1.f, 0.f};
+    return (void *)(intptr_t)check(s, 1);
+}
+
+/* Each thread has its own packing buffer, freed when it ends (ASan sees a misuse). */
+static void test_threads(void **state)
+{
+    (void)state;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, in_thread, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        void *r;
+        assert_int_equal(pthread_join(t[i], &r), 0);
+        assert_int_equal((intptr_t)r, 1);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_model_shapes),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
