@@ -31,6 +31,8 @@
 
 #define NC 512  /* columns of a packed block of Y: KC x NC floats = 512 KiB */
 #define MC 192  /* rows of a packed block of a transposed X (6-row strips) */
+#define XK 8                    /* floats from one k to the next in a packed strip of a transposed X */
+#define XSTRIP (KC * XK + 16)   /* floats from one packed strip to the next */
 #define Y_IN_PLACE_ROWS 96   /* up to this many rows of X, a row-major Y is read in place */
 
 #define AVX512 __attribute__((target("avx512f,avx512vl")))
@@ -45,7 +47,7 @@ static float *pack_buffer(void)
     (void)pthread_once(&buf_once, buf_key_make);
     float *b = pthread_getspecific(buf_key);
     if (!b) {
-        b = aligned_alloc(64, (size_t)KC * (NC + MC) * sizeof *b);
+        b = aligned_alloc(64, ((size_t)KC * NC + (size_t)MC / MR * XSTRIP) * sizeof *b);
         if (b && pthread_setspecific(buf_key, b)) {
             free(b);
             b = NULL;
@@ -149,7 +151,10 @@ AVX512 static inline __attribute__((always_inline)) void tile(const int R, const
             float *p = z + i * ldz + 16 * v;
             __m512 r = _mm512_mul_ps(a, acc[i][v]);
             if (beta != 0.f) r = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m[v], p), r);
-            _mm512_mask_storeu_ps(p, m[v], r);
+            if (m[v] == 0xffff)   /* a masked store is slow on Zen 4 */
+                _mm512_storeu_ps(p, r);
+            else
+                _mm512_mask_storeu_ps(p, m[v], r);
         }
 }
 
@@ -168,16 +173,19 @@ TILES(1) TILES(2) TILES(3) TILES(4) TILES(5) TILES(6)
 static tile_fn *const tiles[MR][4] = {ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6)};
 
 /* A transposed X's rows [0, rows) x columns [0, kc) (element (i, k) at x[k ld + i]) as
- * 6-row strips, each k-major (strip s, element (i, k) at dst[s kc 6 + k 6 + i]): read in
- * place, X's stride would make the tiles' loads of one strip alias in L1. */
+ * 6-row strips, each k-major: strip s's element (i, k) at dst[s XSTRIP + XK k + i], so
+ * each k is one aligned 8-float store. X's rows are read in order (read strip by strip,
+ * a stride of 4 KiB would hit one L1 set); XSTRIP's extra line keeps the strips being
+ * written in different sets. */
 AVX512 static void pack_xt(const float *x, long ld, int rows, int kc, float *dst)
 {
-    for (int i0 = 0; i0 < rows; i0 += MR, dst += (size_t)kc * MR) {
-        const int r = rows - i0 < MR ? rows - i0 : MR;
-        const __mmask8 m = (__mmask8)((1u << r) - 1);
-        for (int k = 0; k < kc; k++)
-            _mm256_mask_storeu_ps(dst + k * MR, m, _mm256_maskz_loadu_ps(m, x + k * ld + i0));
-    }
+    for (int k = 0; k < kc; k++, x += ld)
+        for (int i0 = 0, s = 0; i0 < rows; i0 += MR, s++) {
+            /* 8 floats stored unmasked (a masked store is slow on Zen 4), 6 of them used */
+            const int r = rows - i0;
+            const __m256 v = r >= 8 ? _mm256_loadu_ps(x + i0) : _mm256_maskz_loadu_ps((__mmask8)((1u << r) - 1), x + i0);
+            _mm256_store_ps(dst + (size_t)s * XSTRIP + k * XK, v);
+        }
 }
 
 /* The product on blocks: Y KC x NC packed into ybuf (or read in place: a few strips of X
@@ -201,8 +209,8 @@ AVX512 static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float 
                 if (xpack) pack_xt(smat_at(X, i0, pc).p, X.ld, mc, kc, xbuf);
                 for (int ic = 0; ic < mc; ic += MR) {
                     const int rows = mc - ic < MR ? mc - ic : MR;
-                    const float *x = xpack ? xbuf + (size_t)ic * kc : smat_at(X, i0 + ic, pc).p;
-                    const long rs = xpack || X.t ? 1 : X.ld, cs = xpack ? MR : X.t ? X.ld : 1;
+                    const float *x = xpack ? xbuf + (size_t)(ic / MR) * XSTRIP : smat_at(X, i0 + ic, pc).p;
+                    const long rs = xpack || X.t ? 1 : X.ld, cs = xpack ? XK : X.t ? X.ld : 1;
                     float *z = Z.p + (long)(i0 + ic) * Z.ld + jc;
                     for (int jr = 0; jr < nc; jr += NR) {
                         const int cols = nc - jr < NR ? nc - jr : NR;
@@ -220,7 +228,7 @@ int pp_gemm512(int m, int n, int k, float alpha, smat X, smat Y, float beta, sma
     if (Z.t || k <= 0 || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl")) return 0;
     float *buf = pack_buffer();
     if (!buf) return 0;
-    gemm(m, n, k, alpha, X, Y, beta, Z, buf, buf + KC * NC);
+    gemm(m, n, k, alpha, X, Y, beta, Z, buf, buf + (size_t)KC * NC);
     return 1;
 }
 
