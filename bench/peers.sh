@@ -10,9 +10,10 @@
 #     thread.
 #   2 cores: onnxpipe pp=1 on 2 BLAS threads, pp=2 under every schedule (gpipe, 1f1b,
 #     interleaved, zb-h1, zb-v; ranks bound to cores, three extra profiled steps give the
-#     simulator's bubble on the measured stage costs), pp=1 x dp=2; PyTorch eager and
-#     torch.compile on 2 threads, torch.distributed.pipelining on 2 processes (gloo) under
-#     each of its schedules; ONNX Runtime training on 2 threads (spinning and not).
+#     simulator's bubble on the measured stage costs), pp=1 x dp=2 (8 microbatches of 4 per
+#     replica); PyTorch eager and torch.compile on 2 threads, torch.distributed.pipelining
+#     on 2 processes (gloo) under each of its schedules; ONNX Runtime training on 2 threads
+#     (spinning and not).
 #
 # One JSON line per system and configuration (its losses, median step time of steps 2..S,
 # CPU time where one process runs it, the load average), then bench/peers/summary.py's
@@ -152,8 +153,9 @@ two_core_onnxpipe() {
         onnxpipe_run "$tags" "onnxpipe pp=2 $kind" 2 1 $((STEPS + 3)) 1 mpirun -np 2 --bind-to core -- \
             --pp 2 --dp 1 --schedule $kind
     done
-    onnxpipe_run "{\"round\": $round, \"cores\": 2, \"bind\": \"core\"}" "onnxpipe pp=1 x dp=2" 2 1 "$STEPS" 0 \
-        mpirun -np 2 --bind-to core -- --pp 1 --dp 2
+    # the job's 16 microbatches of 4, 8 per replica (--microbatches counts per replica)
+    onnxpipe_run "{\"round\": $round, \"cores\": 2, \"bind\": \"core\", \"microbatches_per_replica\": $((MB / 2))}" \
+        "onnxpipe pp=1 x dp=2" 2 1 "$STEPS" 0 mpirun -np 2 --bind-to core -- --pp 1 --dp 2 --microbatches $((MB / 2))
 }
 two_core_peers() {
     has torch && run_py "$t2" 600 "$PY" "$PEERDIR/torch_eager.py" "${PEER_ARGS[@]}" --threads 2
