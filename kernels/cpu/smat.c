@@ -1,14 +1,10 @@
 /* Matrix products on sgemm for matmul.c: a product of possibly transposed matrices, and
- * the same on a causal triangle (smat.h). The triangle is cut into blocks of SMAT_BLOCK
- * rows or columns: measured on the attention of the example GPT (T = 128, 64 per head),
- * 32 skips most of the zeros while each sgemm stays large enough to run at full rate. */
+ * the same on a causal triangle (smat.h), cut into blocks of SMAT_BLOCK rows or columns. */
 #include "smat.h"
 
 #include "gemm512.h"
 
 #include <cblas.h>
-
-#define SMAT_BLOCK 32
 
 /* gemm512.c where it applies (an AVX-512 core, one BLAS thread: it is single-threaded),
  * else OpenBLAS */
