@@ -276,7 +276,6 @@ static int causal_mask(const pp_stage *s, int t, int64_t T)
     return 1;
 }
 
-
 /* If op o is a MatMul with a fused causal mask (causal_mask) whose result only a Softmax
  * over the last axis reads, marks it causal_Y, and the MatMul that only reads the
  * Softmax's result, as its input 0, causal_A. */

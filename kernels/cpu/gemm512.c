@@ -37,14 +37,19 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512vl")))
 
-/* The packing buffer, one per thread, freed when the thread ends. */
+/* The packing buffer, one per thread, freed when the thread ends; whether the core has
+ * what the tiles use, asked once. */
 static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-static void buf_key_make(void) { (void)pthread_key_create(&buf_key, free); }
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int have_avx512;
+static void setup(void)
+{
+    have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+    (void)pthread_key_create(&buf_key, free);
+}
 
 static float *pack_buffer(void)
 {
-    (void)pthread_once(&buf_once, buf_key_make);
     float *b = pthread_getspecific(buf_key);
     if (!b) {
         b = aligned_alloc(64, ((size_t)KC * NC + (size_t)MC / MR * XSTRIP) * sizeof *b);
@@ -54,6 +59,12 @@ static float *pack_buffer(void)
         }
     }
     return b;
+}
+
+/* The mask of a vector's first n lanes (n clamped to 0..16). */
+AVX512 static inline __mmask16 first_lanes(int n)
+{
+    return n >= 16 ? 0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
 }
 
 /* r[q][k] -> r[k][q] */
@@ -92,16 +103,14 @@ AVX512 static void pack_y(smat Y, int kc, int nc, float *dst)
             for (int k = 0; k < kc; k++) {
                 const float *s = Y.p + (long)k * Y.ld + j0;
                 for (int v = 0; v < (w + 15) / 16; v++) {
-                    const int left = w - 16 * v;
-                    const __mmask16 m = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-                    _mm512_store_ps(dst + k * NR + 16 * v, _mm512_maskz_loadu_ps(m, s + 16 * v));
+                    _mm512_store_ps(dst + k * NR + 16 * v, _mm512_maskz_loadu_ps(first_lanes(w - 16 * v), s + 16 * v));
                 }
             }
         } else {      /* column j of Y is contiguous: 16 x 16 blocks transposed */
             for (int jj = 0; jj < w; jj += 16)
                 for (int k0 = 0; k0 < kc; k0 += 16) {
                     const int kn = kc - k0 < 16 ? kc - k0 : 16;
-                    const __mmask16 mk = kn == 16 ? 0xffff : (__mmask16)((1u << kn) - 1);
+                    const __mmask16 mk = first_lanes(kn);
                     __m512 r[16];
                     for (int q = 0; q < 16; q++)
                         r[q] = jj + q < w ? _mm512_maskz_loadu_ps(mk, Y.p + (long)(j0 + jj + q) * Y.ld + k0)
@@ -139,10 +148,7 @@ AVX512 static inline __attribute__((always_inline)) void tile(const int R, const
         }
     }
     __mmask16 m[4];
-    for (int v = 0; v < V; v++) {
-        const int left = cols - 16 * v;
-        m[v] = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-    }
+    for (int v = 0; v < V; v++) m[v] = first_lanes(cols - 16 * v);
     const __m512 a = _mm512_set1_ps(alpha), b = _mm512_set1_ps(beta);
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++)
@@ -225,7 +231,8 @@ AVX512 static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float 
 
 int pp_gemm512(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
-    if (Z.t || k <= 0 || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl")) return 0;
+    (void)pthread_once(&once, setup);
+    if (Z.t || k <= 0 || !have_avx512) return 0;
     float *buf = pack_buffer();
     if (!buf) return 0;
     gemm(m, n, k, alpha, X, Y, beta, Z, buf, buf + (size_t)KC * NC);

@@ -29,7 +29,7 @@ void nn_fill_output(const pp_tensor *y, const void *src, const int64_t *src_st, 
  * (reductions, broadcast backward), a 0 stride in src broadcasts from it. */
 void nn_add_strided(float *dst, const int64_t *dst_st, const float *src, const int64_t *src_st,
                     const int64_t *dims, int rank, float alpha);
-/* Row reductions over n floats at stride st, with 8 independent partial results so
+/* Row reductions over n floats at stride st, with NN_LANES independent partial results so
  * that they pipeline (and vectorise when st is 1 after inlining). */
 #define NN_LANES 32
 static inline float nn_row_sum(const float *x, int64_t n, int64_t st)

@@ -1,5 +1,6 @@
 /* Private to kernels/cpu: a float matrix in memory, possibly transposed, and products of
- * them on OpenBLAS sgemm, in full or on the causal triangle (matmul.c). */
+ * them (gemm512.c on AVX-512 cores with one BLAS thread, else OpenBLAS sgemm), in full or
+ * on the causal triangle (matmul.c). */
 #ifndef PP_KERNELS_CPU_SMAT_H
 #define PP_KERNELS_CPU_SMAT_H
 
