@@ -1,7 +1,10 @@
 /* Constant evaluation of the arithmetic in PyTorch's constant chains: Cast, Range,
- * ConstantOfShape, Where, Equal and Add/Sub/Mul/Div/Pow (broadcast), and the unary
- * float functions. Integers compute in int64, floats in double, stored in the output dtype. */
+ * ConstantOfShape, Where, and the elementwise ops of kernels/element_ops.h (binary with
+ * broadcasting, comparisons, unary functions). Integers compute in int64; floats in float32
+ * with the kernels' own element functions, stored in the output dtype. */
 #include "infer.h"
+
+#include "element_ops.h"
 
 #include <math.h>
 #include <string.h>
@@ -83,31 +86,34 @@ pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
     return PP_OK;
 }
 
-static double unary_f(pp_op op, double x, double alpha)
+/* The float function of a unary op, element_ops.h's (as the kernels compute it); 0 when
+ * the op has none there. */
+static int unary_f(pp_op op, pp_el_params p, float x, float *out)
 {
+    const float y = 0.f;   /* the gradient factor's y: not evaluated here */
+    (void)y;
     switch (op) {
-    case PP_OP_SQRT: return sqrt(x);
-    case PP_OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case PP_OP_NEG: return -x;
-    case PP_OP_RECIPROCAL: return 1.0 / x;
-    case PP_OP_RELU: return x > 0 ? x : 0;
-    case PP_OP_TANH: return tanh(x);
-    case PP_OP_ERF: return erf(x);
-    case PP_OP_LEAKY_RELU: return x >= 0 ? x : alpha * x;
-    default: return NAN;
+#define FWD_CASE(ID, READS, FWD, GRAD) case PP_OP_##ID: *out = (FWD); return 1;
+    PP_EL_UNARY_LIST(FWD_CASE)
+#undef FWD_CASE
+    default: return 0;
     }
 }
 
-/* Sqrt Neg Reciprocal Relu Sigmoid Tanh Erf LeakyRelu on floats; Neg and Relu on ints. */
+/* The unary ops of kernels/element_ops.h on floats (computed in float32, as the kernels
+ * do); Neg and Relu also on integers. */
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
 {
     const pp_const_tensor *x = infer_const(c, n->inputs[0]);
-    float alpha;
-    PP_CHECK(pp_attr_float(n->attrs, n->nattrs, "alpha", 0.01f, &alpha, n->name, err));
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(n->op, n->attrs, n->nattrs, n->name, &p, err));
     int64_t cnt = pp_shape_numel(&out->shape);
     if (is_float(x->dtype)) {
-        for (int64_t i = 0; i < cnt; i++)
-            const_store(out->dtype, (void *)out->data, i, unary_f(n->op, const_f64(x, i), alpha), 0);
+        for (int64_t i = 0; i < cnt; i++) {
+            float r;
+            if (!unary_f(n->op, p, (float)const_f64(x, i), &r)) return PP_OK;
+            const_store(out->dtype, (void *)out->data, i, r, 0);
+        }
     } else if (is_int(x->dtype) && (n->op == PP_OP_NEG || n->op == PP_OP_RELU)) {
         for (int64_t i = 0; i < cnt; i++) {
             int64_t v = const_i64(x, i);
@@ -120,18 +126,21 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
     return PP_OK;
 }
 
-static double binary_f(pp_op op, double a, double b)
+/* The float function of a binary op or comparison, element_ops.h's, in float32. */
+static double binary_f(pp_op op, float a, float b)
 {
     switch (op) {
-    case PP_OP_ADD: return a + b;
-    case PP_OP_SUB: return a - b;
-    case PP_OP_MUL: return a * b;
-    case PP_OP_DIV: return a / b;
-    case PP_OP_POW: return pow(a, b);
-    default: return a == b;  /* Equal */
+#define FWD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return (FWD);
+    PP_EL_BINARY_LIST(FWD_CASE)
+#undef FWD_CASE
+#define CMP_CASE(ID, PRED) case PP_OP_##ID: return (PRED);
+    PP_EL_COMPARE_LIST(CMP_CASE)
+#undef CMP_CASE
+    default: return NAN;
     }
 }
 
+/* The same on integers (wrapping, as numpy's int64). */
 static pp_status binary_i(const pp_node *n, pp_op op, int64_t a, int64_t b, int64_t *r, pp_error *err)
 {
     switch (op) {
@@ -143,7 +152,13 @@ static pp_status binary_i(const pp_node *n, pp_op op, int64_t a, int64_t b, int6
         *r = a / b;
         break;
     case PP_OP_POW: *r = (int64_t)pow((double)a, (double)b); break;
-    default: *r = a == b; break;
+    default:
+        switch (op) {
+#define CMP_CASE(ID, PRED) case PP_OP_##ID: *r = (PRED); break;
+        PP_EL_COMPARE_LIST(CMP_CASE)
+#undef CMP_CASE
+        default: return infer_fail(n, PP_ERR_INTERNAL, err, "no integer function to fold");
+        }
     }
     return PP_OK;
 }
@@ -161,7 +176,7 @@ pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
     iter_init(&it, &out->shape, sh, 2);
     for (int64_t i = 0; i < cnt; i++, iter_next(&it)) {
         if (fl) {
-            double r = binary_f(op, const_f64(a, it.off[0]), const_f64(b, it.off[1]));
+            double r = binary_f(op, (float)const_f64(a, it.off[0]), (float)const_f64(b, it.off[1]));
             const_store(out->dtype, (void *)out->data, i, r, is_float(out->dtype) ? 0 : (int64_t)r);
         } else {
             int64_t r = 0;

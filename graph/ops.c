@@ -1,91 +1,29 @@
 /* The op registry (include/onnxpipe/op.h): one entry per supported op with everything
- * that is not compute, and the one FLOP model over it. Shape rules and folders live in
- * graph/infer*.c and graph/fold*.c; kernels in kernels/<device>/table.*. */
+ * that is not compute, made from the op list (include/onnxpipe/op_list.h), and the one
+ * FLOP model over it. Shape rules and folders live in graph/infer*.c and graph/fold*.c;
+ * kernels in kernels/<device>/. */
 #include "infer.h"
+
+#include "element_ops.h"   /* what elementwise gradients read */
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define BIT(i) (1u << (i))
-#define ALL (~0u)
 
-/* {name, domain, since, nondiff, saves_in, saves_out, flags, flop rule, flops per element, shape, fold},
- * then optional fields by name (.prec: PP_PREC_FOLLOW when not given; .saves_for_other: 0) */
-#define OP(nm, since_, nondiff_, sin, sout, flags_, rule, per, shape_, fold_, ...)                                 \
-    {.name = nm, .domain = "", .since = since_, .nondiff = nondiff_, .saves_in = sin, .saves_out = sout,          \
-     .flags = flags_, .flop_rule = PP_FLOPS_##rule, .flops_per = per, .shape = shape_, .fold = fold_, __VA_ARGS__}
+/* What an elementwise op's gradient reads, from its row in kernels/element_ops.h. */
+#define EL_IN(ID) ((PP_EL_READS_##ID & PP_EL_X) ? BIT(0) : 0u)
+#define EL_OUT(ID) ((PP_EL_READS_##ID & PP_EL_Y) ? BIT(0) : 0u)
 
-static const pp_op_info ops[PP_OP_COUNT] = {
-    [PP_OP_ADD] = OP("Add", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
-    [PP_OP_SUB] = OP("Sub", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary),
-    [PP_OP_MUL] = OP("Mul", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
-                     .saves_for_other = BIT(0) | BIT(1)),   /* d/dA reads B, d/dB reads A */
-    [PP_OP_DIV] = OP("Div", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
-                     .saves_for_other = BIT(0)),   /* d/dA = 1/B; d/dB = -A/B^2 */
-    [PP_OP_POW] = OP("Pow", 13, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,
-                     .prec = PP_PREC_FP32),
-    [PP_OP_SQRT] = OP("Sqrt", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary, .prec = PP_PREC_FP32),
-    [PP_OP_NEG] = OP("Neg", 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_unary, fold_unary),
-    [PP_OP_RECIPROCAL] = OP("Reciprocal", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary,
-                            .prec = PP_PREC_FP32),
-    [PP_OP_RELU] = OP("Relu", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 1, shape_unary, fold_unary),
-    [PP_OP_LEAKY_RELU] = OP("LeakyRelu", 13, 0, BIT(0), 0, 0, ELEMENTWISE, 1, shape_unary, fold_unary),
-    [PP_OP_SIGMOID] = OP("Sigmoid", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 4, shape_unary, fold_unary),
-    [PP_OP_TANH] = OP("Tanh", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 4, shape_unary, fold_unary),
-    [PP_OP_ERF] = OP("Erf", 13, 0, BIT(0), 0, 0, ELEMENTWISE, 4, shape_unary, fold_unary),
-    [PP_OP_GELU] = OP("Gelu", 20, 0, BIT(0), BIT(0), 0, ELEMENTWISE, 4, shape_unary, NULL),
-    [PP_OP_EQUAL] = OP("Equal", 13, ALL, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_compare, fold_binary),
-    [PP_OP_WHERE] = OP("Where", 13, BIT(0), BIT(0), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_where, fold_where),
-    [PP_OP_CAST] = OP("Cast", 13, 0, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_cast, fold_cast),
-    /* inputs 1, 2: ratio and training_mode */
-    [PP_OP_DROPOUT] = OP("Dropout", 13, ~BIT(0), BIT(1) | BIT(2), 0, 0, NONE, 0, shape_dropout, NULL),
-    [PP_OP_IDENTITY] = OP("Identity", 13, 0, 0, 0, PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0, shape_unary,
-                          fold_copy),
-    [PP_OP_MATMUL] = OP("MatMul", 13, 0, BIT(0) | BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, MATMUL, 0, shape_matmul, NULL, .prec = PP_PREC_LOWP),
-    [PP_OP_GEMM] = OP("Gemm", 13, 0, BIT(0) | BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, GEMM, 0, shape_gemm, NULL, .prec = PP_PREC_LOWP),
-    [PP_OP_CONV] = OP("Conv", 13, 0, BIT(0) | BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, CONV, 0, shape_conv, NULL, .prec = PP_PREC_LOWP),
-    [PP_OP_MAX_POOL] = OP("MaxPool", 13, 0, 0, 0, 0, POOL, 0, shape_pool, NULL),
-    [PP_OP_AVERAGE_POOL] = OP("AveragePool", 13, 0, 0, 0, 0, POOL, 0, shape_pool, NULL),
-    [PP_OP_GLOBAL_AVERAGE_POOL] = OP("GlobalAveragePool", 13, 0, 0, 0, 0, REDUCE, 1, shape_global_pool, NULL),
-    /* inputs 3, 4: running mean and variance, read in eval and updated in training */
-    [PP_OP_BATCH_NORMALIZATION] = OP("BatchNormalization", 13, BIT(3) | BIT(4), BIT(0) | BIT(1) | BIT(3) | BIT(4),
-                                     0, 0, ELEMENTWISE, 4, shape_batchnorm, NULL),
-    /* mean, var, normalise, scale, shift */
-    [PP_OP_LAYER_NORMALIZATION] = OP("LayerNormalization", 17, 0, BIT(0) | BIT(1), 0, 0, ELEMENTWISE, 8,
-                                     shape_layernorm, NULL),
-    /* max, sub, exp, sum, div */
-    [PP_OP_SOFTMAX] = OP("Softmax", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 5, shape_softmax, NULL),
-    [PP_OP_LOG_SOFTMAX] = OP("LogSoftmax", 13, 0, 0, BIT(0), 0, ELEMENTWISE, 5, shape_softmax, NULL),
-    /* input 1: axes (an input from opset 18 for ReduceMean, 13 for ReduceSum) */
-    [PP_OP_REDUCE_MEAN] = OP("ReduceMean", 13, BIT(1), BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL,
-                             .prec = PP_PREC_FP32),
-    [PP_OP_REDUCE_SUM] = OP("ReduceSum", 13, BIT(1), BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL, .prec = PP_PREC_FP32),
-    /* inputs 1, 2: labels and class weights; softmax + log + pick per input element */
-    [PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = OP("SoftmaxCrossEntropyLoss", 13, ~BIT(0), BIT(0) | BIT(1) | BIT(2), 0, 0,
-                                            REDUCE, 6, shape_sce_loss, NULL, .prec = PP_PREC_FP32),
-    [PP_OP_RESHAPE] = OP("Reshape", 13, BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0,
-                         shape_reshape, fold_copy),
-    [PP_OP_FLATTEN] = OP("Flatten", 13, 0, 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD, NONE, 0, shape_flatten, fold_copy),
-    [PP_OP_SQUEEZE] = OP("Squeeze", 13, BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0,
-                         shape_squeeze, fold_copy),
-    [PP_OP_UNSQUEEZE] = OP("Unsqueeze", 13, BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE,
-                           0, shape_unsqueeze, fold_copy),
-    [PP_OP_TRANSPOSE] = OP("Transpose", 13, 0, 0, 0, 0, NONE, 0, shape_transpose, fold_transpose),
-    /* inputs 1-4: starts, ends, axes, steps */
-    [PP_OP_SLICE] = OP("Slice", 13, ~BIT(0), BIT(1) | BIT(2) | BIT(3) | BIT(4), 0, PP_OPF_FOLD_LARGE, NONE, 0,
-                       shape_slice, fold_slice),
-    [PP_OP_SPLIT] = OP("Split", 13, BIT(1), 0, 0, 0, NONE, 0, shape_split, fold_split),
-    [PP_OP_CONCAT] = OP("Concat", 13, 0, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_concat, fold_concat),
-    [PP_OP_GATHER] = OP("Gather", 13, BIT(1), BIT(1), 0, 0, NONE, 0, shape_gather, fold_gather),
-    [PP_OP_EXPAND] = OP("Expand", 13, BIT(1), 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_expand, fold_expand),
-    /* turned into an initializer by graph/infer.c before any shape rule runs */
-    [PP_OP_CONSTANT] = OP("Constant", 13, ALL, 0, 0, PP_OPF_GRAPH_ONLY, NONE, 0, NULL, NULL),
-    [PP_OP_CONSTANT_OF_SHAPE] = OP("ConstantOfShape", 13, ALL, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0,
-                                   shape_const_of_shape, fold_const_of_shape),
-    [PP_OP_SHAPE] = OP("Shape", 13, ALL, 0, 0, 0, NONE, 0, shape_shape, fold_shape),
-    [PP_OP_RANGE] = OP("Range", 13, ALL, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_range, fold_range),
-};
+/* A row of op_list.h as a registry entry; the optional trailing fields are designated
+ * initializers (.prec: PP_PREC_FOLLOW when not given; .saves_for_other: 0). */
+#define ROW(ID, nm, kernel, kinds, since_, nondiff_, sin, sout, flags_, rule, per, shape_, fold_, ...)              \
+    [PP_OP_##ID] = {.name = nm, .domain = "", .since = since_, .nondiff = nondiff_, .saves_in = sin,               \
+                    .saves_out = sout, .flags = flags_, .flop_rule = PP_FLOPS_##rule, .flops_per = per,            \
+                    .shape = shape_, .fold = fold_, __VA_ARGS__},
+
+static const pp_op_info ops[PP_OP_COUNT] = {PP_OP_LIST(ROW)};
 
 const pp_op_info *pp_op_get(pp_op op)
 {

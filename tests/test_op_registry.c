@@ -10,6 +10,8 @@
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op.h>
 
+#include "element_ops.h"
+
 #include <string.h>
 
 static void test_every_op_has_its_facts(void **state)
@@ -28,7 +30,7 @@ static void test_every_op_has_its_facts(void **state)
             print_message("%s: lookup by name gives another op\n", op->name);
             bad++;
         }
-        if (op->since < 13 || op->since > 21 || strcmp(op->domain, "")) {
+        if (op->since < 13 || op->since > 23 || strcmp(op->domain, "")) {
             print_message("%s: opset %lld / domain '%s' outside what onnxpipe reads\n", op->name,
                           (long long)op->since, op->domain);
             bad++;
@@ -123,10 +125,94 @@ static void test_flop_model(void **state)
     print_message("FLOPs of MatMul, Gemm (transA, bias), grouped Conv, LayerNorm, Reshape, ReduceSum = closed forms\n");
 }
 
+/* The op list's kernel column against the element lists: an op on the generic `unary`,
+ * `binary` or `compare` kernel has its math in kernels/element_ops.h, and every row there
+ * belongs to such an op (Identity's gradient is the unary kernel's too). */
+static const struct row {
+    const char *id, *kernel;
+} rows[] = {
+#define ROW(ID, name, kernel, ...) {#ID, #kernel},
+    PP_OP_LIST(ROW)
+#undef ROW
+};
+#define ID_OF(ID, ...) #ID,
+static const char *const el_unary[] = {PP_EL_UNARY_LIST(ID_OF)}, *const el_binary[] = {PP_EL_BINARY_LIST(ID_OF)},
+                         *const el_compare[] = {PP_EL_COMPARE_LIST(ID_OF)};
+#undef ID_OF
+
+static int listed(const char *id, const char *const *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ids[i], id)) return 1;
+    return 0;
+}
+
+static const char *kernel_of(const char *id)
+{
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (!strcmp(rows[i].id, id)) return rows[i].kernel;
+    return NULL;
+}
+
+static void test_element_ops_match_the_list(void **state)
+{
+    (void)state;
+    int bad = 0;
+    const struct { const char *kernel; const char *const *ids; size_t n; } lists[] = {
+        {"unary", el_unary, sizeof el_unary / sizeof el_unary[0]},
+        {"binary", el_binary, sizeof el_binary / sizeof el_binary[0]},
+        {"compare", el_compare, sizeof el_compare / sizeof el_compare[0]}};
+    for (size_t l = 0; l < 3; l++) {
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            if (!strcmp(rows[i].kernel, lists[l].kernel) && !listed(rows[i].id, lists[l].ids, lists[l].n)) {
+                print_message("%s runs on the %s kernel but has no row in element_ops.h's %s list\n", rows[i].id,
+                              lists[l].kernel, lists[l].kernel);
+                bad++;
+            }
+        for (size_t i = 0; i < lists[l].n; i++) {
+            const char *k = kernel_of(lists[l].ids[i]);
+            if (!k || (strcmp(k, lists[l].kernel) && strcmp(lists[l].ids[i], "IDENTITY"))) {
+                print_message("element_ops.h's %s row %s: the op list has it on kernel %s\n", lists[l].kernel,
+                              lists[l].ids[i], k ? k : "(none: no such op)");
+                bad++;
+            }
+        }
+    }
+    print_message("%zu unary, %zu binary, %zu comparison element rows against the op list: %d mismatches\n",
+                  sizeof el_unary / sizeof el_unary[0], sizeof el_binary / sizeof el_binary[0],
+                  sizeof el_compare / sizeof el_compare[0], bad);
+    assert_int_equal(bad, 0);
+}
+
+/* Ops that share a kernel function share what it declares: its caps, aux and work bytes
+ * are the kernel's, so a new op on the `unary` kernel cannot forget ASSIGNS_FRESH. */
+static void test_shared_kernels_share_caps(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (int bi = 0; pp_backend_at(bi); bi++) {
+        const pp_backend *b = pp_backend_at(bi);
+        for (int i = 0; i < PP_OP_COUNT; i++)
+            for (int j = i + 1; j < PP_OP_COUNT; j++) {
+                const pp_kernel *ki = pp_kernel_find((pp_op)i, b->kind, PP_DTYPE_F32),
+                                *kj = pp_kernel_find((pp_op)j, b->kind, PP_DTYPE_F32);
+                if (!ki || !kj || ki->forward != kj->forward) continue;
+                if (ki->caps != kj->caps || ki->aux_bytes != kj->aux_bytes || ki->work_bytes != kj->work_bytes) {
+                    print_message("%s and %s share a %s kernel but not its caps / aux / work bytes\n",
+                                  pp_op_get((pp_op)i)->name, pp_op_get((pp_op)j)->name, b->name);
+                    bad++;
+                }
+            }
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_op_has_its_facts),
                                        cmocka_unit_test(test_every_backend_covers_every_op),
-                                       cmocka_unit_test(test_flop_model)};
+                                       cmocka_unit_test(test_flop_model),
+                                       cmocka_unit_test(test_element_ops_match_the_list),
+                                       cmocka_unit_test(test_shared_kernels_share_caps)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,35 +2,25 @@
  * every fact about the op that is not compute (graph/ops.c): its name and opsets, which
  * inputs carry gradients, its shape rule and constant folder, its cost rule (the one
  * FLOP model), what its backward reads, and what fusion and planning may do with it.
- * Kernels are found by (op, device, dtype) over this enum (kernels.h). */
+ * Kernels are found by (op, device, dtype) over this enum (kernels.h). The ops and
+ * their facts are one list, op_list.h. */
 #ifndef ONNXPIPE_OP_H
 #define ONNXPIPE_OP_H
 
 #include <onnxpipe/core.h>
 #include <onnxpipe/tensor.h>
+#include <onnxpipe/op_list.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Adding an op: a value here, its entry in graph/ops.c, its cpu kernel in the cpu
- * table (kernels/cpu/table.c) and its cuda kernel (kernels/cuda/table.cu), and tests;
- * tests/test_op_registry.c fails until every table covers it. */
+/* One value per op of the list (op_list.h, where adding an op starts). */
 typedef enum pp_op {
     PP_OP_UNKNOWN = -1,
-    /* elementwise math */
-    PP_OP_ADD, PP_OP_SUB, PP_OP_MUL, PP_OP_DIV, PP_OP_POW, PP_OP_SQRT, PP_OP_NEG, PP_OP_RECIPROCAL,
-    PP_OP_RELU, PP_OP_LEAKY_RELU, PP_OP_SIGMOID, PP_OP_TANH, PP_OP_ERF, PP_OP_GELU,
-    PP_OP_EQUAL, PP_OP_WHERE, PP_OP_CAST, PP_OP_DROPOUT, PP_OP_IDENTITY,
-    /* matrix products, convolution, pooling, normalisation */
-    PP_OP_MATMUL, PP_OP_GEMM, PP_OP_CONV, PP_OP_MAX_POOL, PP_OP_AVERAGE_POOL, PP_OP_GLOBAL_AVERAGE_POOL,
-    PP_OP_BATCH_NORMALIZATION, PP_OP_LAYER_NORMALIZATION, PP_OP_SOFTMAX, PP_OP_LOG_SOFTMAX,
-    PP_OP_REDUCE_MEAN, PP_OP_REDUCE_SUM, PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS,
-    /* shapes and data movement */
-    PP_OP_RESHAPE, PP_OP_FLATTEN, PP_OP_SQUEEZE, PP_OP_UNSQUEEZE, PP_OP_TRANSPOSE, PP_OP_SLICE,
-    PP_OP_SPLIT, PP_OP_CONCAT, PP_OP_GATHER, PP_OP_EXPAND,
-    /* constants and shape queries */
-    PP_OP_CONSTANT, PP_OP_CONSTANT_OF_SHAPE, PP_OP_SHAPE, PP_OP_RANGE,
+#define PP_OP_ENUM_(ID, ...) PP_OP_##ID,
+    PP_OP_LIST(PP_OP_ENUM_)
+#undef PP_OP_ENUM_
     PP_OP_COUNT
 } pp_op;
 

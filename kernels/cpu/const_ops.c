@@ -1,6 +1,6 @@
 /* Shape, ConstantOfShape and Range on the cpu: forward only, and normally folded into
  * constants by graph/, but a node that survives (a dynamic shape) still runs. */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 
 #include <math.h>

@@ -5,6 +5,7 @@
 
 #include <onnxpipe/kernels.h>
 
+#include "kernel_list.h"
 #include "op_args.h"   /* pp_args_fail: node-named errors, shared with cuda */
 
 #define PP_FWD(name) pp_status name(const pp_kernel_ctx *c, pp_error *err)
@@ -38,45 +39,15 @@ void pp_cpu_f32_from_f16(float *dst, const uint16_t *src, int64_t n, int f16c);
 /* device_cpu.c */
 pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);
 
-/* elementwise.c */
-PP_FWD(pp_cpu_add_forward);        PP_BWD(pp_cpu_add_backward);
-PP_FWD(pp_cpu_sub_forward);        PP_BWD(pp_cpu_sub_backward);
-PP_FWD(pp_cpu_mul_forward);        PP_BWD(pp_cpu_mul_backward);
-PP_FWD(pp_cpu_div_forward);        PP_BWD(pp_cpu_div_backward);
-PP_FWD(pp_cpu_pow_forward);        PP_BWD(pp_cpu_pow_backward);
-PP_FWD(pp_cpu_sqrt_forward);       PP_BWD(pp_cpu_sqrt_backward);
-PP_FWD(pp_cpu_neg_forward);        PP_BWD(pp_cpu_neg_backward);
-PP_FWD(pp_cpu_reciprocal_forward); PP_BWD(pp_cpu_reciprocal_backward);
-PP_FWD(pp_cpu_relu_forward);       PP_BWD(pp_cpu_relu_backward);
-PP_FWD(pp_cpu_leaky_relu_forward); PP_BWD(pp_cpu_leaky_relu_backward);
-PP_FWD(pp_cpu_sigmoid_forward);    PP_BWD(pp_cpu_sigmoid_backward);
-PP_FWD(pp_cpu_tanh_forward);       PP_BWD(pp_cpu_tanh_backward);
-PP_FWD(pp_cpu_erf_forward);        PP_BWD(pp_cpu_erf_backward);
-PP_FWD(pp_cpu_gelu_forward);       PP_BWD(pp_cpu_gelu_backward);
-PP_FWD(pp_cpu_identity_forward);   PP_BWD(pp_cpu_identity_backward);
+/* every kernel the op list names (kernel_list.h): pp_cpu_<kernel>_forward / _backward */
+#define PP_CPU_DECL_(ID, name, kernel, kinds, ...) PP_KERNEL_DECL_##kinds(pp_cpu, kernel)
+PP_OP_LIST(PP_CPU_DECL_)
+#undef PP_CPU_DECL_
 
-/* select.c */
-PP_FWD(pp_cpu_equal_forward);
-PP_FWD(pp_cpu_where_forward);      PP_BWD(pp_cpu_where_backward);
-PP_FWD(pp_cpu_cast_forward);       PP_BWD(pp_cpu_cast_backward);
-PP_FWD(pp_cpu_dropout_forward);    PP_BWD(pp_cpu_dropout_backward);
-
-/* matmul.c */
-PP_FWD(pp_cpu_matmul_forward);     PP_BWD(pp_cpu_matmul_backward);
-PP_FWD(pp_cpu_gemm_forward);       PP_BWD(pp_cpu_gemm_backward);
-
-/* conv.c */
-PP_FWD(pp_cpu_conv_forward);       PP_BWD(pp_cpu_conv_backward);
-size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
-
-/* pool.c */
+/* what some kernels add: aux memory (pool.c, batchnorm.c), work bytes (conv.c) */
 PP_AUX(pp_cpu_maxpool_aux);
-PP_FWD(pp_cpu_maxpool_forward);    PP_BWD(pp_cpu_maxpool_backward);
-PP_FWD(pp_cpu_avgpool_forward);    PP_BWD(pp_cpu_avgpool_backward);
-PP_FWD(pp_cpu_gap_forward);        PP_BWD(pp_cpu_gap_backward);
-
-/* batchnorm.c */
 PP_AUX(pp_cpu_batchnorm_aux);
-PP_FWD(pp_cpu_batchnorm_forward);  PP_BWD(pp_cpu_batchnorm_backward);
+PP_AUX(pp_cpu_layernorm_aux_bytes);
+size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
 
 #endif

@@ -1,6 +1,6 @@
 /* Expand on the cpu: the input broadcast (numpy rules, right-aligned) to the output shape
  * the caller gives; backward sums the output gradient over the broadcast dims. */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 
 /* src_st: the input's stride per output dim, 0 where it broadcasts. */

@@ -1,7 +1,7 @@
 /* Gather on the cpu: data [outer, A, inner] with indices Q (int64 or int32, negative
  * counts from the end) gives [outer, Q, inner], one memcpy of inner elements per index.
  * Backward scatter-adds into the data gradient (embedding tables). */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 #include "op_args.h"
 

@@ -3,7 +3,6 @@
  * reads X, Scale and aux, and also takes gradients on the Mean / InvStdDev outputs. */
 #include "element_nn.h"
 #include "cpu_math.h"
-#include "nn_kernels.h"
 #include "nn_util.h"
 #include "op_args.h"
 

@@ -6,7 +6,6 @@
 #include "cpu_math.h"   /* PP_CPU_CLONES */
 #include "element_nn.h"
 #include "xent.h"
-#include "nn_kernels.h"
 #include "nn_util.h"
 
 #include <math.h>

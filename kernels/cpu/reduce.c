@@ -2,7 +2,7 @@
  * ReduceMean opset < 18) or from the optional int64 input 1; keepdims only changes the
  * output shape, which the caller gives. Empty axes reduce everything unless
  * noop_with_empty_axes, which makes the op a copy. */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 #include "op_args.h"
 

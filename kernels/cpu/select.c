@@ -1,46 +1,55 @@
-/* cpu Equal, Where, Cast and Dropout: comparison and selection with broadcasting, dtype
+/* cpu comparisons (Equal...), Where, Cast and Dropout: comparison and selection with broadcasting, dtype
  * conversion, and Dropout whose mask comes from a counter-based RNG keyed by
  * (seed, step, microbatch, node) and the element index, so any rank draws the same mask
  * and backward recomputes it instead of storing it. */
 #include "broadcast.h"
 #include "cpu_math.h"
-#include "element.h"
+#include "element_ops.h"
 
 #include <string.h>
 
-/* ---------------- Equal ---------------- */
+/* ---------------- comparisons (kernels/element_ops.h) ---------------- */
 
-#define EQ_ROWS(T)                                                                      \
-    for (int64_t r = 0; r < b.rows; r++) {                                              \
+/* y = PRED(a, b) over the broadcast rows, for one element type T */
+#define CMP_ROWS(T, PRED)                                                               \
+    for (int64_t r = 0; r < bc.rows; r++) {                                             \
         int64_t off[2];                                                                 \
-        pp_bcast_row(&b, r, off);                                                       \
+        pp_bcast_row(&bc, r, off);                                                      \
         const T *pa = (const T *)c->in[0].data + off[0], *pb = (const T *)c->in[1].data + off[1]; \
-        uint8_t *py = Y + r * b.inner;                                                  \
-        for (int64_t j = 0; j < b.inner; j++)                                           \
-            py[j] = pa[j * b.inner_stride[0]] == pb[j * b.inner_stride[1]];             \
+        uint8_t *py = Y + r * bc.inner;                                                 \
+        for (int64_t j = 0; j < bc.inner; j++) {                                        \
+            const T a = pa[j * bc.inner_stride[0]], b = pb[j * bc.inner_stride[1]];     \
+            py[j] = (PRED);                                                             \
+        }                                                                               \
+    }
+#define CMP_TYPES(PRED)                                                                 \
+    switch (dt) {                                                                       \
+    case PP_DTYPE_F32: CMP_ROWS(float, PRED); break;                                    \
+    case PP_DTYPE_I64: CMP_ROWS(int64_t, PRED); break;                                  \
+    case PP_DTYPE_I32: CMP_ROWS(int32_t, PRED); break;                                  \
+    case PP_DTYPE_BOOL: CMP_ROWS(uint8_t, PRED); break;                                 \
+    default:                                                                            \
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err,                                 \
+                            "dtype %s is not supported (float32, int64, int32, bool)", pp_dtype_name(dt)); \
     }
 
-PP_FWD(pp_cpu_equal_forward)
+PP_FWD(pp_cpu_compare_forward)
 {
     PP_CHECK(pp_cpu_want_inputs(c, 2, 2, err));
     pp_dtype dt = c->in[0].dtype;
     PP_CHECK(pp_cpu_want_dtype(c, 1, dt, 0, err));
     if (c->out[0].dtype != PP_DTYPE_BOOL)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (Equal): output dtype %s, expected bool", c->node,
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "output dtype %s, expected bool",
                             pp_dtype_name(c->out[0].dtype));
-    pp_bcast b = {0};
+    pp_bcast bc = {0};
     const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
-    PP_CHECK(pp_bcast_init(&b, &c->out[0], ins, 2, c->node, err));
+    PP_CHECK(pp_bcast_init(&bc, &c->out[0], ins, 2, c->node, err));
     uint8_t *Y = c->out[0].data;
-    switch (dt) {
-    case PP_DTYPE_F32: EQ_ROWS(float); break;
-    case PP_DTYPE_I64: EQ_ROWS(int64_t); break;
-    case PP_DTYPE_I32: EQ_ROWS(int32_t); break;
-    case PP_DTYPE_BOOL: EQ_ROWS(uint8_t); break;
-    default:
-        return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "node '%s' (Equal): dtype %s is not supported (float32, int64, int32, bool)", c->node,
-                            pp_dtype_name(dt));
+    switch (c->op) {
+#define CMP_CASE(ID, PRED) case PP_OP_##ID: CMP_TYPES(PRED); break;
+    PP_EL_COMPARE_LIST(CMP_CASE)
+#undef CMP_CASE
+    default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
     }
     return PP_OK;
 }

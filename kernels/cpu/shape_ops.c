@@ -1,7 +1,7 @@
 /* Reshape, Flatten, Squeeze and Unsqueeze on the cpu: the caller gives the
  * output shape, so each is a copy of the bytes (any dtype); backward adds the output
  * gradient back into the input gradient. */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 
 #include <string.h>

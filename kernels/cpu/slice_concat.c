@@ -1,7 +1,7 @@
 /* Slice, Split and Concat on the cpu, all as strided copies of boxes of the larger
  * tensor (nn_util.c); backward adds the gradient of each box back through the same
  * strides. Slice follows ONNX clamping for negative starts/ends/steps. */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 #include "op_args.h"
 

@@ -4,7 +4,6 @@
  * other axes run strided. */
 #include "element_nn.h"
 #include "cpu_math.h"
-#include "nn_kernels.h"
 #include "nn_util.h"
 #include "op_args.h"
 

@@ -2,7 +2,7 @@
  * contiguous dims, so [B,T,H,D] -> [B,H,T,D] copies rows of D, and tiles a swap of the
  * innermost dim). Backward adds (or, fresh, copies) the output gradient through the same
  * strides. */
-#include "nn_kernels.h"
+#include "cpu_math.h"
 #include "nn_util.h"
 #include "op_args.h"
 

@@ -38,4 +38,5 @@ static pp_status host_fold(const pp_kernel_ctx *c, int values, pp_error *err)
 }
 
 PP_CU_FWD(pp_cu_shape_forward) { return host_fold(c, 0, err); }
-PP_CU_FWD(pp_cu_fold_forward) { return host_fold(c, 1, err); }
+PP_CU_FWD(pp_cu_constant_of_shape_forward) { return host_fold(c, 1, err); }
+PP_CU_FWD(pp_cu_range_forward) { return host_fold(c, 1, err); }

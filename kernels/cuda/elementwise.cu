@@ -2,7 +2,6 @@
  * broadcast-gradient reduction. The per-element math is element.h's PP_HD functions, the
  * index plans are launch.c's (pp_cu_bcast, pp_cu_reduce). */
 #include "cuda_internal.h"
-#include "element.h"
 #include "ew_ops.cuh"
 #include "reduce.cuh"
 
@@ -180,17 +179,17 @@ pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, con
     return PP_OK;
 }
 
-/* ---------------- unary activations ---------------- */
+/* ---------------- unary ops (kernels/element_ops.h) ---------------- */
 
 template <typename Op> __global__ void k_unary(const float *x, float *y, int64_t n, Op op)
 {
     CU_FOR(i, n) y[i] = op.fwd(x[i]);
 }
-/* dx += dy * op.grad(v), v = the saved input or output (Op::src says which; never read
- * for GRAD_NONE, whose table entry saves nothing, so v is NULL there) */
-template <typename Op> __global__ void k_unary_grad(const float *v, const float *dy, float *dx, int64_t n, Op op)
+/* dx += dy * op.grad(x, y), x and y the saved input and output where Op::reads says the
+ * gradient reads them (the registry saves only those; the others are NULL) */
+template <typename Op> __global__ void k_unary_grad(const float *x, const float *y, const float *dy, float *dx, int64_t n, Op op)
 {
-    CU_FOR(i, n) dx[i] += dy[i] * op.grad(Op::src == GRAD_NONE ? 0.f : v[i]);
+    CU_FOR(i, n) dx[i] += dy[i] * op.grad(Op::reads & PP_EL_X ? x[i] : 0.f, Op::reads & PP_EL_Y ? y[i] : 0.f);
 }
 
 template <typename Op> static pp_status unary_fwd(const pp_kernel_ctx *c, Op op, pp_error *err)
@@ -213,43 +212,40 @@ static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_ten
 {
     if (!gout[0].data || !gin[0].data) return PP_OK;
     const int64_t n = pp_tensor_numel(&gin[0]);
-    const float *v = (const float *)(Op::src == GRAD_Y ? c->out[0].data : Op::src == GRAD_X ? c->in[0].data : NULL);
-    if (Op::src != GRAD_NONE && !v)
-        return pp_args_fail(c, PP_ERR_INTERNAL, err, "backward needs the saved %s, which was not kept",
-                         Op::src == GRAD_Y ? "output" : "input");
+    const float *x = (const float *)c->in[0].data, *y = (const float *)c->out[0].data;
+    if (((Op::reads & PP_EL_X) && !x) || ((Op::reads & PP_EL_Y) && !y))
+        return pp_args_fail(c, PP_ERR_INTERNAL, err, "backward needs a saved tensor that was not kept");
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
-    k_unary_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(v, (const float *)gout[0].data, (float *)gin[0].data, n,
-                                                                 op);
+    k_unary_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(x, y, (const float *)gout[0].data, (float *)gin[0].data,
+                                                                 n, op);
     CU_LAUNCHED(c);
     return PP_OK;
 }
 
-static pp_status leaky_alpha(const pp_kernel_ctx *c, float *alpha, pp_error *err)
+PP_CU_FWD(pp_cu_unary_forward)
 {
-    return pp_attr_float(c->attrs, c->nattrs, "alpha", 0.01f, alpha, c->node, err);
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(c->op, c->attrs, c->nattrs, c->node, &p, err));
+    switch (c->op) {
+#define FWD_CASE(ID, READS, FWD, GRAD) case PP_OP_##ID: return unary_fwd(c, el_unary_##ID{p}, err);
+    PP_EL_UNARY_LIST(FWD_CASE)
+#undef FWD_CASE
+    default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
 }
 
-static pp_status gelu_tanh(const pp_kernel_ctx *c, int *tanh_form, pp_error *err)
+PP_CU_BWD(pp_cu_unary_backward)
 {
-    const char *approx;
-    PP_CHECK(pp_attr_string(c->attrs, c->nattrs, "approximate", "none", &approx, c->node, err));
-    if (strcmp(approx, "none") && strcmp(approx, "tanh"))
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "approximate='%s' is not supported (use 'none' or 'tanh')", approx);
-    *tanh_form = !strcmp(approx, "tanh");
-    return PP_OK;
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(c->op, c->attrs, c->nattrs, c->node, &p, err));
+    switch (c->op) {
+#define GRAD_CASE(ID, READS, FWD, GRAD) case PP_OP_##ID: return unary_bwd(c, grad_out, grad_in, el_unary_##ID{p}, err);
+    PP_EL_UNARY_LIST(GRAD_CASE)
+#undef GRAD_CASE
+    default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
 }
-
-#define UNARY(name, Op)                                                                      \
-    PP_CU_FWD(pp_cu_##name##_forward) { return unary_fwd(c, Op(), err); }                    \
-    PP_CU_BWD(pp_cu_##name##_backward) { return unary_bwd(c, grad_out, grad_in, Op(), err); }
-UNARY(sqrt, op_sqrt)
-UNARY(neg, op_neg)
-UNARY(reciprocal, op_reciprocal)
-UNARY(relu, op_relu)
-UNARY(sigmoid, op_sigmoid)
-UNARY(tanh, op_tanh)
-UNARY(erf, op_erf)
 
 /* Identity copies any dtype, as the cpu kernel does; its gradient passes through */
 PP_CU_FWD(pp_cu_identity_forward)
@@ -258,32 +254,7 @@ PP_CU_FWD(pp_cu_identity_forward)
         return pp_args_fail(c, PP_ERR_SHAPE, err, "output dtype/size differs from the input");
     return pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->in[0]), err);
 }
-PP_CU_BWD(pp_cu_identity_backward) { return unary_bwd(c, grad_out, grad_in, op_identity(), err); }
-
-PP_CU_FWD(pp_cu_leaky_relu_forward)
-{
-    op_leaky op;
-    PP_CHECK(leaky_alpha(c, &op.alpha, err));
-    return unary_fwd(c, op, err);
-}
-PP_CU_BWD(pp_cu_leaky_relu_backward)
-{
-    op_leaky op;
-    PP_CHECK(leaky_alpha(c, &op.alpha, err));
-    return unary_bwd(c, grad_out, grad_in, op, err);
-}
-PP_CU_FWD(pp_cu_gelu_forward)
-{
-    int t = 0;
-    PP_CHECK(gelu_tanh(c, &t, err));
-    return t ? unary_fwd(c, op_gelu_tanh(), err) : unary_fwd(c, op_gelu(), err);
-}
-PP_CU_BWD(pp_cu_gelu_backward)
-{
-    int t = 0;
-    PP_CHECK(gelu_tanh(c, &t, err));
-    return t ? unary_bwd(c, grad_out, grad_in, op_gelu_tanh(), err) : unary_bwd(c, grad_out, grad_in, op_gelu(), err);
-}
+PP_CU_BWD(pp_cu_identity_backward) { return pp_cu_unary_backward(c, grad_out, grad_in, err); }
 
 /* ---------------- binary arithmetic with broadcasting ---------------- */
 
@@ -305,7 +276,7 @@ __global__ void k_binary_grad(pp_cu_bcast b, const float *x, const float *y, con
         int64_t off[PP_CU_MAX_IN];
         bc_offsets(b, i, off);
         const float xv = x ? x[off[0]] : 0.f, yv = y ? y[off[1]] : 0.f;
-        const float v = dy[i] * (which ? op.dy(xv, yv) : op.dx(xv, yv));
+        const float v = dy[i] * (which ? op.db(xv, yv) : op.da(xv, yv));
         g[i] = accumulate ? g[i] + v : v;
     }
 }
@@ -355,11 +326,22 @@ static pp_status binary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_te
     return PP_OK;
 }
 
-#define BINARY(name, Op)                                                                     \
-    PP_CU_FWD(pp_cu_##name##_forward) { return binary_fwd(c, Op(), err); }                   \
-    PP_CU_BWD(pp_cu_##name##_backward) { return binary_bwd(c, grad_out, grad_in, Op(), err); }
-BINARY(add, op_add)
-BINARY(sub, op_sub)
-BINARY(mul, op_mul)
-BINARY(div, op_div)
-BINARY(pow, op_pow)
+PP_CU_FWD(pp_cu_binary_forward)
+{
+    switch (c->op) {
+#define FWD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_fwd(c, el_binary_##ID(), err);
+    PP_EL_BINARY_LIST(FWD_CASE)
+#undef FWD_CASE
+    default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
+}
+
+PP_CU_BWD(pp_cu_binary_backward)
+{
+    switch (c->op) {
+#define GRAD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_bwd(c, grad_out, grad_in, el_binary_##ID(), err);
+    PP_EL_BINARY_LIST(GRAD_CASE)
+#undef GRAD_CASE
+    default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
+}

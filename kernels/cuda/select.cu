@@ -1,4 +1,4 @@
-/* cuda Equal (broadcast comparison to bool), Cast (float32, float64, bfloat16, float16, int64,
+/* cuda comparisons (kernels/element_ops.h, broadcast to bool), Cast (float32, float64, bfloat16, float16, int64,
  * int32, bool, converting as the cpu kernel does), Where and Dropout (the counter-based
  * RNG of element.h, so the GPU draws the cpu's mask), as kernels/cpu/select.c. */
 #include "cuda_internal.h"
@@ -7,18 +7,18 @@
 #include "nn_cuda.h"
 #include "reduce.cuh"
 
-/* ---------------- Equal ---------------- */
+/* ---------------- comparisons (kernels/element_ops.h) ---------------- */
 
-template <typename T> __global__ void k_equal(pp_cu_bcast b, const T *x, const T *y, uint8_t *z)
+template <typename T, typename Op> __global__ void k_compare(pp_cu_bcast b, const T *x, const T *y, uint8_t *z, Op op)
 {
     CU_FOR(i, b.n) {
         int64_t off[PP_CU_MAX_IN];
         bc_offsets(b, i, off);
-        z[i] = x[off[0]] == y[off[1]];
+        z[i] = op(x[off[0]], y[off[1]]);
     }
 }
 
-PP_CU_FWD(pp_cu_equal_forward)
+template <typename Op> static pp_status compare(const pp_kernel_ctx *c, Op op, pp_error *err)
 {
     if (c->nin != 2) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%d inputs, expected 2", c->nin);
     const pp_dtype dt = c->in[0].dtype;
@@ -36,16 +36,26 @@ PP_CU_FWD(pp_cu_equal_forward)
     const void *x = c->in[0].data, *y = c->in[1].data;
     uint8_t *z = (uint8_t *)c->out[0].data;
     switch (dt) {
-    case PP_DTYPE_F32: k_equal<<<L.grid, L.block, 0, s>>>(b, (const float *)x, (const float *)y, z); break;
-    case PP_DTYPE_I64: k_equal<<<L.grid, L.block, 0, s>>>(b, (const int64_t *)x, (const int64_t *)y, z); break;
-    case PP_DTYPE_I32: k_equal<<<L.grid, L.block, 0, s>>>(b, (const int32_t *)x, (const int32_t *)y, z); break;
-    case PP_DTYPE_BOOL: k_equal<<<L.grid, L.block, 0, s>>>(b, (const uint8_t *)x, (const uint8_t *)y, z); break;
+    case PP_DTYPE_F32: k_compare<<<L.grid, L.block, 0, s>>>(b, (const float *)x, (const float *)y, z, op); break;
+    case PP_DTYPE_I64: k_compare<<<L.grid, L.block, 0, s>>>(b, (const int64_t *)x, (const int64_t *)y, z, op); break;
+    case PP_DTYPE_I32: k_compare<<<L.grid, L.block, 0, s>>>(b, (const int32_t *)x, (const int32_t *)y, z, op); break;
+    case PP_DTYPE_BOOL: k_compare<<<L.grid, L.block, 0, s>>>(b, (const uint8_t *)x, (const uint8_t *)y, z, op); break;
     default:
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s is not supported (float32, int64, int32, bool)",
                          pp_dtype_name(dt));
     }
     CU_LAUNCHED(c);
     return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_compare_forward)
+{
+    switch (c->op) {
+#define CMP_CASE(ID, PRED) case PP_OP_##ID: return compare(c, el_compare_##ID(), err);
+    PP_EL_COMPARE_LIST(CMP_CASE)
+#undef CMP_CASE
+    default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
 }
 
 /* ---------------- Cast ---------------- */

@@ -1,0 +1,117 @@
+/* The one list of onnxpipe's ops (DESIGN.md "an op is one definition"). A row
+ *
+ *   X(ID, "OnnxName", kernel, KINDS, since, nondiff, saves_in, saves_out, flags, FLOPS, per, shape, fold, ...)
+ *
+ * makes: the enum value PP_OP_<ID> (op.h); the registry entry with those facts as named
+ * fields (graph/ops.c; the trailing optional fields are designated initializers such as
+ * .prec = PP_PREC_FP32); the kernel prototypes pp_cpu_<kernel>_forward / _backward and
+ * pp_cu_<kernel>_... (kernels/kernel_list.h) and every backend table's slot, so a table has
+ * no count of its own to keep. Columns:
+ *   kernel     the kernel's name in both backends (ops that share one, e.g. Reshape and
+ *              Flatten's `copy`, name the same)
+ *   KINDS      FB: forward and backward kernels; F: forward only (no input carries a
+ *              gradient); G: never runs (graph/ turns it into an initializer)
+ *   since      the first ai.onnx opset of the form onnxpipe reads
+ *   nondiff    bit i: input i carries no gradient (shapes, axes, indices, masks)
+ *   saves_in, saves_out   bit i: backward reads forward input / output i. EL_IN(ID) /
+ *              EL_OUT(ID): what element.h's gradient of the op reads (elementwise ops:
+ *              kernels/element_ops.h says it once for the cpu, cuda and the folder)
+ *   flags      PP_OPF_*; FLOPS, per: the cost rule (PP_FLOPS_<FLOPS>) and FLOPs per element
+ *   shape, fold  the shape rule and constant folder (graph/infer*.c, graph/fold*.c; fold NULL:
+ *              never folded)
+ * Adding an op is a row here, its kernels under kernels/cpu and kernels/cuda (the names
+ * this row gives them), its shape rule and folder, and a case in tests/cuda_cases.h;
+ * docs/architecture.md "Adding an op" has the recipe, tests/test_op_registry.c and
+ * tests/test_cuda_cover.c fail while a part is missing. Only macros: include freely. */
+#ifndef ONNXPIPE_OP_LIST_H
+#define ONNXPIPE_OP_LIST_H
+
+#define PP_BIT(i) (1u << (i))
+#define PP_ALL_INPUTS (~0u)
+
+#define PP_OP_LIST(X)                                                                                                 \
+    /* ---- elementwise arithmetic (kernels/cpu/elementwise.c, kernels/cuda/elementwise.cu) ---- */                   \
+    X(ADD, "Add", binary, FB, 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary)                              \
+    X(SUB, "Sub", binary, FB, 13, 0, 0, 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary)                              \
+    /* d/dA reads B, d/dB reads A */                                                                                  \
+    X(MUL, "Mul", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,          \
+      .saves_for_other = PP_BIT(0) | PP_BIT(1))                                                                       \
+    /* d/dA = 1/B; d/dB = -A/B^2 */                                                                                   \
+    X(DIV, "Div", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,          \
+      .saves_for_other = PP_BIT(0))                                                                                   \
+    X(POW, "Pow", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 1, shape_binary, fold_binary,          \
+      .prec = PP_PREC_FP32)                                                                                           \
+    /* ---- elementwise functions: math in kernels/element_ops.h ---- */                                              \
+    X(SQRT, "Sqrt", unary, FB, 13, 0, EL_IN(SQRT), EL_OUT(SQRT), 0, ELEMENTWISE, 1, shape_unary, fold_unary,          \
+      .prec = PP_PREC_FP32)                                                                                           \
+    X(NEG, "Neg", unary, FB, 13, 0, EL_IN(NEG), EL_OUT(NEG), 0, ELEMENTWISE, 1, shape_unary, fold_unary)              \
+    X(RECIPROCAL, "Reciprocal", unary, FB, 13, 0, EL_IN(RECIPROCAL), EL_OUT(RECIPROCAL), 0, ELEMENTWISE, 1,           \
+      shape_unary, fold_unary, .prec = PP_PREC_FP32)                                                                  \
+    X(RELU, "Relu", unary, FB, 13, 0, EL_IN(RELU), EL_OUT(RELU), 0, ELEMENTWISE, 1, shape_unary, fold_unary)          \
+    X(LEAKY_RELU, "LeakyRelu", unary, FB, 13, 0, EL_IN(LEAKY_RELU), EL_OUT(LEAKY_RELU), 0, ELEMENTWISE, 1,            \
+      shape_unary, fold_unary)                                                                                        \
+    X(SIGMOID, "Sigmoid", unary, FB, 13, 0, EL_IN(SIGMOID), EL_OUT(SIGMOID), 0, ELEMENTWISE, 4, shape_unary,          \
+      fold_unary)                                                                                                     \
+    X(TANH, "Tanh", unary, FB, 13, 0, EL_IN(TANH), EL_OUT(TANH), 0, ELEMENTWISE, 4, shape_unary, fold_unary)          \
+    X(ERF, "Erf", unary, FB, 13, 0, EL_IN(ERF), EL_OUT(ERF), 0, ELEMENTWISE, 4, shape_unary, fold_unary)              \
+    X(GELU, "Gelu", unary, FB, 20, 0, EL_IN(GELU), EL_OUT(GELU), 0, ELEMENTWISE, 4, shape_unary, fold_unary)          \
+    /* ---- comparisons, selection, casts (kernels/cpu/select.c, kernels/cuda/select.cu) ---- */                      \
+    X(EQUAL, "Equal", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_compare, fold_binary)    \
+    X(WHERE, "Where", where, FB, 13, PP_BIT(0), PP_BIT(0), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_where, fold_where)    \
+    X(CAST, "Cast", cast, FB, 13, 0, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_cast, fold_cast)                         \
+    /* inputs 1, 2: ratio and training_mode */                                                                        \
+    X(DROPOUT, "Dropout", dropout, FB, 13, ~PP_BIT(0), PP_BIT(1) | PP_BIT(2), 0, 0, NONE, 0, shape_dropout, NULL)     \
+    X(IDENTITY, "Identity", identity, FB, 13, 0, EL_IN(IDENTITY), EL_OUT(IDENTITY),                                   \
+      PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0, shape_unary, fold_copy)                                          \
+    /* ---- matrix products, convolution, pooling, normalisation ---- */                                              \
+    X(MATMUL, "MatMul", matmul, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, MATMUL, 0, shape_matmul, \
+      NULL, .prec = PP_PREC_LOWP)                                                                                     \
+    X(GEMM, "Gemm", gemm, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, GEMM, 0, shape_gemm, NULL,   \
+      .prec = PP_PREC_LOWP)                                                                                           \
+    X(CONV, "Conv", conv, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, CONV, 0, shape_conv, NULL,   \
+      .prec = PP_PREC_LOWP)                                                                                           \
+    X(MAX_POOL, "MaxPool", maxpool, FB, 13, 0, 0, 0, 0, POOL, 0, shape_pool, NULL)                                    \
+    X(AVERAGE_POOL, "AveragePool", avgpool, FB, 13, 0, 0, 0, 0, POOL, 0, shape_pool, NULL)                            \
+    X(GLOBAL_AVERAGE_POOL, "GlobalAveragePool", gap, FB, 13, 0, 0, 0, 0, REDUCE, 1, shape_global_pool, NULL)          \
+    /* inputs 3, 4: running mean and variance, read in eval and updated in training */                                \
+    X(BATCH_NORMALIZATION, "BatchNormalization", batchnorm, FB, 13, PP_BIT(3) | PP_BIT(4),                            \
+      PP_BIT(0) | PP_BIT(1) | PP_BIT(3) | PP_BIT(4), 0, 0, ELEMENTWISE, 4, shape_batchnorm, NULL)                     \
+    /* mean, var, normalise, scale, shift */                                                                          \
+    X(LAYER_NORMALIZATION, "LayerNormalization", layernorm, FB, 17, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 8,   \
+      shape_layernorm, NULL)                                                                                          \
+    /* max, sub, exp, sum, div */                                                                                     \
+    X(SOFTMAX, "Softmax", softmax, FB, 13, 0, 0, PP_BIT(0), 0, ELEMENTWISE, 5, shape_softmax, NULL)                   \
+    X(LOG_SOFTMAX, "LogSoftmax", softmax, FB, 13, 0, 0, PP_BIT(0), 0, ELEMENTWISE, 5, shape_softmax, NULL)            \
+    /* input 1: axes (an input from opset 18 for ReduceMean, 13 for ReduceSum) */                                     \
+    X(REDUCE_MEAN, "ReduceMean", reduce, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL,           \
+      .prec = PP_PREC_FP32)                                                                                           \
+    X(REDUCE_SUM, "ReduceSum", reduce, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, REDUCE, 1, shape_reduce, NULL,             \
+      .prec = PP_PREC_FP32)                                                                                           \
+    /* inputs 1, 2: labels and class weights; softmax + log + pick per input element */                               \
+    X(SOFTMAX_CROSS_ENTROPY_LOSS, "SoftmaxCrossEntropyLoss", xent, FB, 13, ~PP_BIT(0), PP_BIT(0) | PP_BIT(1) | PP_BIT(2), \
+      0, 0, REDUCE, 6, shape_sce_loss, NULL, .prec = PP_PREC_FP32)                                                    \
+    /* ---- shapes and data movement (kernels/cpu/shape_ops.c and friends, kernels/cuda/shape.cu) ---- */             \
+    X(RESHAPE, "Reshape", copy, FB, 13, PP_BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0, \
+      shape_reshape, fold_copy)                                                                                       \
+    X(FLATTEN, "Flatten", copy, FB, 13, 0, 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD, NONE, 0, shape_flatten, fold_copy)   \
+    X(SQUEEZE, "Squeeze", copy, FB, 13, PP_BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE, NONE, 0, \
+      shape_squeeze, fold_copy)                                                                                       \
+    X(UNSQUEEZE, "Unsqueeze", copy, FB, 13, PP_BIT(1), 0, 0, PP_OPF_VIEW | PP_OPF_PASS_GRAD | PP_OPF_FOLD_LARGE,      \
+      NONE, 0, shape_unsqueeze, fold_copy)                                                                            \
+    X(TRANSPOSE, "Transpose", transpose, FB, 13, 0, 0, 0, 0, NONE, 0, shape_transpose, fold_transpose)                \
+    /* inputs 1-4: starts, ends, axes, steps */                                                                       \
+    X(SLICE, "Slice", slice, FB, 13, ~PP_BIT(0), PP_BIT(1) | PP_BIT(2) | PP_BIT(3) | PP_BIT(4), 0, PP_OPF_FOLD_LARGE, NONE, \
+      0, shape_slice, fold_slice)                                                                                     \
+    X(SPLIT, "Split", split, FB, 13, PP_BIT(1), 0, 0, 0, NONE, 0, shape_split, fold_split)                            \
+    X(CONCAT, "Concat", concat, FB, 13, 0, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_concat, fold_concat)               \
+    X(GATHER, "Gather", gather, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_gather, fold_gather)               \
+    X(EXPAND, "Expand", expand, FB, 13, PP_BIT(1), 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_expand, fold_expand)       \
+    /* ---- constants and shape queries (kernels/cpu/const_ops.c, kernels/cuda/const_ops.cu) ---- */                  \
+    /* turned into an initializer by graph/infer.c before any shape rule runs */                                      \
+    X(CONSTANT, "Constant", none, G, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_GRAPH_ONLY, NONE, 0, NULL, NULL)                 \
+    X(CONSTANT_OF_SHAPE, "ConstantOfShape", constant_of_shape, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, \
+      shape_const_of_shape, fold_const_of_shape)                                                                      \
+    X(SHAPE, "Shape", shape, F, 13, PP_ALL_INPUTS, 0, 0, 0, NONE, 0, shape_shape, fold_shape)                         \
+    X(RANGE, "Range", range, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_range, fold_range)
+
+#endif
