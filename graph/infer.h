@@ -122,6 +122,11 @@ pp_status shape_conv(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_pool(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_global_pool(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_batchnorm(infer_ctx *c, const pp_node *n, pp_error *err);
+/* comparisons, logic, more elementwise functions */
+
+/* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+
+/* normalisation, attention, rotary embedding, resampling, einsum */
 
 /* ---- constant evaluators (graph/fold.c, graph/fold_math.c) ------------------------- */
 pp_status fold_copy(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
@@ -138,5 +143,11 @@ pp_status fold_cast(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *d
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+
+/* folders: comparisons, logic, more elementwise functions */
+
+/* folders: indexing, scatter, padding, tiling, cumulative sums, more reductions */
+
+/* folders: normalisation, attention, rotary embedding, resampling, einsum */
 
 #endif

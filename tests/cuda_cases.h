@@ -203,6 +203,12 @@ static const op_case cases[] = {
      F16_TOL},
     {"LayerNormalization", 0, 3, 1, {B16(4, 8, 64), F(64), F(64)}, {OUT_T(PP_DTYPE_BF16, 4, 8, 64)}, {{0}}, BF16_TOL},
     {"Softmax", 0, 1, 1, {H16(4, 8, 33)}, {OUT_T(PP_DTYPE_F16, 4, 8, 33)}, {{0}}, F16_TOL},
+    /* comparisons, logic, more elementwise functions */
+
+    /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+
+    /* normalisation, attention, rotary embedding, resampling, einsum */
+
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -112,6 +112,13 @@
     X(CONSTANT_OF_SHAPE, "ConstantOfShape", constant_of_shape, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, \
       shape_const_of_shape, fold_const_of_shape)                                                                      \
     X(SHAPE, "Shape", shape, F, 13, PP_ALL_INPUTS, 0, 0, 0, NONE, 0, shape_shape, fold_shape)                         \
-    X(RANGE, "Range", range, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_range, fold_range)
+    X(RANGE, "Range", range, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_range, fold_range)         \
+    /* ---- comparisons, logic, more elementwise functions: element_ops.h ---- */                                     \
+                                                                                                                      \
+    /* ---- indexing, scatter, padding, tiling, cumulative sums, more reductions ---- */                              \
+                                                                                                                      \
+    /* ---- normalisation, attention, rotary embedding, resampling, einsum ---- */                                    \
+                                                                                                                      \
+    /* (the end of the list) */
 
 #endif

@@ -26,6 +26,11 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_MAX_POOL].aux_bytes = pp_cpu_maxpool_aux,
     [PP_OP_BATCH_NORMALIZATION].aux_bytes = pp_cpu_batchnorm_aux,
     [PP_OP_LAYER_NORMALIZATION].aux_bytes = pp_cpu_layernorm_aux_bytes,
+    /* comparisons, logic, more elementwise functions */
+
+    /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+
+    /* normalisation, attention, rotary embedding, resampling, einsum */
 };
 #pragma GCC diagnostic pop
 

@@ -18,5 +18,8 @@ PP_CU_FWD(pp_cu_conv_lp_forward); PP_CU_BWD(pp_cu_conv_lp_backward);
 PP_CU_AUX(pp_cu_layernorm_aux);
 PP_CU_AUX(pp_cu_maxpool_aux);
 PP_CU_AUX(pp_cu_batchnorm_aux);
+/* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+
+/* normalisation, attention, rotary embedding, resampling, einsum */
 
 #endif

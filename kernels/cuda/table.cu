@@ -19,6 +19,10 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     t[PP_OP_LAYER_NORMALIZATION].aux_bytes = pp_cu_layernorm_aux;
     t[PP_OP_MAX_POOL].aux_bytes = pp_cu_maxpool_aux;
     t[PP_OP_BATCH_NORMALIZATION].aux_bytes = pp_cu_batchnorm_aux;
+    /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+
+    /* normalisation, attention, rotary embedding, resampling, einsum */
+
     return t;
 }
 
