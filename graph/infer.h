@@ -127,6 +127,10 @@ pp_status shape_batchnorm(infer_ctx *c, const pp_node *n, pp_error *err);
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
+/* graph/infer_nn_more.c */
+pp_status shape_norm_rows(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_rope(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_attention(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* ---- constant evaluators (graph/fold.c, graph/fold_math.c) ------------------------- */
 pp_status fold_copy(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);

@@ -128,6 +128,13 @@ int64_t pp_op_flops(pp_op op, const pp_attr *attrs, int nattrs, const pp_shape *
         int64_t ie = a ? pp_shape_numel(a) : -1;
         return ie < 0 ? -1 : mul(ie, oi->flops_per, over);
     }
+    case PP_FLOPS_ATTENTION: {   /* Q [B, H, Sq, Dk] or [B, Sq, H * Dk]; K [.., Skv, Dk] */
+        const int64_t qe = a ? pp_shape_numel(a) : -1;
+        const int64_t heads = a && a->rank == 3 ? attr_int(attrs, nattrs, "q_num_heads") : 1;
+        if (qe < 0 || !w || w->rank < 3 || heads <= 0 || a->dims[a->rank - 1] <= 0) return -1;
+        const int64_t skv = w->dims[w->rank - 2], scores = mul(qe / (a->dims[a->rank - 1] / heads), skv, over);
+        return add(mul(2 * (qe + oe), skv, over), mul(scores, oi->flops_per, over), over);
+    }
     default:
         return mul(oe, oi->flops_per, over);
     }

@@ -1,5 +1,5 @@
-/* Per-element math of the "nn" kernels (softmax, log-softmax, layer norm,
- * cross-entropy), shared by the cpu and cuda backends (DESIGN.md: one element
+/* Per-element math of the "nn" kernels (softmax, log-softmax, the row normalisations,
+ * cross-entropy, rotary embedding), shared by the cpu and cuda backends (DESIGN.md: one element
  * function, two devices). Row reductions (max, sums) are the backend's business. */
 #ifndef PP_KERNELS_ELEMENT_NN_H
 #define PP_KERNELS_ELEMENT_NN_H
@@ -71,5 +71,13 @@ static inline PP_HD float pp_xent_grad(float logp_j, int is_label, float g)
 {
     return g * (pp_nn_expf(logp_j) - (is_label ? 1.0f : 0.0f));
 }
+
+/* ---- the other row normalisations (RMSNormalization, InstanceNormalization,
+ * GroupNormalization) are layer norm's math: RMS norm with mean 0 and mean_dxhat 0 ---- */
+
+/* ---- rotary embedding: the pair (x1, x2) turned by the angle whose cosine and sine are
+ * (c, s); backward turns the gradient pair back (the same with -s) ---- */
+static inline PP_HD float pp_rope_re(float x1, float x2, float c, float s) { return c * x1 - s * x2; }
+static inline PP_HD float pp_rope_im(float x1, float x2, float c, float s) { return s * x1 + c * x2; }
 
 #endif

@@ -208,6 +208,26 @@ static const op_case cases[] = {
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 
     /* normalisation, attention, rotary embedding, resampling, einsum */
+    {"RMSNormalization", 23, 2, 1, {F(4, 8, 64), F(64)}, {OUT(4, 8, 64)}, {{0}}, 1e-4f},
+    {"RMSNormalization", 23, 2, 1, {F(3, 6, 8), F(6, 8)}, {OUT(3, 6, 8)}, {A_INT("axis", -2), A_FLOAT("epsilon", 1e-3f)},
+     1e-4f},
+    {"InstanceNormalization", 0, 3, 1, {F(2, 4, 5, 5), F(4), F(4)}, {OUT(2, 4, 5, 5)}, {{0}}, 1e-4f},
+    {"GroupNormalization", 21, 3, 1, {F(2, 6, 3, 3), F(6), F(6)}, {OUT(2, 6, 3, 3)}, {A_INT("num_groups", 3)}, 1e-4f},
+    /* opset 18: scale and bias per group */
+    {"GroupNormalization", 18, 3, 1, {F(2, 6, 3, 3), F(3), F(3)}, {OUT(2, 6, 3, 3)}, {A_INT("num_groups", 3)}, 1e-4f},
+    {"RotaryEmbedding", 23, 3, 1, {F(2, 4, 6, 8), F(2, 6, 4), F(2, 6, 4)}, {OUT(2, 4, 6, 8)}, {{0}}, 1e-6f},
+    /* 3-D, interleaved, half the head turned, caches indexed by position_ids */
+    {"RotaryEmbedding", 23, 4, 1, {F(2, 6, 32), F(10, 2), F(10, 2), INTS(PP_DTYPE_I64, 0, 9, 2, 6)}, {OUT(2, 6, 32)},
+     {A_INT("num_heads", 4), A_INT("rotary_embedding_dim", 4), A_INT("interleaved", 1)}, 1e-6f},
+    /* grouped-query, causal */
+    {"Attention", 23, 3, 1, {F(2, 4, 8, 16), F(2, 2, 8, 16), F(2, 2, 8, 12)}, {OUT(2, 4, 8, 12)},
+     {A_INT("is_causal", 1)}, 1e-4f},
+    /* 3-D with a float mask and a scale */
+    {"Attention", 23, 4, 1, {F(2, 6, 32), F(2, 5, 16), F(2, 5, 16), F(6, 5)}, {OUT(2, 6, 32)},
+     {A_INT("q_num_heads", 4), A_INT("kv_num_heads", 2), A_FLOAT("scale", 0.5f)}, 1e-4f},
+    /* a bool mask broadcast over the heads, which may mask a whole row (Y = 0 there) */
+    {"Attention", 23, 4, 1, {F(2, 2, 5, 8), F(2, 2, 7, 8), F(2, 2, 7, 8), BOOLS(2, 1, 5, 7)}, {OUT(2, 2, 5, 8)}, {{0}},
+     1e-4f},
 
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -118,6 +118,20 @@
     /* ---- indexing, scatter, padding, tiling, cumulative sums, more reductions ---- */                              \
                                                                                                                       \
     /* ---- normalisation, attention, rotary embedding, resampling, einsum ---- */                                    \
+    /* rows normalised on their own (kernels/cpu/norm_rows.c): layer norm's math, RMS without the mean */             \
+    X(RMS_NORMALIZATION, "RMSNormalization", norm_rows, FB, 23, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 5,       \
+      shape_norm_rows, NULL)                                                                                          \
+    X(INSTANCE_NORMALIZATION, "InstanceNormalization", norm_rows, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, 0,             \
+      ELEMENTWISE, 8, shape_norm_rows, NULL)                                                                          \
+    X(GROUP_NORMALIZATION, "GroupNormalization", norm_rows, FB, 18, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 8,   \
+      shape_norm_rows, NULL)                                                                                          \
+    /* inputs 1-3: cos and sin caches and position ids, constants of the model */                                     \
+    X(ROTARY_EMBEDDING, "RotaryEmbedding", rope, FB, 23, ~PP_BIT(0), PP_BIT(1) | PP_BIT(2) | PP_BIT(3), 0, 0,         \
+      ELEMENTWISE, 3, shape_rope, NULL)                                                                               \
+    /* inputs 3-5: the mask and a past (refused); backward reads Q, K, V and the probabilities (aux); */              \
+    /* per score: scale, mask, max, exp, sum, divide */                                                               \
+    X(ATTENTION, "Attention", attention, FB, 23, ~(PP_BIT(0) | PP_BIT(1) | PP_BIT(2)),                                \
+      PP_BIT(0) | PP_BIT(1) | PP_BIT(2), 0, PP_OPF_KEEP_ON_RECOMPUTE, ATTENTION, 6, shape_attention, NULL)            \
                                                                                                                       \
     /* (the end of the list) */
 

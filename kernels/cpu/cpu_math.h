@@ -52,5 +52,7 @@ size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out,
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
+PP_AUX(pp_cpu_norm_rows_aux);
+PP_AUX(pp_cpu_attention_aux);
 
 #endif

@@ -31,6 +31,10 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 
     /* normalisation, attention, rotary embedding, resampling, einsum */
+    [PP_OP_RMS_NORMALIZATION].aux_bytes = pp_cpu_norm_rows_aux,
+    [PP_OP_INSTANCE_NORMALIZATION].aux_bytes = pp_cpu_norm_rows_aux,
+    [PP_OP_GROUP_NORMALIZATION].aux_bytes = pp_cpu_norm_rows_aux,
+    [PP_OP_ATTENTION].aux_bytes = pp_cpu_attention_aux,
 };
 #pragma GCC diagnostic pop
 

@@ -21,5 +21,7 @@ PP_CU_AUX(pp_cu_batchnorm_aux);
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
+PP_CU_AUX(pp_cu_norm_rows_aux);
+PP_CU_AUX(pp_cu_attention_aux);
 
 #endif

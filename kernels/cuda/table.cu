@@ -22,6 +22,10 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 
     /* normalisation, attention, rotary embedding, resampling, einsum */
+    t[PP_OP_RMS_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
+    t[PP_OP_INSTANCE_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
+    t[PP_OP_GROUP_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
+    t[PP_OP_ATTENTION].aux_bytes = pp_cu_attention_aux;
 
     return t;
 }

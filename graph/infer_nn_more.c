@@ -1,0 +1,56 @@
+/* Shape rules of the row normalisations (RMS, instance, group), RotaryEmbedding and
+ * Attention: the outputs take X's (or Q's) shape; what the kernels cannot run (a KV cache,
+ * the extra outputs of Attention) is refused here, at load, naming the node. */
+#include "infer.h"
+
+/* RMSNormalization, InstanceNormalization, GroupNormalization: Y is X; the parameters'
+ * sizes are checked by the kernels (kernels/op_args_nn.c) */
+pp_status shape_norm_rows(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    PP_CHECK(infer_need(c, n, 0, n->op == PP_OP_RMS_NORMALIZATION ? 1 : 2, err));
+    PP_CHECK(infer_need(c, n, 1, 0, err));
+    if (n->op != PP_OP_RMS_NORMALIZATION) PP_CHECK(infer_need(c, n, 2, 0, err));
+    infer_copy(c, n, 0, 0);
+    return PP_OK;
+}
+
+pp_status shape_rope(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    PP_CHECK(infer_need(c, n, 0, 3, err));
+    PP_CHECK(infer_need(c, n, 1, 2, err));
+    PP_CHECK(infer_need(c, n, 2, 2, err));
+    infer_copy(c, n, 0, 0);
+    return PP_OK;
+}
+
+/* Y [B, Hq, Sq, Dv] from Q [B, Hq, Sq, Dk] and V [B, Hkv, Skv, Dv]; the 3-D form
+ * [B, Sq, Hq * Dv] from V [B, Skv, Hkv * Dv] and the head counts */
+pp_status shape_attention(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    for (int k = 0; k < 3; k++) PP_CHECK(infer_need(c, n, k, 3, err));
+    if (infer_has_input(n, 4) || infer_has_input(n, 5))
+        return infer_fail(n, PP_ERR_UNSUPPORTED, err, "past_key / past_value (a KV cache) are not supported: export "
+                          "the model without a cache for training");
+    for (int k = 1; k < n->noutputs; k++)
+        if (n->outputs[k] >= 0)
+            return infer_fail(n, PP_ERR_UNSUPPORTED, err, "output %d (present_key, present_value, qk_matmul_output) "
+                              "is not supported: only Y", k);
+    const pp_shape *q = infer_shape_of(c, n, 0), *v = infer_shape_of(c, n, 2);
+    if (q->rank != v->rank || q->rank > 4)
+        return infer_fail(n, PP_ERR_SHAPE, err, "Q and V have ranks %d and %d, expected both 4 or both 3", q->rank,
+                          v->rank);
+    infer_copy(c, n, 0, 0);
+    if (q->rank == 4) {
+        c->os[0].dims[3] = v->dims[3];
+        c->os[0].syms[3] = v->syms[3];
+        return PP_OK;
+    }
+    int64_t qh, kvh;
+    PP_CHECK(pp_attr_int(n->attrs, n->nattrs, "q_num_heads", 0, &qh, n->name, err));
+    PP_CHECK(pp_attr_int(n->attrs, n->nattrs, "kv_num_heads", 0, &kvh, n->name, err));
+    if (qh <= 0 || kvh <= 0)
+        return infer_fail(n, PP_ERR_INVALID_ARG, err, "3-D Q, K, V need the attributes q_num_heads and kv_num_heads");
+    c->os[0].dims[2] = v->dims[2] < 0 ? -1 : qh * (v->dims[2] / kvh);
+    c->os[0].syms[2] = NULL;
+    return PP_OK;
+}

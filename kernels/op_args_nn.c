@@ -1,0 +1,218 @@
+/* Attribute parsing and layout checks of the row normalisations, RotaryEmbedding and
+ * Attention, shared by the cpu and cuda kernels (see op_args_nn.h). */
+#include "op_args_nn.h"
+
+#include <math.h>
+
+static int64_t prod(const int64_t *dims, int from, int to)
+{
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= dims[i];
+    return p;
+}
+
+/* stash_type 1 (float32) only: every kernel here computes in fp32 */
+static pp_status want_fp32_stash(const pp_kernel_ctx *c, pp_error *err)
+{
+    int64_t stash;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "stash_type", 1, &stash, c->node, err));
+    if (stash != 1)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "stash_type %lld is not supported (only 1, float32)",
+                            (long long)stash);
+    return PP_OK;
+}
+
+pp_status pp_args_norm(const pp_kernel_ctx *c, pp_norm_args *a, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0];
+    int64_t nparams;
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, &a->eps, c->node, err));
+    if (c->op == PP_OP_RMS_NORMALIZATION) {
+        int64_t axis;
+        int ax;
+        PP_CHECK(want_fp32_stash(c, err));
+        PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", -1, &axis, c->node, err));
+        PP_CHECK(pp_args_axis(c, axis, x->rank, &ax, err));
+        a->m = prod(x->dims, 0, ax);
+        a->d = prod(x->dims, ax, x->rank);
+        a->prow = a->pdiv = 1;
+        a->center = 0;
+        nparams = a->d;
+    } else {
+        if (x->rank < 2)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "input X has rank %d, expected [N, C, ...]", x->rank);
+        const int64_t C = x->dims[1], S = prod(x->dims, 2, x->rank);
+        int64_t G = C;
+        if (c->op == PP_OP_GROUP_NORMALIZATION) {
+            PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "num_groups", 0, &G, c->node, err));
+            if (G <= 0 || C % G)
+                return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "num_groups %lld does not divide the %lld channels",
+                                    (long long)G, (long long)C);
+            PP_CHECK(want_fp32_stash(c, err));
+        }
+        a->m = x->dims[0] * G;
+        a->d = C / G * S;
+        a->prow = G;
+        /* GroupNormalization-18 has a scale and bias per group, 21 per channel */
+        a->pdiv = c->op == PP_OP_GROUP_NORMALIZATION && c->opset < 21 ? a->d : S;
+        a->center = 1;
+        nparams = G * a->d / a->pdiv;
+    }
+    for (int k = 1; k < 3 && k < c->nin; k++)
+        if (c->in[k].data && pp_tensor_numel(&c->in[k]) != nparams)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "input %d (%s) has %lld elements, expected %lld", k,
+                                k == 1 ? "scale" : "B", (long long)pp_tensor_numel(&c->in[k]), (long long)nparams);
+    return PP_OK;
+}
+
+size_t pp_args_norm_aux(const pp_kernel_ctx *c)
+{
+    pp_norm_args a;
+    return pp_args_norm(c, &a, NULL) == PP_OK ? 2 * (size_t)a.m * sizeof(float) : 0;
+}
+
+pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0], *cosc = &c->in[1], *sinc = &c->in[2];
+    const pp_tensor *pos = c->nin > 3 && c->in[3].data ? &c->in[3] : NULL;
+    int64_t interleaved, heads, rd;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "interleaved", 0, &interleaved, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "num_heads", 0, &heads, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "rotary_embedding_dim", 0, &rd, c->node, err));
+    a->interleaved = interleaved != 0;
+    a->b = x->dims[0];
+    if (x->rank == 4) {
+        a->h = x->dims[1], a->s = x->dims[2], a->d = x->dims[3];
+        a->ss = a->d, a->sh = a->s * a->d;
+    } else if (x->rank == 3) {
+        if (heads <= 0 || x->dims[2] % heads)
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "a 3-D input needs num_heads dividing its last dim "
+                                "%lld (num_heads = %lld)", (long long)x->dims[2], (long long)heads);
+        a->h = heads, a->s = x->dims[1], a->d = x->dims[2] / heads;
+        a->sh = a->d, a->ss = heads * a->d;
+    } else {
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "input X has rank %d, expected [B, H, S, D] or [B, S, H * D]",
+                            x->rank);
+    }
+    a->sb = a->h * a->s * a->d;
+    a->rd = rd ? rd : a->d;
+    if (a->rd > a->d || a->rd % 2)
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "rotary_embedding_dim %lld must be even and at most the "
+                            "head size %lld", (long long)a->rd, (long long)a->d);
+    const int64_t half = a->rd / 2;
+    if (cosc->dtype != PP_DTYPE_F32 || sinc->dtype != PP_DTYPE_F32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cos_cache and sin_cache must be float32");
+    if (pos) {
+        if (pos->dtype != PP_DTYPE_I64 || pp_tensor_numel(pos) != a->b * a->s)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "position_ids must be int64 [B, S] = [%lld, %lld]",
+                                (long long)a->b, (long long)a->s);
+        if (cosc->rank != 2 || cosc->dims[1] != half)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "with position_ids the caches must be [max_positions, %lld]",
+                                (long long)half);
+        a->npos = cosc->dims[0];
+    } else {
+        if (cosc->rank != 3 || cosc->dims[0] != a->b || cosc->dims[1] != a->s || cosc->dims[2] != half)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "without position_ids the caches must be [B, S, rd / 2] = "
+                                "[%lld, %lld, %lld]", (long long)a->b, (long long)a->s, (long long)half);
+        a->npos = 0;
+    }
+    if (pp_tensor_numel(sinc) != pp_tensor_numel(cosc))
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "sin_cache and cos_cache differ in shape");
+    return PP_OK;
+}
+
+/* the strides of (b, h, s) of a 4-D [B, H, S, D] or 3-D [B, S, H * D] tensor */
+static void bhs_strides(const pp_tensor *t, int64_t heads, int64_t hd, int64_t *st)
+{
+    if (t->rank == 4) {
+        st[0] = t->dims[1] * t->dims[2] * t->dims[3], st[1] = t->dims[2] * t->dims[3], st[2] = t->dims[3];
+    } else {
+        st[0] = t->dims[1] * t->dims[2], st[1] = hd, st[2] = heads * hd;
+    }
+}
+
+pp_status pp_args_attention(const pp_kernel_ctx *c, pp_attn_args *a, pp_error *err)
+{
+    const pp_tensor *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
+    const pp_tensor *mask = c->nin > 3 && c->in[3].data ? &c->in[3] : NULL;
+    int64_t causal, qh, kvh, mode;
+    float softcap;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "is_causal", 0, &causal, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "q_num_heads", 0, &qh, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "kv_num_heads", 0, &kvh, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "qk_matmul_output_mode", 0, &mode, c->node, err));
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "softcap", 0.f, &softcap, c->node, err));
+    if (softcap != 0.f)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "softcap %g is not supported (only 0)", (double)softcap);
+    if (mode != 0)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "qk_matmul_output_mode %lld is not supported (only 0)",
+                            (long long)mode);
+    if ((c->nin > 4 && c->in[4].data) || (c->nin > 5 && c->in[5].data))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "past_key / past_value (a KV cache) are not supported: "
+                            "export the model without a cache for training");
+    for (int o = 1; o < c->nout; o++)
+        if (c->out[o].data)
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "output %d (present_key, present_value, "
+                                "qk_matmul_output) is not supported: only Y", o);
+    if (q->rank != k->rank || q->rank != v->rank || (q->rank != 4 && q->rank != 3))
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "Q, K, V have ranks %d, %d, %d, expected all 4 ([B, H, S, D]) "
+                            "or all 3 ([B, S, H * D])", q->rank, k->rank, v->rank);
+    a->b = q->dims[0];
+    if (q->rank == 4) {
+        a->hq = q->dims[1], a->sq = q->dims[2], a->dk = q->dims[3];
+        a->hkv = k->dims[1], a->skv = k->dims[2], a->dv = v->dims[3];
+        if (k->dims[3] != a->dk || v->dims[1] != a->hkv || v->dims[2] != a->skv)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "K [B, Hkv, Skv, Dk] and V [B, Hkv, Skv, Dv] do not fit Q");
+    } else {
+        if (qh <= 0 || kvh <= 0 || q->dims[2] % qh || k->dims[2] % kvh || v->dims[2] % kvh)
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "3-D Q, K, V need q_num_heads and kv_num_heads that "
+                                "divide their last dims (%lld, %lld)", (long long)qh, (long long)kvh);
+        a->hq = qh, a->sq = q->dims[1], a->dk = q->dims[2] / qh;
+        a->hkv = kvh, a->skv = k->dims[1], a->dv = v->dims[2] / kvh;
+        if (k->dims[2] / kvh != a->dk || v->dims[1] != a->skv)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "K and V do not fit Q (head sizes or sequence lengths)");
+    }
+    if (k->dims[0] != a->b || v->dims[0] != a->b || a->hkv <= 0 || a->hq % a->hkv)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "batch sizes differ, or kv heads %lld do not divide q heads %lld",
+                            (long long)a->hkv, (long long)a->hq);
+    bhs_strides(q, a->hq, a->dk, a->st[0]);
+    bhs_strides(k, a->hkv, a->dk, a->st[1]);
+    bhs_strides(v, a->hkv, a->dv, a->st[2]);
+    bhs_strides(&c->out[0], a->hq, a->dv, a->st[3]);
+    if (pp_tensor_numel(&c->out[0]) != a->b * a->hq * a->sq * a->dv)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output Y has %lld elements, expected B * Hq * Sq * Dv = %lld",
+                            (long long)pp_tensor_numel(&c->out[0]), (long long)(a->b * a->hq * a->sq * a->dv));
+    a->causal = causal != 0;
+    a->scale = 1.f / sqrtf((float)a->dk);
+    const pp_attr *sa = pp_attr_find(c->attrs, c->nattrs, "scale");
+    if (sa) PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "scale", 0.f, &a->scale, c->node, err));
+    a->mask = 0;
+    for (int d = 0; d < 4; d++) a->mst[d] = 0;
+    if (mask) {
+        if (mask->dtype != PP_DTYPE_BOOL && mask->dtype != PP_DTYPE_F32)
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "attn_mask has dtype %s, expected bool or float32",
+                                pp_dtype_name(mask->dtype));
+        const int64_t full[4] = {a->b, a->hq, a->sq, a->skv};
+        if (mask->rank > 4 || mask->rank < 1)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "attn_mask has rank %d, expected 1 to 4", mask->rank);
+        int64_t st = 1;
+        for (int d = mask->rank - 1; d >= 0; d--) {
+            const int fd = 4 - mask->rank + d;
+            const int64_t n = mask->dims[d];
+            if (n != 1 && n != full[fd])
+                return pp_args_fail(c, PP_ERR_SHAPE, err, "attn_mask dim %d is %lld, which does not broadcast to "
+                                    "%lld (a mask shorter than the keys is not supported)", d, (long long)n,
+                                    (long long)full[fd]);
+            a->mst[fd] = n == 1 ? 0 : st;
+            st *= n;
+        }
+        a->mask = mask->dtype == PP_DTYPE_BOOL ? 1 : 2;
+    }
+    return PP_OK;
+}
+
+size_t pp_args_attention_aux(const pp_kernel_ctx *c)
+{
+    pp_attn_args a;
+    return pp_args_attention(c, &a, NULL) == PP_OK ? (size_t)(a.b * a.hq * a.sq * a.skv) * sizeof(float) : 0;
+}
