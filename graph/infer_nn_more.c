@@ -1,7 +1,10 @@
-/* Shape rules of the row normalisations (RMS, instance, group), RotaryEmbedding and
- * Attention: the outputs take X's (or Q's) shape; what the kernels cannot run (a KV cache,
- * the extra outputs of Attention) is refused here, at load, naming the node. */
+/* Shape rules of the row normalisations (RMS, instance, group), RotaryEmbedding, Attention
+ * and Resize: the outputs take X's (or Q's) shape, Resize's from its sizes or scales; what
+ * the kernels cannot run (a KV cache, the extra outputs of Attention) is refused here, at
+ * load, naming the node. */
 #include "infer.h"
+
+#include <math.h>
 
 /* RMSNormalization, InstanceNormalization, GroupNormalization: Y is X; the parameters'
  * sizes are checked by the kernels (kernels/op_args_nn.c) */
@@ -52,5 +55,45 @@ pp_status shape_attention(infer_ctx *c, const pp_node *n, pp_error *err)
         return infer_fail(n, PP_ERR_INVALID_ARG, err, "3-D Q, K, V need the attributes q_num_heads and kv_num_heads");
     c->os[0].dims[2] = v->dims[2] < 0 ? -1 : qh * (v->dims[2] / kvh);
     c->os[0].syms[2] = NULL;
+    return PP_OK;
+}
+
+/* Resize: Y's dims are sizes (input 3) when given, else floor(X dims * scales) (input 2);
+ * both must be constants (unknown dims with allow_unknown_dims) */
+pp_status shape_resize(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    PP_CHECK(infer_need(c, n, 0, 1, err));
+    const pp_shape *x = infer_shape_of(c, n, 0);
+    infer_copy(c, n, 0, 0);
+    int64_t sizes[PP_MAX_RANK];
+    int nsizes = -1, known = 1;
+    if (infer_has_input(n, 3))
+        PP_CHECK(infer_const_ints(c, n, 3, "sizes", sizes, &nsizes, PP_MAX_RANK, &known, err));
+    if (!known) {
+        c->os[0] = infer_unknown(x->rank);
+        return PP_OK;
+    }
+    if (nsizes > 0) {
+        if (nsizes != x->rank)
+            return infer_fail(n, PP_ERR_SHAPE, err, "sizes has %d values for an input of rank %d", nsizes, x->rank);
+        for (int d = 0; d < x->rank; d++) c->os[0].dims[d] = sizes[d], c->os[0].syms[d] = NULL;
+        return PP_OK;
+    }
+    const pp_const_tensor *s = infer_has_input(n, 2) ? infer_const(c, n->inputs[2]) : NULL;
+    if (!s) {
+        if (c->opt->allow_unknown_dims) {
+            c->os[0] = infer_unknown(x->rank);
+            return PP_OK;
+        }
+        return infer_fail(n, PP_ERR_UNSUPPORTED, err, "needs constant scales or sizes");
+    }
+    if (pp_shape_numel(&s->shape) != x->rank)
+        return infer_fail(n, PP_ERR_SHAPE, err, "scales has %lld values for an input of rank %d",
+                          (long long)pp_shape_numel(&s->shape), x->rank);
+    for (int d = 0; d < x->rank; d++) {
+        const float sc = (float)const_f64(s, d);
+        c->os[0].dims[d] = x->dims[d] < 0 ? -1 : (int64_t)floorf((float)x->dims[d] * sc);
+        if (sc != 1.f) c->os[0].syms[d] = NULL;
+    }
     return PP_OK;
 }

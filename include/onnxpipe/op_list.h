@@ -132,6 +132,8 @@
     /* per score: scale, mask, max, exp, sum, divide */                                                               \
     X(ATTENTION, "Attention", attention, FB, 23, ~(PP_BIT(0) | PP_BIT(1) | PP_BIT(2)),                                \
       PP_BIT(0) | PP_BIT(1) | PP_BIT(2), 0, PP_OPF_KEEP_ON_RECOMPUTE, ATTENTION, 6, shape_attention, NULL)            \
+    /* inputs 1-3: roi, scales (read again by backward), sizes; per output: up to 4 taps (2-D linear) */              \
+    X(RESIZE, "Resize", resize, FB, 13, ~PP_BIT(0), PP_BIT(2), 0, 0, ELEMENTWISE, 8, shape_resize, NULL)              \
                                                                                                                       \
     /* (the end of the list) */
 
