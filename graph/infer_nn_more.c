@@ -1,8 +1,11 @@
 /* Shape rules of the row normalisations (RMS, instance, group), RotaryEmbedding, Attention
- * and Resize: the outputs take X's (or Q's) shape, Resize's from its sizes or scales; what
+ * Resize and Einsum: the outputs take X's (or Q's) shape, Resize's from its sizes or scales,
+ * Einsum's from its equation; what
  * the kernels cannot run (a KV cache, the extra outputs of Attention) is refused here, at
  * load, naming the node. */
 #include "infer.h"
+
+#include "einsum_plan.h"   /* the equation parser the kernels use */
 
 #include <math.h>
 
@@ -94,6 +97,33 @@ pp_status shape_resize(infer_ctx *c, const pp_node *n, pp_error *err)
         const float sc = (float)const_f64(s, d);
         c->os[0].dims[d] = x->dims[d] < 0 ? -1 : (int64_t)floorf((float)x->dims[d] * sc);
         if (sc != 1.f) c->os[0].syms[d] = NULL;
+    }
+    return PP_OK;
+}
+
+/* Einsum: the output labels' sizes, from the equation and the inputs' dims */
+pp_status shape_einsum(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    const char *eq;
+    char msg[256];
+    int ranks[2] = {0, 0};
+    const int64_t *dims[2] = {NULL, NULL};
+    PP_CHECK(pp_attr_string(n->attrs, n->nattrs, "equation", NULL, &eq, n->name, err));
+    if (!eq) return infer_fail(n, PP_ERR_INVALID_ARG, err, "attribute 'equation' is required");
+    for (int i = 0; i < n->ninputs && i < 2; i++) {
+        PP_CHECK(infer_need(c, n, i, 0, err));
+        ranks[i] = infer_shape_of(c, n, i)->rank;
+        dims[i] = infer_shape_of(c, n, i)->dims;
+    }
+    pp_einsum_eq q;
+    int64_t size[PP_EINSUM_LABELS];
+    if (pp_einsum_parse(eq, n->ninputs, ranks, &q, msg, sizeof msg) || pp_einsum_sizes(eq, &q, dims, size, msg, sizeof msg))
+        return infer_fail(n, PP_ERR_UNSUPPORTED, err, "%s", msg);
+    infer_copy(c, n, 0, 0);
+    c->os[0].rank = q.nout;
+    for (int d = 0; d < q.nout; d++) {
+        c->os[0].dims[d] = size[q.out[d]];
+        c->os[0].syms[d] = NULL;
     }
     return PP_OK;
 }

@@ -4,6 +4,7 @@
  * kernels in kernels/<device>/. */
 #include "infer.h"
 
+#include "einsum_plan.h"    /* Einsum's labels, for its FLOPs */
 #include "element_ops.h"   /* what elementwise gradients read */
 
 #include <pthread.h>
@@ -134,6 +135,25 @@ int64_t pp_op_flops(pp_op op, const pp_attr *attrs, int nattrs, const pp_shape *
         if (qe < 0 || !w || w->rank < 3 || heads <= 0 || a->dims[a->rank - 1] <= 0) return -1;
         const int64_t skv = w->dims[w->rank - 2], scores = mul(qe / (a->dims[a->rank - 1] / heads), skv, over);
         return add(mul(2 * (qe + oe), skv, over), mul(scores, oi->flops_per, over), over);
+    }
+    case PP_FLOPS_EINSUM: {
+        const pp_attr *eq = pp_attr_find(attrs, nattrs, "equation");
+        int ranks[2] = {0, 0};
+        const int64_t *dims[2] = {NULL, NULL};
+        for (int i = 0; i < nin && i < 2; i++) {
+            if (!in[i] || in[i]->rank < 0) return -1;
+            ranks[i] = in[i]->rank, dims[i] = in[i]->dims;
+        }
+        pp_einsum_eq q;
+        int64_t size[PP_EINSUM_LABELS], terms = 1;
+        char msg[256];
+        if (!eq || eq->type != PP_ATTR_STRING || pp_einsum_parse(eq->s, nin, ranks, &q, msg, sizeof msg) ||
+            pp_einsum_sizes(eq->s, &q, dims, size, msg, sizeof msg))
+            return -1;
+        for (int l = 0; l < PP_EINSUM_LABELS; l++)
+            if (size[l] >= 0) terms = mul(terms, size[l], over);
+            else if (size[l] == -1) return -1;
+        return mul(terms, oi->flops_per, over);
     }
     default:
         return mul(oe, oi->flops_per, over);

@@ -243,6 +243,18 @@ static const op_case cases[] = {
      {A_STR("mode", "linear"), A_STR("coordinate_transformation_mode", "pytorch_half_pixel")}, 1e-6f},
     {"Resize", 13, 3, 1, {F(2, 3, 3, 4), NO_ROI, F32S(4, 1, 1, 2, 3)}, {OUT(2, 3, 6, 12)},
      {A_STR("nearest_mode", "round_prefer_ceil")}, 1e-6f},
+    /* Einsum: the forms exporters write (batched products, attention's, an ellipsis, an outer
+     * product, a transpose, a trace per batch) */
+    {"Einsum", 0, 2, 1, {F(3, 4, 5), F(3, 5, 6)}, {OUT(3, 4, 6)}, {A_STR("equation", "bij,bjk->bik")}, 1e-5f},
+    {"Einsum", 0, 2, 1, {F(2, 3, 4, 8), F(2, 3, 5, 8)}, {OUT(2, 3, 4, 5)}, {A_STR("equation", "bhid,bhjd->bhij")},
+     1e-5f},
+    {"Einsum", 0, 2, 1, {F(2, 3, 4, 6), F(2, 3, 5, 6)}, {OUT(2, 3, 4, 5)}, {A_STR("equation", "...id,...jd->...ij")},
+     1e-5f},
+    {"Einsum", 0, 2, 1, {F(7), F(5)}, {OUT(7, 5)}, {A_STR("equation", "i,j->ij")}, 1e-6f},
+    {"Einsum", 0, 1, 1, {F(2, 3, 4)}, {OUT(4, 2, 3)}, {A_STR("equation", "abc->cab")}, 0.f},
+    {"Einsum", 0, 2, 1, {F(3, 4, 5), F(3, 5, 4)}, {OUT(3)}, {A_STR("equation", "bij, bji->b")}, 1e-5f},
+    /* implicit output: the labels seen once, alphabetically */
+    {"Einsum", 0, 2, 1, {F(4, 5), F(5, 6)}, {OUT(4, 6)}, {A_STR("equation", "ij,jk")}, 1e-5f},
 
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -1,5 +1,5 @@
-/* RMSNormalization, InstanceNormalization, GroupNormalization, RotaryEmbedding, Attention
- * and Resize on the cpu, through their cases in cuda_cases.h: backward against central finite
+/* RMSNormalization, InstanceNormalization, GroupNormalization, RotaryEmbedding, Attention,
+ * Resize and Einsum on the cpu, through their cases in cuda_cases.h: backward against central finite
  * differences of L = sum(gY * Y), and forward against onnxruntime (tests/ref/nn_more_ort.py
  * runs the same one-node models on the inputs dumped here and compares with our outputs).
  * Prints the largest differences. */
@@ -13,7 +13,8 @@
 #include "cuda_cases.h"
 
 static const char *const mine[] = {"RMSNormalization", "InstanceNormalization", "GroupNormalization",
-                                   "RotaryEmbedding", "Attention", "Resize"};
+                                   "RotaryEmbedding", "Attention", "Resize",
+                                   "Einsum"};
 
 static int is_mine(const op_case *k)
 {

@@ -34,6 +34,7 @@ typedef enum pp_flop_rule {
     PP_FLOPS_POOL,          /* output elements x kernel */
     PP_FLOPS_REDUCE,        /* flops_per x input elements */
     PP_FLOPS_ATTENTION,     /* Q K^T and P V: 2 x (Q + Y elements) x keys, + flops_per x scores */
+    PP_FLOPS_EINSUM,        /* flops_per x the product of every label's size (a term each) */
 } pp_flop_rule;
 
 /* What planning and fusion may do with an op (pp_op_info.flags). */

@@ -134,6 +134,8 @@
       PP_BIT(0) | PP_BIT(1) | PP_BIT(2), 0, PP_OPF_KEEP_ON_RECOMPUTE, ATTENTION, 6, shape_attention, NULL)            \
     /* inputs 1-3: roi, scales (read again by backward), sizes; per output: up to 4 taps (2-D linear) */              \
     X(RESIZE, "Resize", resize, FB, 13, ~PP_BIT(0), PP_BIT(2), 0, 0, ELEMENTWISE, 8, shape_resize, NULL)              \
+    /* one or two operands (kernels/einsum_plan.h); backward reads both */                                            \
+    X(EINSUM, "Einsum", einsum, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, EINSUM, 2, shape_einsum, NULL)\
                                                                                                                       \
     /* (the end of the list) */
 
