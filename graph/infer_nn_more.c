@@ -117,7 +117,8 @@ pp_status shape_einsum(infer_ctx *c, const pp_node *n, pp_error *err)
     }
     pp_einsum_eq q;
     int64_t size[PP_EINSUM_LABELS];
-    if (pp_einsum_parse(eq, n->ninputs, ranks, &q, msg, sizeof msg) || pp_einsum_sizes(eq, &q, dims, size, msg, sizeof msg))
+    if (pp_einsum_parse(eq, n->ninputs, ranks, &q, msg, sizeof msg) ||
+        pp_einsum_sizes(eq, &q, dims, size, msg, sizeof msg))
         return infer_fail(n, PP_ERR_UNSUPPORTED, err, "%s", msg);
     infer_copy(c, n, 0, 0);
     c->os[0].rank = q.nout;
