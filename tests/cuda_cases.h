@@ -54,6 +54,8 @@ typedef struct op_case {
     float tol;                  /* float outputs and gradients: max |cuda - cpu| / (1 + |cpu|); others exact */
     const char *no_fd;          /* NULL: test_op_cases checks backward against finite differences; else
                                    why not (an op not smooth at random points, e.g. Floor) */
+    const char *no_ort;         /* NULL: test_op_cases_ort compares the forward with onnxruntime; else
+                                   why not (a random result) */
 } op_case;
 
 /* The kernels a case runs: a case with a bfloat16 / float16 input runs that dtype's kernels
@@ -93,7 +95,7 @@ static pp_dtype case_compute(const op_case *k)
 #define B16W(...) {PP_DTYPE_BF16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, PP_DTYPE_F32}
 #define H16W(...) {PP_DTYPE_F16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, PP_DTYPE_F32}
 
-/* A case may leave off its trailing fields (no_fd): they default to 0, "check". */
+/* A case may leave off its trailing fields (no_fd, no_ort): they default to NULL, "check". */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const op_case cases[] = {
@@ -160,7 +162,8 @@ static const op_case cases[] = {
     {"Where", 0, 3, 1, {BOOLS(4, 1, 8), F(4, 6, 8), F(8)}, {OUT(4, 6, 8)}, {{0}}, 1e-6f},
     /* the counter-based RNG is element.h's on both devices: same seed, same mask */
     {"Dropout", 0, 3, 2, {F(64, 64), SCALAR(PP_DTYPE_F32, 0.3), SCALAR(PP_DTYPE_BOOL, 1)},
-     {OUT(64, 64), OUT_T(PP_DTYPE_BOOL, 64, 64)}, {{0}}, 1e-6f},
+     {OUT(64, 64), OUT_T(PP_DTYPE_BOOL, 64, 64)}, {{0}}, 1e-6f,
+     .no_ort = "training-mode Dropout draws a random mask (case_dropout_stats checks it)"},
     /* cuDNN Conv (TF32): 2-D grouped, padded, strided with bias; 1-D dilated */
     {"Conv", 0, 3, 1, {F(2, 4, 9, 9), F(6, 2, 3, 3), F(6)}, {OUT(2, 6, 5, 5)},
      {A_INT("group", 2), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)}, TF32},

@@ -180,86 +180,78 @@ static int case_opset(const op_case *k)
     return k->opset ? k->opset : since > 17 ? since : 17;
 }
 
-static int write_file(const char *path, const pp_tensor *t)
+/* Tensor t as graph input (or output) `name` of g, its data in DIR/sub/<name>.bin (raw,
+ * little-endian), and its entry in the index j. */
+static pp_status write_value(pp_graph *g, pp_json *j, const char *sub, const char *name, const pp_tensor *t, int output,
+                             pp_error *err)
 {
+    pp_shape sh = {.rank = t->rank};
+    memcpy(sh.dims, t->dims, (size_t)t->rank * sizeof *t->dims);
+    PP_CHECK((output ? pp_graph_add_output : pp_graph_add_input)(g, name, t->dtype, &sh, err));
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/%s.bin", out_dir, sub, name);
     FILE *f = fopen(path, "wb");
-    if (!f) {
-        printf("cannot create '%s': %s\n", path, strerror(errno));
-        return -1;
-    }
     const size_t nb = pp_tensor_nbytes(t);
-    const int ok = fwrite(t->data, 1, nb, f) == nb;
-    return fclose(f) == 0 && ok ? 0 : -1;
+    if (!f || fwrite(t->data, 1, nb, f) != nb || fclose(f)) return pp_error_set(err, PP_ERR_IO, "cannot write '%s'", path);
+    pp_json_begin_object(j, NULL);
+    pp_json_string(j, "name", name);
+    pp_json_int(j, "elem_type", (int64_t)t->dtype);
+    pp_json_string(j, "dtype", pp_dtype_name(t->dtype));
+    pp_json_begin_array(j, "shape");
+    for (int d = 0; d < t->rank; d++) pp_json_int(j, NULL, t->dims[d]);
+    pp_json_end_array(j);
+    snprintf(path, sizeof path, "%s/%s.bin", sub, name);
+    pp_json_string(j, "file", path);
+    pp_json_end_object(j);
+    return PP_OK;
 }
 
-static void json_tensor(FILE *j, const char *name, const pp_tensor *t, const char *file)
+/* Case idx as DIR/<idx>_<op>/model.onnx with x<i>.bin (the graph inputs; constant inputs
+ * are initializers) and y<o>.bin (the cpu outputs), and its entry in the index j. */
+static pp_status write_case(int idx, const op_case *k, const case_side *h, pp_json *j, pp_error *err)
 {
-    fprintf(j, "{\"name\": \"%s\", \"elem_type\": %d, \"dtype\": \"%s\", \"shape\": [", name, (int)t->dtype,
-            pp_dtype_name(t->dtype));
-    for (int d = 0; d < t->rank; d++) fprintf(j, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
-    fprintf(j, "], \"file\": \"%s\"}", file ? file : "");
-}
-
-/* Case idx as DIR/<idx>_<op>/model.onnx, in<i>.bin (graph inputs; constant inputs are
- * initializers), out<o>.bin (the cpu outputs, raw little-endian), and its entry in the index j. */
-static int write_case(int idx, const op_case *k, const case_side *h, FILE *j)
-{
-    char sub[256], path[512], name[16], file[32];
+    char sub[256], path[512], name[16];
     snprintf(sub, sizeof sub, "%03d_%s", idx, k->op);
     snprintf(path, sizeof path, "%s/%s", out_dir, sub);
-    if (mkdir(path, 0777) && errno != EEXIST) {
-        printf("cannot create '%s': %s\n", path, strerror(errno));
-        return -1;
-    }
-    pp_error err = {0};
+    if (mkdir(path, 0777) && errno != EEXIST)
+        return pp_error_set(err, PP_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     pp_graph *g = NULL;
+    pp_status st = PP_OK;
     const int opset = case_opset(k);
-    if (pp_graph_create(sub, opset, &g, &err) != PP_OK) goto fail;
-    g->ir_version = opset <= 18 ? 8 : opset <= 20 ? 9 : 10;   /* the IR version that opset came with */
+    PP_CHECK(pp_graph_create(sub, opset, &g, err));
+    g->ir_version = opset <= 18 ? 8 : opset <= 20 ? 9 : opset <= 22 ? 10 : 11;   /* the IR that opset came with */
     const char *ins[CASE_MAX_IN], *outs[CASE_MAX_OUT + 2];
-    fprintf(j, "%s  {\"name\": \"%s\", \"op\": \"%s\", \"opset\": %d, \"compute\": \"%s\", \"tol\": %.9g,\n", idx ? ",\n" : "",
-            sub, k->op, opset, pp_dtype_name(case_compute(k)), (double)k->tol);
-    /* Dropout in training mode draws its mask from onnxpipe's RNG: test_cuda_cover checks its statistics */
-    if (!strcmp(k->op, "Dropout"))
-        fprintf(j, "   \"skip\": \"training-mode Dropout draws a random mask (its statistics are checked in C)\",\n");
-    fprintf(j, "   \"model\": \"%s/model.onnx\", \"inputs\": [", sub);
-    int first = 1;
+    pp_json_begin_object(j, NULL);
+    pp_json_string(j, "name", sub);
+    pp_json_string(j, "op", k->op);
+    pp_json_int(j, "opset", opset);
+    pp_json_string(j, "compute", pp_dtype_name(case_compute(k)));
+    pp_json_double(j, "tol", k->tol);
+    if (k->no_ort) pp_json_string(j, "skip", k->no_ort);
+    snprintf(path, sizeof path, "%s/model.onnx", sub);
+    pp_json_string(j, "model", path);
+    pp_json_begin_array(j, "inputs");
     for (int i = 0; i < k->nin; i++) {
         const pp_tensor *t = &h->in[i];
-        pp_shape sh = {.rank = t->rank};
-        memcpy(sh.dims, t->dims, (size_t)t->rank * sizeof *t->dims);
         snprintf(name, sizeof name, "x%d", i);
         ins[i] = pp_graph_strdup(g, name);
-        if (k->in[i].fill == FILL_CONST) {
-            if (pp_graph_add_initializer(g, name, t->dtype, &sh, t->data, pp_tensor_nbytes(t), 1, &err) != PP_OK)
-                goto fail;
-            continue;
+        if (k->in[i].fill != FILL_CONST) PP_CHECK_GOTO(write_value(g, j, sub, name, t, 0, err), st, done);
+        else {
+            pp_shape sh = {.rank = t->rank};
+            memcpy(sh.dims, t->dims, (size_t)t->rank * sizeof *t->dims);
+            PP_CHECK_GOTO(pp_graph_add_initializer(g, name, t->dtype, &sh, t->data, pp_tensor_nbytes(t), 1, err), st,
+                          done);
         }
-        if (pp_graph_add_input(g, name, t->dtype, &sh, &err) != PP_OK) goto fail;
-        snprintf(file, sizeof file, "in%d.bin", i);
-        snprintf(path, sizeof path, "%s/%s/%s", out_dir, sub, file);
-        if (write_file(path, t)) goto fail_io;
-        snprintf(path, sizeof path, "%s/%s", sub, file);
-        fprintf(j, "%s\n    ", first ? "" : ",");
-        json_tensor(j, name, t, path);
-        first = 0;
     }
-    fprintf(j, "],\n   \"outputs\": [");
+    pp_json_end_array(j);
+    pp_json_begin_array(j, "outputs");
     for (int o = 0; o < k->nout; o++) {
-        const pp_tensor *t = &h->out[o];
-        pp_shape sh = {.rank = t->rank};
-        memcpy(sh.dims, t->dims, (size_t)t->rank * sizeof *t->dims);
         snprintf(name, sizeof name, "y%d", o);
         outs[o] = pp_graph_strdup(g, name);
-        if (pp_graph_add_output(g, name, t->dtype, &sh, &err) != PP_OK) goto fail;
-        snprintf(file, sizeof file, "out%d.bin", o);
-        snprintf(path, sizeof path, "%s/%s/%s", out_dir, sub, file);
-        if (write_file(path, t)) goto fail_io;
-        snprintf(path, sizeof path, "%s/%s", sub, file);
-        fprintf(j, "%s\n    ", o ? "," : "");
-        json_tensor(j, name, t, path);
+        PP_CHECK_GOTO(write_value(g, j, sub, name, &h->out[o], 1, err), st, done);
     }
-    fprintf(j, "]}");
+    pp_json_end_array(j);
+    pp_json_end_object(j);
     /* The kernels ran in training mode (case_ctx), which BatchNormalization's ONNX form says
      * with an attribute and two more outputs (the updated running statistics, not compared). */
     const int bn = !strcmp(k->op, "BatchNormalization") && k->nout == 1;
@@ -268,19 +260,14 @@ static int write_case(int idx, const op_case *k, const case_side *h, FILE *j)
         outs[nout++] = "running_mean";
         outs[nout++] = "running_var";
     }
-    if (pp_graph_add_node(g, k->op, "", "n", ins, k->nin, outs, nout, &node, &err) != PP_OK) goto fail;
-    for (int a = 0; a < 4 && k->attr[a].name; a++)
-        if (pp_graph_set_attr(g, node, &k->attr[a], &err) != PP_OK) goto fail;
-    if (bn && pp_graph_set_attr_int(g, node, "training_mode", 1, &err) != PP_OK) goto fail;
+    PP_CHECK_GOTO(pp_graph_add_node(g, k->op, "", "n", ins, k->nin, outs, nout, &node, err), st, done);
+    for (int a = 0; a < 4 && k->attr[a].name; a++) PP_CHECK_GOTO(pp_graph_set_attr(g, node, &k->attr[a], err), st, done);
+    if (bn) PP_CHECK_GOTO(pp_graph_set_attr_int(g, node, "training_mode", 1, err), st, done);
     snprintf(path, sizeof path, "%s/%s/model.onnx", out_dir, sub);
-    if (pp_graph_save(g, path, NULL, &err) != PP_OK) goto fail;
+    PP_CHECK_GOTO(pp_graph_save(g, path, NULL, err), st, done);
+done:
     pp_graph_destroy(g);
-    return 0;
-fail:
-    printf("case %d (%s): %s\n", idx, k->op, err.msg);
-fail_io:
-    pp_graph_destroy(g);
-    return -1;
+    return st;
 }
 
 /* ---------------- the driver ---------------- */
@@ -288,13 +275,15 @@ fail_io:
 static void test_cases(void **state)
 {
     (void)state;
-    FILE *j = NULL;
+    FILE *f = NULL;
+    pp_json j;
     char path[512];
     if (out_dir) {
         snprintf(path, sizeof path, "%s/index.json", out_dir);
         assert_true(mkdir(out_dir, 0777) == 0 || errno == EEXIST);
-        assert_non_null(j = fopen(path, "w"));
-        fprintf(j, "[\n");
+        assert_non_null(f = fopen(path, "w"));
+        pp_json_init(&j, f, 1);
+        pp_json_begin_array(&j, NULL);
     }
     int failed = 0, fd = 0, lowp = 0, skipped = 0;
     for (int idx = 0; idx < NCASES; idx++) {
@@ -312,7 +301,11 @@ static void test_cases(void **state)
         case_host(k, &h, host_in);
         for (int i = 0; i < k->nin; i++) gin0[i] = widened(&h.gin[i]);
         int bad = case_calls(k, &h, host_in) != 0;
-        if (!bad && j) bad = write_case(idx, k, &h, j) != 0;
+        pp_error err = {0};
+        if (!bad && f && write_case(idx, k, &h, &j, &err) != PP_OK) {
+            printf("    writing its ONNX model: %s\n", err.msg);
+            bad = 1;
+        }
         if (!bad && cd == PP_DTYPE_F32 && fd_skip(k)) {
             printf("    finite differences skipped: %s\n", fd_skip(k));
             skipped++;
@@ -328,9 +321,10 @@ static void test_cases(void **state)
         for (int i = 0; i < k->nin; i++) free(gin0[i].data);
         case_host_free(k, &h);
     }
-    if (j) {
-        fprintf(j, "\n]\n");
-        assert_int_equal(fclose(j), 0);
+    if (f) {
+        pp_json_end_array(&j);
+        pp_json_finish(&j);
+        assert_int_equal(fclose(f), 0);
         printf("wrote %d one-node models and %s\n", NCASES, path);
     }
     printf("%d cases: %d against finite differences, %d 16-bit against the float32 kernel, %d without; %d failed\n",

@@ -21,8 +21,8 @@ from onnx import TensorProto
 
 LOWP = (TensorProto.BFLOAT16, TensorProto.FLOAT16)
 # what onnxruntime says when it has no kernel for an op, a type or an opset
-UNSUPPORTED = ("NOT_IMPLEMENTED", "Could not find an implementation", "is not a registered function/op",
-               "opset", "Unsupported model IR version")
+UNSUPPORTED = ("NOT_IMPLEMENTED", "Could not find an implementation", "No Op registered for",
+               "Unsupported model IR version")
 
 
 def load(base, t):
