@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 LOWP = (TensorProto.BFLOAT16, TensorProto.FLOAT16)
 # what onnxruntime says when it has no kernel for an op, a type or an opset
@@ -41,6 +41,10 @@ def as_f32(model):
     for vi in list(model.graph.input) + list(model.graph.output):
         if vi.type.tensor_type.elem_type in LOWP:
             vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    for i, t in enumerate(model.graph.initializer):
+        if t.data_type in LOWP:
+            a = numpy_helper.to_array(t).astype(np.float32)
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
     del model.graph.value_info[:]
     return model
 
