@@ -280,8 +280,8 @@ static void test_cases(void **state)
     char path[512];
     if (out_dir) {
         snprintf(path, sizeof path, "%s/index.json", out_dir);
-        assert_true(mkdir(out_dir, 0777) == 0 || errno == EEXIST);
-        assert_non_null(f = fopen(path, "w"));
+        if ((mkdir(out_dir, 0777) && errno != EEXIST) || !(f = fopen(path, "w")))
+            fail_msg("cannot create '%s': %s (its parent folder must exist)", path, strerror(errno));
         pp_json_init(&j, f, 1);
         pp_json_begin_array(&j, NULL);
     }
