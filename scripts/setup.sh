@@ -33,3 +33,5 @@ if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
   echo "setup: installing tensorboard into $venv"
   "$venv/bin/pip" install -q --disable-pip-version-check tensorboard
 fi
+# the export recipes' own venv (torch 2.x, transformers, timm, onnxscript): test_zoo_ref_mpi
+"$(dirname "$0")/export-venv.sh" >/dev/null
