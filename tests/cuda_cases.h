@@ -241,6 +241,17 @@ static const op_case cases[] = {
     {"PRelu", 0, 2, 1, {F(2, 8, 5, 5), F(8, 1, 1)}, {OUT(2, 8, 5, 5)}, {{0}}, 1e-6f},
     {"Clip", 0, 3, 1, {F(16, 33), SCALAR(PP_DTYPE_F32, -0.5), SCALAR(PP_DTYPE_F32, 0.5)}, {OUT(16, 33)}, {{0}}, 0.f},
     {"Clip", 0, 2, 1, {F(16, 33), SCALAR(PP_DTYPE_F32, -0.25)}, {OUT(16, 33)}, {{0}}, 0.f},
+    /* the binary kernels' integer path (shape chains that do not fold) */
+    {"Max", 0, 2, 1, {INTS(PP_DTYPE_I64, -9, 9, 4, 6), INTS(PP_DTYPE_I64, -9, 9, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)},
+     {{0}}, 0.f},
+    {"Min", 0, 2, 1, {INTS(PP_DTYPE_I32, -9, 9, 4, 6), INTS(PP_DTYPE_I32, -9, 9, 4, 1)}, {OUT_T(PP_DTYPE_I32, 4, 6)},
+     {{0}}, 0.f},
+    {"Mod", 0, 2, 1, {INTS(PP_DTYPE_I64, -20, 20, 4, 6), INTS(PP_DTYPE_I64, -7, -1, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)},
+     {{0}}, 0.f},
+    {"Mod", 0, 2, 1, {INTS(PP_DTYPE_I64, -20, 20, 4, 6), INTS(PP_DTYPE_I64, 1, 7, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)},
+     {A_INT("fmod", 1)}, 0.f},
+    {"Div", 0, 2, 1, {INTS(PP_DTYPE_I64, -20, 20, 4, 6), INTS(PP_DTYPE_I64, 1, 7, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)},
+     {{0}}, 0.f},
 #undef F32S
 
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */

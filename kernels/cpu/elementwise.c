@@ -4,6 +4,7 @@
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "element_ops.h"
+#include "logic.h"   /* the integer path */
 
 #include <string.h>
 
@@ -62,6 +63,8 @@ static pp_status binary_prepare(const pp_kernel_ctx *c, pp_bcast *bc, int backwa
 
 PP_FWD(pp_cpu_binary_forward)
 {
+    if (c->nin == 2 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cpu_binary_int_forward(c, err);
     pp_bcast bc = {0};
     PP_CHECK(binary_prepare(c, &bc, 0, err));
     const float *A = c->in[0].data, *B = c->in[1].data;

@@ -1,6 +1,9 @@
-/* cpu predicates (Not, IsNaN, IsInf: one input to bool, kernels/element_ops.h's predicate list)
- * and Clip, whose bounds are inputs (kernels/op_args_logic.c) and whose element functions are
- * element.h's. */
+/* cpu predicates (Not, IsNaN, IsInf: one input to bool, kernels/element_ops.h's predicate list),
+ * the `binary` kernel's integer path (its integer list) and Clip, whose bounds are inputs
+ * (kernels/op_args_logic.c) and whose element functions are element.h's. */
+#include "logic.h"
+
+#include "broadcast.h"
 #include "cpu_math.h"
 #include "element_ops.h"
 #include "op_args_logic.h"
@@ -35,6 +38,46 @@ PP_FWD(pp_cpu_predicate_forward)
     PP_EL_PREDICATE_LIST(PRED_CASE)
 #undef PRED_CASE
     default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
+    (void)p;
+    return PP_OK;
+}
+
+/* ---------------- binary ops on integers (kernels/element_ops.h) ---------------- */
+
+#define INT_ROWS(T, EXPR)                                                               \
+    for (int64_t r = 0; r < bc.rows; r++) {                                             \
+        int64_t off[2];                                                                 \
+        pp_bcast_row(&bc, r, off);                                                      \
+        const T *pa = (const T *)c->in[0].data + off[0], *pb = (const T *)c->in[1].data + off[1]; \
+        T *py = (T *)c->out[0].data + r * bc.inner;                                     \
+        for (int64_t j = 0; j < bc.inner; j++) {                                        \
+            const int64_t a = pa[j * bc.inner_stride[0]], b = pb[j * bc.inner_stride[1]]; \
+            py[j] = (T)(EXPR);                                                          \
+        }                                                                               \
+    }
+
+pp_status pp_cpu_binary_int_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    PP_CHECK(pp_cpu_want_inputs(c, 2, 2, err));
+    const pp_dtype dt = c->in[0].dtype;
+    PP_CHECK(pp_cpu_want_dtype(c, 1, dt, 0, err));
+    if (c->out[0].dtype != dt)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "output dtype %s, expected the inputs' %s",
+                            pp_dtype_name(c->out[0].dtype), pp_dtype_name(dt));
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(c->op, c->attrs, c->nattrs, c->node, &p, err));
+    pp_bcast bc = {0};
+    const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
+    PP_CHECK(pp_bcast_init(&bc, &c->out[0], ins, 2, c->node, err));
+    switch (c->op) {
+#define INT_CASE(ID, EXPR)                                                              \
+    case PP_OP_##ID:                                                                    \
+        if (dt == PP_DTYPE_I64) INT_ROWS(int64_t, EXPR) else INT_ROWS(int32_t, EXPR)    \
+        break;
+    PP_EL_INT_LIST(INT_CASE)
+#undef INT_CASE
+    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "integer inputs are not supported (float32 only)");
     }
     (void)p;
     return PP_OK;

@@ -3,6 +3,7 @@
  * index plans are launch.c's (pp_cu_bcast, pp_cu_reduce). */
 #include "cuda_internal.h"
 #include "ew_ops.cuh"
+#include "logic.cuh"   /* the integer path */
 #include "reduce.cuh"
 
 #include <string.h>
@@ -328,6 +329,8 @@ static pp_status binary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_te
 
 PP_CU_FWD(pp_cu_binary_forward)
 {
+    if (c->nin == 2 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cu_binary_int_forward(c, err);
     switch (c->op) {
 #define FWD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_fwd(c, el_binary_##ID(), err);
     PP_EL_BINARY_LIST(FWD_CASE)

@@ -1,5 +1,8 @@
-/* cuda predicates (Not, IsNaN, IsInf: kernels/element_ops.h's predicate list) and Clip, as
- * kernels/cpu/logic.c: the same element functions, Clip's bounds from host_in. */
+/* cuda predicates (Not, IsNaN, IsInf: kernels/element_ops.h's predicate list), the `binary`
+ * kernel's integer path and Clip, as kernels/cpu/logic.c: the same element functions, Clip's
+ * bounds from host_in. */
+#include "logic.cuh"
+
 #include "cuda_internal.h"
 #include "ew_ops.cuh"
 #include "nn_cuda.h"
@@ -42,6 +45,52 @@ PP_CU_FWD(pp_cu_predicate_forward)
     PP_EL_PREDICATE_LIST(PRED_CASE)
 #undef PRED_CASE
     default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
+}
+
+/* ---------------- binary ops on integers (kernels/element_ops.h) ---------------- */
+
+template <typename T, typename Op> __global__ void k_binary_int(pp_cu_bcast b, const T *x, const T *y, T *z, Op op)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        z[i] = (T)op((int64_t)x[off[0]], (int64_t)y[off[1]]);
+    }
+}
+
+template <typename Op> static pp_status binary_int(const pp_kernel_ctx *c, Op op, pp_error *err)
+{
+    const pp_dtype dt = c->in[0].dtype;
+    if (c->nin != 2 || c->in[1].dtype != dt || c->out[0].dtype != dt)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "%d inputs of %s and %s into %s: expected 2 of one integer "
+                            "dtype", c->nin, pp_dtype_name(dt), pp_dtype_name(c->in[c->nin > 1].dtype),
+                            pp_dtype_name(c->out[0].dtype));
+    pp_cu_bcast b;
+    const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
+    PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 2, c->node, err));
+    if (!b.n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(b.n);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (dt == PP_DTYPE_I64)
+        k_binary_int<<<L.grid, L.block, 0, s>>>(b, (const int64_t *)c->in[0].data, (const int64_t *)c->in[1].data,
+                                                (int64_t *)c->out[0].data, op);
+    else
+        k_binary_int<<<L.grid, L.block, 0, s>>>(b, (const int32_t *)c->in[0].data, (const int32_t *)c->in[1].data,
+                                                (int32_t *)c->out[0].data, op);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_binary_int_forward)
+{
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(c->op, c->attrs, c->nattrs, c->node, &p, err));
+    switch (c->op) {
+#define INT_CASE(ID, EXPR) case PP_OP_##ID: return binary_int(c, el_int_##ID{p}, err);
+    PP_EL_INT_LIST(INT_CASE)
+#undef INT_CASE
+    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "integer inputs are not supported (float32 only)");
     }
 }
 

@@ -2,7 +2,8 @@
 (op_list.h's section of that name) into OUTDIR, for forward_ref.py to run in onnxpipe and in
 onnxruntime. Every model starts with xw = x * w (w a trained [K] of ones, so the partitioner
 has a parameter) for x [N, 4, K] standard normal; 'chain' folds integer shape chains
-(Shape -> Mod / Max / Min / Clip / Abs / Sign / comparisons / logic) at load.
+(Shape -> Mod / Max / Min / Clip / Abs / Sign / comparisons / logic) at load, and the '_runtime'
+models run integer Max / Min / Mod / Div / Sub on data, where nothing folds.
 
 usage: logic_models.py OUTDIR    (prints the model names, one a line)"""
 import os
@@ -84,6 +85,16 @@ def models():
     yield model("clip_max_only", [h.make_node("Clip", ["xw", "", "hi"], ["y"])], inits=[const("hi", 0.3)])
     yield model("clip_min_only", [h.make_node("Clip", ["xw", "lo"], ["y"])], inits=[const("lo", -0.2)])
     yield model("clip_none", [h.make_node("Clip", ["xw"], ["y"])])
+    # integer arithmetic at run time (data-dependent, so nothing folds): the `binary` kernels' integer path
+    for dt, npdt in ((TP.INT64, np.int64), (TP.INT32, np.int32)):
+        for op, at, c in (("Max", {}, [-1, 0, 1, 2, 0]), ("Min", {}, [[1], [-2], [0], [3]]),
+                          ("Mod", {"fmod": 0}, [3, -3, 2, -5, 7]), ("Mod", {"fmod": 1}, [3, -3, 2, -5, 7]),
+                          ("Div", {}, [3, -3, 2, -5, 7]), ("Sub", {}, [1])):
+            tag = "".join(f"_{k}{v}" for k, v in at.items())
+            yield model(f"{op.lower()}{tag}_{np.dtype(npdt).name}_runtime",
+                        [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Cast", ["xs"], ["i"], to=dt),
+                         h.make_node(op, ["i", "c"], ["r"], **at), h.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)],
+                        inits=[const("s", [7.0]), const("c", c, npdt)])
     # integer shape chains, folded at load: s = Shape(xw) = [N, 4, 27]; each piece [3]
     I = np.int64
     pieces = [("Mod", ["s", "m"], {"fmod": 0}), ("Mod", ["s", "m"], {"fmod": 1}), ("Max", ["s", "a", "b"], {}),
