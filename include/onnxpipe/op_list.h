@@ -158,11 +158,10 @@
     X(HARD_SIGMOID, "HardSigmoid", unary, FB, 13, 0, EL_IN(HARD_SIGMOID), EL_OUT(HARD_SIGMOID), 0, ELEMENTWISE, 3,    \
       shape_unary, fold_unary)                                                                                        \
     X(MISH, "Mish", unary, FB, 18, 0, EL_IN(MISH), EL_OUT(MISH), 0, ELEMENTWISE, 10, shape_unary, fold_unary)         \
-    /* float binary ops (the `binary` kernel, 2 inputs); Max / Min fold with 1..N inputs and on integers */           \
-    X(MAX, "Max", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic,     \
-      fold_minmax)                                                                                                    \
-    X(MIN, "Min", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic,     \
-      fold_minmax)                                                                                                    \
+    /* the `binary` kernel (float; Add ... Mod also int64 / int32); Max / Min take 1..N inputs (N != 2:        */ \
+    /* kernels/cpu/logic.c, kernels/cuda/logic.cu; a tie splits the gradient equally among the equal inputs)      */ \
+    X(MAX, "Max", binary, FB, 13, 0, PP_ALL_INPUTS, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic, fold_minmax) \
+    X(MIN, "Min", binary, FB, 13, 0, PP_ALL_INPUTS, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic, fold_minmax) \
     /* d/da = 1; d/db = -trunc(a / b) */                                                                              \
     X(MOD, "Mod", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_mod,          \
       fold_binary, .saves_for_other = PP_BIT(0))                                                                      \

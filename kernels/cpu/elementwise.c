@@ -4,7 +4,7 @@
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "element_ops.h"
-#include "logic.h"   /* the integer path */
+#include "logic.h"   /* the integer path, variadic Max / Min */
 
 #include <string.h>
 
@@ -63,6 +63,7 @@ static pp_status binary_prepare(const pp_kernel_ctx *c, pp_bcast *bc, int backwa
 
 PP_FWD(pp_cpu_binary_forward)
 {
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cpu_minmax_forward(c, err);
     if (c->nin == 2 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
         return pp_cpu_binary_int_forward(c, err);
     pp_bcast bc = {0};
@@ -109,6 +110,7 @@ PP_FWD(pp_cpu_binary_forward)
 PP_BWD(pp_cpu_binary_backward)
 {
     if (!grad_out[0].data) return PP_OK;
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cpu_minmax_backward(c, grad_out, grad_in, err);
     if (c->op == PP_OP_ADD || c->op == PP_OP_SUB) {   /* a sum over the broadcast dims, no factor to read */
         if (grad_in[0].data)
             PP_CHECK(pp_bcast_reduce_add(&grad_in[0], &grad_out[0], 1.f, c->grad_fresh & 1, c->node, err));

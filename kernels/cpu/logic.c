@@ -1,5 +1,5 @@
 /* cpu predicates (Not, IsNaN, IsInf: one input to bool, kernels/element_ops.h's predicate list),
- * the `binary` kernel's integer path (its integer list) and Clip, whose bounds are inputs
+ * the `binary` kernel's integer path (its integer list) and variadic Max / Min, and Clip, whose bounds are inputs
  * (kernels/op_args_logic.c) and whose element functions are element.h's. */
 #include "logic.h"
 
@@ -8,6 +8,7 @@
 #include "element_ops.h"
 #include "op_args_logic.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------- predicates (kernels/element_ops.h) ---------------- */
@@ -82,6 +83,83 @@ pp_status pp_cpu_binary_int_forward(const pp_kernel_ctx *c, pp_error *err)
     (void)p;
     return PP_OK;
 }
+
+/* ---------------- Max / Min of 1 or more than 2 inputs ---------------- */
+
+/* ONNX's variadic form (PyTorch's exporters write 2 inputs, which the binary loops run): y is
+ * max(x0, x0) broadcast, then max(y, x_k) in place, with the binary kernel. The gradient of an
+ * element goes to the inputs equal to y there, split equally among them: for 2 inputs that is
+ * torch.maximum's rule, and for more the same equal split (chained torch.maximum would give a
+ * tie of three 1/4, 1/4, 1/2 by the order of the chain). */
+pp_status pp_cpu_minmax_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    if (c->nin < 1) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "no inputs, expected 1 or more");
+    for (int k = 0; k < c->nin; k++) PP_CHECK(pp_cpu_want_dtype(c, k, PP_DTYPE_F32, 0, err));
+    pp_tensor in2[2] = {c->in[0], c->in[0]};
+    pp_kernel_ctx two = *c;
+    two.in = in2;
+    two.nin = 2;
+    PP_CHECK(pp_cpu_binary_forward(&two, err));
+    in2[0] = c->out[0];
+    for (int k = 1; k < c->nin; k++) {
+        in2[1] = c->in[k];
+        PP_CHECK(pp_cpu_binary_forward(&two, err));
+    }
+    return PP_OK;
+}
+
+/* f(k, idx, off_k, xk): over every element idx of y and input k's element xk at offset off_k */
+#define EACH_OF_INPUT(k, BODY)                                                          \
+    do {                                                                                \
+        pp_bcast b = {0};                                                               \
+        const pp_tensor *one[1] = {&c->in[k]};                                          \
+        PP_CHECK_GOTO(pp_bcast_init(&b, &yt, one, 1, c->node, err), st, done);          \
+        const float *X = c->in[k].data;                                                 \
+        for (int64_t r = 0; r < b.rows; r++) {                                          \
+            int64_t off[1];                                                             \
+            pp_bcast_row(&b, r, off);                                                   \
+            for (int64_t j = 0; j < b.inner; j++) {                                     \
+                const int64_t idx = r * b.inner + j, xo = off[0] + j * b.inner_stride[0]; \
+                const float xk = X[xo];                                                 \
+                BODY;                                                                   \
+            }                                                                           \
+        }                                                                               \
+    } while (0)
+
+/* Recomputes y (backward keeps no output), counts the inputs equal to it, and adds
+ * dy / count to each of them. */
+pp_status pp_cpu_minmax_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in,
+                                 pp_error *err)
+{
+    if (!grad_out[0].data) return PP_OK;
+    pp_status st = PP_OK;
+    const int64_t n = pp_tensor_numel(&grad_out[0]);
+    pp_tensor yt = grad_out[0];
+    float *Y = malloc(((size_t)n + 1) * sizeof *Y), *count = calloc((size_t)n + 1, sizeof *count);
+    const float *GY = grad_out[0].data;
+    if (!Y || !count) {
+        st = PP_NOMEM(err);
+        goto done;
+    }
+    yt.dtype = PP_DTYPE_F32;
+    yt.data = Y;
+    pp_kernel_ctx fwd = *c;
+    fwd.out = &yt;
+    fwd.nout = 1;
+    PP_CHECK_GOTO(pp_cpu_minmax_forward(&fwd, err), st, done);
+    for (int k = 0; k < c->nin; k++) EACH_OF_INPUT(k, count[idx] += xk == Y[idx]);
+    for (int k = 0; k < c->nin; k++) {
+        float *G = grad_in[k].data;
+        if (!G) continue;
+        if (c->grad_fresh >> k & 1) memset(G, 0, pp_tensor_nbytes(&grad_in[k]));
+        EACH_OF_INPUT(k, if (xk == Y[idx]) G[xo] += GY[idx] / count[idx]);
+    }
+done:
+    free(Y);
+    free(count);
+    return st;
+}
+#undef EACH_OF_INPUT
 
 /* ---------------- Clip(x, min?, max?) ---------------- */
 

@@ -1,5 +1,5 @@
 /* cuda predicates (Not, IsNaN, IsInf: kernels/element_ops.h's predicate list), the `binary`
- * kernel's integer path and Clip, as kernels/cpu/logic.c: the same element functions, Clip's
+ * kernel's integer path and variadic Max / Min, and Clip, as kernels/cpu/logic.c: the same element functions, Clip's
  * bounds from host_in. */
 #include "logic.cuh"
 
@@ -92,6 +92,95 @@ PP_CU_FWD(pp_cu_binary_int_forward)
 #undef INT_CASE
     default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "integer inputs are not supported (float32 only)");
     }
+}
+
+/* ---------------- Max / Min of 1 or more than 2 inputs ---------------- */
+
+/* As kernels/cpu/logic.c: y = max(x0, x0) broadcast, then max(y, x_k) in place with the binary
+ * kernel; the gradient of an element is split equally among the inputs equal to y there. */
+PP_CU_FWD(pp_cu_minmax_forward)
+{
+    if (c->nin < 1) return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "no inputs, expected 1 or more");
+    pp_tensor in2[2] = {c->in[0], c->in[0]};
+    pp_kernel_ctx two = *c;
+    two.in = in2;
+    two.nin = 2;
+    PP_CHECK(pp_cu_binary_forward(&two, err));
+    in2[0] = c->out[0];
+    for (int k = 1; k < c->nin; k++) {
+        in2[1] = c->in[k];
+        PP_CHECK(pp_cu_binary_forward(&two, err));
+    }
+    return PP_OK;
+}
+
+/* count[i] += x[i's element] == y[i] */
+__global__ void k_count_equal(pp_cu_bcast b, const float *x, const float *y, float *count)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        count[i] += x[off[0]] == y[i];
+    }
+}
+
+/* g[i] (+)= dy[i] / count[i] where x's element equals y[i], over y's index space */
+__global__ void k_minmax_grad(pp_cu_bcast b, const float *x, const float *y, const float *count, const float *dy,
+                              float *g, int accumulate)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        const float v = x[off[0]] == y[i] ? dy[i] / count[i] : 0.f;
+        g[i] = accumulate ? g[i] + v : v;
+    }
+}
+
+/* Recomputes y into the workspace (backward keeps no output), counts the inputs equal to it,
+ * and adds dy / count to each: straight into an input of y's shape, else through the workspace
+ * and a sum over its broadcast dims. */
+PP_CU_BWD(pp_cu_minmax_backward)
+{
+    if (!grad_out[0].data) return PP_OK;
+    const int64_t n = pp_tensor_numel(&grad_out[0]);
+    if (!n) return PP_OK;
+    void *ws;
+    PP_CHECK(pp_cuda_workspace(c, 3 * (size_t)n * sizeof(float), &ws, err));
+    float *y = (float *)ws, *count = y + n, *tmp = count + n;
+    pp_tensor yt = grad_out[0];
+    yt.dtype = PP_DTYPE_F32;
+    yt.data = y;
+    pp_kernel_ctx fwd = *c;
+    fwd.out = &yt;
+    fwd.nout = 1;
+    PP_CHECK(pp_cu_minmax_forward(&fwd, err));
+    cudaStream_t s = cu_of(c->dev)->stream;
+    CU_TRY(c, cudaMemsetAsync(count, 0, (size_t)n * sizeof(float), s));
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    for (int k = 0; k < c->nin; k++) {
+        pp_cu_bcast b;
+        const pp_tensor *one[1] = {&c->in[k]};
+        PP_CHECK(pp_cu_bcast_init(&b, &yt, one, 1, c->node, err));
+        k_count_equal<<<L.grid, L.block, 0, s>>>(b, (const float *)c->in[k].data, y, count);
+        CU_LAUNCHED(c);
+    }
+    for (int k = 0; k < c->nin; k++) {
+        if (!grad_in[k].data) continue;
+        pp_cu_bcast b;
+        const pp_tensor *one[1] = {&c->in[k]};
+        PP_CHECK(pp_cu_bcast_init(&b, &yt, one, 1, c->node, err));
+        const int direct = pp_tensor_numel(&grad_in[k]) == n;
+        k_minmax_grad<<<L.grid, L.block, 0, s>>>(b, (const float *)c->in[k].data, y, count,
+                                                 (const float *)grad_out[0].data,
+                                                 direct ? (float *)grad_in[k].data : tmp, direct);
+        CU_LAUNCHED(c);
+        if (!direct) {
+            pp_tensor t = yt;
+            t.data = tmp;
+            PP_CHECK(pp_cu_sum_into(c, &grad_in[k], &t, 1.f, err));
+        }
+    }
+    return PP_OK;
 }
 
 /* ---------------- Clip(x, min?, max?) ---------------- */

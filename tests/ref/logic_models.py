@@ -77,6 +77,11 @@ def models():
     yield model("max", [h.make_node("Max", ["xw", "c"], ["y"])], inits=[const("c", [0.5, -0.5, 0, 1, -1])])
     yield model("min_ties", [h.make_node("Round", ["xw"], ["r"]), h.make_node("Min", ["xw", "r"], ["y"])])
     yield model("min", [h.make_node("Min", ["xw", "c"], ["y"])], inits=[const("c", [[0.5], [-0.5], [0], [1]])])
+    yield model("max_of_3", [h.make_node("Max", ["xw", "c", "d"], ["y"])],
+                inits=[const("c", [0.5, -0.5, 0, 1, -1]), const("d", [[0.2], [-0.1], [0.7], [0]])])
+    yield model("min_of_4", [h.make_node("Round", ["xw"], ["r"]), h.make_node("Min", ["xw", "c", "r", "d"], ["y"])],
+                inits=[const("c", [0.5, -0.5, 0, 1, -1]), const("d", [0.3])])
+    yield model("max_of_1", [h.make_node("Max", ["xw"], ["y"])])
     yield model("mod_fmod", [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Mod", ["xs", "c"], ["y"], fmod=1)],
                 inits=[const("s", [5.0]), const("c", [1.5, -1.5, 0.7, -2.5, 3.0])])
     yield model("prelu", [h.make_node("PRelu", ["xw", "c"], ["y"])], inits=[const("c", [[0.25], [-0.5], [0], [2]])])
