@@ -101,7 +101,7 @@ static int unary_f(pp_op op, pp_el_params p, float x, float *out)
 }
 
 /* The unary ops of kernels/element_ops.h on floats (computed in float32, as the kernels
- * do); Neg, Relu, Abs and Sign also on integers. */
+ * do), and those of its integer unary list on integers. */
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
 {
     const pp_const_tensor *x = infer_const(c, n->inputs[0]);
@@ -114,12 +114,21 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
             if (!unary_f(n->op, p, (float)const_f64(x, i), &r)) return PP_OK;
             const_store(out->dtype, (void *)out->data, i, r, 0);
         }
-    } else if (is_int(x->dtype) && (n->op == PP_OP_NEG || n->op == PP_OP_RELU || n->op == PP_OP_ABS ||
-                                    n->op == PP_OP_SIGN)) {
+    } else if (is_int(x->dtype)) {
         for (int64_t i = 0; i < cnt; i++) {
-            const int64_t v = const_i64(x, i);
-            const int64_t r = n->op == PP_OP_NEG ? -v : n->op == PP_OP_RELU ? (v > 0 ? v : 0)
-                              : n->op == PP_OP_ABS ? (v < 0 ? -v : v) : (v > 0) - (v < 0);
+            const int64_t x_i = const_i64(x, i);
+            int64_t r;
+            switch (n->op) {
+#define INT_CASE(ID, EXPR)                                                                                            \
+    case PP_OP_##ID: {                                                                                                \
+        const int64_t x = x_i;                                                                                        \
+        r = (EXPR);                                                                                                   \
+        break;                                                                                                        \
+    }
+                PP_EL_INT_UNARY_LIST(INT_CASE)
+#undef INT_CASE
+            default: return PP_OK;
+            }
             const_store(out->dtype, (void *)out->data, i, (double)r, r);
         }
     } else {

@@ -191,6 +191,11 @@ static inline PP_HD float pp_el_clip(float x, float lo, float hi)
     const float y = x < lo ? lo : x;
     return hi < y ? hi : y;
 }
+static inline PP_HD int64_t pp_el_iclip(int64_t x, int64_t lo, int64_t hi)
+{
+    const int64_t y = x < lo ? lo : x;
+    return hi < y ? hi : y;
+}
 static inline PP_HD float pp_el_clip_grad(float x, float lo, float hi) { return x >= lo && x <= hi ? 1.f : 0.f; }
 
 /* Integer arithmetic of shape chains (int64; int32 tensors widen): wrapping as numpy's int64,

@@ -87,6 +87,15 @@ typedef struct pp_el_params {
     /* p.a: the fmod attribute */                                                                                     \
     I(MOD, pp_el_imod(a, b, p.a != 0.f))
 
+/* J(ID, result of int64 x): the unary ops on int64 / int32 tensors (the `unary` kernels' integer
+ * path and the folder); an op of the unary list without a row here takes floats only. */
+#define PP_EL_INT_UNARY_LIST(J)                                                                                       \
+    J(NEG, pp_el_isub(0, x))                                                                                          \
+    J(RELU, x > 0 ? x : 0)                                                                                            \
+    /* comparisons, logic, more elementwise functions */                                                              \
+    J(ABS, x < 0 ? pp_el_isub(0, x) : x)                                                                              \
+    J(SIGN, (int64_t)(x > 0) - (int64_t)(x < 0))
+
 /* C(ID, predicate of a and b): comparisons to bool, on any numeric type (a and b of one type);
  * And, Or, Xor are the same on bool (0 / 1) inputs, which their shape rule asks for. */
 #define PP_EL_COMPARE_LIST(C)                                                                                         \

@@ -255,6 +255,10 @@ static const op_case cases[] = {
      {A_INT("fmod", 1)}, 0.f},
     {"Div", 0, 2, 1, {INTS(PP_DTYPE_I64, -20, 20, 4, 6), INTS(PP_DTYPE_I64, 1, 7, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)},
      {{0}}, 0.f},
+    {"Abs", 0, 1, 1, {INTS(PP_DTYPE_I64, -9, 9, 4, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)}, {{0}}, 0.f},
+    {"Sign", 0, 1, 1, {INTS(PP_DTYPE_I32, -9, 9, 4, 6)}, {OUT_T(PP_DTYPE_I32, 4, 6)}, {{0}}, 0.f},
+    {"Clip", 0, 3, 1, {INTS(PP_DTYPE_I64, -9, 9, 4, 6), SCALAR(PP_DTYPE_I64, -2), SCALAR(PP_DTYPE_I64, 5)},
+     {OUT_T(PP_DTYPE_I64, 4, 6)}, {{0}}, 0.f},
 #undef F32S
 
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */

@@ -4,7 +4,7 @@
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "element_ops.h"
-#include "logic.h"   /* the integer path, variadic Max / Min */
+#include "logic.h"   /* the integer paths, variadic Max / Min */
 
 #include <string.h>
 
@@ -207,7 +207,12 @@ PP_CPU_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, const pp_t
     return PP_OK;
 }
 
-PP_FWD(pp_cpu_unary_forward) { return unary_forward(c, err); }
+PP_FWD(pp_cpu_unary_forward)
+{
+    if (c->nin == 1 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cpu_unary_int_forward(c, err);
+    return unary_forward(c, err);
+}
 PP_BWD(pp_cpu_unary_backward) { return unary_backward(c, grad_out, grad_in, err); }
 
 /* Identity copies any dtype; its gradient passes through (float only). */

@@ -1,5 +1,6 @@
 /* cpu predicates (Not, IsNaN, IsInf: one input to bool, kernels/element_ops.h's predicate list),
- * the `binary` kernel's integer path (its integer list) and variadic Max / Min, and Clip, whose bounds are inputs
+ * the integer paths of the `unary` and `binary` kernels (its integer lists), variadic Max / Min,
+ * and Clip, whose bounds are inputs
  * (kernels/op_args_logic.c) and whose element functions are element.h's. */
 #include "logic.h"
 
@@ -41,6 +42,35 @@ PP_FWD(pp_cpu_predicate_forward)
     default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
     }
     (void)p;
+    return PP_OK;
+}
+
+/* ---------------- unary ops on integers (kernels/element_ops.h) ---------------- */
+
+#define INT_LOOP(T, EXPR)                                                               \
+    for (int64_t i = 0; i < n; i++) {                                                   \
+        const int64_t x = ((const T *)c->in[0].data)[i];                                \
+        ((T *)c->out[0].data)[i] = (T)(EXPR);                                           \
+    }
+
+pp_status pp_cpu_unary_int_forward(const pp_kernel_ctx *c, pp_error *err)
+{
+    PP_CHECK(pp_cpu_want_inputs(c, 1, 1, err));
+    const pp_dtype dt = c->in[0].dtype;
+    const int64_t n = pp_tensor_numel(&c->in[0]);
+    if (c->out[0].dtype != dt || pp_tensor_numel(&c->out[0]) != n)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output is %s with %lld elements, expected %s with %lld",
+                            pp_dtype_name(c->out[0].dtype), (long long)pp_tensor_numel(&c->out[0]),
+                            pp_dtype_name(dt), (long long)n);
+    switch (c->op) {
+#define INT_CASE(ID, EXPR)                                                              \
+    case PP_OP_##ID:                                                                    \
+        if (dt == PP_DTYPE_I64) INT_LOOP(int64_t, EXPR) else INT_LOOP(int32_t, EXPR)    \
+        break;
+    PP_EL_INT_UNARY_LIST(INT_CASE)
+#undef INT_CASE
+    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "integer inputs are not supported (float32 only)");
+    }
     return PP_OK;
 }
 
@@ -169,17 +199,27 @@ static pp_status clip_prepare(const pp_kernel_ctx *c, float *lo, float *hi, pp_e
     return pp_args_clip(c, lo, hi, err);
 }
 
+/* float32, and int64 / int32 (shape chains that do not fold) */
 PP_FWD(pp_cpu_clip_forward)
 {
+    PP_CHECK(pp_cpu_want_inputs(c, 1, 3, err));
+    const pp_dtype dt = c->in[0].dtype;
+    const int64_t n = pp_tensor_numel(&c->in[0]);
+    if (c->out[0].dtype != dt || pp_tensor_numel(&c->out[0]) != n)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output is %s with %lld elements, expected %s with %lld",
+                            pp_dtype_name(c->out[0].dtype), (long long)pp_tensor_numel(&c->out[0]),
+                            pp_dtype_name(dt), (long long)n);
+    if (dt == PP_DTYPE_I64 || dt == PP_DTYPE_I32) {
+        int64_t lo, hi;
+        PP_CHECK(pp_args_clip_int(c, &lo, &hi, err));
+        if (dt == PP_DTYPE_I64) INT_LOOP(int64_t, pp_el_iclip(x, lo, hi)) else INT_LOOP(int32_t, pp_el_iclip(x, lo, hi))
+        return PP_OK;
+    }
     float lo, hi;
     PP_CHECK(clip_prepare(c, &lo, &hi, err));
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
-    if (pp_tensor_numel(&c->in[0]) != pp_tensor_numel(&c->out[0]))
-        return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, input %lld",
-                            (long long)pp_tensor_numel(&c->out[0]), (long long)pp_tensor_numel(&c->in[0]));
     const float *X = c->in[0].data;
     float *Y = c->out[0].data;
-    const int64_t n = pp_tensor_numel(&c->in[0]);
     for (int64_t i = 0; i < n; i++) Y[i] = pp_el_clip(X[i], lo, hi);
     return PP_OK;
 }

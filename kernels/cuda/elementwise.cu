@@ -3,7 +3,7 @@
  * index plans are launch.c's (pp_cu_bcast, pp_cu_reduce). */
 #include "cuda_internal.h"
 #include "ew_ops.cuh"
-#include "logic.cuh"   /* the integer path, variadic Max / Min */
+#include "logic.cuh"   /* the integer paths, variadic Max / Min */
 #include "reduce.cuh"
 
 #include <string.h>
@@ -226,6 +226,8 @@ static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_ten
 
 PP_CU_FWD(pp_cu_unary_forward)
 {
+    if (c->nin == 1 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cu_unary_int_forward(c, err);
     pp_el_params p;
     PP_CHECK(pp_el_params_read(c->op, c->attrs, c->nattrs, c->node, &p, err));
     switch (c->op) {

@@ -1,5 +1,5 @@
-/* cuda predicates (Not, IsNaN, IsInf: kernels/element_ops.h's predicate list), the `binary`
- * kernel's integer path and variadic Max / Min, and Clip, as kernels/cpu/logic.c: the same element functions, Clip's
+/* cuda predicates (Not, IsNaN, IsInf: kernels/element_ops.h's predicate list), the integer
+ * paths of the `unary` and `binary` kernels, variadic Max / Min, and Clip, as kernels/cpu/logic.c: the same element functions, Clip's
  * bounds from host_in. */
 #include "logic.cuh"
 
@@ -45,6 +45,42 @@ PP_CU_FWD(pp_cu_predicate_forward)
     PP_EL_PREDICATE_LIST(PRED_CASE)
 #undef PRED_CASE
     default: return pp_args_fail(c, PP_ERR_INTERNAL, err, "no element function (kernels/element_ops.h)");
+    }
+}
+
+/* ---------------- unary ops on integers (kernels/element_ops.h) ---------------- */
+
+template <typename T, typename Op> __global__ void k_unary_int(const T *x, T *y, int64_t n, Op op)
+{
+    CU_FOR(i, n) y[i] = (T)op((int64_t)x[i]);
+}
+
+template <typename Op> static pp_status unary_int(const pp_kernel_ctx *c, Op op, pp_error *err)
+{
+    const pp_dtype dt = c->in[0].dtype;
+    const int64_t n = pp_tensor_numel(&c->in[0]);
+    if (c->out[0].dtype != dt || pp_tensor_numel(&c->out[0]) != n)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output is %s with %lld elements, expected %s with %lld",
+                            pp_dtype_name(c->out[0].dtype), (long long)pp_tensor_numel(&c->out[0]),
+                            pp_dtype_name(dt), (long long)n);
+    if (!n) return PP_OK;
+    pp_cu_launch L = pp_cu_launch_1d(n);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (dt == PP_DTYPE_I64)
+        k_unary_int<<<L.grid, L.block, 0, s>>>((const int64_t *)c->in[0].data, (int64_t *)c->out[0].data, n, op);
+    else
+        k_unary_int<<<L.grid, L.block, 0, s>>>((const int32_t *)c->in[0].data, (int32_t *)c->out[0].data, n, op);
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
+PP_CU_FWD(pp_cu_unary_int_forward)
+{
+    switch (c->op) {
+#define INT_CASE(ID, EXPR) case PP_OP_##ID: return unary_int(c, el_int_unary_##ID(), err);
+    PP_EL_INT_UNARY_LIST(INT_CASE)
+#undef INT_CASE
+    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "integer inputs are not supported (float32 only)");
     }
 }
 
@@ -195,14 +231,27 @@ __global__ void k_clip_grad(const float *x, const float *dy, float *dx, int64_t 
     CU_FOR(i, n) dx[i] += dy[i] * pp_el_clip_grad(x[i], lo, hi);
 }
 
+/* the integer form (shape chains that do not fold) */
+struct el_iclip {
+    int64_t lo, hi;
+    __device__ int64_t operator()(int64_t x) const { return pp_el_iclip(x, lo, hi); }
+};
+
+/* float32, and int64 / int32 */
 PP_CU_FWD(pp_cu_clip_forward)
 {
+    const pp_dtype dt = c->in[0].dtype;
+    if (dt == PP_DTYPE_I64 || dt == PP_DTYPE_I32) {
+        el_iclip op;
+        PP_CHECK(pp_args_clip_int(c, &op.lo, &op.hi, err));
+        return unary_int(c, op, err);
+    }
     float lo, hi;
     PP_CHECK(pp_args_clip(c, &lo, &hi, err));
     const int64_t n = pp_tensor_numel(&c->in[0]);
-    if (c->in[0].dtype != PP_DTYPE_F32)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input 0 has dtype %s, expected float32",
-                            pp_dtype_name(c->in[0].dtype));
+    if (dt != PP_DTYPE_F32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input 0 has dtype %s, expected float32, int64 or int32",
+                            pp_dtype_name(dt));
     if (pp_tensor_numel(&c->out[0]) != n)
         return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, input %lld",
                             (long long)pp_tensor_numel(&c->out[0]), (long long)n);

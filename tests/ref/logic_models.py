@@ -3,7 +3,8 @@
 onnxruntime. Every model starts with xw = x * w (w a trained [K] of ones, so the partitioner
 has a parameter) for x [N, 4, K] standard normal; 'chain' folds integer shape chains
 (Shape -> Mod / Max / Min / Clip / Abs / Sign / comparisons / logic) at load, and the '_runtime'
-models run integer Max / Min / Mod / Div / Sub on data, where nothing folds.
+models run integer Max / Min / Mod / Div / Sub / Abs / Sign / Neg / Relu / Clip on data, where
+nothing folds.
 
 usage: logic_models.py OUTDIR    (prints the model names, one a line)"""
 import os
@@ -100,6 +101,17 @@ def models():
                         [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Cast", ["xs"], ["i"], to=dt),
                          h.make_node(op, ["i", "c"], ["r"], **at), h.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)],
                         inits=[const("s", [7.0]), const("c", c, npdt)])
+        unary_int = [("Abs", ["i"], []), ("Sign", ["i"], []), ("Neg", ["i"], []),
+                     ("Clip", ["i", "lo", "hi"], [const("lo", -3, npdt), const("hi", 4, npdt)]),
+                     ("Clip", ["i", "", "hi"], [const("hi", 2, npdt)])]
+        if dt == TP.INT32:   # onnxruntime has no int64 Relu
+            unary_int.append(("Relu", ["i"], []))
+        for op, ins, inits in unary_int:
+            bounds = "".join("_" + b for b in ins[1:] if b)
+            yield model(f"{op.lower()}{bounds}_{np.dtype(npdt).name}_runtime",
+                        [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Cast", ["xs"], ["i"], to=dt),
+                         h.make_node(op, ins, ["r"]), h.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)],
+                        inits=[const("s", [7.0])] + inits)
     # integer shape chains, folded at load: s = Shape(xw) = [N, 4, 27]; each piece [3]
     I = np.int64
     pieces = [("Mod", ["s", "m"], {"fmod": 0}), ("Mod", ["s", "m"], {"fmod": 1}), ("Max", ["s", "a", "b"], {}),
