@@ -6,6 +6,9 @@ has a parameter) for x [N, 4, K] standard normal; 'chain' folds integer shape ch
 models run integer Max / Min / Mod / Div / Sub / Abs / Sign / Neg / Relu / Clip on data, where
 nothing folds.
 
+Models onnxpipe must refuse go to OUTDIR/errors/NAME.onnx, with NAME.expect: a piece of the
+message it must give.
+
 usage: logic_models.py OUTDIR    (prints the model names, one a line)"""
 import os
 import sys
@@ -135,13 +138,32 @@ def models():
                        const("lo", 3, I), const("hi", 6, I), const("four", [4], I), const("five", [5], I)])
 
 
+def bad_models():
+    """Models onnxpipe must refuse at load, each with a piece of the message that names why."""
+    B = TP.BOOL
+    yield ("mod_float_fmod0", "needs fmod=1",
+           model("m", [h.make_node("Mod", ["xw", "c"], ["y"], name="n")], inits=[const("c", [1.5])])[1])
+    yield ("and_of_floats", "expected bool",
+           model("m", [h.make_node("And", ["xw", "xw"], ["y"], name="n")], B)[1])
+    yield ("isnan_of_int", "expected float32",
+           model("m", [h.make_node("Cast", ["xw"], ["i"], to=TP.INT64), h.make_node("IsNaN", ["i"], ["y"], name="n")],
+                 B)[1])
+    yield ("prelu_slope_wider", "does not broadcast to X",
+           model("m", [h.make_node("PRelu", ["xw", "c"], ["y"], name="n")], out_shape=("N", 3, 4, K),
+                 inits=[const("c", np.ones((3, 1, 1, 1)))])[1])
+
+
 def main():
     out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(os.path.join(out, "errors"), exist_ok=True)
     for name, m in models():
         onnx.checker.check_model(m, full_check=True)
         onnx.save(m, os.path.join(out, name + ".onnx"))
         print(name)
+    for name, expect, m in bad_models():   # not checked: onnx's checker refuses some of them too
+        onnx.save(m, os.path.join(out, "errors", name + ".onnx"))
+        with open(os.path.join(out, "errors", name + ".expect"), "w") as f:
+            f.write(expect)
 
 
 if __name__ == "__main__":
