@@ -110,7 +110,8 @@ PP_FWD(pp_cpu_binary_forward)
 PP_BWD(pp_cpu_binary_backward)
 {
     if (!grad_out[0].data) return PP_OK;
-    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cpu_minmax_backward(c, grad_out, grad_in, err);
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN))
+        return pp_cpu_minmax_backward(c, grad_out, grad_in, err);
     if (c->op == PP_OP_ADD || c->op == PP_OP_SUB) {   /* a sum over the broadcast dims, no factor to read */
         if (grad_in[0].data)
             PP_CHECK(pp_bcast_reduce_add(&grad_in[0], &grad_out[0], 1.f, c->grad_fresh & 1, c->node, err));

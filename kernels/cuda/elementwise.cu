@@ -344,7 +344,8 @@ PP_CU_FWD(pp_cu_binary_forward)
 
 PP_CU_BWD(pp_cu_binary_backward)
 {
-    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cu_minmax_backward(c, grad_out, grad_in, err);
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN))
+        return pp_cu_minmax_backward(c, grad_out, grad_in, err);
     switch (c->op) {
 #define GRAD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_bwd(c, grad_out, grad_in, el_binary_##ID(), err);
     PP_EL_BINARY_LIST(GRAD_CASE)
