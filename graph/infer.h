@@ -125,6 +125,13 @@ pp_status shape_batchnorm(infer_ctx *c, const pp_node *n, pp_error *err);
 /* comparisons, logic, more elementwise functions */
 
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+/* graph/infer_index.c */
+pp_status shape_tile(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_pad(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_gather_elements(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_gather_nd(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_argmax(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_topk(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
 
@@ -147,6 +154,8 @@ pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
 /* folders: comparisons, logic, more elementwise functions */
 
 /* folders: indexing, scatter, padding, tiling, cumulative sums, more reductions */
+/* graph/fold_index.c: CumSum, Trilu, Tile, Pad, GatherElements, GatherND, ScatterND, ScatterElements */
+pp_status fold_index(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 
 /* folders: normalisation, attention, rotary embedding, resampling, einsum */
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The indexing, padding, tiling, cumulative and extra reduction ops, and the opset 13-23
+# forms of ReduceSum / ReduceMean / Squeeze / Unsqueeze / Split / Slice, forward through
+# `onnxpipe eval` (loader, shape rules, folder, cpu kernels) against onnxruntime, one small
+# model each (tests/ref/index_ops_models.py); gradients: tests/test_index_grad.c.
+set -euo pipefail
+: "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
+OUT=$BUILD_DIR/test-out/index_ops
+rm -rf "$OUT"
+mkdir -p "$OUT"
+n=0
+for m in $("$PY" "$SRC_DIR/tests/ref/index_ops_models.py" "$OUT"); do
+    "$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/$m" "$OUT/work-${m%.onnx}" --tol 1e-5
+    n=$((n + 1))
+done
+echo "$n models match onnxruntime"
