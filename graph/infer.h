@@ -156,6 +156,9 @@ pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
 /* folders: indexing, scatter, padding, tiling, cumulative sums, more reductions */
 /* graph/fold_index.c: CumSum, Trilu, Tile, Pad, GatherElements, GatherND, ScatterND, ScatterElements */
 pp_status fold_index(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+/* graph/fold_reduce_more.c: ReduceMax, ReduceMin, ReduceProd; ArgMax */
+pp_status fold_reduce_more(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+pp_status fold_argmax(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 
 /* folders: normalisation, attention, rotary embedding, resampling, einsum */
 

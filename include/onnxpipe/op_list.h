@@ -135,12 +135,12 @@
       fold_index)                                                                                                     \
     /* input 1: axes (an input from opset 18); backward reads x and the result (kernels/cpu/reduce_more.c) */         \
     X(REDUCE_MAX, "ReduceMax", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,        \
-      shape_reduce, NULL)                                                                                             \
+      shape_reduce, fold_reduce_more)                                                                                 \
     X(REDUCE_MIN, "ReduceMin", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,        \
-      shape_reduce, NULL)                                                                                             \
+      shape_reduce, fold_reduce_more)                                                                                 \
     X(REDUCE_PROD, "ReduceProd", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,      \
-      shape_reduce, NULL, .prec = PP_PREC_FP32)                                                                       \
-    X(ARG_MAX, "ArgMax", argmax, F, 13, PP_ALL_INPUTS, 0, 0, 0, REDUCE, 1, shape_argmax, NULL)                        \
+      shape_reduce, fold_reduce_more, .prec = PP_PREC_FP32)                                                           \
+    X(ARG_MAX, "ArgMax", argmax, F, 13, PP_ALL_INPUTS, 0, 0, 0, REDUCE, 1, shape_argmax, fold_argmax)                 \
     /* input 1: k; backward scatters through the indices (output 1) */                                                \
     X(TOP_K, "TopK", topk, FB, 13, PP_BIT(1), PP_BIT(1), PP_BIT(1), 0, REDUCE, 1, shape_topk, NULL)                   \
                                                                                                                       \

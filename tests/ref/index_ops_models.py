@@ -84,6 +84,23 @@ one("topk", 13, [2, 3, 7], "TopK", ["k"], inits=[("k", i64(3))], outs=(("y", F),
 one("topk_small", 17, [2, 6, 4], "TopK", ["k"], {"axis": 1, "largest": 0}, [("k", i64(2))],
     outs=(("y", F), ("yi", I64)))
 
+# constant chains the folder evaluates (int64 as in mask and length chains), then used on x
+ci = np.array([[3, -1, 7, 7], [0, 2, 2, -5], [1, 1, 1, 1]], np.int64)
+fold_chain = lambda name, opset, nodes, inits, x_shape=(2, 3): model(
+    name, opset, list(x_shape), nodes + [("Cast", ["c"], ["cf"], {"to": F}), ("Add", ["x", "cf"], ["y"], {})], [("y", F)],
+    inits)
+fold_chain("fold_reducemax", 18, [("ReduceMax", ["ci", "a"], ["c"], {"keepdims": 0})], [("ci", ci), ("a", i64(1))])
+fold_chain("fold_reduceprod", 13, [("ReduceProd", ["ci"], ["c"], {"axes": [1], "keepdims": 0})], [("ci", ci)])
+fold_chain("fold_argmax", 17, [("ArgMax", ["ci"], ["c"], {"axis": 1, "keepdims": 0, "select_last_index": 1})],
+           [("ci", ci)])
+fold_chain("fold_cumsum", 17, [("CumSum", ["ci", "a"], ["cs"], {}),
+                               ("GatherElements", ["cs", "g"], ["c"], {"axis": 1})],
+           [("ci", ci), ("a", i64(1)), ("g", i64([3], [0], [-1]))], (2, 3, 1))
+fold_chain("fold_scatter", 17, [("ScatterND", ["ci", "si", "su"], ["sc"], {}), ("Tile", ["sc", "r"], ["t"], {}),
+                                ("Pad", ["t", "p"], ["pd"], {"mode": "edge"}), ("ReduceMin", ["pd"], ["c"],
+                                                                               {"axes": [1], "keepdims": 0})],
+           [("ci", ci), ("si", i64([1, 2])), ("su", i64(-9)), ("r", i64(1, 2)), ("p", i64(0, 1, 0, 2))])
+
 # ---- the existing ops' attribute -> input moves ----
 for v in (13, 17, 18, 20, 23):
     one("reducesum", v, [2, 3, 4], "ReduceSum", ["a"], {"keepdims": 0}, [("a", i64(1))])
