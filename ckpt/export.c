@@ -13,6 +13,8 @@ pp_status pp_ckpt_write_model(const pp_graph *g, pp_ckpt_value_fn value_of, void
     PP_CHECK_GOTO(pp_graph_create(g->name, g->opset, &e, err), st, done);
     for (int i = 0; i < g->nopsets; i++)
         PP_CHECK_GOTO(pp_graph_add_opset(e, g->opsets[i].domain, g->opsets[i].version, err), st, done);
+    for (int i = 0; i < g->nmeta; i++)
+        PP_CHECK_GOTO(pp_graph_set_metadata(e, g->meta[i].key, g->meta[i].value, err), st, done);
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];
         PP_CHECK_GOTO(pp_graph_add_input(e, v->name, v->dtype, &v->shape, err), st, done);

@@ -190,7 +190,8 @@ done:
 
 static int run(const args *a)
 {
-    pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
+    pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1,
+                           .params = a->train.params};
     /* the job `onnxpipe train --batch B x M --microbatches M` would run: its split and stages */
     pp_train_config c = a->train;
     c.microbatches = a->microbatches ? a->microbatches : a->stages;

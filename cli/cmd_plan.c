@@ -300,7 +300,8 @@ static int parse_links(const char *s, pp_plan_links *l)
  * when fixed. */
 static int bind_seq(args *a)
 {
-    pp_graph_options go = {.batch = 1, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
+    pp_graph_options go = {.batch = 1, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1,
+                           .params = a->train.params};
     pp_graph *g = NULL;
     pp_error err = {0};
     if (pp_graph_load(a->model, &go, &g, &err) != PP_OK) return !cli_fail(&err);
@@ -358,7 +359,8 @@ static int cache_path(uint64_t hash, const char *device, char *out, size_t len)
 
 static uint64_t model_hash(const args *a, pp_error *err, int *ok)
 {
-    pp_graph_options go = {.batch = 1, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1};
+    pp_graph_options go = {.batch = 1, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1,
+                           .params = a->train.params};
     pp_graph *g = NULL;
     *ok = pp_graph_load(a->model, &go, &g, err) == PP_OK;
     uint64_t h = *ok ? pp_graph_model_hash(g) : 0;
@@ -603,7 +605,7 @@ static int run(args *a)
     pp_train_config tc = a->train;
     tc.batch = a->batch;
     o.stage = pp_train_stage_options(&tc);
-    pp_graph_options go = {.dims = a->dims, .ndims = a->ndims};
+    pp_graph_options go = {.dims = a->dims, .ndims = a->ndims, .params = a->train.params};
     if (pp_plan_search(a->model, &go, &o, &r, &err) != PP_OK) {
         rc = cli_fail(&err);
     } else if (a->json) {

@@ -300,7 +300,7 @@ int cmd_schedule(int argc, char **argv)
     costs.allreduce = a.allreduce;
     costs.optimizer = a.optimizer;
     if (a.model) {
-        pp_graph_options go = {.batch = a.batch};
+        pp_graph_options go = {.batch = a.batch, .params = a.train.params};
         if (pp_graph_load(a.model, &go, &g, &err) != PP_OK || model_partition(&a, g, s, &part, &err) != PP_OK ||
             model_costs(&a, part, s, &stage, &err) != PP_OK)
             goto fail;

@@ -15,7 +15,12 @@ const char cli_stage_options_help[] =
     "  --loss cross_entropy --logits NAME --labels NAME   the loss when the model ends without one\n"
     "  --precision P         fp32 | bf16 | fp16 (default fp32): 16-bit activations halve the stash\n"
     "  --reduce-dtype D      fp32 | bf16 (default fp32): bf16 adds a 16-bit staging copy of the\n"
-    "                        gradients to comm (a job with dp > 1)\n";
+    "                        gradients to comm (a job with dp > 1)\n"
+    "  --trainable GLOB,...  train these initializers too (names, or the PyTorch names of the export\n"
+    "                        recipe's metadata; docs/exporting.md: what is trained by default)\n"
+    "  --frozen GLOB,...     never train these: no gradient, no optimizer state (fine-tuning)\n"
+    "  --untie GLOB,...      give each node reading these its own copy (an exporter's merge)\n"
+    "  --tie GLOB,...        keep these one parameter although they look like an exporter's merge\n";
 
 const char cli_partition_options_help[] =
     "  --balance KIND        what the split equalizes: params (default) | flops | uniform (node count)\n"
@@ -73,8 +78,8 @@ int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
         if (part > 0) (*i)++;
         return part;
     }
-    const char *const names[] = {"--device", "--optimizer", "--loss", "--logits", "--labels", "--precision",
-                                 "--recompute", "--reduce-dtype"};
+    const char *const names[] = {"--device", "--optimizer", "--loss",    "--logits",    "--labels", "--precision",
+                                 "--recompute", "--reduce-dtype", "--trainable", "--frozen", "--untie", "--tie"};
     size_t k = 0;
     while (k < sizeof names / sizeof names[0] && strcmp(o, names[k])) k++;
     if (k == sizeof names / sizeof names[0]) return 0;
@@ -92,6 +97,10 @@ int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
         return cli_usage_error(NULL, "unknown --recompute '%s': use none, selective or full", v), -1;
     else if (k == 7 && (!pp_precision_parse(v, &c->reduce_dtype) || c->reduce_dtype == PP_DTYPE_F16))
         return cli_usage_error(NULL, "unknown --reduce-dtype '%s': use fp32 or bf16", v), -1;
+    else if (k == 8) c->params.trainable = v;
+    else if (k == 9) c->params.frozen = v;
+    else if (k == 10) c->params.untie = v;
+    else if (k == 11) c->params.tie = v;
     (*i)++;
     return 1;
 }

@@ -116,6 +116,7 @@ void pp_graph_destroy(pp_graph *g)
     free(g->inputs);
     free(g->outputs);
     free(g->opsets);
+    free(g->meta);
     free(g);
 }
 
@@ -523,6 +524,30 @@ pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, p
         return PP_NOMEM(err);
     g->opsets[g->nopsets++] = (pp_opset){pp_graph_strdup(g, d), version};
     if (!*d) g->opset = version;
+    return PP_OK;
+}
+
+const char *pp_graph_metadata(const pp_graph *g, const char *key)
+{
+    for (int i = 0; i < g->nmeta; i++)
+        if (!strcmp(g->meta[i].key, key)) return g->meta[i].value;
+    return NULL;
+}
+
+pp_status pp_graph_set_metadata(pp_graph *g, const char *key, const char *value, pp_error *err)
+{
+    const char *v = pp_graph_strdup(g, value);
+    if (!v) return PP_NOMEM(err);
+    for (int i = 0; i < g->nmeta; i++)
+        if (!strcmp(g->meta[i].key, key)) {
+            g->meta[i].value = v;
+            return PP_OK;
+        }
+    pp_graph_meta *m = realloc(g->meta, ((size_t)g->nmeta + 1) * sizeof *m);
+    if (!m) return PP_NOMEM(err);
+    g->meta = m;
+    if (!(m[g->nmeta].key = pp_graph_strdup(g, key))) return PP_NOMEM(err);
+    m[g->nmeta++].value = v;
     return PP_OK;
 }
 

@@ -1,5 +1,6 @@
 /* Finalizing a built or loaded graph: link values to producers and consumers, sort
- * topologically, check the op set, run inference (graph/infer.c), mark parameters. */
+ * topologically, check the op set, run inference (graph/infer.c), decide what is trained
+ * (graph/params.c). */
 #include "graph_internal.h"
 
 #include <stdint.h>
@@ -292,30 +293,6 @@ static pp_status check_ops(const pp_graph *g, pp_error *err)
     return PP_OK;
 }
 
-/* Marks trainable parameters and sums g->nparams / g->param_bytes. An initializer is a
- * parameter when some node reads it at a differentiable input; a floating-point
- * initializer only read as a shape, index or mask is not trained. Walks the initializers'
- * consumer lists (valid after graph_link), not every node input. */
-static void mark_params(pp_graph *g)
-{
-    g->nparams = 0;
-    g->param_bytes = 0;
-    for (int i = 0; i < g->ninits; i++) g->values[g->inits[i].value].is_param = 0;   /* only initializers are */
-    for (int i = 0; i < g->ninits; i++) {
-        int id = g->inits[i].value;
-        pp_value *v = &g->values[id];
-        if (v->folded || v->is_param || !pp_dtype_is_float(v->dtype)) continue;
-        for (int c = 0; c < v->nconsumers && !v->is_param; c++) {
-            const pp_node *n = &g->nodes[v->consumers[c]];
-            for (int k = 0; k < n->ninputs && !v->is_param; k++)
-                v->is_param = n->inputs[k] == id && pp_op_input_differentiable(n->op, k);
-        }
-        if (!v->is_param) continue;
-        g->nparams += pp_shape_numel(&v->shape);
-        g->param_bytes += (int64_t)g->inits[v->init].t.nbytes;
-    }
-}
-
 pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *err)
 {
     static const pp_graph_options defaults = {0};
@@ -329,7 +306,7 @@ pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *
     PP_CHECK(check_ops(g, err));
     PP_CHECK(graph_link(g, err));
     PP_CHECK(graph_infer(g, opt, err));
-    mark_params(g);
+    PP_CHECK(graph_params(g, &opt->params, err));
     g->finalized = 1;
     return PP_OK;
 }

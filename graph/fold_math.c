@@ -101,7 +101,7 @@ static int unary_f(pp_op op, pp_el_params p, float x, float *out)
 }
 
 /* The unary ops of kernels/element_ops.h on floats (computed in float32, as the kernels
- * do); Neg and Relu also on integers. */
+ * do); Neg, Relu, Abs and Sign also on integers. */
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
 {
     const pp_const_tensor *x = infer_const(c, n->inputs[0]);
@@ -114,10 +114,13 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
             if (!unary_f(n->op, p, (float)const_f64(x, i), &r)) return PP_OK;
             const_store(out->dtype, (void *)out->data, i, r, 0);
         }
-    } else if (is_int(x->dtype) && (n->op == PP_OP_NEG || n->op == PP_OP_RELU)) {
+    } else if (is_int(x->dtype) && (n->op == PP_OP_NEG || n->op == PP_OP_RELU || n->op == PP_OP_ABS ||
+                                    n->op == PP_OP_SIGN)) {
         for (int64_t i = 0; i < cnt; i++) {
-            int64_t v = const_i64(x, i);
-            const_store(out->dtype, (void *)out->data, i, 0, n->op == PP_OP_NEG ? -v : (v > 0 ? v : 0));
+            const int64_t v = const_i64(x, i);
+            const int64_t r = n->op == PP_OP_NEG ? -v : n->op == PP_OP_RELU ? (v > 0 ? v : 0)
+                              : n->op == PP_OP_ABS ? (v < 0 ? -v : v) : (v > 0) - (v < 0);
+            const_store(out->dtype, (void *)out->data, i, (double)r, r);
         }
     } else {
         return PP_OK;
@@ -152,6 +155,14 @@ static pp_status binary_i(const pp_node *n, pp_op op, int64_t a, int64_t b, int6
         *r = a / b;
         break;
     case PP_OP_POW: *r = (int64_t)pow((double)a, (double)b); break;
+    case PP_OP_MOD: {   /* fmod=0: the sign of the divisor (Python's %); fmod=1: C's */
+        int64_t fmod;
+        PP_CHECK(pp_attr_int(n->attrs, n->nattrs, "fmod", 0, &fmod, n->name, err));
+        if (!b) return infer_fail(n, PP_ERR_NUMERIC, err, "integer modulo by zero in a constant");
+        *r = b == -1 ? 0 : a % b;
+        if (!fmod && *r && (*r < 0) != (b < 0)) *r += b;
+        break;
+    }
     default:
         switch (op) {
 #define CMP_CASE(ID, PRED) case PP_OP_##ID: *r = (PRED); break;
@@ -163,7 +174,7 @@ static pp_status binary_i(const pp_node *n, pp_op op, int64_t a, int64_t b, int6
     return PP_OK;
 }
 
-/* Add Sub Mul Div Pow Equal with numpy broadcasting. */
+/* The binary ops and comparisons of kernels/element_ops.h with numpy broadcasting. */
 pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
 {
     const pp_const_tensor *a = infer_const(c, n->inputs[0]), *b = infer_const(c, n->inputs[1]);

@@ -76,6 +76,10 @@ pp_status graph_link(pp_graph *g, pp_error *err);
  * its producer node, if any, must be deleted by the caller. */
 pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_error *err);
 
+/* The trained set and the untied merges (graph/params.c): sets is_param, frozen,
+ * untied_from and param_names of the initializers, g->nparams and g->param_bytes. */
+pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err);
+
 /* Binds dims, folds constants, removes Identity, infers shapes (graph/infer.c). */
 pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err);
 

@@ -123,6 +123,12 @@ pp_status shape_pool(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_global_pool(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_batchnorm(infer_ctx *c, const pp_node *n, pp_error *err);
 /* comparisons, logic, more elementwise functions */
+/* graph/infer_logic.c */
+pp_status shape_variadic(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_logic(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_predicate(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_mod(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_prelu(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 /* graph/infer_index.c */
@@ -151,7 +157,10 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
 pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 
-/* folders: comparisons, logic, more elementwise functions */
+/* folders: comparisons, logic, more elementwise functions (graph/fold_logic.c) */
+pp_status fold_predicate(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+pp_status fold_minmax(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+pp_status fold_clip(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 
 /* folders: indexing, scatter, padding, tiling, cumulative sums, more reductions */
 /* graph/fold_index.c: CumSum, Trilu, Tile, Pad, GatherElements, GatherND, ScatterND, ScatterElements */

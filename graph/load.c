@@ -338,7 +338,7 @@ static pp_status load_graph(loader *L, const Onnx__GraphProto *gp, pp_error *err
     return PP_OK;
 }
 
-/* The ai.onnx opset version (13..21 are what onnxpipe implements). */
+/* The ai.onnx opset version (13..23 are what onnxpipe implements). */
 static pp_status model_opset(const Onnx__ModelProto *m, int64_t *opset, pp_error *err)
 {
     int found = 0;   /* a version of its own, not -1: a file may say any number */
@@ -351,10 +351,10 @@ static pp_status model_opset(const Onnx__ModelProto *m, int64_t *opset, pp_error
         return pp_error_set(err, PP_ERR_PARSE, "the model imports no ai.onnx opset");
     if (*opset < 13)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "the model uses ai.onnx opset %lld; onnxpipe reads opsets "
-                            "13-21 (convert it with onnx.version_converter.convert_version(model, 17))",
+                            "13-23 (convert it with onnx.version_converter.convert_version(model, 17))",
                             (long long)*opset);
-    if (*opset > 21)
-        pp_log(PP_LOG_WARN, "model uses ai.onnx opset %lld; onnxpipe is tested with opsets 13-21",
+    if (*opset > 23)
+        pp_log(PP_LOG_WARN, "model uses ai.onnx opset %lld; onnxpipe is tested with opsets 13-23",
                (long long)*opset);
     return PP_OK;
 }
@@ -370,6 +370,10 @@ static pp_status load_parts(loader *L, const Onnx__ModelProto *m, const Onnx__Gr
     for (size_t i = 0; i < m->n_opset_import; i++)
         PP_CHECK(pp_graph_add_opset(L->g, load_str_or(m->opset_import[i]->domain, ""), m->opset_import[i]->version,
                                     err));
+    for (size_t i = 0; i < m->n_metadata_props; i++)
+        if (m->metadata_props[i]->key)
+            PP_CHECK(pp_graph_set_metadata(L->g, m->metadata_props[i]->key,
+                                           load_str_or(m->metadata_props[i]->value, ""), err));
     return load_graph(L, gp, err);
 }
 

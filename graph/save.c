@@ -348,6 +348,13 @@ pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save
         os->has_version = 1;
         os->version = g->opsets[i].version;
     }
+    if (g->nmeta && !(m.metadata_props = new_array(&S, (size_t)g->nmeta, sizeof *m.metadata_props))) goto oom;
+    for (int i = 0; i < g->nmeta; i++) {
+        Onnx__StringStringEntryProto *e = NEW(&S, Onnx__StringStringEntryProto, ONNX__STRING_STRING_ENTRY_PROTO__INIT);
+        if (!(m.metadata_props[m.n_metadata_props++] = e)) goto oom;
+        e->key = (char *)g->meta[i].key;
+        e->value = (char *)g->meta[i].value;
+    }
     PP_CHECK_GOTO(graph_proto(&S, &gp, err), st, done);
     if (S.data) {
         FILE *df = S.data;

@@ -125,6 +125,81 @@ static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b * pow
 /* d(a^b)/db = a^b ln a, defined for a > 0 (0 elsewhere, as PyTorch and ONNX Runtime do) */
 static inline PP_HD float pp_el_pow_grad_exp(float a, float y) { return a > 0.f ? y * logf(a) : 0.f; }
 
+/* ---------------- more elementwise functions (comparisons, logic, more elementwise functions) ----------------
+ * Gradients follow PyTorch's autograd formulas, kinks included. */
+
+/* -1, 0 or 1 (0 for NaN, as torch.sign). Abs's derivative (0 at 0, as torch's sgn). */
+static inline PP_HD float pp_el_sign(float x) { return (float)(x > 0.f) - (float)(x < 0.f); }
+/* round half to even (ONNX Round): rintf under the default rounding mode */
+static inline PP_HD float pp_el_round(float x) { return rintf(x); }
+
+/* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|); its derivative is sigmoid(x) */
+static inline PP_HD float pp_el_softplus(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
+
+/* ONNX Elu: x for x >= 0, alpha (e^x - 1) below; the derivative at 0 is torch's alpha e^0 */
+static inline PP_HD float pp_el_elu(float x, float alpha) { return x >= 0.f ? x : alpha * expm1f(x); }
+static inline PP_HD float pp_el_elu_grad(float x, float alpha) { return x > 0.f ? 1.f : alpha * expf(x); }
+
+/* ONNX HardSigmoid: max(0, min(1, alpha x + beta)); the derivative alpha on the open interval
+ * where the line is strictly inside (0, 1), as torch's hardsigmoid_backward */
+static inline PP_HD float pp_el_hard_sigmoid(float x, float alpha, float beta)
+{
+    return fmaxf(0.f, fminf(1.f, alpha * x + beta));
+}
+static inline PP_HD float pp_el_hard_sigmoid_grad(float x, float alpha, float beta)
+{
+    const float t = alpha * x + beta;
+    return t > 0.f && t < 1.f ? alpha : 0.f;
+}
+
+/* ONNX HardSwish: x max(0, min(1, x / 6 + 1/2)); the derivative is torch's
+ * hardswish_backward: 0 below -3, x / 3 + 1/2 on [-3, 3], 1 above */
+static inline PP_HD float pp_el_hard_swish(float x) { return x * pp_el_hard_sigmoid(x, 1.f / 6.f, 0.5f); }
+static inline PP_HD float pp_el_hard_swish_grad(float x)
+{
+    return x < -3.f ? 0.f : x <= 3.f ? x / 3.f + 0.5f : 1.f;
+}
+
+/* Mish: x tanh(softplus(x)); torch's mish_backward: t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)) */
+static inline PP_HD float pp_el_mish(float x) { return x * pp_el_tanh(pp_el_softplus(x)); }
+static inline PP_HD float pp_el_mish_grad(float x)
+{
+    const float t = pp_el_tanh(pp_el_softplus(x));
+    return t + x * pp_el_sigmoid(x) * (1.f - t * t);
+}
+
+/* Max / Min of two: a NaN on either side wins (torch.maximum); the gradient of a tie is
+ * split equally, as torch.maximum / torch.minimum's backward */
+static inline PP_HD float pp_el_max(float a, float b) { return a > b || a != a ? a : b; }
+static inline PP_HD float pp_el_min(float a, float b) { return a < b || a != a ? a : b; }
+static inline PP_HD float pp_el_max_grad(float a, float b) { return a > b ? 1.f : a == b ? 0.5f : 0.f; }
+static inline PP_HD float pp_el_min_grad(float a, float b) { return a < b ? 1.f : a == b ? 0.5f : 0.f; }
+
+/* Mod with fmod=1 (the only form ONNX allows on floats): C fmod, sign of the dividend;
+ * d/db = -trunc(a / b), as torch.fmod's backward */
+static inline PP_HD float pp_el_fmod_grad_b(float a, float b) { return -truncf(a / b); }
+
+/* PRelu: slope x below 0; torch's prelu backward: dx = x > 0 ? 1 : slope, dslope = x > 0 ? 0 : x */
+static inline PP_HD float pp_el_prelu(float x, float slope) { return x > 0.f ? x : slope * x; }
+static inline PP_HD float pp_el_prelu_grad_x(float x, float slope) { return x > 0.f ? 1.f : slope; }
+static inline PP_HD float pp_el_prelu_grad_slope(float x) { return x > 0.f ? 0.f : x; }
+
+/* Clip: min(max(x, lo), hi) in ONNX Runtime's order (hi wins when lo > hi), NaN passes;
+ * the gradient passes where lo <= x <= hi, as torch.clamp's backward */
+static inline PP_HD float pp_el_clip(float x, float lo, float hi)
+{
+    const float y = x < lo ? lo : x;
+    return hi < y ? hi : y;
+}
+static inline PP_HD float pp_el_clip_grad(float x, float lo, float hi) { return x >= lo && x <= hi ? 1.f : 0.f; }
+
+/* IsNaN, IsInf (detect_positive pos, detect_negative neg as 0 / 1) */
+static inline PP_HD int pp_el_isnan(float x) { return x != x; }
+static inline PP_HD int pp_el_isinf(float x, float pos, float neg)
+{
+    return (pos != 0.f && x == INFINITY) || (neg != 0.f && x == -INFINITY);
+}
+
 /* ---------------- 16-bit floats <-> float32 (mixed precision, Cast) ---------------- */
 
 /* bfloat16 -> float32: exact (the top half of the float's bits) */

@@ -38,7 +38,24 @@ typedef struct pp_el_params {
     /* p.a: 1 for approximate='tanh' */                                                                               \
     U(GELU, PP_EL_XY, p.a != 0.f ? pp_el_gelu_tanh(x) : pp_el_gelu(x),                                                \
       p.a != 0.f ? pp_el_gelu_tanh_grad(x) : pp_el_gelu_grad_xy(x, y))                                                \
-    U(IDENTITY, PP_EL_NONE, x, 1.f)
+    U(IDENTITY, PP_EL_NONE, x, 1.f)                                                                                  \
+    /* comparisons, logic, more elementwise functions */                                                              \
+    U(ABS, PP_EL_X, fabsf(x), pp_el_sign(x))                                                                          \
+    U(SIGN, PP_EL_NONE, pp_el_sign(x), 0.f)                                                                           \
+    U(EXP, PP_EL_Y, expf(x), y)                                                                                       \
+    U(LOG, PP_EL_X, logf(x), 1.f / x)                                                                                 \
+    U(SIN, PP_EL_X, sinf(x), cosf(x))                                                                                 \
+    U(COS, PP_EL_X, cosf(x), -sinf(x))                                                                                \
+    U(FLOOR, PP_EL_NONE, floorf(x), 0.f)                                                                              \
+    U(CEIL, PP_EL_NONE, ceilf(x), 0.f)                                                                                \
+    U(ROUND, PP_EL_NONE, pp_el_round(x), 0.f)                                                                         \
+    U(SOFTPLUS, PP_EL_X, pp_el_softplus(x), pp_el_sigmoid(x))                                                         \
+    /* p.a: alpha */                                                                                                  \
+    U(ELU, PP_EL_X, pp_el_elu(x, p.a), pp_el_elu_grad(x, p.a))                                                        \
+    U(HARD_SWISH, PP_EL_X, pp_el_hard_swish(x), pp_el_hard_swish_grad(x))                                             \
+    /* p.a, p.b: alpha, beta */                                                                                       \
+    U(HARD_SIGMOID, PP_EL_X, pp_el_hard_sigmoid(x, p.a, p.b), pp_el_hard_sigmoid_grad(x, p.a, p.b))                   \
+    U(MISH, PP_EL_X, pp_el_mish(x), pp_el_mish_grad(x))
 
 /* B(ID, forward of a and b, d/da, d/db): broadcasting float binary ops. */
 #define PP_EL_BINARY_LIST(B)                                                                                          \
@@ -46,10 +63,35 @@ typedef struct pp_el_params {
     B(SUB, a - b, 1.f, -1.f)                                                                                          \
     B(MUL, a * b, b, a)                                                                                               \
     B(DIV, a / b, 1.f / b, -a / (b * b))                                                                              \
-    B(POW, pp_el_pow(a, b), pp_el_pow_grad_base(a, b), pp_el_pow_grad_exp(a, pp_el_pow(a, b)))
+    B(POW, pp_el_pow(a, b), pp_el_pow_grad_base(a, b), pp_el_pow_grad_exp(a, pp_el_pow(a, b)))                        \
+    /* comparisons, logic, more elementwise functions */                                                              \
+    B(MAX, pp_el_max(a, b), pp_el_max_grad(a, b), pp_el_max_grad(b, a))                                               \
+    B(MIN, pp_el_min(a, b), pp_el_min_grad(a, b), pp_el_min_grad(b, a))                                               \
+    /* fmod=1, the only form ONNX allows on floats (graph/infer_logic.c checks) */                                    \
+    B(MOD, fmodf(a, b), 1.f, pp_el_fmod_grad_b(a, b))                                                                 \
+    /* b: the slope, broadcast to a (unidirectional: graph/infer_logic.c checks) */                                   \
+    B(PRELU, pp_el_prelu(a, b), pp_el_prelu_grad_x(a, b), pp_el_prelu_grad_slope(a))
 
-/* C(ID, predicate of a and b): comparisons to bool, on any numeric type (a and b of one type). */
-#define PP_EL_COMPARE_LIST(C) C(EQUAL, a == b)
+/* C(ID, predicate of a and b): comparisons to bool, on any numeric type (a and b of one type);
+ * And, Or, Xor are the same on bool (0 / 1) inputs, which their shape rule asks for. */
+#define PP_EL_COMPARE_LIST(C)                                                                                         \
+    C(EQUAL, a == b)                                                                                                  \
+    /* comparisons, logic, more elementwise functions */                                                              \
+    C(LESS, a < b)                                                                                                    \
+    C(LESS_OR_EQUAL, a <= b)                                                                                          \
+    C(GREATER, a > b)                                                                                                 \
+    C(GREATER_OR_EQUAL, a >= b)                                                                                       \
+    C(AND, a && b)                                                                                                    \
+    C(OR, a || b)                                                                                                     \
+    C(XOR, (a != 0) != (b != 0))
+
+/* P(ID, input dtype, predicate of x): one input to bool, on the kernels named `predicate` (x is
+ * the element as a float, 0 / 1 for bool), with p (pp_el_params) in scope. */
+#define PP_EL_PREDICATE_LIST(P)                                                                                       \
+    P(NOT, PP_DTYPE_BOOL, x == 0.f)                                                                                   \
+    P(IS_NAN, PP_DTYPE_F32, pp_el_isnan(x))                                                                           \
+    /* p.a, p.b: detect_positive, detect_negative */                                                                  \
+    P(IS_INF, PP_DTYPE_F32, pp_el_isinf(x, p.a, p.b))
 
 /* PP_EL_READS_<ID>: the reads column as a constant, for the registry. */
 #define PP_EL_READS_(ID, reads, ...) PP_EL_READS_##ID = (reads),
@@ -72,6 +114,19 @@ static inline pp_status pp_el_params_read(pp_op op, const pp_attr *attrs, int na
                                 "node '%s' (Gelu): approximate='%s' is not supported (use 'none' or 'tanh')", node,
                                 approx);
         p->a = !strcmp(approx, "tanh");
+        return PP_OK;
+    }
+    /* comparisons, logic, more elementwise functions */
+    case PP_OP_ELU: return pp_attr_float(attrs, nattrs, "alpha", 1.f, &p->a, node, err);
+    case PP_OP_HARD_SIGMOID:
+        PP_CHECK(pp_attr_float(attrs, nattrs, "alpha", 0.2f, &p->a, node, err));
+        return pp_attr_float(attrs, nattrs, "beta", 0.5f, &p->b, node, err);
+    case PP_OP_IS_INF: {
+        int64_t pos, neg;
+        PP_CHECK(pp_attr_int(attrs, nattrs, "detect_positive", 1, &pos, node, err));
+        PP_CHECK(pp_attr_int(attrs, nattrs, "detect_negative", 1, &neg, node, err));
+        p->a = pos != 0;
+        p->b = neg != 0;
         return PP_OK;
     }
     default: return PP_OK;

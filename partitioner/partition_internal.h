@@ -118,4 +118,8 @@ pp_status memory_profile_copy(const pp_graph *g, const pp_memory_profile *m, pp_
                               pp_error *err);
 pp_memory_profile *memory_profile_alloc(int nnodes, int nvalues);
 
+/* partitioner/report_params.c: the preview's "what is trained" (graph/params.c's decisions) */
+void partition_print_params(const pp_graph *g, FILE *out);
+void partition_json_params(const pp_graph *g, pp_json *j);
+
 #endif

@@ -215,6 +215,7 @@ void pp_partition_print(const pp_partition *p, FILE *out)
     fprintf(out, ", opset %lld)\n", (long long)g->opset);
     fprintf(out, "  %d nodes, %s parameters (%s)\n", g->nnodes, pp_format_count((double)g->nparams, a, sizeof a),
             pp_format_bytes((double)g->param_bytes, b, sizeof b));
+    partition_print_params(g, out);
     fprintf(out, "partition: %d stages, balance %s%s\n\n", p->nstages, pp_balance_name(p->balance),
             p->manual ? " (manual cuts)" : "");
     print_stages(p, out);
@@ -333,6 +334,7 @@ void pp_partition_write_json(const pp_partition *p, pp_json *j)
     pp_json_end_object(j);
     pp_json_int(j, "params", g->nparams);
     pp_json_int(j, "param_bytes", g->param_bytes);
+    partition_json_params(g, j);
     pp_json_int(j, "nstages", p->nstages);
     pp_json_string(j, "balance", pp_balance_name(p->balance));
     pp_json_bool(j, "manual", p->manual);

@@ -180,7 +180,7 @@ static const char *m_opset(Onnx__ModelProto *m, mut_ctx *c, mut_expect *e)
     int64_t v = versions[mut_pick(c, sizeof versions / sizeof versions[0])];
     ai->has_version = 1;
     ai->version = v;
-    *e = v < 13 ? (mut_expect){PP_ERR_UNSUPPORTED, "onnxpipe reads opsets 13-21"} : (mut_expect){EXPECT_ANY, NULL};
+    *e = v < 13 ? (mut_expect){PP_ERR_UNSUPPORTED, "onnxpipe reads opsets 13-23"} : (mut_expect){EXPECT_ANY, NULL};
     return "wrong opset";
 }
 

@@ -22,7 +22,7 @@ expect_error() {   # expect_error "message part" args...
     echo "ok: error '$want'"
 }
 
-"$ONNXPIPE" partition --help | grep -q "usage: onnxpipe partition MODEL --stages N"
+"$ONNXPIPE" partition --help | grep "usage: onnxpipe partition MODEL --stages N" >/dev/null
 "$ONNXPIPE" example gpt --layers 4 --d-model 64 --heads 2 --vocab 64 --seq 16 -o gpt.onnx >/dev/null
 "$ONNXPIPE" example mlp -o mlp.onnx >/dev/null
 

@@ -21,7 +21,7 @@ expect_error() {   # expect_error "message part" args...
     echo "ok: error '$want'"
 }
 
-"$ONNXPIPE" place --help | grep -q "usage: onnxpipe place --pp P --dp D"
+"$ONNXPIPE" place --help | grep "usage: onnxpipe place --pp P --dp D" >/dev/null
 expect_error "bad synthetic topology 'package:2 core:4'" --pp 2 --dp 2 --param-bytes 1 --synthetic "package:2 core:4"
 expect_error "cannot use hwloc XML topology 'missing.xml'" --pp 2 --dp 2 --param-bytes 1 --topology missing.xml
 expect_error "--pp and --dp are required" --dp 2 --param-bytes 1

@@ -28,8 +28,8 @@ expect_error() {   # expect_error "message part" args...
     echo "ok: error '$want'"
 }
 
-"$ONNXPIPE" plan --help | grep -q "usage: onnxpipe plan --model M.onnx --devices N --batch B"
-"$ONNXPIPE" --help | grep -q "plan "
+"$ONNXPIPE" plan --help | grep "usage: onnxpipe plan --model M.onnx --devices N --batch B" >/dev/null
+"$ONNXPIPE" --help | grep "plan " >/dev/null
 expect_error "--model is required" --devices 2 --batch 8
 expect_error "--devices and --batch are required" --model gpt.onnx --devices 2
 expect_error "--devices expects an integer in 1..1048576, got '0'" --model gpt.onnx --devices 0 --batch 8

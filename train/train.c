@@ -139,7 +139,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     pp_trainer_config tc = {
         .model = c->model, .pp = c->pp, .dp = c->dp, .device = c->device, .schedule = c->schedule,
         .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
-        .dims = c->dims, .ndims = c->ndims, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
+        .dims = c->dims, .ndims = c->ndims, .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
         .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
         .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,

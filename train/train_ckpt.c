@@ -8,9 +8,31 @@
 #include <time.h>
 #include <unistd.h>
 
+/* What was trained (graph/params.c): the rules beyond the defaults, the trained element
+ * count, and the initializers the job froze or untied (the tensors list names the trained). */
+static void params_json(pp_json *j, const pp_train_config *c, const pp_graph *g)
+{
+    pp_json_begin_object(j, "params");
+    const char *keys[] = {"trainable", "frozen_globs", "untie", "tie"},
+               *vals[] = {c->params.trainable, c->params.frozen, c->params.untie, c->params.tie};
+    for (int k = 0; k < 4; k++)
+        if (vals[k]) pp_json_string(j, keys[k], vals[k]);
+        else pp_json_null(j, keys[k]);
+    pp_json_int(j, "trained_elements", g->nparams);
+    pp_json_begin_array(j, "frozen");
+    for (int i = 0; i < g->ninits; i++)
+        if (g->values[g->inits[i].value].frozen) pp_json_string(j, NULL, g->values[g->inits[i].value].name);
+    pp_json_end_array(j);
+    pp_json_begin_array(j, "untied");
+    for (int i = 0; i < g->ninits; i++)
+        if (g->values[g->inits[i].value].untied_from) pp_json_string(j, NULL, g->values[g->inits[i].value].name);
+    pp_json_end_array(j);
+    pp_json_end_object(j);
+}
+
 /* The trainer's part of the manifest: the LR schedule and its position, the batch, the
- * fp16 loss scaler's state. */
-static char *trainer_json(const pp_train_config *c, pp_driver *drv, int64_t step)
+ * fp16 loss scaler's state, what was trained. */
+static char *trainer_json(const pp_train_config *c, const pp_graph *g, pp_driver *drv, int64_t step)
 {
     char *buf = NULL;
     size_t n = 0;
@@ -39,6 +61,7 @@ static char *trainer_json(const pp_train_config *c, pp_driver *drv, int64_t step
         pp_json_int(&j, "clean_steps", clean);
         pp_json_end_object(&j);
     }
+    params_json(&j, c, g);
     pp_json_end_object(&j);
     if (fclose(f) != 0) {
         free(buf);
@@ -194,7 +217,7 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
 static pp_status save(train_ckpt *k, pp_ckpt_writer *w, const char *root, int async, int64_t step, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
-    char *tj = trainer_json(c, k->drv, step);
+    char *tj = trainer_json(c, k->part.partition->graph, k->drv, step);
     if (!tj) return PP_NOMEM(err);
     pp_ckpt_meta m = {
         .step = step, .samples = k->sample0 + step * c->batch, .seed = c->seed, .optim = c->optim,

@@ -66,7 +66,8 @@ static pp_status agree(pp_trainer *t, pp_error *err)
         h = pp_crc32c(h, c->dims[i].name, strlen(c->dims[i].name));
         h = pp_crc32c(h, &c->dims[i].value, sizeof c->dims[i].value);
     }
-    const char *names[] = {c->loss.logits, c->loss.labels, c->device, c->save_dir, c->resume};
+    const char *names[] = {c->loss.logits, c->loss.labels, c->device, c->save_dir, c->resume, c->params.trainable,
+                           c->params.frozen, c->params.untie, c->params.tie};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i]) h = pp_crc32c(h, names[i], strlen(names[i]) + 1);
     for (int i = 0; i < g->nnodes; i++) {
@@ -261,7 +262,7 @@ pp_status pp_trainer_export(pp_trainer *t, const char *path, pp_error *err)
     PP_CHECK_GOTO(pp_comm_allreduce(t->world, all, (size_t)total, PP_DTYPE_F32, err), st, done);
     if (t->world->rank == 0) {
         pp_graph *model = NULL;
-        pp_graph_options unbound = {.allow_unknown_dims = 1};
+        pp_graph_options unbound = {.allow_unknown_dims = 1, .params = t->c.params};
         if (t->owned) st = pp_graph_load(t->c.model, &unbound, &model, err);
         gathered x = {.g = g, .all = all, .offset = offset};
         if (st == PP_OK) st = pp_ckpt_write_model(model ? model : g, gathered_value, &x, path, err);
@@ -360,7 +361,7 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     PP_CHECK(trainer_check_config(c, err));
     if (c->pp > 4096) return pp_error_set(err, PP_ERR_INVALID_ARG, "--pp %d: at most 4096", c->pp);
     t->mb = c->batch / ((int64_t)c->dp * c->microbatches);
-    pp_graph_options gopt = {.batch = t->mb, .dims = c->dims, .ndims = c->ndims};
+    pp_graph_options gopt = {.batch = t->mb, .dims = c->dims, .ndims = c->ndims, .params = c->params};
     if (!graph) PP_CHECK(pp_graph_load(c->model, &gopt, &t->owned, err));
     t->g = graph ? graph : t->owned;
     train_find_io(t->g, &c->loss, &t->io);
@@ -439,7 +440,7 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .model = cfg->model, .pp = cfg->pp, .dp = cfg->dp, .device = cfg->device, .schedule = cfg->schedule,
         .chunks = cfg->chunks > 0 ? cfg->chunks : pp_schedule_default_chunks(cfg->schedule),
         .batch = cfg->batch, .microbatches = cfg->microbatches, .steps = cfg->steps, .dims = cfg->dims,
-        .ndims = cfg->ndims, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
+        .ndims = cfg->ndims, .params = cfg->params, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
         .precision = cfg->precision, .loss_scale = cfg->loss_scale, .loss_scale_window = cfg->loss_scale_window,
         .reduce_dtype = cfg->reduce_dtype, .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir,

@@ -42,8 +42,14 @@ typedef struct pp_value {
     int nconsumers;
     int init;               /* index into graph->inits, or -1 */
     int is_output;          /* a graph output */
-    int is_param;           /* a trainable parameter (see pp_graph_finalize) */
+    int is_param;           /* a trainable parameter (graph/params.c says which initializers are) */
     int folded;             /* an initializer made from a Constant node or by folding: never trained */
+    int frozen;             /* a parameter by the rules that --frozen (pp_param_rules.frozen) froze:
+                               a constant to the stages (no gradient, no optimizer state) */
+    int untied_from;        /* an initializer the exporter merged, untied: 1 + the value id of the
+                               original (the original too); 0: not untied */
+    const char *param_names;/* the PyTorch parameters it holds ("a, b"), from the export recipe's
+                               metadata "onnxpipe.parameters"; NULL without */
 } pp_value;
 
 typedef struct pp_initializer {
@@ -55,6 +61,11 @@ typedef struct pp_opset {
     const char *domain;
     int64_t version;
 } pp_opset;
+
+/* A metadata_props entry of the model (the export recipe's "onnxpipe.parameters", ...). */
+typedef struct pp_graph_meta {
+    const char *key, *value;
+} pp_graph_meta;
 
 typedef struct pp_graph_store pp_graph_store;   /* private: arena, mmaps */
 
@@ -76,6 +87,8 @@ typedef struct pp_graph {
     int ninputs;
     int *outputs;               /* value ids of graph outputs */
     int noutputs;
+    pp_graph_meta *meta;        /* the model's metadata_props, kept by save and export */
+    int nmeta;
     int64_t nparams;            /* trainable elements, each tied initializer counted once */
     int64_t param_bytes;
     int finalized;
@@ -88,17 +101,28 @@ typedef struct pp_dim_binding {
     int64_t value;
 } pp_dim_binding;
 
+/* What is trained besides the rules of graph/params.c (docs/exporting.md): comma-separated
+ * globs (fnmatch) over initializer names and the PyTorch names the model's metadata gives
+ * them; NULL: none. */
+typedef struct pp_param_rules {
+    const char *trainable;  /* trained although the rules call them constants (--trainable) */
+    const char *frozen;     /* never trained: no gradient, no optimizer state (--frozen) */
+    const char *untie;      /* each reading node gets its own copy (--untie) */
+    const char *tie;        /* kept one parameter although they look like an exporter's merge (--tie) */
+} pp_param_rules;
+
 typedef struct pp_graph_options {
     int64_t batch;                  /* binds dim 0 of every graph input when it is symbolic; 0: no */
     const pp_dim_binding *dims;     /* named symbolic dims */
     int ndims;
     int no_fold;                    /* keep constant subgraphs and Identity nodes as they are */
     int allow_unknown_dims;         /* preview only: leave unbound dims as -1 instead of failing */
+    pp_param_rules params;          /* what is trained besides the default rules */
 } pp_graph_options;
 
 /* ---- loading, saving ---------------------------------------------------- */
 
-/* Reads an ONNX model (IR 7-10, opsets 13-21), including external data (mmapped),
+/* Reads an ONNX model (IR 7-10, opsets 13-23), including external data (mmapped),
  * and finalizes it. opt may be NULL. The caller frees *out with pp_graph_destroy. Local. */
 PP_API pp_status pp_graph_load(const char *path, const pp_graph_options *opt, pp_graph **out, pp_error *err);
 /* Same, from a serialized ModelProto in memory; base_dir resolves external data (may be NULL). buf and
@@ -164,6 +188,14 @@ PP_API pp_status pp_graph_set_attr_tensor(pp_graph *g, int node_id, const char *
 /* Any attribute, copied (used by the loader and by subgraph extraction); pp_graph_add_opset declares an
  * opset import. Local. */
 PP_API pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error *err);
+/* The nodes reading value v at an input that carries a gradient, each node once, in node order:
+ * their ids in out (at most max), and how many there are in all (a parameter read by several
+ * is tied). Local; thread-safe on a finalized graph. */
+PP_API int pp_graph_param_readers(const pp_graph *g, int v, int *out, int max);
+/* The model's metadata value of key, or NULL; owned by the graph. Local; thread-safe on a finalized graph. */
+PP_API const char *pp_graph_metadata(const pp_graph *g, const char *key);
+/* Sets (or replaces) a metadata entry; key and value are copied. Local. */
+PP_API pp_status pp_graph_set_metadata(pp_graph *g, const char *key, const char *value, pp_error *err);
 PP_API pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, pp_error *err);
 
 /* Links values to producers and consumers, checks that every value has one producer,

@@ -114,6 +114,64 @@
     X(SHAPE, "Shape", shape, F, 13, PP_ALL_INPUTS, 0, 0, 0, NONE, 0, shape_shape, fold_shape)                         \
     X(RANGE, "Range", range, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_range, fold_range)         \
     /* ---- comparisons, logic, more elementwise functions: element_ops.h ---- */                                     \
+    /* comparisons and logic to bool (the `compare` kernel) */                                                        \
+    X(LESS, "Less", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_compare,            \
+      fold_binary)                                                                                                    \
+    X(LESS_OR_EQUAL, "LessOrEqual", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1,           \
+      shape_compare, fold_binary)                                                                                     \
+    X(GREATER, "Greater", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_compare,      \
+      fold_binary)                                                                                                    \
+    X(GREATER_OR_EQUAL, "GreaterOrEqual", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1,     \
+      shape_compare, fold_binary)                                                                                     \
+    X(AND, "And", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_logic, fold_binary)   \
+    X(OR, "Or", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_logic, fold_binary)     \
+    X(XOR, "Xor", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_logic, fold_binary)   \
+    /* one input to bool (the `predicate` kernel: kernels/cpu/logic.c, kernels/cuda/logic.cu) */                      \
+    X(NOT, "Not", predicate, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_predicate,          \
+      fold_predicate)                                                                                                 \
+    X(IS_NAN, "IsNaN", predicate, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_predicate,     \
+      fold_predicate)                                                                                                 \
+    X(IS_INF, "IsInf", predicate, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_predicate,     \
+      fold_predicate)                                                                                                 \
+    /* float functions (the `unary` kernel) */                                                                        \
+    X(ABS, "Abs", unary, FB, 13, 0, EL_IN(ABS), EL_OUT(ABS), PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_unary,          \
+      fold_unary)                                                                                                     \
+    X(SIGN, "Sign", unary, FB, 13, 0, EL_IN(SIGN), EL_OUT(SIGN), PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_unary,      \
+      fold_unary)                                                                                                     \
+    X(EXP, "Exp", unary, FB, 13, 0, EL_IN(EXP), EL_OUT(EXP), 0, ELEMENTWISE, 4, shape_unary, fold_unary,              \
+      .prec = PP_PREC_FP32)                                                                                           \
+    X(LOG, "Log", unary, FB, 13, 0, EL_IN(LOG), EL_OUT(LOG), 0, ELEMENTWISE, 4, shape_unary, fold_unary,              \
+      .prec = PP_PREC_FP32)                                                                                           \
+    X(SIN, "Sin", unary, FB, 13, 0, EL_IN(SIN), EL_OUT(SIN), 0, ELEMENTWISE, 4, shape_unary, fold_unary)              \
+    X(COS, "Cos", unary, FB, 13, 0, EL_IN(COS), EL_OUT(COS), 0, ELEMENTWISE, 4, shape_unary, fold_unary)              \
+    X(FLOOR, "Floor", unary, FB, 13, 0, EL_IN(FLOOR), EL_OUT(FLOOR), PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_unary,  \
+      fold_unary)                                                                                                     \
+    X(CEIL, "Ceil", unary, FB, 13, 0, EL_IN(CEIL), EL_OUT(CEIL), PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_unary,      \
+      fold_unary)                                                                                                     \
+    X(ROUND, "Round", unary, FB, 13, 0, EL_IN(ROUND), EL_OUT(ROUND), PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_unary,  \
+      fold_unary)                                                                                                     \
+    X(SOFTPLUS, "Softplus", unary, FB, 13, 0, EL_IN(SOFTPLUS), EL_OUT(SOFTPLUS), 0, ELEMENTWISE, 6, shape_unary,      \
+      fold_unary, .prec = PP_PREC_FP32)                                                                               \
+    X(ELU, "Elu", unary, FB, 13, 0, EL_IN(ELU), EL_OUT(ELU), 0, ELEMENTWISE, 4, shape_unary, fold_unary)              \
+    X(HARD_SWISH, "HardSwish", unary, FB, 14, 0, EL_IN(HARD_SWISH), EL_OUT(HARD_SWISH), 0, ELEMENTWISE, 4,            \
+      shape_unary, fold_unary)                                                                                        \
+    X(HARD_SIGMOID, "HardSigmoid", unary, FB, 13, 0, EL_IN(HARD_SIGMOID), EL_OUT(HARD_SIGMOID), 0, ELEMENTWISE, 3,    \
+      shape_unary, fold_unary)                                                                                        \
+    X(MISH, "Mish", unary, FB, 18, 0, EL_IN(MISH), EL_OUT(MISH), 0, ELEMENTWISE, 10, shape_unary, fold_unary)         \
+    /* float binary ops (the `binary` kernel, 2 inputs); Max / Min fold with 1..N inputs and on integers */           \
+    X(MAX, "Max", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic,     \
+      fold_minmax)                                                                                                    \
+    X(MIN, "Min", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic,     \
+      fold_minmax)                                                                                                    \
+    /* d/da = 1; d/db = -trunc(a / b) */                                                                              \
+    X(MOD, "Mod", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_mod,          \
+      fold_binary, .saves_for_other = PP_BIT(0))                                                                      \
+    /* d/dx reads x and the slope, d/dslope x */                                                                      \
+    X(PRELU, "PRelu", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 2, shape_prelu, NULL,              \
+      .saves_for_other = PP_BIT(1))                                                                                   \
+    /* inputs 1, 2: min and max, optional, constant on the cuda side (host_in) */                                     \
+    X(CLIP, "Clip", clip, FB, 13, ~PP_BIT(0), PP_BIT(0) | PP_BIT(1) | PP_BIT(2), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE,   \
+      2, shape_unary, fold_clip)                                                                                      \
                                                                                                                       \
     /* ---- indexing, scatter, padding, tiling, cumulative sums, more reductions ---- */                              \
     /* input 1: axis; a running sum, one add per element (kernels/cpu/pad_tile.c, kernels/cuda/pad_tile.cu) */        \

@@ -132,6 +132,7 @@ typedef struct pp_train_config {
     int64_t steps;
     pp_dim_binding *dims;
     int ndims;
+    pp_param_rules params;          /* what is trained besides graph/params.c's rules (--trainable, ...) */
     pp_optim_hparams optim;
     pp_lr_schedule lr;
     float clip_norm;                /* 0: no clipping */

@@ -40,6 +40,8 @@ typedef struct pp_trainer_config {
                                        set to it); more steps may be made, at the last LR */
     pp_dim_binding *dims;           /* symbolic dims of the model file's inputs (read by create) */
     int ndims;
+    pp_param_rules params;          /* what is trained besides graph/params.c's rules (--trainable,
+                                       --frozen, --untie, --tie); the model file's load and export */
     pp_optim_hparams optim;
     pp_lr_schedule lr;
     float clip_norm;                /* 0: no clipping */

@@ -22,7 +22,7 @@ __device__ inline void bc_offsets(const pp_cu_bcast &b, int64_t i, int64_t *off)
 }
 
 /* One functor per row of kernels/element_ops.h: el_unary_<ID> {p; fwd(x); grad(x, y)} with
- * reads, what grad reads of the forward; el_binary_<ID> {fwd, da, db}; el_compare_<ID>. */
+ * reads, what grad reads of the forward; el_binary_<ID> {fwd, da, db}; el_compare_<ID>; el_predicate_<ID>. */
 #define UNARY_FUNCTOR(ID, READS, FWD, GRAD)                                                  \
     struct el_unary_##ID {                                                                   \
         static const int reads = (READS);                                                    \
@@ -48,5 +48,14 @@ PP_EL_BINARY_LIST(BINARY_FUNCTOR)
     };
 PP_EL_COMPARE_LIST(COMPARE_FUNCTOR)
 #undef COMPARE_FUNCTOR
+
+/* el_predicate_<ID> {p; operator()(x)}: x the element as a float (kernels/cuda/logic.cu) */
+#define PREDICATE_FUNCTOR(ID, DT, EXPR)                                                      \
+    struct el_predicate_##ID {                                                               \
+        pp_el_params p;                                                                      \
+        __device__ uint8_t operator()(float x) const { return (EXPR) != 0; }                 \
+    };
+PP_EL_PREDICATE_LIST(PREDICATE_FUNCTOR)
+#undef PREDICATE_FUNCTOR
 
 #endif

@@ -1,0 +1,39 @@
+/* Arguments of the comparisons, logic and more elementwise ops, parsed once for the cpu and
+ * cuda kernels (kernels/op_args_logic.h). */
+#include "op_args_logic.h"
+
+#include "op_args.h"
+
+#include <math.h>
+
+/* The scalar input k as a float into *v; left as it is when the input is omitted. */
+static pp_status scalar_input(const pp_kernel_ctx *c, int k, const char *what, float *v, pp_error *err)
+{
+    if (k >= c->nin || !c->in[k].data) return PP_OK;
+    const pp_tensor *t = &c->in[k];
+    const void *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[k] : NULL;
+    if (!h)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) must be a constant known at plan time: "
+                            "the %s kernel reads it from the host copy in pp_kernel_ctx.host_in, which is missing",
+                            k, what, c->dev ? pp_device_kind_name(c->dev->kind) : "?");
+    if (pp_tensor_numel(t) != 1)
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d (%s) has %lld values, expected a scalar", k, what,
+                            (long long)pp_tensor_numel(t));
+    if (t->dtype != PP_DTYPE_F32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) has dtype %s, expected float32", k, what,
+                            pp_dtype_name(t->dtype));
+    *v = *(const float *)h;
+    return PP_OK;
+}
+
+pp_status pp_args_clip(const pp_kernel_ctx *c, float *lo, float *hi, pp_error *err)
+{
+    *lo = -INFINITY;
+    *hi = INFINITY;
+    if (c->opset < 11) {
+        PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "min", -INFINITY, lo, c->node, err));
+        return pp_attr_float(c->attrs, c->nattrs, "max", INFINITY, hi, c->node, err);
+    }
+    PP_CHECK(scalar_input(c, 1, "min", lo, err));
+    return scalar_input(c, 2, "max", hi, err);
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The export recipes' own Python venv (~/.cache/onnxpipe/export-venv, or
+# ONNXPIPE_EXPORT_VENV): PyTorch 2.x with both ONNX exporters (the TorchScript one,
+# dynamo=False, and the dynamo one, which needs onnxscript), HuggingFace transformers,
+# timm, onnx, onnxruntime and numpy: what examples/export/export_model.py and the zoo
+# test need. Kept apart from the test venv (scripts/setup.sh, which sees Debian's torch
+# 1.13) and from the bench venv (onnxruntime-training pins an old onnxruntime).
+# Idempotent: does nothing when the venv already imports what it needs. Prints where it
+# is on the last line.
+#
+# torch: the CPU-only wheel from download.pytorch.org when that index answers (about
+# 200 MB); otherwise PyPI's, which on Linux pulls the CUDA libraries too (about 3 GB;
+# the recipes run it on the cpu all the same). transformers: the newest (5.x) when pip
+# can install it beside that torch, else the newest 4.x.
+set -euo pipefail
+venv=${ONNXPIPE_EXPORT_VENV:-$HOME/.cache/onnxpipe/export-venv}
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+
+check() {
+    "$venv/bin/python" - <<'EOF' 2>/dev/null
+import onnx, numpy, onnxruntime, onnxscript, timm, safetensors  # noqa: F401
+import torch, transformers  # noqa: F401
+assert int(torch.__version__.split(".")[0]) >= 2, torch.__version__
+assert int(transformers.__version__.split(".")[0]) >= 4, transformers.__version__
+EOF
+}
+
+if ! check; then
+    echo "export-venv: setting up $venv (torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime)" >&2
+    mkdir -p "$(dirname "$venv")"
+    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+    pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+    if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+        "${pip[@]}" --timeout 20 --retries 1 torch --index-url https://download.pytorch.org/whl/cpu >&2 2>/dev/null ||
+            { echo "export-venv: download.pytorch.org does not answer; torch from PyPI (with its CUDA libraries)" >&2
+              "${pip[@]}" torch >&2; }
+    fi
+    # Never let a later install swap the torch just installed (PyPI's would pull CUDA).
+    tv=$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('torch').split('+')[0])")
+    pin=$(mktemp); trap 'rm -f "$pin"' EXIT
+    echo "torch==$tv" >"$pin"
+    "${pip[@]}" -c "$pin" onnx onnxruntime onnxscript numpy safetensors timm >&2
+    "${pip[@]}" -c "$pin" "transformers>=5" >&2 2>/dev/null ||
+        { echo "export-venv: transformers 5.x does not install beside torch $tv; the newest 4.x" >&2
+          "${pip[@]}" -c "$pin" "transformers<5" >&2; }
+    check || { echo "export-venv: $venv still cannot import torch 2.x, transformers, timm, onnxscript, onnx and onnxruntime" >&2; exit 1; }
+fi
+echo "$venv"
