@@ -2,8 +2,8 @@
 extra reduction ops, and of the attribute -> input moves of ReduceSum, ReduceMean, Squeeze,
 Unsqueeze, Split and Slice at opsets 13, 17, 18, 20 and 23, for tests/test_index_ops.sh to
 run through `onnxpipe eval` and onnxruntime (tests/ref/forward_ref.py). Graph input x0 is
-float32 with batch dim 2, x = x0 + w with a one-element weight w (a model needs a parameter
-to be partitioned); indices, axes, pads and the like are initializers.
+float32 with batch dim 2, x = x0 + w with a weight w of one sample's shape (a model needs a
+parameter to be partitioned; a one-element one would be a constant); indices, axes, pads and the like are initializers.
 
 usage: index_ops_models.py OUTDIR   (prints one model file name per line)"""
 import os
@@ -20,7 +20,8 @@ os.makedirs(OUT, exist_ok=True)
 def model(name, opset, x_shape, nodes, outputs, inits=()):
     """nodes: (op, inputs, outputs, attrs); outputs: (name, elem type); inits: (name, array)."""
     nodes = [("Add", ["x0", "w"], ["x"], {})] + list(nodes)
-    inits = [("w", np.array([0.25], np.float32))] + list(inits)
+    w = np.linspace(0.1, 0.3, int(np.prod(x_shape[1:]))).astype(np.float32).reshape(x_shape[1:])
+    inits = [("w", w)] + list(inits)
     g = helper.make_graph(
         [helper.make_node(op, i, o, name=f"n{k}", **a) for k, (op, i, o, a) in enumerate(nodes)], name,
         [helper.make_tensor_value_info("x0", F, x_shape)],
@@ -110,7 +111,10 @@ for v in (13, 17, 18, 20, 23):
         one("reducemean", v, [2, 3, 4], "ReduceMean", [], {"axes": [-1]})
     else:
         one("reducemean", v, [2, 3, 4], "ReduceMean", ["a"], {"keepdims": 0}, [("a", i64(-1, 1))])
+    if v >= 18:
+        one("reducemean_noop", v, [2, 3, 4], "ReduceMean", [], {"noop_with_empty_axes": 1})
     one("squeeze", v, [2, 1, 4, 1], "Squeeze", ["a"], inits=[("a", i64(1, -1))])
+    one("squeeze_all", v, [2, 1, 4, 1], "Squeeze", [])
     one("unsqueeze", v, [2, 4], "Unsqueeze", ["a"], inits=[("a", i64(1, -1))])
     outs = (("y", F), ("y2", F))
     one("split", v, [2, 6], "Split", ["s"], {"axis": 1}, [("s", i64(2, 4))], outs=outs)
@@ -120,3 +124,4 @@ for v in (13, 17, 18, 20, 23):
         one("split_even", v, [2, 6], "Split", [], {"axis": 1}, outs=outs)
     one("slice", v, [2, 6, 5], "Slice", ["s", "e", "a", "t"],
         inits=[("s", i64(-1, 1)), ("e", i64(-100, 5)), ("a", i64(1, 2)), ("t", i64(-2, 2))])
+    one("slice_2in", v, [2, 6, 5], "Slice", ["s", "e"], inits=[("s", i64(0, 1, 1)), ("e", i64(2, -1, 100))])
