@@ -17,6 +17,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_place(int argc, char **argv);
 int cmd_ckpt(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
 
 /* Prints "onnxpipe: error: <msg>" (and "hint: <hint>" when given) to stderr; returns 2. */
 int cli_usage_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

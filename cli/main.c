@@ -22,6 +22,7 @@ static const struct {
     {"place", cmd_place, "show where ranks go (hosts, cores, GPUs) and the traffic per step"},
     {"plan", cmd_plan, "find the fastest layouts (pp, dp, schedule, microbatches, recompute, precision)"},
     {"ckpt", cmd_ckpt, "list, inspect, verify and export checkpoints"},
+    {"ops", cmd_ops, "list the supported ONNX ops: opsets, backward, cpu / cuda kernels, folding"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

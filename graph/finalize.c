@@ -306,6 +306,7 @@ pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *
     PP_CHECK(check_ops(g, err));
     PP_CHECK(graph_link(g, err));
     PP_CHECK(graph_infer(g, opt, err));
+    if (!opt->no_fold) graph_compact_constants(g);
     PP_CHECK(graph_params(g, &opt->params, err));
     g->finalized = 1;
     return PP_OK;

@@ -79,6 +79,13 @@ pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_
 /* The trained set and the untied merges (graph/params.c): sets is_param, frozen,
  * untied_from and param_names of the initializers, g->nparams and g->param_bytes. */
 pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err);
+/* 1 when initializer v may be trained under the rules (meta: the parsed "onnxpipe.parameters",
+ * or NULL): folding leaves what may be trained unfolded, and folds the exporter's constants. */
+int graph_may_train(const pp_graph *g, int v, const pp_param_rules *rules, const pp_jvalue *meta);
+
+/* Folded constants repeated along leading dims (a mask expanded over the batch) keep one
+ * slice where their readers broadcast it anyway (graph/compact.c). */
+void graph_compact_constants(pp_graph *g);
 
 /* Binds dims, folds constants, removes Identity, infers shapes (graph/infer.c). */
 pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err);

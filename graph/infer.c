@@ -126,8 +126,8 @@ static pp_status compute_grad_live(infer_ctx *c, pp_error *err)
     return PP_OK;
 }
 
-/* 1 when every input is constant and none is a trained parameter, and the outputs are
- * small enough. Shape needs only a known input shape. */
+/* 1 when every input is constant and none may be trained (graph_may_train: the exporter's
+ * scalars and fills are constants), and the outputs are small enough. Shape needs only a known input shape. */
 static pp_status foldable(infer_ctx *c, const pp_node *n, const pp_op_info *op, int *ok, pp_error *err)
 {
     pp_graph *g = c->g;
@@ -141,8 +141,7 @@ static pp_status foldable(infer_ctx *c, const pp_node *n, const pp_op_info *op, 
         int v = n->inputs[k];
         if (v < 0) continue;
         if (!infer_const(c, v)) return PP_OK;
-        const pp_value *val = &g->values[v];
-        if (val->init >= 0 && !val->folded && pp_dtype_is_float(val->dtype)) {
+        if (graph_may_train(g, v, &c->opt->params, c->params_meta)) {
             if (!c->grad_live) PP_CHECK(compute_grad_live(c, err));
             if (c->grad_live[v]) return PP_OK;
         }
@@ -306,6 +305,9 @@ pp_status graph_infer(pp_graph *g, const pp_graph_options *opt, pp_error *err)
     pp_status st = PP_OK;
     int changed = 0;
     PP_CHECK(bind_dims(g, opt, err));
+    const char *meta = pp_graph_metadata(g, "onnxpipe.parameters");
+    if (meta && pp_json_parse(meta, &c.params_meta, err) != PP_OK)
+        return pp_error_prefix(err, "model metadata 'onnxpipe.parameters': ");
     for (int i = 0; i < g->nnodes; i++)
         if (g->nodes[i].noutputs > c.max_outputs) c.max_outputs = g->nodes[i].noutputs;
     c.os = pp_malloc((size_t)(c.max_outputs + 1) * sizeof *c.os);
@@ -328,6 +330,7 @@ done:
     free(c.consts);
     free(c.side);
     free(c.grad_live);
+    pp_json_free(c.params_meta);
     free(c.os);
     free(c.odt);
     free(c.fold_out);

@@ -18,6 +18,7 @@ struct pp_infer_ctx {
     int nconsts, consts_cap;
     /* Per value: 1 when a gradient flows from it to a graph output (computed lazily). */
     unsigned char *grad_live;
+    pp_jvalue *params_meta;     /* the model's "onnxpipe.parameters", parsed (NULL: none) */
 };
 typedef struct pp_infer_ctx infer_ctx;
 

@@ -102,6 +102,15 @@ int pp_graph_param_readers(const pp_graph *g, int v, int *out, int max)
     return n;
 }
 
+int graph_may_train(const pp_graph *g, int v, const pp_param_rules *rules, const pp_jvalue *meta)
+{
+    const pp_value *val = &g->values[v];
+    if (val->init < 0 || val->folded || !pp_dtype_is_float(val->dtype)) return 0;
+    const pp_jvalue *names = meta ? pp_json_get(meta, val->name) : NULL;
+    if (rules && matches(rules->trainable, val->name, NULL)) return 1;
+    return meta ? names != NULL : !constant_by_value(&g->inits[val->init].t);
+}
+
 /* The metadata's parameter names of initializer `name`, as "a, b, c" in the graph's arena;
  * NULL when it has none. */
 static const char *meta_names(pp_graph *g, const pp_jvalue *params, const char *name)
@@ -196,8 +205,7 @@ pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err)
         if (val->folded || !pp_dtype_is_float(val->dtype)) continue;
         int nr = pp_graph_param_readers(g, v, readers, MAX_READERS);
         if (!nr) continue;
-        int param = meta ? val->param_names != NULL : !constant_by_value(&g->inits[i].t);
-        if (matches(rules->trainable, val->name, val->param_names)) param = 1;
+        int param = graph_may_train(g, v, rules, meta) || matches(rules->trainable, val->name, val->param_names);
         if (param && matches(rules->frozen, val->name, val->param_names)) {
             g->values[v].frozen = 1;
             continue;

@@ -2,8 +2,9 @@
 # Installs what onnxpipe needs on Debian 12, idempotently: the build dependencies
 # from Debian, and a Python venv (sees Debian's torch; onnx, onnxruntime, safetensors and
 # tensorboard from pip) for the reference tests (safetensors: checkpoint shards read back
-# by its reader; tensorboard: --logdir event files). Safe to run again; does nothing when
-# all is present.
+# by its reader; tensorboard: --logdir event files), and the export recipes' venv
+# (scripts/export-venv.sh: torch 2.x, transformers, timm; test_zoo_ref_mpi). Safe to run
+# again; does nothing when all is present.
 set -euo pipefail
 
 debs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
@@ -33,3 +34,5 @@ if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
   echo "setup: installing tensorboard into $venv"
   "$venv/bin/pip" install -q --disable-pip-version-check tensorboard
 fi
+# the export recipes' own venv (torch 2.x, transformers, timm, onnxscript): test_zoo_ref_mpi
+"$(dirname "$0")/export-venv.sh" >/dev/null

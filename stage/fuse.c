@@ -87,7 +87,7 @@ static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain
 }
 
 /* If op o is a MatMul (with a fused scale or none) whose result only an Add of a float
- * [N] or [M, N] (its last dims) reads, returns that Add's op and sets *bias; else -1. */
+ * [N] or [M, N] (its last dims; or [1, .., 1, M, N]) reads, returns that Add's op and sets *bias; else -1. */
 static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias)
 {
     const stage_op *mm = &s->ops[o];
@@ -99,8 +99,10 @@ static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias
     int b = other_input(&s->ops[add], y0), y = s->ops[add].out[0];
     if (b < 0 || y < 0 || s->t[b].dtype != PP_DTYPE_F32 || s->t[y].nbytes != s->t[y0].nbytes) return -1;
     const tslot *tb = &s->t[b], *ty0 = &s->t[y0];
-    if (tb->rank < 1 || tb->rank > 2 || ty0->rank < tb->rank) return -1;
-    for (int d = 1; d <= tb->rank; d++)
+    if (tb->rank < 1 || ty0->rank < tb->rank) return -1;
+    for (int d = 0; d + 2 < tb->rank; d++)   /* [1, .., 1, M, N]: a mask kept once (graph/compact.c) */
+        if (tb->dims[d] != 1) return -1;
+    for (int d = 1; d <= tb->rank && d <= 2; d++)
         if (tb->dims[tb->rank - d] != ty0->dims[ty0->rank - d]) return -1;
     *bias = b;
     return add;
@@ -259,14 +261,17 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
     }
 }
 
-/* A float constant [T, T] whose entries above the diagonal are all <= -1e4 (or -inf): a
+/* A float constant [T, T] (or [1, .., 1, T, T]) whose entries above the diagonal are all <= -1e4 (or -inf): a
  * causal mask under which exp underflows to exactly 0 after Softmax subtracts the row's
  * maximum. */
 static int causal_mask(const pp_stage *s, int t, int64_t T)
 {
     const tslot *m = &s->t[t];
-    if (m->value < 0 || s->g->values[m->value].is_param || m->rank != 2 || m->dims[0] != T || m->dims[1] != T)
+    if (m->value < 0 || s->g->values[m->value].is_param || m->rank < 2 || m->dims[m->rank - 2] != T ||
+        m->dims[m->rank - 1] != T)
         return 0;
+    for (int d = 0; d + 2 < m->rank; d++)
+        if (m->dims[d] != 1) return 0;
     const pp_const_tensor *c = pp_graph_const(s->g, m->value);
     if (!c || c->dtype != PP_DTYPE_F32 || c->nbytes != (size_t)(T * T) * sizeof(float)) return 0;
     const float *v = c->data;

@@ -3,7 +3,9 @@
  * tensors the op's table entry saves, as in the stage), and the outputs and accumulated
  * input gradients are compared. test_cuda_gpu runs the table on a GPU; test_cuda_cover
  * checks on any machine that every op of the cuda kernel table has a case here and that
- * every case runs on the cpu. Header-only: each test program includes it once. */
+ * every case runs on the cpu; test_op_cases checks every case's backward against finite
+ * differences and (with test_op_cases_ort.sh) its forward against onnxruntime through a
+ * one-node ONNX model. Header-only: each test program includes it once. */
 #ifndef PP_TESTS_CUDA_CASES_H
 #define PP_TESTS_CUDA_CASES_H
 
@@ -50,6 +52,10 @@ typedef struct op_case {
     out_spec out[CASE_MAX_OUT];
     pp_attr attr[4];            /* the list ends at a NULL name */
     float tol;                  /* float outputs and gradients: max |cuda - cpu| / (1 + |cpu|); others exact */
+    const char *no_fd;          /* NULL: test_op_cases checks backward against finite differences; else
+                                   why not (an op not smooth at random points, e.g. Floor) */
+    const char *no_ort;         /* NULL: test_op_cases_ort compares the forward with onnxruntime; else
+                                   why not (a random result) */
 } op_case;
 
 /* The kernels a case runs: a case with a bfloat16 / float16 input runs that dtype's kernels
@@ -89,6 +95,9 @@ static pp_dtype case_compute(const op_case *k)
 #define B16W(...) {PP_DTYPE_BF16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, PP_DTYPE_F32}
 #define H16W(...) {PP_DTYPE_F16, NARGS(__VA_ARGS__), {__VA_ARGS__}, FILL_RAND, 0, 0, NULL, PP_DTYPE_F32}
 
+/* A case may leave off its trailing fields (no_fd, no_ort): they default to NULL, "check". */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const op_case cases[] = {
     /* elementwise, numpy broadcasting */
     {"Add", 0, 2, 1, {F(8, 16, 32), F(32)}, {OUT(8, 16, 32)}, {{0}}, 1e-6f},
@@ -153,7 +162,8 @@ static const op_case cases[] = {
     {"Where", 0, 3, 1, {BOOLS(4, 1, 8), F(4, 6, 8), F(8)}, {OUT(4, 6, 8)}, {{0}}, 1e-6f},
     /* the counter-based RNG is element.h's on both devices: same seed, same mask */
     {"Dropout", 0, 3, 2, {F(64, 64), SCALAR(PP_DTYPE_F32, 0.3), SCALAR(PP_DTYPE_BOOL, 1)},
-     {OUT(64, 64), OUT_T(PP_DTYPE_BOOL, 64, 64)}, {{0}}, 1e-6f},
+     {OUT(64, 64), OUT_T(PP_DTYPE_BOOL, 64, 64)}, {{0}}, 1e-6f,
+     .no_ort = "training-mode Dropout draws a random mask (case_dropout_stats checks it)"},
     /* cuDNN Conv (TF32): 2-D grouped, padded, strided with bias; 1-D dilated */
     {"Conv", 0, 3, 1, {F(2, 4, 9, 9), F(6, 2, 3, 3), F(6)}, {OUT(2, 6, 5, 5)},
      {A_INT("group", 2), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)}, TF32},
@@ -285,6 +295,7 @@ static const op_case cases[] = {
     /* normalisation, attention, rotary embedding, resampling, einsum */
 
 };
+#pragma GCC diagnostic pop
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 /* ---------------- running a case ---------------- */
@@ -405,16 +416,23 @@ static pp_tensor case_on(pp_device *d, const pp_tensor *h)
     return t;
 }
 
-/* Forward, then backward with only the saved tensors; 0 on success, else prints why. */
-static int case_calls(const op_case *k, case_side *s, const void *const *host_in)
+/* The kernel call of case k on side s (aux not yet set). */
+static pp_kernel_ctx case_ctx(const op_case *k, case_side *s, const void *const *host_in)
 {
-    pp_error err = {0};
     const pp_op op = pp_op_lookup("", k->op);
-    const pp_op_info *info = pp_op_get(op);
     pp_kernel_ctx c = {.node = "n", .op = op, .op_type = k->op, .opset = k->opset ? k->opset : 17, .attrs = k->attr,
                        .in = s->in, .nin = k->nin, .host_in = host_in, .out = s->out, .nout = k->nout,
                        .dev = s->dev, .training = 1, .rng = {1234, 3, 1, 7}};
     while (c.nattrs < 4 && k->attr[c.nattrs].name) c.nattrs++;
+    return c;
+}
+
+/* Forward, then backward with only the saved tensors; 0 on success, else prints why. */
+static int case_calls(const op_case *k, case_side *s, const void *const *host_in)
+{
+    pp_error err = {0};
+    const pp_op_info *info = pp_op_get(pp_op_lookup("", k->op));
+    pp_kernel_ctx c = case_ctx(k, s, host_in);
     const size_t aux = s->k->aux_bytes ? s->k->aux_bytes(&c) : 0;
     if (aux && pp_device_alloc(s->dev, aux, &s->aux, &err) != PP_OK) goto fail;
     c.aux = s->aux;
@@ -451,11 +469,55 @@ static void case_side_free(case_side *s, const op_case *k)
     if (s->aux) pp_device_free(s->dev, s->aux);
 }
 
-/* Runs case k on the cpu and, when gpu is not NULL, on the cuda kernel, and compares.
- * Returns 0 when everything ran and matched. */
-static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
+/* The host tensors of case k on the cpu side h: inputs (seeded), input gradients starting
+ * non-zero (backward must add; NULL where the input has none), outputs, output gradients
+ * (random; NULL for non-float outputs), and host_in for the constant inputs. */
+static void case_host(const op_case *k, case_side *h, const void *host_in[CASE_MAX_IN])
 {
     uint64_t seed = 42;
+    for (int i = 0; i < k->nin; i++) {
+        h->in[i] = case_input(&k->in[i], &seed);
+        host_in[i] = k->in[i].fill == FILL_CONST ? h->in[i].data : NULL;
+        in_spec gs = k->in[i];
+        gs.fill = FILL_RAND;
+        if (gs.grad_dtype) gs.dtype = gs.grad_dtype;
+        h->gin[i] = case_input(&gs, &seed);
+        if (!case_has_grad(&k->in[i])) {
+            free(h->gin[i].data);
+            h->gin[i].data = NULL;
+        }
+    }
+    for (int o = 0; o < k->nout; o++) {
+        const out_spec *s = &k->out[o];
+        h->out[o] = case_tensor(s->dtype, s->rank, s->dims);
+        h->gout[o] = case_tensor(s->dtype, s->rank, s->dims);
+        if (!case_is_float(s->dtype)) {
+            free(h->gout[o].data);
+            h->gout[o].data = NULL;
+        }
+        for (int64_t e = 0; h->gout[o].data && e < pp_tensor_numel(&h->gout[o]); e++)
+            case_store(s->dtype, h->gout[o].data, e, case_frand(&seed));
+    }
+}
+
+/* Frees what case_host and case_calls made on the cpu side h. */
+static void case_host_free(const op_case *k, case_side *h)
+{
+    for (int i = 0; i < k->nin; i++) {
+        free(h->in[i].data);
+        free(h->gin[i].data);
+    }
+    for (int o = 0; o < k->nout; o++) {
+        free(h->out[o].data);
+        free(h->gout[o].data);
+    }
+    if (h->aux) pp_device_free(h->dev, h->aux);   /* the host tensors are malloc'd, aux is the cpu device's */
+}
+
+/* Runs case k on the cpu and, when gpu is not NULL, on the cuda kernel, and compares.
+ * Returns 0 when everything ran and matched. */
+static inline int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
+{
     const pp_op op = pp_op_lookup("", k->op);
     const pp_dtype cd = case_compute(k);
     case_side h = {.dev = cpu, .k = pp_kernel_find(op, PP_DEVICE_CPU, cd)};
@@ -465,29 +527,7 @@ static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
         return -1;
     }
     const void *host_in[CASE_MAX_IN] = {0};
-    for (int i = 0; i < k->nin; i++) {
-        h.in[i] = case_input(&k->in[i], &seed);
-        if (k->in[i].fill == FILL_CONST) host_in[i] = h.in[i].data;
-        in_spec gs = k->in[i];
-        gs.fill = FILL_RAND;     /* the gradient buffers start non-zero: backward must add */
-        if (gs.grad_dtype) gs.dtype = gs.grad_dtype;
-        h.gin[i] = case_input(&gs, &seed);
-        if (!case_has_grad(&k->in[i])) {
-            free(h.gin[i].data);
-            h.gin[i].data = NULL;
-        }
-    }
-    for (int o = 0; o < k->nout; o++) {
-        const out_spec *s = &k->out[o];
-        h.out[o] = case_tensor(s->dtype, s->rank, s->dims);
-        h.gout[o] = case_tensor(s->dtype, s->rank, s->dims);
-        if (!case_is_float(s->dtype)) {
-            free(h.gout[o].data);
-            h.gout[o].data = NULL;
-        }
-        for (int64_t e = 0; h.gout[o].data && e < pp_tensor_numel(&h.gout[o]); e++)
-            case_store(s->dtype, h.gout[o].data, e, case_frand(&seed));
-    }
+    case_host(k, &h, host_in);
     if (gpu) {
         for (int i = 0; i < k->nin; i++) {
             g.in[i] = case_on(gpu, &h.in[i]);
@@ -526,15 +566,7 @@ static int case_run(const op_case *k, pp_device *cpu, pp_device *gpu)
                pp_dtype_name(cd), k->op, k->opset ? k->opset : 17, fwd, bwd, exact, (double)k->tol);
         bad = bad || !(fwd <= k->tol) || !(bwd <= k->tol) || exact != 0;
     }
-    for (int i = 0; i < k->nin; i++) {
-        free(h.in[i].data);
-        free(h.gin[i].data);
-    }
-    for (int o = 0; o < k->nout; o++) {
-        free(h.out[o].data);
-        free(h.gout[o].data);
-    }
-    if (h.aux) pp_device_free(cpu, h.aux);   /* the host tensors are malloc'd, aux is the cpu device's */
+    case_host_free(k, &h);
     if (gpu) case_side_free(&g, k);
     return bad ? -1 : 0;
 }

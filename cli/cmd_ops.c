@@ -1,0 +1,127 @@
+/* `onnxpipe ops [--json]`: the op registry (include/onnxpipe/op_list.h) as this build has it:
+ * every op with the opsets read, backward, the cpu and cuda kernels (and the native 16-bit
+ * ones), constant folding and the precision class. scripts/gen-ops-doc.py makes docs/ops.md from --json. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <onnxpipe/kernels.h>
+#include <onnxpipe/op.h>
+
+/* The newest ai.onnx opset the op list is written against (issue 24: exports at opsets
+ * 13-23): an op is read from its registry `since` up to this. */
+#define OPSET_LATEST 23
+
+static const char usage[] =
+    "usage: onnxpipe ops [--json]\n\n"
+    "Lists the ONNX ops onnxpipe supports: the ai.onnx opsets it reads each from (up to the\n"
+    "newest it is written against), whether it has a backward, cpu and cuda kernels (and native\n"
+    "bfloat16 / float16 cuda kernels), a constant folder, and its precision class under\n"
+    "--precision bf16 / fp16 (follow: its inputs' type; lowp: 16-bit operands, fp32 sums; fp32).\n"
+    "A cuda column reads 'n/a' when this build has no cuda backend.\n\n"
+    "options:\n"
+    "  --json   one JSON object instead of the table\n";
+
+static const char *prec_name(pp_prec p)
+{
+    return p == PP_PREC_LOWP ? "lowp" : p == PP_PREC_FP32 ? "fp32" : "follow";
+}
+
+/* the kernel of op on backend b in compute dtype dt, or NULL */
+static const pp_kernel *kernel_of(const pp_backend *b, pp_op op, pp_dtype dt)
+{
+    for (int t = 0; b && t < b->ntables; t++)
+        if (b->tables[t].dtype == dt && b->tables[t].kernels[op].forward) return &b->tables[t].kernels[op];
+    return NULL;
+}
+
+/* The compute dtypes of b's native 16-bit tables with a kernel for op (bfloat16, float16):
+ * their count, at most 4, in out. */
+static int native16(const pp_backend *b, pp_op op, pp_dtype out[4])
+{
+    int n = 0;
+    for (int t = 0; b && t < b->ntables && n < 4; t++)
+        if (b->tables[t].dtype != PP_DTYPE_F32 && b->tables[t].kernels[op].forward) out[n++] = b->tables[t].dtype;
+    return n;
+}
+
+static void print_json(const pp_backend *cpu, const pp_backend *cuda)
+{
+    pp_json j;
+    pp_json_init(&j, stdout, 1);
+    pp_json_begin_object(&j, NULL);
+    pp_json_int(&j, "opset_latest", OPSET_LATEST);
+    pp_json_bool(&j, "cuda_backend", cuda != NULL);
+    pp_json_begin_array(&j, "ops");
+    for (int i = 0; i < PP_OP_COUNT; i++) {
+        const pp_op_info *o = pp_op_get((pp_op)i);
+        const pp_kernel *kc = kernel_of(cpu, (pp_op)i, PP_DTYPE_F32);
+        pp_json_begin_object(&j, NULL);
+        pp_json_string(&j, "name", o->name);
+        pp_json_string(&j, "domain", o->domain ? o->domain : "");
+        pp_json_int(&j, "since", o->since);
+        pp_json_int(&j, "until", OPSET_LATEST);
+        pp_json_bool(&j, "graph_only", (o->flags & PP_OPF_GRAPH_ONLY) != 0);
+        pp_json_bool(&j, "backward", kc && kc->backward);
+        pp_json_bool(&j, "cpu", kc != NULL);
+        if (cuda) {
+            pp_json_bool(&j, "cuda", kernel_of(cuda, (pp_op)i, PP_DTYPE_F32) != NULL);
+            pp_dtype dt[4];
+            const int n = native16(cuda, (pp_op)i, dt);
+            pp_json_begin_array(&j, "cuda_native16");
+            for (int d = 0; d < n; d++) pp_json_string(&j, NULL, pp_dtype_name(dt[d]));
+            pp_json_end_array(&j);
+        } else {
+            pp_json_null(&j, "cuda");
+            pp_json_null(&j, "cuda_native16");
+        }
+        pp_json_bool(&j, "fold", o->fold != NULL);
+        pp_json_string(&j, "precision", prec_name(o->prec));
+        pp_json_end_object(&j);
+    }
+    pp_json_end_array(&j);
+    pp_json_end_object(&j);
+    pp_json_finish(&j);
+}
+
+static void print_table(const pp_backend *cpu, const pp_backend *cuda)
+{
+    printf("%-28s %-8s %-8s %-4s %-5s %-16s %-4s %s\n", "op", "opsets", "backward", "cpu", "cuda", "cuda native16",
+           "fold", "precision");
+    for (int i = 0; i < PP_OP_COUNT; i++) {
+        const pp_op_info *o = pp_op_get((pp_op)i);
+        const pp_kernel *kc = kernel_of(cpu, (pp_op)i, PP_DTYPE_F32);
+        char opsets[16], n16[64] = "-";
+        snprintf(opsets, sizeof opsets, "%lld-%d", (long long)o->since, OPSET_LATEST);
+        pp_dtype dt[4];
+        const int n = cuda ? native16(cuda, (pp_op)i, dt) : 0;
+        if (!cuda) snprintf(n16, sizeof n16, "n/a");
+        for (int d = 0; d < n; d++) {
+            const size_t used = d ? strlen(n16) : 0;
+            snprintf(n16 + used, sizeof n16 - used, "%s%s", d ? " " : "", pp_dtype_name(dt[d]));
+        }
+        printf("%-28s %-8s %-8s %-4s %-5s %-16s %-4s %s%s\n", o->name, opsets, kc && kc->backward ? "yes" : "no",
+               kc ? "yes" : "no", cuda ? (kernel_of(cuda, (pp_op)i, PP_DTYPE_F32) ? "yes" : "no") : "n/a",
+               n16, o->fold ? "yes" : "no", prec_name(o->prec),
+               o->flags & PP_OPF_GRAPH_ONLY ? "  (graph only: becomes an initializer)" : "");
+    }
+    printf("%d ops\n", PP_OP_COUNT);
+}
+
+int cmd_ops(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        } else
+            return cli_usage_error("run 'onnxpipe ops --help'", "ops: unknown option '%s'", argv[i]);
+    }
+    const pp_backend *cpu = pp_backend_get(PP_DEVICE_CPU), *cuda = pp_backend_get(PP_DEVICE_CUDA);
+    if (json) print_json(cpu, cuda);
+    else print_table(cpu, cuda);
+    return 0;
+}
