@@ -2,7 +2,8 @@
 # The indexing, padding, tiling, cumulative and extra reduction ops, and the opset 13-23
 # forms of ReduceSum / ReduceMean / Squeeze / Unsqueeze / Split / Slice, forward through
 # `onnxpipe eval` (loader, shape rules, folder, cpu kernels) against onnxruntime, one small
-# model each (tests/ref/index_ops_models.py); gradients: tests/test_index_grad.c.
+# model each (tests/ref/index_ops_models.py), and constant chains through every folder. The
+# kernels' cases are in tests/cuda_cases.h (test_op_cases, test_op_cases_ort).
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/index_ops
