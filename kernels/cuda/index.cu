@@ -1,8 +1,9 @@
 /* cuda GatherElements, GatherND, ScatterElements and ScatterND, as kernels/cpu/index.c with
  * the same index math (kernels/index_ops.h). One map serves the four: element k of the
  * indices-shaped side (the gathers' output, the scatters' updates) pairs with data element
- * dst(k). Indices live on the device, so an out-of-range one cannot fail the call: a gather
- * reads 0 there and a scatter skips it (the cpu kernels report it). */
+ * dst(k). Indices live on the device, so an out-of-range one cannot fail the call: a float
+ * gather reads NaN there (as Gather, so that the loss shows it), other types 0, and a scatter
+ * skips it (the cpu kernels report it). */
 #include "cuda_internal.h"
 #include "nn_cuda.h"
 #include "op_args_index.h"
@@ -49,12 +50,15 @@ static pp_status dst_plan(const pp_kernel_ctx *c, const pp_tensor *data, const p
     return PP_OK;
 }
 
-/* gather: y[k] = x[dst(k)] (0 out of range); scatter: y[dst(k)] = / += u[k], mask[dst(k)] = 1 */
+template <typename T> __device__ inline T out_of_range() { return T(0); }
+template <> __device__ inline float out_of_range<float>() { return NAN; }
+
+/* gather: y[k] = x[dst(k)] (out_of_range() there); scatter: y[dst(k)] = / += u[k], mask[dst(k)] = 1 */
 template <typename T> __global__ void k_gather(ix_dst d, const void *ind, const T *x, T *y)
 {
     CU_FOR(k, d.n) {
         const int64_t e = dst_of(d, ind, k);
-        y[k] = e >= 0 ? x[e] : T(0);
+        y[k] = e >= 0 ? x[e] : out_of_range<T>();
     }
 }
 template <typename T>
