@@ -3,6 +3,7 @@
  * data-movement ops take any element type; backward adds dy into dx through the same map
  * (Tile, and Pad's edge / reflect / wrap, add several dy into one dx). */
 #include "cpu_math.h"
+#include "nn_util.h"
 #include "op_args_index.h"
 
 #include <string.h>
@@ -106,6 +107,21 @@ PP_BWD(pp_cpu_tile_backward)
 
 /* ---------------- Pad ---------------- */
 
+/* Constant padding without crops (CNNs' "same" pads): x sits in y as a block at offset *at,
+ * y's strides in ys and x's in xs, so both directions are one strided copy (nn_util.h). */
+static int pad_block(const pp_tensor *x, const pp_tensor *y, const int64_t *begin, int mode, int64_t *ys,
+                     int64_t *xs, int64_t *at)
+{
+    if (mode != PP_PAD_CONSTANT) return 0;
+    for (int d = 0; d < x->rank; d++)
+        if (begin[d] < 0 || y->dims[d] < x->dims[d] + begin[d]) return 0;
+    nn_strides(y->rank, y->dims, ys);
+    nn_strides(x->rank, x->dims, xs);
+    *at = 0;
+    for (int d = 0; d < x->rank; d++) *at += begin[d] * ys[d];
+    return 1;
+}
+
 PP_FWD(pp_cpu_pad_forward)
 {
     const pp_tensor *x = &c->in[0], *y = &c->out[0];
@@ -123,6 +139,14 @@ PP_FWD(pp_cpu_pad_forward)
     if (!fill && value != 0.f)
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "a non-zero constant_value on dtype %s",
                             pp_dtype_name(x->dtype));
+    int64_t ys[PP_MAX_RANK], xs[PP_MAX_RANK], at;
+    if (pad_block(x, y, begin, mode, ys, xs, &at)) {
+        if (value == 0.f) memset(y->data, 0, pp_tensor_nbytes(y));
+        else
+            for (int64_t i = 0; i < pp_tensor_numel(y); i++) put(y->data, i, fill, 0, es);
+        nn_copy_strided((char *)y->data + (size_t)at * es, ys, x->data, xs, x->dims, x->rank, es);
+        return PP_OK;
+    }
     for (int64_t i = 0; i < pp_tensor_numel(y); i++) {
         const int64_t s = pp_ix_pad_src(&xi, &yi, begin, mode, i);
         if (s >= 0) put(y->data, i, x->data, s, es);
@@ -144,6 +168,11 @@ PP_BWD(pp_cpu_pad_backward)
     const pp_ix xi = pp_ix_of(x->rank, x->dims), yi = pp_ix_of(y->rank, y->dims);
     float *dx = x->data;
     const float *dy = y->data;
+    int64_t ys[PP_MAX_RANK], xs[PP_MAX_RANK], at;
+    if (pad_block(x, y, begin, mode, ys, xs, &at)) {
+        nn_add_strided(dx, xs, dy + at, ys, x->dims, x->rank, 1.0f);
+        return PP_OK;
+    }
     for (int64_t i = 0; i < pp_tensor_numel(y); i++) {
         const int64_t s = pp_ix_pad_src(&xi, &yi, begin, mode, i);
         if (s >= 0) dx[s] += dy[i];
