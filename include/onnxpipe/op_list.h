@@ -173,6 +173,33 @@
       2, shape_unary, fold_clip)                                                                                      \
                                                                                                                       \
     /* ---- indexing, scatter, padding, tiling, cumulative sums, more reductions ---- */                              \
+    /* input 1: axis; a running sum, one add per element (kernels/cpu/pad_tile.c, kernels/cuda/pad_tile.cu) */        \
+    X(CUM_SUM, "CumSum", cumsum, FB, 13, PP_BIT(1), PP_BIT(1), 0, PP_OPF_FOLD_LARGE, REDUCE, 1, shape_unary,         \
+      fold_index)                                                                                                     \
+    /* input 1: k; causal masks are built from it, so it folds */                                                     \
+    X(TRILU, "Trilu", trilu, FB, 14, PP_BIT(1), PP_BIT(1), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_unary, fold_index)    \
+    X(TILE, "Tile", tile, FB, 13, PP_BIT(1), PP_BIT(1), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_tile, fold_index)        \
+    /* inputs 1-3: pads, constant_value, axes (from opset 18) */                                                      \
+    X(PAD, "Pad", pad, FB, 13, ~PP_BIT(0), PP_BIT(1) | PP_BIT(2) | PP_BIT(3), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_pad, \
+      fold_index)                                                                                                     \
+    /* input 1: indices; backward scatter-adds (kernels/cpu/index.c, kernels/cuda/index.cu) */                        \
+    X(GATHER_ELEMENTS, "GatherElements", gather_elements, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0,                \
+      shape_gather_elements, fold_index)                                                                              \
+    X(GATHER_ND, "GatherND", gather_nd, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_gather_nd, fold_index)     \
+    /* inputs: data, indices, updates */                                                                              \
+    X(SCATTER_ND, "ScatterND", scatter_nd, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_unary, fold_index)      \
+    X(SCATTER_ELEMENTS, "ScatterElements", scatter_elements, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_unary,\
+      fold_index)                                                                                                     \
+    /* input 1: axes (an input from opset 18); backward reads x and the result (kernels/cpu/reduce_more.c) */         \
+    X(REDUCE_MAX, "ReduceMax", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,        \
+      shape_reduce, fold_reduce_more)                                                                                 \
+    X(REDUCE_MIN, "ReduceMin", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,        \
+      shape_reduce, fold_reduce_more)                                                                                 \
+    X(REDUCE_PROD, "ReduceProd", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,      \
+      shape_reduce, fold_reduce_more, .prec = PP_PREC_FP32)                                                           \
+    X(ARG_MAX, "ArgMax", argmax, F, 13, PP_ALL_INPUTS, 0, 0, 0, REDUCE, 1, shape_argmax, fold_argmax)                 \
+    /* input 1: k; backward scatters through the indices (output 1) */                                                \
+    X(TOP_K, "TopK", topk, FB, 13, PP_BIT(1), PP_BIT(1), PP_BIT(1), 0, REDUCE, 1, shape_topk, NULL)                   \
                                                                                                                       \
     /* ---- normalisation, attention, rotary embedding, resampling, einsum ---- */                                    \
                                                                                                                       \
