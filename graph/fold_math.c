@@ -101,7 +101,7 @@ static int unary_f(pp_op op, pp_el_params p, float x, float *out)
 }
 
 /* The unary ops of kernels/element_ops.h on floats (computed in float32, as the kernels
- * do); Neg, Relu, Abs and Sign also on integers. */
+ * do), and those of its integer unary list on integers. */
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
 {
     const pp_const_tensor *x = infer_const(c, n->inputs[0]);
@@ -114,12 +114,21 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
             if (!unary_f(n->op, p, (float)const_f64(x, i), &r)) return PP_OK;
             const_store(out->dtype, (void *)out->data, i, r, 0);
         }
-    } else if (is_int(x->dtype) && (n->op == PP_OP_NEG || n->op == PP_OP_RELU || n->op == PP_OP_ABS ||
-                                    n->op == PP_OP_SIGN)) {
+    } else if (is_int(x->dtype)) {
         for (int64_t i = 0; i < cnt; i++) {
-            const int64_t v = const_i64(x, i);
-            const int64_t r = n->op == PP_OP_NEG ? -v : n->op == PP_OP_RELU ? (v > 0 ? v : 0)
-                              : n->op == PP_OP_ABS ? (v < 0 ? -v : v) : (v > 0) - (v < 0);
+            const int64_t x_i = const_i64(x, i);
+            int64_t r;
+            switch (n->op) {
+#define INT_CASE(ID, EXPR)                                                                                            \
+    case PP_OP_##ID: {                                                                                                \
+        const int64_t x = x_i;                                                                                        \
+        r = (EXPR);                                                                                                   \
+        break;                                                                                                        \
+    }
+                PP_EL_INT_UNARY_LIST(INT_CASE)
+#undef INT_CASE
+            default: return PP_OK;
+            }
             const_store(out->dtype, (void *)out->data, i, (double)r, r);
         }
     } else {
@@ -143,33 +152,21 @@ static double binary_f(pp_op op, float a, float b)
     }
 }
 
-/* The same on integers (wrapping, as numpy's int64). */
-static pp_status binary_i(const pp_node *n, pp_op op, int64_t a, int64_t b, int64_t *r, pp_error *err)
+/* The same on integers: element_ops.h's integer list (wrapping, as numpy's int64); a constant
+ * division or modulo by zero is an error naming the node. */
+static pp_status binary_i(const pp_node *n, pp_op op, pp_el_params p, int64_t a, int64_t b, int64_t *r, pp_error *err)
 {
+    if ((op == PP_OP_DIV || op == PP_OP_MOD) && !b)
+        return infer_fail(n, PP_ERR_NUMERIC, err, "integer division or modulo by zero in a constant");
+    (void)p;
     switch (op) {
-    case PP_OP_ADD: *r = (int64_t)((uint64_t)a + (uint64_t)b); break;
-    case PP_OP_SUB: *r = (int64_t)((uint64_t)a - (uint64_t)b); break;
-    case PP_OP_MUL: *r = (int64_t)((uint64_t)a * (uint64_t)b); break;
-    case PP_OP_DIV:
-        if (!b) return infer_fail(n, PP_ERR_NUMERIC, err, "integer division by zero in a constant");
-        *r = a / b;
-        break;
-    case PP_OP_POW: *r = (int64_t)pow((double)a, (double)b); break;
-    case PP_OP_MOD: {   /* fmod=0: the sign of the divisor (Python's %); fmod=1: C's */
-        int64_t fmod;
-        PP_CHECK(pp_attr_int(n->attrs, n->nattrs, "fmod", 0, &fmod, n->name, err));
-        if (!b) return infer_fail(n, PP_ERR_NUMERIC, err, "integer modulo by zero in a constant");
-        *r = b == -1 ? 0 : a % b;
-        if (!fmod && *r && (*r < 0) != (b < 0)) *r += b;
-        break;
-    }
-    default:
-        switch (op) {
+#define INT_CASE(ID, EXPR) case PP_OP_##ID: *r = (EXPR); break;
+    PP_EL_INT_LIST(INT_CASE)
+#undef INT_CASE
 #define CMP_CASE(ID, PRED) case PP_OP_##ID: *r = (PRED); break;
-        PP_EL_COMPARE_LIST(CMP_CASE)
+    PP_EL_COMPARE_LIST(CMP_CASE)
 #undef CMP_CASE
-        default: return infer_fail(n, PP_ERR_INTERNAL, err, "no integer function to fold");
-        }
+    default: return infer_fail(n, PP_ERR_INTERNAL, err, "no integer function to fold");
     }
     return PP_OK;
 }
@@ -180,6 +177,8 @@ pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
     const pp_const_tensor *a = infer_const(c, n->inputs[0]), *b = infer_const(c, n->inputs[1]);
     if (!handled(a->dtype) || !handled(b->dtype)) return PP_OK;
     pp_op op = n->op;
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(op, n->attrs, n->nattrs, n->name, &p, err));
     int fl = is_float(a->dtype) || is_float(b->dtype);
     const pp_shape *sh[2] = {&a->shape, &b->shape};
     int64_t cnt = pp_shape_numel(&out->shape);
@@ -191,7 +190,7 @@ pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
             const_store(out->dtype, (void *)out->data, i, r, is_float(out->dtype) ? 0 : (int64_t)r);
         } else {
             int64_t r = 0;
-            PP_CHECK(binary_i(n, op, const_i64(a, it.off[0]), const_i64(b, it.off[1]), &r, err));
+            PP_CHECK(binary_i(n, op, p, const_i64(a, it.off[0]), const_i64(b, it.off[1]), &r, err));
             const_store(out->dtype, (void *)out->data, i, (double)r, r);
         }
     }

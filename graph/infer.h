@@ -132,6 +132,13 @@ pp_status shape_mod(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_prelu(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+/* graph/infer_index.c */
+pp_status shape_tile(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_pad(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_gather_elements(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_gather_nd(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_argmax(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_topk(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
 /* graph/infer_nn_more.c */
@@ -163,6 +170,11 @@ pp_status fold_minmax(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
 pp_status fold_clip(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 
 /* folders: indexing, scatter, padding, tiling, cumulative sums, more reductions */
+/* graph/fold_index.c: CumSum, Trilu, Tile, Pad, GatherElements, GatherND, ScatterND, ScatterElements */
+pp_status fold_index(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+/* graph/fold_reduce_more.c: ReduceMax, ReduceMin, ReduceProd; ArgMax */
+pp_status fold_reduce_more(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+pp_status fold_argmax(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 
 /* folders: normalisation, attention, rotary embedding, resampling, einsum */
 

@@ -191,7 +191,30 @@ static inline PP_HD float pp_el_clip(float x, float lo, float hi)
     const float y = x < lo ? lo : x;
     return hi < y ? hi : y;
 }
+static inline PP_HD int64_t pp_el_iclip(int64_t x, int64_t lo, int64_t hi)
+{
+    const int64_t y = x < lo ? lo : x;
+    return hi < y ? hi : y;
+}
 static inline PP_HD float pp_el_clip_grad(float x, float lo, float hi) { return x >= lo && x <= hi ? 1.f : 0.f; }
+
+/* Integer arithmetic of shape chains (int64; int32 tensors widen): wrapping as numpy's int64,
+ * and no trap: a division or modulo by 0 gives 0 (the folder reports a constant one), and
+ * INT64_MIN / -1 wraps. */
+static inline PP_HD int64_t pp_el_iadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline PP_HD int64_t pp_el_isub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline PP_HD int64_t pp_el_imul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline PP_HD int64_t pp_el_idiv(int64_t a, int64_t b)
+{
+    return b == 0 ? 0 : b == -1 ? (int64_t)(0u - (uint64_t)a) : a / b;   /* truncates, as C and onnxruntime */
+}
+/* Mod: fmod != 0 the sign of the dividend (C's %), else of the divisor (Python's %) */
+static inline PP_HD int64_t pp_el_imod(int64_t a, int64_t b, int fmod)
+{
+    const int64_t r = b == 0 || b == -1 ? 0 : a % b;
+    return !fmod && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+static inline PP_HD int64_t pp_el_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }
 
 /* IsNaN, IsInf (detect_positive pos, detect_negative neg as 0 / 1) */
 static inline PP_HD int pp_el_isnan(float x) { return x != x; }

@@ -72,6 +72,30 @@ typedef struct pp_el_params {
     /* b: the slope, broadcast to a (unidirectional: graph/infer_logic.c checks) */                                   \
     B(PRELU, pp_el_prelu(a, b), pp_el_prelu_grad_x(a, b), pp_el_prelu_grad_slope(a))
 
+/* I(ID, result of int64 a and b): the binary ops on int64 / int32 tensors (shape chains that do not
+ * fold under dynamic shapes), for the `binary` kernels' integer path and the folder; p in scope
+ * (pp_el_params_read). An op of the binary list without a row here takes floats only. */
+#define PP_EL_INT_LIST(I)                                                                                             \
+    I(ADD, pp_el_iadd(a, b))                                                                                          \
+    I(SUB, pp_el_isub(a, b))                                                                                          \
+    I(MUL, pp_el_imul(a, b))                                                                                          \
+    I(DIV, pp_el_idiv(a, b))                                                                                          \
+    I(POW, pp_el_ipow(a, b))                                                                                          \
+    /* comparisons, logic, more elementwise functions */                                                              \
+    I(MAX, a > b ? a : b)                                                                                             \
+    I(MIN, a < b ? a : b)                                                                                             \
+    /* p.a: the fmod attribute */                                                                                     \
+    I(MOD, pp_el_imod(a, b, p.a != 0.f))
+
+/* J(ID, result of int64 x): the unary ops on int64 / int32 tensors (the `unary` kernels' integer
+ * path and the folder); an op of the unary list without a row here takes floats only. */
+#define PP_EL_INT_UNARY_LIST(J)                                                                                       \
+    J(NEG, pp_el_isub(0, x))                                                                                          \
+    J(RELU, x > 0 ? x : 0)                                                                                            \
+    /* comparisons, logic, more elementwise functions */                                                              \
+    J(ABS, x < 0 ? pp_el_isub(0, x) : x)                                                                              \
+    J(SIGN, (int64_t)(x > 0) - (int64_t)(x < 0))
+
 /* C(ID, predicate of a and b): comparisons to bool, on any numeric type (a and b of one type);
  * And, Or, Xor are the same on bool (0 / 1) inputs, which their shape rule asks for. */
 #define PP_EL_COMPARE_LIST(C)                                                                                         \
@@ -121,6 +145,12 @@ static inline pp_status pp_el_params_read(pp_op op, const pp_attr *attrs, int na
     case PP_OP_HARD_SIGMOID:
         PP_CHECK(pp_attr_float(attrs, nattrs, "alpha", 0.2f, &p->a, node, err));
         return pp_attr_float(attrs, nattrs, "beta", 0.5f, &p->b, node, err);
+    case PP_OP_MOD: {
+        int64_t fmod;
+        PP_CHECK(pp_attr_int(attrs, nattrs, "fmod", 0, &fmod, node, err));
+        p->a = fmod != 0;
+        return PP_OK;
+    }
     case PP_OP_IS_INF: {
         int64_t pos, neg;
         PP_CHECK(pp_attr_int(attrs, nattrs, "detect_positive", 1, &pos, node, err));

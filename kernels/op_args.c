@@ -141,7 +141,7 @@ pp_status pp_args_slice(const pp_kernel_ctx *c, const pp_tensor *x, const pp_ten
 
 pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduced, int *copy, pp_error *err)
 {
-    const int attr_form = c->op == PP_OP_REDUCE_MEAN ? c->opset < 18 : c->opset < 13;
+    const int attr_form = c->op == PP_OP_REDUCE_SUM ? c->opset < 13 : c->opset < 18;
     int64_t axes[PP_MAX_RANK], noop = 0;
     int naxes;
     if (attr_form) {

@@ -43,8 +43,9 @@ pp_status pp_args_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t 
 pp_status pp_args_slice(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y, int64_t *start,
                         int64_t *step, int64_t *count, pp_error *err);
 
-/* ReduceSum / ReduceMean over x: reduced[d] for each dim (axes from the attribute for
- * ReduceSum below opset 13 and ReduceMean below 18, else from input 1; none: every dim);
+/* A reduction over x (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd): reduced[d]
+ * for each dim (axes from the attribute for ReduceSum below opset 13 and the others below
+ * 18, else from input 1; none: every dim);
  * *copy when no axes are given and noop_with_empty_axes makes the op a copy. */
 pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduced, int *copy, pp_error *err);
 

@@ -13,6 +13,8 @@ extern "C" {
  * +Inf); below opset 11 the attributes min / max. Read from the tensor on a device whose memory
  * the host reads, else from c->host_in (constant inputs), else an error naming the node. */
 pp_status pp_args_clip(const pp_kernel_ctx *c, float *lo, float *hi, pp_error *err);
+/* The same for an int64 / int32 x: bounds of x's dtype, omitted: INT64_MIN / INT64_MAX. */
+pp_status pp_args_clip_int(const pp_kernel_ctx *c, int64_t *lo, int64_t *hi, pp_error *err);
 
 #ifdef __cplusplus
 }

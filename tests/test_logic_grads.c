@@ -27,6 +27,8 @@ static const float smooth3[24] = {0.69f, -2.13f, 4.11f, -4.86f, 0.66f, -0.54f, 6
                                   2.43f, -0.99f, 3.36f, -6.72f, 2.01f, -2.64f, 8.07f, -10.83f};
 static const float divisors[4] = {1.35f, -1.25f, 1.3f, -1.45f};
 static const float slopes[2] = {0.25f, -0.5f};
+/* Max of 3's other inputs: every three values compared differ by 0.09 or more */
+static const float row6[6] = {0.05f, -0.45f, 1.55f, -1.05f, 0.95f, -0.05f}, col4[4] = {0.6f, -0.95f, 1.95f, 0.3f};
 static const float lo_half[1] = {-0.5f}, hi_half[1] = {0.5f};
 
 #define T2(a, b) .rank = 2, .dims = {a, b}
@@ -47,6 +49,10 @@ static const kc_case cases[] = {
     {.name = "max_bcast", .op = "Max", .nin = 2, .nout = 1, .in = {{T2(4, 6), SMOOTH}, {T1(6)}}, .out = {{T2(4, 6)}}},
     {.name = "min_bcast", .op = "Min", .nin = 2, .nout = 1, .in = {{T2(6, 4), SMOOTH}, {T2(6, 1)}},
      .out = {{T2(6, 4)}}},
+    {.name = "max_of_3", .op = "Max", .nin = 3, .nout = 1,
+     .in = {{T2(4, 6), SMOOTH}, {T1(6), .fill = KC_DATA, .data = row6}, {T2(4, 1), .fill = KC_DATA, .data = col4}},
+     .out = {{T2(4, 6)}}},
+    {.name = "min_of_1", .op = "Min", .nin = 1, .nout = 1, .in = {{T2(4, 6), SMOOTH}}, .out = {{T2(4, 6)}}},
     {.name = "mod_fmod", .op = "Mod", .nin = 2, .nout = 1,
      .in = {{T2(6, 4), .fill = KC_DATA, .data = smooth3}, {T1(4), .fill = KC_DATA, .data = divisors}},
      .out = {{T2(6, 4)}}, .attrs = {{.name = "fmod", .type = PP_ATTR_INT, .i = 1}}, .nattrs = 1},
@@ -175,6 +181,15 @@ static void test_kinks_match_torch(void **state)
     bad += !same("Max ties, a", ga, max_a, 4) + !same("Max ties, b", gb, max_b, 4);
     grads("Min", NULL, 0, 2, ab, &ab[0], gab);
     bad += !same("Min ties, a", ga, max_b, 4) + !same("Min ties, b", gb, max_a, 4);
+    /* Max of 3 (ONNX's variadic form): a tie splits the gradient equally among the equal inputs */
+    const float c3[4] = {1, 0, 3, -1}, max3_a[4] = {1.f / 3, 1, 0, 0.5f}, max3_b[4] = {1.f / 3, 0, 0.5f, 0.5f},
+                max3_c[4] = {1.f / 3, 0, 0.5f, 0};
+    float gc[4];
+    pp_tensor abc[3] = {vec(a, 4), vec(b, 4), vec(c3, 4)};
+    float *gabc[3] = {ga, gb, gc};
+    grads("Max", NULL, 0, 3, abc, &abc[0], gabc);
+    bad += !same("Max of 3 ties, a", ga, max3_a, 4) + !same("Max of 3 ties, b", gb, max3_b, 4) +
+           !same("Max of 3 ties, c", gc, max3_c, 4);
     /* Mod fmod=1: d/da = 1, d/db = -trunc(a / b) */
     const float ma[5] = {5.5f, -5.5f, 5.5f, -5.5f, 3.f}, mb[5] = {2, 2, -2, -2, 1.5f};
     const float want_ma[5] = {1, 1, 1, 1, 1}, want_mb[5] = {-2, 2, 2, -2, -2};

@@ -126,8 +126,8 @@ static void test_flop_model(void **state)
 }
 
 /* The op list's kernel column against the element lists: an op on the generic `unary`,
- * `binary` or `compare` kernel has its math in kernels/element_ops.h, and every row there
- * belongs to such an op (Identity's gradient is the unary kernel's too). */
+ * `binary`, `compare` or `predicate` kernel has its math in kernels/element_ops.h, and every
+ * row there belongs to such an op (Identity's gradient is the unary kernel's too). */
 static const struct row {
     const char *id, *kernel;
 } rows[] = {
@@ -137,7 +137,8 @@ static const struct row {
 };
 #define ID_OF(ID, ...) #ID,
 static const char *const el_unary[] = {PP_EL_UNARY_LIST(ID_OF)}, *const el_binary[] = {PP_EL_BINARY_LIST(ID_OF)},
-                         *const el_compare[] = {PP_EL_COMPARE_LIST(ID_OF)};
+                         *const el_compare[] = {PP_EL_COMPARE_LIST(ID_OF)},
+                         *const el_predicate[] = {PP_EL_PREDICATE_LIST(ID_OF)};
 #undef ID_OF
 
 static int listed(const char *id, const char *const *ids, size_t n)
@@ -161,8 +162,9 @@ static void test_element_ops_match_the_list(void **state)
     const struct { const char *kernel; const char *const *ids; size_t n; } lists[] = {
         {"unary", el_unary, sizeof el_unary / sizeof el_unary[0]},
         {"binary", el_binary, sizeof el_binary / sizeof el_binary[0]},
-        {"compare", el_compare, sizeof el_compare / sizeof el_compare[0]}};
-    for (size_t l = 0; l < 3; l++) {
+        {"compare", el_compare, sizeof el_compare / sizeof el_compare[0]},
+        {"predicate", el_predicate, sizeof el_predicate / sizeof el_predicate[0]}};
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             if (!strcmp(rows[i].kernel, lists[l].kernel) && !listed(rows[i].id, lists[l].ids, lists[l].n)) {
                 print_message("%s runs on the %s kernel but has no row in element_ops.h's %s list\n", rows[i].id,
@@ -178,9 +180,9 @@ static void test_element_ops_match_the_list(void **state)
             }
         }
     }
-    print_message("%zu unary, %zu binary, %zu comparison element rows against the op list: %d mismatches\n",
-                  sizeof el_unary / sizeof el_unary[0], sizeof el_binary / sizeof el_binary[0],
-                  sizeof el_compare / sizeof el_compare[0], bad);
+    print_message("%zu unary, %zu binary, %zu comparison, %zu predicate element rows against the op list: "
+                  "%d mismatches\n", sizeof el_unary / sizeof el_unary[0], sizeof el_binary / sizeof el_binary[0],
+                  sizeof el_compare / sizeof el_compare[0], sizeof el_predicate / sizeof el_predicate[0], bad);
     assert_int_equal(bad, 0);
 }
 

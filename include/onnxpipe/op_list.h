@@ -158,11 +158,10 @@
     X(HARD_SIGMOID, "HardSigmoid", unary, FB, 13, 0, EL_IN(HARD_SIGMOID), EL_OUT(HARD_SIGMOID), 0, ELEMENTWISE, 3,    \
       shape_unary, fold_unary)                                                                                        \
     X(MISH, "Mish", unary, FB, 18, 0, EL_IN(MISH), EL_OUT(MISH), 0, ELEMENTWISE, 10, shape_unary, fold_unary)         \
-    /* float binary ops (the `binary` kernel, 2 inputs); Max / Min fold with 1..N inputs and on integers */           \
-    X(MAX, "Max", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic,     \
-      fold_minmax)                                                                                                    \
-    X(MIN, "Min", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic,     \
-      fold_minmax)                                                                                                    \
+    /* the `binary` kernel (float; Add ... Mod also int64 / int32); Max / Min take 1..N inputs (N != 2:        */ \
+    /* kernels/cpu/logic.c, kernels/cuda/logic.cu; a tie splits the gradient equally among the equal inputs)      */ \
+    X(MAX, "Max", binary, FB, 13, 0, PP_ALL_INPUTS, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic, fold_minmax) \
+    X(MIN, "Min", binary, FB, 13, 0, PP_ALL_INPUTS, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_variadic, fold_minmax) \
     /* d/da = 1; d/db = -trunc(a / b) */                                                                              \
     X(MOD, "Mod", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_mod,          \
       fold_binary, .saves_for_other = PP_BIT(0))                                                                      \
@@ -174,6 +173,33 @@
       2, shape_unary, fold_clip)                                                                                      \
                                                                                                                       \
     /* ---- indexing, scatter, padding, tiling, cumulative sums, more reductions ---- */                              \
+    /* input 1: axis; a running sum, one add per element (kernels/cpu/pad_tile.c, kernels/cuda/pad_tile.cu) */        \
+    X(CUM_SUM, "CumSum", cumsum, FB, 13, PP_BIT(1), PP_BIT(1), 0, PP_OPF_FOLD_LARGE, REDUCE, 1, shape_unary,         \
+      fold_index)                                                                                                     \
+    /* input 1: k; causal masks are built from it, so it folds */                                                     \
+    X(TRILU, "Trilu", trilu, FB, 14, PP_BIT(1), PP_BIT(1), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_unary, fold_index)    \
+    X(TILE, "Tile", tile, FB, 13, PP_BIT(1), PP_BIT(1), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_tile, fold_index)        \
+    /* inputs 1-3: pads, constant_value, axes (from opset 18) */                                                      \
+    X(PAD, "Pad", pad, FB, 13, ~PP_BIT(0), PP_BIT(1) | PP_BIT(2) | PP_BIT(3), 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_pad, \
+      fold_index)                                                                                                     \
+    /* input 1: indices; backward scatter-adds (kernels/cpu/index.c, kernels/cuda/index.cu) */                        \
+    X(GATHER_ELEMENTS, "GatherElements", gather_elements, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0,                \
+      shape_gather_elements, fold_index)                                                                              \
+    X(GATHER_ND, "GatherND", gather_nd, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_gather_nd, fold_index)     \
+    /* inputs: data, indices, updates */                                                                              \
+    X(SCATTER_ND, "ScatterND", scatter_nd, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_unary, fold_index)      \
+    X(SCATTER_ELEMENTS, "ScatterElements", scatter_elements, FB, 13, PP_BIT(1), PP_BIT(1), 0, 0, NONE, 0, shape_unary,\
+      fold_index)                                                                                                     \
+    /* input 1: axes (an input from opset 18); backward reads x and the result (kernels/cpu/reduce_more.c) */         \
+    X(REDUCE_MAX, "ReduceMax", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,        \
+      shape_reduce, fold_reduce_more)                                                                                 \
+    X(REDUCE_MIN, "ReduceMin", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,        \
+      shape_reduce, fold_reduce_more)                                                                                 \
+    X(REDUCE_PROD, "ReduceProd", reduce_more, FB, 13, PP_BIT(1), PP_BIT(0) | PP_BIT(1), PP_BIT(0), 0, REDUCE, 1,      \
+      shape_reduce, fold_reduce_more, .prec = PP_PREC_FP32)                                                           \
+    X(ARG_MAX, "ArgMax", argmax, F, 13, PP_ALL_INPUTS, 0, 0, 0, REDUCE, 1, shape_argmax, fold_argmax)                 \
+    /* input 1: k; backward scatters through the indices (output 1) */                                                \
+    X(TOP_K, "TopK", topk, FB, 13, PP_BIT(1), PP_BIT(1), PP_BIT(1), 0, REDUCE, 1, shape_topk, NULL)                   \
                                                                                                                       \
     /* ---- normalisation, attention, rotary embedding, resampling, einsum ---- */                                    \
     /* rows normalised on their own (kernels/cpu/norm_rows.c): layer norm's math, RMS without the mean */             \

@@ -50,6 +50,7 @@ PP_AUX(pp_cpu_batchnorm_aux);
 PP_AUX(pp_cpu_layernorm_aux_bytes);
 size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+PP_AUX(pp_cpu_scatter_aux);   /* index.c: ScatterND / ScatterElements with reduction none */
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
 PP_AUX(pp_cpu_norm_rows_aux);

@@ -4,6 +4,7 @@
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "element_ops.h"
+#include "logic.h"   /* the integer paths, variadic Max / Min */
 
 #include <string.h>
 
@@ -62,6 +63,9 @@ static pp_status binary_prepare(const pp_kernel_ctx *c, pp_bcast *bc, int backwa
 
 PP_FWD(pp_cpu_binary_forward)
 {
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cpu_minmax_forward(c, err);
+    if (c->nin == 2 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cpu_binary_int_forward(c, err);
     pp_bcast bc = {0};
     PP_CHECK(binary_prepare(c, &bc, 0, err));
     const float *A = c->in[0].data, *B = c->in[1].data;
@@ -106,6 +110,8 @@ PP_FWD(pp_cpu_binary_forward)
 PP_BWD(pp_cpu_binary_backward)
 {
     if (!grad_out[0].data) return PP_OK;
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN))
+        return pp_cpu_minmax_backward(c, grad_out, grad_in, err);
     if (c->op == PP_OP_ADD || c->op == PP_OP_SUB) {   /* a sum over the broadcast dims, no factor to read */
         if (grad_in[0].data)
             PP_CHECK(pp_bcast_reduce_add(&grad_in[0], &grad_out[0], 1.f, c->grad_fresh & 1, c->node, err));
@@ -202,7 +208,12 @@ PP_CPU_CLONES static pp_status unary_backward(const pp_kernel_ctx *c, const pp_t
     return PP_OK;
 }
 
-PP_FWD(pp_cpu_unary_forward) { return unary_forward(c, err); }
+PP_FWD(pp_cpu_unary_forward)
+{
+    if (c->nin == 1 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cpu_unary_int_forward(c, err);
+    return unary_forward(c, err);
+}
 PP_BWD(pp_cpu_unary_backward) { return unary_backward(c, grad_out, grad_in, err); }
 
 /* Identity copies any dtype; its gradient passes through (float only). */

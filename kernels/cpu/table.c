@@ -34,6 +34,7 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_MAX].caps = FRESH, [PP_OP_MIN].caps = FRESH, [PP_OP_MOD].caps = FRESH, [PP_OP_PRELU].caps = FRESH,
 
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+    [PP_OP_SCATTER_ND].aux_bytes = pp_cpu_scatter_aux, [PP_OP_SCATTER_ELEMENTS].aux_bytes = pp_cpu_scatter_aux,
 
     /* normalisation, attention, rotary embedding, resampling, einsum */
     [PP_OP_RMS_NORMALIZATION].aux_bytes = pp_cpu_norm_rows_aux,

@@ -3,6 +3,7 @@
  * index plans are launch.c's (pp_cu_bcast, pp_cu_reduce). */
 #include "cuda_internal.h"
 #include "ew_ops.cuh"
+#include "logic.cuh"   /* the integer paths, variadic Max / Min */
 #include "reduce.cuh"
 
 #include <string.h>
@@ -225,6 +226,8 @@ static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_ten
 
 PP_CU_FWD(pp_cu_unary_forward)
 {
+    if (c->nin == 1 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cu_unary_int_forward(c, err);
     pp_el_params p;
     PP_CHECK(pp_el_params_read(c->op, c->attrs, c->nattrs, c->node, &p, err));
     switch (c->op) {
@@ -328,6 +331,9 @@ static pp_status binary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_te
 
 PP_CU_FWD(pp_cu_binary_forward)
 {
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cu_minmax_forward(c, err);
+    if (c->nin == 2 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
+        return pp_cu_binary_int_forward(c, err);
     switch (c->op) {
 #define FWD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_fwd(c, el_binary_##ID(), err);
     PP_EL_BINARY_LIST(FWD_CASE)
@@ -338,6 +344,8 @@ PP_CU_FWD(pp_cu_binary_forward)
 
 PP_CU_BWD(pp_cu_binary_backward)
 {
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN))
+        return pp_cu_minmax_backward(c, grad_out, grad_in, err);
     switch (c->op) {
 #define GRAD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_bwd(c, grad_out, grad_in, el_binary_##ID(), err);
     PP_EL_BINARY_LIST(GRAD_CASE)

@@ -22,7 +22,7 @@ __device__ inline void bc_offsets(const pp_cu_bcast &b, int64_t i, int64_t *off)
 }
 
 /* One functor per row of kernels/element_ops.h: el_unary_<ID> {p; fwd(x); grad(x, y)} with
- * reads, what grad reads of the forward; el_binary_<ID> {fwd, da, db}; el_compare_<ID>; el_predicate_<ID>. */
+ * reads, what grad reads of the forward; el_binary_<ID> {fwd, da, db}; el_compare_<ID>; el_int_<ID>; el_int_unary_<ID>; el_predicate_<ID>. */
 #define UNARY_FUNCTOR(ID, READS, FWD, GRAD)                                                  \
     struct el_unary_##ID {                                                                   \
         static const int reads = (READS);                                                    \
@@ -48,6 +48,23 @@ PP_EL_BINARY_LIST(BINARY_FUNCTOR)
     };
 PP_EL_COMPARE_LIST(COMPARE_FUNCTOR)
 #undef COMPARE_FUNCTOR
+
+/* el_int_<ID> {p; operator()(a, b)}: the binary ops on integers, in int64 (kernels/cuda/logic.cu) */
+#define INT_FUNCTOR(ID, EXPR)                                                                \
+    struct el_int_##ID {                                                                     \
+        pp_el_params p;                                                                      \
+        __device__ int64_t operator()(int64_t a, int64_t b) const { (void)p; return (EXPR); } \
+    };
+PP_EL_INT_LIST(INT_FUNCTOR)
+#undef INT_FUNCTOR
+
+/* el_int_unary_<ID> {operator()(x)}: the unary ops on integers, in int64 (kernels/cuda/logic.cu) */
+#define INT_UNARY_FUNCTOR(ID, EXPR)                                                          \
+    struct el_int_unary_##ID {                                                               \
+        __device__ int64_t operator()(int64_t x) const { return (EXPR); }                    \
+    };
+PP_EL_INT_UNARY_LIST(INT_UNARY_FUNCTOR)
+#undef INT_UNARY_FUNCTOR
 
 /* el_predicate_<ID> {p; operator()(x)}: x the element as a float (kernels/cuda/logic.cu) */
 #define PREDICATE_FUNCTOR(ID, DT, EXPR)                                                      \

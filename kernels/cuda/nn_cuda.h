@@ -19,6 +19,7 @@ PP_CU_AUX(pp_cu_layernorm_aux);
 PP_CU_AUX(pp_cu_maxpool_aux);
 PP_CU_AUX(pp_cu_batchnorm_aux);
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+PP_CU_AUX(pp_cu_scatter_aux);   /* index.cu: ScatterND / ScatterElements with reduction none */
 
 /* normalisation, attention, rotary embedding, resampling, einsum */
 PP_CU_AUX(pp_cu_norm_rows_aux);

@@ -20,6 +20,8 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     t[PP_OP_MAX_POOL].aux_bytes = pp_cu_maxpool_aux;
     t[PP_OP_BATCH_NORMALIZATION].aux_bytes = pp_cu_batchnorm_aux;
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
+    t[PP_OP_SCATTER_ND].aux_bytes = pp_cu_scatter_aux;
+    t[PP_OP_SCATTER_ELEMENTS].aux_bytes = pp_cu_scatter_aux;
 
     /* normalisation, attention, rotary embedding, resampling, einsum */
     t[PP_OP_RMS_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;

@@ -2,7 +2,12 @@
 (op_list.h's section of that name) into OUTDIR, for forward_ref.py to run in onnxpipe and in
 onnxruntime. Every model starts with xw = x * w (w a trained [K] of ones, so the partitioner
 has a parameter) for x [N, 4, K] standard normal; 'chain' folds integer shape chains
-(Shape -> Mod / Max / Min / Clip / Abs / Sign / comparisons / logic) at load.
+(Shape -> Mod / Max / Min / Clip / Abs / Sign / comparisons / logic) at load, and the '_runtime'
+models run integer Max / Min / Mod / Div / Sub / Abs / Sign / Neg / Relu / Clip on data, where
+nothing folds.
+
+Models onnxpipe must refuse go to OUTDIR/errors/NAME.onnx, with NAME.expect: a piece of the
+message it must give.
 
 usage: logic_models.py OUTDIR    (prints the model names, one a line)"""
 import os
@@ -76,6 +81,11 @@ def models():
     yield model("max", [h.make_node("Max", ["xw", "c"], ["y"])], inits=[const("c", [0.5, -0.5, 0, 1, -1])])
     yield model("min_ties", [h.make_node("Round", ["xw"], ["r"]), h.make_node("Min", ["xw", "r"], ["y"])])
     yield model("min", [h.make_node("Min", ["xw", "c"], ["y"])], inits=[const("c", [[0.5], [-0.5], [0], [1]])])
+    yield model("max_of_3", [h.make_node("Max", ["xw", "c", "d"], ["y"])],
+                inits=[const("c", [0.5, -0.5, 0, 1, -1]), const("d", [[0.2], [-0.1], [0.7], [0]])])
+    yield model("min_of_4", [h.make_node("Round", ["xw"], ["r"]), h.make_node("Min", ["xw", "c", "r", "d"], ["y"])],
+                inits=[const("c", [0.5, -0.5, 0, 1, -1]), const("d", [0.3])])
+    yield model("max_of_1", [h.make_node("Max", ["xw"], ["y"])])
     yield model("mod_fmod", [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Mod", ["xs", "c"], ["y"], fmod=1)],
                 inits=[const("s", [5.0]), const("c", [1.5, -1.5, 0.7, -2.5, 3.0])])
     yield model("prelu", [h.make_node("PRelu", ["xw", "c"], ["y"])], inits=[const("c", [[0.25], [-0.5], [0], [2]])])
@@ -84,6 +94,27 @@ def models():
     yield model("clip_max_only", [h.make_node("Clip", ["xw", "", "hi"], ["y"])], inits=[const("hi", 0.3)])
     yield model("clip_min_only", [h.make_node("Clip", ["xw", "lo"], ["y"])], inits=[const("lo", -0.2)])
     yield model("clip_none", [h.make_node("Clip", ["xw"], ["y"])])
+    # integer arithmetic at run time (data-dependent, so nothing folds): the `binary` kernels' integer path
+    for dt, npdt in ((TP.INT64, np.int64), (TP.INT32, np.int32)):
+        for op, at, c in (("Max", {}, [-1, 0, 1, 2, 0]), ("Min", {}, [[1], [-2], [0], [3]]),
+                          ("Mod", {"fmod": 0}, [3, -3, 2, -5, 7]), ("Mod", {"fmod": 1}, [3, -3, 2, -5, 7]),
+                          ("Div", {}, [3, -3, 2, -5, 7]), ("Sub", {}, [1])):
+            tag = "".join(f"_{k}{v}" for k, v in at.items())
+            yield model(f"{op.lower()}{tag}_{np.dtype(npdt).name}_runtime",
+                        [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Cast", ["xs"], ["i"], to=dt),
+                         h.make_node(op, ["i", "c"], ["r"], **at), h.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)],
+                        inits=[const("s", [7.0]), const("c", c, npdt)])
+        unary_int = [("Abs", ["i"], []), ("Sign", ["i"], []), ("Neg", ["i"], []),
+                     ("Clip", ["i", "lo", "hi"], [const("lo", -3, npdt), const("hi", 4, npdt)]),
+                     ("Clip", ["i", "", "hi"], [const("hi", 2, npdt)])]
+        if dt == TP.INT32:   # onnxruntime has no int64 Relu
+            unary_int.append(("Relu", ["i"], []))
+        for op, ins, inits in unary_int:
+            bounds = "".join("_" + b for b in ins[1:] if b)
+            yield model(f"{op.lower()}{bounds}_{np.dtype(npdt).name}_runtime",
+                        [h.make_node("Mul", ["xw", "s"], ["xs"]), h.make_node("Cast", ["xs"], ["i"], to=dt),
+                         h.make_node(op, ins, ["r"]), h.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)],
+                        inits=[const("s", [7.0])] + inits)
     # integer shape chains, folded at load: s = Shape(xw) = [N, 4, 27]; each piece [3]
     I = np.int64
     pieces = [("Mod", ["s", "m"], {"fmod": 0}), ("Mod", ["s", "m"], {"fmod": 1}), ("Max", ["s", "a", "b"], {}),
@@ -107,13 +138,32 @@ def models():
                        const("lo", 3, I), const("hi", 6, I), const("four", [4], I), const("five", [5], I)])
 
 
+def bad_models():
+    """Models onnxpipe must refuse at load, each with a piece of the message that names why."""
+    B = TP.BOOL
+    yield ("mod_float_fmod0", "needs fmod=1",
+           model("m", [h.make_node("Mod", ["xw", "c"], ["y"], name="n")], inits=[const("c", [1.5])])[1])
+    yield ("and_of_floats", "expected bool",
+           model("m", [h.make_node("And", ["xw", "xw"], ["y"], name="n")], B)[1])
+    yield ("isnan_of_int", "expected float32",
+           model("m", [h.make_node("Cast", ["xw"], ["i"], to=TP.INT64), h.make_node("IsNaN", ["i"], ["y"], name="n")],
+                 B)[1])
+    yield ("prelu_slope_wider", "does not broadcast to X",
+           model("m", [h.make_node("PRelu", ["xw", "c"], ["y"], name="n")], out_shape=("N", 3, 4, K),
+                 inits=[const("c", np.ones((3, 1, 1, 1)))])[1])
+
+
 def main():
     out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(os.path.join(out, "errors"), exist_ok=True)
     for name, m in models():
         onnx.checker.check_model(m, full_check=True)
         onnx.save(m, os.path.join(out, name + ".onnx"))
         print(name)
+    for name, expect, m in bad_models():   # not checked: onnx's checker refuses some of them too
+        onnx.save(m, os.path.join(out, "errors", name + ".onnx"))
+        with open(os.path.join(out, "errors", name + ".expect"), "w") as f:
+            f.write(expect)
 
 
 if __name__ == "__main__":
