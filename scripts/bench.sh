@@ -52,4 +52,5 @@ rm -rf "$ckdir"
 run pipeline "$SRC/bench/pipeline.sh" "$BUILD"
 run memory "$SRC/bench/memory.sh" "$BUILD"
 run peers "$SRC/bench/peers.sh" "$BUILD"
+run hf_peers "$SRC/bench/hf_peers.sh" "$BUILD"   # HF Llama and GPT-2 exports against PyTorch (export venv)
 run paper "$SRC/bench/paper.sh" "$BUILD"
