@@ -46,12 +46,14 @@ static inline PP_HD float pp_el_relu_grad(float x) { return x > 0.f ? 1.f : 0.f;
 static inline PP_HD float pp_el_leaky_relu(float x, float alpha) { return x >= 0.f ? x : alpha * x; }
 static inline PP_HD float pp_el_leaky_relu_grad(float x, float alpha) { return x >= 0.f ? 1.f : alpha; }
 
-/* Overflow-free for large |x|. */
+/* Overflow-free for large |x|: exp of -|x| only, 1 / (1 + e) or e / (1 + e) chosen by the
+ * sign bit, so that the loop has no branch and vectorises (SiLU's Sigmoid in HF decoders;
+ * libm's expf does not). */
 static inline PP_HD float pp_el_sigmoid(float x)
 {
-    if (x >= 0.f) return 1.f / (1.f + expf(-x));
-    float e = expf(x);
-    return e / (1.f + e);
+    const float e = pp_nn_expf(-pp_el_from_bits(pp_el_bits(x) & 0x7FFFFFFFu)), p = 1.f / (1.f + e), q = e * p;
+    const uint32_t neg = 0u - (pp_el_bits(x) >> 31);   /* both computed: a select, not a branch */
+    return pp_el_from_bits((pp_el_bits(q) & neg) | (pp_el_bits(p) & ~neg));
 }
 /* derivatives in terms of the output y */
 static inline PP_HD float pp_el_sigmoid_grad_y(float y) { return y * (1.f - y); }
@@ -120,8 +122,10 @@ static inline PP_HD float pp_el_gelu_tanh_grad(float x)
     return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * PP_EL_SQRT_2_OVER_PI * (1.f + 3.f * PP_EL_GELU_C * x * x);
 }
 
-static inline PP_HD float pp_el_pow(float a, float b) { return powf(a, b); }
-static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b * powf(a, b - 1.f); }
+/* b = 2 (RMSNorm's and LayerNorm's squares, as exporters write them) as a product: powf's
+ * correctly rounded a^2 is a * a, and the loop over a constant exponent stays vector code */
+static inline PP_HD float pp_el_pow(float a, float b) { return b == 2.f ? a * a : powf(a, b); }
+static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b == 2.f ? 2.f * a : b * powf(a, b - 1.f); }
 /* d(a^b)/db = a^b ln a, defined for a > 0 (0 elsewhere, as PyTorch and ONNX Runtime do) */
 static inline PP_HD float pp_el_pow_grad_exp(float a, float y) { return a > 0.f ? y * logf(a) : 0.f; }
 

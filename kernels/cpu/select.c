@@ -153,6 +153,11 @@ PP_BWD(pp_cpu_cast_backward)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (Cast): no gradient through a %s output", c->node,
                             pp_dtype_name(gt));
     int64_t n = pp_tensor_numel(&grad_in[0]);
+    if (gt == PP_DTYPE_F32) {   /* float32 to float32 (exporters' Cast(x, to=FLOAT)): a sum that vectorises */
+        const float *gy = GY;
+        for (int64_t i = 0; i < n; i++) GX[i] += gy[i];
+        return PP_OK;
+    }
     for (int64_t i = 0; i < n; i++) GX[i] += (float)pp_el_cast_read(gt, GY, i);
     return PP_OK;
 }
