@@ -122,10 +122,17 @@ static inline PP_HD float pp_el_gelu_tanh_grad(float x)
     return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * PP_EL_SQRT_2_OVER_PI * (1.f + 3.f * PP_EL_GELU_C * x * x);
 }
 
-/* b = 2 (RMSNorm's and LayerNorm's squares, as exporters write them) as a product: powf's
- * correctly rounded a^2 is a * a, and the loop over a constant exponent stays vector code */
-static inline PP_HD float pp_el_pow(float a, float b) { return b == 2.f ? a * a : powf(a, b); }
-static inline PP_HD float pp_el_pow_grad_base(float a, float b) { return b == 2.f ? 2.f * a : b * powf(a, b - 1.f); }
+/* b = 2 and 3 (RMSNorm's squares, gelu_new's cube, as exporters write them) as products, as
+ * PyTorch's pow kernel computes them (powf's correctly rounded a^2 is a * a): the loop over a
+ * constant exponent stays vector code instead of a powf call per element */
+static inline PP_HD float pp_el_pow(float a, float b)
+{
+    return b == 2.f ? a * a : b == 3.f ? a * a * a : powf(a, b);
+}
+static inline PP_HD float pp_el_pow_grad_base(float a, float b)
+{
+    return b == 2.f ? 2.f * a : b == 3.f ? 3.f * (a * a) : b * powf(a, b - 1.f);
+}
 /* d(a^b)/db = a^b ln a, defined for a > 0 (0 elsewhere, as PyTorch and ONNX Runtime do) */
 static inline PP_HD float pp_el_pow_grad_exp(float a, float y) { return a > 0.f ? y * logf(a) : 0.f; }
 
