@@ -62,17 +62,25 @@ pp_status pp_args_gather(const pp_kernel_ctx *c, const pp_tensor *data, const pp
     return PP_OK;
 }
 
+pp_status pp_args_host_input(const pp_kernel_ctx *c, int k, const char *what, const void **h, pp_error *err)
+{
+    const pp_tensor *t = &c->in[k];
+    *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[k] : NULL;
+    if (!*h)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) must be a constant known at plan time: "
+                            "the %s kernel reads it from the host copy in pp_kernel_ctx.host_in, which is missing",
+                            k, what, c->dev ? pp_device_kind_name(c->dev->kind) : "?");
+    return PP_OK;
+}
+
 pp_status pp_args_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
                        pp_error *err)
 {
     *n = -1;
     if (k >= c->nin || !c->in[k].data) return PP_OK;
     const pp_tensor *t = &c->in[k];
-    const void *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[k] : NULL;
-    if (!h)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) must be a constant known at plan time: "
-                            "the %s kernel reads it from the host copy in pp_kernel_ctx.host_in, which is missing",
-                            k, what, c->dev ? pp_device_kind_name(c->dev->kind) : "?");
+    const void *h;
+    PP_CHECK(pp_args_host_input(c, k, what, &h, err));
     const int64_t cnt = pp_tensor_numel(t);
     if (t->dtype != PP_DTYPE_I64 && t->dtype != PP_DTYPE_I32)
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) has dtype %s, expected int64 or int32", k,

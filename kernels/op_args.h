@@ -34,6 +34,10 @@ pp_status pp_args_gather(const pp_kernel_ctx *c, const pp_tensor *data, const pp
 /* Integer input k (int64 or int32, at most max values) into vals: from the tensor itself
  * on a device whose memory the host reads, else from its host copy (c->host_in[k], which
  * the stage fills for constant inputs). *n = -1 when the input is omitted. */
+/* *h = where the host reads constant input k (present): the tensor itself on a host-memory
+ * device, else its host copy (pp_kernel_ctx.host_in); an error naming the input (`what`)
+ * when there is none. */
+pp_status pp_args_host_input(const pp_kernel_ctx *c, int k, const char *what, const void **h, pp_error *err);
 pp_status pp_args_ints(const pp_kernel_ctx *c, int k, const char *what, int64_t *vals, int *n, int max,
                        pp_error *err);
 

@@ -81,10 +81,8 @@ static pp_status pad_value(const pp_kernel_ctx *c, const pp_tensor *x, float *va
     if (c->opset < 11) return pp_attr_float(c->attrs, c->nattrs, "value", 0.f, value, c->node, err);
     if (c->nin < 3 || !c->in[2].data) return PP_OK;
     const pp_tensor *t = &c->in[2];
-    const void *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[2] : NULL;
-    if (!h)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input 2 (constant_value) must be a constant known at "
-                            "plan time (the host copy in pp_kernel_ctx.host_in is missing)");
+    const void *h;
+    PP_CHECK(pp_args_host_input(c, 2, "constant_value", &h, err));
     if (t->dtype != x->dtype || pp_tensor_numel(t) != 1)
         return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input 2 (constant_value) must be one %s value",
                             pp_dtype_name(x->dtype));

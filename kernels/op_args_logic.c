@@ -13,11 +13,8 @@ static pp_status scalar_input(const pp_kernel_ctx *c, int k, const char *what, p
     *v = NULL;
     if (k >= c->nin || !c->in[k].data) return PP_OK;
     const pp_tensor *t = &c->in[k];
-    const void *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[k] : NULL;
-    if (!h)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (%s) must be a constant known at plan time: "
-                            "the %s kernel reads it from the host copy in pp_kernel_ctx.host_in, which is missing",
-                            k, what, c->dev ? pp_device_kind_name(c->dev->kind) : "?");
+    const void *h;
+    PP_CHECK(pp_args_host_input(c, k, what, &h, err));
     if (pp_tensor_numel(t) != 1)
         return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "input %d (%s) has %lld values, expected a scalar", k, what,
                             (long long)pp_tensor_numel(t));

@@ -50,8 +50,8 @@ static pp_status read_scales(const pp_kernel_ctx *c, int rank, double *scale, in
     *given = 0;
     if (c->nin < 3 || !c->in[2].data || pp_tensor_numel(&c->in[2]) == 0) return PP_OK;
     const pp_tensor *t = &c->in[2];
-    const void *h = pp_device_caps(c->dev) & PP_DEVICE_CAP_HOST_MEMORY ? t->data : c->host_in ? c->host_in[2] : NULL;
-    if (!h) return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "scales must be a constant (an initializer)");
+    const void *h;
+    PP_CHECK(pp_args_host_input(c, 2, "scales", &h, err));
     if (t->dtype != PP_DTYPE_F32 || pp_tensor_numel(t) != rank)
         return pp_args_fail(c, PP_ERR_SHAPE, err, "scales must be %d float32 values", rank);
     for (int d = 0; d < rank; d++) scale[d] = ((const float *)h)[d];
