@@ -50,6 +50,14 @@ char *ck_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* 
 pp_status ck_mkdir(const char *path, pp_error *err);            /* one level; EEXIST is fine */
 pp_status ck_fsync_path(const char *path, pp_error *err);       /* a file or a directory */
 pp_status ck_write_file(const char *path, const void *data, size_t n, pp_error *err);  /* fsynced */
+/* Writes n bytes to fd; a full disk (ENOSPC, EDQUOT) names path, the need bytes the whole
+ * file needs and what is free there. */
+pp_status ck_write_all(int fd, const char *path, const void *data, size_t n, int64_t need, pp_error *err);
+/* Reserves the file's n bytes (fallocate; filesystems without it are written as they are). */
+pp_status ck_reserve(int fd, const char *path, int64_t n, pp_error *err);
+/* The error of a failed write or fsync of path (errno), with the space it needed when the
+ * disk is full. */
+pp_status ck_write_error(pp_error *err, int fd, const char *path, int64_t need);
 pp_status ck_read_file(const char *path, char **out, size_t *n, pp_error *err);        /* NUL-terminated */
 pp_status ck_rename(const char *from, const char *to, pp_error *err);
 pp_status ck_remove_tree(const char *path, pp_error *err);

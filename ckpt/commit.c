@@ -14,6 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A rank whose shards failed leaves rank-<R>.failed in tmp (writer.c): its number, or -1. */
+static int failed_rank(const ck_commit *c)
+{
+    DIR *d = opendir(c->tmp);
+    int rank = -1;
+    struct dirent *e;
+    while (d && rank < 0 && (e = readdir(d)))
+        if (sscanf(e->d_name, "rank-%d.failed", &rank) != 1) rank = -1;
+    if (d) closedir(d);
+    return rank;
+}
+
 /* Waits for the markers of every (stage, replica), then reads them. */
 static pp_status gather(const ck_commit *c, pp_jvalue **markers, pp_error *err)
 {
@@ -25,7 +37,12 @@ static pp_status gather(const ck_commit *c, pp_jvalue **markers, pp_error *err)
         char *path = ck_path("%s/%s", c->tmp, name), *text = NULL;
         if (!path) return PP_NOMEM(err);
         struct stat sb;
-        while (stat(path, &sb) != 0) {
+        for (int polls = 0; stat(path, &sb) != 0; polls++) {
+            int bad = polls % 20 == 19 ? failed_rank(c) : -1;   /* a readdir every 0.1 s */
+            if (bad >= 0) {
+                free(path);
+                return pp_error_set(err, PP_ERR_IO, "rank %d could not write its shards (its error says why)", bad);
+            }
             if (pp_now() - t0 > c->timeout_s) {
                 pp_status st = pp_error_set(err, PP_ERR_TIMEOUT, "stage %d replica %d did not write its shard into "
                                             "'%s' within %.0f s (of %d stages x %d replicas)", i / replicas,
@@ -178,11 +195,15 @@ pp_status ck_commit_run(const ck_commit *c, pp_error *err)
         st = ck_manifest_write(manifest, c->meta, c->model_hash, (const pp_jvalue *const *)markers, c->expected, err);
     if (st == PP_OK) st = remove_markers(c, err);
     if (st == PP_OK) st = ck_fsync_path(c->tmp, err);
+    if (st == PP_OK) st = pp_ckpt_lock_check(c->root, c->run_id, err);   /* still this job's directory */
     if (st == PP_OK) st = move_into_place(c, err);
     if (st == PP_OK) st = move_latest(c, err);
     if (st == PP_OK) st = prune(c, err);
     pp_log(PP_LOG_DEBUG, "checkpoint step %lld: waited %.3f s for the other shards, committed in %.3f s",
            (long long)c->meta->step, t_gather, pp_now() - t0 - t_gather);
+    /* a save that did not commit leaves nothing: its space back, `latest` as it was */
+    if (st != PP_OK && stat(c->tmp, &(struct stat){0}) == 0 && pp_ckpt_lock_check(c->root, c->run_id, NULL) == PP_OK)
+        ck_remove_tree(c->tmp, NULL);
     for (int i = 0; markers && i < c->expected; i++) pp_json_free(markers[i]);
     free(markers);
     free(manifest);

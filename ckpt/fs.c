@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 char *ck_path(const char *fmt, ...)
@@ -26,6 +27,23 @@ char *ck_path(const char *fmt, ...)
 static pp_status io_error(pp_error *err, const char *what, const char *path)
 {
     return pp_error_set(err, PP_ERR_IO, "cannot %s '%s': %s", what, path, strerror(errno));
+}
+
+pp_status ck_write_error(pp_error *err, int fd, const char *path, int64_t need)
+{
+    int e = errno;
+    struct statvfs vs;
+    if ((e == ENOSPC || e == EDQUOT) && fstatvfs(fd, &vs) == 0)
+        return pp_error_set(err, PP_ERR_IO, "cannot write '%s': %s (it needs %lld bytes; %llu bytes are free there)",
+                            path, strerror(e), (long long)need, (unsigned long long)vs.f_bavail * vs.f_frsize);
+    errno = e;
+    return io_error(err, "write", path);
+}
+
+pp_status ck_reserve(int fd, const char *path, int64_t n, pp_error *err)
+{
+    if (n <= 0 || fallocate(fd, 0, 0, n) == 0 || errno == EOPNOTSUPP || errno == ENOSYS) return PP_OK;
+    return ck_write_error(err, fd, path, n);
 }
 
 pp_status ck_mkdir(const char *path, pp_error *err)
@@ -49,20 +67,25 @@ pp_status ck_write_file(const char *path, const void *data, size_t n, pp_error *
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return io_error(err, "create", path);
+    pp_status st = ck_reserve(fd, path, (int64_t)n, err);
+    if (st == PP_OK) st = ck_write_all(fd, path, data, n, (int64_t)n, err);
+    if (st == PP_OK && fsync(fd) != 0) st = ck_write_error(err, fd, path, (int64_t)n);
+    if (close(fd) != 0 && st == PP_OK) st = io_error(err, "write", path);
+    return st;
+}
+
+pp_status ck_write_all(int fd, const char *path, const void *data, size_t n, int64_t need, pp_error *err)
+{
     const char *p = data;
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = write(fd, p, n < (64u << 20) ? n : (64u << 20));
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             if (w == 0) errno = ENOSPC;
-            int e = errno;
-            close(fd);
-            errno = e;
-            return io_error(err, "write", path);
+            return ck_write_error(err, fd, path, need);
         }
         p += w, n -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) return io_error(err, "write", path);
     return PP_OK;
 }
 

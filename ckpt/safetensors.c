@@ -67,19 +67,6 @@ static pp_status header(const ck_shard *sh, int64_t step, char **out, size_t *le
     return PP_OK;
 }
 
-static pp_status write_all(int fd, const char *path, const void *data, size_t n, pp_error *err)
-{
-    const char *p = data;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n < (64u << 20) ? n : (64u << 20));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return pp_error_set(err, PP_ERR_IO, "cannot write '%s': %s", path, w == 0 ? "no space" : strerror(errno));
-        p += w, n -= (size_t)w;
-    }
-    return PP_OK;
-}
-
 pp_status ck_shard_write(ck_shard *sh, const char *path, int64_t step, pp_error *err)
 {
     char *hdr = NULL;
@@ -103,12 +90,15 @@ pp_status ck_shard_write(ck_shard *sh, const char *path, int64_t step, pp_error 
         free(hdr);
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     }
-    PP_CHECK_GOTO(write_all(fd, path, len8, 8, err), st, done);
-    PP_CHECK_GOTO(write_all(fd, path, hdr, hlen, err), st, done);
+    /* the whole file's space first: a full disk fails here, naming the bytes needed */
+    int64_t size = 8 + (int64_t)hlen + sh->bytes;
+    PP_CHECK_GOTO(ck_reserve(fd, path, size, err), st, done);
+    PP_CHECK_GOTO(ck_write_all(fd, path, len8, 8, size, err), st, done);
+    PP_CHECK_GOTO(ck_write_all(fd, path, hdr, hlen, size, err), st, done);
     for (int i = 0; i < sh->nitems; i++)
-        PP_CHECK_GOTO(write_all(fd, path, sh->items[i].data, (size_t)sh->items[i].nbytes, err), st, done);
+        PP_CHECK_GOTO(ck_write_all(fd, path, sh->items[i].data, (size_t)sh->items[i].nbytes, size, err), st, done);
     t_write = pp_now() - t0 - t_crc;
-    if (fsync(fd) != 0) st = pp_error_set(err, PP_ERR_IO, "cannot fsync '%s': %s", path, strerror(errno));
+    if (fsync(fd) != 0) st = ck_write_error(err, fd, path, size);
 done:
     if (close(fd) != 0 && st == PP_OK) st = pp_error_set(err, PP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     free(hdr);

@@ -7,9 +7,11 @@
  * changes, are copied before save returns). */
 #include "ckpt_internal.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct pp_ckpt_writer {
     pp_ckpt_writer_options opt;
@@ -221,9 +223,11 @@ done:
     return st;
 }
 
-/* Writes this rank's shards and markers into the temporary directory; rank 0 commits. */
-static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
+/* This rank's shards and markers into the temporary directory, while the save directory
+ * is still this job's. */
+static pp_status write_shards(pp_ckpt_writer *w, pp_error *err)
 {
+    PP_CHECK(pp_ckpt_lock_check(w->root, w->run_id, err));
     for (int i = 0; i < w->nshards; i++) {
         ck_shard *sh = &w->shards[i];
         char base[40], name[64];
@@ -233,6 +237,7 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
             char *path = ck_path("%s/%s", w->tmp, sh->file);
             if (!path) return PP_NOMEM(err);
             pp_status st = ck_shard_write(sh, path, w->meta.step, err);
+            if (st != PP_OK) unlink(path);   /* what it wrote is of no use: give the space back */
             free(path);
             PP_CHECK(st);
         }
@@ -246,6 +251,23 @@ static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
         free(part);
         free(marker);
         PP_CHECK(st);
+    }
+    return PP_OK;
+}
+
+/* Writes this rank's shards; one that fails leaves an empty `failed` marker, so rank 0
+ * stops waiting for it at once. Rank 0 then commits. */
+static pp_status write_job(pp_ckpt_writer *w, pp_error *err)
+{
+    pp_status st = write_shards(w, err);
+    if (st != PP_OK) {
+        char *failed = ck_path("%s/rank-%d.failed", w->tmp, w->rank);
+        int fd = failed ? open(failed, O_WRONLY | O_CREAT, 0644) : -1;
+        if (fd >= 0) close(fd);
+        free(failed);
+        /* rank 0 commits nothing: the temporary directory goes, while it is this job's */
+        if (w->rank == 0 && pp_ckpt_lock_check(w->root, w->run_id, NULL) == PP_OK) ck_remove_tree(w->tmp, NULL);
+        return st;
     }
     if (w->rank != 0) return PP_OK;
     ck_commit c = {.root = w->root, .tmp = w->tmp, .final_dir = w->final_dir, .expected = w->expected, .replicas = w->replicas,
@@ -353,6 +375,7 @@ pp_status pp_ckpt_writer_save(pp_ckpt_writer *w, const pp_ckpt_part *part, const
         PP_CHECK(stage_shard(part, i, &w->shards[i], &w->hosts[i], &w->caps[i], mode, err));
     pp_log(PP_LOG_DEBUG, "checkpoint step %lld: staged in %.3f s", (long long)meta->step, pp_now() - t0);
     PP_CHECK(ck_mkdir(w->root, err));
+    PP_CHECK(pp_ckpt_lock_check(w->root, w->run_id, err));
     PP_CHECK(ck_mkdir(w->tmp, err));
     w->st = PP_OK;
     pp_error_clear(&w->err);

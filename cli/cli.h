@@ -20,6 +20,10 @@ int cmd_plan(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 
 /* Prints "onnxpipe: error: <msg>" (and "hint: <hint>" when given) to stderr; returns 2. */
+/* `onnxpipe train`'s exit status after a --save-on-signal preemption: saved, to be resumed
+ * (EX_TEMPFAIL: a batch system may requeue on it). */
+#define CLI_EXIT_PREEMPTED 75
+
 int cli_usage_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "onnxpipe: error: <err->msg>" to stderr; returns 1. */
 int cli_fail(const pp_error *err);

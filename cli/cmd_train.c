@@ -3,6 +3,7 @@
 
 #include <onnxpipe/train.h>
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,12 @@ static void usage(FILE *out)
             "  --resume auto|PATH     go on from the newest checkpoint in --save that verifies (none: start\n"
             "                         from scratch), or from PATH; any pp, dp, schedule and microbatches;\n"
             "                         --steps stays the total, counted from the first run's start\n"
+            "  --save-on-signal LIST  signals that preempt the job (default SIGTERM with --save; none: off):\n"
+            "                         every rank finishes its step, saves it, and the job exits with status\n"
+            "                         %d; under mpirun use SIGUSR1, which mpirun forwards (SIGTERM to\n"
+            "                         mpirun kills the ranks a second later)\n"
+            "  --lock-wait S          DIR is another live job's: wait up to S seconds for it to end, then\n"
+            "                         fail naming it (default 60)\n"
             "evaluation:\n"
             "  --eval-data DIR        a dataset evaluated forward-only through the same pipeline\n"
             "  --eval-every N         after every N steps and after the last (default: after the last only)\n"
@@ -79,7 +86,32 @@ static void usage(FILE *out)
             "  --log-histograms N     weight and gradient histograms every N steps (with --logdir)\n"
             "  --profile-steps A:B    profile steps A..B: every op's forward/backward, messages and reductions\n"
             "  --profile FILE         ... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout\n",
-            cli_partition_options_help);
+            cli_partition_options_help, CLI_EXIT_PREEMPTED);
+}
+
+/* --save-on-signal SIGTERM,USR1,... (names with or without SIG) or none, into a mask. */
+static int parse_signals(const char *v, uint64_t *mask)
+{
+    *mask = 0;
+    if (v && !strcmp(v, "none")) return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v ? v : "");
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const char *name = strncmp(tok, "SIG", 3) ? tok : tok + 3;
+        int sig = 0;
+        for (int s = 1; s < 64 && !sig; s++)
+            if (sigabbrev_np(s) && !strcmp(sigabbrev_np(s), name)) sig = s;
+        if (!sig || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+            sig == SIGILL || sig == SIGCHLD || sig == SIGPIPE) {
+            cli_usage_error("example: --save-on-signal SIGTERM,SIGUSR1",
+                            "--save-on-signal: '%s' is not a signal a job can be preempted with", tok);
+            return 0;
+        }
+        *mask |= 1ull << sig;
+    }
+    if (!*mask) cli_usage_error("example: --save-on-signal SIGUSR1", "--save-on-signal needs a signal or none");
+    return *mask != 0;
 }
 
 #define MAX_DIMS 16
@@ -117,6 +149,7 @@ int cmd_train(int argc, char **argv)
     pp_train_config c;
     cli_train_defaults(&c);
     c.dims = dims;
+    int signals_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -175,6 +208,15 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
+        else if (!strcmp(a, "--save-on-signal")) {
+            if (!parse_signals(v, &c.save_signals)) return 2;
+            signals_given = 1;
+            i++;
+        }
+        else if (!strcmp(a, "--lock-wait")) {
+            if (!cli_parse_double(a, v, 0, 1e7, &c.lock_wait_s)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--shuffle")) c.shuffle = 1;
         else if (!strcmp(a, "--profile-steps")) {
             if (!parse_range(v, &c.profile_first, &c.profile_last)) return 2;
@@ -202,8 +244,9 @@ int cmd_train(int argc, char **argv)
     }
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
-    if ((c.save_every || c.keep || c.save_sync) && !c.save_dir)
-        return cli_usage_error("add --save DIR", "--save-every, --keep and --save-sync need --save");
+    if ((c.save_every || c.keep || c.save_sync || c.save_signals) && !c.save_dir)
+        return cli_usage_error("add --save DIR", "--save-every, --keep, --save-sync and --save-on-signal need --save");
+    if (c.save_dir && !signals_given) c.save_signals = 1ull << SIGTERM;
     c.lr.steps = c.steps;
     c.bucket_bytes *= 1024;
     if (!c.chunks) c.chunks = pp_schedule_default_chunks(c.schedule);
@@ -218,14 +261,17 @@ int cmd_train(int argc, char **argv)
     for (int i = 0; i < c.ndims; i++) free((char *)dims[i].name);
     free(cmdline);
     if (st != PP_OK) return cli_fail_job(&err);
-    if (cli_job_rank0()) {
+    if (cli_job_rank0() && res.preempted)
+        printf("preempted after step %lld: exit status %d; go on with --resume auto\n", (long long)res.steps_done,
+               CLI_EXIT_PREEMPTED);
+    else if (cli_job_rank0() && res.steps_done) {
         printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f %s",
-               (long long)(res.steps_done ? res.steps_done - res.first_step + 1 : 0), res.seconds, res.first_loss,
+               (long long)(res.steps_done - res.first_step + 1), res.seconds, res.first_loss,
                res.last_loss, res.tokens_per_s, res.counts_tokens ? "tokens/s" : "samples/s");
         if (res.evals)
             printf(", eval loss %.4f (%d evaluations, %.1f s)", res.eval_loss, res.evals, res.eval_seconds);
         printf("\n");
     }
     cli_job_end();
-    return 0;
+    return res.preempted ? CLI_EXIT_PREEMPTED : 0;
 }

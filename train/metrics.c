@@ -171,7 +171,7 @@ pp_status train_log_step(train_log *l, const train_step_log *s, const train_eval
     if (l->tb) PP_CHECK(write_tb(l, s, ev, gathered, err));
     if (l->metrics) {
         write_json(l, s, ev, gathered);
-        if ((gathered || ev) && fflush(l->metrics))
+        if (fflush(l->metrics))   /* every step: a killed job leaves its lines */
             return pp_error_set(err, PP_ERR_IO, "--metrics: cannot write '%s'", l->metrics_path);
     }
     return PP_OK;

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 typedef struct run {
@@ -116,7 +117,7 @@ static uint32_t job_hash(const pp_train_config *c)
 {
     int64_t nums[] = {c->epochs, c->shuffle, c->eval_data != NULL, c->eval_every, c->eval_batches,
                       c->logdir || c->metrics_out, c->log_every, c->log_histograms, c->profile_first,
-                      c->profile_last, c->trace_path != NULL};
+                      c->profile_last, c->trace_path != NULL, c->save_signals != 0};
     return pp_crc32c(0, nums, sizeof nums);
 }
 
@@ -143,7 +144,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
         .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
         .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
-        .save_sync = c->save_sync, .resume = c->resume,
+        .save_sync = c->save_sync, .lock_wait_s = c->lock_wait_s, .resume = c->resume,
         .recompute = c->recompute, .partition = c->partition,
     };
     PP_CHECK(pp_trainer_create(&tc, r->world, &r->t, err));
@@ -156,11 +157,13 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     if (c->trace_path) PP_CHECK(pp_driver_record(t->drv, 1, err));
     if (c->losses_out && t->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
+    if (c->save_signals) PP_CHECK(train_preempt_install(c->save_signals, err));
     return setup_watch(r, err);
 }
 
 static void teardown(run *r)
 {
+    if (r->cfg && r->cfg->save_signals) train_preempt_restore(r->cfg->save_signals);
     free(r->labels);
     free(r->mb_weight);
     if (r->losses) fclose(r->losses);
@@ -246,6 +249,27 @@ static pp_status write_trace(run *r, pp_error *err)
     return st;
 }
 
+/* After a step: when a rank got a --save-on-signal signal, every rank saves the step and
+ * the run ends (res->preempted). */
+static pp_status preempt(run *r, int64_t step, pp_train_result *res, pp_error *err)
+{
+    train_preempt_state p;
+    PP_CHECK(train_preempt_poll(r->t->world, &p, err));
+    if (!p.sig) return PP_OK;
+    double t0 = pp_now();
+    PP_CHECK(train_ckpt_save_now(&r->t->ck, step, err));
+    res->preempted = p.sig;
+    res->preempted_rank = p.rank;
+    res->preempt_s = p.since_s + (pp_now() - t0);
+    res->saves = r->t->ck.saves;
+    res->save_stall_s = r->t->ck.stall_s;
+    if (r->t->world->rank == 0)
+        printf("SIG%s reached rank %d during step %lld: every rank finished the step and saved %s/step-%lld in %.2f s, "
+               "%.2f s after the signal\n", sigabbrev_np(p.sig) ? sigabbrev_np(p.sig) : "?", p.rank, (long long)step,
+               r->cfg->save_dir, (long long)step, pp_now() - t0, res->preempt_s);
+    return PP_OK;
+}
+
 pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_error *err)
 {
     memset(res, 0, sizeof *res);
@@ -260,8 +284,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     int64_t resumed = t->ck.resumed_step;
     res->first_step = resumed + 1;
     res->eval_loss = NAN;
-    if (rank0 && !cfg->quiet && resumed >= cfg->steps)
-        printf("the checkpoint is at step %lld, not before --steps %lld: no step to run\n", (long long)resumed,
+    if (rank0 && resumed >= cfg->steps)
+        printf("checkpoint step %lld already reached --steps %lld; nothing to train\n", (long long)resumed,
                (long long)cfg->steps);
     for (int64_t step = res->first_step; step <= cfg->steps; step++) {
         pp_trainer_stats stats;
@@ -287,9 +311,16 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         res->evals = r.evals;
         res->eval_seconds = r.eval_s;
         if (r.evals) res->eval_loss = r.eval_loss;
-        if (r.losses) fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss);
+        if (r.losses && (fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss) < 0 || fflush(r.losses)))
+            PP_CHECK_GOTO(pp_error_set(err, PP_ERR_IO, "--losses: cannot write '%s'", cfg->losses_out), st, done);
         if (rank0 && !cfg->quiet) progress(&r, &stats, elapsed, rate, train_s, tty);
+        if (cfg->save_signals && step < cfg->steps) {
+            PP_CHECK_GOTO(preempt(&r, step, res, err), st, done);
+            if (res->preempted) break;
+        }
     }
+    st = PP_OK;
+    if (res->preempted) goto done;   /* saved: the trace and export are the end of a whole run's */
     PP_CHECK_GOTO(pp_trainer_wait_saves(t, err), st, done);
     res->saves = t->ck.saves;
     res->save_stall_s = t->ck.stall_s;

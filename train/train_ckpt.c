@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -172,7 +173,8 @@ static pp_status resume(train_ckpt *k, pp_error *err)
     return train_ckpt_load(k, dir, err);
 }
 
-/* One id for the whole job (rank 0's clock and pid): it names the temporary directories. */
+/* One id for the whole job (rank 0's clock and pid): it names the temporary directories
+ * and the lock. */
 static pp_status run_id(pp_comm *world, char *id, size_t len, pp_error *err)
 {
     struct timespec ts;
@@ -181,6 +183,20 @@ static pp_status run_id(pp_comm *world, char *id, size_t len, pp_error *err)
     snprintf(buf, sizeof buf, "%llx%05lx", (unsigned long long)ts.tv_sec, (unsigned long)getpid() & 0xfffff);
     PP_CHECK(pp_comm_broadcast(world, buf, sizeof buf, 0, err));
     snprintf(id, len, "%s", buf);
+    return PP_OK;
+}
+
+/* Rank 0 takes root's lock for run id; every rank returns once it holds it, or fails
+ * (collective). */
+static pp_status lock_root(train_ckpt *k, const char *root, const char *id, pp_ckpt_lock **lock, pp_error *err)
+{
+    pp_status st = PP_OK;
+    if (k->world->rank == 0) st = pp_ckpt_lock_acquire(root, id, k->cfg->lock_wait_s, lock, err);
+    double ok = st == PP_OK;
+    PP_CHECK(pp_comm_broadcast(k->world, &ok, sizeof ok, 0, err));
+    if (st != PP_OK) return st;
+    if (!ok) return pp_error_set(err, PP_ERR_IO, "rank 0 could not take the lock of save directory '%s' (its error "
+                                 "says why)", root);
     return PP_OK;
 }
 
@@ -204,11 +220,14 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
     }
     k->part = (pp_ckpt_part){.stages = k->stages, .stage_index = k->index, .nstages = n, .partition = part,
                              .replica = grid->replica, .replicas = grid->dp, .rank = world->rank};
+    /* the save directory is this job's before anything reads or writes it */
+    if (cfg->save_dir) {
+        PP_CHECK(run_id(world, k->run_id, sizeof k->run_id, err));
+        PP_CHECK(lock_root(k, cfg->save_dir, k->run_id, &k->lock, err));
+    }
     if (cfg->resume) PP_CHECK(resume(k, err));
     if (!cfg->save_dir) return PP_OK;
-    char id[32];
-    PP_CHECK(run_id(world, id, sizeof id, err));
-    pp_ckpt_writer_options o = {.root = cfg->save_dir, .keep = cfg->keep, .async = !cfg->save_sync, .run_id = id,
+    pp_ckpt_writer_options o = {.root = cfg->save_dir, .keep = cfg->keep, .async = !cfg->save_sync, .run_id = k->run_id,
                                 .defer_copy = 1};   /* the driver's before_update waits for the copy */
     return pp_ckpt_writer_create(&o, &k->writer, err);
 }
@@ -238,11 +257,35 @@ static pp_status save(train_ckpt *k, pp_ckpt_writer *w, const char *root, int as
     return PP_OK;
 }
 
-pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_error *err)
+/* A save that did not commit (why): an error when it must (fatal: the last save) or when
+ * the directory is no longer this job's; otherwise a warning, and training goes on. */
+static pp_status save_failed(train_ckpt *k, pp_status st, const pp_error *why, int fatal, pp_error *err)
 {
-    char id[32];
-    PP_CHECK(run_id(k->world, id, sizeof id, err));
-    pp_ckpt_writer_options o = {.root = root, .run_id = id};
+    if (st == PP_OK) return PP_OK;
+    pp_error lost = {0};
+    if (pp_ckpt_lock_check(k->cfg->save_dir, k->run_id, &lost) != PP_OK) {   /* no use trying again */
+        if (err) *err = lost;
+        return lost.status;
+    }
+    if (fatal || st == PP_ERR_NOMEM) {
+        if (err) {
+            *err = *why;
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, "; the checkpoints before it and `latest` are as they were");
+        }
+        return st;
+    }
+    k->failed_saves++;
+    pp_log(PP_LOG_WARN, "%s. `latest` and the checkpoints before it are as they were; training goes on and the next "
+           "save tries again", why->msg);
+    return PP_OK;
+}
+
+/* Step's checkpoint to root with a writer of one save (run id id), committed on every
+ * rank before it returns (collective). */
+static pp_status save_once(train_ckpt *k, const char *root, const char *id, int keep, int64_t step, pp_error *err)
+{
+    pp_ckpt_writer_options o = {.root = root, .run_id = id, .keep = keep};
     pp_ckpt_writer *w = NULL;
     PP_CHECK(pp_ckpt_writer_create(&o, &w, err));
     pp_status st = save(k, w, root, 0, step, err);
@@ -253,12 +296,44 @@ pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_e
     return pp_comm_barrier(k->world, err);
 }
 
+static int same_dir(const char *a, const char *b)
+{
+    struct stat x, y;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_error *err)
+{
+    if (k->writer && (!strcmp(root, k->cfg->save_dir) || same_dir(root, k->cfg->save_dir))) {   /* the job's own */
+        pp_error why = {0};
+        PP_CHECK(save_failed(k, pp_ckpt_writer_wait(k->writer, &why), &why, 1, err));
+        return save_once(k, root, k->run_id, k->cfg->keep, step, err);
+    }
+    char id[32];
+    pp_ckpt_lock *lock = NULL;
+    PP_CHECK(run_id(k->world, id, sizeof id, err));
+    PP_CHECK(lock_root(k, root, id, &lock, err));
+    pp_status st = save_once(k, root, id, 0, step, err);
+    pp_ckpt_lock_release(lock);
+    return st;
+}
+
 pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
     if (!k->writer || step == k->last_saved) return PP_OK;
     if (step != c->steps && (c->save_every <= 0 || step % c->save_every)) return PP_OK;
-    return save(k, k->writer, c->save_dir, !c->save_sync, step, err);
+    pp_error why = {0};
+    PP_CHECK(save_failed(k, pp_ckpt_writer_wait(k->writer, &why), &why, 0, err));   /* the save before */
+    return save_failed(k, save(k, k->writer, c->save_dir, !c->save_sync, step, &why), &why, step == c->steps, err);
+}
+
+pp_status train_ckpt_save_now(train_ckpt *k, int64_t step, pp_error *err)
+{
+    pp_error why = {0};
+    PP_CHECK(save_failed(k, pp_ckpt_writer_wait(k->writer, &why), &why, k->last_saved == step, err));
+    if (k->last_saved == step) return pp_comm_barrier(k->world, err);
+    return save_once(k, k->cfg->save_dir, k->run_id, k->cfg->keep, step, err);
 }
 
 pp_status train_ckpt_before_update(void *user, pp_error *err)
@@ -277,6 +352,7 @@ pp_status train_ckpt_finish(train_ckpt *k, pp_error *err)
 void train_ckpt_free(train_ckpt *k)
 {
     pp_ckpt_writer_destroy(k->writer);
+    pp_ckpt_lock_release(k->lock);
     free(k->stages);
     free(k->index);
     memset(k, 0, sizeof *k);

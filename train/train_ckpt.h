@@ -18,10 +18,13 @@ typedef struct train_ckpt {
     pp_stage **stages;
     int *index;
     pp_ckpt_writer *writer;
+    pp_ckpt_lock *lock;         /* rank 0: the save directory's (ckpt/lock.c) */
+    char run_id[32];            /* the job's: names its temporaries, and its lock */
     int64_t resumed_step;       /* the checkpoint's step (0: fresh start) */
     int64_t sample0;            /* global batch of step s starts at sample0 + (s - 1) x batch */
     int64_t last_saved;
     int saves;
+    int failed_saves;           /* saves that did not commit (a full disk): training went on */
     double stall_s;
 } train_ckpt;
 
@@ -33,8 +36,13 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
 pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err);
 /* Step's checkpoint to root/step-<step>, written before returning (collective). */
 pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_error *err);
-/* After step `step`: saves when it is due (every save_every, and the last step). */
+/* After step `step`: saves when it is due (every save_every, and the last step). A save
+ * before the last that fails on a full disk (or any other write error) is a warning and
+ * training goes on; the next save tries again. The last one's failure is an error. */
 pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err);
+/* Saves step `step` to save_dir before returning unless it is saved already (preemption),
+ * after the save in flight; every rank returns once it is committed (collective). */
+pp_status train_ckpt_save_now(train_ckpt *k, int64_t step, pp_error *err);
 /* The driver's before_update: an async save still copying parameters finishes first. */
 pp_status train_ckpt_before_update(void *k, pp_error *err);
 /* Waits for the save in flight (rank 0: until committed). */

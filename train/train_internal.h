@@ -64,6 +64,18 @@ struct pp_trainer {
     float *eval_logits;         /* host copy of one microbatch's logits, for accuracy */
 };
 
+/* preempt.c: --save-on-signal. Install catches the signals of the mask (bit s: signal s);
+ * poll, collective over world after a step, says whether any rank got one: the signal,
+ * the rank that got it first and the seconds since. */
+typedef struct train_preempt_state {
+    int sig;                    /* 0: none */
+    int rank;
+    double since_s;
+} train_preempt_state;
+pp_status train_preempt_install(uint64_t signals, pp_error *err);
+void train_preempt_restore(uint64_t signals);
+pp_status train_preempt_poll(pp_comm *world, train_preempt_state *out, pp_error *err);
+
 /* The options pp_trainer_create checks first (batch against dp x microbatches, steps,
  * profile steps). */
 pp_status trainer_check_config(const pp_train_config *c, pp_error *err);

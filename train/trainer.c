@@ -18,7 +18,7 @@ pp_trainer_config pp_trainer_config_default(void)
         .pp = 1, .dp = 1, .schedule = PP_SCHED_1F1B, .batch = 8, .microbatches = 1, .steps = 10,
         .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
         .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
-        .loss = {.ignore_index = -100},
+        .loss = {.ignore_index = -100}, .lock_wait_s = 60,
     };
 }
 
@@ -445,7 +445,7 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .precision = cfg->precision, .loss_scale = cfg->loss_scale, .loss_scale_window = cfg->loss_scale_window,
         .reduce_dtype = cfg->reduce_dtype, .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir,
         .save_every = cfg->save_every,
-        .keep = cfg->keep, .save_sync = cfg->save_sync, .resume = cfg->resume,
+        .keep = cfg->keep, .save_sync = cfg->save_sync, .lock_wait_s = cfg->lock_wait_s, .resume = cfg->resume,
         .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
         .recompute = cfg->recompute, .partition = cfg->partition,
     };

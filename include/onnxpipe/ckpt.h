@@ -61,6 +61,8 @@ typedef struct pp_ckpt_writer_options {
                                        and optimizer state, and the caller calls
                                        pp_ckpt_writer_wait_staged before its next optimizer step */
     double timeout_s;               /* how long rank 0 waits for the other ranks' shards (0: 600) */
+    /* Every save checks root's lock (pp_ckpt_lock_check) before it writes, and rank 0 again
+     * before it commits: a root whose lock names another run is not written. */
 } pp_ckpt_writer_options;
 
 /* Local; opt's strings are copied. The caller frees it with pp_ckpt_writer_destroy. */
@@ -87,6 +89,23 @@ PP_API void pp_ckpt_writer_destroy(pp_ckpt_writer *w);
  * rank of the job, as pp_ckpt_writer_save: Collective over the job's ranks. */
 PP_API pp_status pp_ckpt_save(const char *root, const char *run_id, const pp_ckpt_part *part, const pp_ckpt_meta *meta,
                               pp_error *err);
+
+/* ---- the save directory's owner ------------------------------------------------ */
+
+/* One job owns a save directory: root/onnxpipe.lock, an fcntl lock (OFD: NFS honours it)
+ * held from before the first write until pp_ckpt_lock_release, and a line naming the owner
+ * (run id, host, pid, start time, the batch system's job id). */
+typedef struct pp_ckpt_lock pp_ckpt_lock;
+/* Takes root's lock for the job run_id (creating root). While another live process holds
+ * it, waits up to wait_s seconds, then fails naming that owner; a dead owner's lock is taken
+ * over with a warning. Call it on one rank of the job (rank 0). Local. */
+PP_API pp_status pp_ckpt_lock_acquire(const char *root, const char *run_id, double wait_s, pp_ckpt_lock **out,
+                                      pp_error *err);
+/* Marks the lock released and lets go of it. NULL is fine. Local. */
+PP_API void pp_ckpt_lock_release(pp_ckpt_lock *l);
+/* PP_OK when root has no lock file or its lock names run_id; else an error naming the
+ * owner (the job lost the directory: it must stop writing there). Any rank. Local. */
+PP_API pp_status pp_ckpt_lock_check(const char *root, const char *run_id, pp_error *err);
 
 /* ---- reading ---------------------------------------------------------------- */
 

@@ -157,6 +157,10 @@ typedef struct pp_train_config {
     int64_t save_every;             /* 0: only at the end */
     int keep;                       /* keep the newest K checkpoints; 0: all */
     int save_sync;                  /* 1: write before training goes on (default: a thread writes) */
+    double lock_wait_s;             /* save_dir held by another live job: wait this long for it to
+                                       end, then fail naming it (ckpt.h's lock; --lock-wait, 60) */
+    uint64_t save_signals;          /* bit s: signal s makes every rank finish its step, save and
+                                       end the run (pp_train_result.preempted); 0: none */
     const char *resume;             /* "auto": the newest checkpoint in save_dir that verifies (none:
                                        start from scratch); a path: that checkpoint; NULL: no resume.
                                        steps counts from the start of the run, not from the resume */
@@ -205,6 +209,10 @@ typedef struct pp_train_result {
     int evals;                      /* evaluations run */
     double eval_loss;               /* the last evaluation's (NaN: none) */
     double eval_seconds;            /* all evaluations together */
+    int preempted;                  /* a save_signals signal ended the run after step steps_done
+                                       (saved): its number; 0: the run ended at its last step */
+    int preempted_rank;             /* the first rank that got it */
+    double preempt_s;               /* seconds from the signal to the committed save */
 } pp_train_result;
 
 /* Runs the job on this rank. Collective over the job's ranks (the MPI world: every rank of

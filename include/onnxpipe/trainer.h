@@ -69,6 +69,8 @@ typedef struct pp_trainer_config {
     int save_sync;                  /* 1: a save is written before pp_trainer_step returns; 0: a thread
                                        writes it while training goes on (the next update waits for
                                        its copy of the parameters; pp_trainer_destroy for the write) */
+    double lock_wait_s;             /* save_dir held by another live job (ckpt.h's lock): wait up to
+                                       this long for it to end, then fail naming it; default 60 */
     const char *resume;             /* at create: "auto": the newest checkpoint in save_dir that verifies
                                        (none: start from scratch); a path: that checkpoint; NULL: none.
                                        pp_trainer_steps_done says where it goes on */
