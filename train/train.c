@@ -287,6 +287,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     if (rank0 && resumed >= cfg->steps)
         printf("checkpoint step %lld already reached --steps %lld; nothing to train\n", (long long)resumed,
                (long long)cfg->steps);
+    double t_poll = t0;
     for (int64_t step = res->first_step; step <= cfg->steps; step++) {
         pp_trainer_stats stats;
         PP_CHECK_GOTO(train_prof_begin(r.prof, step, err), st, done);
@@ -315,6 +316,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
             PP_CHECK_GOTO(pp_error_set(err, PP_ERR_IO, "--losses: cannot write '%s'", cfg->losses_out), st, done);
         if (rank0 && !cfg->quiet) progress(&r, &stats, elapsed, rate, train_s, tty);
         if (cfg->save_signals && step < cfg->steps) {
+            train_preempt_step_took(pp_now() - t_poll);   /* the step with its evaluation, logs and save */
+            t_poll = pp_now();
             PP_CHECK_GOTO(preempt(&r, step, res, err), st, done);
             if (res->preempted) break;
         }

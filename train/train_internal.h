@@ -66,7 +66,8 @@ struct pp_trainer {
 
 /* preempt.c: --save-on-signal. Install catches the signals of the mask (bit s: signal s);
  * poll, collective over world after a step, says whether any rank got one: the signal,
- * the rank that got it first and the seconds since. */
+ * the rank that got it first and the seconds since. A rank that does not reach the poll
+ * within twice the longest step + 10 s of its signal exits (status 128 + signal). */
 typedef struct train_preempt_state {
     int sig;                    /* 0: none */
     int rank;
@@ -74,6 +75,8 @@ typedef struct train_preempt_state {
 } train_preempt_state;
 pp_status train_preempt_install(uint64_t signals, pp_error *err);
 void train_preempt_restore(uint64_t signals);
+/* A step took this long: the alarm after a signal is twice the longest plus 10 s. */
+void train_preempt_step_took(double seconds);
 pp_status train_preempt_poll(pp_comm *world, train_preempt_state *out, pp_error *err);
 
 /* The options pp_trainer_create checks first (batch against dp x microbatches, steps,
