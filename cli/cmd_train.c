@@ -77,7 +77,7 @@ static void usage(FILE *out)
             "  --metrics FILE         the same values as JSON lines, one object per step\n"
             "  --log-every N          gather per-rank figures (wait, memory, bubble) every N steps (default 10)\n"
             "  --straggler-warn F     name a rank whose busy time per step (its step less the time it waits\n"
-            "                         for peers), averaged over 10 steps, exceeds F x the median of its\n"
+            "                         for peers), its median over 10 steps, exceeds F x the median of its\n"
             "                         pipeline peers' (the other stages of its replica; at pp 1 the other\n"
             "                         replicas): in the progress line, --metrics and --logdir (default off)\n"
             "  --log-histograms N     weight and gradient histograms every N steps (with --logdir)\n"

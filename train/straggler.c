@@ -1,7 +1,7 @@
 /* --straggler-warn F: every step each rank's busy time (its step less the time it was
  * blocked on peers: compute, data, its own overheads) goes to every rank; over a window
- * of STRAGGLER_WINDOW steps, a rank whose mean exceeds F x the median of its pipeline
- * peers' (the other stages of its replica; at pp=1 the other replicas) is named. Also the
+ * of STRAGGLER_WINDOW steps, a rank whose median exceeds F x the median of its pipeline
+ * peers' medians (the other stages of its replica; at pp=1 the other replicas) is named. Also the
  * fault injection that tests it (PP_DEBUG_SLOW_RANK). */
 #include "train_internal.h"
 
@@ -19,6 +19,7 @@ struct train_straggler {
     double *mine;               /* [2]: this rank's busy time and replica, gathered */
     double *all;                /* [size][2] */
     double *peers;              /* [size] scratch for the median */
+    double *typical;            /* [size] each rank's median over the window */
     int slow_rank;              /* PP_DEBUG_SLOW_RANK: this rank sleeps slow_s per fed microbatch */
     double slow_s;
 };
@@ -36,7 +37,8 @@ pp_status train_straggler_open(double factor, pp_comm *world, train_straggler **
     s->all = calloc((size_t)n * 2, sizeof *s->all);
     s->mine = calloc(2, sizeof *s->mine);
     s->peers = calloc((size_t)n, sizeof *s->peers);
-    if (!s->busy || !s->all || !s->mine || !s->peers) {
+    s->typical = calloc((size_t)n, sizeof *s->typical);
+    if (!s->busy || !s->all || !s->mine || !s->peers || !s->typical) {
         train_straggler_close(s);
         return PP_NOMEM(err);
     }
@@ -63,6 +65,21 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static double median_of(double *v, int n)   /* sorts v */
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Rank r's median busy time over the window: one slow step (a page fault, the OS) is
+ * no straggler. */
+static double window_median(const train_straggler *s, int r)
+{
+    double v[STRAGGLER_WINDOW];
+    for (int k = 0; k < STRAGGLER_WINDOW; k++) v[k] = s->busy[(size_t)k * (size_t)s->world->size + (size_t)r];
+    return median_of(v, STRAGGLER_WINDOW);
+}
+
 pp_status train_straggler_step(train_straggler *s, double busy_s, int replica, train_straggler_note *note,
                                pp_error *err)
 {
@@ -77,23 +94,15 @@ pp_status train_straggler_step(train_straggler *s, double busy_s, int replica, t
     if (++s->steps < STRAGGLER_WINDOW || n < 2) return PP_OK;
     int pipeline_peers = 0;   /* pp = 1: every replica is a pipeline of one; compare across them */
     for (int r = 1; r < n; r++) pipeline_peers |= s->all[2 * r + 1] == s->all[1];
+    for (int r = 0; r < n; r++) s->typical[r] = window_median(s, r);
     for (int r = 0; r < n; r++) {
-        double mean = 0;
         int np = 0;
-        for (int k = 0; k < STRAGGLER_WINDOW; k++) mean += s->busy[(size_t)k * (size_t)n + (size_t)r];
-        mean /= STRAGGLER_WINDOW;
-        for (int q = 0; q < n; q++) {
-            if (q == r || (pipeline_peers && s->all[2 * q + 1] != s->all[2 * r + 1])) continue;
-            double m = 0;
-            for (int k = 0; k < STRAGGLER_WINDOW; k++) m += s->busy[(size_t)k * (size_t)n + (size_t)q];
-            s->peers[np++] = m / STRAGGLER_WINDOW;
-        }
+        for (int q = 0; q < n; q++)
+            if (q != r && (!pipeline_peers || s->all[2 * q + 1] == s->all[2 * r + 1])) s->peers[np++] = s->typical[q];
         if (!np) continue;
-        qsort(s->peers, (size_t)np, sizeof *s->peers, by_value);
-        double median = np % 2 ? s->peers[np / 2] : 0.5 * (s->peers[np / 2 - 1] + s->peers[np / 2]);
-        double ratio = median > 0 ? mean / median : 0;
+        double median = median_of(s->peers, np), ratio = median > 0 ? s->typical[r] / median : 0;
         if (ratio > s->factor && ratio > note->ratio)
-            *note = (train_straggler_note){.rank = r, .ratio = ratio, .busy_s = mean, .median_s = median};
+            *note = (train_straggler_note){.rank = r, .ratio = ratio, .busy_s = s->typical[r], .median_s = median};
     }
     return PP_OK;
 }
@@ -105,5 +114,6 @@ void train_straggler_close(train_straggler *s)
     free(s->all);
     free(s->mine);
     free(s->peers);
+    free(s->typical);
     free(s);
 }

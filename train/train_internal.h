@@ -115,7 +115,7 @@ pp_status train_eval_run(train_eval *e, pp_trainer *t, int64_t step, train_eval_
 void train_eval_close(train_eval *e);
 
 /* straggler.c: --straggler-warn (NULL when off). step is collective: every rank's busy
- * time (step less time blocked on peers); note->rank the rank whose mean over the last
+ * time (step less time blocked on peers); note->rank the rank whose median over the last
  * STRAGGLER_WINDOW steps exceeds factor x the median of its pipeline peers' (-1: none),
  * the largest such ratio. inject sleeps where PP_DEBUG_SLOW_RANK=RANK:SECONDS names this
  * rank (tests make a slow rank with it; called per fed microbatch). */
