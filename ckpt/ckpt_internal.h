@@ -44,6 +44,12 @@ pp_status ck_marker_write(const ck_shard *sh, const char *path, pp_error *err);
 pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *meta, uint64_t model_hash,
                             const pp_jvalue *const *markers, int nmarkers, pp_error *err);
 pp_status ck_crc_parse(const pp_jvalue *v, uint32_t *out);
+/* The manifest's own checksum (format version 2): its last member, "manifest_crc32c", is
+ * the CRC32C of every byte of the file before that key's opening quote; the file ends
+ * right after it, with "\n}\n". */
+#define CK_MANIFEST_CRC_KEY "manifest_crc32c"
+/* text (n bytes, path for messages) ends with its checksum, and the checksum matches. */
+pp_status ck_manifest_check(const char *path, const char *text, size_t n, pp_error *err);
 
 /* fs.c */
 char *ck_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* malloc'ed; NULL: no memory */
@@ -77,11 +83,18 @@ struct pp_ckpt {
     pp_ckpt_file *files;
     const void **maps;          /* [nfiles] mapped on first use (load) */
     size_t *map_lens;
+    unsigned char *checked;     /* [nfiles] ck_check_file passed */
 };
 /* files[f] mapped, with its size checked against the manifest */
 pp_status ck_map_file(pp_ckpt *c, int f, pp_error *err);
 /* Checks tensor t's bytes in its mapped file against its checksum. */
 pp_status ck_check_tensor(const pp_ckpt *c, const pp_ckpt_tensor *t, pp_error *err);
+
+/* verify.c: files[f] mapped, and its size and checksum those of the manifest (a mismatch
+ * names the tensor whose bytes changed); the directory holds nothing the manifest does
+ * not list. Loading and export check these before a single tensor is used. */
+pp_status ck_check_file(pp_ckpt *c, int f, pp_error *err);
+pp_status ck_check_listing(const pp_ckpt *c, pp_error *err);
 
 /* commit.c: rank 0, after its own shards: waits for every (stage, replica) marker in tmp,
  * writes the manifest and moves the checkpoint into place, then `latest`, then prunes. */

@@ -61,7 +61,7 @@ typedef struct from_ckpt {
 } from_ckpt;
 
 /* The checkpoint's tensor of that name (parameters and buffers; never optimizer state),
- * mapped and checksummed; NULL keeps the model's value. */
+ * in its mapped shard (checked whole before); NULL keeps the model's value. */
 static const void *ckpt_value(void *user, const char *name, size_t nbytes)
 {
     from_ckpt *f = user;
@@ -72,34 +72,69 @@ static const void *ckpt_value(void *user, const char *name, size_t nbytes)
                              "initializer %zu", f->c->dir, name, (long long)t->nbytes, nbytes);
         return NULL;
     }
-    if ((f->st = ck_map_file(f->c, t->file, f->err)) != PP_OK) return NULL;
-    if ((f->st = ck_check_tensor(f->c, t, f->err)) != PP_OK) return NULL;
     return (const char *)f->c->maps[t->file] + t->offset;
 }
 
-pp_status pp_ckpt_export(const pp_ckpt *c, const char *model_path, const char *path, pp_error *err)
+static const char *rule(const pp_jvalue *params, const char *key)
 {
-    pp_graph *model = NULL;
-    pp_graph_options unbound = {.allow_unknown_dims = 1};
-    PP_CHECK(pp_graph_load(model_path, &unbound, &model, err));
-    pp_status st;
-    uint64_t mine = pp_graph_model_hash(model);
-    if (mine != c->info.model_hash) {
-        st = pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s' is of another model: its model hash is %016llx, "
-                          "'%s' has %016llx", c->dir, (unsigned long long)c->info.model_hash, model_path,
-                          (unsigned long long)mine);
-        goto done;
+    const pp_jvalue *v = params ? pp_json_get(params, key) : NULL;
+    return v && v->type == PP_JSTR ? v->str : NULL;
+}
+
+/* What the job trained: the parameter rules it recorded (trainer.params: --trainable,
+ * --frozen, --untie, --tie), so the model file loads with the same trained set and the
+ * same untied copies (each an initializer of its own, read by its own node). */
+static pp_param_rules recorded_rules(const pp_ckpt *c)
+{
+    const pp_jvalue *p = c->info.trainer ? pp_json_get(c->info.trainer, "params") : NULL;
+    return (pp_param_rules){.trainable = rule(p, "trainable"), .frozen = rule(p, "frozen_globs"),
+                            .untie = rule(p, "untie"), .tie = rule(p, "tie")};
+}
+
+/* The model is the checkpoint's when every parameter of one is a tensor of the other, of
+ * the same dtype and shape: weights go by name. */
+static pp_status same_parameters(const pp_ckpt *c, const pp_graph *model, const char *model_path, pp_error *err)
+{
+    char a[96], b[96];
+    for (int v = 0; v < model->nvalues; v++) {
+        const pp_value *x = &model->values[v];
+        if (!x->is_param) continue;
+        const pp_ckpt_tensor *t = pp_ckpt_find_tensor(c, x->name);
+        if (!t)
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s' has no tensor '%s' that '%s' trains: it is "
+                                "of another model", c->dir, x->name, model_path);
+        if (t->dtype != x->dtype || !pp_shape_equal(&t->shape, &x->shape))
+            return pp_error_set(err, PP_ERR_SHAPE, "checkpoint '%s': tensor '%s' is %s %s, '%s' has %s %s: it is of "
+                                "another model", c->dir, x->name, pp_dtype_name(t->dtype),
+                                pp_shape_format(&t->shape, a, sizeof a), model_path, pp_dtype_name(x->dtype),
+                                pp_shape_format(&x->shape, b, sizeof b));
     }
-    for (int v = 0; v < model->nvalues; v++)
-        if (model->values[v].is_param && !pp_ckpt_find_tensor(c, model->values[v].name)) {
-            st = pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s' has no tensor '%s' that the model needs",
-                              c->dir, model->values[v].name);
-            goto done;
-        }
-    from_ckpt f = {.c = (pp_ckpt *)c, .st = PP_OK, .err = err};
-    st = pp_ckpt_write_model(model, ckpt_value, &f, path, err);
+    for (int i = 0; i < c->info.ntensors; i++) {
+        const pp_ckpt_tensor *t = &c->tensors[i];
+        if (!t->state && pp_graph_find_value(model, t->name) < 0)
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "checkpoint '%s' has tensor '%s', which '%s' does not: it is "
+                                "of another model", c->dir, t->name, model_path);
+    }
+    return PP_OK;
+}
+
+pp_status pp_ckpt_export(const pp_ckpt *ck, const char *model_path, const char *path, pp_error *err)
+{
+    pp_ckpt *c = (pp_ckpt *)ck;   /* maps its shards */
+    PP_CHECK(ck_check_listing(c, err));
+    for (int f = 0; f < c->info.nfiles; f++) PP_CHECK(ck_check_file(c, f, err));
+    pp_graph *model = NULL;
+    pp_graph_options unbound = {.allow_unknown_dims = 1, .params = recorded_rules(c)};
+    PP_CHECK(pp_graph_load(model_path, &unbound, &model, err));
+    pp_status st = same_parameters(c, model, model_path, err);
+    if (st == PP_OK && pp_graph_model_hash(model) != c->info.model_hash)
+        pp_log(PP_LOG_WARN, "'%s' has model hash %016llx, checkpoint '%s' %016llx (its nodes that read parameters, "
+               "or its inputs and outputs, differ in name or type): its parameters match by name, dtype and shape, "
+               "so the export goes on", model_path, (unsigned long long)pp_graph_model_hash(model), c->dir,
+               (unsigned long long)c->info.model_hash);
+    from_ckpt f = {.c = c, .st = PP_OK, .err = err};
+    if (st == PP_OK) st = pp_ckpt_write_model(model, ckpt_value, &f, path, err);
     if (f.st != PP_OK) st = f.st;
-done:
     pp_graph_destroy(model);
     return st;
 }

@@ -1,6 +1,6 @@
 /* The JSON of a checkpoint: each shard's marker (its tensors and checksums, written by
- * the rank that wrote the shard), the manifest rank 0 makes of them, and reading a
- * manifest back into a pp_ckpt. Checksums are CRC32C as 8 hex digits. */
+ * the rank that wrote the shard), the manifest rank 0 makes of them and the manifest's
+ * own checksum. Checksums are CRC32C as 8 hex digits. */
 #include "ckpt_internal.h"
 
 #include <stdlib.h>
@@ -21,6 +21,20 @@ pp_status ck_crc_parse(const pp_jvalue *v, uint32_t *out)
     if (*end) return PP_ERR_PARSE;
     *out = (uint32_t)x;
     return PP_OK;
+}
+
+/* The manifest's last bytes: its checksum member and the closing brace (what pp_json
+ * writes for the last member of a pretty-printed object). */
+#define TAIL_HEAD "\"" CK_MANIFEST_CRC_KEY "\": \""
+#define TAIL_LEN (sizeof TAIL_HEAD - 1 + 8 + 4)   /* head, 8 hex digits, "\n}\n (4 bytes) */
+#define TAIL_HEX (sizeof TAIL_HEAD - 1)
+
+static void manifest_tail(char *out, uint32_t crc)
+{
+    char s[TAIL_LEN + 1];
+    snprintf(s, sizeof s, TAIL_HEAD "%08x\"\n}\n", crc);
+    memcpy(out, s, TAIL_LEN);
+    out[TAIL_LEN] = 0;
 }
 
 /* Closes the memory stream f (over *buf, *n) and writes what it holds to path, fsynced. */
@@ -72,7 +86,6 @@ pp_status ck_marker_write(const ck_shard *sh, const char *path, pp_error *err)
     pp_json_finish(&j);
     return write_stream(f, &buf, &n, path, err);
 }
-
 
 pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *m, uint64_t model_hash,
                             const pp_jvalue *const *markers, int nmarkers, pp_error *err)
@@ -153,7 +166,35 @@ pp_status ck_manifest_write(const char *path, const pp_ckpt_meta *m, uint64_t mo
         }
     }
     pp_json_end_array(&j);
+    pp_json_string(&j, CK_MANIFEST_CRC_KEY, "00000000");   /* a placeholder, patched below */
     pp_json_end_object(&j);
     pp_json_finish(&j);
+    if (fflush(f) != 0 || !buf || n < TAIL_LEN) {
+        fclose(f);
+        free(buf);
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory writing '%s'", path);
+    }
+    manifest_tail(buf + n - TAIL_LEN, pp_crc32c(0, buf, n - TAIL_LEN));
     return write_stream(f, &buf, &n, path, err);
+}
+
+pp_status ck_manifest_check(const char *path, const char *text, size_t n, pp_error *err)
+{
+    const char *tail = n >= TAIL_LEN ? text + n - TAIL_LEN : text;
+    char hex[9] = "", *end = NULL, want[TAIL_LEN + 1];
+    uint32_t crc = 0;
+    if (n >= TAIL_LEN) {
+        memcpy(hex, tail + TAIL_HEX, 8);
+        crc = (uint32_t)strtoul(hex, &end, 16);
+        manifest_tail(want, crc);
+    }
+    if (n < TAIL_LEN || !end || *end || memcmp(want, tail, TAIL_LEN))
+        return pp_error_set(err, PP_ERR_PARSE, "checkpoint manifest '%s' does not end with its checksum (\"%s\": "
+                            "\"<crc32c>\", then \"}\"): the file is truncated, extended or edited; use an older "
+                            "checkpoint", path, CK_MANIFEST_CRC_KEY);
+    uint32_t mine = pp_crc32c(0, text, n - TAIL_LEN);
+    if (mine != crc)
+        return pp_error_set(err, PP_ERR_PARSE, "checkpoint manifest '%s' fails its checksum (crc32c %08x, it says "
+                            "%08x): the file is corrupt; use an older checkpoint", path, mine, crc);
+    return PP_OK;
 }

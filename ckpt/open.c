@@ -90,7 +90,8 @@ static pp_status read_files(pp_ckpt *c, const reader *r)
     c->files = calloc((size_t)fs->n + 1, sizeof *c->files);
     c->maps = calloc((size_t)fs->n + 1, sizeof *c->maps);
     c->map_lens = calloc((size_t)fs->n + 1, sizeof *c->map_lens);
-    if (!c->files || !c->maps || !c->map_lens) return PP_NOMEM(r->err);
+    c->checked = calloc((size_t)fs->n + 1, 1);
+    if (!c->files || !c->maps || !c->map_lens || !c->checked) return PP_NOMEM(r->err);
     for (int i = 0; i < fs->n; i++) {
         pp_ckpt_file *f = &c->files[i];
         f->name = str_of(&fs->items[i], "name");
@@ -172,7 +173,11 @@ pp_status pp_ckpt_open(const char *dir, pp_ckpt **out, pp_error *err)
     }
     c->info.dir = c->dir;
     reader r = {.path = path, .err = err};
-    PP_CHECK_GOTO(ck_read_file(path, &text, NULL, err), st, fail);
+    size_t len = 0;
+    PP_CHECK_GOTO(ck_read_file(path, &text, &len, err), st, fail);
+    /* checked before it is parsed, so a corrupt manifest is named as one */
+    int checked = strstr(text, "\"" CK_MANIFEST_CRC_KEY "\"") != NULL;
+    if (checked) PP_CHECK_GOTO(ck_manifest_check(path, text, len, err), st, fail);
     if ((st = pp_json_parse(text, &c->root, err)) != PP_OK) {
         pp_error_prefix(err, "checkpoint manifest '%s': ", path);
         goto fail;
@@ -192,6 +197,11 @@ pp_status pp_ckpt_open(const char *dir, pp_ckpt **out, pp_error *err)
     if (version > PP_CKPT_VERSION) {
         st = pp_error_set(err, PP_ERR_UNSUPPORTED, "checkpoint '%s' has format version %d, newer than this onnxpipe "
                           "(%s) reads (up to %d): use a newer onnxpipe", dir, (int)version, PP_VERSION, PP_CKPT_VERSION);
+        goto fail;
+    }
+    if (version >= 2 && !checked) {
+        st = pp_error_set(err, PP_ERR_PARSE, "checkpoint manifest '%s' (format %d) has no \"%s\": the file is "
+                          "truncated or edited; use an older checkpoint", path, (int)version, CK_MANIFEST_CRC_KEY);
         goto fail;
     }
     PP_CHECK_GOTO(read_meta(c, &r), st, fail);
@@ -233,8 +243,8 @@ pp_status ck_map_file(pp_ckpt *c, int f, pp_error *err)
                        : ck_map(path, &c->maps[f], &c->map_lens[f], err);
     if (st == PP_OK && (int64_t)c->map_lens[f] != c->files[f].size) {
         st = pp_error_set(err, PP_ERR_PARSE, "checkpoint shard '%s' has %lld bytes, the manifest says %lld: the file "
-                          "is truncated or was replaced", path, (long long)c->map_lens[f],
-                          (long long)c->files[f].size);
+                          "is %s", path, (long long)c->map_lens[f], (long long)c->files[f].size,
+                          (int64_t)c->map_lens[f] < c->files[f].size ? "truncated" : "extended or was replaced");
         ck_unmap(c->maps[f], c->map_lens[f]);
         c->maps[f] = NULL;
     }
@@ -257,6 +267,7 @@ void pp_ckpt_close(pp_ckpt *c)
     for (int f = 0; c->maps && f < c->info.nfiles; f++) ck_unmap(c->maps[f], c->map_lens[f]);
     free(c->maps);
     free(c->map_lens);
+    free(c->checked);
     free(c->files);
     free(c->tensors);
     free(c->by_name);

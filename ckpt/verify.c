@@ -1,5 +1,6 @@
-/* Offline checks of checkpoints: verify (every file's size and checksum, and on a
- * mismatch the tensor whose bytes changed), the list of checkpoints in a directory, and
+/* Offline checks of checkpoints: verify (the manifest's own checksum when it is opened,
+ * every shard's size and checksum, and on a mismatch the tensor whose bytes changed; no
+ * file the manifest does not list), the list of checkpoints in a directory, and
  * the newest one that verifies (what --resume auto takes). */
 #include "ckpt_internal.h"
 
@@ -8,17 +9,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pp_status verify_file(pp_ckpt *c, int f, pp_error *err)
+pp_status ck_check_file(pp_ckpt *c, int f, pp_error *err)
 {
+    if (c->checked[f]) return PP_OK;
     PP_CHECK(ck_map_file(c, f, err));
-    for (int i = 0; i < c->info.ntensors; i++)
-        if (c->tensors[i].file == f) PP_CHECK(ck_check_tensor(c, &c->tensors[i], err));
     uint32_t crc = pp_crc32c(0, c->maps[f], c->map_lens[f]);
-    if (crc != c->files[f].crc32c)
-        return pp_error_set(err, PP_ERR_PARSE, "checkpoint shard '%s/%s' fails its checksum (crc32c %08x, the manifest "
-                            "says %08x) outside its tensors' data: its header is corrupt", c->dir, c->files[f].name,
-                            crc, c->files[f].crc32c);
-    return PP_OK;
+    if (crc == c->files[f].crc32c) {
+        c->checked[f] = 1;
+        return PP_OK;
+    }
+    for (int i = 0; i < c->info.ntensors; i++)   /* name the tensor whose bytes changed */
+        if (c->tensors[i].file == f) PP_CHECK(ck_check_tensor(c, &c->tensors[i], err));
+    return pp_error_set(err, PP_ERR_PARSE, "checkpoint shard '%s/%s' fails its checksum (crc32c %08x, the manifest "
+                        "says %08x) outside its tensors' data: its header is corrupt", c->dir, c->files[f].name,
+                        crc, c->files[f].crc32c);
+}
+
+pp_status ck_check_listing(const pp_ckpt *c, pp_error *err)
+{
+    DIR *d = opendir(c->dir);
+    if (!d) return pp_error_set(err, PP_ERR_IO, "cannot list checkpoint '%s': %s", c->dir, strerror(errno));
+    pp_status st = PP_OK;
+    struct dirent *de;
+    while (st == PP_OK && (de = readdir(d))) {
+        const char *n = de->d_name;
+        int known = !strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "manifest.json");
+        for (int f = 0; !known && f < c->info.nfiles; f++) known = !strcmp(n, c->files[f].name);
+        if (!known)
+            st = pp_error_set(err, PP_ERR_PARSE, "checkpoint '%s' holds '%s', which its manifest does not list: "
+                              "something else wrote into it; move that file out or use an older checkpoint", c->dir, n);
+    }
+    closedir(d);
+    return st;
 }
 
 pp_status pp_ckpt_verify(const char *dir, pp_error *err) { return pp_ckpt_verify_part(dir, 0, 1, err); }
@@ -29,11 +51,12 @@ pp_status pp_ckpt_verify_part(const char *dir, int part, int parts, pp_error *er
         return pp_error_set(err, PP_ERR_INVALID_ARG, "verify part %d of %d: need 0 <= part < parts", part, parts);
     pp_ckpt *c = NULL;
     PP_CHECK(pp_ckpt_open(dir, &c, err));
-    pp_status st = PP_OK;
+    pp_status st = part == 0 ? ck_check_listing(c, err) : PP_OK;
     for (int f = part; f < c->info.nfiles && st == PP_OK; f += parts) {
-        st = verify_file(c, f, err);
+        st = ck_check_file(c, f, err);
         /* one file at a time: a verify of a large checkpoint maps no more than one shard */
         ck_unmap(c->maps[f], c->map_lens[f]);
+        c->checked[f] = 0;
         c->maps[f] = NULL;
     }
     pp_ckpt_close(c);

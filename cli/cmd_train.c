@@ -83,6 +83,10 @@ static void usage(FILE *out)
             "  --logdir DIR           TensorBoard event files (rank 0): train/, eval/, pipeline/, memory/ scalars\n"
             "  --metrics FILE         the same values as JSON lines, one object per step\n"
             "  --log-every N          gather per-rank figures (wait, memory, bubble) every N steps (default 10)\n"
+            "  --straggler-warn F     name a rank whose busy time per step (its step less the time it waits\n"
+            "                         for peers), its median over 10 steps, exceeds F x the median of its\n"
+            "                         pipeline peers' (the other stages of its replica; at pp 1 the other\n"
+            "                         replicas): in the progress line, --metrics and --logdir (default off)\n"
             "  --log-histograms N     weight and gradient histograms every N steps (with --logdir)\n"
             "  --profile-steps A:B    profile steps A..B: every op's forward/backward, messages and reductions\n"
             "  --profile FILE         ... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout\n",
@@ -185,6 +189,11 @@ int cmd_train(int argc, char **argv)
         INT_OPT("--eval-batches", 1, 1LL << 40, c.eval_batches)
         INT_OPT("--log-every", 1, 1LL << 40, c.log_every)
         INT_OPT("--log-histograms", 1, 1LL << 40, c.log_histograms)
+        else if (!strcmp(a, "--straggler-warn")) {
+            if (!cli_parse_double(a, v, 1, 1e6, &x)) return 2;
+            c.straggler_warn = x;
+            i++;
+        }
         INT_OPT("--pp", 1, 4096, c.pp)
         INT_OPT("--chunks", 1, 64, c.chunks)
         INT_OPT("--dp", 1, 1 << 20, c.dp)

@@ -2,7 +2,9 @@
  * two data-parallel replicas writing disjoint parts) read back bitwise into fresh stages;
  * the refusals a user meets (flipped byte, truncated or deleted shard, another model,
  * another optimizer, a manifest from a newer format), each naming the file or tensor;
- * latest, keep and the newest-that-verifies choice. */
+ * every file of a checkpoint with a byte flipped, cut, appended or deleted, and a file
+ * that is no part of it, refused by verify and by load; latest, keep and the
+ * newest-that-verifies choice. */
 #include <onnxpipe/ckpt.h>
 #include <onnxpipe/example.h>
 
@@ -229,6 +231,28 @@ static void expect_error(pp_status st, const pp_error *err, const char *needle)
     assert_non_null(strstr(err->msg, needle));
 }
 
+/* After an edit of dir's manifest: its checksum recomputed by the rule the format states
+ * (CRC32C of every byte before the last member's key, "manifest_crc32c"), so the edit
+ * reaches the check it is aimed at. */
+static void reseal(const char *dir)
+{
+    char p[600], *text = malloc(1 << 20);
+    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    text[n] = 0;
+    const char *key = "\"manifest_crc32c\": \"", *at = NULL;
+    for (const char *q = strstr(text, key); q; q = strstr(q + 1, key)) at = q;
+    assert_non_null(at);
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", pp_crc32c(0, text, (size_t)(at - text)));
+    fseek(f, (long)(at - text + strlen(key)), SEEK_SET);
+    fwrite(hex, 1, 8, f);
+    fclose(f);
+    free(text);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -265,14 +289,17 @@ static void test_refusals(void **state)
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && sed -i 's/\"hash\": \"[0-9a-f]*\"/\"hash\": "
              "\"00000000deadbeef\"/' '%s/manifest.json'", bad, good, bad, bad);
     assert_int_equal(system(cmd), 0);
+    expect_error(pp_ckpt_open(bad, &c, &err), &err, "manifest.json' fails its checksum");
+    reseal(bad);
     assert_int_equal(pp_ckpt_open(bad, &c, &err), PP_OK);
     expect_error(pp_ckpt_load(c, &pa, &err), &err, "00000000deadbeef");
     assert_non_null(strstr(err.msg, "another model"));
     pp_ckpt_close(c);
     /* a newer format */
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && sed -i 's/\"version\": 1/\"version\": 9/' "
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && sed -i 's/\"version\": 2/\"version\": 9/' "
              "'%s/manifest.json'", bad, good, bad, bad);
     assert_int_equal(system(cmd), 0);
+    reseal(bad);
     expect_error(pp_ckpt_open(bad, &c, &err), &err, "newer");
     /* another optimizer */
     job s;
@@ -394,17 +421,70 @@ static void test_candidates(void **state)
     pp_ckpt_list_free(e, n);
     printf("resume candidates: step-7 (latest), step-5; step-10 of the abandoned run and step-007 left out\n");
     const char *edits[] = {"s/\"step\": 5,/\"step\": 1e300,/", "s/\"size\": \\([0-9]*\\)/\"size\": 1e300/",
-                           "s/\"offset\": \\([0-9]*\\)/\"offset\": -8/", "s/\"version\": 1/\"version\": 0/"};
+                           "s/\"offset\": \\([0-9]*\\)/\"offset\": -8/", "s/\"version\": 2/\"version\": 0/"};
     for (int i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd, "rm -rf '%s/x' && cp -r '%s/step-5' '%s/x' && sed -i '%s' '%s/x/manifest.json'",
                  croot, croot, croot, edits[i], croot);
         assert_int_equal(system(cmd), 0);
         char x[400];
         snprintf(x, sizeof x, "%s/x", croot);
+        reseal(x);
         pp_ckpt *c = NULL;
         assert_int_not_equal(pp_ckpt_open(x, &c, &err), PP_OK);
         printf("  refused: %s\n", err.msg);
     }
+    free_job(&a);
+}
+
+/* Every file of a checkpoint (the manifest and each shard): one byte flipped at its
+ * start, middle and end, its last byte cut, a byte appended, the file deleted; and a file
+ * the manifest does not list. verify and load each refuse, naming the file. */
+static void test_tamper(void **state)
+{
+    (void)state;
+    job a;
+    make_job(&a, PP_OPTIM_ADAMW, 77);
+    pp_error err = {0};
+    pp_ckpt_part pa = part_of(&a, 0, 1, 0);
+    pp_ckpt_meta m = meta_of(3);
+    char troot[300], good[400], bad[400], cmd[4096];
+    snprintf(troot, sizeof troot, "%s/tamper", root);
+    assert_int_equal(pp_ckpt_save(troot, "unit", &pa, &m, &err), PP_OK);
+    snprintf(good, sizeof good, "%s/step-3", troot);
+    snprintf(bad, sizeof bad, "%s/bad", troot);
+    const char *files[] = {"manifest.json", "shard-s000-r000.safetensors", "shard-s001-r000.safetensors"};
+    const char *edits[] = {  /* shell on $f */
+        "printf '\\132' | dd of=\"$f\" bs=1 seek=0 conv=notrunc status=none",
+        "printf '\\001' | dd of=\"$f\" bs=1 seek=$(( $(stat -c%s \"$f\") / 2 )) conv=notrunc status=none",
+        "printf '\\041' | dd of=\"$f\" bs=1 seek=$(( $(stat -c%s \"$f\") - 1 )) conv=notrunc status=none",
+        "truncate -s -1 \"$f\"", "printf ' ' >> \"$f\"", "rm \"$f\""};
+    const char *what[] = {"first byte set to Z", "middle byte set to 0x01", "last byte set to !", "last byte cut",
+                          "a byte appended", "deleted"};
+    int cases = 0;
+    for (int fi = 0; fi < 3; fi++)
+        for (int e = 0; e < 6; e++) {
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && f='%s/%s' && %s", bad, good, bad, bad,
+                     files[fi], edits[e]);
+            assert_int_equal(system(cmd), 0);
+            printf("%s, %s:\n", files[fi], what[e]);
+            expect_error(pp_ckpt_verify(bad, &err), &err, files[fi]);
+            pp_ckpt *c = NULL;
+            pp_status st = pp_ckpt_open(bad, &c, &err);
+            if (st == PP_OK) st = pp_ckpt_load(c, &pa, &err);
+            pp_ckpt_close(c);
+            expect_error(st, &err, files[fi]);
+            cases++;
+        }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && echo x > '%s/notes.txt'", bad, good, bad, bad);
+    assert_int_equal(system(cmd), 0);
+    printf("a file the manifest does not list:\n");
+    expect_error(pp_ckpt_verify(bad, &err), &err, "notes.txt");
+    pp_ckpt *c = NULL;
+    assert_int_equal(pp_ckpt_open(bad, &c, &err), PP_OK);
+    expect_error(pp_ckpt_load(c, &pa, &err), &err, "notes.txt");
+    pp_ckpt_close(c);
+    assert_int_equal(pp_ckpt_verify(good, &err), PP_OK);
+    printf("%d edits of 3 files and 1 stray file: each refused by verify and by load, naming the file\n", cases);
     free_job(&a);
 }
 
@@ -415,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_tamper),
         cmocka_unit_test(test_keep),
         cmocka_unit_test(test_deferred_copy),
         cmocka_unit_test(test_candidates),

@@ -114,6 +114,10 @@ static pp_status write_tb(train_log *l, const train_step_log *s, const train_eva
         tags[n] = "ckpt/saves", vals[n++] = s->ckpt_saves;
         tags[n] = "ckpt/stall_s", vals[n++] = s->ckpt_stall_s;
     }
+    if (s->has_straggler) {
+        tags[n] = "pipeline/straggler_rank", vals[n++] = s->straggler.rank;
+        tags[n] = "pipeline/straggler_ratio", vals[n++] = s->straggler.ratio;
+    }
     if (gathered) {
         tags[n] = "pipeline/bubble", vals[n++] = measured_bubble(l);
         static const int fig[RANK_TAGS] = {F_WAIT_S, F_STAGE_BYTES, F_RSS_BYTES};
@@ -148,6 +152,14 @@ static void write_json(train_log *l, const train_step_log *s, const train_eval_r
     if (s->has_ckpt) {
         pp_json_int(&j, "ckpt_saves", s->ckpt_saves);
         pp_json_double(&j, "ckpt_stall_s", s->ckpt_stall_s);
+    }
+    if (s->has_straggler && s->straggler.rank >= 0) {
+        pp_json_int(&j, "straggler_rank", s->straggler.rank);
+        pp_json_double(&j, "straggler_ratio", s->straggler.ratio);
+        pp_json_double(&j, "straggler_busy_s", s->straggler.busy_s);
+        pp_json_double(&j, "straggler_peers_median_s", s->straggler.median_s);
+    } else if (s->has_straggler) {
+        pp_json_null(&j, "straggler_rank");
     }
     if (gathered) {
         pp_json_double(&j, "bubble", measured_bubble(l));

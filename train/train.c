@@ -33,6 +33,8 @@ typedef struct run {
     int evals;
     double eval_loss;           /* the last evaluation's */
     int64_t stage_bytes;        /* this rank's stage allocations */
+    train_straggler *straggler; /* --straggler-warn */
+    train_straggler_note slow;  /* the last step's verdict */
 } run;
 
 /* A mean loss seeds each microbatch with its labels' share of the global batch's weight
@@ -63,6 +65,7 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
 static pp_status feed(void *user, const pp_trainer_feed *f, pp_error *err)
 {
     run *r = user;
+    train_straggler_inject(r->straggler);
     PP_CHECK(train_feed_dataset(r->data, &r->smp, f->step, f, err));
     return weigh_loss(r, f->stage, f->slot, f->step, f->offset, err);
 }
@@ -102,6 +105,7 @@ static pp_status setup_watch(run *r, pp_error *err)
         PP_CHECK(train_eval_open(c->eval_data, t->g, &c->loss, c->batch, c->microbatches, c->dp, c->eval_batches,
                                  &r->eval, err));
     PP_CHECK(train_log_open(c, t->world, c->steps, r->io.tokens_per_sample > 0, &r->log, err));
+    if (c->straggler_warn > 0) PP_CHECK(train_straggler_open(c->straggler_warn, t->world, &r->straggler, err));
     PP_CHECK(train_prof_open(c, t->drv, t->world, t->sched, t->part, t->grid, &r->prof, err));
     for (int i = 0; i < pp_driver_num_stages(t->drv); i++) {
         pp_stage_bytes b;
@@ -169,6 +173,7 @@ static void teardown(run *r)
     if (r->losses) fclose(r->losses);
     train_eval_close(r->eval);
     train_log_close(r->log, NULL);
+    train_straggler_close(r->straggler);
     train_prof_close(r->prof);
     pp_dataset_close(r->data);
     pp_trainer_destroy(r->t);
@@ -197,9 +202,12 @@ static void progress(const run *r, const pp_trainer_stats *st, double elapsed, d
     if (c->epochs > 0)
         snprintf(ep, sizeof ep, "  epoch %lld/%lld", (long long)pp_sampler_epoch(&r->smp, step) + 1,
                  (long long)c->epochs);
-    printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g%s  %.0f %s  elapsed %s  ETA %s%s%s", tty ? "\r" : "",
+    char slow[96] = "";
+    if (r->slow.rank >= 0)
+        snprintf(slow, sizeof slow, "  straggler rank %d (%.1fx its pipeline peers)", r->slow.rank, r->slow.ratio);
+    printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g%s  %.0f %s  elapsed %s  ETA %s%s%s%s", tty ? "\r" : "",
            (long long)step, (long long)r->cfg->steps, ep, st->loss, ev, (double)st->lr, scale, rate,
-           r->io.tokens_per_sample ? "tok/s" : "samples/s", el, eta, st->skipped ? "  (skipped)" : "",
+           r->io.tokens_per_sample ? "tok/s" : "samples/s", el, eta, st->skipped ? "  (skipped)" : "", slow,
            tty ? "   " : "\n");
     if (tty && step == r->cfg->steps) putchar('\n');
     fflush(stdout);
@@ -230,6 +238,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
         .loss_scale = stats->loss_scale,
         .rss_bytes = train_log_gathers(r->log, step) ? train_rss_peak_bytes() : 0,
         .has_ckpt = c->save_dir != NULL, .ckpt_saves = r->t->ck.saves, .ckpt_stall_s = r->t->ck.stall_s,
+        .has_straggler = r->straggler != NULL, .straggler = r->slow,
     };
     PP_CHECK(train_log_step(r->log, &sl, evp, err));
     if (c->log_histograms > 0 && c->logdir && step % c->log_histograms == 0)
@@ -296,6 +305,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         pp_step_stats ps = {.loss = stats.loss, .grad_norm = stats.grad_norm, .skipped = stats.skipped,
                             .compute_s = stats.compute_s, .wait_s = stats.wait_s};
         PP_CHECK_GOTO(train_prof_end(r.prof, step, cfg->steps, &ps, stats.seconds, err), st, done);
+        PP_CHECK_GOTO(train_straggler_step(r.straggler, stats.seconds - stats.wait_s, t->grid->replica, &r.slow, err),
+                      st, done);
         /* throughput over the training time: evaluations do not count */
         double train_s = pp_now() - t0 - r.eval_s;
         double rate = (double)((step - resumed) * cfg->batch * (r.io.tokens_per_sample ? r.io.tokens_per_sample : 1)) /

@@ -129,6 +129,22 @@ int64_t train_eval_batches(const train_eval *e);
 pp_status train_eval_run(train_eval *e, pp_trainer *t, int64_t step, train_eval_result *res, pp_error *err);
 void train_eval_close(train_eval *e);
 
+/* straggler.c: --straggler-warn (NULL when off). step is collective: every rank's busy
+ * time (step less time blocked on peers); note->rank the rank whose median over the last
+ * STRAGGLER_WINDOW steps exceeds factor x the median of its pipeline peers' (-1: none),
+ * the largest such ratio. inject sleeps where PP_DEBUG_SLOW_RANK=RANK:SECONDS names this
+ * rank (tests make a slow rank with it; called per fed microbatch). */
+typedef struct train_straggler train_straggler;
+typedef struct train_straggler_note {
+    int rank;
+    double ratio, busy_s, median_s;
+} train_straggler_note;
+pp_status train_straggler_open(double factor, pp_comm *world, train_straggler **out, pp_error *err);
+pp_status train_straggler_step(train_straggler *s, double busy_s, int replica, train_straggler_note *note,
+                               pp_error *err);
+void train_straggler_inject(const train_straggler *s);
+void train_straggler_close(train_straggler *s);
+
 /* metrics.c: rank 0's TensorBoard events and metrics lines (NULL when neither is asked
  * for). Steps 1, every log_every-th and the last gather every rank's figures (collective
  * then: every rank calls train_log_step for every step). */
@@ -145,6 +161,8 @@ typedef struct train_step_log {
     int has_ckpt;               /* --save: checkpoints saved so far, training time they cost (rank 0's) */
     int ckpt_saves;
     double ckpt_stall_s;
+    int has_straggler;          /* --straggler-warn: the rank named (-1: none) and its ratio */
+    train_straggler_note straggler;
 } train_step_log;
 pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps, int tokens, train_log **out,
                          pp_error *err);

@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 #define PP_CKPT_FORMAT "onnxpipe-checkpoint"
-#define PP_CKPT_VERSION 1       /* the newest manifest format this build reads and writes */
+#define PP_CKPT_VERSION 2       /* the newest manifest format this build reads and writes (2: the
+                                   manifest carries its own checksum; 1, without it, is still read) */
 
 /* This rank's part of a job: its stages and its place among the data-parallel replicas. */
 typedef struct pp_ckpt_part {

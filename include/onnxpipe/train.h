@@ -175,6 +175,9 @@ typedef struct pp_train_config {
     const char *metrics_out;        /* JSON lines, one object per step (NULL: none) */
     int64_t log_every;              /* per-rank figures (wait, memory, bubble) every N steps (0: 10) */
     int64_t log_histograms;         /* weight and gradient histograms every N steps (0: never) */
+    double straggler_warn;          /* > 0: name the rank whose busy time per step (step less time
+                                       blocked on peers), its median over 10 steps, exceeds this x the median of
+                                       its pipeline peers' (progress line, metrics, TensorBoard) */
     int64_t profile_first, profile_last;   /* --profile-steps A:B, 1-based, inclusive (0: off) */
     const char *profile_out;        /* Perfetto JSON of the profiled steps (rank 0) */
     const char *command_line;       /* shown in the TensorBoard text summary */
