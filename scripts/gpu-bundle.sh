@@ -68,6 +68,8 @@ btl = self,vader,tcp
 pml = ob1
 mtl = ^ofi
 osc = sm,rdma
+# no cross-memory attach: sandboxed machines (gVisor) may refuse process_vm_readv
+btl_vader_single_copy_mechanism = none
 btl_base_warn_component_unused = 0
 EOF
 PMIX_LIB=$(dirname "$(readlink -f "$(ldd "$OMPI_PKGLIB"/mca_pmix_ext*.so | awk '/libpmix\.so/ {print $3; exit}')")")
@@ -113,6 +115,9 @@ sort -u "$STAGE/cuda-needed" >"$R/cuda-needed.txt"
     done
     echo "built on glibc $(ldd --version | sed -n '1s/.* //p')"
 } >"$R/BUILD-INFO"
+
+# every file, for `run --check` (all there) and the rehearsal (which system copies to hide)
+(cd "$R" && find . -type f | sort) >"$STAGE/MANIFEST" && mv "$STAGE/MANIFEST" "$R/"
 
 rm -rf "$OUT"
 mkdir -p "$OUT"

@@ -17,7 +17,8 @@ cuda_search_dirs() {
         ldconfig -p 2>/dev/null | awk '/=>/ {print $NF}' | xargs -r -n1 dirname | awk '!seen[$0]++'
     fi
     for d in ${CUDA_HOME:+"$CUDA_HOME/lib64" "$CUDA_HOME/lib"} /usr/local/cuda/lib64 /usr/local/cuda/lib \
-             /usr/local/cuda/targets/x86_64-linux/lib /usr/lib64 /usr/lib/x86_64-linux-gnu /usr/local/lib; do
+             /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib64 \
+             /usr/lib/x86_64-linux-gnu /usr/local/lib; do
         echo "$d"
     done
     for py in ${VIRTUAL_ENV:+"$VIRTUAL_ENV/bin/python3"} $(command -v -a python3 2>/dev/null || true); do
@@ -26,24 +27,27 @@ cuda_search_dirs() {
     local sp
     for sp in ${VIRTUAL_ENV:+"$VIRTUAL_ENV"/lib/python3*/site-packages} /usr/local/lib/python3*/{site,dist}-packages \
               /usr/lib/python3*/{site,dist}-packages "$HOME"/.local/lib/python3*/site-packages \
-              /opt/*/lib/python3*/site-packages /opt/*/*/lib/python3*/site-packages \
+              /opt/*/lib/python3*/site-packages /opt/*/{.venv,venv}/lib/python3*/site-packages \
               /root/*/lib/python3*/site-packages /workspace/*/lib/python3*/site-packages; do
         ls -d "$sp"/nvidia/*/lib 2>/dev/null || true
     done
 }
 
-# One line per CUDA soname the bundle needs (root/cuda-needed.txt): "soname dir", the first
-# search folder holding it, or "soname -" when none does.
+# One line per CUDA library: "soname dir", the first search folder holding it, or "soname -"
+# where none does. First the sonames the bundle needs (root/cuda-needed.txt), then the
+# driver and the libraries cuDNN and cuBLAS may load at run time, which are optional.
 find_cuda() {
-    local dirs soname d found
+    local dirs soname d found major
     mapfile -t dirs < <(cuda_search_dirs | awk 'NF && !seen[$0]++')
-    while read -r soname; do
+    major=$(sed -n 's/^libcublas\.so\.//p' "$ROOT/cuda-needed.txt")
+    { cat "$ROOT/cuda-needed.txt"; echo libcuda.so.1; [ -n "$major" ] && echo "libnvrtc.so.$major libnvJitLink.so.$major"; } |
+        tr ' ' '\n' | while read -r soname; do
         found=-
         for d in "${dirs[@]}"; do
             if [ -e "$d/$soname" ]; then found=$d; break; fi
         done
         echo "$soname $found"
-    done <"$ROOT/cuda-needed.txt"
+    done
 }
 
 # The version of the CUDA library at path: asked of the library itself (Python's ctypes:
@@ -92,14 +96,16 @@ if [ "${1:-}" = --cuda ]; then
     export PP_CUDA_DIRS=$cuda_path
     for line in "${CUDA_FOUND[@]}"; do
         soname=${line%% *} dir=${line#* }
-        if [ "$dir" = - ]; then echo "$soname: not found"; else echo "$soname: $dir ($(lib_version "$dir/$soname"))"; fi
+        if [ "$dir" = - ] && ! grep -qxF "$soname" "$ROOT/cuda-needed.txt"; then echo "$soname: not found (optional)"
+        elif [ "$dir" = - ]; then echo "$soname: not found"
+        elif [ "$soname" = libcuda.so.1 ]; then echo "$soname: $dir (driver)"; else echo "$soname: $dir ($(lib_version "$dir/$soname"))"; fi
     done
     exit 0
 fi
 
 # Open MPI and PMIx were configured for /usr; these variables move every folder they read
 # (components, help texts, parameter files) into the bundle.
-export LD_LIBRARY_PATH=$ROOT/lib${cuda_path:+:$cuda_path}
+export LD_LIBRARY_PATH=$ROOT/lib${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$ROOT/bin:${PATH:-/usr/local/bin:/usr/bin:/bin}
 export OPAL_PREFIX=$ROOT OPAL_EXEC_PREFIX=$ROOT OPAL_BINDIR=$ROOT/bin OPAL_LIBDIR=$ROOT/lib
 export OPAL_PKGLIBDIR=$ROOT/lib/openmpi OPAL_DATAROOTDIR=$ROOT/share OPAL_DATADIR=$ROOT/share
@@ -110,18 +116,21 @@ export PMIX_PKGDATADIR=$ROOT/share/pmix PMIX_SYSCONFDIR=$ROOT/etc
 export PMIX_MCA_mca_base_component_path=$ROOT/lib/pmix
 export HWLOC_PLUGINS_PATH=$ROOT/lib/hwloc
 
-# `run --check`: every ELF file of the bundle resolves every library it needs from the
+# `run --check`: every file of MANIFEST is there, and every ELF file of the bundle resolves every library it needs from the
 # bundle, the CUDA folders found above, or the system's C/C++ runtime (system-libs.txt)
 if [ "${1:-}" = --check ]; then
     system=$(cat "$ROOT/system-libs.txt")
+    declare -A cuda_dir
+    for line in "${CUDA_FOUND[@]}"; do cuda_dir[${line%% *}]=${line#* }; done
     bad=0 n=0
+    while read -r f; do [ -e "$ROOT/$f" ] || { echo "$ROOT/${f#./}: missing (it is in MANIFEST)"; bad=1; }; done <"$ROOT/MANIFEST"
     for f in "$ROOT"/bin/* "$ROOT"/lib/*.so* "$ROOT"/lib/openmpi/*.so "$ROOT"/lib/pmix/*.so; do
         [ "$(head -c4 "$f" | tr -d '\0')" = $'\x7fELF' ] || continue
         n=$((n + 1))
         while read -r soname _ path _; do
             if [ "$path" = not ]; then echo "$f: $soname not found"; bad=1; continue; fi
             [[ $path == "$ROOT"/lib/* || $soname =~ $system ]] && continue
-            [[ ":$cuda_path:" == *":$(dirname "$path"):"* ]] && continue
+            [ "${cuda_dir[$soname]:-}" = "$(dirname "$path")" ] && continue
             echo "$f: $soname from $path (neither the bundle, CUDA nor the C/C++ runtime)"; bad=1
         done < <(ldd "$f" | grep '=>')
     done
