@@ -116,16 +116,16 @@ step() {
     echo "== bundle: $(tr '\n' ' ' <"$R/BUILD-INFO")"
     echo "== glibc here: $(ldd --version 2>/dev/null | sed -n '1s/.* //p')"
     if command -v nvidia-smi >/dev/null; then
-        nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | sed 's/^/== gpu /'
+        timeout 30 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | sed 's/^/== gpu /' || true
     else
         echo "== gpu: no nvidia-smi"
     fi
-    "${RUN[@]}" --cuda | sed 's/^/== cuda /'
+    timeout 60 "${RUN[@]}" --cuda | sed 's/^/== cuda /' || true
 } | tee -a "$SUMMARY"
 
 # --- 2. every binary and component resolves every library from the bundle, the CUDA
 # folders the launcher found, or the system's C/C++ runtime (root/system-libs.txt)
-step libraries 60 "$R/run" --check
+step libraries 60 --check
 
 # --- 3. the cpu parts: the binaries start, MPI singleton and a two-rank mpirun train
 W=$OUTDIR/work
