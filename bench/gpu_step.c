@@ -21,17 +21,17 @@ static int fail(const pp_error *err)
 int main(void)
 {
     pp_error err = {0};
-    pp_device *dev = NULL;
-    if (pp_device_create(PP_DEVICE_CUDA, 0, &dev, &err) != PP_OK) {
-        printf("{\"bench\":\"gpu_step\",\"skipped\":\"no GPU: %s\"}\n", err.msg);
-        return 0;
-    }
     const char *ls = getenv("PP_BENCH_LAYERS"), *bs = getenv("PP_BENCH_BATCH"), *pk = getenv("PP_GPU_PEAK_TFLOPS");
     const char *pr = getenv("PP_BENCH_PRECISION");
     pp_dtype precision = PP_DTYPE_F32;
     if (pr && !pp_precision_parse(pr, &precision)) {
         printf("{\"bench\":\"gpu_step\",\"error\":\"PP_BENCH_PRECISION=%s: expected fp32, bf16 or fp16\"}\n", pr);
         return 1;
+    }
+    pp_device *dev = NULL;
+    if (pp_device_create(PP_DEVICE_CUDA, 0, &dev, &err) != PP_OK) {
+        printf("{\"bench\":\"gpu_step\",\"skipped\":\"no GPU: %s\"}\n", err.msg);
+        return 0;
     }
     const int64_t L = ls ? atoll(ls) : 4, d = 768, H = 12, T = 1024, B = bs ? atoll(bs) : 8, V = 50304;
     const double peak = (pk ? atof(pk) : precision == PP_DTYPE_F32 ? 494.7 : 989.5) * 1e12;
