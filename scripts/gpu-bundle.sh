@@ -30,7 +30,8 @@ if [ -z "$BUILD" ]; then
     command -v ccache >/dev/null && launch=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
     # "90": SASS for sm_90 (H100, H200) and compute_90 PTX, which the driver compiles for later chips
     cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${launch[@]}" >/dev/null
-    cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target onnxpipe_cli test_cuda_gpu bench_gpu_step bench_gpu_p2p_nccl >/dev/null
+    cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target onnxpipe_cli bench_gpu_step bench_gpu_p2p_nccl \
+        $(cd "$SRC/tests" && ls test_*_gpu.c | sed 's/\.c$//') >/dev/null
 fi
 
 STAGE=$(mktemp -d)
@@ -39,13 +40,17 @@ R=$STAGE/root
 mkdir -p "$R"/{bin,lib/openmpi,lib/pmix,share/openmpi,share/pmix,etc,tests/ref,data}
 
 # --- our binaries (debug info stripped: an ASan test build carries a lot of it)
-for b in onnxpipe test_cuda_gpu bench_gpu_step bench_gpu_p2p_nccl; do
+# the gpu-labelled tests (names ending in _gpu, as CMakeLists.txt labels them): programs
+# into bin/, scripts with the helpers they source or run into tests/
+GPU_TESTS=$(cd "$SRC/tests" && ls test_*_gpu.c | sed 's/\.c$//')
+for b in onnxpipe bench_gpu_step bench_gpu_p2p_nccl $GPU_TESTS; do
     [ -x "$BUILD/$b" ] || { echo "gpu-bundle.sh: $BUILD/$b was not built (a CUDA build makes it; is nvcc found?)" >&2; exit 1; }
     strip --strip-debug -o "$R/bin/$b" "$BUILD/$b"
 done
 cp "$SRC/scripts/gpu-run.sh" "$R/run"
-cp "$SRC/tests/test_layout_cuda_gpu.sh" "$R/tests/"
-cp "$SRC/tests/ref/compare_runs.py" "$R/tests/ref/"
+cp "$SRC"/tests/test_*_gpu.sh "$R/tests/"
+cp -r "$SRC/tests/lib" "$R/tests/"
+cp "$SRC"/tests/ref/*.py "$R/tests/ref/"
 cp /usr/share/common-licenses/GPL-3 "$R/data/"
 
 # --- Open MPI and PMIx, from the folders this machine's installation reports
@@ -85,7 +90,7 @@ SYSTEM='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libmvec\.so|libpt
 echo "$SYSTEM" >"$R/system-libs.txt"
 CUDA='^lib(cublas|cublasLt|cudnn[a-z_]*|nccl|cuda|cudart|nvrtc|nvJitLink)\.so'
 : >"$STAGE/cuda-needed"
-todo=("$R"/bin/{onnxpipe,test_cuda_gpu,bench_gpu_step,bench_gpu_p2p_nccl,mpirun,orted} "$R"/lib/openmpi/*.so "$R"/lib/pmix/*.so)
+todo=("$R"/bin/* "$R"/lib/openmpi/*.so "$R"/lib/pmix/*.so)
 while [ ${#todo[@]} -gt 0 ]; do
     next=()
     for f in "${todo[@]}"; do

@@ -80,7 +80,7 @@ step() {
     if [ "$left" -lt 10 ]; then
         # a rehearsal must run every step
         [ $REHEARSE = 1 ] && FAILS=$((FAILS + 1))
-        note "$(printf '%-5s %-22s        out of time (%ss deadline)' "$([ $REHEARSE = 1 ] && echo FAIL || echo SKIP)" "$name" "$DEADLINE_S")"
+        note "$(printf '%-5s %-26s        out of time (%ss deadline)' "$([ $REHEARSE = 1 ] && echo FAIL || echo SKIP)" "$name" "$DEADLINE_S")"
         return 0
     fi
     [ "$limit" -gt "$left" ] && limit=$left
@@ -108,7 +108,7 @@ step() {
         status=WARN reason="Open MPI printed a warning: $(grep -m1 -A1 '^-\{74\}$' "$LOGS/$name.log" | tail -1 | cut -c1-120)"
     fi
     if [ $status = FAIL ] || { [ $status = WARN ] && [ $REHEARSE = 1 ]; }; then FAILS=$((FAILS + 1)); fi
-    note "$(printf '%-5s %-22s %4ss  %s' $status "$name" $(( $(date +%s) - t0 )) "$reason")"
+    note "$(printf '%-5s %-26s %4ss  %s' $status "$name" $(( $(date +%s) - t0 )) "$reason")"
 }
 
 # --- 1. what this machine has
@@ -145,7 +145,7 @@ TRAIN_STEPS=50
 step cpu-train 120 env OPENBLAS_NUM_THREADS="$NPROC" "${TRAIN[@]}" --device cpu --steps $TRAIN_STEPS --losses "$W/cpu.losses"
 
 # --- 4. the GPU parts
-step gpu-test_cuda_gpu 150 test_cuda_gpu
+for t in "$R"/bin/test_*_gpu; do step "gpu-${t##*/}" 150 "$t"; done
 PYREF=
 for py in ${PP_REF_PYTHON:-} ${VIRTUAL_ENV:+"$VIRTUAL_ENV/bin/python3"} $(command -v -a python3 2>/dev/null || true) \
           /opt/*/bin/python3 /opt/*/{.venv,venv}/bin/python3 "$HOME/.cache/onnxpipe/venv/bin/python"; do
@@ -158,8 +158,13 @@ cat >"$W/py" <<EOF
 exec env -u LD_LIBRARY_PATH "$PYREF" "\$@"
 EOF
 chmod +x "$W/py"
-step gpu-test_layout_cuda 240 env SRC_DIR="$R" BUILD_DIR="$W" ONNXPIPE="$R/bin/onnxpipe" PY="$W/py" \
-    PP_TEXT_FILE="$R/data/GPL-3" bash "$R/tests/test_layout_cuda_gpu.sh"
+for t in "$R"/tests/test_*_gpu.sh; do
+    name=gpu-$(basename "$t" .sh)
+    step "$name" 240 env SRC_DIR="$R" BUILD_DIR="$W" ONNXPIPE="$R/bin/onnxpipe" PY="$W/py" \
+        PP_TEXT_FILE="$R/data/GPL-3" bash "$t"
+    # what a reference comparison printed (tests/ref/compare_runs.py)
+    grep -hE "diff|^reference" "$LOGS/$name.log" | sed 's/^/== /' | tee -a "$SUMMARY" || true
+done
 
 # bench_gpu_step: the 12-layer GPT-2 small (124M parameters, T=1024), batch 32, which the
 # stage planner puts at 56 GiB in fp32 and 42 GiB in bf16 (`onnxpipe partition --stages 1
@@ -189,7 +194,7 @@ if [ -s "$W/cuda.losses" ]; then
                END {printf "%d steps, max rel diff %.2e at step %d, final loss cpu %.4f cuda %.4f", n, m, at, c[n], last;
                     exit !(n == '$TRAIN_STEPS' && m <= 2e-2)}' "$W/cpu.losses" "$W/cuda.losses") && ok=PASS || ok=FAIL
     [ $ok = FAIL ] && FAILS=$((FAILS + 1))
-    note "$(printf '%-5s %-22s        %s' $ok gpu-train-vs-cpu "$cmp")"
+    note "$(printf '%-5s %-26s        %s' $ok gpu-train-vs-cpu "$cmp")"
 fi
 
 # two GPUs: raw NCCL against pp_comm (the layout test above ran its pp=2 and dp=2 layouts)
