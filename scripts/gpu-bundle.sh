@@ -24,14 +24,16 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# the gpu-labelled test programs: names ending in _gpu, as CMakeLists.txt labels them
+mapfile -t GPU_TESTS < <(cd "$SRC/tests" && ls test_*_gpu.c | sed 's/\.c$//')
+
 if [ -z "$BUILD" ]; then
     BUILD=$SRC/build-bundle
     launch=()
     command -v ccache >/dev/null && launch=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
     # "90": SASS for sm_90 (H100, H200) and compute_90 PTX, which the driver compiles for later chips
     cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${launch[@]}" >/dev/null
-    cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target onnxpipe_cli bench_gpu_step bench_gpu_p2p_nccl \
-        $(cd "$SRC/tests" && ls test_*_gpu.c | sed 's/\.c$//') >/dev/null
+    cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target onnxpipe_cli bench_gpu_step bench_gpu_p2p_nccl "${GPU_TESTS[@]}" >/dev/null
 fi
 
 STAGE=$(mktemp -d)
@@ -40,10 +42,9 @@ R=$STAGE/root
 mkdir -p "$R"/{bin,lib/openmpi,lib/pmix,share/openmpi,share/pmix,etc,tests/ref,data}
 
 # --- our binaries (debug info stripped: an ASan test build carries a lot of it)
-# the gpu-labelled tests (names ending in _gpu, as CMakeLists.txt labels them): programs
-# into bin/, scripts with the helpers they source or run into tests/
-GPU_TESTS=$(cd "$SRC/tests" && ls test_*_gpu.c | sed 's/\.c$//')
-for b in onnxpipe bench_gpu_step bench_gpu_p2p_nccl $GPU_TESTS; do
+# the gpu-labelled tests' programs into bin/, their scripts with the helpers they source or
+# run into tests/
+for b in onnxpipe bench_gpu_step bench_gpu_p2p_nccl "${GPU_TESTS[@]}"; do
     [ -x "$BUILD/$b" ] || { echo "gpu-bundle.sh: $BUILD/$b was not built (a CUDA build makes it; is nvcc found?)" >&2; exit 1; }
     strip --strip-debug -o "$R/bin/$b" "$BUILD/$b"
 done
@@ -115,7 +116,7 @@ sort -u "$STAGE/cuda-needed" >"$R/cuda-needed.txt"
     nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$BUILD"/CMakeFiles/*/CMakeCUDACompiler.cmake | head -1)
     echo "nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
     for v in GLIBC GLIBCXX; do
-        echo "$v needed $(find "$R" -name '*.so*' -o -path '*/bin/*' | xargs objdump -T 2>/dev/null |
+        echo "$v needed $(find "$R" \( -name '*.so*' -o -path '*/bin/*' \) -exec objdump -T {} + 2>/dev/null |
                          grep -o "${v}_[0-9.]*" | sort -uV | tail -1 | sed "s/${v}_//" | grep . || echo none)"
     done
     echo "built on glibc $(ldd --version | sed -n '1s/.* //p')"
