@@ -21,37 +21,37 @@ mkdir -p "$OUTDIR/logs"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 LOGS=$OUTDIR/logs
 SUMMARY=$OUTDIR/summary.txt
-R=$BUNDLE/root
 START=$(date +%s)
 DEADLINE_S=${GPU_CHECK_DEADLINE_S:-340}   # no step runs past this many seconds from the start
 
-# --- unpack (tar and gzip, or Python's tarfile where they are missing)
-if [ ! -x "$R/run" ] || [ "$BUNDLE/payload.tar.gz" -nt "$R/run" ]; then
-    rm -rf "$R"
-    tar -C "$BUNDLE" -xzf "$BUNDLE/payload.tar.gz" 2>/dev/null ||
-        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/payload.tar.gz" "$BUNDLE"
-    touch "$R/run"
-fi
-
 # --- a rehearsal hides this machine's copies of what the bundle carries (a private mount
 # namespace: empty files over the libraries, empty folders over Open MPI's and PMIx's), so
-# that a binary reaching past the bundle fails here as it would on the GPU machine
+# that a binary reaching past the bundle fails here as it would on the GPU machine; the
+# files to hide are those of the bundle's MANIFEST
 MASKED=no
 if [ $REHEARSE = 1 ] && [ -z "${GPU_CHECK_MASKED:-}" ] && unshare -m true 2>/dev/null; then
     exec unshare -m env GPU_CHECK_MASKED=1 bash "$0" --rehearse "$OUTDIR"
 fi
+
+# --- unpack into a temporary folder, never into the bundle folder, which must stay small
+# enough to travel (tar and gzip, or Python's tarfile where they are missing)
+UNPACKED=$(mktemp -d "${TMPDIR:-/tmp}/onnxpipe-gpu.XXXXXX")
+trap 'rm -rf "$UNPACKED"' EXIT
+tar -C "$UNPACKED" -xzf "$BUNDLE/payload.tar.gz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/payload.tar.gz" "$UNPACKED"
+R=$UNPACKED/root
 if [ "${GPU_CHECK_MASKED:-}" = 1 ]; then
-    empty_file=$(mktemp) empty_dir=$(mktemp -d)
+    # files: /dev/null over them (the loader reads "file too short"); folders: an empty tmpfs
     for f in $(sed -n 's|^\./lib/\([^/]*\.so[^/]*\)$|\1|p' "$R/MANIFEST"); do
         for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib; do
-            [ -e "$d/$f" ] && mount --bind "$empty_file" "$(readlink -f "$d/$f")"
+            [ -e "$d/$f" ] && mount --bind /dev/null "$(readlink -f "$d/$f")"
         done
     done
     for d in /usr/lib/x86_64-linux-gnu/{openmpi,pmix2,hwloc} /usr/lib64/openmpi /usr/share/openmpi /etc/openmpi; do
-        [ -d "$d" ] && mount --bind "$empty_dir" "$d"
+        [ -d "$d" ] && mount -t tmpfs -o size=1m,mode=755 none "$d"
     done
     for f in /usr/bin/{orterun,orted,mpirun,mpiexec,prte,prterun,prted}; do
-        [ -e "$f" ] && mount --bind "$empty_file" "$(readlink -f "$f")"
+        [ -e "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
     done
     MASKED=yes
 fi
