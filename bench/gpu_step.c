@@ -1,9 +1,10 @@
 /* GPU benchmark: step time, tokens/s and MFU of one GPT stage (GPT-2-small blocks: d=768,
- * 12 heads, T=1024, batch 8, PP_BENCH_LAYERS layers, default 4) run by the stage executor
- * on the cuda device with AdamW. One JSON line per figure; where no GPU answers it prints
- * {"bench":"gpu_step","skipped":"no GPU: ..."} and exits 0. MFU counts 6 N + 12 L T d
- * FLOPs per token (PaLM appendix B) against PP_GPU_PEAK_TFLOPS (default 494.7: H100 SXM
- * dense TF32; 989.5 is its dense BF16 figure, 756 the H100 PCIe TF32 one). */
+ * 12 heads, T=1024) run by the stage executor on the cuda device with AdamW. Knobs:
+ * PP_BENCH_LAYERS (default 4), PP_BENCH_BATCH (default 8), PP_BENCH_PRECISION (fp32, the
+ * default, with cuBLAS/cuDNN TF32 math; bf16: mixed precision). One JSON line per figure;
+ * where no GPU answers it prints {"bench":"gpu_step","skipped":"no GPU: ..."} and exits 0.
+ * MFU counts 6 N + 12 L T d FLOPs per token (PaLM appendix B) against PP_GPU_PEAK_TFLOPS
+ * (default: H100/H200 SXM dense, 494.7 for TF32, 989.5 for BF16; H100 PCIe: 378, 756). */
 #include <onnxpipe/example.h>
 #include <onnxpipe/graph.h>
 #include <onnxpipe/stage.h>
@@ -20,20 +21,27 @@ static int fail(const pp_error *err)
 int main(void)
 {
     pp_error err = {0};
+    const char *ls = getenv("PP_BENCH_LAYERS"), *bs = getenv("PP_BENCH_BATCH"), *pk = getenv("PP_GPU_PEAK_TFLOPS");
+    const char *pr = getenv("PP_BENCH_PRECISION");
+    pp_dtype precision = PP_DTYPE_F32;
+    if (pr && !pp_precision_parse(pr, &precision)) {
+        printf("{\"bench\":\"gpu_step\",\"error\":\"PP_BENCH_PRECISION=%s: expected fp32, bf16 or fp16\"}\n", pr);
+        return 1;
+    }
     pp_device *dev = NULL;
     if (pp_device_create(PP_DEVICE_CUDA, 0, &dev, &err) != PP_OK) {
         printf("{\"bench\":\"gpu_step\",\"skipped\":\"no GPU: %s\"}\n", err.msg);
         return 0;
     }
-    const char *ls = getenv("PP_BENCH_LAYERS"), *pk = getenv("PP_GPU_PEAK_TFLOPS");
-    const int64_t L = ls ? atoll(ls) : 4, d = 768, H = 12, T = 1024, B = 8, V = 50304;
-    const double peak = (pk ? atof(pk) : 494.7) * 1e12;
+    const int64_t L = ls ? atoll(ls) : 4, d = 768, H = 12, T = 1024, B = bs ? atoll(bs) : 8, V = 50304;
+    const double peak = (pk ? atof(pk) : precision == PP_DTYPE_F32 ? 494.7 : 989.5) * 1e12;
     pp_gpt_config gc = {.layers = L, .d_model = d, .heads = H, .vocab = V, .seq = T, .batch = B, .seed = 1,
                         .opset = 17, .with_loss = 1};
     pp_graph *g = NULL;
     pp_stage *s = NULL;
     if (pp_example_gpt(&gc, &g, &err) != PP_OK) return fail(&err);
-    pp_stage_options so = {.slots = 1, .microbatch = B, .global_batch = B, .seed = 1, .training = 1};
+    pp_stage_options so = {.slots = 1, .microbatch = B, .global_batch = B, .seed = 1, .training = 1,
+                           .precision = precision};
     so.optim = (pp_optim_hparams){.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                   .weight_decay = 0.1f};
     if (pp_stage_create_range(g, 0, g->nnodes, 1, dev, &so, &s, &err) != PP_OK) return fail(&err);
@@ -64,7 +72,8 @@ int main(void)
     const double nparams = (double)pp_stage_param_elems(s), tokens = (double)(B * T);
     const double flops = tokens * (6.0 * nparams + 12.0 * (double)(L * T * d));
     printf("{\"bench\":\"gpu_step\",\"figure\":\"step_ms\",\"value\":%.3f,\"layers\":%lld,\"d\":%lld,\"T\":%lld,"
-           "\"batch\":%lld,\"loss\":%.4f}\n", dt * 1e3, (long long)L, (long long)d, (long long)T, (long long)B, loss);
+           "\"batch\":%lld,\"precision\":\"%s\",\"params\":%lld,\"loss\":%.4f}\n", dt * 1e3, (long long)L, (long long)d,
+           (long long)T, (long long)B, pp_precision_name(precision), (long long)pp_stage_param_elems(s), loss);
     printf("{\"bench\":\"gpu_step\",\"figure\":\"tokens_per_s\",\"value\":%.0f}\n", tokens / dt);
     printf("{\"bench\":\"gpu_step\",\"figure\":\"mfu\",\"value\":%.4f,\"flops_per_step\":%.4g,\"peak_flops\":%.4g}\n",
            flops / dt / peak, flops, peak);

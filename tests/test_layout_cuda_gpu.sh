@@ -7,7 +7,8 @@
 # only; SGD with momentum keeps that noise from being amplified (AdamW would divide
 # near-zero gradient elements by their own RMS). Layouts: every schedule on one GPU (one
 # rank holds every virtual stage of the interleaved one), then pp=2, dp=2 and pp=2 x
-# dp=2 where the host has the GPUs for them.
+# dp=2 where the host has the GPUs for them. PP_TEXT_FILE: the training text (default
+# GPL-3; scripts/gpu-check.sh passes its bundled copy on hosts that lack it).
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/layout-cuda
@@ -16,7 +17,7 @@ mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 PP_COMM_TIMEOUT=60
 export NVIDIA_TF32_OVERRIDE=0
 "$ONNXPIPE" example gpt --layers 2 --d-model 32 --heads 2 --vocab 256 --seq 16 -o "$OUT/gpt.onnx" >/dev/null
-"$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/text" --seq 16 >/dev/null
+"$ONNXPIPE" data text "${PP_TEXT_FILE:-/usr/share/common-licenses/GPL-3}" -o "$OUT/text" --seq 16 >/dev/null
 
 train() {  # TAG DEVICE NP PP DP SCHEDULE EXTRA...
     local tag=$1 device=$2 np=$3 pp=$4 dp=$5 sched=$6
