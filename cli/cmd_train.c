@@ -10,8 +10,14 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: onnxpipe train --model MODEL.onnx --data DIR [options]\n\n"
-            "Trains MODEL on the dataset DIR (see 'onnxpipe data').\n\n"
+            "usage: onnxpipe train --model MODEL.onnx --data DATA [options]\n\n"
+            "Trains MODEL on DATA, read in place: a dataset directory (see 'onnxpipe data'), a directory\n"
+            "of NAME.npy files (one per model input) or one .npy file, a token stream (.bin: raw uint16\n"
+            "tokens as nanoGPT writes them, or llm.c's), or a Megatron-LM indexed dataset (PREFIX of\n"
+            "PREFIX.bin and PREFIX.idx). A stream's samples are windows of --seq tokens (input_ids),\n"
+            "and their labels the next tokens (named as --labels, default labels).\n"
+            "  --seq T                tokens per sample of a token stream or indexed dataset\n"
+            "  --token-dtype D        a raw .bin stream's tokens: uint16 (default) or uint32\n\n"
             "layout:\n"
             "  --device KIND          auto | cpu | cuda (default auto: a GPU when one works)\n"
             "  --pp P                 pipeline stages (default 1)\n"
@@ -200,6 +206,7 @@ int cmd_train(int argc, char **argv)
         INT_OPT("--batch", 1, 1LL << 40, c.batch)
         INT_OPT("--microbatches", 1, 1 << 20, c.microbatches)
         INT_OPT("--steps", 1, 1LL << 40, c.steps)
+        INT_OPT("--seq", 1, 1LL << 30, c.seq)
         INT_OPT("--warmup", 0, 1LL << 40, c.lr.warmup)
         INT_OPT("--bucket-kb", 1, 1LL << 30, c.bucket_bytes)
         INT_OPT("--seed", 0, 1LL << 62, c.seed)
@@ -217,6 +224,12 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--skip-nonfinite")) c.skip_nonfinite = 1;
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
+        else if (!strcmp(a, "--token-dtype")) {
+            c.token_dtype = v ? pp_dtype_parse(v) : PP_DTYPE_UNDEFINED;
+            if (c.token_dtype != PP_DTYPE_U16 && c.token_dtype != PP_DTYPE_U32)
+                return cli_usage_error("use uint16 or uint32", "--token-dtype: '%s' is not a token type", v ? v : "");
+            i++;
+        }
         else if (!strcmp(a, "--save-on-signal")) {
             if (!parse_signals(v, &c.save_signals)) return 2;
             signals_given = 1;

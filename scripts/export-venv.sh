@@ -21,13 +21,14 @@ check() {
     "$venv/bin/python" - <<'EOF' 2>/dev/null
 import onnx, numpy, onnxruntime, onnxscript, timm, safetensors  # noqa: F401
 import torch, transformers  # noqa: F401
+from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder  # noqa: F401
 assert int(torch.__version__.split(".")[0]) >= 2, torch.__version__
 assert int(transformers.__version__.split(".")[0]) >= 4, transformers.__version__
 EOF
 }
 
 if ! check; then
-    echo "export-venv: setting up $venv (torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime)" >&2
+    echo "export-venv: setting up $venv (torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime, megatron-core)" >&2
     mkdir -p "$(dirname "$venv")"
     [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
     pip=("$venv/bin/pip" install -q --disable-pip-version-check)
@@ -44,6 +45,9 @@ if ! check; then
     "${pip[@]}" -c "$pin" "transformers>=5" >&2 2>/dev/null ||
         { echo "export-venv: transformers 5.x does not install beside torch $tv; the newest 4.x" >&2
           "${pip[@]}" -c "$pin" "transformers<5" >&2; }
-    check || { echo "export-venv: $venv still cannot import torch 2.x, transformers, timm, onnxscript, onnx and onnxruntime" >&2; exit 1; }
+    # megatron-core writes and reads the indexed datasets of tests/test_data_formats.sh; its
+    # datasets module needs only torch and numpy (the rest of its dependencies are for training)
+    "${pip[@]}" --no-deps megatron-core >&2
+    check || { echo "export-venv: $venv still cannot import torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime and megatron-core" >&2; exit 1; }
 fi
 echo "$venv"

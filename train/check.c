@@ -119,19 +119,27 @@ static pp_status check_label_range(const pp_graph *g, const train_io *io, const 
 {
     const pp_dataset_array *a = pp_dataset_find(d, io->labels);
     if (!a || a->dtype != PP_DTYPE_I64 || io->classes < 1) return PP_OK;
-    const int64_t *y = a->data;
-    int64_t per = (int64_t)(a->sample_bytes / sizeof *y), n = per * d->samples;
-    for (int64_t i = 0; i < n; i++) {
-        if ((y[i] >= 0 && y[i] < io->classes) || y[i] == io->ignore_index) continue;
-        char ig[64] = "";
-        if (io->ignore_index != INT64_MIN)
-            snprintf(ig, sizeof ig, " (or ignore_index %lld)", (long long)io->ignore_index);
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s': array '%s' holds label %lld (sample %lld), out of "
-                            "range [0, %lld)%s for the %lld classes of the logits '%s': fix the labels, or give "
-                            "the model as many classes as the data has", opt, dir, a->name, (long long)y[i],
-                            (long long)(i / (per ? per : 1)), (long long)io->classes, ig, (long long)io->classes,
-                            g->values[io->logits].name);
+    int64_t per = (int64_t)(a->sample_bytes / sizeof(int64_t)), chunk = per ? ((1 << 16) + per - 1) / per : 1;
+    int64_t *y = malloc((size_t)chunk * a->sample_bytes + 1);
+    if (!y) return PP_NOMEM(err);
+    for (int64_t s0 = 0; s0 < d->samples; s0 += chunk) {   /* as read: token streams widen to int64 */
+        int64_t n = d->samples - s0 < chunk ? d->samples - s0 : chunk;
+        pp_dataset_read(d, a, s0, n, y);
+        for (int64_t i = 0; i < n * per; i++) {
+            if ((y[i] >= 0 && y[i] < io->classes) || y[i] == io->ignore_index) continue;
+            char ig[64] = "";
+            if (io->ignore_index != INT64_MIN)
+                snprintf(ig, sizeof ig, " (or ignore_index %lld)", (long long)io->ignore_index);
+            pp_status st = pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s': array '%s' holds label %lld (sample %lld), "
+                                        "out of range [0, %lld)%s for the %lld classes of the logits '%s': fix the "
+                                        "labels, or give the model as many classes as the data has", opt, dir, a->name,
+                                        (long long)y[i], (long long)(s0 + i / (per ? per : 1)), (long long)io->classes,
+                                        ig, (long long)io->classes, g->values[io->logits].name);
+            free(y);
+            return st;
+        }
     }
+    free(y);
     return PP_OK;
 }
 

@@ -1,6 +1,8 @@
-/* Datasets: a JSON header naming the graph inputs plus one raw binary array per input,
- * mmapped; and the byte-level text converter behind `onnxpipe data text`. */
-#include <onnxpipe/train.h>
+/* Datasets: onnxpipe's own (a JSON header naming the graph inputs plus one raw binary
+ * array per input), the forms dataset_formats.c reads, all mmapped; reading samples
+ * (widening token ids to int64); and the byte-level text converter behind
+ * `onnxpipe data text`. */
+#include "train_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,16 +32,14 @@ static pp_status read_file(const char *path, char **out, size_t *len, pp_error *
     return PP_OK;
 }
 
-static pp_status open_array(pp_dataset *d, int i, const pp_jvalue *a, const char *hdr, pp_error *err)
+static pp_status open_array(pp_dataset *d, pp_dataset_array *arr, const pp_jvalue *a, const char *hdr, pp_error *err)
 {
-    pp_dataset_array *arr = &d->arrays[i];
     const pp_jvalue *name = pp_json_get(a, "name"), *dt = pp_json_get(a, "dtype"),
                     *shape = pp_json_get(a, "shape"), *file = pp_json_get(a, "file");
     if (!name || name->type != PP_JSTR || !dt || dt->type != PP_JSTR || !shape || shape->type != PP_JARR ||
         !file || file->type != PP_JSTR)
         return pp_error_set(err, PP_ERR_PARSE, "'%s': array %d needs string name, dtype, file and a shape list",
-                            hdr, i);
-    arr->name = pp_strdup(name->str);
+                            hdr, (int)(arr - d->arrays));
     arr->dtype = pp_dtype_parse(dt->str);
     if (!arr->dtype || !pp_dtype_size(arr->dtype))
         return pp_error_set(err, PP_ERR_PARSE, "'%s': array '%s' has unknown dtype '%s'", hdr, name->str, dt->str);
@@ -60,78 +60,112 @@ static pp_status open_array(pp_dataset *d, int i, const pp_jvalue *a, const char
                             hdr, file->str);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", d->dir, file->str);
+    size_t need = arr->sample_bytes * (size_t)d->samples, have;
+    const void *m;
+    PP_CHECK(ds_map_file(d, path, &m, &have, err));
+    if (have < need)
+        return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %zu bytes, but %lld samples of '%s' need %zu", path, have,
+                            (long long)d->samples, arr->name, need);
+    arr->data = m;
+    arr->stored = arr->dtype;
+    arr->stride = arr->sample_bytes;
+    return PP_OK;
+}
+
+pp_status ds_map_file(pp_dataset *d, const char *path, const void **out, size_t *len, pp_error *err)
+{
     int fd = open(path, O_RDONLY);
     if (fd < 0) return pp_error_set(err, PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat stt;
     fstat(fd, &stt);
-    size_t need = arr->sample_bytes * (size_t)d->samples;
-    if ((size_t)stt.st_size < need) {
-        close(fd);
-        return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %lld bytes, but %lld samples of '%s' need %zu",
-                            path, (long long)stt.st_size, (long long)d->samples, arr->name, need);
-    }
-    void *m = mmap(NULL, need ? need : 1, PROT_READ, MAP_PRIVATE, fd, 0);
+    size_t n = (size_t)stt.st_size;
+    void *m = mmap(NULL, n ? n : 1, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) return pp_error_set(err, PP_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-    d->maps[i] = m;
-    d->map_lens[i] = need ? need : 1;
-    arr->data = m;
+    void **maps = pp_realloc_array(d->maps, (size_t)d->nmaps + 1, sizeof *maps);
+    if (maps) d->maps = maps;
+    size_t *lens = pp_realloc_array(d->map_lens, (size_t)d->nmaps + 1, sizeof *lens);
+    if (lens) d->map_lens = lens;
+    if (!maps || !lens) {
+        munmap(m, n ? n : 1);
+        return PP_NOMEM(err);
+    }
+    d->maps[d->nmaps] = m;
+    d->map_lens[d->nmaps++] = n ? n : 1;
+    *out = m;
+    *len = n;
+    return PP_OK;
+}
+
+pp_dataset_array *ds_add_array(pp_dataset *d, const char *name, pp_error *err)
+{
+    pp_dataset_array *a = pp_realloc_array(d->arrays, (size_t)d->narrays + 1, sizeof *a);
+    if (!a) return PP_NOMEM(err), NULL;
+    d->arrays = a;
+    a = &d->arrays[d->narrays];
+    memset(a, 0, sizeof *a);
+    if (!(a->name = pp_strdup(name))) return PP_NOMEM(err), NULL;
+    d->narrays++;
+    return a;
+}
+
+/* onnxpipe's own directory: dir/dataset.json */
+static pp_status open_own(pp_dataset *d, const char *hdr, pp_error *err)
+{
+    char *text = NULL;
+    pp_jvalue *root = NULL;
+    pp_status st = read_file(hdr, &text, NULL, err);
+    if (st == PP_OK && (st = pp_json_parse(text, &root, err)) != PP_OK) pp_error_prefix(err, "'%s': ", hdr);
+    const pp_jvalue *fmt = root ? pp_json_get(root, "format") : NULL, *ns = root ? pp_json_get(root, "samples") : NULL,
+                    *arrays = root ? pp_json_get(root, "arrays") : NULL;
+    if (st == PP_OK && (!fmt || fmt->type != PP_JSTR || strcmp(fmt->str, "onnxpipe-dataset-1") || !ns ||
+                        ns->type != PP_JNUM || ns->num < 1 || !arrays || arrays->type != PP_JARR))
+        st = pp_error_set(err, PP_ERR_PARSE, "'%s' is not an onnxpipe dataset header (needs format "
+                          "\"onnxpipe-dataset-1\", samples >= 1 and arrays)", hdr);
+    if (st == PP_OK) d->samples = (int64_t)ns->num;
+    for (int i = 0; st == PP_OK && i < arrays->n; i++) {
+        const pp_jvalue *name = pp_json_get(&arrays->items[i], "name");
+        pp_dataset_array *a = ds_add_array(d, name && name->type == PP_JSTR ? name->str : "", err);
+        st = a ? open_array(d, a, &arrays->items[i], hdr, err) : PP_ERR_NOMEM;
+    }
+    d->format = "onnxpipe";
+    free(text);
+    pp_json_free(root);
+    return st;
+}
+
+pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp_dataset **out, pp_error *err)
+{
+    *out = NULL;
+    pp_dataset_options none = {0};
+    pp_dataset *d = calloc(1, sizeof *d);
+    if (!d || !(d->dir = pp_strdup(path))) {
+        free(d);
+        return PP_NOMEM(err);
+    }
+    char hdr[4096];
+    snprintf(hdr, sizeof hdr, "%s/dataset.json", path);
+    pp_status st = access(hdr, F_OK) == 0 ? open_own(d, hdr, err) : ds_open_format(d, path, o ? o : &none, err);
+    if (st == PP_OK && d->narrays == 0)
+        st = pp_error_set(err, PP_ERR_PARSE, "dataset '%s' holds no arrays", path);
+    if (st != PP_OK) {
+        pp_dataset_close(d);
+        return st;
+    }
+    *out = d;
     return PP_OK;
 }
 
 pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err)
 {
-    *out = NULL;
-    char hdr[4096];
-    snprintf(hdr, sizeof hdr, "%s/dataset.json", dir);
-    char *text = NULL;
-    pp_jvalue *root = NULL;
-    pp_status st;
-    pp_dataset *d = calloc(1, sizeof *d);
-    if (!d) return PP_NOMEM(err);
-    d->dir = pp_strdup(dir);
-    PP_CHECK_GOTO(read_file(hdr, &text, NULL, err), st, fail);
-    st = pp_json_parse(text, &root, err);
-    if (st != PP_OK) {
-        pp_error_prefix(err, "'%s': ", hdr);
-        goto fail;
-    }
-    const pp_jvalue *fmt = pp_json_get(root, "format"), *ns = pp_json_get(root, "samples"),
-                    *arrays = pp_json_get(root, "arrays");
-    if (!fmt || fmt->type != PP_JSTR || strcmp(fmt->str, "onnxpipe-dataset-1") || !ns || ns->type != PP_JNUM ||
-        ns->num < 1 || !arrays || arrays->type != PP_JARR) {
-        st = pp_error_set(err, PP_ERR_PARSE, "'%s' is not an onnxpipe dataset header (needs format "
-                          "\"onnxpipe-dataset-1\", samples >= 1 and arrays)", hdr);
-        goto fail;
-    }
-    d->samples = (int64_t)ns->num;
-    d->narrays = arrays->n;
-    d->arrays = calloc((size_t)arrays->n + 1, sizeof *d->arrays);
-    d->maps = calloc((size_t)arrays->n + 1, sizeof *d->maps);
-    d->map_lens = calloc((size_t)arrays->n + 1, sizeof *d->map_lens);
-    if (!d->arrays || !d->maps || !d->map_lens) {
-        st = PP_NOMEM(err);
-        goto fail;
-    }
-    for (int i = 0; i < arrays->n; i++) PP_CHECK_GOTO(open_array(d, i, &arrays->items[i], hdr, err), st, fail);
-    free(text);
-    pp_json_free(root);
-    *out = d;
-    return PP_OK;
-fail:
-    free(text);
-    pp_json_free(root);
-    pp_dataset_close(d);
-    return st;
+    return pp_dataset_open_with(dir, NULL, out, err);
 }
 
 void pp_dataset_close(pp_dataset *d)
 {
     if (!d) return;
-    for (int i = 0; i < d->narrays; i++) {
-        if (d->maps && d->maps[i]) munmap(d->maps[i], d->map_lens[i]);
-        if (d->arrays) free(d->arrays[i].name);
-    }
+    for (int i = 0; i < d->nmaps; i++) munmap(d->maps[i], d->map_lens[i]);
+    for (int i = 0; i < d->narrays; i++) free(d->arrays[i].name);
     free(d->arrays);
     free(d->maps);
     free(d->map_lens);
@@ -146,12 +180,29 @@ const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name)
     return NULL;
 }
 
+/* One sample of a whose file holds other integers than it delivers (int64). */
+static void widen(const pp_dataset_array *a, const void *src, int64_t *dst)
+{
+    size_t n = a->sample_bytes / sizeof *dst;
+    for (size_t k = 0; k < n; k++)
+        switch (a->stored) {
+        case PP_DTYPE_U8: dst[k] = ((const uint8_t *)src)[k]; break;
+        case PP_DTYPE_U16: dst[k] = ((const uint16_t *)src)[k]; break;
+        case PP_DTYPE_I16: dst[k] = ((const int16_t *)src)[k]; break;
+        case PP_DTYPE_I32: dst[k] = ((const int32_t *)src)[k]; break;
+        case PP_DTYPE_U32: dst[k] = ((const uint32_t *)src)[k]; break;
+        default: dst[k] = ((const int8_t *)src)[k]; break;
+        }
+}
+
 void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst)
 {
     for (int64_t i = 0; i < count; i++) {
         int64_t s = (first + i) % d->samples;
-        memcpy((char *)dst + (size_t)i * a->sample_bytes, (const char *)a->data + (size_t)s * a->sample_bytes,
-               a->sample_bytes);
+        const char *src = (const char *)a->data + (size_t)s * a->stride;
+        char *out = (char *)dst + (size_t)i * a->sample_bytes;
+        if (a->stored == a->dtype) memcpy(out, src, a->sample_bytes);
+        else widen(a, src, (int64_t *)out);
     }
 }
 

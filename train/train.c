@@ -101,8 +101,9 @@ static pp_status setup_watch(run *r, pp_error *err)
 {
     const pp_train_config *c = r->cfg;
     pp_trainer *t = r->t;
+    pp_dataset_options dopt = pp_train_dataset_options(c);
     if (c->eval_data)
-        PP_CHECK(train_eval_open(c->eval_data, t->g, &c->loss, c->batch, c->microbatches, c->dp, c->eval_batches,
+        PP_CHECK(train_eval_open(c->eval_data, &dopt, t->g, &c->loss, c->batch, c->microbatches, c->dp, c->eval_batches,
                                  &r->eval, err));
     PP_CHECK(train_log_open(c, t->world, c->steps, r->io.tokens_per_sample > 0, &r->log, err));
     if (c->straggler_warn > 0) PP_CHECK(train_straggler_open(c->straggler_warn, t->world, &r->straggler, err));
@@ -134,7 +135,8 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     pp_train_config *c = &r->conf;
     PP_CHECK(trainer_check_config(c, err));
     PP_CHECK(pp_comm_mpi_world(&r->world, err));
-    PP_CHECK(pp_dataset_open(c->data, &r->data, err));
+    pp_dataset_options dopt = pp_train_dataset_options(c);
+    PP_CHECK(pp_dataset_open_with(c->data, &dopt, &r->data, err));
     if (r->data->samples < c->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
                             c->data, (long long)r->data->samples, (long long)c->batch);

@@ -64,6 +64,13 @@ struct pp_trainer {
     float *eval_logits;         /* host copy of one microbatch's logits, for accuracy */
 };
 
+/* dataset.c, dataset_formats.c: d maps path whole (unmapped with d); a new array named
+ * name (zeroed); the forms other than onnxpipe's own directory (npy, token streams,
+ * Megatron's indexed datasets). */
+pp_status ds_map_file(pp_dataset *d, const char *path, const void **out, size_t *len, pp_error *err);
+pp_dataset_array *ds_add_array(pp_dataset *d, const char *name, pp_error *err);
+pp_status ds_open_format(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err);
+
 /* preempt.c: --save-on-signal. Install catches the signals of the mask (bit s: signal s);
  * poll, collective over world after a step, says whether any rank got one: the signal,
  * the rank that got it first and the seconds since. A rank that does not reach the poll
@@ -121,7 +128,7 @@ typedef struct train_eval_result {
     int64_t samples;
     double seconds;
 } train_eval_result;
-pp_status train_eval_open(const char *dir, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,
+pp_status train_eval_open(const char *dir, const pp_dataset_options *dopt, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,
                           int64_t microbatches, int dp, int64_t batches, train_eval **out, pp_error *err);
 int64_t train_eval_batches(const train_eval *e);
 /* pp_trainer_eval of t fed from the eval dataset, after training step `step`.

@@ -383,6 +383,11 @@ pp_stage_options pp_train_stage_options(const pp_train_config *c)
                               .recompute = c->recompute};
 }
 
+pp_dataset_options pp_train_dataset_options(const pp_train_config *c)
+{
+    return (pp_dataset_options){.seq = c->seq, .labels = c->loss.labels, .token_dtype = c->token_dtype};
+}
+
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */
 static pp_status build(pp_trainer *t, pp_error *err)
 {

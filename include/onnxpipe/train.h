@@ -15,30 +15,51 @@ extern "C" {
 #endif
 
 /* ---- datasets ---------------------------------------------------------------
- * A dataset is a directory with dataset.json:
- *   {"format": "onnxpipe-dataset-1", "samples": N,
- *    "arrays": [{"name": "input_ids", "dtype": "int64", "shape": [T], "file": "input_ids.bin"}, ...]}
- * Each array's file holds N samples of `shape` (per sample), packed little-endian.
- * Array names are the graph inputs they feed. Files are mmapped. */
+ * A dataset is read in place (mmapped) from what users have:
+ * - onnxpipe's own directory with dataset.json:
+ *     {"format": "onnxpipe-dataset-1", "samples": N,
+ *      "arrays": [{"name": "input_ids", "dtype": "int64", "shape": [T], "file": "input_ids.bin"}, ...]}
+ *   each array's file holding N samples of `shape` (per sample), packed little-endian;
+ * - NumPy: a directory of NAME.npy files (or one .npy file), each array [N, ...] named by
+ *   its file;
+ * - a flat token stream: a .bin file of uint16 tokens (nanoGPT; uint32 with token_dtype),
+ *   or llm.c's (a 1024-byte header with magic 20240520), windowed into samples of seq
+ *   tokens: input_ids, and as labels the next tokens;
+ * - a Megatron-LM indexed dataset (PREFIX.bin + PREFIX.idx, as megatron-core's
+ *   IndexedDatasetBuilder writes): its documents one after another, windowed the same way.
+ * Array names are the graph inputs they feed; token ids are delivered as int64. */
 typedef struct pp_dataset_array {
     char *name;
-    pp_dtype dtype;
+    pp_dtype dtype;             /* what a read delivers */
     pp_shape shape;             /* per sample */
-    size_t sample_bytes;
-    const void *data;           /* N samples */
+    size_t sample_bytes;        /* per sample, as delivered */
+    const void *data;           /* sample s starts at data + s x stride */
+    pp_dtype stored;            /* the file's element type (token streams: uint16, uint32, ... widened to int64) */
+    size_t stride;              /* bytes from one sample to the next in the file */
 } pp_dataset_array;
 
 typedef struct pp_dataset {
-    char *dir;
+    char *dir;                  /* the path it was opened from */
     int64_t samples;
     pp_dataset_array *arrays;
     int narrays;
     void **maps;
     size_t *map_lens;
+    int nmaps;
+    const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
 } pp_dataset;
+
+/* How a token stream becomes samples. */
+typedef struct pp_dataset_options {
+    int64_t seq;                /* tokens per sample of a token stream or indexed dataset (--seq) */
+    const char *labels;         /* the labels array's name (default "labels") */
+    pp_dtype token_dtype;       /* a raw .bin stream's tokens: U16 (default) or U32 */
+} pp_dataset_options;
 
 /* Local. The caller frees it with pp_dataset_close; the arrays belong to d. find is Thread-safe. */
 PP_API pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err);
+/* Any of the forms above (o may be NULL: no token streams). Local. */
+PP_API pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp_dataset **out, pp_error *err);
 PP_API void pp_dataset_close(pp_dataset *d);
 PP_API const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name);
 /* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Local. Thread-safe. */
@@ -122,7 +143,10 @@ PP_API const char *pp_lr_kind_name(pp_lr_kind k);
 /* ---- the training run ------------------------------------------------------- */
 typedef struct pp_train_config {
     const char *model;
-    const char *data;               /* dataset directory */
+    const char *data;               /* the dataset (pp_dataset_open_with: a directory, .npy, a token
+                                       stream, a Megatron indexed dataset) */
+    int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
+    pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
     int pp, dp;
     const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */
     pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1, zb-v */
@@ -188,6 +212,9 @@ typedef struct pp_train_config {
  * `onnxpipe schedule --model` estimate memory from the same, so an option that shapes a
  * stage reaches the previews too. Local; thread-safe. */
 PP_API pp_stage_options pp_train_stage_options(const pp_train_config *c);
+/* How the job reads its datasets: c's seq and token dtype, the labels named as the loss's.
+ * Local; thread-safe. */
+PP_API pp_dataset_options pp_train_dataset_options(const pp_train_config *c);
 
 /* The partition the job of c makes of g into nstages stages with stages planned for a
  * device of this kind: c->partition with the job's microbatches and recompute, and as its
