@@ -121,10 +121,12 @@ void trainer_print_plan(const pp_trainer *t, FILE *out)
     if (costs) {
         pp_train_stage_costs(t->part, 100.0, costs);
         pp_costs pc = {.stage = costs, .num_stages = t->part->nstages};
+        char cf[160], step[32];
         if (pp_schedule_simulate(t->sched, &pc, &sim, NULL) == PP_OK)
-            fprintf(out, "\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at "
+            fprintf(out, "\nschedule %s: predicted bubble %.2f%% (%s), predicted step %s at "
                     "100 GFLOP/s per rank\n\n", pp_schedule_kind_name(t->sched->kind), 100 * sim->bubble,
-                    100 * pp_schedule_closed_form_bubble(t->sched, &pc), sim->makespan);
+                    pp_schedule_closed_form_text(t->sched, &pc, cf, sizeof cf),
+                    pp_format_seconds(sim->makespan, step, sizeof step));
     }
     pp_sim_result_destroy(sim);
     free(costs);
