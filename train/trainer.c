@@ -104,11 +104,12 @@ pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err)
 void trainer_print_plan(const pp_trainer *t, FILE *out)
 {
     const pp_train_config *c = &t->c;
-    fprintf(out, "onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", model_name(t), t->world->size, c->pp,
-            c->dp, pp_schedule_kind_name(t->sched->kind));
+    fprintf(out, "onnxpipe train: %s, %d rank%s = pp %d x dp %d, schedule %s", model_name(t), t->world->size,
+            t->world->size == 1 ? "" : "s", c->pp, c->dp, pp_schedule_kind_name(t->sched->kind));
     if (t->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", t->sched->chunks);
-    fprintf(out, ", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch,
-            c->dp, (long long)c->microbatches, (long long)t->mb);
+    fprintf(out, ", global batch %lld = %d replica%s x %lld microbatch%s x %lld sample%s\n\n", (long long)c->batch,
+            c->dp, c->dp == 1 ? "" : "s", (long long)c->microbatches, c->microbatches == 1 ? "" : "es",
+            (long long)t->mb, t->mb == 1 ? "" : "s");
     fprintf(out, "device: %s, precision %s", pp_device_kind_name(t->dev->kind), pp_precision_name(c->precision));
     if (t->device_note.msg[0]) fprintf(out, " (%s)", t->device_note.msg);
     fprintf(out, "\n\n");
