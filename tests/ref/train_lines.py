@@ -107,9 +107,11 @@ def progress(log, losses_path, steps, tokens):
         fail(f"summary '{summary}' against {steps} steps, losses {want[0]} -> {want[-1]}")
     if rate != float(re.search(r"(\d+) tok/s", rows[-1]).group(1)):
         fail(f"summary rate {rate} is not the last step's")
-    print(f"  {steps} progress lines: losses as --losses; from 0.5 s elapsed, the ETA within {worst_eta:.2f} s of "
-          f"elapsed/step x steps left and tok/s within {100 * worst_rate:.1f}% of tokens/elapsed (both printed to "
-          f"0.1 s); summary '{summary}'")
+    timed = sum(float(re.search(r"elapsed ([\d.]+)s", r).group(1)) >= 0.5 for r in rows)
+    figures = (f"from 0.5 s elapsed ({timed} lines), the ETA within {worst_eta:.2f} s of elapsed/step x steps left "
+               f"and tok/s within {100 * worst_rate:.1f}% of tokens/elapsed" if timed else
+               "ETA and tok/s within the rounding of elapsed")
+    print(f"  {steps} progress lines: losses as --losses; {figures} (printed to 0.1 s); summary '{summary}'")
 
 
 def size(text):
