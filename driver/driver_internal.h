@@ -68,7 +68,6 @@ struct pp_driver {
     int nvs;
     tied_group *tied;
     int ntied;
-    int partition_nodes;    /* the graph's nodes: at most so many uses of a parameter */
     float *tied_buf;        /* where a tied sum from another rank arrives (tied_buf_elems), or NULL */
     int64_t tied_buf_elems;
     int *norm_index;        /* [graph values] a parameter's place in the norm's sum (driver_step.c), or -1 */

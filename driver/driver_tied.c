@@ -13,8 +13,9 @@ static int by_node(const void *a, const void *b)
     return (x->node > y->node) - (x->node < y->node);
 }
 
-/* The uses of g->value in this rank's stages: node, gradient, and whether it is its
- * stage's own gradient (pp_stage_param_uses' first). *n counts them; out may be NULL. */
+/* The uses of g->value in this rank's stages into out (NULL: only counted): node,
+ * gradient, and whether it is its stage's own (pp_stage_param_uses' first). Returns how
+ * many, or -1 out of memory. */
 static int local_uses(pp_driver *d, const tied_group *g, tied_use *out)
 {
     int n = 0;
@@ -32,12 +33,13 @@ static int local_uses(pp_driver *d, const tied_group *g, tied_use *out)
     return n;
 }
 
-/* Every use of g->value over the ranks of my replica holding it (ranks[], in group-comm
- * order), sorted by node: each rank's list is gathered over the host communicator. */
+/* Every use of g's value over the ranks of my replica holding it (ranks[], in group-comm
+ * order), sorted by node: each rank's list is gathered over the host communicator, which
+ * makes it collective over the world (g NULL: this rank holds none and adds nothing). */
 static pp_status gather_uses(pp_driver *d, tied_group *g, const int *ranks, int nranks, pp_error *err)
 {
     pp_comm *host = d->cfg.control ? d->cfg.control : d->grid->world;
-    int mine = local_uses(d, g, NULL), most = 0;
+    int mine = g ? local_uses(d, g, NULL) : 0, most = 0;
     int *counts = malloc((size_t)host->size * sizeof *counts);
     if (!counts) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(host, &mine, counts, sizeof(int), err);
@@ -48,7 +50,7 @@ static pp_status gather_uses(pp_driver *d, tied_group *g, const int *ranks, int 
     size_t rec = (size_t)most + 3;
     int *all = malloc((size_t)host->size * rec * sizeof *all), *me = calloc(rec, sizeof *me);
     tied_use *loc = calloc((size_t)mine + 1, sizeof *loc);
-    if (!all || !me || !loc || local_uses(d, g, loc) < 0) {
+    if (!all || !me || !loc || (g && local_uses(d, g, loc) < 0)) {
         free(all), free(me), free(loc);
         return PP_NOMEM(err);
     }
@@ -59,7 +61,7 @@ static pp_status gather_uses(pp_driver *d, tied_group *g, const int *ranks, int 
         const int *x = all + (size_t)r * rec;
         int gr = -1;
         for (int j = 0; j < nranks; j++) gr = ranks[j] == x[1] ? j : gr;
-        if (x[0] != d->grid->replica || gr < 0) continue;
+        if (!g || x[0] != d->grid->replica || gr < 0) continue;
         for (int j = 0; j < x[2]; j++) {
             tied_use *u = &g->uses[g->nuses++];
             *u = (tied_use){.node = x[3 + j], .rank = gr};
@@ -69,7 +71,7 @@ static pp_status gather_uses(pp_driver *d, tied_group *g, const int *ranks, int 
     }
     free(all), free(me), free(loc);
     PP_CHECK(st);
-    qsort(g->uses, (size_t)g->nuses, sizeof *g->uses, by_node);
+    if (g) qsort(g->uses, (size_t)g->nuses, sizeof *g->uses, by_node);
     return PP_OK;
 }
 
@@ -86,7 +88,7 @@ static pp_status add_group(pp_driver *d, int value, pp_error *err)
         for (int j = 0; j < pp_stage_num_params(d->vs[i].s); j++)
             if (pp_stage_param_at(d->vs[i].s, j)->value == value) g->numel = pp_stage_param_at(d->vs[i].s, j)->numel;
     }
-    g->uses = calloc((size_t)d->partition_nodes + 1, sizeof *g->uses);
+    g->uses = calloc((size_t)d->cfg.partition->graph->nnodes + 1, sizeof *g->uses);   /* a use per node at most */
     if (!g->uses) return PP_NOMEM(err);
     d->ntied++;
     return PP_OK;
@@ -95,7 +97,6 @@ static pp_status add_group(pp_driver *d, int value, pp_error *err)
 pp_status driver_init_tied(pp_driver *d, pp_error *err)
 {
     const pp_partition *p = d->cfg.partition;
-    d->partition_nodes = p->graph->nnodes;
     int cap = p->ntied;
     for (int i = 0; i < d->nvs; i++) cap += pp_stage_num_params(d->vs[i].s);
     d->tied = calloc((size_t)cap + 1, sizeof *d->tied);
@@ -112,19 +113,14 @@ pp_status driver_init_tied(pp_driver *d, pp_error *err)
             held |= d->local[st] >= 0;
         }
         pp_comm *comm = NULL;
+        tied_group *g = NULL;
         pp_status st = nranks > 1 ? pp_grid_stage_group(d->grid, ranks, nranks, &comm, err) : PP_OK;
-        if (st == PP_OK && held) {
-            st = add_group(d, vs->value, err);
-            if (st == PP_OK) d->tied[d->ntied - 1].comm = comm, comm = NULL;
+        if (st == PP_OK && held && (st = add_group(d, vs->value, err)) == PP_OK) {
+            g = &d->tied[d->ntied - 1];
+            g->comm = comm, comm = NULL;
+            if (nranks > 1 && g->numel > d->tied_buf_elems) d->tied_buf_elems = g->numel;
         }
-        /* the gather is collective over the world: a rank holding none takes part with nothing */
-        tied_group none = {.value = vs->value, .uses = NULL};
-        tied_group *g = held && st == PP_OK ? &d->tied[d->ntied - 1] : &none;
-        if (st == PP_OK && !held) none.uses = calloc((size_t)p->graph->nnodes + 1, sizeof *none.uses);
-        if (st == PP_OK && !g->uses) st = PP_NOMEM(err);
         if (st == PP_OK) st = gather_uses(d, g, ranks, nranks, err);
-        if (st == PP_OK && held && nranks > 1 && g->numel > d->tied_buf_elems) d->tied_buf_elems = g->numel;
-        free(none.uses);
         pp_comm_destroy(comm);
         free(ranks);
         PP_CHECK(st);
