@@ -62,7 +62,7 @@ int main(void)
             t0 = pp_now();
         }
         if (pp_stage_zero_grads(s, &err) != PP_OK || pp_stage_forward(s, 0, it + 1, 0, &err) != PP_OK ||
-            pp_stage_backward(s, 0, PP_BACKWARD_FULL, &err) != PP_OK ||
+            pp_stage_backward(s, 0, PP_BACKWARD_FULL, &err) != PP_OK || pp_stage_sum_uses(s, &err) != PP_OK ||
             pp_stage_step(s, 3e-4f, 1.f, it + 1, &err) != PP_OK)
             return fail(&err);
     }

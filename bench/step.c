@@ -113,7 +113,8 @@ static void step(bench *b, int64_t n, double parts[3], double *cpu, pp_error *er
     double t1 = pp_now();
     if (pp_stage_backward(b->s, 0, PP_BACKWARD_FULL, err)) die(err);
     double t2 = pp_now();
-    if (pp_stage_step(b->s, 1e-3f, 1.f, n, err) || pp_stage_zero_grads(b->s, err)) die(err);
+    if (pp_stage_sum_uses(b->s, err) || pp_stage_step(b->s, 1e-3f, 1.f, n, err) || pp_stage_zero_grads(b->s, err))
+        die(err);
     double t3 = pp_now();
     *cpu = cpu_now() - c0;
     parts[0] = t1 - t0, parts[1] = t2 - t1, parts[2] = t3 - t2;

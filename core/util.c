@@ -46,6 +46,14 @@ const char *pp_format_bytes(double bytes, char *buf, size_t len)
     return buf;
 }
 
+const char *pp_format_seconds(double s, char *buf, size_t len)
+{
+    if (s == 0 || s >= 1) snprintf(buf, len, "%.4g s", s);
+    else if (s >= 1e-3) snprintf(buf, len, "%.4g ms", s * 1e3);
+    else snprintf(buf, len, "%.4g us", s * 1e6);
+    return buf;
+}
+
 const char *pp_format_count(double n, char *buf, size_t len)
 {
     static const char *const units[] = {"", "K", "M", "G", "T"};

@@ -36,13 +36,24 @@ typedef struct bucket {
 
 #define DEFAULT_BUCKET_BYTES (4 << 20)
 
-/* A tied parameter held by several stages: its gradients are summed over them. */
+/* One use of a tied parameter (pp_stage_param_uses), in the order of the sum. */
+typedef struct tied_use {
+    int node;               /* the reading node: the order of the sum */
+    int rank;               /* in the group's comm (0 without one) */
+    float *grad;            /* this rank's use: its gradient; NULL on other ranks */
+    int own;                /* its stage's first use: the parameter's own gradient (in the buckets) */
+} tied_use;
+
+/* A parameter read by several ops (of one stage or several: driver_tied.c) whose uses
+ * are summed in node order. */
 typedef struct tied_group {
     int value;
+    int64_t numel;
     pp_comm *comm;          /* the ranks of my replica holding it, when more than this one */
     int nlocal;
-    int *local_stage;       /* [nlocal] indices into vs */
-    int canonical;          /* 1 when this rank holds the first stage of the group (counted in the norm) */
+    int *local_stage;       /* [nlocal] indices into vs of my stages holding it */
+    int nuses;
+    tied_use *uses;         /* [nuses] every use on every rank of the group, by node */
 } tied_group;
 
 struct pp_driver {
@@ -57,6 +68,12 @@ struct pp_driver {
     int nvs;
     tied_group *tied;
     int ntied;
+    float *tied_buf;        /* where a tied sum from another rank arrives (tied_buf_elems), or NULL */
+    int64_t tied_buf_elems;
+    int *norm_index;        /* [graph values] a parameter's place in the norm's sum (driver_step.c), or -1 */
+    int *norm_stage;        /* [graph values] the stage counting a tied parameter, or -1 */
+    int nnorm;
+    double *norm_sums;      /* [2 + nnorm] the step's world reduction: loss, bad flag, the squares */
     void *zeros, *scratch;  /* gradients a side does not compute / does not need */
     pp_driver_event *trace;     /* [trace_cap] when recording (pp_driver_record), else NULL */
     int ntrace, trace_cap;
@@ -86,6 +103,11 @@ void driver_trace_begin(pp_driver *d);
 void driver_trace_add(pp_driver *d, const pp_action *a, double t_start, double t_end);
 /* A wait or bucket (PP_EVENT_*) while recording; bytes 0 when unknown. */
 void driver_trace_comm(pp_driver *d, int kind, int peer, double bytes, double t_start, double t_end);
+/* driver_tied.c: the groups of parameters read by several ops (collective over the world,
+ * after the stages are made), their sum in node order at the end of a step, and freeing. */
+pp_status driver_init_tied(pp_driver *d, pp_error *err);
+pp_status driver_reduce_tied(pp_driver *d, tied_group *g, pp_error *err);
+void driver_free_tied(pp_driver *d);
 /* After the walk: wait for the reductions, sum tied gradients, the loss and the
  * global norm, check for NaN/Inf, clip, and step the optimizer (driver_step.c). */
 pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);

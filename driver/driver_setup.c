@@ -72,6 +72,23 @@ static pp_status reduce_staged(pp_dtype dt, int *staged, pp_error *err)
 /* The staging copy of a stage's gradients for a 16-bit all-reduce. */
 static size_t reduce_buf_bytes(int64_t param_elems) { return (size_t)(param_elems > 0 ? param_elems : 1) * 2; }
 
+/* Where rank r receives a tied sum (driver_tied.c): the largest tied parameter it holds
+ * with another rank. */
+static int64_t tied_buf_bytes(const pp_schedule *sch, const pp_partition *part, int r)
+{
+    int64_t most = 0;
+    for (int t = 0; t < part->ntied; t++) {
+        const pp_value_stages *vs = &part->tied[t];
+        int mine = 0, other = 0;
+        for (int k = 0; k < vs->nstages; k++) {
+            mine |= sch->stage_rank[vs->stages[k]] == r;
+            other |= sch->stage_rank[vs->stages[k]] != r;
+        }
+        if (mine && other && vs->bytes > most) most = vs->bytes;
+    }
+    return most;
+}
+
 pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, pp_device_kind kind,
                              const pp_stage_options *opt, pp_dtype reduce_dtype, pp_stage_bytes *stages,
                              pp_driver_bytes *ranks, pp_error *err)
@@ -102,7 +119,7 @@ pp_status pp_driver_estimate(const pp_schedule *sch, const pp_partition *part, p
     }
     for (int r = 0; ranks && st == PP_OK && r < sch->pp; r++) {
         ranks[r].stages.scratch += ranks[r].stages.work, ranks[r].stages.total += ranks[r].stages.work;
-        ranks[r].comm += 2 * (int64_t)comm_buffer_bytes((size_t)ranks[r].stages.port_max);
+        ranks[r].comm += 2 * (int64_t)comm_buffer_bytes((size_t)ranks[r].stages.port_max) + tied_buf_bytes(sch, part, r);
         ranks[r].total = ranks[r].stages.total + ranks[r].comm;
     }
     return st;
@@ -169,43 +186,22 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     return PP_OK;
 }
 
-/* Tied parameters: for every one the partition reports (the same list on every rank),
- * the stages of this rank holding it and a communicator over the ranks holding it. */
-static pp_status init_tied(pp_driver *d, pp_error *err)
+/* The norm's terms: a place per trained parameter of the graph (value order), and the
+ * stage that counts a tied one (the first holding it; -1: the only one). */
+static pp_status init_norm(pp_driver *d, pp_error *err)
 {
     const pp_partition *p = d->cfg.partition;
-    d->tied = calloc((size_t)p->ntied + 1, sizeof *d->tied);
-    if (!d->tied) return PP_NOMEM(err);
-    for (int t = 0; t < p->ntied; t++) {
-        const pp_value_stages *vs = &p->tied[t];
-        tied_group *g = &d->tied[d->ntied];
-        memset(g, 0, sizeof *g);
-        g->value = vs->value;
-        int *ranks = malloc((size_t)vs->nstages * sizeof *ranks), nranks = 0;
-        g->local_stage = malloc((size_t)vs->nstages * sizeof *g->local_stage);
-        if (!ranks || !g->local_stage) {
-            free(ranks);
-            return PP_NOMEM(err);
-        }
-        for (int k = 0; k < vs->nstages; k++) {
-            int st = vs->stages[k], r = d->cfg.schedule->stage_rank[st];
-            int seen = 0;
-            for (int j = 0; j < nranks; j++) seen |= ranks[j] == r;
-            if (!seen) ranks[nranks++] = r;
-            if (d->local[st] >= 0) g->local_stage[g->nlocal++] = d->local[st];
-        }
-        g->canonical = d->local[vs->stages[0]] >= 0;
-        pp_status st = nranks > 1 ? pp_grid_stage_group(d->grid, ranks, nranks, &g->comm, err) : PP_OK;
-        free(ranks);
-        PP_CHECK(st);
-        if (g->nlocal) {
-            d->ntied++;
-        } else {
-            pp_comm_destroy(g->comm);
-            free(g->local_stage);
-        }
+    const pp_graph *g = p->graph;
+    d->norm_index = malloc((size_t)g->nvalues * sizeof *d->norm_index + 1);
+    d->norm_stage = malloc((size_t)g->nvalues * sizeof *d->norm_stage + 1);
+    if (!d->norm_index || !d->norm_stage) return PP_NOMEM(err);
+    for (int v = 0; v < g->nvalues; v++) {
+        d->norm_index[v] = g->values[v].is_param ? d->nnorm++ : -1;
+        d->norm_stage[v] = -1;
     }
-    return PP_OK;
+    for (int t = 0; t < p->ntied; t++) d->norm_stage[p->tied[t].value] = p->tied[t].stages[0];
+    d->norm_sums = calloc((size_t)d->nnorm + 2, sizeof *d->norm_sums);
+    return d->norm_sums ? PP_OK : PP_NOMEM(err);
 }
 
 pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err)
@@ -259,7 +255,8 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
     PP_CHECK_GOTO(pp_device_alloc_as(cfg->dev, PP_MEM_COMM, nb, &d->zeros, err), st, fail);
     PP_CHECK_GOTO(pp_device_memset(cfg->dev, d->zeros, 0, nb, err), st, fail);
     PP_CHECK_GOTO(pp_device_alloc_as(cfg->dev, PP_MEM_COMM, nb, &d->scratch, err), st, fail);
-    PP_CHECK_GOTO(init_tied(d, err), st, fail);
+    PP_CHECK_GOTO(driver_init_tied(d, err), st, fail);
+    PP_CHECK_GOTO(init_norm(d, err), st, fail);
     *out = d;
     return PP_OK;
 fail:
@@ -284,13 +281,12 @@ void pp_driver_destroy(pp_driver *d)
         free(v->buckets);
         if (v->reduce_buf) pp_device_free(d->cfg.dev, v->reduce_buf);
     }
-    for (int t = 0; t < d->ntied; t++) {
-        pp_comm_destroy(d->tied[t].comm);
-        free(d->tied[t].local_stage);
-    }
+    driver_free_tied(d);
     if (d->zeros) pp_device_free(d->cfg.dev, d->zeros);
     if (d->scratch) pp_device_free(d->cfg.dev, d->scratch);
-    free(d->tied);
+    free(d->norm_index);
+    free(d->norm_stage);
+    free(d->norm_sums);
     free(d->trace);
     free(d->vs);
     free(d->local);

@@ -6,60 +6,22 @@
 #include <stdint.h>
 #include <string.h>
 
-static float *param_grad(pp_stage *s, int value, int64_t *numel)
+/* The squared norm's terms: every parameter's sum of squares (one kernel call over its
+ * own elements, the same call on every layout), from replica 0 and, for a tied one, from
+ * the first stage holding it, into its place in sq[]; the other places stay 0, so the
+ * world's sum of the vectors is exact and every rank adds the terms in one order. */
+static pp_status param_sumsq(pp_driver *d, double *sq, pp_error *err)
 {
-    for (int i = 0; i < pp_stage_num_params(s); i++) {
-        const pp_stage_param *p = pp_stage_param_at(s, i);
-        if (p->value == value) {
-            *numel = p->numel;
-            return pp_stage_grads(s) + p->offset;
+    memset(sq, 0, (size_t)d->nnorm * sizeof *sq);
+    for (int i = 0; i < d->nvs && d->grid->replica == 0; i++) {
+        pp_stage *s = d->vs[i].s;
+        for (int j = 0; j < pp_stage_num_params(s); j++) {
+            const pp_stage_param *p = pp_stage_param_at(s, j);
+            if (d->norm_stage[p->value] >= 0 && d->norm_stage[p->value] != d->vs[i].index) continue;
+            PP_CHECK(pp_kernel_sumsq(d->cfg.dev, pp_stage_grads(s) + p->offset, p->numel, &sq[d->norm_index[p->value]],
+                                     err));
         }
     }
-    return NULL;
-}
-
-/* Sums a tied parameter's gradient over the stages of this rank, then over the ranks
- * holding it, and writes the sum back to every local copy. */
-static pp_status reduce_tied(pp_driver *d, tied_group *g, pp_error *err)
-{
-    int64_t n = 0;
-    float *first = param_grad(d->vs[g->local_stage[0]].s, g->value, &n);
-    if (!first) return pp_error_set(err, PP_ERR_INTERNAL, "tied parameter %d not found in its stage", g->value);
-    for (int k = 1; k < g->nlocal; k++) {
-        int64_t m;
-        float *other = param_grad(d->vs[g->local_stage[k]].s, g->value, &m);
-        if (other) PP_CHECK(pp_kernel_accumulate(d->cfg.dev, first, other, n, err));
-    }
-    if (g->comm) PP_CHECK(pp_comm_allreduce(g->comm, first, (size_t)n, PP_DTYPE_F32, err));
-    for (int k = 1; k < g->nlocal; k++) {
-        int64_t m;
-        float *other = param_grad(d->vs[g->local_stage[k]].s, g->value, &m);
-        if (other) PP_CHECK(pp_device_copy(d->cfg.dev, other, first, (size_t)n * sizeof(float), err));
-    }
-    return PP_OK;
-}
-
-/* This rank's share of the squared global norm: every stage's gradients, with a tied
- * parameter counted once (by the rank holding its first stage, in its first copy). */
-static pp_status local_sumsq(pp_driver *d, double *out, pp_error *err)
-{
-    double total = 0;
-    for (int i = 0; i < d->nvs; i++) {
-        double ss;
-        PP_CHECK(pp_stage_grad_sumsq(d->vs[i].s, &ss, err));
-        total += ss;
-    }
-    for (int t = 0; t < d->ntied; t++) {
-        tied_group *g = &d->tied[t];
-        for (int k = g->canonical ? 1 : 0; k < g->nlocal; k++) {
-            int64_t n = 0;
-            float *gr = param_grad(d->vs[g->local_stage[k]].s, g->value, &n);
-            double ss;
-            PP_CHECK(pp_kernel_sumsq(d->cfg.dev, gr, n, &ss, err));
-            total -= ss;
-        }
-    }
-    *out = total;
     return PP_OK;
 }
 
@@ -148,24 +110,26 @@ pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats
             k->started = 0;
             PP_CHECK(st);
         }
-    for (int t = 0; t < d->ntied; t++) PP_CHECK(reduce_tied(d, &d->tied[t], err));
-    /* loss, bad-gradient flag and squared norm in one reduction over the world (a flag summed
-     * over every rank, stages and replicas: a step is skipped everywhere or nowhere); the
-     * norm is summed over replicas too, whose gradients are equal now, so divide */
+    for (int t = 0; t < d->ntied; t++) PP_CHECK(driver_reduce_tied(d, &d->tied[t], err));
+    /* loss, bad-gradient flag and the norm's terms in one reduction over the world (a flag
+     * summed over every rank, stages and replicas: a step is skipped everywhere or nowhere) */
     double bad = 0;
     pp_error local = {0};
     if (d->loss_scale) PP_CHECK(unscale(d, &bad, err));
     for (int i = 0; i < d->nvs && !bad && !d->loss_scale; i++)
         if (pp_stage_check_grads(d->vs[i].s, step, &local) == PP_ERR_NUMERIC) bad = 1;
-    double sums[3] = {d->loss_sum, bad, 0};
-    PP_CHECK(local_sumsq(d, &sums[2], err));
+    double *sums = d->norm_sums, sumsq = 0;
+    sums[0] = d->loss_sum, sums[1] = bad;
+    PP_CHECK(param_sumsq(d, sums + 2, err));
     /* the norm was read on the host, after every transfer of the step: did they all land? */
     PP_CHECK(pp_comm_check(d->grid->world, err));
     if (d->grid->dp_comm) PP_CHECK(pp_comm_check(d->grid->dp_comm, err));
-    PP_CHECK(pp_comm_allreduce(d->cfg.control ? d->cfg.control : d->grid->world, sums, 3, PP_DTYPE_F64, err));
+    PP_CHECK(pp_comm_allreduce(d->cfg.control ? d->cfg.control : d->grid->world, sums, 2 + (size_t)d->nnorm,
+                               PP_DTYPE_F64, err));
     d->wait_s += pp_now() - t0;
+    for (int i = 0; i < d->nnorm; i++) sumsq += sums[2 + i];
     stats->loss = sums[0];
-    stats->grad_norm = sqrt(fmax(sums[2], 0) / d->grid->dp);
+    stats->grad_norm = sqrt(sumsq);
     if (d->loss_scale && update_scale(d, sums[1] > 0)) {
         stats->skipped = 1;
         return PP_OK;

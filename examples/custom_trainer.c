@@ -57,7 +57,9 @@ int main(int argc, char **argv)
             y[b] = best;
         }
         if (pp_stage_zero_grads(stage, &err) || pp_stage_forward(stage, 0, step, 0, &err) ||
-            pp_stage_backward(stage, 0, PP_BACKWARD_FULL, &err) || pp_stage_step(stage, 3e-3f, 1.0f, step, &err))
+            pp_stage_backward(stage, 0, PP_BACKWARD_FULL, &err) ||
+            pp_stage_sum_uses(stage, &err) ||   /* a weight read by several nodes: their gradients added */
+            pp_stage_step(stage, 3e-3f, 1.0f, step, &err))
             return fail(&err);
         last = pp_stage_loss(stage, 0);
         if (step == 1) first = last;

@@ -186,7 +186,7 @@ static void print_cuts(const pp_partition *p, FILE *out)
     }
     for (int i = 0; i < p->ntied; i++) {
         const pp_value_stages *t = &p->tied[i];
-        fprintf(out, "%s  ", i ? "" : "\ntied parameters (gradients all-reduced between their stages):\n");
+        fprintf(out, "%s  ", i ? "" : "\ntied parameters (gradients summed over their stages, in reading-node order):\n");
         print_value(g, t->value, t->bytes, out);
         fputs(": stages", out);
         for (int k = 0; k < t->nstages; k++) fprintf(out, "%s %d", k ? "," : "", t->stages[k]);

@@ -77,15 +77,6 @@ void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FI
     free(row);
 }
 
-/* "1.25 ms", "3 s": seconds in the unit that reads best. */
-static const char *fmt_time(double s, char *buf, size_t len)
-{
-    if (s == 0 || s >= 1) snprintf(buf, len, "%.4g s", s);
-    else if (s >= 1e-3) snprintf(buf, len, "%.4g ms", s * 1e3);
-    else snprintf(buf, len, "%.4g us", s * 1e6);
-    return buf;
-}
-
 /* The rank whose actions hold global index g (binary search over offset). */
 static int rank_of(const pp_sim_result *r, int g)
 {
@@ -103,30 +94,24 @@ static int rank_of(const pp_sim_result *r, int g)
 
 void pp_sim_result_print_summary(const pp_schedule *s, const pp_costs *costs, const pp_sim_result *r, FILE *out)
 {
-    char t1[32], t2[32], t3[32], b[32], a[48];
+    char t1[32], t2[32], t3[32], b[32], a[48], cf[160];
     if (costs->stage) {
         fprintf(out, "stage  rank  forward     bwd-input   bwd-weight  stash/mb    send/mb\n");
         for (int st = 0; st < s->num_stages; st++) {
             const pp_stage_cost *c = stage_cost(costs, st);
             fprintf(out, "%5d  %4d  %-10s  %-10s  %-10s  %-10s  %s\n", st, s->stage_rank[st],
-                    fmt_time(c->forward, t1, sizeof t1), fmt_time(c->backward_input, t2, sizeof t2),
-                    fmt_time(c->backward_weight, t3, sizeof t3), pp_format_bytes(c->act_bytes, b, sizeof b),
+                    pp_format_seconds(c->forward, t1, sizeof t1), pp_format_seconds(c->backward_input, t2, sizeof t2),
+                    pp_format_seconds(c->backward_weight, t3, sizeof t3), pp_format_bytes(c->act_bytes, b, sizeof b),
                     pp_format_bytes(c->send_bytes, a, sizeof a));
         }
         fputc('\n', out);
     }
-    double cf = pp_schedule_closed_form_bubble(s, costs);
-    fprintf(out, "step time %s; bubble %.2f%%", fmt_time(r->makespan, t1, sizeof t1), 100 * r->bubble);
-    if (!isnan(cf)) {
-        const char *form = s->kind == PP_SCHED_INTERLEAVED ? "(p-1)/(v*m+p-1)"
-                           : s->kind == PP_SCHED_ZB_H1     ? "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))"
-                           : s->kind == PP_SCHED_ZB_V      ? "(p-1)F/(2m(F+B+W)+(p-1)F)"
-                                                           : "(p-1)/(m+p-1)";
-        fprintf(out, " (closed form %s = %.2f%%, for equal stages and free links)", form, 100 * cf);
-    }
+    fprintf(out, "step time %s; bubble %.2f%% (%s)",
+            pp_format_seconds(r->makespan, t1, sizeof t1), 100 * r->bubble,
+            pp_schedule_closed_form_text(s, costs, cf, sizeof cf));
     fprintf(out, "\n\nrank  busy        bubble   peak stash (microbatches, bytes)  W waiting\n");
     for (int rk = 0; rk < s->pp; rk++)
-        fprintf(out, "%4d  %-10s  %6.2f%%  %4d  %-26s  %d\n", rk, fmt_time(r->busy[rk], t1, sizeof t1),
+        fprintf(out, "%4d  %-10s  %6.2f%%  %4d  %-26s  %d\n", rk, pp_format_seconds(r->busy[rk], t1, sizeof t1),
                 100 * r->rank_bubble[rk], r->peak_inflight[rk],
                 r->peak_act_bytes[rk] > 0 ? pp_format_bytes(r->peak_act_bytes[rk], b, sizeof b) : "-",
                 r->peak_w_pending[rk]);

@@ -128,16 +128,31 @@ done:
     return PP_OK;
 }
 
+/* The F, B, W a closed form reads: the uniform costs, or the stages' means (the equal
+ * stages of the same work). */
+static pp_stage_cost closed_form_costs(const pp_schedule *s, const pp_costs *c)
+{
+    if (!c->stage) return c->uniform;
+    pp_stage_cost mean = {0};
+    for (int i = 0; i < s->num_stages; i++) {
+        mean.forward += c->stage[i].forward / s->num_stages;
+        mean.backward_input += c->stage[i].backward_input / s->num_stages;
+        mean.backward_weight += c->stage[i].backward_weight / s->num_stages;
+    }
+    return mean;
+}
+
 double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *c)
 {
     double p = s->pp, m = s->microbatches, v = s->chunks;
+    pp_stage_cost u = closed_form_costs(s, c);
+    double f = u.forward, b = u.backward_input, w = u.backward_weight;
     switch (s->kind) {
     case PP_SCHED_GPIPE:
     case PP_SCHED_1F1B: return (p - 1) / (m + p - 1);
     case PP_SCHED_INTERLEAVED: return (p - 1) / (v * m + p - 1);
     case PP_SCHED_ZB_H1: {
-        if (m < p) return NAN;  /* the steady state never forms */
-        double f = c->uniform.forward, b = c->uniform.backward_input, w = c->uniform.backward_weight;
+        if (m < p || !(f + b + w > 0)) return NAN;  /* the steady state never forms; no work */
         double idle = (p - 1) * (f + b - w);
         return idle / (m * (f + b + w) + idle);
     }
@@ -145,10 +160,32 @@ double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *c)
         /* Rank p-1 cannot start before microbatch 0 has run the p-1 forwards above it,
          * and then has 2m (F+B+W) of work: makespan >= (p-1)F + 2m(F+B+W). With F = B = W
          * and the full V formed (m >= 2p-1) the order meets that bound on every rank. */
-        double f = c->uniform.forward, b = c->uniform.backward_input, w = c->uniform.backward_weight;
-        if (m < 2 * p - 1 || f != b || b != w) return NAN;
+        if (m < 2 * p - 1 || f != b || b != w || !(f > 0)) return NAN;
         return (p - 1) * f / (2 * m * (f + b + w) + (p - 1) * f);
     }
     default: return NAN;
     }
+}
+
+const char *pp_schedule_closed_form_text(const pp_schedule *s, const pp_costs *c, char *buf, size_t len)
+{
+    double cf = pp_schedule_closed_form_bubble(s, c);
+    pp_stage_cost u = closed_form_costs(s, c);
+    int p = s->pp, m = s->microbatches;
+    const char *form = s->kind == PP_SCHED_INTERLEAVED ? "(p-1)/(v*m+p-1)"
+                       : s->kind == PP_SCHED_ZB_H1     ? "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))"
+                       : s->kind == PP_SCHED_ZB_V      ? "(p-1)F/(2m(F+B+W)+(p-1)F)"
+                                                       : "(p-1)/(m+p-1)";
+    if (!isnan(cf)) snprintf(buf, len, "closed form %s = %.2f%% for equal stages and free links", form, 100 * cf);
+    else if (s->kind == PP_SCHED_ZB_H1 && m < p)
+        snprintf(buf, len, "no closed form: %d microbatches < pp %d, the steady state never forms", m, p);
+    else if (s->kind == PP_SCHED_ZB_V && m < 2 * p - 1)
+        snprintf(buf, len, "no closed form below 2pp-1 = %d microbatches (%d here)", 2 * p - 1, m);
+    else if (s->kind == PP_SCHED_ZB_V && (u.forward != u.backward_input || u.backward_input != u.backward_weight))
+        snprintf(buf, len, "no closed form for unequal F, B, W");
+    else if (s->kind == PP_SCHED_ZB_H1 || s->kind == PP_SCHED_ZB_V)
+        snprintf(buf, len, "no closed form without stage costs");
+    else
+        snprintf(buf, len, "no closed form for a %s schedule", pp_schedule_kind_name(s->kind));
+    return buf;
 }

@@ -488,6 +488,7 @@ pp_status stage_plan(pp_stage *s, pp_error *err)
     PP_CHECK(plan_grads(s, err));
     PP_CHECK(plan_grad_aliases(s, err));
     PP_CHECK(plan_persistent(s, err));
+    PP_CHECK(stage_plan_uses(s, err));
     PP_CHECK(plan_param_ready(s, err));
     PP_CHECK(plan_memory(s, err));
     for (int o = 0; o < s->nops; o++) {

@@ -188,7 +188,8 @@ static void make_grads(pp_stage *s, int o, int slot, int want_act, int want_weig
         const tslot *t = &s->t[op->in[k]];
         int is_param = t->param >= 0;
         if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0) {   /* alias: already holds it */
-            gin[k] = tensor_of(t, call_data(s, slot, op->in[k], 1));
+            void *use = slot >= 0 ? stage_use_grad(s, o, k) : NULL;
+            gin[k] = tensor_of(t, use ? use : call_data(s, slot, op->in[k], 1));
             if (is_param) gin[k].dtype = PP_DTYPE_F32;   /* a 16-bit weight copy's gradient is the fp32 master's */
         }
     }

@@ -17,6 +17,9 @@ static size_t param16_bytes(const pp_stage *s)
     return 0;
 }
 
+/* The flat gradients and, after them, the later uses' (uses.c). */
+static size_t grad_bytes(const pp_stage *s) { return (size_t)(s->param_elems + s->use_elems) * sizeof(float); }
+
 static pp_status alloc_zeroed(pp_device *dev, pp_mem_category c, size_t n, void **out, pp_error *err)
 {
     PP_CHECK(pp_device_alloc_as(dev, c, buf_bytes(n), out, err));
@@ -75,7 +78,7 @@ static pp_status stage_build(const pp_graph *g, int first, int end, signed char 
     }
     size_t pbytes = (size_t)s->param_elems * sizeof(float);
     PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_PARAMS, pbytes, (void **)&s->param_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_GRADS, pbytes, (void **)&s->grad_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_GRADS, grad_bytes(s), (void **)&s->grad_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OPTIMIZER, pbytes * (size_t)s->optim_slots, (void **)&s->optim_buf, err),
                   st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OTHER, s->const_bytes, &s->const_buf, err), st, fail);
@@ -175,7 +178,9 @@ void pp_stage_destroy(pp_stage *s)
         free(s->ops[o].in);
         free(s->ops[o].out);
         free(s->ops[o].host_in);
+        free(s->ops[o].grad_at);
     }
+    free(s->uses);
     free(s->ops);
     free(s->t);
     free(s->t_of_value);
@@ -204,7 +209,7 @@ void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
     for (int i = 0; i < s->ninputs; i++) port = s->inputs[i].nbytes > port ? s->inputs[i].nbytes : port;
     for (int i = 0; i < s->noutputs; i++) port = s->outputs[i].nbytes > port ? s->outputs[i].nbytes : port;
     *out = (pp_stage_bytes){
-        .params = (int64_t)buf_bytes(p), .grads = (int64_t)buf_bytes(p),
+        .params = (int64_t)buf_bytes(p), .grads = (int64_t)buf_bytes(grad_bytes(s)),
         .optimizer = (int64_t)buf_bytes(p * (size_t)s->optim_slots), .slots = s->opt.slots,
         .stash = (int64_t)buf_bytes(s->slot_bytes * (size_t)s->opt.slots),
         .scratch = (int64_t)(buf_bytes(s->fwd_bytes) + buf_bytes(s->bwd_bytes) + s->work_bytes),
@@ -281,7 +286,7 @@ pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp_error 
 
 pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err)
 {
-    return pp_device_memset(s->dev, s->grad_buf, 0, (size_t)s->param_elems * sizeof(float), err);
+    return pp_device_memset(s->dev, s->grad_buf, 0, grad_bytes(s), err);
 }
 
 pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err)

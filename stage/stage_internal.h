@@ -63,7 +63,16 @@ typedef struct stage_op {
     int has_weight;         /* some input is a parameter that needs a gradient */
     int has_act;            /* some non-parameter input needs a gradient */
     int rerun;              /* recompute runs it again before a backward (recompute.c) */
+    int64_t *grad_at;       /* [nin] where a parameter input's gradient goes when this op is not the
+                               parameter's first use (uses.c): elements into grad_buf, else -1;
+                               NULL: every input's gradient is at its own place */
 } stage_op;
+
+/* One op reading a parameter (uses.c); a stage's uses are by parameter, then node id. */
+typedef struct stage_use {
+    int param, op, node;
+    int64_t offset;         /* elements into grad_buf: the parameter's own for its first use */
+} stage_use;
 
 struct pp_stage {
     const pp_graph *g;
@@ -88,6 +97,9 @@ struct pp_stage {
     int64_t param_elems;
     float *param_buf, *grad_buf, *optim_buf;
     int optim_slots;
+    stage_use *uses;
+    int nuses;
+    int64_t use_elems;      /* gradient elements after param_elems: the later uses' (uses.c) */
     void *param16_buf;      /* 16-bit copy of param_buf (same element offsets), or NULL */
     int param16_stale;      /* param_buf may have changed since the copy was made */
     char **names;           /* names of the ops the stage made (casts), freed with it */
@@ -153,6 +165,10 @@ static inline int stage_is_param(const pp_stage *s, int t)
     const tslot *x = &s->t[t];
     return x->master >= 0 || (x->value >= 0 && s->g->values[x->value].is_param);
 }
+/* uses.c: every parameter's uses, and the buffers of the later ones (after plan_persistent);
+ * where op o's input k's gradient goes instead of its own place, or NULL. */
+pp_status stage_plan_uses(pp_stage *s, pp_error *err);
+void *stage_use_grad(pp_stage *s, int o, int k);
 /* recompute.c. in_slot[t] (base tslots) comes in as KEEP_BW | KEEP_LIVE bits; for
  * tensors backward reads that the slot will not keep it becomes KEEP_ARENA (and the ops
  * that make them, transitively, are marked rerun). Then, before a backward of slot (whole

@@ -104,11 +104,12 @@ pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err)
 void trainer_print_plan(const pp_trainer *t, FILE *out)
 {
     const pp_train_config *c = &t->c;
-    fprintf(out, "onnxpipe train: %s, %d ranks = pp %d x dp %d, schedule %s", model_name(t), t->world->size, c->pp,
-            c->dp, pp_schedule_kind_name(t->sched->kind));
+    fprintf(out, "onnxpipe train: %s, %d rank%s = pp %d x dp %d, schedule %s", model_name(t), t->world->size,
+            t->world->size == 1 ? "" : "s", c->pp, c->dp, pp_schedule_kind_name(t->sched->kind));
     if (t->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", t->sched->chunks);
-    fprintf(out, ", global batch %lld = %d replicas x %lld microbatches x %lld samples\n\n", (long long)c->batch,
-            c->dp, (long long)c->microbatches, (long long)t->mb);
+    fprintf(out, ", global batch %lld = %d replica%s x %lld microbatch%s x %lld sample%s\n\n", (long long)c->batch,
+            c->dp, c->dp == 1 ? "" : "s", (long long)c->microbatches, c->microbatches == 1 ? "" : "es",
+            (long long)t->mb, t->mb == 1 ? "" : "s");
     fprintf(out, "device: %s, precision %s", pp_device_kind_name(t->dev->kind), pp_precision_name(c->precision));
     if (t->device_note.msg[0]) fprintf(out, " (%s)", t->device_note.msg);
     fprintf(out, "\n\n");
@@ -121,10 +122,12 @@ void trainer_print_plan(const pp_trainer *t, FILE *out)
     if (costs) {
         pp_train_stage_costs(t->part, 100.0, costs);
         pp_costs pc = {.stage = costs, .num_stages = t->part->nstages};
+        char cf[160], step[32];
         if (pp_schedule_simulate(t->sched, &pc, &sim, NULL) == PP_OK)
-            fprintf(out, "\nschedule %s: predicted bubble %.1f%% (closed form %.1f%%), predicted step %.3f s at "
+            fprintf(out, "\nschedule %s: predicted bubble %.2f%% (%s), predicted step %s at "
                     "100 GFLOP/s per rank\n\n", pp_schedule_kind_name(t->sched->kind), 100 * sim->bubble,
-                    100 * pp_schedule_closed_form_bubble(t->sched, &pc), sim->makespan);
+                    pp_schedule_closed_form_text(t->sched, &pc, cf, sizeof cf),
+                    pp_format_seconds(sim->makespan, step, sizeof step));
     }
     pp_sim_result_destroy(sim);
     free(costs);

@@ -176,10 +176,11 @@ PP_API uint32_t pp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 /* Wall-clock seconds from a monotonic clock. Local; thread-safe. */
 PP_API double pp_now(void);
 
-/* Human-readable byte counts and counts: "1.50 MiB", "12.3M". buf >= 32 bytes (the caller's), returned.
- * Local; thread-safe. */
+/* Human-readable byte counts, counts and durations: "1.50 MiB", "12.3M", "1.25 ms" (seconds
+ * in the unit that reads best). buf >= 32 bytes (the caller's), returned. Local; thread-safe. */
 PP_API const char *pp_format_bytes(double bytes, char *buf, size_t len);
 PP_API const char *pp_format_count(double n, char *buf, size_t len);
+PP_API const char *pp_format_seconds(double s, char *buf, size_t len);
 
 /* A small streaming JSON writer with stable key order (the caller's order).
  * Strings are escaped; doubles print with %.17g unless pretty-rounding is asked. */

@@ -257,8 +257,14 @@ PP_API void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
  * zb-h1 (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) with the costs' F, B, W, when
  * m >= p (with fewer microbatches the steady state never forms: NaN); zb-v
  * (p-1)F / (2m(F+B+W) + (p-1)F) when F = B = W and m >= 2p-1 (the lower bound of its
- * placement, met: NaN otherwise). NaN for custom schedules. Local. Thread-safe. */
+ * placement, met: NaN otherwise). F, B, W are the uniform costs, or the stages' means
+ * where costs has per-stage ones. NaN for custom schedules. Local. Thread-safe. */
 PP_API double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *costs);
+/* The same for a reader: "closed form (p-1)/(m+p-1) = 27.27% for equal stages and free
+ * links", or where there is none
+ * "no closed form: ..." saying why. buf >= 96 bytes (the caller's), returned. Local. */
+PP_API const char *pp_schedule_closed_form_text(const pp_schedule *s, const pp_costs *costs, char *buf,
+                                                size_t len);
 
 /* ---------------------------------------------------------------------------
  * Rendering. */

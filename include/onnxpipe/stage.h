@@ -219,6 +219,22 @@ typedef void (*pp_stage_progress_hook)(void *user);
 PP_API void pp_stage_set_progress_hook(pp_stage *s, pp_stage_progress_hook fn, void *user);
 
 PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);   /* Local */
+/* A parameter read by several ops (a weight tied inside the stage) keeps one gradient per
+ * reading op, a "use", through the step, so that the uses are added in one order on every
+ * layout: ascending graph node id, wherever they lie (the driver adds them across stages).
+ * pp_stage_param_uses writes up to cap of parameter `value`'s uses in that order and
+ * returns how many it has (0: not one of this stage's parameters); the first one's gradient
+ * is the parameter's own (in pp_stage_grads, with its alignment), the others' lie after
+ * param_elems. pp_stage_sum_uses adds each parameter's later uses into its own gradient in
+ * that order: a caller running a stage alone calls it after the step's last backward,
+ * before reading gradients or pp_stage_step. */
+typedef struct pp_stage_use {
+    int node;               /* the reading node (graph id) */
+    float *grad;            /* its gradient, the parameter's numel */
+} pp_stage_use;
+/* Local; grad is device memory owned by s, valid while s lives. */
+PP_API int pp_stage_param_uses(pp_stage *s, int value, pp_stage_use *out, int cap);
+PP_API pp_status pp_stage_sum_uses(pp_stage *s, pp_error *err);
 /* sum of squared gradients of this stage's parameters (clipping sums it across stages). Local. */
 PP_API pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);
 /* Checks gradients for NaN/Inf; names the parameter and step. Local. */
