@@ -287,9 +287,9 @@ int cmd_train(int argc, char **argv)
         printf("preempted after step %lld: exit status %d; go on with --resume auto\n", (long long)res.steps_done,
                CLI_EXIT_PREEMPTED);
     else if (cli_job_rank0() && res.steps_done) {
-        printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f %s",
-               (long long)(res.steps_done - res.first_step + 1), res.seconds, res.first_loss,
-               res.last_loss, res.tokens_per_s, res.counts_tokens ? "tokens/s" : "samples/s");
+        long long n = res.steps_done - res.first_step + 1;
+        printf("trained %lld step%s in %.1f s: loss %.4f -> %.4f, %.0f %s", n, n == 1 ? "" : "s", res.seconds,
+               res.first_loss, res.last_loss, res.tokens_per_s, res.counts_tokens ? "tokens/s" : "samples/s");
         if (res.evals)
             printf(", eval loss %.4f (%d evaluations, %.1f s)", res.eval_loss, res.evals, res.eval_seconds);
         printf("\n");

@@ -96,13 +96,6 @@ for model in gpt mlp bn; do
     "$PY" "$SRC_DIR/tests/ref/check_ckpt.py" "$ck/step-10" "$OUT/$model-ref.onnx" "$OUT/$model-ckpt.onnx"
 done
 
-refused() {  # EXPECTED_TEXT COMMAND...: fails (exit 1) and says EXPECTED_TEXT
-    local want=$1
-    shift
-    if "$@" >"$OUT/refused.log" 2>&1; then echo "FAILED: accepted: $*"; exit 1; fi
-    grep -q -- "$want" "$OUT/refused.log" || { echo "FAILED: no '$want' in:"; cat "$OUT/refused.log"; exit 1; }
-    echo "  refused: $(grep -m1 'error' "$OUT/refused.log")"
-}
 echo "== corrupt checkpoints are refused with the file named"
 good=$OUT/gpt-ck/step-5 bad=$OUT/bad
 g=(--model "$OUT/gpt.onnx" --data "$OUT/text" --loss cross_entropy --logits logits --labels labels --batch 16 --steps 6 --quiet)

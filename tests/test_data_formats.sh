@@ -96,13 +96,8 @@ for form in "npy:$OUT/npy" "stream16:$OUT/stream16.bin --seq $SEQ" "stream32:$OU
 done
 echo "training on each form: the same 6 losses as onnxpipe's own dataset, bit for bit ($(tail -1 "$OUT/own.losses"))"
 
-refused() {  # EXPECTED_TEXT COMMAND...
-    local want=$1
-    shift
-    if "$@" >"$OUT/refused.log" 2>&1; then echo "FAILED: accepted: $*"; exit 1; fi
-    grep -q -- "$want" "$OUT/refused.log" || { echo "FAILED: no '$want' in:"; cat "$OUT/refused.log"; exit 1; }
-    echo "  refused: $(grep -m1 'error' "$OUT/refused.log")"
-}
+# shellcheck source=lib/run.sh
+. "$SRC_DIR/tests/lib/run.sh"
 echo "== mismatches are refused before step 1, naming the file"
 refused "pass --seq T" "$ONNXPIPE" train "${g[@]}" --data "$OUT/stream16.bin"
 refused "needs int64 \[16\]\|must be int64\|shape" "$ONNXPIPE" train "${g[@]}" --data "$OUT/stream16.bin" --seq 8
