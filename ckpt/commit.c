@@ -161,7 +161,7 @@ static pp_status prune(const ck_commit *c, pp_error *err)
         }
     }
     closedir(d);
-    qsort(steps, (size_t)n, sizeof *steps, by_step_desc);
+    if (n) qsort(steps, (size_t)n, sizeof *steps, by_step_desc);
     int kept = 0;
     for (int i = 0; c->keep > 0 && i < n && st == PP_OK; i++) {
         if (steps[i] > c->meta->step || ++kept <= c->keep) continue;

@@ -111,7 +111,7 @@ pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *
         pp_ckpt_list_free(e, cnt);
         return st;
     }
-    qsort(e, (size_t)cnt, sizeof *e, by_step_desc);
+    if (cnt) qsort(e, (size_t)cnt, sizeof *e, by_step_desc);   /* e is NULL when there is none */
     *out = e;
     *n = cnt;
     return PP_OK;

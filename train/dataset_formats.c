@@ -242,9 +242,12 @@ static pp_status open_megatron(pp_dataset *d, const char *prefix, const pp_datas
         return pp_error_set(err, PP_ERR_PARSE, "'%s' is truncated: %llu sequences and %llu documents need %llu bytes, "
                             "it has %zu", idx, (unsigned long long)nseq, (unsigned long long)ndoc,
                             (unsigned long long)(34 + nseq * 12 + ndoc * 8), li);
-    const int32_t *lengths = (const int32_t *)(p + 34);
     int64_t ntok = 0;
-    for (uint64_t i = 0; i < nseq; i++) ntok += lengths[i];
+    for (uint64_t i = 0; i < nseq; i++) {   /* the int32 lengths start at byte 34: unaligned */
+        int32_t len;
+        memcpy(&len, p + 34 + 4 * i, sizeof len);
+        ntok += len;
+    }
     PP_CHECK(ds_map_file(d, bin, &mb, &lb, err));
     if ((size_t)ntok * pp_dtype_size(t) != lb)
         return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %zu bytes, but its index '%s' counts %lld tokens of %s (%zu "
