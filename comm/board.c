@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,38 +236,50 @@ static const char *process_state(const board_record *r)
          : s == 'Z' ? "gone (a zombie)" : "";
 }
 
+/* Appends to the text in buf (size len), cutting what does not fit. */
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t n = strlen(buf);
+    if (n + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, len - n, fmt, ap);
+    va_end(ap);
+}
+
 /* "recv of 4096 bytes with rank 1 (tag 12)", "allreduce of 64 bytes over ranks 1,3" */
 static void describe_wait(const board_record *r, char *buf, size_t len)
 {
+    buf[0] = 0;
     if (r->peer >= 0) {
-        snprintf(buf, len, "%s of %llu bytes with rank %d (tag %d)", r->op, (unsigned long long)r->bytes, r->peer, r->tag);
+        append(buf, len, "%s of %llu bytes with rank %d (tag %d)", r->op, (unsigned long long)r->bytes, r->peer, r->tag);
         return;
     }
-    int n = snprintf(buf, len, "%s of %llu bytes over ranks ", r->op, (unsigned long long)r->bytes);
-    for (int i = 0; i < r->ngroup && i < GROUP_MAX && n > 0 && (size_t)n < len; i++)
-        n += snprintf(buf + n, len - (size_t)n, "%s%d", i ? "," : "", r->group[i]);
-    if (r->ngroup > GROUP_MAX && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ",...");
+    append(buf, len, "%s of %llu bytes over ranks ", r->op, (unsigned long long)r->bytes);
+    for (int i = 0; i < r->ngroup && i < GROUP_MAX; i++) append(buf, len, "%s%d", i ? "," : "", r->group[i]);
+    if (r->ngroup > GROUP_MAX) append(buf, len, ",...");
 }
 
 /* One line about a record: its step and actions, and its wait. */
 static void describe_rank(const board_record *r, double now, char *buf, size_t len)
 {
-    char what[200] = "";
-    int n = snprintf(buf, len, "rank %d (pid %d on %s): ", r->rank, (int)r->pid, r->host);
+    buf[0] = 0;
+    append(buf, len, "rank %d (pid %d on %s): ", r->rank, (int)r->pid, r->host);
     if (r->running_since > 0)
-        n += snprintf(buf + n, len - (size_t)n, "running %s of step %lld for %.1f s", r->running,
-                      (long long)r->running_step, now - r->running_since);
+        append(buf, len, "running %s of step %lld for %.1f s", r->running, (long long)r->running_step,
+               now - r->running_since);
     else if (r->done_at > 0)
-        n += snprintf(buf + n, len - (size_t)n, "last completed %s of step %lld, %.1f s ago", r->done,
-                      (long long)r->done_step, now - r->done_at);
+        append(buf, len, "last completed %s of step %lld, %.1f s ago", r->done, (long long)r->done_step, now - r->done_at);
     else
-        n += snprintf(buf + n, len - (size_t)n, "no step action yet");
+        append(buf, len, "no step action yet");
     if (r->op[0]) {
+        char what[200];
         describe_wait(r, what, sizeof what);
-        snprintf(buf + n, len - (size_t)n, "; waiting %.1f s for %s", now - r->wait_since, what);
+        append(buf, len, "; waiting %.1f s for %s", now - r->wait_since, what);
     } else {
         const char *state = process_state(r);
-        snprintf(buf + n, len - (size_t)n, "; not waiting%s%s", *state ? ", its process is " : "", state);
+        append(buf, len, "; not waiting%s%s", *state ? ", its process is " : "", state);
     }
 }
 
@@ -306,16 +319,16 @@ static void name_culprit(const board_record *recs, const int *have, int c, doubl
     }
     const board_record *r = &recs[c];
     const char *state = process_state(r);
-    int n = snprintf(buf, len, "rank %d never arrived: ", c);
+    buf[0] = 0;
+    append(buf, len, "rank %d never arrived: ", c);
     if (r->done_at > 0)
-        n += snprintf(buf + n, len - (size_t)n, "its last completed action was %s of step %lld, %.1f s ago", r->done,
-                      (long long)r->done_step, now - r->done_at);
+        append(buf, len, "its last completed action was %s of step %lld, %.1f s ago", r->done, (long long)r->done_step,
+               now - r->done_at);
     else
-        n += snprintf(buf + n, len - (size_t)n, "it completed no step action yet");
-    if (r->running_since > 0)
-        n += snprintf(buf + n, len - (size_t)n, "; it has been running %s for %.1f s", r->running, now - r->running_since);
-    if (*state) snprintf(buf + n, len - (size_t)n, "; its process %d on %s is %s", (int)r->pid, r->host, state);
-    else snprintf(buf + n, len - (size_t)n, "; it is not waiting for anything (stopped, or stuck in compute)");
+        append(buf, len, "it completed no step action yet");
+    if (r->running_since > 0) append(buf, len, "; it has been running %s for %.1f s", r->running, now - r->running_since);
+    if (*state) append(buf, len, "; its process %d on %s is %s", (int)r->pid, r->host, state);
+    else append(buf, len, "; it is not waiting for anything (stopped, or stuck in compute)");
 }
 
 pp_status comm_board_explain(pp_error *err)
@@ -339,12 +352,11 @@ pp_status comm_board_explain(pp_error *err)
     }
     /* follow who waits on whom from this rank */
     char chain[160] = "";
-    int cur = board.me->rank, len = 0, next;
+    int cur = board.me->rank, next;
     char verdict[400];
     for (;;) {
         seen[cur] = 1;
-        len += snprintf(chain + len, sizeof chain - (size_t)len, "%s%d", len ? " -> " : "", cur);
-        if ((size_t)len >= sizeof chain) len = (int)sizeof chain - 1;
+        append(chain, sizeof chain, "%s%d", chain[0] ? " -> " : "", cur);
         if (!have[cur] || !recs[cur].op[0] || *process_state(&recs[cur])) {
             name_culprit(recs, have, cur, now, verdict, sizeof verdict);
             break;
