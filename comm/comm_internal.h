@@ -1,6 +1,7 @@
 /* Private to comm/: what the backends (mpi.c, nccl.c) share with the public
  * wrappers (comm.c): the one reader of PP_COMM_TIMEOUT, the polling pause, the
- * message for a wait that ran out of time, and the list of device communicators. */
+ * message for a wait that ran out of time, the status board's hooks, and the list of
+ * device communicators. */
 #ifndef PP_COMM_INTERNAL_H
 #define PP_COMM_INTERNAL_H
 
@@ -18,6 +19,25 @@ pp_status comm_timeout_from_env(double *seconds, pp_error *err);
  * then sleeps 50 us per call so oversubscribed ranks leave the core to their peers.
  * waited: seconds since the wait began. */
 void comm_poll_pause(double waited);
+
+/* A collective's communicator as the status board sees it. */
+typedef struct comm_group {
+    uint32_t id;                /* the same on every member, different for another communicator */
+    uint64_t seq;               /* collectives this rank began on it, this one included */
+    const int *world_ranks;     /* [n] its members */
+    int n;
+} comm_group;
+
+/* The status board (board.c), written by the waits of a backend that blocks the host
+ * (MPI): the wait under way (op "recv", "allreduce"; peer: the world rank of a
+ * point-to-point peer, else -1 and group: the collective's communicator), and its end.
+ * No-ops while no board is open; plain stores, no system call. */
+void comm_board_wait_begin(const char *op, int peer, const comm_group *group, size_t bytes, int tag);
+void comm_board_wait_end(void);
+/* After this rank's wait timed out (err holds its message): logs every rank's record,
+ * follows the wait-for chain from this rank, and appends to err the rank that holds the
+ * job up and what it last did. Returns err->status. */
+pp_status comm_board_explain(pp_error *err);
 
 /* A pp_comm with the given vtable and context (NULL when out of memory). */
 pp_comm *comm_new(const pp_comm_i *i, int rank, int size, double timeout, void *ctx);

@@ -14,6 +14,9 @@
 typedef struct mpi_ctx {
     MPI_Comm comm;     /* our own duplicate: its tags do not meet the application's */
     int world_rank;    /* this rank in MPI_COMM_WORLD, for messages */
+    int *world_ranks;  /* [size] the world rank of each rank of comm (messages, the status board) */
+    uint32_t group_id; /* the same on every member (wrap), so the status board tells communicators apart */
+    uint64_t coll_seq; /* collectives started on comm */
     size_t chunk;      /* bytes per MPI call (COMM_DEFAULT_CHUNK) */
 } mpi_ctx;
 
@@ -27,6 +30,7 @@ typedef struct mpi_req {
     size_t bytes;           /* p2p, broadcast: whole message; allreduce: whole buffer */
     size_t chunk;           /* bytes of every chunk but the last */
     int done;               /* chunks completed: reqs[0..done) */
+    uint64_t seq;           /* a collective: its number on the communicator (mpi_ctx.coll_seq) */
     int n;
     MPI_Request reqs[];     /* n */
 } mpi_req;
@@ -47,15 +51,7 @@ static mpi_ctx *ctx_of(const pp_comm *c)
 /* World rank of communicator rank r (for messages users match with mpirun's). */
 static int world_rank_of(const pp_comm *c, int r)
 {
-    MPI_Group g, w;
-    int out = r;
-    if (MPI_Comm_group(ctx_of(c)->comm, &g) != MPI_SUCCESS) return r;
-    if (MPI_Comm_group(MPI_COMM_WORLD, &w) == MPI_SUCCESS) {
-        MPI_Group_translate_ranks(g, 1, &r, w, &out);
-        MPI_Group_free(&w);
-    }
-    MPI_Group_free(&g);
-    return out;
+    return r >= 0 && r < c->size ? ctx_of(c)->world_ranks[r] : r;
 }
 
 static pp_status mpi_fail(const pp_comm *c, int rc, pp_error *err, const char *what)
@@ -122,6 +118,7 @@ static pp_status started(pp_comm *c, mpi_req *q, int rc, pp_request **req, pp_er
         give_up(q);
         return st;
     }
+    if (q->op != OP_SEND && q->op != OP_RECV) q->seq = ++ctx_of(c)->coll_seq;
     *req = (pp_request *)q;
     return PP_OK;
 }
@@ -245,18 +242,31 @@ static pp_status mpi_test(pp_comm *c, pp_request *req, int *done, pp_error *err)
     return poll_req(c, (mpi_req *)req, done, err);
 }
 
+/* Tells the status board what q waits for, in world ranks. */
+static void board_wait_begin(const pp_comm *c, const mpi_req *q)
+{
+    if (q->op == OP_SEND || q->op == OP_RECV) {
+        comm_board_wait_begin(op_names[q->op], world_rank_of(c, q->peer), NULL, q->bytes, q->tag);
+        return;
+    }
+    const comm_group g = {.id = ctx_of(c)->group_id, .seq = q->seq, .world_ranks = ctx_of(c)->world_ranks, .n = c->size};
+    comm_board_wait_begin(op_names[q->op], -1, &g, q->bytes, -1);
+}
+
 static pp_status mpi_wait(pp_comm *c, pp_request *req, pp_error *err)
 {
     mpi_req *q = (mpi_req *)req;
     double t0 = pp_now();
-    for (;;) {
+    for (int polls = 0;; polls++) {
         int done = 0;
         pp_status st = poll_req(c, q, &done, err);
         if (st != PP_OK || done) {
             if (st == PP_OK) free(q);
             else give_up(q);
+            if (polls) comm_board_wait_end();
             return st;
         }
+        if (!polls) board_wait_begin(c, q);
         double waited = pp_now() - t0;
         if (waited > c->timeout) {
             char what[160];
@@ -272,6 +282,8 @@ static pp_status mpi_wait(pp_comm *c, pp_request *req, pp_error *err)
                                   "(PP_COMM_TIMEOUT=%g s)",
                                   ctx_of(c)->world_rank, waited, what, c->timeout);
             }
+            st = comm_board_explain(err);
+            comm_board_wait_end();
             give_up(q);
             return st;
         }
@@ -318,6 +330,23 @@ static pp_status mpi_barrier(pp_comm *c, pp_error *err)
 }
 
 static const pp_comm_i mpi_comm_i;
+static void mpi_destroy(pp_comm *c);
+
+/* out[0..size): the world rank of each rank of comm; out[size..2 size) is scratch. */
+static int translate_to_world(MPI_Comm comm, int size, int *out)
+{
+    MPI_Group g, w;
+    int rc = MPI_Comm_group(comm, &g);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = MPI_Comm_group(MPI_COMM_WORLD, &w);
+    if (rc == MPI_SUCCESS) {
+        for (int i = 0; i < size; i++) out[size + i] = i;
+        rc = MPI_Group_translate_ranks(g, size, out + size, w, out);
+        MPI_Group_free(&w);
+    }
+    MPI_Group_free(&g);
+    return rc;
+}
 
 /* Wraps an MPI communicator we own (freed by destroy, also on failure here). */
 static pp_status wrap(MPI_Comm comm, double timeout, size_t chunk, pp_comm **out, pp_error *err)
@@ -327,15 +356,27 @@ static pp_status wrap(MPI_Comm comm, double timeout, size_t chunk, pp_comm **out
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm, &rank);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &size);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-    mpi_ctx *ctx = rc == MPI_SUCCESS ? pp_malloc(sizeof *ctx) : NULL;
+    int *ranks = rc == MPI_SUCCESS ? pp_malloc((size_t)size * 2 * sizeof *ranks) : NULL;
+    if (ranks) rc = translate_to_world(comm, size, ranks);
+    mpi_ctx *ctx = rc == MPI_SUCCESS && ranks ? pp_malloc(sizeof *ctx) : NULL;
     pp_comm *c = ctx ? comm_new(&mpi_comm_i, rank, size, timeout, ctx) : NULL;
     if (!c) {
         free(ctx);
+        free(ranks);
         MPI_Comm_free(&comm);
         if (rc != MPI_SUCCESS) return pp_error_set(err, PP_ERR_COMM, "setting up an MPI communicator failed (%d)", rc);
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for a communicator");
     }
-    *ctx = (mpi_ctx){.comm = comm, .world_rank = wrank, .chunk = chunk};
+    *ctx = (mpi_ctx){.comm = comm, .world_rank = wrank, .world_ranks = ranks, .chunk = chunk};
+    /* the id: a count of the communicators its rank 0 made, and its members */
+    static uint32_t made;
+    uint32_t id = ++made;
+    pp_status st = size > 1 ? mpi_broadcast(c, &id, sizeof id, 0, err) : PP_OK;
+    if (st != PP_OK) {
+        mpi_destroy(c);
+        return st;
+    }
+    ctx->group_id = pp_crc32c(id, ranks, (size_t)size * sizeof *ranks);
     *out = c;
     return PP_OK;
 }
@@ -360,6 +401,7 @@ static void mpi_abort(pp_comm *c, int code)
 static void mpi_destroy(pp_comm *c)
 {
     MPI_Comm_free(&ctx_of(c)->comm);
+    free(ctx_of(c)->world_ranks);
     free(c->ctx);
     free(c);
 }

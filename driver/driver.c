@@ -327,21 +327,25 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
     }
     stats->loss_scale = d->loss_scale;
     driver_trace_begin(d);
+    char label[32];
     for (int k = 0; k < d->nacts; k++) {
         double ts = d->trace ? pp_now() : 0;
+        /* the status board says what this rank runs, should a peer time out waiting for it */
+        pp_comm_board_begin(step, pp_action_format(&d->acts[k], label, sizeof label));
         pp_status st = run_action(d, &d->acts[k], step, err);
+        pp_comm_board_end();
         if (d->trace && d->acts[k].kind != PP_ACT_FINISH_STEP) driver_trace_add(d, &d->acts[k], ts, pp_now());
-        if (st != PP_OK) {
-            char buf[32];
+        if (st != PP_OK)
             return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld, action %s: ", d->grid->rank,
-                                   d->grid->stage, d->grid->replica, (long long)step,
-                                   pp_action_format(&d->acts[k], buf, sizeof buf));
-        }
+                                   d->grid->stage, d->grid->replica, (long long)step, label);
     }
     double ts = pp_now();
+    const pp_action finish = {PP_ACT_FINISH_STEP, -1, -1, -1};
+    pp_comm_board_begin(step, pp_action_format(&finish, label, sizeof label));
     pp_status st = driver_drain(d, err);
     if (st == PP_OK) st = driver_finish_step(d, step, lr, stats, err);
-    if (d->trace) driver_trace_add(d, &(pp_action){PP_ACT_FINISH_STEP, -1, -1, -1}, ts, pp_now());
+    pp_comm_board_end();
+    if (d->trace) driver_trace_add(d, &finish, ts, pp_now());
     if (st != PP_OK)
         return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld: ", d->grid->rank, d->grid->stage,
                                d->grid->replica, (long long)step);

@@ -413,6 +413,8 @@ static pp_status build(pp_trainer *t, pp_error *err)
     PP_CHECK(pp_driver_create(&dc, &t->drv, err));
     PP_CHECK(train_ckpt_init(&t->ck, c, t->world, t->drv, t->part, t->grid, t->sched, err));
     t->step = t->ck.resumed_step;
+    /* after the lock: the board goes in the save directory this job owns */
+    if (t->world->size > 1) PP_CHECK(pp_comm_board_open(t->world, c->save_dir, err));
     return PP_OK;
 }
 
@@ -422,6 +424,7 @@ static void trainer_free(pp_trainer *t)
     free(t->eval_labels);
     free(t->eval_nlabels);
     free(t->eval_logits);
+    if (t->world && t->world->size > 1) pp_comm_board_close();
     train_ckpt_free(&t->ck);
     pp_driver_destroy(t->drv);
     pp_placement_destroy(t->place);

@@ -119,6 +119,26 @@ PP_API void pp_comm_abort(pp_comm *c, int code);   /* Local: one rank ends the w
  * the device when this build has no communicator for it. */
 PP_API pp_status pp_comm_for_device(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
 
+/* ---- the status board: what every rank is doing, for the report of a hang ---- */
+
+/* Opens this process's record on the job's status board: a file per rank, memory-mapped,
+ * in dir/.status/ (dir: the --save directory, seen by every host that shares it), or with
+ * dir NULL in /dev/shm/onnxpipe-status-<job id>/ (/tmp without /dev/shm), which only the
+ * ranks of one host see. Each rank records the action it runs and the last it completed
+ * (pp_comm_board_begin / _end) and, inside the MPI backend's waits, what it waits for.
+ * When a wait times out, the waiting rank logs every record it can read and its error
+ * names the rank that holds the job up, found by following who waits for whom
+ * ("rank 1 never arrived: its last completed action was 1B3 of step 57, 63.2 s ago; its
+ * process 4242 on node7 is stopped"). One board per process; a rank of an older job
+ * still writing there keeps its own file. Collective over world (a broadcast of the job's
+ * id). pp_comm_board_close (a no-op when none is open) removes the record. */
+PP_API pp_status pp_comm_board_open(pp_comm *world, const char *dir, pp_error *err);
+PP_API void pp_comm_board_close(void);
+/* The action this rank starts (a short label, e.g. pp_action_format's "1B3") in step, and
+ * its end; plain stores into the record, no system call. Local; no-ops without a board. */
+PP_API void pp_comm_board_begin(int64_t step, const char *action);
+PP_API void pp_comm_board_end(void);
+
 /* ---- the process grid ------------------------------------------------------- */
 
 typedef enum {
