@@ -42,47 +42,41 @@ static int set_lock(int fd, int type)
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-/* The lock file's text (at most len - 1 bytes), read through fd or, when fd < 0, path. */
-static void read_owner(int fd, const char *path, char *buf, size_t len)
+/* What the lock file says: its run id ("" when none), whether its owner released it, and
+ * "run R on host H, pid P, started T (job J)" for messages. */
+typedef struct owner {
+    char run[128];
+    int released;
+    char who[512];
+} owner;
+
+/* The lock file, read through fd or, when fd < 0, path. */
+static void read_owner(int fd, const char *path, owner *o)
 {
+    char text[1024];
     int own = fd < 0;
     if (own) fd = open(path, O_RDONLY);
-    ssize_t n = fd < 0 ? -1 : pread(fd, buf, len - 1, 0);
+    ssize_t n = fd < 0 ? -1 : pread(fd, text, sizeof text - 1, 0);
     if (own && fd >= 0) close(fd);
-    buf[n > 0 ? n : 0] = 0;
-    char *nl = strchr(buf, '\n');
+    text[n > 0 ? n : 0] = 0;
+    char *nl = strchr(text, '\n');
     if (nl) *nl = 0;
-}
-
-/* "run R on host H, pid P, started T (job J)" from the lock text, into out. */
-static void describe(const char *text, char *out, size_t len)
-{
+    memset(o, 0, sizeof *o);
     pp_jvalue *j = NULL;
     pp_error e = {0};
     if (!text[0] || pp_json_parse(text, &j, &e) != PP_OK) {
-        snprintf(out, len, "an unreadable owner ('%.80s')", text);
+        snprintf(o->who, sizeof o->who, "an unreadable owner ('%.80s')", text);
         return;
     }
     const pp_jvalue *run = pp_json_get(j, "run_id"), *host = pp_json_get(j, "host"), *pid = pp_json_get(j, "pid"),
-                    *t = pp_json_get(j, "started"), *job = pp_json_get(j, "job_id");
-    int n = snprintf(out, len, "run %s on host %s, pid %lld, started %s", run && run->type == PP_JSTR ? run->str : "?",
+                    *t = pp_json_get(j, "started"), *job = pp_json_get(j, "job_id"), *state = pp_json_get(j, "state");
+    if (run && run->type == PP_JSTR) snprintf(o->run, sizeof o->run, "%s", run->str);
+    o->released = state && state->type == PP_JSTR && !strcmp(state->str, "released");
+    int m = snprintf(o->who, sizeof o->who, "run %s on host %s, pid %lld, started %s", o->run[0] ? o->run : "?",
                      host && host->type == PP_JSTR ? host->str : "?", pid && pid->type == PP_JNUM ? (long long)pid->num : -1,
                      t && t->type == PP_JSTR ? t->str : "?");
-    if (job && job->type == PP_JSTR && n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, " (job %s)", job->str);
-    pp_json_free(j);
-}
-
-/* The run id the text names ("" when none) and whether its owner released it. */
-static void owner_of(const char *text, char *run, size_t len, int *released)
-{
-    pp_jvalue *j = NULL;
-    pp_error e = {0};
-    run[0] = 0;
-    *released = 0;
-    if (!text[0] || pp_json_parse(text, &j, &e) != PP_OK) return;
-    const pp_jvalue *r = pp_json_get(j, "run_id"), *s = pp_json_get(j, "state");
-    if (r && r->type == PP_JSTR) snprintf(run, len, "%s", r->str);
-    *released = s && s->type == PP_JSTR && !strcmp(s->str, "released");
+    if (job && job->type == PP_JSTR && m > 0 && (size_t)m < sizeof o->who)
+        snprintf(o->who + m, sizeof o->who - (size_t)m, " (job %s)", job->str);
     pp_json_free(j);
 }
 
@@ -144,13 +138,12 @@ pp_status pp_ckpt_lock_acquire(const char *root, const char *run_id, double wait
         pp_ckpt_lock_release(l);
         return st;
     }
-    char text[1024], who[512];
+    owner o;
     double t0 = pp_now();
     int said = 0;
     while (set_lock(l->fd, F_WRLCK) != 0) {
         int e = errno;
-        read_owner(l->fd, l->path, text, sizeof text);
-        describe(text, who, sizeof who);
+        read_owner(l->fd, l->path, &o);
         if (e != EAGAIN && e != EACCES) {
             pp_status st = pp_error_set(err, PP_ERR_IO, "cannot lock '%s': %s", l->path, strerror(e));
             close(l->fd), l->fd = -1;
@@ -160,26 +153,21 @@ pp_status pp_ckpt_lock_acquire(const char *root, const char *run_id, double wait
         if (pp_now() - t0 >= wait_s) {
             pp_status st = pp_error_set(err, PP_ERR_IO, "save directory '%s' is in use by another job: %s; stop that "
                                         "job or pass another --save directory (a job that is ending lets go of it: "
-                                        "--lock-wait S waits up to S seconds, now %.0f)", root, who, wait_s);
+                                        "--lock-wait S waits up to S seconds, now %.0f)", root, o.who, wait_s);
             close(l->fd), l->fd = -1;
             pp_ckpt_lock_release(l);
             return st;
         }
         if (!said++)
-            pp_log(PP_LOG_WARN, "save directory '%s' is in use by %s: waiting up to %.0f s for it to end", root, who,
-                   wait_s);
+            pp_log(PP_LOG_WARN, "save directory '%s' is in use by %s: waiting up to %.0f s for it to end", root,
+                   o.who, wait_s);
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    read_owner(l->fd, l->path, text, sizeof text);
-    char prev[128];
-    int released;
-    owner_of(text, prev, sizeof prev, &released);
-    if (prev[0] && !released && strcmp(prev, run_id)) {
-        describe(text, who, sizeof who);
+    read_owner(l->fd, l->path, &o);
+    if (o.run[0] && !o.released && strcmp(o.run, run_id))
         pp_log(PP_LOG_WARN, "save directory '%s': taking it over from a job that ended without letting go of it (%s)",
-               root, who);
-    }
+               root, o.who);
     time_t now = time(NULL);
     struct tm tm;
     strftime(l->started, sizeof l->started, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
@@ -201,13 +189,10 @@ pp_status pp_ckpt_lock_check(const char *root, const char *run_id, pp_error *err
         free(path);
         return PP_OK;
     }
-    char text[1024], run[128], who[512];
-    int released;
-    read_owner(-1, path, text, sizeof text);
+    owner o;
+    read_owner(-1, path, &o);
     free(path);
-    owner_of(text, run, sizeof run, &released);
-    if (!strcmp(run, run_id) && !released) return PP_OK;
-    describe(text, who, sizeof who);
+    if (!strcmp(o.run, run_id) && !o.released) return PP_OK;
     return pp_error_set(err, PP_ERR_IO, "save directory '%s' is no longer this job's (run %s): its lock names %s%s; "
-                        "this job stops writing there", root, run_id, who, released ? " (released)" : "");
+                        "this job stops writing there", root, run_id, o.who, o.released ? " (released)" : "");
 }

@@ -57,9 +57,7 @@ static int show(int argc, char **argv)
         } else if (!strcmp(a, "--labels") && v) {
             labels = argv[++i];
         } else if (!strcmp(a, "--token-dtype") && v) {
-            tok = pp_dtype_parse(argv[++i]);
-            if (tok != PP_DTYPE_U16 && tok != PP_DTYPE_U32)
-                return cli_usage_error("use uint16 or uint32", "--token-dtype: '%s' is not a token type", argv[i]);
+            if (!cli_parse_token_dtype(argv[++i], &tok)) return 2;
         } else if (a[0] == '-') {
             return cli_usage_error("run 'onnxpipe data --help'", "unknown option '%s' (or it lacks its value)", a);
         } else if (!path) {

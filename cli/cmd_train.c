@@ -225,9 +225,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--quiet")) c.quiet = 1;
         else if (!strcmp(a, "--save-sync")) c.save_sync = 1;
         else if (!strcmp(a, "--token-dtype")) {
-            c.token_dtype = v ? pp_dtype_parse(v) : PP_DTYPE_UNDEFINED;
-            if (c.token_dtype != PP_DTYPE_U16 && c.token_dtype != PP_DTYPE_U32)
-                return cli_usage_error("use uint16 or uint32", "--token-dtype: '%s' is not a token type", v ? v : "");
+            if (!cli_parse_token_dtype(v, &c.token_dtype)) return 2;
             i++;
         }
         else if (!strcmp(a, "--save-on-signal")) {

@@ -81,6 +81,17 @@ int cli_parse_double(const char *opt, const char *s, double lo, double hi, doubl
     return 1;
 }
 
+int cli_parse_token_dtype(const char *s, pp_dtype *out)
+{
+    pp_dtype t = s ? pp_dtype_parse(s) : PP_DTYPE_UNDEFINED;
+    if (t != PP_DTYPE_U16 && t != PP_DTYPE_U32) {
+        cli_usage_error("use uint16 or uint32", "--token-dtype: '%s' is not a token type", s ? s : "");
+        return 0;
+    }
+    *out = t;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     pp_log_init();
