@@ -13,7 +13,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: onnxpipe data text FILE -o DIR [--seq T] [--split F]\n"
-            "       onnxpipe data show DATA [--seq T] [--token-dtype D] [--labels NAME] [--first I] [--count N]\n\n"
+            "       onnxpipe data show DATA [--seq T] [--token-dtype D] [--labels NAME] [--pack [--eos ID]]\n"
+            "                               [--first I] [--count N]\n\n"
             "show: the dataset's form, sample count and arrays, then samples I .. I+N-1 (default 0, 3)\n"
             "as JSON lines, as training reads them (DATA: see 'onnxpipe train --help').\n\n"
             "Writes a byte-level token dataset (vocab 256) from FILE: samples of T tokens\n"
@@ -44,7 +45,8 @@ static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t
 static int show(int argc, char **argv)
 {
     const char *path = NULL, *labels = NULL;
-    long long seq = 0, first = 0, count = 3;
+    long long seq = 0, first = 0, count = 3, eos = -1;
+    int pack = 0;
     pp_dtype tok = PP_DTYPE_UNDEFINED;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -54,6 +56,10 @@ static int show(int argc, char **argv)
             if (!cli_parse_int(a, argv[++i], 0, 1LL << 50, &first)) return 2;
         } else if (!strcmp(a, "--count") && v) {
             if (!cli_parse_int(a, argv[++i], 0, 1LL << 30, &count)) return 2;
+        } else if (!strcmp(a, "--eos") && v) {
+            if (!cli_parse_int(a, argv[++i], 0, 1LL << 40, &eos)) return 2;
+        } else if (!strcmp(a, "--pack")) {
+            pack = 1;
         } else if (!strcmp(a, "--labels") && v) {
             labels = argv[++i];
         } else if (!strcmp(a, "--token-dtype") && v) {
@@ -67,11 +73,15 @@ static int show(int argc, char **argv)
         }
     }
     if (!path) return cli_usage_error("onnxpipe data show DATA", "need a dataset");
-    pp_dataset_options o = {.seq = seq, .labels = labels, .token_dtype = tok};
+    if (eos >= 0 && !pack) return cli_usage_error("add --pack", "--eos ends the documents that --pack packs");
+    pp_dataset_options o = {.seq = seq, .labels = labels, .token_dtype = tok, .pack = pack, .eos = eos,
+                            .ignore_index = -100};
     pp_dataset *d;
     pp_error err = {0};
     if (pp_dataset_open_with(path, &o, &d, &err) != PP_OK) return cli_fail(&err);
+    char packed[256];
     printf("%s: %s, %lld samples\n", path, d->format, (long long)d->samples);
+    if (d->pack) printf("  %s (labels -100 there)\n", pp_dataset_pack_summary(d, packed, sizeof packed));
     size_t most = 0;
     for (int i = 0; i < d->narrays; i++) {
         const pp_dataset_array *a = &d->arrays[i];

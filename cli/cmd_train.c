@@ -17,7 +17,12 @@ static void usage(FILE *out)
             "PREFIX.bin and PREFIX.idx). A stream's samples are windows of --seq tokens (input_ids),\n"
             "and their labels the next tokens (named as --labels, default labels).\n"
             "  --seq T                tokens per sample of a token stream or indexed dataset\n"
-            "  --token-dtype D        a raw .bin stream's tokens: uint16 (default) or uint32\n\n"
+            "  --token-dtype D        a raw .bin stream's tokens: uint16 (default) or uint32\n"
+            "  --pack                 pack the documents (a stream's split after each --eos token, or the\n"
+            "                         indexed dataset's) into samples of --seq tokens, longest first; labels\n"
+            "                         stop at each document's end, position_ids restart, and a model input\n"
+            "                         named *mask* of [batch, .., T, T] gets each document's causal mask\n"
+            "  --eos ID               the token that ends a document in a stream (--pack)\n\n"
             "layout:\n"
             "  --device KIND          auto | cpu | cuda (default auto: a GPU when one works)\n"
             "  --pp P                 pipeline stages (default 1)\n"
@@ -207,6 +212,8 @@ int cmd_train(int argc, char **argv)
         INT_OPT("--microbatches", 1, 1 << 20, c.microbatches)
         INT_OPT("--steps", 1, 1LL << 40, c.steps)
         INT_OPT("--seq", 1, 1LL << 30, c.seq)
+        INT_OPT("--eos", 0, 1LL << 40, c.eos)
+        else if (!strcmp(a, "--pack")) c.pack = 1;
         INT_OPT("--warmup", 0, 1LL << 40, c.lr.warmup)
         INT_OPT("--bucket-kb", 1, 1LL << 30, c.bucket_bytes)
         INT_OPT("--seed", 0, 1LL << 62, c.seed)
@@ -264,6 +271,7 @@ int cmd_train(int argc, char **argv)
     }
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
+    if (c.eos >= 0 && !c.pack) return cli_usage_error("add --pack", "--eos ends the documents that --pack packs");
     if ((c.save_every || c.keep || c.save_sync || c.save_signals) && !c.save_dir)
         return cli_usage_error("add --save DIR", "--save-every, --keep, --save-sync and --save-on-signal need --save");
     if (c.save_dir && !signals_given) c.save_signals = 1ull << SIGTERM;

@@ -46,7 +46,7 @@ void cli_train_defaults(pp_train_config *c)
         .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
         .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
         .loss = {.ignore_index = -100},
-        .partition = {.tolerance = 0.02}, .lock_wait_s = 60,
+        .partition = {.tolerance = 0.02}, .lock_wait_s = 60, .eos = -1,
     };
 }
 

@@ -143,10 +143,40 @@ static pp_status check_label_range(const pp_graph *g, const train_io *io, const 
     return PP_OK;
 }
 
-pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp_dataset *d, const char *opt,
+/* A packed dataset's inputs the model takes beyond input_ids, labels and position_ids:
+ * an attention mask input ([..., seq, seq] per sample; its name holds "mask") gets the
+ * packed sequences' block-diagonal causal mask. Without a mask or position_ids input the
+ * documents of a sequence see each other, which is said. Padding and document ends are
+ * labelled with the loss's ignore_index. */
+static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d, const char *opt, pp_error *err)
+{
+    if (io->ignore_index == INT64_MIN)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s --pack: the model's loss ignores no label, so padding and "
+                            "document ends would count: export its SoftmaxCrossEntropyLoss with an ignore_index, or "
+                            "give the loss with --loss cross_entropy --logits --labels", opt);
+    ds_pack_set_ignore(d, io->ignore_index);
+    int apart = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const pp_value *v = &g->values[g->inputs[i]];
+        if (v->nconsumers == 0) continue;
+        apart |= !strcmp(v->name, "position_ids");
+        if (pp_dataset_find(d, v->name) || !strstr(v->name, "mask")) continue;
+        pp_shape ps = {.rank = v->shape.rank - 1};
+        for (int k = 0; k < ps.rank; k++) ps.dims[k] = v->shape.dims[k + 1];
+        PP_CHECK(ds_pack_add_mask(d, v->name, &ps, v->dtype, err));
+        apart = 1;
+    }
+    if (!apart)
+        pp_log(PP_LOG_WARN, "%s --pack: the model takes neither an attention mask nor position_ids, so the documents "
+               "packed into one sequence attend to each other and their positions run on", opt);
+    return PP_OK;
+}
+
+pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_dataset *d, const char *opt,
                            const char *dir, int64_t mb, train_io *io, pp_error *err)
 {
     train_find_io(g, loss, io);
+    if (d->pack) PP_CHECK(bind_pack(g, io, d, opt, err));
     int labels_declared = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];

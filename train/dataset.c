@@ -148,6 +148,9 @@ pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp
     pp_status st = access(hdr, F_OK) == 0 ? open_own(d, hdr, err) : ds_open_format(d, path, o ? o : &none, err);
     if (st == PP_OK && d->narrays == 0)
         st = pp_error_set(err, PP_ERR_PARSE, "dataset '%s' holds no arrays", path);
+    if (st == PP_OK && o && o->pack && !d->pack)
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "--pack packs the documents of a token stream (.bin) or a Megatron "
+                          "indexed dataset; '%s' (%s) holds samples already made", path, d->format);
     if (st != PP_OK) {
         pp_dataset_close(d);
         return st;
@@ -169,6 +172,7 @@ void pp_dataset_close(pp_dataset *d)
     free(d->arrays);
     free(d->maps);
     free(d->map_lens);
+    ds_pack_free(d->pack);
     free(d->dir);
     free(d);
 }
@@ -180,17 +184,16 @@ const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name)
     return NULL;
 }
 
-/* One sample of a whose file holds other integers than it delivers (int64). */
-static void widen(const pp_dataset_array *a, const void *src, int64_t *dst)
+void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst)
 {
-    size_t n = a->sample_bytes / sizeof *dst;
-    for (size_t k = 0; k < n; k++)
-        switch (a->stored) {
+    for (int64_t k = 0; k < n; k++)
+        switch (stored) {
         case PP_DTYPE_U8: dst[k] = ((const uint8_t *)src)[k]; break;
         case PP_DTYPE_U16: dst[k] = ((const uint16_t *)src)[k]; break;
         case PP_DTYPE_I16: dst[k] = ((const int16_t *)src)[k]; break;
         case PP_DTYPE_I32: dst[k] = ((const int32_t *)src)[k]; break;
         case PP_DTYPE_U32: dst[k] = ((const uint32_t *)src)[k]; break;
+        case PP_DTYPE_I64: dst[k] = ((const int64_t *)src)[k]; break;
         default: dst[k] = ((const int8_t *)src)[k]; break;
         }
 }
@@ -201,8 +204,9 @@ void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t fir
         int64_t s = (first + i) % d->samples;
         const char *src = (const char *)a->data + (size_t)s * a->stride;
         char *out = (char *)dst + (size_t)i * a->sample_bytes;
-        if (a->stored == a->dtype) memcpy(out, src, a->sample_bytes);
-        else widen(a, src, (int64_t *)out);
+        if (a->packed) ds_pack_read(d, a, s, out);
+        else if (a->stored == a->dtype) memcpy(out, src, a->sample_bytes);
+        else ds_widen(a->stored, src, (int64_t)(a->sample_bytes / sizeof(int64_t)), (int64_t *)out);
     }
 }
 

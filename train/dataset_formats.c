@@ -143,10 +143,12 @@ static pp_status open_npy_dir(pp_dataset *d, const char *dir, pp_error *err)
 /* ---- token streams ----------------------------------------------------------- */
 
 /* input_ids and labels over ntok tokens of type t at base, in samples of o->seq tokens
- * (labels one token on): (ntok - 1) / seq samples. */
+ * (labels one token on): (ntok - 1) / seq samples. With --pack: the documents, split
+ * after each --eos, packed (dataset_pack.c). */
 static pp_status window(pp_dataset *d, const char *path, const void *base, int64_t ntok, pp_dtype t,
                         const pp_dataset_options *o, pp_error *err)
 {
+    if (o->pack) return ds_pack_open(d, path, base, ntok, t, NULL, 0, o, err);
     if (o->seq < 1)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "'%s' is a token stream: pass --seq T, the tokens per sample "
                             "(the model's sequence length)", path);
@@ -254,7 +256,31 @@ static pp_status open_megatron(pp_dataset *d, const char *prefix, const pp_datas
                             "bytes): the two files are not of one dataset", bin, lb, idx, (long long)ntok,
                             pp_dtype_name(t), (size_t)ntok * pp_dtype_size(t));
     d->format = "megatron";
-    return window(d, bin, mb, ntok, t, o, err);
+    if (!o->pack) return window(d, bin, mb, ntok, t, o, err);
+    int64_t *first = malloc((size_t)(ndoc > 0 ? ndoc : 1) * sizeof *first);
+    if (!first) return PP_NOMEM(err);
+    pp_status st = PP_OK;
+    for (uint64_t k = 0; k < ndoc && st == PP_OK; k++) {   /* document k: sequences doc_idx[k] .. doc_idx[k + 1] */
+        int64_t seqi, ptr;
+        memcpy(&seqi, p + 34 + 12 * nseq + 8 * k, sizeof seqi);
+        if (seqi < 0 || (uint64_t)seqi > nseq)
+            st = pp_error_set(err, PP_ERR_PARSE, "'%s': document %llu starts at sequence %lld of %llu", idx,
+                              (unsigned long long)k, (long long)seqi, (unsigned long long)nseq);
+        else if ((uint64_t)seqi == nseq)
+            first[k] = ntok;
+        else
+            memcpy(&ptr, p + 34 + 4 * nseq + 8 * (uint64_t)seqi, sizeof ptr), first[k] = ptr / (int64_t)pp_dtype_size(t);
+        if (st == PP_OK && k > 0 && first[k] < first[k - 1])
+            st = pp_error_set(err, PP_ERR_PARSE, "'%s': document %llu starts before the one before it", idx,
+                              (unsigned long long)k);
+    }
+    if (st == PP_OK && ndoc > 0 && first[ndoc - 1] != ntok)
+        st = pp_error_set(err, PP_ERR_PARSE, "'%s': its document index ends at token %lld of %lld", idx,
+                          (long long)first[ndoc - 1], (long long)ntok);
+    if (st == PP_OK)
+        st = ds_pack_open(d, bin, mb, ntok, t, first, ndoc > 0 ? (int64_t)ndoc - 1 : 0, o, err);
+    free(first);
+    return st;
 }
 
 pp_status ds_open_format(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err)

@@ -157,6 +157,9 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     pp_trainer *t = r->t;
     PP_CHECK(trainer_agree(t, job_hash(c), err));
     PP_CHECK(train_check_data(t->g, &c->loss, r->data, "--data", c->data, t->mb, &r->io, err));
+    char packed[256];
+    if (r->data->pack && t->world->rank == 0 && !c->quiet)
+        printf("data: %s\n", pp_dataset_pack_summary(r->data, packed, sizeof packed));
     /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
      * batch that run had (and with --shuffle in the same permutation) */
     r->smp.start = t->ck.sample0;

@@ -70,6 +70,19 @@ struct pp_trainer {
 pp_status ds_map_file(pp_dataset *d, const char *path, const void **out, size_t *len, pp_error *err);
 pp_dataset_array *ds_add_array(pp_dataset *d, const char *name, pp_error *err);
 pp_status ds_open_format(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err);
+/* n integers of type stored at src as int64. */
+void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst);
+/* dataset_pack.c: --pack over ntok tokens of type t: documents [doc_first[i], doc_first[i + 1])
+ * (ndocs of them), or, doc_first NULL, split after each o->eos; fills d's samples and its
+ * input_ids, labels and position_ids. add_mask adds the attention mask a model input of
+ * per-sample shape [..., seq, seq] and dtype t takes. read builds sample s of a packed array;
+ * set_ignore sets the label of padding and document ends (o->ignore_index at open). */
+pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int64_t ntok, pp_dtype t,
+                       const int64_t *doc_first, int64_t ndocs, const pp_dataset_options *o, pp_error *err);
+pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_sample, pp_dtype t, pp_error *err);
+void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *dst);
+void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index);
+void ds_pack_free(pp_dataset_pack *p);
 
 /* preempt.c: --save-on-signal. Install catches the signals of the mask (bit s: signal s);
  * poll, collective over world after a step, says whether any rank got one: the signal,
@@ -98,7 +111,7 @@ void trainer_print_plan(const pp_trainer *t, FILE *out);
 /* Every mismatch between dataset d (named `dir`, given by option `opt`) and the model g
  * bound to microbatch mb: arrays missing, dtypes, per-sample shapes, a fixed batch dim
  * other than mb, labels outside the logits' classes. The message says what to change. */
-pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, const pp_dataset *d, const char *opt,
+pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_dataset *d, const char *opt,
                            const char *dir, int64_t mb, train_io *io, pp_error *err);
 
 /* feed.c: hands stage s's data inputs of slot to fn as host buffers (the device's own

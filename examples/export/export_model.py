@@ -173,12 +173,19 @@ class LogitsOnly(torch.nn.Module):
         self.kind = kind
         self.family = family
 
-    def forward(self, x, attention_mask=None):
+    def forward(self, x, attention_mask=None, position_ids=None):
         if self.kind == "timm":
             return self.model(x)
         if self.kind == "image-cls":
             return self.model(pixel_values=x, return_dict=True).logits
+        if attention_mask is not None and attention_mask.dim() == 4:
+            # a [batch, 1, seq, seq] keep-mask (1: attend), as onnxpipe's --pack writes it,
+            # made the additive float mask transformers takes as is when it is 4-D
+            keep = attention_mask.to(torch.float32)
+            attention_mask = (1.0 - keep) * torch.finfo(torch.float32).min
         kw = dict(input_ids=x, attention_mask=attention_mask, return_dict=True)
+        if position_ids is not None:
+            kw["position_ids"] = position_ids
         if self.kind == "causal-lm":
             kw["use_cache"] = False
         return self.model(**kw).logits
@@ -190,11 +197,21 @@ def example_inputs(args, batch, seq, seed=1):
     if kind in TEXT_KINDS:
         ids = torch.randint(0, args.vocab, (batch, seq), generator=g, dtype=torch.int64)
         inputs = {"input_ids": ids}
-        if args.attention_mask:
+        if args.attention_mask == "4d":  # two documents per sample, each causal in itself
+            cut = max(1, seq // 3)
+            doc = (torch.arange(seq) >= cut).to(torch.int64)
+            causal = torch.tril(torch.ones(seq, seq, dtype=torch.int64))
+            mask = causal * (doc[:, None] == doc[None, :]).to(torch.int64)
+            inputs["attention_mask"] = mask.expand(batch, 1, seq, seq).contiguous()
+        elif args.attention_mask:
             mask = torch.ones(batch, seq, dtype=torch.int64)
             if seq > 2:  # a padded tail on the first sample
                 mask[0, seq - seq // 4:] = 0
             inputs["attention_mask"] = mask
+        if args.position_ids:  # restarting at the second document, as packing writes them
+            cut = max(1, seq // 3)
+            pos = torch.arange(seq) - torch.where(torch.arange(seq) >= cut, cut, 0)
+            inputs["position_ids"] = pos.expand(batch, seq).contiguous()
         return inputs
     return {"pixel_values": torch.randn(batch, 3, args.image_size, args.image_size, generator=g)}
 
@@ -241,6 +258,8 @@ def export_torchscript(wrapper, inputs, path, args):
     if not args.static:
         axes = {0: "batch", 1: "seq"} if kind_of(args.model) in TEXT_KINDS else {0: "batch"}
         dyn = {name: axes for name in inputs}
+        if args.attention_mask == "4d":
+            dyn["attention_mask"] = {0: "batch", 2: "seq", 3: "seq"}
         dyn["logits"] = output_axes(kind_of(args.model))
     torch.onnx.export(
         wrapper, tuple(inputs.values()), path, dynamo=False,
@@ -264,7 +283,9 @@ def export_dynamo(wrapper, inputs, path, args):
             axes = {0: batch}
         dyn = {"x": axes}
         if "attention_mask" in inputs:
-            dyn["attention_mask"] = axes
+            dyn["attention_mask"] = {0: batch, 2: seq, 3: seq} if args.attention_mask == "4d" else axes
+        if "position_ids" in inputs:
+            dyn["position_ids"] = axes
     kw = {}
     if args.opset:
         kw["opset_version"] = args.opset
@@ -609,8 +630,12 @@ def parser():
     tie.add_argument("--no-tie", dest="tie", action="store_false")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="any other config field (HF) or timm.create_model keyword; repeatable")
-    ap.add_argument("--attention-mask", action="store_true",
-                    help="text models: an attention_mask [batch, seq] input (1 = attend)")
+    ap.add_argument("--attention-mask", nargs="?", const="2d", choices=("2d", "4d"), default=None,
+                    help="text models: an attention_mask input, 1 = attend: 2d (default) a [batch, seq] "
+                         "padding mask; 4d a [batch, 1, seq, seq] mask, e.g. the block-diagonal causal mask "
+                         "of packed documents (onnxpipe train --pack)")
+    ap.add_argument("--position-ids", action="store_true",
+                    help="text models: a position_ids [batch, seq] input (--pack restarts them per document)")
     ap.add_argument("--attn-implementation", default="eager",
                     help="HF attention implementation (default eager: plain MatMul/Softmax)")
     ap.add_argument("--static", action="store_true", help="fixed batch and sequence axes")
@@ -659,8 +684,11 @@ def main(argv=None):
     t0 = time.time()
     module, config = build_module(args)
     kind = kind_of(args.model)
-    if args.attention_mask and kind not in TEXT_KINDS:
-        sys.exit("export_model: --attention-mask is for text models")
+    if (args.attention_mask or args.position_ids) and kind not in TEXT_KINDS:
+        sys.exit("export_model: --attention-mask and --position-ids are for text models")
+    if args.position_ids and not args.attention_mask:
+        sys.exit("export_model: --position-ids goes with --attention-mask (4d for packed documents), the model's "
+                 "inputs being input_ids, attention_mask, position_ids in that order")
     wrapper = LogitsOnly(module, kind, args.model)
     wrapper.train()
     inputs = example_inputs(args, args.batch, args.seq)

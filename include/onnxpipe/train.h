@@ -36,7 +36,11 @@ typedef struct pp_dataset_array {
     const void *data;           /* sample s starts at data + s x stride */
     pp_dtype stored;            /* the file's element type (token streams: uint16, uint32, ... widened to int64) */
     size_t stride;              /* bytes from one sample to the next in the file */
+    int packed;                 /* 0: read from the file as above; else which array of a packed
+                                   sequence a read builds (train/dataset_pack.c) */
 } pp_dataset_array;
+
+typedef struct pp_dataset_pack pp_dataset_pack;
 
 typedef struct pp_dataset {
     char *dir;                  /* the path it was opened from */
@@ -47,6 +51,9 @@ typedef struct pp_dataset {
     size_t *map_lens;
     int nmaps;
     const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
+    pp_dataset_pack *pack;      /* --pack: the documents and the sequences they were packed into */
+    int64_t documents;          /* packed: documents and their tokens (the rest of samples x seq */
+    int64_t real_tokens;        /* is padding) */
 } pp_dataset;
 
 /* How a token stream becomes samples. */
@@ -54,6 +61,11 @@ typedef struct pp_dataset_options {
     int64_t seq;                /* tokens per sample of a token stream or indexed dataset (--seq) */
     const char *labels;         /* the labels array's name (default "labels") */
     pp_dtype token_dtype;       /* a raw .bin stream's tokens: U16 (default) or U32 */
+    int pack;                   /* 1: documents packed into samples of seq tokens (--pack): input_ids,
+                                   labels (ignore_index across documents and in padding) and
+                                   position_ids restarting per document */
+    int64_t eos;                /* a token stream's end-of-document token (--eos; -1: none) */
+    int64_t ignore_index;       /* the labels of packed padding and document ends */
 } pp_dataset_options;
 
 /* Local. The caller frees it with pp_dataset_close; the arrays belong to d. find is Thread-safe. */
@@ -62,6 +74,9 @@ PP_API pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *er
 PP_API pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp_dataset **out, pp_error *err);
 PP_API void pp_dataset_close(pp_dataset *d);
 PP_API const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name);
+/* A packed dataset's line "packed D documents (N tokens) into S samples of T tokens: P% padding"
+ * into buf; "" for others. Local. Thread-safe. */
+PP_API const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len);
 /* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Local. Thread-safe. */
 PP_API void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst);
 /* Byte-level language-model data from any file: vocab 256, samples of seq tokens
@@ -147,6 +162,8 @@ typedef struct pp_train_config {
                                        stream, a Megatron indexed dataset) */
     int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
     pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
+    int pack;                       /* --pack: documents packed into samples of seq (pp_dataset_options) */
+    int64_t eos;                    /* --eos: a token stream's end-of-document token; -1: none */
     int pp, dp;
     const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */
     pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1, zb-v */

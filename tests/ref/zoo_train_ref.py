@@ -165,7 +165,7 @@ def torch_losses(path, arrays, dtype):
         for mb in mbs:
             x = torch.from_numpy(mb["pixel_values"]).to(dtype) if "pixel_values" in mb \
                 else torch.from_numpy(mb["input_ids"])
-            extra = [torch.from_numpy(mb["attention_mask"])] if "attention_mask" in mb else []
+            extra = [torch.from_numpy(mb[k]) for k in ("attention_mask", "position_ids") if k in mb]
             logits = model(x, *extra)
             y = torch.from_numpy(mb["labels"]).reshape(-1)
             loss = F.cross_entropy(logits.reshape(y.numel(), -1), y, ignore_index=IGNORE,

@@ -1,0 +1,187 @@
+"""--pack (issue 26 §2) against a Python statement of the same rule (train/dataset_pack.c):
+documents cut into pieces of at most seq tokens, first-fit decreasing (longest first, ties in
+document order; each into the first sequence with room), input_ids padded with the eos
+token (0 without one), labels the next token of the same document else -100, position_ids from 0 in each
+piece, and a [1, seq, seq] mask: causal within a piece, a padding token sees itself.
+
+  pack_ref.py show ONNXPIPE WORKDIR    a token stream (EOS-separated) and a Megatron indexed
+                                       dataset (megatron-core) of log-normal document lengths:
+                                       every sample of `onnxpipe data show --pack` equals the
+                                       rule's, and the padding fraction printed is the rule's
+  pack_ref.py llama ONNXPIPE WORKDIR   a random-init HF Llama exported by both exporters with a
+                                       4-D attention_mask and position_ids; onnxpipe trains 10
+                                       AdamW steps on the packed stream at pp=1 and pp=2 x dp=2,
+                                       PyTorch (float64) the HF module on the rule's samples:
+                                       first loss within 1e-6, every step within 1e-5 relative
+
+Runs in the export venv (scripts/export-venv.sh)."""
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+import numpy as np  # noqa: E402
+
+IGNORE, EOS, SEQ = -100, 1, 16
+
+
+def documents(seed, n, vocab, longest):
+    """n documents of log-normal lengths (some longer than SEQ), each ending in EOS."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for _ in range(n):
+        length = int(min(longest, max(1, rng.lognormal(2.0, 0.9))))
+        docs.append(np.append(rng.integers(2, vocab, length - 1), EOS).astype(np.int64))
+    return docs
+
+
+def pack(lengths, seq):
+    """The rule: [(document, offset, length), ...] per sequence."""
+    pieces = [(d, off, min(seq, n - off)) for d, n in enumerate(lengths) for off in range(0, n, seq)]
+    pieces.sort(key=lambda p: (-p[2], p[0], p[1]))
+    bins, room = [], []
+    for p in pieces:
+        k = next((i for i, r in enumerate(room) if r >= p[2]), len(bins))
+        if k == len(bins):
+            bins.append([])
+            room.append(seq)
+        bins[k].append(p)
+        room[k] -= p[2]
+    return bins
+
+
+def arrays(docs, seq, pad):
+    bins = pack([len(d) for d in docs], seq)
+    n = len(bins)
+    out = {"input_ids": np.full((n, seq), pad, np.int64), "labels": np.full((n, seq), IGNORE, np.int64),
+           "position_ids": np.zeros((n, seq), np.int64), "attention_mask": np.zeros((n, 1, seq, seq), np.int64)}
+    for s, pieces in enumerate(bins):
+        at = 0
+        for d, off, length in pieces:
+            doc = docs[d]
+            out["input_ids"][s, at:at + length] = doc[off:off + length]
+            nxt = doc[off + 1:off + length + 1]
+            out["labels"][s, at:at + len(nxt)] = nxt
+            out["position_ids"][s, at:at + length] = np.arange(length)
+            out["attention_mask"][s, 0, at:at + length, at:at + length] = np.tril(np.ones((length, length), np.int64))
+            at += length
+        for i in range(at, seq):
+            out["attention_mask"][s, 0, i, i] = 1
+    padding = 1 - sum(len(d) for d in docs) / (n * seq)
+    return out, padding
+
+
+def write_stream(path, docs):
+    np.concatenate(docs).astype(np.uint16).tofile(path)
+
+
+def write_megatron(prefix, docs):
+    import torch
+    from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+    b = IndexedDatasetBuilder(prefix + ".bin", dtype=np.uint16)
+    for d in docs:
+        b.add_document(torch.from_numpy(d), [len(d)])
+    b.finalize(prefix + ".idx")
+
+
+def show(onnxpipe, path, n, extra=()):
+    r = subprocess.run([onnxpipe, "data", "show", path, "--seq", str(SEQ), "--pack", *extra, "--count", str(n)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"onnxpipe data show {path}: {r.stderr.strip()}")
+    head = [ln for ln in r.stdout.splitlines() if not ln.startswith("{")]
+    return head, [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+
+
+def check_show(onnxpipe, work):
+    docs = documents(3, 400, 500, 3 * SEQ + 5)
+    write_stream(os.path.join(work, "docs.bin"), docs)
+    write_megatron(os.path.join(work, "mega"), docs)
+    bad = 0
+    # a stream pads with its --eos token; the indexed dataset, given none, with 0
+    for path, extra, pad in ((os.path.join(work, "docs.bin"), ("--eos", str(EOS)), EOS),
+                             (os.path.join(work, "mega"), (), 0)):
+        want, padding = arrays(docs, SEQ, pad)
+        n = len(want["input_ids"])
+        head, got = show(onnxpipe, path, n, extra)
+        line = next((ln for ln in head if "padding" in ln), "")
+        print(f"{os.path.basename(path)}: {head[0]}\n  {line.strip()}")
+        if len(got) != n or f"into {n} samples" not in line or f"{100 * padding:.2f}% padding" not in line:
+            print(f"  FAIL: the rule makes {n} samples with {100 * padding:.2f}% padding")
+            bad += 1
+        for s, row in enumerate(got):
+            for k in ("input_ids", "labels", "position_ids"):
+                if not np.array_equal(np.array(row[k]), want[k][s]):
+                    print(f"  FAIL: sample {s} {k}: {row[k]}\n        the rule: {want[k][s].tolist()}")
+                    bad += 1
+        print(f"  {len(got)} samples x input_ids, labels, position_ids compared with the rule: "
+              f"{'equal' if not bad else 'DIFFER'}")
+    return bad
+
+
+def check_llama(onnxpipe, work):
+    sys.path.insert(0, os.path.dirname(__file__))
+    import zoo_train_ref as zr
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("PP_COMM_TIMEOUT", "60")
+    docs = documents(4, 300, 256, 2 * SEQ)
+    data, _ = arrays(docs, SEQ, EOS)
+    need = zr.STEPS * zr.BATCH
+    if len(data["input_ids"]) < need:
+        sys.exit(f"pack_ref: {len(data['input_ids'])} packed samples, the run needs {need}")
+    stream = os.path.join(work, "llama-docs.bin")
+    write_stream(stream, docs)
+    fails, ref = [], None
+    for exporter in ("dynamo", "torchscript"):
+        path = os.path.join(work, f"llama-{exporter}.onnx")
+        argv = ["--model", "llama", "--layers", "2", "--d-model", "32", "--heads", "4", "--kv-heads", "2",
+                "--vocab", "256", "--seq", str(SEQ), "--attention-mask", "4d", "--position-ids",
+                "--exporter", exporter, "--save-weights", "--no-check", "-o", path]
+        with open(os.path.join(work, f"export-{exporter}.log"), "w") as log:
+            r = subprocess.run([sys.executable, zr.ex.__file__, *argv], stdout=log, stderr=subprocess.STDOUT)
+        if r.returncode:
+            fails.append(f"{exporter}: export failed (export-{exporter}.log)")
+            continue
+        if ref is None:
+            ref = zr.torch_losses(path, data, torch.float64)
+        for tag, pp, dp, micro in zr.LAYOUTS[::2]:   # pp=1 and pp=2 x dp=2
+            losses = os.path.join(work, f"losses-{exporter}-{tag}.txt")
+            cmd = [onnxpipe, "train", "--model", path, "--data", stream, "--seq", SEQ, "--pack", "--eos", EOS,
+                   "--pp", pp, "--dp", dp, "--batch", zr.BATCH, "--microbatches", micro, "--steps", zr.STEPS,
+                   "--dim", f"seq={SEQ}", "--loss", "cross_entropy", "--logits", "logits", "--labels", "labels",
+                   "--optimizer", "adamw", "--lr", zr.ADAMW["lr"], "--beta1", zr.ADAMW["betas"][0],
+                   "--beta2", zr.ADAMW["betas"][1], "--eps", zr.ADAMW["eps"],
+                   "--weight-decay", zr.ADAMW["weight_decay"], "--losses", losses, "--quiet"]
+            if pp * dp > 1:
+                cmd = ["timeout", 300, "mpirun", "--oversubscribe", "--bind-to", "none", "-np", pp * dp,
+                       "-x", "OPENBLAS_NUM_THREADS", "-x", "PP_COMM_TIMEOUT", *cmd]
+            try:
+                zr.sh(cmd, os.path.join(work, f"train-{exporter}-{tag}.log"))
+            except zr.Miss as e:
+                fails.append(f"{exporter} {tag}: {e}")
+                continue
+            got = np.loadtxt(losses, ndmin=2)[:, 1]
+            rel = np.abs(got - ref) / np.abs(ref)
+            print(f"llama {exporter} {tag}: first loss {got[0]:.8f} vs PyTorch float64 {ref[0]:.8f} "
+                  f"(rel {rel[0]:.2e}), max rel over {len(got)} steps {rel.max():.2e}")
+            if len(got) != zr.STEPS or rel[0] > 1e-6 or rel.max() > 1e-5:
+                fails.append(f"{exporter} {tag}: losses {got.tolist()} vs PyTorch {ref.tolist()}")
+    for f in fails:
+        print(f"FAIL: {f}")
+    return len(fails)
+
+
+def main():
+    mode, onnxpipe, work = sys.argv[1:4]
+    os.makedirs(work, exist_ok=True)
+    bad = check_show(onnxpipe, work) if mode == "show" else check_llama(onnxpipe, work)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

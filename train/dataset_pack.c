@@ -1,0 +1,250 @@
+/* --pack: the documents of a token stream (split after each --eos token) or of a
+ * Megatron indexed dataset (its document index) packed into sequences of seq tokens.
+ *
+ * The rule (tests/ref/pack_ref.py is the same rule in Python):
+ * - a document longer than seq is cut into pieces of seq tokens (the last one shorter);
+ *   empty documents are dropped;
+ * - first-fit decreasing: pieces by length, longest first (ties: document order), each
+ *   into the first sequence (in order of creation) with room for it, or a new one;
+ *   within a sequence the pieces stay in the order they were placed;
+ * - a sample's input_ids are its pieces' tokens, then the pad token (eos, or 0);
+ *   labels are the next token of the same document (across a piece's cut too), else
+ *   ignore_index (document ends, padding); position_ids count from 0 in each piece (0 in
+ *   padding); an attention mask (ds_pack_add_mask) lets a token see the tokens of its own
+ *   piece up to itself, and a padding token only itself (no row is empty).
+ * Every rank packs the same way at open, so every layout reads the same samples. */
+#include "train_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PACK_INPUT = 1, PACK_LABELS, PACK_POSITIONS, PACK_MASK };
+
+typedef struct piece {
+    int64_t doc;                /* the document's first token in the stream */
+    int64_t doc_len;
+    int64_t off;                /* the piece's first token within the document */
+    int64_t len;
+} piece;
+
+struct pp_dataset_pack {
+    const void *tokens;
+    pp_dtype stored;
+    int64_t seq, pad, ignore;
+    int64_t *first;             /* [samples + 1]: sample s holds pieces[first[s] .. first[s + 1]) */
+    piece *pieces;
+    int64_t npieces;
+};
+
+void ds_pack_free(pp_dataset_pack *p)
+{
+    if (!p) return;
+    free(p->first);
+    free(p->pieces);
+    free(p);
+}
+
+/* Document boundaries: token offsets [ndocs + 1], from the caller's index or split after
+ * each eos in the stream. */
+static pp_status split_docs(const void *tokens, pp_dtype t, int64_t ntok, int64_t eos, int64_t **out, int64_t *ndocs,
+                            pp_error *err)
+{
+    int64_t n = 0, cap = 1024, *b = malloc((size_t)cap * sizeof *b), chunk[4096];
+    if (!b) return PP_NOMEM(err);
+    b[n++] = 0;
+    for (int64_t i = 0; i < ntok; i += 4096) {
+        int64_t m = ntok - i < 4096 ? ntok - i : 4096;
+        ds_widen(t, (const char *)tokens + (size_t)i * pp_dtype_size(t), m, chunk);
+        for (int64_t k = 0; k < m; k++) {
+            if (chunk[k] != eos && i + k + 1 != ntok) continue;
+            if (n == cap) {
+                int64_t *nb = pp_realloc_array(b, (size_t)(cap *= 2), sizeof *b);
+                if (!nb) return free(b), PP_NOMEM(err);
+                b = nb;
+            }
+            b[n++] = i + k + 1;
+        }
+    }
+    *out = b;
+    *ndocs = n - 1;
+    return PP_OK;
+}
+
+static int by_length(const void *x, const void *y)
+{
+    const piece *a = x, *b = y;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return a->doc < b->doc ? -1 : a->doc > b->doc ? 1 : (a->off > b->off) - (a->off < b->off);
+}
+
+/* First-fit decreasing over a max tree of the sequences' free room: the first sequence
+ * with room for len is found in log(sequences) steps. Unused sequences have room seq,
+ * so the first of them is where a piece nothing else takes goes. */
+static pp_status pack_pieces(pp_dataset_pack *p, int64_t *samples, pp_error *err)
+{
+    qsort(p->pieces, (size_t)p->npieces, sizeof *p->pieces, by_length);
+    int64_t leaves = 1;
+    while (leaves < p->npieces) leaves *= 2;
+    int64_t *room = malloc((size_t)(2 * leaves) * sizeof *room), *bin = malloc((size_t)p->npieces * sizeof *bin);
+    if (!room || !bin) return free(room), free(bin), PP_NOMEM(err);
+    for (int64_t i = 0; i < 2 * leaves; i++) room[i] = p->seq;
+    int64_t used = 0;
+    for (int64_t i = 0; i < p->npieces; i++) {
+        int64_t node = 1, len = p->pieces[i].len;
+        while (node < leaves) node = room[2 * node] >= len ? 2 * node : 2 * node + 1;
+        bin[i] = node - leaves;
+        if (bin[i] + 1 > used) used = bin[i] + 1;
+        for (room[node] -= len, node /= 2; node >= 1; node /= 2)
+            room[node] = room[2 * node] > room[2 * node + 1] ? room[2 * node] : room[2 * node + 1];
+    }
+    free(room);
+    piece *sorted = malloc((size_t)p->npieces * sizeof *sorted);
+    p->first = calloc((size_t)used + 1, sizeof *p->first);
+    if (!sorted || !p->first) return free(sorted), free(bin), PP_NOMEM(err);
+    for (int64_t i = 0; i < p->npieces; i++) p->first[bin[i] + 1]++;
+    for (int64_t s = 0; s < used; s++) p->first[s + 1] += p->first[s];
+    int64_t *next = malloc((size_t)used * sizeof *next);
+    if (!next) return free(sorted), free(bin), PP_NOMEM(err);
+    memcpy(next, p->first, (size_t)used * sizeof *next);
+    for (int64_t i = 0; i < p->npieces; i++) sorted[next[bin[i]]++] = p->pieces[i];
+    free(next);
+    free(bin);
+    free(p->pieces);
+    p->pieces = sorted;
+    *samples = used;
+    return PP_OK;
+}
+
+static pp_status add(pp_dataset *d, const char *name, int role, int64_t seq, pp_error *err)
+{
+    pp_dataset_array *a = ds_add_array(d, name, err);
+    if (!a) return PP_ERR_NOMEM;
+    a->dtype = a->stored = PP_DTYPE_I64;
+    a->shape = (pp_shape){.rank = 1, .dims = {seq}};
+    a->sample_bytes = a->stride = (size_t)seq * sizeof(int64_t);
+    a->packed = role;
+    return PP_OK;
+}
+
+pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int64_t ntok, pp_dtype t,
+                       const int64_t *doc_first, int64_t ndocs, const pp_dataset_options *o, pp_error *err)
+{
+    if (o->seq < 1)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pack: pass --seq T, the tokens per packed sequence (the "
+                            "model's sequence length)");
+    if (!doc_first && o->eos < 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pack: '%s' is a flat token stream; pass --eos ID, the token "
+                            "that ends each document (e.g. 50256 for GPT-2's <|endoftext|>)", path);
+    int64_t *split = NULL;
+    if (!doc_first) {
+        PP_CHECK(split_docs(tokens, t, ntok, o->eos, &split, &ndocs, err));
+        doc_first = split;
+    }
+    pp_dataset_pack *p = calloc(1, sizeof *p);
+    int64_t npieces = 0;
+    for (int64_t i = 0; i < ndocs; i++) npieces += (doc_first[i + 1] - doc_first[i] + o->seq - 1) / o->seq;
+    if (p) p->pieces = malloc((size_t)(npieces > 0 ? npieces : 1) * sizeof *p->pieces);
+    if (!p || !p->pieces) {
+        free(split);
+        ds_pack_free(p);
+        return PP_NOMEM(err);
+    }
+    d->pack = p;
+    *p = (pp_dataset_pack){.tokens = tokens, .stored = t, .seq = o->seq, .pad = o->eos >= 0 ? o->eos : 0,
+                           .ignore = o->ignore_index, .pieces = p->pieces};
+    for (int64_t i = 0; i < ndocs; i++) {
+        int64_t len = doc_first[i + 1] - doc_first[i];
+        for (int64_t off = 0; off < len; off += o->seq)
+            p->pieces[p->npieces++] = (piece){.doc = doc_first[i], .doc_len = len, .off = off,
+                                              .len = len - off < o->seq ? len - off : o->seq};
+        d->documents += len > 0;
+        d->real_tokens += len;
+    }
+    free(split);
+    if (p->npieces == 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pack: '%s' holds no tokens to pack", path);
+    PP_CHECK(pack_pieces(p, &d->samples, err));
+    PP_CHECK(add(d, "input_ids", PACK_INPUT, o->seq, err));
+    PP_CHECK(add(d, o->labels ? o->labels : "labels", PACK_LABELS, o->seq, err));
+    return add(d, "position_ids", PACK_POSITIONS, o->seq, err);
+}
+
+pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_sample, pp_dtype t, pp_error *err)
+{
+    int r = per_sample->rank;
+    int64_t n = d->pack->seq;
+    if (r < 2 || per_sample->dims[r - 1] != n || per_sample->dims[r - 2] != n)
+        return pp_error_set(err, PP_ERR_SHAPE, "--pack: the model's input '%s' takes a mask of %d dims per sample; "
+                            "packed documents need one of [..., %lld, %lld] (a [batch, seq] padding mask cannot keep "
+                            "them apart: export the model with a 4-D mask, see docs/exporting.md)",
+                            name, r, (long long)n, (long long)n);
+    if (t != PP_DTYPE_BOOL && t != PP_DTYPE_I64 && t != PP_DTYPE_I32 && t != PP_DTYPE_F32)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "--pack: the model's mask input '%s' is %s; onnxpipe writes "
+                            "bool, int64, int32 (1: attend) or float32 (0 or -3.4e38, added to the scores)",
+                            name, pp_dtype_name(t));
+    pp_dataset_array *a = ds_add_array(d, name, err);
+    if (!a) return PP_ERR_NOMEM;
+    a->dtype = a->stored = t;
+    a->shape = *per_sample;
+    a->sample_bytes = a->stride = (size_t)pp_shape_numel(per_sample) * pp_dtype_size(t);
+    a->packed = PACK_MASK;
+    return PP_OK;
+}
+
+/* One sample's mask: row i may see column j when both are in one piece and j <= i; a
+ * padding row sees only itself. Written for one [seq, seq] block, copied to the rest. */
+static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int64_t s, char *dst)
+{
+    int64_t n = p->seq, b = 0;
+    size_t es = pp_dtype_size(a->dtype);
+    float keep = 0.0f, drop = -3.4028234663852886e38f;
+    int64_t one = 1, zero = 0;
+    const void *yes = a->dtype == PP_DTYPE_F32 ? (const void *)&keep : &one, *no = a->dtype == PP_DTYPE_F32 ? (const void *)&drop : &zero;
+    for (int64_t i = 0; i < n * n; i++) memcpy(dst + (size_t)i * es, no, es);
+    for (int64_t k = p->first[s]; k < p->first[s + 1]; b += p->pieces[k++].len)
+        for (int64_t i = b; i < b + p->pieces[k].len; i++)
+            for (int64_t j = b; j <= i; j++) memcpy(dst + (size_t)(i * n + j) * es, yes, es);
+    for (int64_t i = b; i < n; i++) memcpy(dst + (size_t)(i * n + i) * es, yes, es);
+    size_t block = (size_t)(n * n) * es;
+    for (size_t at = block; at < a->sample_bytes; at += block) memcpy(dst + at, dst, block);
+}
+
+const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len)
+{
+    if (!d->pack) return len ? (buf[0] = 0, buf) : buf;
+    double total = (double)d->samples * (double)d->pack->seq;
+    snprintf(buf, len, "packed %lld documents (%lld tokens) into %lld samples of %lld tokens: %.2f%% padding",
+             (long long)d->documents, (long long)d->real_tokens, (long long)d->samples, (long long)d->pack->seq,
+             100.0 * (total - (double)d->real_tokens) / total);
+    return buf;
+}
+
+void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index) { d->pack->ignore = ignore_index; }
+
+void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *dst)
+{
+    const pp_dataset_pack *p = d->pack;
+    if (a->packed == PACK_MASK) {
+        write_mask(p, a, s, dst);
+        return;
+    }
+    int64_t *out = dst, at = 0;
+    size_t es = pp_dtype_size(p->stored);
+    for (int64_t k = p->first[s]; k < p->first[s + 1]; k++) {
+        const piece *c = &p->pieces[k];
+        const char *tok = (const char *)p->tokens + (size_t)(c->doc + c->off) * es;
+        if (a->packed == PACK_INPUT) {
+            ds_widen(p->stored, tok, c->len, out + at);
+        } else if (a->packed == PACK_LABELS) {
+            int64_t have = c->doc_len - c->off - 1 < c->len ? c->doc_len - c->off - 1 : c->len;
+            ds_widen(p->stored, tok + es, have, out + at);
+            for (int64_t j = have; j < c->len; j++) out[at + j] = p->ignore;
+        } else {
+            for (int64_t j = 0; j < c->len; j++) out[at + j] = j;
+        }
+        at += c->len;
+    }
+    int64_t fill = a->packed == PACK_INPUT ? p->pad : a->packed == PACK_LABELS ? p->ignore : 0;
+    for (; at < p->seq; at++) out[at] = fill;
+}
