@@ -13,7 +13,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: onnxpipe data text FILE -o DIR [--seq T] [--split F]\n"
-            "       onnxpipe data show DATA [--seq T] [--token-dtype D] [--labels NAME] [--pack [--eos ID]]\n"
+            "       onnxpipe data show DATA [--seq T] [--token-dtype D] [--labels NAME] [--pack|--pad [--eos ID]]\n"
             "                               [--first I] [--count N]\n\n"
             "show: the dataset's form, sample count and arrays, then samples I .. I+N-1 (default 0, 3)\n"
             "as JSON lines, as training reads them (DATA: see 'onnxpipe train --help').\n\n"
@@ -46,7 +46,7 @@ static int show(int argc, char **argv)
 {
     const char *path = NULL, *labels = NULL;
     long long seq = 0, first = 0, count = 3, eos = -1;
-    int pack = 0;
+    pp_docs docs = PP_DOCS_WINDOWS;
     pp_dtype tok = PP_DTYPE_UNDEFINED;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -58,8 +58,8 @@ static int show(int argc, char **argv)
             if (!cli_parse_int(a, argv[++i], 0, 1LL << 30, &count)) return 2;
         } else if (!strcmp(a, "--eos") && v) {
             if (!cli_parse_int(a, argv[++i], 0, 1LL << 40, &eos)) return 2;
-        } else if (!strcmp(a, "--pack")) {
-            pack = 1;
+        } else if (!strcmp(a, "--pack") || !strcmp(a, "--pad")) {
+            docs = a[4] == 'c' ? PP_DOCS_PACK : PP_DOCS_PAD;
         } else if (!strcmp(a, "--labels") && v) {
             labels = argv[++i];
         } else if (!strcmp(a, "--token-dtype") && v) {
@@ -73,8 +73,8 @@ static int show(int argc, char **argv)
         }
     }
     if (!path) return cli_usage_error("onnxpipe data show DATA", "need a dataset");
-    if (eos >= 0 && !pack) return cli_usage_error("add --pack", "--eos ends the documents that --pack packs");
-    pp_dataset_options o = {.seq = seq, .labels = labels, .token_dtype = tok, .pack = pack, .eos = eos,
+    if (eos >= 0 && !docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
+    pp_dataset_options o = {.seq = seq, .labels = labels, .token_dtype = tok, .docs = docs, .eos = eos,
                             .ignore_index = -100};
     pp_dataset *d;
     pp_error err = {0};

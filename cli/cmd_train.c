@@ -22,7 +22,8 @@ static void usage(FILE *out)
             "                         indexed dataset's) into samples of --seq tokens, longest first; labels\n"
             "                         stop at each document's end, position_ids restart, and a model input\n"
             "                         named *mask* of [batch, .., T, T] gets each document's causal mask\n"
-            "  --eos ID               the token that ends a document in a stream (--pack)\n\n"
+            "  --pad                  one document per sample instead, padded to --seq (cut where longer)\n"
+            "  --eos ID               the token that ends a document in a stream (--pack, --pad)\n\n"
             "layout:\n"
             "  --device KIND          auto | cpu | cuda (default auto: a GPU when one works)\n"
             "  --pp P                 pipeline stages (default 1)\n"
@@ -213,7 +214,8 @@ int cmd_train(int argc, char **argv)
         INT_OPT("--steps", 1, 1LL << 40, c.steps)
         INT_OPT("--seq", 1, 1LL << 30, c.seq)
         INT_OPT("--eos", 0, 1LL << 40, c.eos)
-        else if (!strcmp(a, "--pack")) c.pack = 1;
+        else if (!strcmp(a, "--pack")) c.docs = PP_DOCS_PACK;
+        else if (!strcmp(a, "--pad")) c.docs = PP_DOCS_PAD;
         INT_OPT("--warmup", 0, 1LL << 40, c.lr.warmup)
         INT_OPT("--bucket-kb", 1, 1LL << 30, c.bucket_bytes)
         INT_OPT("--seed", 0, 1LL << 62, c.seed)
@@ -271,7 +273,7 @@ int cmd_train(int argc, char **argv)
     }
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
-    if (c.eos >= 0 && !c.pack) return cli_usage_error("add --pack", "--eos ends the documents that --pack packs");
+    if (c.eos >= 0 && !c.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
     if ((c.save_every || c.keep || c.save_sync || c.save_signals) && !c.save_dir)
         return cli_usage_error("add --save DIR", "--save-every, --keep, --save-sync and --save-on-signal need --save");
     if (c.save_dir && !signals_given) c.save_signals = 1ull << SIGTERM;

@@ -28,7 +28,7 @@ echo "== what cannot be packed"
 "$ONNXPIPE" example gpt --layers 1 --d-model 16 --heads 2 --vocab 512 --seq 16 -o "$OUT/gpt.onnx" >/dev/null
 g=(--model "$OUT/gpt.onnx" --batch 4 --steps 2 --loss cross_entropy --logits logits --labels labels)
 refused "pass --eos ID" "$ONNXPIPE" train "${g[@]}" --data "$OUT/show/docs.bin" --seq 16 --pack
-refused "add --pack" "$ONNXPIPE" train "${g[@]}" --data "$OUT/show/docs.bin" --seq 16 --eos 1
+refused "add --pack or --pad" "$ONNXPIPE" train "${g[@]}" --data "$OUT/show/docs.bin" --seq 16 --eos 1
 "$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/own" --seq 16 >/dev/null
 refused "(onnxpipe) holds samples already made" "$ONNXPIPE" train "${g[@]}" --data "$OUT/own" --pack
 # a model whose attention_mask is a [batch, seq] padding mask cannot keep documents apart

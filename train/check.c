@@ -151,9 +151,9 @@ static pp_status check_label_range(const pp_graph *g, const train_io *io, const 
 static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d, const char *opt, pp_error *err)
 {
     if (io->ignore_index == INT64_MIN)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s --pack: the model's loss ignores no label, so padding and "
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s %s: the model's loss ignores no label, so padding and "
                             "document ends would count: export its SoftmaxCrossEntropyLoss with an ignore_index, or "
-                            "give the loss with --loss cross_entropy --logits --labels", opt);
+                            "give the loss with --loss cross_entropy --logits --labels", opt, ds_docs_flag(d->docs));
     ds_pack_set_ignore(d, io->ignore_index);
     int apart = 0;
     for (int i = 0; i < g->ninputs; i++) {
@@ -166,7 +166,7 @@ static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d,
         PP_CHECK(ds_pack_add_mask(d, v->name, &ps, v->dtype, err));
         apart = 1;
     }
-    if (!apart)
+    if (!apart && d->docs == PP_DOCS_PACK)
         pp_log(PP_LOG_WARN, "%s --pack: the model takes neither an attention mask nor position_ids, so the documents "
                "packed into one sequence attend to each other and their positions run on", opt);
     return PP_OK;

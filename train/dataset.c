@@ -148,9 +148,10 @@ pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp
     pp_status st = access(hdr, F_OK) == 0 ? open_own(d, hdr, err) : ds_open_format(d, path, o ? o : &none, err);
     if (st == PP_OK && d->narrays == 0)
         st = pp_error_set(err, PP_ERR_PARSE, "dataset '%s' holds no arrays", path);
-    if (st == PP_OK && o && o->pack && !d->pack)
-        st = pp_error_set(err, PP_ERR_INVALID_ARG, "--pack packs the documents of a token stream (.bin) or a Megatron "
-                          "indexed dataset; '%s' (%s) holds samples already made", path, d->format);
+    if (st == PP_OK && o && o->docs && !d->pack)
+        st = pp_error_set(err, PP_ERR_INVALID_ARG, "%s places the documents of a token stream (.bin) or a Megatron "
+                          "indexed dataset in samples; '%s' (%s) holds samples already made", ds_docs_flag(o->docs),
+                          path, d->format);
     if (st != PP_OK) {
         pp_dataset_close(d);
         return st;

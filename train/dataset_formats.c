@@ -143,12 +143,12 @@ static pp_status open_npy_dir(pp_dataset *d, const char *dir, pp_error *err)
 /* ---- token streams ----------------------------------------------------------- */
 
 /* input_ids and labels over ntok tokens of type t at base, in samples of o->seq tokens
- * (labels one token on): (ntok - 1) / seq samples. With --pack: the documents, split
- * after each --eos, packed (dataset_pack.c). */
+ * (labels one token on): (ntok - 1) / seq samples. With --pack or --pad: the documents,
+ * split after each --eos, packed or padded (dataset_pack.c). */
 static pp_status window(pp_dataset *d, const char *path, const void *base, int64_t ntok, pp_dtype t,
                         const pp_dataset_options *o, pp_error *err)
 {
-    if (o->pack) return ds_pack_open(d, path, base, ntok, t, NULL, 0, o, err);
+    if (o->docs) return ds_pack_open(d, path, base, ntok, t, NULL, 0, o, err);
     if (o->seq < 1)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "'%s' is a token stream: pass --seq T, the tokens per sample "
                             "(the model's sequence length)", path);
@@ -256,7 +256,7 @@ static pp_status open_megatron(pp_dataset *d, const char *prefix, const pp_datas
                             "bytes): the two files are not of one dataset", bin, lb, idx, (long long)ntok,
                             pp_dtype_name(t), (size_t)ntok * pp_dtype_size(t));
     d->format = "megatron";
-    if (!o->pack) return window(d, bin, mb, ntok, t, o, err);
+    if (!o->docs) return window(d, bin, mb, ntok, t, o, err);
     int64_t *first = malloc((size_t)(ndoc > 0 ? ndoc : 1) * sizeof *first);
     if (!first) return PP_NOMEM(err);
     pp_status st = PP_OK;

@@ -1,12 +1,13 @@
-/* --pack: the documents of a token stream (split after each --eos token) or of a
- * Megatron indexed dataset (its document index) packed into sequences of seq tokens.
+/* --pack and --pad: the documents of a token stream (split after each --eos token) or of
+ * a Megatron indexed dataset (its document index) placed in sequences of seq tokens.
  *
  * The rule (tests/ref/pack_ref.py is the same rule in Python):
  * - a document longer than seq is cut into pieces of seq tokens (the last one shorter);
  *   empty documents are dropped;
- * - first-fit decreasing: pieces by length, longest first (ties: document order), each
- *   into the first sequence (in order of creation) with room for it, or a new one;
+ * - --pack, first-fit decreasing: pieces by length, longest first (ties: document order),
+ *   each into the first sequence (in order of creation) with room for it, or a new one;
  *   within a sequence the pieces stay in the order they were placed;
+ * - --pad: each piece a sequence of its own, in document order;
  * - a sample's input_ids are its pieces' tokens, then the pad token (eos, or 0);
  *   labels are the next token of the same document (across a piece's cut too), else
  *   ignore_index (document ends, padding); position_ids count from 0 in each piece (0 in
@@ -36,6 +37,8 @@ struct pp_dataset_pack {
     piece *pieces;
     int64_t npieces;
 };
+
+const char *ds_docs_flag(pp_docs docs) { return docs == PP_DOCS_PAD ? "--pad" : "--pack"; }
 
 void ds_pack_free(pp_dataset_pack *p)
 {
@@ -81,8 +84,14 @@ static int by_length(const void *x, const void *y)
 /* First-fit decreasing over a max tree of the sequences' free room: the first sequence
  * with room for len is found in log(sequences) steps. Unused sequences have room seq,
  * so the first of them is where a piece nothing else takes goes. */
-static pp_status pack_pieces(pp_dataset_pack *p, int64_t *samples, pp_error *err)
+static pp_status pack_pieces(pp_dataset_pack *p, int pad, int64_t *samples, pp_error *err)
 {
+    if (pad) {   /* --pad: sample s is piece s */
+        if (!(p->first = malloc((size_t)(p->npieces + 1) * sizeof *p->first))) return PP_NOMEM(err);
+        for (int64_t s = 0; s <= p->npieces; s++) p->first[s] = s;
+        *samples = p->npieces;
+        return PP_OK;
+    }
     qsort(p->pieces, (size_t)p->npieces, sizeof *p->pieces, by_length);
     int64_t leaves = 1;
     while (leaves < p->npieces) leaves *= 2;
@@ -130,12 +139,13 @@ static pp_status add(pp_dataset *d, const char *name, int role, int64_t seq, pp_
 pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int64_t ntok, pp_dtype t,
                        const int64_t *doc_first, int64_t ndocs, const pp_dataset_options *o, pp_error *err)
 {
+    const char *flag = ds_docs_flag(o->docs);
     if (o->seq < 1)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pack: pass --seq T, the tokens per packed sequence (the "
-                            "model's sequence length)");
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: pass --seq T, the tokens per sample (the model's sequence "
+                            "length)", flag);
     if (!doc_first && o->eos < 0)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pack: '%s' is a flat token stream; pass --eos ID, the token "
-                            "that ends each document (e.g. 50256 for GPT-2's <|endoftext|>)", path);
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' is a flat token stream; pass --eos ID, the token "
+                            "that ends each document (e.g. 50256 for GPT-2's <|endoftext|>)", flag, path);
     int64_t *split = NULL;
     if (!doc_first) {
         PP_CHECK(split_docs(tokens, t, ntok, o->eos, &split, &ndocs, err));
@@ -151,6 +161,7 @@ pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int6
         return PP_NOMEM(err);
     }
     d->pack = p;
+    d->docs = o->docs;
     *p = (pp_dataset_pack){.tokens = tokens, .stored = t, .seq = o->seq, .pad = o->eos >= 0 ? o->eos : 0,
                            .ignore = o->ignore_index, .pieces = p->pieces};
     for (int64_t i = 0; i < ndocs; i++) {
@@ -163,8 +174,8 @@ pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int6
     }
     free(split);
     if (p->npieces == 0)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--pack: '%s' holds no tokens to pack", path);
-    PP_CHECK(pack_pieces(p, &d->samples, err));
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' holds no tokens", flag, path);
+    PP_CHECK(pack_pieces(p, o->docs == PP_DOCS_PAD, &d->samples, err));
     PP_CHECK(add(d, "input_ids", PACK_INPUT, o->seq, err));
     PP_CHECK(add(d, o->labels ? o->labels : "labels", PACK_LABELS, o->seq, err));
     return add(d, "position_ids", PACK_POSITIONS, o->seq, err);
@@ -175,14 +186,14 @@ pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_
     int r = per_sample->rank;
     int64_t n = d->pack->seq;
     if (r < 2 || per_sample->dims[r - 1] != n || per_sample->dims[r - 2] != n)
-        return pp_error_set(err, PP_ERR_SHAPE, "--pack: the model's input '%s' takes a mask of %d dims per sample; "
+        return pp_error_set(err, PP_ERR_SHAPE, "%s: the model's input '%s' takes a mask of %d dims per sample; "
                             "packed documents need one of [..., %lld, %lld] (a [batch, seq] padding mask cannot keep "
                             "them apart: export the model with a 4-D mask, see docs/exporting.md)",
-                            name, r, (long long)n, (long long)n);
+                            ds_docs_flag(d->docs), name, r, (long long)n, (long long)n);
     if (t != PP_DTYPE_BOOL && t != PP_DTYPE_I64 && t != PP_DTYPE_I32 && t != PP_DTYPE_F32)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "--pack: the model's mask input '%s' is %s; onnxpipe writes "
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: the model's mask input '%s' is %s; onnxpipe writes "
                             "bool, int64, int32 (1: attend) or float32 (0 or -3.4e38, added to the scores)",
-                            name, pp_dtype_name(t));
+                            ds_docs_flag(d->docs), name, pp_dtype_name(t));
     pp_dataset_array *a = ds_add_array(d, name, err);
     if (!a) return PP_ERR_NOMEM;
     a->dtype = a->stored = t;
@@ -214,10 +225,18 @@ const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len)
 {
     if (!d->pack) return len ? (buf[0] = 0, buf) : buf;
     double total = (double)d->samples * (double)d->pack->seq;
-    snprintf(buf, len, "packed %lld documents (%lld tokens) into %lld samples of %lld tokens: %.2f%% padding",
-             (long long)d->documents, (long long)d->real_tokens, (long long)d->samples, (long long)d->pack->seq,
+    snprintf(buf, len, "%s %lld documents (%lld tokens) into %lld samples of %lld tokens: %.2f%% padding",
+             d->docs == PP_DOCS_PAD ? "padded" : "packed", (long long)d->documents, (long long)d->real_tokens, (long long)d->samples, (long long)d->pack->seq,
              100.0 * (total - (double)d->real_tokens) / total);
     return buf;
+}
+
+int64_t ds_pack_tokens(const pp_dataset *d, int64_t s)
+{
+    const pp_dataset_pack *p = d->pack;
+    int64_t n = 0;
+    for (int64_t k = p->first[s]; k < p->first[s + 1]; k++) n += p->pieces[k].len;
+    return n;
 }
 
 void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index) { d->pack->ignore = ignore_index; }

@@ -35,7 +35,19 @@ typedef struct run {
     int64_t stage_bytes;        /* this rank's stage allocations */
     train_straggler *straggler; /* --straggler-warn */
     train_straggler_note slow;  /* the last step's verdict */
+    double tokens;              /* trained so far in this run: tokens that are not padding (or samples) */
 } run;
+
+/* The tokens of a step's global batch that are not padding (packed data), else its tokens
+ * (or samples, for models without a token input). */
+static int64_t step_tokens(const run *r, int64_t step)
+{
+    int64_t n = 0;
+    if (!r->data->pack || !r->io.tokens_per_sample)
+        return r->cfg->batch * (r->io.tokens_per_sample ? r->io.tokens_per_sample : 1);
+    for (int64_t k = 0; k < r->cfg->batch; k++) n += ds_pack_tokens(r->data, pp_sampler_sample(&r->smp, step, k));
+    return n;
+}
 
 /* A mean loss seeds each microbatch with its labels' share of the global batch's weight
  * (stage/loss.c says why). The global batch's labels are weighed once per step, when its
@@ -314,8 +326,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
                       st, done);
         /* throughput over the training time: evaluations do not count */
         double train_s = pp_now() - t0 - r.eval_s;
-        double rate = (double)((step - resumed) * cfg->batch * (r.io.tokens_per_sample ? r.io.tokens_per_sample : 1)) /
-                      train_s;
+        r.tokens += (double)step_tokens(&r, step);
+        double rate = r.tokens / train_s;
         PP_CHECK_GOTO(watch_step(&r, &stats, rate, err), st, done);
         double elapsed = pp_now() - t0;
         res->steps_done = step;

@@ -72,7 +72,7 @@ pp_dataset_array *ds_add_array(pp_dataset *d, const char *name, pp_error *err);
 pp_status ds_open_format(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err);
 /* n integers of type stored at src as int64. */
 void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst);
-/* dataset_pack.c: --pack over ntok tokens of type t: documents [doc_first[i], doc_first[i + 1])
+/* dataset_pack.c: --pack or --pad over ntok tokens of type t: documents [doc_first[i], doc_first[i + 1])
  * (ndocs of them), or, doc_first NULL, split after each o->eos; fills d's samples and its
  * input_ids, labels and position_ids. add_mask adds the attention mask a model input of
  * per-sample shape [..., seq, seq] and dtype t takes. read builds sample s of a packed array;
@@ -82,7 +82,9 @@ pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int6
 pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_sample, pp_dtype t, pp_error *err);
 void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *dst);
 void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index);
+int64_t ds_pack_tokens(const pp_dataset *d, int64_t s);   /* sample s's tokens that are not padding */
 void ds_pack_free(pp_dataset_pack *p);
+const char *ds_docs_flag(pp_docs docs);   /* "--pack", "--pad" */
 
 /* preempt.c: --save-on-signal. Install catches the signals of the mask (bit s: signal s);
  * poll, collective over world after a step, says whether any rank got one: the signal,

@@ -14,6 +14,13 @@
 extern "C" {
 #endif
 
+/* How the documents of a token stream or an indexed dataset become samples of seq tokens:
+ * windows of the stream (documents run on, as nanoGPT and Megatron train), packed (--pack:
+ * first-fit decreasing, several per sample) or one per sample, padded (--pad). Packed and
+ * padded samples have input_ids, labels (ignore_index across documents and in padding) and
+ * position_ids restarting per document (train/dataset_pack.c). */
+typedef enum { PP_DOCS_WINDOWS = 0, PP_DOCS_PACK, PP_DOCS_PAD } pp_docs;
+
 /* ---- datasets ---------------------------------------------------------------
  * A dataset is read in place (mmapped) from what users have:
  * - onnxpipe's own directory with dataset.json:
@@ -51,8 +58,9 @@ typedef struct pp_dataset {
     size_t *map_lens;
     int nmaps;
     const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
-    pp_dataset_pack *pack;      /* --pack: the documents and the sequences they were packed into */
-    int64_t documents;          /* packed: documents and their tokens (the rest of samples x seq */
+    pp_docs docs;               /* how documents became samples */
+    pp_dataset_pack *pack;      /* --pack, --pad: the documents and the samples they were placed in */
+    int64_t documents;          /* packed or padded: documents and their tokens (the rest of samples x seq */
     int64_t real_tokens;        /* is padding) */
 } pp_dataset;
 
@@ -61,11 +69,9 @@ typedef struct pp_dataset_options {
     int64_t seq;                /* tokens per sample of a token stream or indexed dataset (--seq) */
     const char *labels;         /* the labels array's name (default "labels") */
     pp_dtype token_dtype;       /* a raw .bin stream's tokens: U16 (default) or U32 */
-    int pack;                   /* 1: documents packed into samples of seq tokens (--pack): input_ids,
-                                   labels (ignore_index across documents and in padding) and
-                                   position_ids restarting per document */
+    pp_docs docs;               /* windows (default), --pack or --pad */
     int64_t eos;                /* a token stream's end-of-document token (--eos; -1: none) */
-    int64_t ignore_index;       /* the labels of packed padding and document ends */
+    int64_t ignore_index;       /* the labels of padding and document ends (packed or padded) */
 } pp_dataset_options;
 
 /* Local. The caller frees it with pp_dataset_close; the arrays belong to d. find is Thread-safe. */
@@ -74,8 +80,8 @@ PP_API pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *er
 PP_API pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp_dataset **out, pp_error *err);
 PP_API void pp_dataset_close(pp_dataset *d);
 PP_API const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name);
-/* A packed dataset's line "packed D documents (N tokens) into S samples of T tokens: P% padding"
- * into buf; "" for others. Local. Thread-safe. */
+/* A packed or padded dataset's line "packed D documents (N tokens) into S samples of T tokens:
+ * P% padding" into buf; "" for others. Local. Thread-safe. */
 PP_API const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len);
 /* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Local. Thread-safe. */
 PP_API void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst);
@@ -162,7 +168,7 @@ typedef struct pp_train_config {
                                        stream, a Megatron indexed dataset) */
     int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
     pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
-    int pack;                       /* --pack: documents packed into samples of seq (pp_dataset_options) */
+    pp_docs docs;                   /* --pack, --pad: documents into samples of seq (pp_dataset_options) */
     int64_t eos;                    /* --eos: a token stream's end-of-document token; -1: none */
     int pp, dp;
     const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */

@@ -2,11 +2,13 @@
 documents cut into pieces of at most seq tokens, first-fit decreasing (longest first, ties in
 document order; each into the first sequence with room), input_ids padded with the eos
 token (0 without one), labels the next token of the same document else -100, position_ids from 0 in each
-piece, and a [1, seq, seq] mask: causal within a piece, a padding token sees itself.
+piece, and a [1, seq, seq] mask: causal within a piece, a padding token sees itself;
+--pad: each piece a sample of its own.
 
   pack_ref.py show ONNXPIPE WORKDIR    a token stream (EOS-separated) and a Megatron indexed
                                        dataset (megatron-core) of log-normal document lengths:
-                                       every sample of `onnxpipe data show --pack` equals the
+                                       every sample of `onnxpipe data show --pack` (and of the
+                                       stream's --pad) equals the
                                        rule's, and the padding fraction printed is the rule's
   pack_ref.py llama ONNXPIPE WORKDIR   a random-init HF Llama exported by both exporters with a
                                        4-D attention_mask and position_ids; onnxpipe trains 10
@@ -37,9 +39,11 @@ def documents(seed, n, vocab, longest):
     return docs
 
 
-def pack(lengths, seq):
-    """The rule: [(document, offset, length), ...] per sequence."""
+def pack(lengths, seq, pad=False):
+    """The rule: [(document, offset, length), ...] per sequence (--pad: a piece each)."""
     pieces = [(d, off, min(seq, n - off)) for d, n in enumerate(lengths) for off in range(0, n, seq)]
+    if pad:
+        return [[p] for p in pieces]
     pieces.sort(key=lambda p: (-p[2], p[0], p[1]))
     bins, room = [], []
     for p in pieces:
@@ -52,8 +56,8 @@ def pack(lengths, seq):
     return bins
 
 
-def arrays(docs, seq, pad):
-    bins = pack([len(d) for d in docs], seq)
+def arrays(docs, seq, pad, pad_only=False):
+    bins = pack([len(d) for d in docs], seq, pad_only)
     n = len(bins)
     out = {"input_ids": np.full((n, seq), pad, np.int64), "labels": np.full((n, seq), IGNORE, np.int64),
            "position_ids": np.zeros((n, seq), np.int64), "attention_mask": np.zeros((n, 1, seq, seq), np.int64)}
@@ -88,7 +92,7 @@ def write_megatron(prefix, docs):
 
 
 def show(onnxpipe, path, n, extra=()):
-    r = subprocess.run([onnxpipe, "data", "show", path, "--seq", str(SEQ), "--pack", *extra, "--count", str(n)],
+    r = subprocess.run([onnxpipe, "data", "show", path, "--seq", str(SEQ), *extra, "--count", str(n)],
                        capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"onnxpipe data show {path}: {r.stderr.strip()}")
@@ -102,13 +106,15 @@ def check_show(onnxpipe, work):
     write_megatron(os.path.join(work, "mega"), docs)
     bad = 0
     # a stream pads with its --eos token; the indexed dataset, given none, with 0
-    for path, extra, pad in ((os.path.join(work, "docs.bin"), ("--eos", str(EOS)), EOS),
-                             (os.path.join(work, "mega"), (), 0)):
-        want, padding = arrays(docs, SEQ, pad)
+    for path, extra, pad in ((os.path.join(work, "docs.bin"), ("--pack", "--eos", str(EOS)), EOS),
+                             (os.path.join(work, "mega"), ("--pack",), 0),
+                             (os.path.join(work, "docs.bin"), ("--pad", "--eos", str(EOS)), EOS)):
+        want, padding = arrays(docs, SEQ, pad, "--pad" in extra)
         n = len(want["input_ids"])
         head, got = show(onnxpipe, path, n, extra)
+        before = bad
         line = next((ln for ln in head if "padding" in ln), "")
-        print(f"{os.path.basename(path)}: {head[0]}\n  {line.strip()}")
+        print(f"{os.path.basename(path)} {' '.join(extra)}: {head[0]}\n  {line.strip()}")
         if len(got) != n or f"into {n} samples" not in line or f"{100 * padding:.2f}% padding" not in line:
             print(f"  FAIL: the rule makes {n} samples with {100 * padding:.2f}% padding")
             bad += 1
@@ -118,7 +124,7 @@ def check_show(onnxpipe, work):
                     print(f"  FAIL: sample {s} {k}: {row[k]}\n        the rule: {want[k][s].tolist()}")
                     bad += 1
         print(f"  {len(got)} samples x input_ids, labels, position_ids compared with the rule: "
-              f"{'equal' if not bad else 'DIFFER'}")
+              f"{'equal' if bad == before else 'DIFFER'}")
     return bad
 
 
