@@ -174,6 +174,8 @@ void pp_dataset_close(pp_dataset *d)
     free(d->maps);
     free(d->map_lens);
     ds_pack_free(d->pack);
+    free(d->bucket_len);
+    free(d->bucket_first);
     free(d->dir);
     free(d);
 }

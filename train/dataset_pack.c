@@ -83,20 +83,10 @@ static int by_length(const void *x, const void *y)
 
 /* First-fit decreasing over a max tree of the sequences' free room: the first sequence
  * with room for len is found in log(sequences) steps. Unused sequences have room seq,
- * so the first of them is where a piece nothing else takes goes. */
-static pp_status pack_pieces(pp_dataset_pack *p, int pad, int64_t *samples, pp_error *err)
+ * so the first of them is where a piece nothing else takes goes. bin[i]: piece i's. */
+static int64_t first_fit(pp_dataset_pack *p, int64_t *room, int64_t leaves, int64_t *bin)
 {
-    if (pad) {   /* --pad: sample s is piece s */
-        if (!(p->first = malloc((size_t)(p->npieces + 1) * sizeof *p->first))) return PP_NOMEM(err);
-        for (int64_t s = 0; s <= p->npieces; s++) p->first[s] = s;
-        *samples = p->npieces;
-        return PP_OK;
-    }
     qsort(p->pieces, (size_t)p->npieces, sizeof *p->pieces, by_length);
-    int64_t leaves = 1;
-    while (leaves < p->npieces) leaves *= 2;
-    int64_t *room = malloc((size_t)(2 * leaves) * sizeof *room), *bin = malloc((size_t)p->npieces * sizeof *bin);
-    if (!room || !bin) return free(room), free(bin), PP_NOMEM(err);
     for (int64_t i = 0; i < 2 * leaves; i++) room[i] = p->seq;
     int64_t used = 0;
     for (int64_t i = 0; i < p->npieces; i++) {
@@ -107,21 +97,63 @@ static pp_status pack_pieces(pp_dataset_pack *p, int pad, int64_t *samples, pp_e
         for (room[node] -= len, node /= 2; node >= 1; node /= 2)
             room[node] = room[2 * node] > room[2 * node + 1] ? room[2 * node] : room[2 * node + 1];
     }
-    free(room);
-    piece *sorted = malloc((size_t)p->npieces * sizeof *sorted);
-    p->first = calloc((size_t)used + 1, sizeof *p->first);
-    if (!sorted || !p->first) return free(sorted), free(bin), PP_NOMEM(err);
-    for (int64_t i = 0; i < p->npieces; i++) p->first[bin[i] + 1]++;
+    return used;
+}
+
+/* The smallest of the n buckets (ascending) that holds len tokens. */
+static int bucket_of(const int64_t *buckets, int n, int64_t len)
+{
+    int b = 0;
+    while (b < n - 1 && buckets[b] < len) b++;
+    return b;
+}
+
+/* Pieces into samples (--pack: first_fit; --pad: one each, in document order), then the
+ * samples in order of their bucket (stable; d->bucket_first[b] is bucket b's first), and
+ * p->first / p->pieces in that order. */
+static pp_status place(pp_dataset *d, pp_dataset_pack *p, const pp_dataset_options *o, pp_error *err)
+{
+    int64_t leaves = 1, n = p->npieces, used = n;
+    while (leaves < n) leaves *= 2;
+    int64_t *bin = malloc((size_t)n * sizeof *bin), *work = malloc((size_t)(2 * leaves + 1) * sizeof *work);
+    piece *sorted = malloc((size_t)n * sizeof *sorted);
+    p->first = calloc((size_t)n + 1, sizeof *p->first);
+    int nb = o->nbuckets > 0 ? o->nbuckets : 1;
+    d->bucket_first = calloc((size_t)nb + 1, sizeof *d->bucket_first);
+    if (!bin || !work || !sorted || !p->first || !d->bucket_first) {
+        free(bin), free(work), free(sorted);
+        return PP_NOMEM(err);
+    }
+    if (o->docs == PP_DOCS_PAD)
+        for (int64_t i = 0; i < n; i++) bin[i] = i;
+    else
+        used = first_fit(p, work, leaves, bin);
+    /* fill of each sample (in work), its bucket, and its place: bucket by bucket */
+    memset(work, 0, (size_t)used * sizeof *work);
+    for (int64_t i = 0; i < n; i++) work[bin[i]] += p->pieces[i].len;
+    for (int64_t s = 0; s < used; s++) {
+        work[s] = o->nbuckets > 0 ? bucket_of(o->buckets, o->nbuckets, work[s]) : 0;
+        d->bucket_first[work[s] + 1]++;
+    }
+    for (int b = 0; b < nb; b++) d->bucket_first[b + 1] += d->bucket_first[b];
+    int64_t *at = calloc((size_t)nb, sizeof *at), *order = malloc((size_t)used * sizeof *order);
+    if (!at || !order) {
+        free(bin), free(work), free(sorted), free(at), free(order);
+        return PP_NOMEM(err);
+    }
+    for (int64_t s = 0; s < used; s++) order[s] = d->bucket_first[work[s]] + at[work[s]]++;
+    /* p->first by counting pieces per sample, then the pieces in sample order */
+    for (int64_t i = 0; i < n; i++) p->first[order[bin[i]] + 1]++;
     for (int64_t s = 0; s < used; s++) p->first[s + 1] += p->first[s];
-    int64_t *next = malloc((size_t)used * sizeof *next);
-    if (!next) return free(sorted), free(bin), PP_NOMEM(err);
-    memcpy(next, p->first, (size_t)used * sizeof *next);
-    for (int64_t i = 0; i < p->npieces; i++) sorted[next[bin[i]]++] = p->pieces[i];
-    free(next);
-    free(bin);
+    memcpy(work, p->first, (size_t)used * sizeof *work);
+    for (int64_t i = 0; i < n; i++) sorted[work[order[bin[i]]]++] = p->pieces[i];
     free(p->pieces);
     p->pieces = sorted;
-    *samples = used;
+    d->samples = used;
+    free(bin), free(work), free(at), free(order);
+    if (!(d->bucket_len = malloc((size_t)nb * sizeof *d->bucket_len))) return PP_NOMEM(err);
+    for (int b = 0; b < nb; b++) d->bucket_len[b] = o->nbuckets > 0 ? o->buckets[b] : p->seq;
+    d->nbuckets = o->nbuckets;
     return PP_OK;
 }
 
@@ -143,6 +175,11 @@ pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int6
     if (o->seq < 1)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: pass --seq T, the tokens per sample (the model's sequence "
                             "length)", flag);
+    for (int b = 0; b < o->nbuckets; b++)
+        if (o->buckets[b] < 1 || (b > 0 && o->buckets[b] <= o->buckets[b - 1]) ||
+            (b == o->nbuckets - 1 && o->buckets[b] != o->seq))
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "--seq-buckets: the lengths must rise and the last be --seq "
+                                "%lld (bucket %d is %lld)", (long long)o->seq, b + 1, (long long)o->buckets[b]);
     if (!doc_first && o->eos < 0)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' is a flat token stream; pass --eos ID, the token "
                             "that ends each document (e.g. 50256 for GPT-2's <|endoftext|>)", flag, path);
@@ -175,7 +212,7 @@ pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int6
     free(split);
     if (p->npieces == 0)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' holds no tokens", flag, path);
-    PP_CHECK(pack_pieces(p, o->docs == PP_DOCS_PAD, &d->samples, err));
+    PP_CHECK(place(d, p, o, err));
     PP_CHECK(add(d, "input_ids", PACK_INPUT, o->seq, err));
     PP_CHECK(add(d, o->labels ? o->labels : "labels", PACK_LABELS, o->seq, err));
     return add(d, "position_ids", PACK_POSITIONS, o->seq, err);

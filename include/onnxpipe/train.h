@@ -62,6 +62,9 @@ typedef struct pp_dataset {
     pp_dataset_pack *pack;      /* --pack, --pad: the documents and the samples they were placed in */
     int64_t documents;          /* packed or padded: documents and their tokens (the rest of samples x seq */
     int64_t real_tokens;        /* is padding) */
+    int nbuckets;               /* --seq-buckets: 0, or the samples in order of their bucket: bucket b */
+    int64_t *bucket_len;        /* holds bucket_len[b] tokens (padding included) in samples */
+    int64_t *bucket_first;      /* bucket_first[b] .. bucket_first[b + 1] - 1 */
 } pp_dataset;
 
 /* How a token stream becomes samples. */
@@ -72,6 +75,8 @@ typedef struct pp_dataset_options {
     pp_docs docs;               /* windows (default), --pack or --pad */
     int64_t eos;                /* a token stream's end-of-document token (--eos; -1: none) */
     int64_t ignore_index;       /* the labels of padding and document ends (packed or padded) */
+    const int64_t *buckets;     /* --seq-buckets (packed or padded): ascending lengths, the last seq; */
+    int nbuckets;               /* a sample's bucket is the shortest that holds its tokens */
 } pp_dataset_options;
 
 /* Local. The caller frees it with pp_dataset_close; the arrays belong to d. find is Thread-safe. */
