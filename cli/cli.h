@@ -39,6 +39,8 @@ void cli_job_end(void);
  * [lo, hi]; otherwise prints an error naming the option and returns 0. */
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
+/* "A,B,C": at most max integers in [lo, hi] into out, their count in *n (>= 1). */
+int cli_parse_int_list(const char *opt, const char *s, long long lo, long long hi, int max, int64_t *out, int *n);
 /* --token-dtype: uint16 or uint32 (a raw token stream's); 0 and a usage error otherwise. */
 int cli_parse_token_dtype(const char *s, pp_dtype *out);
 

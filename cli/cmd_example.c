@@ -73,18 +73,7 @@ static int flag_is(const char *arg, const char *flag)
 /* "64,64" -> hidden widths; returns 0 after printing an error. */
 static int parse_hidden(const char *s, pp_mlp_config *c)
 {
-    c->nhidden = 0;
-    char buf[512];
-    if (strlen(s) >= sizeof buf) return !cli_usage_error(NULL, "--hidden list too long");
-    strcpy(buf, s);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (c->nhidden == PP_MLP_MAX_HIDDEN)
-            return !cli_usage_error(NULL, "--hidden lists more than %d layers", PP_MLP_MAX_HIDDEN);
-        long long v;
-        if (!cli_parse_int("--hidden", tok, 1, MAX_DIM, &v)) return 0;
-        c->hidden[c->nhidden++] = v;
-    }
-    return 1;
+    return cli_parse_int_list("--hidden", s, 1, MAX_DIM, PP_MLP_MAX_HIDDEN, c->hidden, &c->nhidden);
 }
 
 /* Parses argv[2..] into the integer options, --loss, --hidden (when mlp != NULL),

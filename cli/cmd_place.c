@@ -50,15 +50,7 @@ typedef struct args {
 /* "B,B,..." into v[n]; one value fills every stage. */
 static int parse_list(const char *opt, const char *s, int n, int64_t *v)
 {
-    char *copy = pp_strdup(s);
-    if (!copy) return !cli_usage_error(NULL, "out of memory");
-    int k = 0, ok = 1;
-    for (char *tok = strtok(copy, ","); tok && ok; tok = strtok(NULL, ",")) {
-        long long x;
-        if (k == n) ok = !cli_usage_error(NULL, "%s has more than %d values (one per stage)", opt, n);
-        else if ((ok = cli_parse_int(opt, tok, 0, INT64_MAX, &x))) v[k++] = x;
-    }
-    free(copy);
+    int k = 0, ok = cli_parse_int_list(opt, s, 0, INT64_MAX, n, v, &k);
     if (ok && k == 1) for (int i = 1; i < n; i++) v[i] = v[0];
     else if (ok && k != n)
         ok = !cli_usage_error("give one value per stage, or one for all", "%s has %d values for %d stages", opt, k, n);

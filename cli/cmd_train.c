@@ -23,7 +23,9 @@ static void usage(FILE *out)
             "                         stop at each document's end, position_ids restart, and a model input\n"
             "                         named *mask* of [batch, .., T, T] gets each document's causal mask\n"
             "  --pad                  one document per sample instead, padded to --seq (cut where longer)\n"
-            "  --eos ID               the token that ends a document in a stream (--pack, --pad)\n\n"
+            "  --eos ID               the token that ends a document in a stream (--pack, --pad)\n"
+            "  --seq-buckets A,B,..   with --pad or --pack: each sample in the shortest of these lengths\n"
+            "                         that holds it (the last is --seq); a global batch has one length\n\n"
             "layout:\n"
             "  --device KIND          auto | cpu | cuda (default auto: a GPU when one works)\n"
             "  --pp P                 pipeline stages (default 1)\n"
@@ -131,6 +133,7 @@ static int parse_signals(const char *v, uint64_t *mask)
 }
 
 #define MAX_DIMS 16
+#define MAX_BUCKETS 32
 
 /* --profile-steps A:B (or A: one step) with 1 <= A <= B. */
 static int parse_range(const char *v, int64_t *first, int64_t *last)
@@ -162,6 +165,7 @@ static char *join_args(int argc, char **argv)
 int cmd_train(int argc, char **argv)
 {
     pp_dim_binding dims[MAX_DIMS];
+    int64_t buckets[MAX_BUCKETS];
     pp_train_config c;
     cli_train_defaults(&c);
     c.dims = dims;
@@ -216,6 +220,11 @@ int cmd_train(int argc, char **argv)
         INT_OPT("--eos", 0, 1LL << 40, c.eos)
         else if (!strcmp(a, "--pack")) c.docs = PP_DOCS_PACK;
         else if (!strcmp(a, "--pad")) c.docs = PP_DOCS_PAD;
+        else if (!strcmp(a, "--seq-buckets")) {
+            if (!cli_parse_int_list(a, v, 1, 1LL << 30, MAX_BUCKETS, buckets, &c.nseq_buckets)) return 2;
+            c.seq_buckets = buckets;
+            i++;
+        }
         INT_OPT("--warmup", 0, 1LL << 40, c.lr.warmup)
         INT_OPT("--bucket-kb", 1, 1LL << 30, c.bucket_bytes)
         INT_OPT("--seed", 0, 1LL << 62, c.seed)
@@ -274,6 +283,9 @@ int cmd_train(int argc, char **argv)
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
     if (c.eos >= 0 && !c.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
+    if (c.nseq_buckets && !c.docs)
+        return cli_usage_error("add --pad (or --pack)", "--seq-buckets sorts documents by length: it needs --pad or --pack");
+    if (c.nseq_buckets && !c.seq) c.seq = buckets[c.nseq_buckets - 1];
     if ((c.save_every || c.keep || c.save_sync || c.save_signals) && !c.save_dir)
         return cli_usage_error("add --save DIR", "--save-every, --keep, --save-sync and --save-on-signal need --save");
     if (c.save_dir && !signals_given) c.save_signals = 1ull << SIGTERM;

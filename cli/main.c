@@ -68,6 +68,25 @@ int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, lo
     return 1;
 }
 
+int cli_parse_int_list(const char *opt, const char *s, long long lo, long long hi, int max, int64_t *out, int *n)
+{
+    *n = 0;
+    for (const char *p = s; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[32];
+        long long v;
+        if (*n == max) return !cli_usage_error(NULL, "%s takes at most %d values", opt, max);
+        if (len >= sizeof tok) return !cli_usage_error(NULL, "%s: '%.*s' is not an integer", opt, (int)len, p);
+        snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+        if (!cli_parse_int(opt, tok, lo, hi, &v)) return 0;
+        out[(*n)++] = v;
+        p = comma ? comma + 1 : NULL;
+    }
+    if (*n == 0) return !cli_usage_error("e.g. 1,2,4", "%s needs a comma-separated list of integers", opt);
+    return 1;
+}
+
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out)
 {
     char *end;

@@ -201,16 +201,31 @@ void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst)
         }
 }
 
-void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst)
+size_t pp_dataset_sample_bytes(const pp_dataset_array *a, int64_t len)
 {
+    if (!a->packed || len <= 0) return a->sample_bytes;
+    size_t n = a->sample_bytes / (size_t)a->shape.dims[a->shape.rank - 1], mask = a->shape.rank >= 2 &&
+               a->shape.dims[a->shape.rank - 2] == a->shape.dims[a->shape.rank - 1];
+    return mask ? n / (size_t)a->shape.dims[a->shape.rank - 1] * (size_t)(len * len) : n * (size_t)len;
+}
+
+void pp_dataset_read_len(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, int64_t len,
+                         void *dst)
+{
+    size_t bytes = pp_dataset_sample_bytes(a, len);
     for (int64_t i = 0; i < count; i++) {
         int64_t s = (first + i) % d->samples;
         const char *src = (const char *)a->data + (size_t)s * a->stride;
-        char *out = (char *)dst + (size_t)i * a->sample_bytes;
-        if (a->packed) ds_pack_read(d, a, s, out);
+        char *out = (char *)dst + (size_t)i * bytes;
+        if (a->packed) ds_pack_read(d, a, s, len > 0 ? len : a->shape.dims[a->shape.rank - 1], out);
         else if (a->stored == a->dtype) memcpy(out, src, a->sample_bytes);
         else ds_widen(a->stored, src, (int64_t)(a->sample_bytes / sizeof(int64_t)), (int64_t *)out);
     }
+}
+
+void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst)
+{
+    pp_dataset_read_len(d, a, first, count, 0, dst);
 }
 
 static pp_status write_bytes(const char *path, const void *data, size_t n, pp_error *err)

@@ -240,11 +240,13 @@ pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_
     return PP_OK;
 }
 
-/* One sample's mask: row i may see column j when both are in one piece and j <= i; a
- * padding row sees only itself. Written for one [seq, seq] block, copied to the rest. */
-static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int64_t s, char *dst)
+/* One sample's mask at length n: row i may see column j when both are in one piece and
+ * j <= i; a padding row sees only itself. Written for one [n, n] block, copied to the
+ * leading dims' others. */
+static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int64_t s, int64_t n, char *dst)
 {
-    int64_t n = p->seq, b = 0;
+    int64_t b = 0, lead = 1;
+    for (int k = 0; k < a->shape.rank - 2; k++) lead *= a->shape.dims[k];
     size_t es = pp_dtype_size(a->dtype);
     float keep = 0.0f, drop = -3.4028234663852886e38f;
     int64_t one = 1, zero = 0;
@@ -255,7 +257,7 @@ static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int6
             for (int64_t j = b; j <= i; j++) memcpy(dst + (size_t)(i * n + j) * es, yes, es);
     for (int64_t i = b; i < n; i++) memcpy(dst + (size_t)(i * n + i) * es, yes, es);
     size_t block = (size_t)(n * n) * es;
-    for (size_t at = block; at < a->sample_bytes; at += block) memcpy(dst + at, dst, block);
+    for (int64_t k = 1; k < lead; k++) memcpy(dst + (size_t)k * block, dst, block);
 }
 
 const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len)
@@ -278,11 +280,11 @@ int64_t ds_pack_tokens(const pp_dataset *d, int64_t s)
 
 void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index) { d->pack->ignore = ignore_index; }
 
-void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *dst)
+void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int64_t len, void *dst)
 {
     const pp_dataset_pack *p = d->pack;
     if (a->packed == PACK_MASK) {
-        write_mask(p, a, s, dst);
+        write_mask(p, a, s, len, dst);
         return;
     }
     int64_t *out = dst, at = 0;
@@ -302,5 +304,5 @@ void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, voi
         at += c->len;
     }
     int64_t fill = a->packed == PACK_INPUT ? p->pad : a->packed == PACK_LABELS ? p->ignore : 0;
-    for (; at < p->seq; at++) out[at] = fill;
+    for (; at < len; at++) out[at] = fill;
 }

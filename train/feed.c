@@ -51,7 +51,8 @@ pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, int64_t
     for (int i = 0; i < f->ninputs; i++) {
         const pp_trainer_input *p = &f->inputs[i];
         const pp_dataset_array *a = pp_dataset_find(d, p->name);
-        if (!a || a->sample_bytes * (size_t)f->samples != p->nbytes)   /* train_check_data said why before step 1 */
+        size_t bytes = a ? pp_dataset_sample_bytes(a, pp_sampler_len(smp, d, step)) : 0;   /* the step's length */
+        if (!a || bytes * (size_t)f->samples != p->nbytes)   /* train_check_data said why before step 1 */
             return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %zu bytes per sample",
                                 d->dir, p->name, p->nbytes / (size_t)(f->samples > 0 ? f->samples : 1));
         pp_sampler_read(smp, d, a, step, f->offset, f->samples, p->data);

@@ -43,6 +43,16 @@ void pp_sampler_init(pp_sampler *s, int64_t samples, int64_t batch, int shuffle,
     s->shuffle = shuffle;
     s->seed = seed;
     s->start = 0;
+    s->nbuckets = 0;
+    s->bucket_first = NULL;
+}
+
+void pp_sampler_set_buckets(pp_sampler *s, int nbuckets, const int64_t *bucket_first)
+{
+    s->nbuckets = nbuckets;
+    s->bucket_first = bucket_first;
+    s->steps_per_epoch = 0;
+    for (int b = 0; b < nbuckets && s->batch > 0; b++) s->steps_per_epoch += (bucket_first[b + 1] - bucket_first[b]) / s->batch;
 }
 
 /* Place `offset` of step's global batch in the stream of samples read since the start
@@ -57,22 +67,55 @@ int64_t pp_sampler_epoch(const pp_sampler *s, int64_t step)
     return position(s, step, 0) / (s->steps_per_epoch * s->batch);
 }
 
+/* Bucketed: the epoch's j-th batch is batch `*index` of bucket b (the epoch's batches
+ * bucket by bucket, taken in a seeded order). */
+static int bucket_batch(const pp_sampler *s, int64_t epoch, int64_t j, int64_t *index)
+{
+    int64_t k = (int64_t)pp_shuffle_index(s->seed ^ 0x5bd1e995ULL, (uint64_t)epoch, (uint64_t)j,
+                                          (uint64_t)s->steps_per_epoch);
+    int b = 0;
+    for (int64_t n; b < s->nbuckets - 1 && k >= (n = (s->bucket_first[b + 1] - s->bucket_first[b]) / s->batch); b++)
+        k -= n;
+    *index = k;
+    return b;
+}
+
+int pp_sampler_bucket(const pp_sampler *s, int64_t step)
+{
+    if (s->nbuckets == 0 || s->steps_per_epoch == 0) return 0;
+    int64_t p = position(s, step, 0), per_epoch = s->steps_per_epoch * s->batch, index;
+    return bucket_batch(s, p / per_epoch, p % per_epoch / s->batch, &index);
+}
+
 int64_t pp_sampler_sample(const pp_sampler *s, int64_t step, int64_t offset)
 {
     int64_t per_epoch = s->steps_per_epoch * s->batch, p = position(s, step, offset);
+    if (s->nbuckets > 0 && s->steps_per_epoch > 0) {
+        int64_t epoch = p / per_epoch, index;
+        int b = bucket_batch(s, epoch, p % per_epoch / s->batch, &index);
+        int64_t first = s->bucket_first[b], n = s->bucket_first[b + 1] - first, k = index * s->batch + p % s->batch;
+        return first + (s->shuffle ? (int64_t)pp_shuffle_index(s->seed + (uint64_t)b, (uint64_t)epoch, (uint64_t)k,
+                                                                (uint64_t)n) : k);
+    }
     int64_t epoch = p / per_epoch, i = p % per_epoch;
     i %= s->samples;   /* only a batch larger than the dataset wraps */
     return s->shuffle ? (int64_t)pp_shuffle_index(s->seed, (uint64_t)epoch, (uint64_t)i, (uint64_t)s->samples) : i;
 }
 
+int64_t pp_sampler_len(const pp_sampler *s, const pp_dataset *d, int64_t step)
+{
+    return s->nbuckets > 0 ? d->bucket_len[pp_sampler_bucket(s, step)] : 0;
+}
+
 void pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
                      int64_t offset, int64_t count, void *dst)
 {
-    int64_t per_epoch = s->steps_per_epoch * s->batch;
+    int64_t per_epoch = s->steps_per_epoch * s->batch, len = pp_sampler_len(s, d, step);
     if (!s->shuffle && position(s, step, offset) % per_epoch + count <= per_epoch) {   /* contiguous: one copy */
-        pp_dataset_read(d, a, pp_sampler_sample(s, step, offset), count, dst);
+        pp_dataset_read_len(d, a, pp_sampler_sample(s, step, offset), count, len, dst);
         return;
     }
+    size_t bytes = pp_dataset_sample_bytes(a, len);
     for (int64_t k = 0; k < count; k++)
-        pp_dataset_read(d, a, pp_sampler_sample(s, step, offset + k), 1, (char *)dst + (size_t)k * a->sample_bytes);
+        pp_dataset_read_len(d, a, pp_sampler_sample(s, step, offset + k), 1, len, (char *)dst + (size_t)k * bytes);
 }

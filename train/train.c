@@ -63,9 +63,10 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
     if (!r->labels && !(r->labels = malloc((size_t)r->cfg->batch * a->sample_bytes))) return PP_NOMEM(err);
     if (!r->mb_weight && !(r->mb_weight = malloc((size_t)groups * sizeof *r->mb_weight))) return PP_NOMEM(err);
     if (r->counted_step != step) {
+        size_t bytes = pp_dataset_sample_bytes(a, pp_sampler_len(&r->smp, r->data, step));   /* this step's length */
         pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->batch, r->labels);
-        r->counted_global = pp_loss_labels_weight(&l, r->labels, groups,
-                                                  mb * (int64_t)(a->sample_bytes / sizeof(int64_t)), r->mb_weight);
+        r->counted_global = pp_loss_labels_weight(&l, r->labels, groups, mb * (int64_t)(bytes / sizeof(int64_t)),
+                                                  r->mb_weight);
         r->counted_step = step;
     }
     pp_stage_set_loss_weight(s, slot, r->mb_weight[offset / mb], r->counted_global);
@@ -153,6 +154,10 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
                             c->data, (long long)r->data->samples, (long long)c->batch);
     pp_sampler_init(&r->smp, r->data->samples, c->batch, c->shuffle, c->seed);
+    if (r->data->nbuckets) pp_sampler_set_buckets(&r->smp, r->data->nbuckets, r->data->bucket_first);
+    if (r->smp.steps_per_epoch == 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s': no sequence bucket holds a batch of %lld samples; "
+                            "use fewer buckets or a smaller --batch", c->data, (long long)c->batch);
     if (c->epochs > 0) c->steps = c->epochs * r->smp.steps_per_epoch;
     c->lr.steps = c->steps;
     pp_trainer_config tc = {

@@ -75,12 +75,13 @@ void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst);
 /* dataset_pack.c: --pack or --pad over ntok tokens of type t: documents [doc_first[i], doc_first[i + 1])
  * (ndocs of them), or, doc_first NULL, split after each o->eos; fills d's samples and its
  * input_ids, labels and position_ids. add_mask adds the attention mask a model input of
- * per-sample shape [..., seq, seq] and dtype t takes. read builds sample s of a packed array;
+ * per-sample shape [..., seq, seq] and dtype t takes. read builds sample s of a packed array at
+ * len tokens (its bucket's length or more: what is past its pieces is padding);
  * set_ignore sets the label of padding and document ends (o->ignore_index at open). */
 pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int64_t ntok, pp_dtype t,
                        const int64_t *doc_first, int64_t ndocs, const pp_dataset_options *o, pp_error *err);
 pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_sample, pp_dtype t, pp_error *err);
-void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *dst);
+void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int64_t len, void *dst);
 void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index);
 int64_t ds_pack_tokens(const pp_dataset *d, int64_t s);   /* sample s's tokens that are not padding */
 void ds_pack_free(pp_dataset_pack *p);

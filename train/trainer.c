@@ -389,7 +389,8 @@ pp_stage_options pp_train_stage_options(const pp_train_config *c)
 pp_dataset_options pp_train_dataset_options(const pp_train_config *c)
 {
     return (pp_dataset_options){.seq = c->seq, .labels = c->loss.labels, .token_dtype = c->token_dtype,
-                                .docs = c->docs, .eos = c->eos, .ignore_index = c->loss.ignore_index};
+                                .docs = c->docs, .eos = c->eos, .ignore_index = c->loss.ignore_index,
+                                .buckets = c->seq_buckets, .nbuckets = c->nseq_buckets};
 }
 
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */

@@ -90,6 +90,12 @@ PP_API const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *
 PP_API const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len);
 /* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Local. Thread-safe. */
 PP_API void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst);
+/* The same at sequence length len (packed or padded samples of a bucket no longer than len:
+ * token arrays [len], masks [.., len, len]); len 0: the full length. sample_bytes: one
+ * sample's bytes at len. Local. Thread-safe. */
+PP_API void pp_dataset_read_len(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count,
+                                int64_t len, void *dst);
+PP_API size_t pp_dataset_sample_bytes(const pp_dataset_array *a, int64_t len);
 /* Byte-level language-model data from any file: vocab 256, samples of seq tokens
  * (input_ids) with the next tokens as labels, non-overlapping windows. Local. */
 PP_API pp_status pp_dataset_write_text(const char *text_path, const char *dir, int64_t seq, pp_error *err);
@@ -104,19 +110,34 @@ PP_API pp_status pp_dataset_write_text_split(const char *text_path, const char *
  * x batch ... of the stream of samples (start: what a resumed run's checkpoint had read
  * before its first step). With shuffle, epoch e reads its samples in the permutation
  * pp_shuffle_index(seed, e, ., samples): a pure function, so every layout, and a job
- * resumed at any step, reads the same global order. */
+ * resumed at any step, reads the same global order.
+ * With sequence buckets (a dataset's samples in order of their bucket), a global batch
+ * comes from one bucket: an epoch is each bucket's whole batches, in a seeded order that
+ * mixes the buckets (pp_shuffle_index over the epoch's batches, shuffle or not), each
+ * bucket's samples in order or, with shuffle, permuted within the bucket. */
 typedef struct pp_sampler {
     int64_t samples, batch, steps_per_epoch;
     int shuffle;
     uint64_t seed;
     int64_t start;              /* 0 at init */
+    int nbuckets;               /* 0, or the buckets of pp_sampler_set_buckets */
+    const int64_t *bucket_first;
 } pp_sampler;
 /* Local; epoch and sample are Thread-safe (pure). */
 PP_API void pp_sampler_init(pp_sampler *s, int64_t samples, int64_t batch, int shuffle, uint64_t seed);
 PP_API int64_t pp_sampler_epoch(const pp_sampler *s, int64_t step);                 /* 0-based, step from 1 */
+/* Batches from buckets: bucket b holds samples bucket_first[b] .. bucket_first[b + 1] - 1
+ * (borrowed; a dataset's). Sets steps_per_epoch; 0 when no bucket holds a whole batch. */
+PP_API void pp_sampler_set_buckets(pp_sampler *s, int nbuckets, const int64_t *bucket_first);
+/* The bucket of step's global batch (0 without buckets). Thread-safe (pure). */
+PP_API int pp_sampler_bucket(const pp_sampler *s, int64_t step);
 /* The dataset sample at place `offset` (0 .. batch-1) of step's global batch. Local. Thread-safe. */
 PP_API int64_t pp_sampler_sample(const pp_sampler *s, int64_t step, int64_t offset);
-/* Copies the samples at places offset .. offset+count-1 of step's global batch into dst. Local. Thread-safe. */
+/* The sequence length of step's global batch: its bucket's (d's buckets, set on s), or 0
+ * without buckets (the dataset's own). Thread-safe (pure). */
+PP_API int64_t pp_sampler_len(const pp_sampler *s, const pp_dataset *d, int64_t step);
+/* Copies the samples at places offset .. offset+count-1 of step's global batch into dst, at
+ * the step's length (pp_sampler_len). Local. Thread-safe. */
 PP_API void pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
                             int64_t offset, int64_t count, void *dst);
 /* A permutation of [0, n) drawn from (seed, epoch): where index i goes (Feistel network
@@ -174,6 +195,8 @@ typedef struct pp_train_config {
     int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
     pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
     pp_docs docs;                   /* --pack, --pad: documents into samples of seq (pp_dataset_options) */
+    const int64_t *seq_buckets;     /* --seq-buckets (with docs): ascending lengths, the last seq; a */
+    int nseq_buckets;               /* global batch is of one of them (pp_sampler) */
     int64_t eos;                    /* --eos: a token stream's end-of-document token; -1: none */
     int pp, dp;
     const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */
