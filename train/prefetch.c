@@ -156,12 +156,16 @@ const void *train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset
     return out;
 }
 
-int train_prefetch_span(train_prefetch *p, int64_t step, double *t_start, double *t_end)
+int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end)
 {
     int slot = (int)(step & 1);
     pthread_mutex_lock(&p->mu);
     int held = atomic_load(&p->held[slot]) == step;
     if (held) *t_start = p->span[slot][0], *t_end = p->span[slot][1];
+    if (p->want == step) {   /* the next step is fed next: its slot's neighbour may be refilled */
+        p->want = step + 1;
+        pthread_cond_broadcast(&p->cv);
+    }
     pthread_mutex_unlock(&p->mu);
     return held;
 }

@@ -157,7 +157,7 @@ static void take_op_events(train_prof *p, int64_t step)
 
 void train_prof_span(train_prof *p, int64_t step, const char *what, double t_start, double t_end)
 {
-    if (!p || !p->started || p->done || t_start < p->t0) return;
+    if (!p || !p->started || p->done) return;
     prof_rec *r = add_rec(p);
     if (!r) return;
     r->row = ROW_INPUT;

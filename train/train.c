@@ -67,24 +67,27 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
 }
 
 /* Fills a stage's data inputs for a microbatch: replica r reads its share of the
- * global batch (f->offset), so the global batch is the same for any layout. */
+ * global batch (f->offset), so the global batch is the same for any layout. Its time is
+ * the step's input time. */
 static pp_status feed(void *user, const pp_trainer_feed *f, pp_error *err)
 {
     run *r = user;
     train_straggler_inject(r->straggler);
     double t0 = pp_now();
-    PP_CHECK(train_feed_dataset(r->data, &r->smp, r->ahead, f->step, f, err));
+    pp_status st = train_feed_dataset(r->data, &r->smp, r->ahead, f->step, f, err);
+    if (st == PP_OK) st = weigh_loss(r, f->stage, f->slot, f->step, f->offset, err);
     double t1 = pp_now();
     r->input_s += t1 - t0;
     train_prof_span(r->prof, f->step, "input", t0, t1);
-    return weigh_loss(r, f->stage, f->slot, f->step, f->offset, err);
+    return st;
 }
 
-/* After a step: the reader's time on its inputs (a step earlier) for the logs and the profile. */
+/* After a step: the reader goes on to the step after next; its time on this step's inputs
+ * (a step earlier) for the logs and the profile. */
 static void took_input(run *r, int64_t step)
 {
     double t0, t1;
-    r->read_s = r->ahead && train_prefetch_span(r->ahead, step, &t0, &t1) ? t1 - t0 : 0;
+    r->read_s = r->ahead && train_prefetch_done(r->ahead, step, &t0, &t1) ? t1 - t0 : 0;
     if (r->read_s > 0) train_prof_span(r->prof, step, "input read (thread)", t0, t1);
 }
 

@@ -117,15 +117,16 @@ pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_p
  * batch of the labels of a stage's mean loss. Steps first_step .. last_step, one after the
  * other; a step asked out of order is read then. *out NULL when no stage of drv reads d, or
  * PP_PREFETCH=0. get: places offset .. offset+count-1 of array a of step's global batch,
- * pp_sampler_read's bytes, waiting for the thread; valid until a get of another step; NULL
- * where it does not read them. span: when the thread read step (pp_now), if it holds it.
- * close joins the thread; accepts NULL. */
+ * pp_sampler_read's bytes, waiting for the thread; valid until a get of another step or
+ * done; NULL where it does not read them. done: after step (its feeds), so the thread reads
+ * step + 2 while step + 1 runs (waking it there, not in a feed); when the thread read step
+ * (pp_now), if it holds it. close joins the thread; accepts NULL. */
 pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_driver *drv, int64_t first,
                               int64_t count, int64_t first_step, int64_t last_step, train_prefetch **out,
                               pp_error *err);
 const void *train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_array *a, int64_t offset,
                                int64_t count);
-int train_prefetch_span(train_prefetch *p, int64_t step, double *t_start, double *t_end);
+int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end);
 void train_prefetch_close(train_prefetch *p);
 
 /* Stage s's data inputs in slot from the samples at places offset .. offset+count-1 of
@@ -221,8 +222,9 @@ pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *wor
 pp_status train_prof_begin(train_prof *p, int64_t step, pp_error *err);
 pp_status train_prof_end(train_prof *p, int64_t step, int64_t last_step, const pp_step_stats *st, double step_s,
                          pp_error *err);
-/* A span of input time on the timeline's input row and in the table as op type `what`
- * (kept only while profiling, from the first profiled step's start). */
+/* A span of input time of step on the timeline's input row and in the table as op type
+ * `what`, while profiling (a read ahead may begin before the first profiled step: then it
+ * starts before the timeline's 0). */
 void train_prof_span(train_prof *p, int64_t step, const char *what, double t_start, double t_end);
 void train_prof_close(train_prof *p);
 /* memory.c: every rank's measured peak memory (the device's counters) and the previews'
