@@ -21,7 +21,7 @@ typedef struct run {
     train_prefetch *ahead;      /* data's samples read a step ahead (prefetch.c), or NULL */
     double input_s, read_s;     /* the step's time in feed's reads (waits and copies), the reader's for it */
     int64_t counted_step;       /* the step whose loss labels are weighed below */
-    int64_t *labels;            /* that step's global batch of labels */
+    int64_t *labels;            /* that step's global batch of labels, when not read ahead */
     double *mb_weight;          /* [batch / mb] each microbatch's labels' weight (stage/loss.c) */
     double counted_global;      /* the global batch's */
     FILE *losses;
