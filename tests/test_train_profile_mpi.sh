@@ -75,6 +75,8 @@ tot = defaultdict(float)
 for e in x:
     if e["tid"] == 0:
         tot[e["args"]["op_type"] + (" (bw)" if e["cat"] == "backward" else "")] += e["dur"] / 1e3
+    if e["tid"] == 3:   # the input row: feeds and reads ahead (test_train_prefetch_mpi checks them)
+        tot[e["name"]] += e["dur"] / 1e3
 rows = re.findall(r"^(\S+(?: \(bw\))?)\s+(\d+)\s+([0-9.]+)\s+[0-9.]+%\s+[0-9.]+$", log, re.M)
 if not rows:
     bad.append("no per-op table in the output")

@@ -19,7 +19,7 @@ struct train_eval {
 static pp_status eval_feed(void *user, const pp_trainer_feed *f, pp_error *err)
 {
     train_eval *e = user;
-    return train_feed_dataset(e->data, &e->smp, f->step, f, err);
+    return train_feed_dataset(e->data, &e->smp, NULL, f->step, f, err);
 }
 
 pp_status train_eval_open(const char *dir, const pp_dataset_options *dopt, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,

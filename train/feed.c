@@ -1,6 +1,6 @@
 /* Filling a stage's data inputs: the trainer hands them to its feed callback as host
  * buffers, and the dataset fill reads the samples a sampler names (the training stream
- * and the evaluation passes share it). */
+ * and the evaluation passes share it), or copies them from what prefetch.c read ahead. */
 #include "train_internal.h"
 
 #include <stdlib.h>
@@ -45,8 +45,8 @@ done:
     return st;
 }
 
-pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, int64_t step, const pp_trainer_feed *f,
-                             pp_error *err)
+pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_prefetch *pf, int64_t step,
+                             const pp_trainer_feed *f, pp_error *err)
 {
     for (int i = 0; i < f->ninputs; i++) {
         const pp_trainer_input *p = &f->inputs[i];
@@ -55,7 +55,9 @@ pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, int64_t
         if (!a || bytes * (size_t)f->samples != p->nbytes)   /* train_check_data said why before step 1 */
             return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %zu bytes per sample",
                                 d->dir, p->name, p->nbytes / (size_t)(f->samples > 0 ? f->samples : 1));
-        pp_sampler_read(smp, d, a, step, f->offset, f->samples, p->data);
+        const void *ahead = pf ? train_prefetch_get(pf, step, a, f->offset, f->samples) : NULL;
+        if (ahead) memcpy(p->data, ahead, p->nbytes);
+        else pp_sampler_read(smp, d, a, step, f->offset, f->samples, p->data);
     }
     return PP_OK;
 }
@@ -69,7 +71,7 @@ typedef struct dataset_fill {
 static pp_status fill(void *user, const pp_trainer_feed *f, pp_error *err)
 {
     const dataset_fill *x = user;
-    return train_feed_dataset(x->d, x->smp, x->step, f, err);
+    return train_feed_dataset(x->d, x->smp, NULL, x->step, f, err);
 }
 
 pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,

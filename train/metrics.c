@@ -18,8 +18,8 @@ struct train_log {
     char **tags;                        /* per-rank tags, [RANK_TAGS x size] */
 };
 
-enum { F_STEP_S, F_COMPUTE_S, F_WAIT_S, F_STAGE_BYTES, F_RSS_BYTES, RANK_FIGURES };
-#define RANK_TAGS 3
+enum { F_STEP_S, F_COMPUTE_S, F_WAIT_S, F_STAGE_BYTES, F_RSS_BYTES, F_INPUT_S, F_INPUT_READ_S, RANK_FIGURES };
+#define RANK_TAGS 4
 
 int64_t train_rss_peak_bytes(void)
 {
@@ -46,7 +46,7 @@ pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps
     pp_status st = PP_OK;
     if (!l->gathered || !l->tags) st = PP_NOMEM(err);
     static const char *const fmt[RANK_TAGS] = {"pipeline/wait_s/rank%d", "memory/peak_bytes/rank%d",
-                                               "memory/rss_peak_bytes/rank%d"};
+                                               "memory/rss_peak_bytes/rank%d", "pipeline/input_s/rank%d"};
     for (int i = 0; st == PP_OK && i < n * RANK_TAGS; i++) {
         char tag[64];
         snprintf(tag, sizeof tag, fmt[i / n], i % n);
@@ -78,7 +78,8 @@ int train_log_gathers(const train_log *l, int64_t step)
 /* Every rank's figures to every rank (rank 0 writes them). Collective. */
 static pp_status gather(train_log *l, const train_step_log *s, pp_error *err)
 {
-    double mine[RANK_FIGURES] = {s->step_s, s->compute_s, s->wait_s, (double)s->stage_bytes, (double)s->rss_bytes};
+    double mine[RANK_FIGURES] = {s->step_s, s->compute_s, s->wait_s, (double)s->stage_bytes, (double)s->rss_bytes,
+                                 s->input_s, s->input_read_s};
     return pp_comm_allgather(l->world, mine, l->gathered, sizeof mine, err);
 }
 
@@ -120,7 +121,7 @@ static pp_status write_tb(train_log *l, const train_step_log *s, const train_eva
     }
     if (gathered) {
         tags[n] = "pipeline/bubble", vals[n++] = measured_bubble(l);
-        static const int fig[RANK_TAGS] = {F_WAIT_S, F_STAGE_BYTES, F_RSS_BYTES};
+        static const int fig[RANK_TAGS] = {F_WAIT_S, F_STAGE_BYTES, F_RSS_BYTES, F_INPUT_S};
         for (int t = 0; t < RANK_TAGS; t++)
             for (int r = 0; r < size && n < MAX_TAGS; r++)
                 tags[n] = l->tags[t * size + r], vals[n++] = l->gathered[r * RANK_FIGURES + fig[t]];
@@ -164,7 +165,8 @@ static void write_json(train_log *l, const train_step_log *s, const train_eval_r
     if (gathered) {
         pp_json_double(&j, "bubble", measured_bubble(l));
         static const char *const keys[] = {"step_s_per_rank", "compute_s_per_rank", "wait_s_per_rank",
-                                           "stage_bytes_per_rank", "rss_peak_bytes_per_rank"};
+                                           "stage_bytes_per_rank", "rss_peak_bytes_per_rank", "input_s_per_rank",
+                                           "input_read_s_per_rank"};
         for (int f = 0; f < RANK_FIGURES; f++) {
             pp_json_begin_array(&j, keys[f]);
             for (int r = 0; r < l->world->size; r++) pp_json_double(&j, NULL, l->gathered[r * RANK_FIGURES + f]);

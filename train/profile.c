@@ -5,13 +5,15 @@
  * table like torch.profiler's key_averages(), and the measured bubble per rank next to the
  * simulator's for the same (measured) stage costs, and to its replay of every action's
  * measured time (which keeps what the means smooth away: one slow microbatch delays the
- * whole pipeline). Other steps pay one NULL test per op. */
+ * whole pipeline). The input row holds the feeds' time (waiting for the data read ahead,
+ * copying it) and the reader thread's reads, which overlap the steps. Other steps pay one
+ * NULL test per op. */
 #include "train_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { ROW_OPS, ROW_COMM, ROW_ACTIONS };
+enum { ROW_OPS, ROW_COMM, ROW_ACTIONS, ROW_INPUT, NROWS };
 enum { C_F, C_B, C_BI, C_BW, NCOST };   /* per stage: seconds and count of each compute action */
 
 typedef struct prof_rec {
@@ -153,6 +155,18 @@ static void take_op_events(train_prof *p, int64_t step)
     }
 }
 
+void train_prof_span(train_prof *p, int64_t step, const char *what, double t_start, double t_end)
+{
+    if (!p || !p->started || p->done) return;
+    prof_rec *r = add_rec(p);
+    if (!r) return;
+    r->row = ROW_INPUT;
+    r->t_start = t_start - p->t0, r->t_end = t_end - p->t0;
+    r->peer = -1, r->stage = -1, r->step = (int32_t)step;
+    snprintf(r->name, sizeof r->name, "%s", what);
+    snprintf(r->op_type, sizeof r->op_type, "%s", what);
+}
+
 static pp_status finish(train_prof *p, pp_error *err);
 
 pp_status train_prof_end(train_prof *p, int64_t step, int64_t last_step, const pp_step_stats *st, double step_s,
@@ -177,7 +191,7 @@ static pp_status write_json(const train_prof *p, FILE *f, const prof_rec *all, c
                             const int *stage_of_rank, pp_error *err)
 {
     static const char *const rows[] = {"ops (forward, backward)", "communication (messages, waits, all-reduce)",
-                                       "schedule actions"};
+                                       "schedule actions", "input (feeds; reads ahead on a thread)"};
     pp_json j;
     pp_json_init(&j, f, 0);
     pp_json_begin_object(&j, NULL);
@@ -186,7 +200,7 @@ static pp_status write_json(const train_prof *p, FILE *f, const prof_rec *all, c
     for (int r = 0; r < p->world->size; r++) {
         char name[96];
         snprintf(name, sizeof name, "rank %d (pipeline rank %d)", r, stage_of_rank[r]);
-        for (int row = -1; row < 3; row++) {
+        for (int row = -1; row < NROWS; row++) {
             pp_json_begin_object(&j, NULL);
             pp_json_string(&j, "name", row < 0 ? "process_name" : "thread_name");
             pp_json_string(&j, "ph", "M");
@@ -202,7 +216,7 @@ static pp_status write_json(const train_prof *p, FILE *f, const prof_rec *all, c
             pp_json_begin_object(&j, NULL);
             pp_json_string(&j, "name", e->name);
             pp_json_string(&j, "cat", e->row == ROW_OPS ? (const char *[]){"forward", "backward", "recompute"}[e->backward]
-                                      : e->row == ROW_COMM ? "comm" : "action");
+                                      : e->row == ROW_COMM ? "comm" : e->row == ROW_INPUT ? "input" : "action");
             pp_json_string(&j, "ph", "X");
             pp_json_int(&j, "pid", r);
             pp_json_int(&j, "tid", e->row);
@@ -242,7 +256,7 @@ static int by_seconds(const void *a, const void *b)
 }
 
 /* torch.profiler's key_averages() by op type over all ranks: calls, total, share of
- * the ranks' step time, achieved GFLOP/s. */
+ * the ranks' step time, achieved GFLOP/s; with the input rows. */
 static void print_ops(const prof_rec *all, const int *counts, int size, int most, double rank_step_s)
 {
     op_row rows[256];
@@ -250,7 +264,7 @@ static void print_ops(const prof_rec *all, const int *counts, int size, int most
     for (int r = 0; r < size; r++)
         for (int k = 0; k < counts[r]; k++) {
             const prof_rec *e = &all[(size_t)r * (size_t)most + (size_t)k];
-            if (e->row != ROW_OPS) continue;
+            if (e->row != ROW_OPS && e->row != ROW_INPUT) continue;
             char type[48];
             snprintf(type, sizeof type, "%s%s", e->op_type, (const char *[]){"", " (bw)", " (re)"}[e->backward]);
             int i = 0;

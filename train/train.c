@@ -18,8 +18,10 @@ typedef struct run {
     pp_train_config conf;       /* the options, --epochs turned into steps */
     const pp_train_config *cfg; /* &conf */
     pp_dataset *data;
+    train_prefetch *ahead;      /* data's samples read a step ahead (prefetch.c), or NULL */
+    double input_s, read_s;     /* the step's time in feed's reads (waits and copies), the reader's for it */
     int64_t counted_step;       /* the step whose loss labels are weighed below */
-    int64_t *labels;            /* that step's global batch of labels */
+    int64_t *labels;            /* that step's global batch of labels, when not read ahead */
     double *mb_weight;          /* [batch / mb] each microbatch's labels' weight (stage/loss.c) */
     double counted_global;      /* the global batch's */
     FILE *losses;
@@ -60,12 +62,16 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
     const pp_dataset_array *a = pp_dataset_find(r->data, l.labels);
     if (!a || a->dtype != PP_DTYPE_I64) return PP_OK;
     int64_t mb = r->t->mb, groups = r->cfg->batch / mb;
-    if (!r->labels && !(r->labels = malloc((size_t)r->cfg->batch * a->sample_bytes))) return PP_NOMEM(err);
     if (!r->mb_weight && !(r->mb_weight = malloc((size_t)groups * sizeof *r->mb_weight))) return PP_NOMEM(err);
     if (r->counted_step != step) {
         size_t bytes = pp_dataset_sample_bytes(a, pp_sampler_len(&r->smp, r->data, step));   /* this step's length */
-        pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->batch, r->labels);
-        r->counted_global = pp_loss_labels_weight(&l, r->labels, groups, mb * (int64_t)(bytes / sizeof(int64_t)),
+        const int64_t *y = r->ahead ? train_prefetch_get(r->ahead, step, a, 0, r->cfg->batch) : NULL;
+        if (!y) {
+            if (!r->labels && !(r->labels = malloc((size_t)r->cfg->batch * a->sample_bytes))) return PP_NOMEM(err);
+            pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->batch, r->labels);
+            y = r->labels;
+        }
+        r->counted_global = pp_loss_labels_weight(&l, y, groups, mb * (int64_t)(bytes / sizeof(int64_t)),
                                                   r->mb_weight);
         r->counted_step = step;
     }
@@ -74,13 +80,28 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
 }
 
 /* Fills a stage's data inputs for a microbatch: replica r reads its share of the
- * global batch (f->offset), so the global batch is the same for any layout. */
+ * global batch (f->offset), so the global batch is the same for any layout. Its time is
+ * the step's input time. */
 static pp_status feed(void *user, const pp_trainer_feed *f, pp_error *err)
 {
     run *r = user;
     train_straggler_inject(r->straggler);
-    PP_CHECK(train_feed_dataset(r->data, &r->smp, f->step, f, err));
-    return weigh_loss(r, f->stage, f->slot, f->step, f->offset, err);
+    double t0 = pp_now();
+    pp_status st = train_feed_dataset(r->data, &r->smp, r->ahead, f->step, f, err);
+    if (st == PP_OK) st = weigh_loss(r, f->stage, f->slot, f->step, f->offset, err);
+    double t1 = pp_now();
+    r->input_s += t1 - t0;
+    train_prof_span(r->prof, f->step, "input", t0, t1);
+    return st;
+}
+
+/* After a step: the reader goes on to the step after next; its time on this step's inputs
+ * (a step earlier) for the logs and the profile. */
+static void took_input(run *r, int64_t step)
+{
+    double t0, t1;
+    r->read_s = r->ahead && train_prefetch_done(r->ahead, step, &t0, &t1) ? t1 - t0 : 0;
+    if (r->read_s > 0) train_prof_span(r->prof, step, "input read (thread)", t0, t1);
 }
 
 /* The text summary at step 0: the command line and the plan as printed. */
@@ -180,6 +201,9 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
      * batch that run had (and with --shuffle in the same permutation) */
     r->smp.start = t->ck.sample0;
+    int64_t share = t->c.batch / t->c.dp;
+    PP_CHECK(train_prefetch_open(r->data, &r->smp, t->drv, t->grid->replica * share, share, t->ck.resumed_step + 1,
+                                 c->steps, &r->ahead, err));
     if (c->trace_path) PP_CHECK(pp_driver_record(t->drv, 1, err));
     if (c->losses_out && t->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
@@ -190,6 +214,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
 static void teardown(run *r)
 {
     if (r->cfg && r->cfg->save_signals) train_preempt_restore(r->cfg->save_signals);
+    train_prefetch_close(r->ahead);
     free(r->labels);
     free(r->mb_weight);
     if (r->losses) fclose(r->losses);
@@ -256,7 +281,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
     train_step_log sl = {
         .step = step, .epoch = pp_sampler_epoch(&r->smp, step), .loss = stats->loss, .lr = stats->lr,
         .grad_norm = stats->grad_norm, .throughput = rate, .step_s = stats->seconds, .compute_s = stats->compute_s,
-        .wait_s = stats->wait_s, .stage_bytes = r->stage_bytes, .skipped = stats->skipped,
+        .wait_s = stats->wait_s, .input_s = r->input_s, .input_read_s = r->read_s, .stage_bytes = r->stage_bytes, .skipped = stats->skipped,
         .loss_scale = stats->loss_scale,
         .rss_bytes = train_log_gathers(r->log, step) ? train_rss_peak_bytes() : 0,
         .has_ckpt = c->save_dir != NULL, .ckpt_saves = r->t->ck.saves, .ckpt_stall_s = r->t->ck.stall_s,
@@ -323,7 +348,9 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         pp_trainer_stats stats;
         PP_CHECK_GOTO(train_prof_begin(r.prof, step, err), st, done);
         /* the step, and a save due after it (before the logs, so they carry its cost) */
+        r.input_s = 0;
         PP_CHECK_GOTO(pp_trainer_step(t, feed, &r, &stats, err), st, done);
+        took_input(&r, step);
         pp_step_stats ps = {.loss = stats.loss, .grad_norm = stats.grad_norm, .skipped = stats.skipped,
                             .compute_s = stats.compute_s, .wait_s = stats.wait_s};
         PP_CHECK_GOTO(train_prof_end(r.prof, step, cfg->steps, &ps, stats.seconds, err), st, done);
@@ -367,7 +394,10 @@ done:
     /* A step that failed on one rank of a job may leave receives and reductions posted
      * into the stages' buffers, and MPI could still write into them: leave everything
      * allocated, since the caller ends the job (pp_comm_mpi_abort_world). */
-    if (st != PP_OK && r.world && r.world->size > 1) return st;
+    if (st != PP_OK && r.world && r.world->size > 1) {
+        train_prefetch_close(r.ahead);   /* its buffers are no message's: the reader ends on every path */
+        return st;
+    }
     teardown(&r);
     return st;
 }

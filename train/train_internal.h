@@ -123,9 +123,28 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_datas
 pp_status train_feed_inputs(pp_stage *s, int slot, pp_trainer_feed *f, pp_trainer_feed_fn fn, void *user,
                             pp_error *err);
 /* f's inputs from the samples at places f->offset .. + f->samples - 1 of step's global
- * batch under smp. */
-pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, int64_t step, const pp_trainer_feed *f,
-                             pp_error *err);
+ * batch under smp: copied from what pf read ahead, or read now (pf NULL, or not its). */
+typedef struct train_prefetch train_prefetch;
+pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_prefetch *pf, int64_t step,
+                             const pp_trainer_feed *f, pp_error *err);
+/* prefetch.c: a thread reads ahead, into a ring of two steps' host buffers, what the
+ * stages of drv are fed from d under smp in step k+1 while step k runs: their data inputs
+ * at places first .. first+count-1 of each global batch (this replica's), and the global
+ * batch of the labels of a stage's mean loss. Steps first_step .. last_step, one after the
+ * other; a step asked out of order is read then. *out NULL when no stage of drv reads d, or
+ * PP_PREFETCH=0. get: places offset .. offset+count-1 of array a of step's global batch,
+ * pp_sampler_read's bytes, waiting for the thread; valid until a get of another step or
+ * done; NULL where it does not read them. done: after step (its feeds), so the thread reads
+ * step + 2 while step + 1 runs (waking it there, not in a feed); when the thread read step
+ * (pp_now), if it holds it. close joins the thread; accepts NULL. */
+pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_driver *drv, int64_t first,
+                              int64_t count, int64_t first_step, int64_t last_step, train_prefetch **out,
+                              pp_error *err);
+const void *train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_array *a, int64_t offset,
+                               int64_t count);
+int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end);
+void train_prefetch_close(train_prefetch *p);
+
 /* Stage s's data inputs in slot from the samples at places offset .. offset+count-1 of
  * step's global batch under smp. */
 pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
@@ -177,6 +196,7 @@ typedef struct train_step_log {
     double loss, lr, grad_norm;
     double throughput;          /* tokens (or samples) per second over the run so far */
     double step_s, compute_s, wait_s;   /* this rank's */
+    double input_s, input_read_s;       /* this rank's feeds (waits + copies), the reader's for the step */
     int64_t stage_bytes;        /* this rank's stage allocations */
     int64_t rss_bytes;          /* this process's peak resident set */
     int skipped;
@@ -218,6 +238,10 @@ pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *wor
 pp_status train_prof_begin(train_prof *p, int64_t step, pp_error *err);
 pp_status train_prof_end(train_prof *p, int64_t step, int64_t last_step, const pp_step_stats *st, double step_s,
                          pp_error *err);
+/* A span of input time of step on the timeline's input row and in the table as op type
+ * `what`, while profiling (a read ahead may begin before the first profiled step: then it
+ * starts before the timeline's 0). */
+void train_prof_span(train_prof *p, int64_t step, const char *what, double t_start, double t_end);
 void train_prof_close(train_prof *p);
 /* memory.c: every rank's measured peak memory (the device's counters) and the previews'
  * estimate, printed by rank 0 when print (collective over t->world). */
