@@ -77,6 +77,68 @@ def arrays(docs, seq, pad, pad_only=False):
     return out, padding
 
 
+def mix64(x):
+    """splitmix64's finaliser (train/sampler.c)."""
+    m = (1 << 64) - 1
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & m
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & m
+    return x ^ (x >> 31)
+
+
+def shuffle_index(seed, epoch, i, n):
+    """pp_shuffle_index: a Feistel permutation of [0, n) with cycle walking."""
+    if n <= 1 or i >= n:
+        return i
+    h, m = 1, (1 << 64) - 1
+    while h < 32 and (1 << (2 * h)) < n:
+        h += 1
+    mask, key = (1 << h) - 1, mix64(seed ^ mix64((epoch + 0x9E3779B97F4A7C15) & m))
+    while True:
+        left, right = i >> h, i & mask
+        for r in range(4):
+            f = mix64((key + r * 0x632BE59BD9B4E019 + right) & m) & mask
+            left, right = right, left ^ f
+        i = left << h | right
+        if i < n:
+            return i
+
+
+def bucket_steps(docs, buckets, batch, steps, pad, seed=0):
+    """--pad --seq-buckets: each document piece a sample in the shortest bucket that holds
+    it, the samples bucket by bucket; a global batch from one bucket, the epoch's batches in
+    a seeded order (no --shuffle within a bucket). Per step: its length and arrays."""
+    seq = buckets[-1]
+    out, _ = arrays(docs, seq, pad, pad_only=True)
+    lengths = [p[0][2] for p in pack([len(d) for d in docs], seq, True)]
+    which = [next(b for b, n in enumerate(buckets) if n >= k) for k in lengths]
+    order = sorted(range(len(which)), key=lambda s: which[s])
+    first = [0] * (len(buckets) + 1)
+    for b in which:
+        first[b + 1] += 1
+    for b in range(len(buckets)):
+        first[b + 1] += first[b]
+    per = [(first[b + 1] - first[b]) // batch for b in range(len(buckets))]
+    spe = sum(per)
+    result = []
+    for step in range(steps):
+        p = step * batch
+        epoch, j = p // (spe * batch), p % (spe * batch) // batch
+        k = shuffle_index(seed ^ 0x5BD1E995, epoch, j, spe)
+        b = 0
+        while b < len(buckets) - 1 and k >= per[b]:
+            k -= per[b]
+            b += 1
+        n = buckets[b]
+        picked = [order[first[b] + k * batch + o] for o in range(batch)]
+        step_arrays = {"input_ids": out["input_ids"][picked, :n], "labels": out["labels"][picked, :n],
+                       "position_ids": out["position_ids"][picked, :n],
+                       "attention_mask": out["attention_mask"][picked][:, :, :n, :n]}
+        result.append((n, step_arrays))
+    return result
+
+
 def write_stream(path, docs):
     np.concatenate(docs).astype(np.uint16).tofile(path)
 

@@ -148,19 +148,20 @@ def ort_first_loss(path, arrays):
     return total / count
 
 
-def torch_losses(path, arrays, dtype):
+def torch_losses(path, arrays, dtype, batches=None, steps=STEPS):
     """PyTorch trains the module the export was made from (rebuilt with its initial weights),
     in `dtype`, on the same microbatches: gradients summed, the loss a mean over the labels of
     the global batch. float64 is the reference; float32's distance from it is the noise floor
-    (how much fp32 rounding alone moves 10 steps of this model)."""
+    (how much fp32 rounding alone moves 10 steps of this model). batches(step) gives a step's
+    (microbatches, label count); default: microbatches(arrays, step)."""
     recipe = json.load(open(os.path.splitext(path)[0] + ".json"))
     module = ex.rebuild(path).to(dtype)
     model = ex.LogitsOnly(module, recipe["kind"], recipe["model"]).train()
     opt = torch.optim.AdamW(module.parameters(), **ADAMW)
     losses = []
-    for step in range(STEPS):
+    for step in range(steps):
         opt.zero_grad()
-        mbs, count = microbatches(arrays, step)
+        mbs, count = (batches or (lambda s: microbatches(arrays, s)))(step)
         total = 0.0
         for mb in mbs:
             x = torch.from_numpy(mb["pixel_values"]).to(dtype) if "pixel_values" in mb \
