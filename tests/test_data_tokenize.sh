@@ -42,5 +42,7 @@ refused "token id 6[0-9]* does not fit uint16 .*leave --dtype out" \
 [ ! -e "$OUT/x.bin" ] || { echo "FAILED: a refused run left $OUT/x.bin"; exit 1; }
 refused "names no EOS token; pass --eos ID or --no-eos" \
     "${tok[@]}" --tokenizer "$OUT/hf-noeos/tokenizer.json" "$OUT/docs.jsonl" -o "$OUT/x.bin"
+refused "sp.model' is not an HF tokenizers file .*goes to --sentencepiece" \
+    "${tok[@]}" --tokenizer "$OUT/sp.model" "$OUT/docs.jsonl" -o "$OUT/x.bin"
 refused "stores uint16 or int32, not uint32" \
     "${tok[@]}" --tokenizer "$OUT/hf/tokenizer.json" --format megatron --dtype uint32 "$OUT/docs.jsonl" -o "$OUT/x"

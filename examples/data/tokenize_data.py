@@ -40,7 +40,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import struct
 import sys
 import time
@@ -65,21 +64,23 @@ class InputError(Exception):
 
 def text_documents(path, split):
     """(where, text) of a text file: the whole file, its lines (without their line ends),
-    or its paragraphs (without the blank lines around them)."""
+    or its paragraphs (runs of lines that are not blank). Lines are read as they come."""
     with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if split == "file":
-        yield path, text
-    elif split == "lines":
-        lines = text.split("\n")
-        for i, line in enumerate(lines[:-1] if text.endswith("\n") else lines):
-            yield f"{path}:{i + 1}", line.rstrip("\r")
-    else:
-        start = 0
-        for blank in [*re.finditer(r"\n(?:[ \t\r]*\n)+", text), None]:
-            end = blank.start() if blank else len(text)
-            yield f"{path}:{text.count(chr(10), 0, start) + 1}", text[start:end].strip("\r\n")
-            start = blank.end() if blank else end
+        if split == "file":
+            yield path, f.read()
+            return
+        para, first = [], 0
+        for i, line in enumerate(f, 1):
+            if split == "lines":
+                yield f"{path}:{i}", line.rstrip("\n")
+            elif line.strip(" \t\n"):
+                first = first if para else i
+                para.append(line)
+            elif para:
+                yield f"{path}:{first}", "".join(para).rstrip("\n")
+                para = []
+        if para:
+            yield f"{path}:{first}", "".join(para).rstrip("\n")
 
 
 def jsonl_documents(path, field):
@@ -115,10 +116,13 @@ def datasets_documents(path, field, split):
         raise InputError(f"'{path}' is a Dataset, not a DatasetDict: it has no split '{split}'; leave --split out")
     if field not in ds.column_names:
         raise InputError(f"'{where}' has no column '{field}' (it has: {', '.join(ds.column_names)}); pass --field NAME")
-    for i, row in enumerate(ds.select_columns([field])):
-        if not isinstance(row[field], str):
-            raise InputError(f"'{where}' row {i}: column '{field}' is {type(row[field]).__name__}, not text")
-        yield f"{where} row {i}", row[field]
+    i = 0
+    for rows in ds.select_columns([field]).iter(batch_size=CHUNK):
+        for text in rows[field]:
+            if not isinstance(text, str):
+                raise InputError(f"'{where}' row {i}: column '{field}' is {type(text).__name__}, not text")
+            yield f"{where} row {i}", text
+            i += 1
 
 
 def documents(args):
@@ -128,8 +132,6 @@ def documents(args):
                 raise InputError(f"'{path}' is a folder but not one HF datasets' save_to_disk wrote "
                                  "(no dataset_info.json / dataset_dict.json)")
             yield from datasets_documents(path, args.field, args.split)
-        elif not os.path.exists(path):
-            raise InputError(f"'{path}' does not exist")
         elif path.endswith(".jsonl"):
             yield from jsonl_documents(path, args.field)
         else:
@@ -145,7 +147,11 @@ class HFTokenizer:
     def __init__(self, path):
         from tokenizers import Tokenizer
 
-        self.tok = Tokenizer.from_file(path)
+        try:
+            self.tok = Tokenizer.from_file(path)
+        except Exception as e:
+            raise InputError(f"'{path}' is not an HF tokenizers file ({e}); a sentencepiece model goes to "
+                             "--sentencepiece") from None
         self.tok.no_truncation()
         self.tok.no_padding()
         self.path = path
@@ -179,7 +185,10 @@ class SPTokenizer:
     def __init__(self, path):
         import sentencepiece
 
-        self.sp = sentencepiece.SentencePieceProcessor(model_file=path)
+        try:
+            self.sp = sentencepiece.SentencePieceProcessor(model_file=path)
+        except Exception as e:
+            raise InputError(f"'{path}' is not a sentencepiece model ({e}); a tokenizer.json goes to --tokenizer") from None
         self.path = path
         self.vocab = self.sp.get_piece_size()
 
@@ -275,13 +284,15 @@ class OwnMegatronWriter:
 
 
 def megatron_writer(prefix, dtype, which):
-    if which in ("auto", "megatron-core"):
-        try:
-            return CoreMegatronWriter(prefix, dtype), "megatron-core's IndexedDatasetBuilder"
-        except ImportError as e:
-            if which == "megatron-core":
-                raise InputError(f"--writer megatron-core: it does not import ({e})") from None
-    return OwnMegatronWriter(prefix, dtype), "this script's writer (megatron-core's layout)"
+    """The writer and how it writes: megatron-core's builder, or ours where it does not import."""
+    if which == "own":
+        return OwnMegatronWriter(prefix, dtype), "this script's writer (megatron-core's layout)"
+    try:
+        return CoreMegatronWriter(prefix, dtype), "megatron-core's IndexedDatasetBuilder"
+    except Exception as e:  # not installed, or an install whose import fails
+        if which == "megatron-core":
+            raise InputError(f"--writer megatron-core: it does not import ({e})") from None
+        return OwnMegatronWriter(prefix, dtype), f"this script's writer (megatron-core does not import: {e})"
 
 
 # ------------------------------------------------------------------------------- main
@@ -301,7 +312,8 @@ def parse_args(argv):
     p.set_defaults(docs="file")
     p.add_argument("--field", default="text", help="JSONL field / datasets column of the text (default: text)")
     p.add_argument("--split", help="the split of a DatasetDict folder (e.g. train)")
-    p.add_argument("--format", choices=("stream", "megatron"), default="stream")
+    p.add_argument("--format", choices=("stream", "megatron"), default="stream",
+                   help="a token stream .bin (default) or a Megatron-LM indexed dataset")
     p.add_argument("--llmc", action="store_true", help="stream: llm.c's 1024-byte header before the tokens")
     p.add_argument("--dtype", choices=("uint16", "uint32", "int32"),
                    help="token type (default: uint16 when the vocabulary fits; else uint32, int32 for megatron)")
@@ -316,6 +328,8 @@ def parse_args(argv):
         p.error("--llmc is a stream header; leave it out with --format megatron")
     if args.eos is not None and args.no_eos:
         p.error("--eos ID and --no-eos contradict each other")
+    if args.eos is not None and args.eos < 0:
+        p.error(f"--eos {args.eos}: token ids are 0 or more")
     wide = "uint32" if args.format == "stream" else "int32"
     if args.dtype not in (None, "uint16", wide):
         p.error(f"--format {args.format} stores uint16 or {wide}, not {args.dtype}")
@@ -335,6 +349,12 @@ def special_id(tokenizer, which, given):
 
 
 def run(args):
+    for path in (args.tokenizer, args.sentencepiece):
+        if path and not os.path.isfile(path):
+            raise InputError(f"tokenizer '{path}' does not exist")
+    for path in args.inputs:  # all of them before any is read
+        if not os.path.exists(path):
+            raise InputError(f"input '{path}' does not exist")
     tokenizer = HFTokenizer(args.tokenizer) if args.tokenizer else SPTokenizer(args.sentencepiece)
     eos = None if args.no_eos else special_id(tokenizer, "eos", args.eos)
     bos = special_id(tokenizer, "bos", None) if args.bos else None
@@ -394,7 +414,7 @@ def write_batch(writer, tokenizer, batch, bos, eos, dtype, limit, top):
         doc = np.array(head + ids + tail, dtype=np.int64)
         if doc.max() > limit:
             raise InputError(f"{where}: token id {doc.max()} does not fit {np.dtype(dtype).name} "
-                             f"(the largest id here is {top}); leave --dtype out or pass a wider one")
+                             f"(the vocabulary's largest id is {top}); leave --dtype out or pass a wider one")
         writer.add(doc)
     return len(batch)
 
@@ -403,7 +423,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         run(args)
-    except InputError as e:
+    except (InputError, OSError) as e:
         print(f"tokenize_data: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -11,12 +11,14 @@ document. `onnxpipe data show` of each output equals the Python windows of the s
 Usage: tokenize_data_ref.py SRC_DIR ONNXPIPE OUT
 """
 import json
+import logging
 import os
 import subprocess
 import sys
 import warnings
 
 warnings.filterwarnings("ignore")
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # megatron-core's import of torch
 import numpy as np  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
