@@ -73,7 +73,7 @@ def text_documents(path, split):
         for i, line in enumerate(f, 1):
             if split == "lines":
                 yield f"{path}:{i}", line.rstrip("\n")
-            elif line.strip(" \t\n"):
+            elif line.strip():
                 first = first if para else i
                 para.append(line)
             elif para:

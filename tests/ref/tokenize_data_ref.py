@@ -1,13 +1,16 @@
 """examples/data/tokenize_data.py against the tokenizers' own encode() (tests/test_data_tokenize.sh).
 
-Trains a tiny byte-level BPE (HF tokenizers) and a tiny sentencepiece model on the
-paragraphs of a licence text, writes those paragraphs as every input kind the script reads
-(a file per document, blank-line paragraphs, lines, JSONL, a datasets Dataset and
-DatasetDict folder), runs the script for each tokenizer kind and each output (raw stream,
-llm.c stream, Megatron through megatron-core and through the script's own writer, uint16
-and the wide types), and reads every output back with numpy / megatron-core's
-IndexedDataset: the tokens equal encode() of each document followed by its EOS, document by
-document. `onnxpipe data show` of each output equals the Python windows of the same tokens.
+Trains a tiny byte-level BPE (HF tokenizers; one with 65,600 added tokens for the wide
+types, one without special tokens) and a tiny sentencepiece model on the paragraphs of a
+licence text, writes those paragraphs as every input kind the script reads (a file per
+document, blank-line paragraphs, lines, JSONL, a datasets Dataset and DatasetDict folder),
+runs the script for each tokenizer kind and each output (raw stream, llm.c stream, Megatron
+through megatron-core's builder and through the script's own writer; uint16, uint32 and
+int32) and reads every output back with numpy / megatron-core's IndexedDataset: the tokens
+equal encode() of each document followed by its EOS, document by document; a Megatron
+output equals, byte for byte, what megatron-core's IndexedDatasetBuilder writes from those
+encode() results. `onnxpipe data show` of each output equals the Python windows of the
+same tokens.
 Usage: tokenize_data_ref.py SRC_DIR ONNXPIPE OUT
 """
 import json
@@ -96,7 +99,7 @@ def tokenize(*args):
     return r.stdout
 
 
-def data_show(path, stream, count, extra=()):
+def data_show(path, stream, extra=()):
     """`onnxpipe data show` at a few samples equals the windows of stream (input_ids, next tokens)."""
     n = (len(stream) - 1) // SEQ
     for s in sorted({0, 1, n // 2, n - 1}):
@@ -147,7 +150,7 @@ def check(tag, args, encode, texts, eos, kind, dtype, bos=None):
         got, reader = np.fromfile(path, dtype, offset=offset).astype(np.int64), "numpy"
     assert (got == flat).all(), (tag, np.flatnonzero(got != flat)[:5])
     assert f"wrote {len(flat)} tokens in {len(want)} documents" in said and np.dtype(dtype).name in said, said
-    show = data_show(path, flat, len(want), extra)
+    show = data_show(path, flat, extra)
     print(f"{tag:16s} {len(want):3d} documents, {len(flat):6d} {np.dtype(dtype).name:6s} tokens = encode() + EOS {eos} "
           f"per document ({reader}); data show: {show}")
     return said
