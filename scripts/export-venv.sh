@@ -3,8 +3,10 @@
 # ONNXPIPE_EXPORT_VENV): PyTorch 2.x with both ONNX exporters (the TorchScript one,
 # dynamo=False, and the dynamo one, which needs onnxscript), HuggingFace transformers,
 # timm, onnx, onnxruntime and numpy: what examples/export/export_model.py and the zoo
-# test need. Kept apart from the test venv (scripts/setup.sh, which sees Debian's torch
-# 1.13) and from the bench venv (onnxruntime-training pins an old onnxruntime).
+# test need; tokenizers, sentencepiece and datasets: examples/data/tokenize_data.py and its
+# test; megatron-core (without its training dependencies): the indexed datasets. Kept apart
+# from the test venv (scripts/setup.sh, which sees Debian's torch 1.13) and from the bench
+# venv (onnxruntime-training pins an old onnxruntime).
 # Idempotent: does nothing when the venv already imports what it needs. Prints where it
 # is on the last line.
 #
@@ -21,6 +23,7 @@ check() {
     "$venv/bin/python" - <<'EOF' 2>/dev/null
 import onnx, numpy, onnxruntime, onnxscript, timm, safetensors  # noqa: F401
 import torch, transformers  # noqa: F401
+import tokenizers, sentencepiece, datasets  # noqa: F401
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder  # noqa: F401
 assert int(torch.__version__.split(".")[0]) >= 2, torch.__version__
 assert int(transformers.__version__.split(".")[0]) >= 4, transformers.__version__
@@ -28,7 +31,8 @@ EOF
 }
 
 if ! check; then
-    echo "export-venv: setting up $venv (torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime, megatron-core)" >&2
+    echo "export-venv: setting up $venv (torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime, tokenizers," \
+         "sentencepiece, datasets, megatron-core)" >&2
     mkdir -p "$(dirname "$venv")"
     [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
     pip=("$venv/bin/pip" install -q --disable-pip-version-check)
@@ -41,13 +45,14 @@ if ! check; then
     tv=$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('torch').split('+')[0])")
     pin=$(mktemp); trap 'rm -f "$pin"' EXIT
     echo "torch==$tv" >"$pin"
-    "${pip[@]}" -c "$pin" onnx onnxruntime onnxscript numpy safetensors timm >&2
+    "${pip[@]}" -c "$pin" onnx onnxruntime onnxscript numpy safetensors timm tokenizers sentencepiece datasets >&2
     "${pip[@]}" -c "$pin" "transformers>=5" >&2 2>/dev/null ||
         { echo "export-venv: transformers 5.x does not install beside torch $tv; the newest 4.x" >&2
           "${pip[@]}" -c "$pin" "transformers<5" >&2; }
     # megatron-core writes and reads the indexed datasets of tests/test_data_formats.sh; its
     # datasets module needs only torch and numpy (the rest of its dependencies are for training)
     "${pip[@]}" --no-deps megatron-core >&2
-    check || { echo "export-venv: $venv still cannot import torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime and megatron-core" >&2; exit 1; }
+    check || { echo "export-venv: $venv still cannot import torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime," \
+                    "tokenizers, sentencepiece, datasets and megatron-core" >&2; exit 1; }
 fi
 echo "$venv"

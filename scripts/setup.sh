@@ -3,7 +3,8 @@
 # from Debian, and a Python venv (sees Debian's torch; onnx, onnxruntime, safetensors and
 # tensorboard from pip) for the reference tests (safetensors: checkpoint shards read back
 # by its reader; tensorboard: --logdir event files), and the export recipes' venv
-# (scripts/export-venv.sh: torch 2.x, transformers, timm; test_zoo_ref_mpi). Safe to run
+# (scripts/export-venv.sh: torch 2.x, transformers, timm, tokenizers, sentencepiece, datasets,
+# megatron-core; test_zoo_ref_mpi, test_data_formats, test_data_tokenize). Safe to run
 # again; does nothing when all is present.
 set -euo pipefail
 
