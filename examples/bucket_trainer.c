@@ -1,7 +1,8 @@
 /* A custom trainer with sequence buckets: trains a causal language model whose ONNX file
  * has a symbolic sequence dim at several lengths, step s at buckets[(s - 1) % n], fed
  * with its own tokens, and prints each step's length and loss (rank 0) and the device
- * memory the trainer allocated (each rank). Run it under mpirun with pp x dp ranks.
+ * memory the trainer allocated (each rank), then evaluates the trained model at every
+ * length (eval batch 1's tokens). Run it under mpirun with pp x dp ranks.
  * usage: example_bucket_trainer MODEL DIM PP DP MICROBATCHES SCHEDULE STEPS L1,L2,...
  *        [mismatch]
  * The model reads idx int64 [batch, DIM] and gives logits [batch, DIM, vocab]; the loss
@@ -102,6 +103,12 @@ int main(int argc, char **argv)
         if (st == PP_OK) st = pp_trainer_step(t, feed, &d, &stats, &err);
         if (st == PP_OK && pp_trainer_rank(t) == 0)
             printf("step %lld length %lld loss %.9g\n", (long long)s, (long long)buckets[b], stats.loss);
+    }
+    for (int b = 0; st == PP_OK && !mismatch && b < c.nbuckets; b++) {   /* the trained model at every length */
+        pp_trainer_eval_stats e;
+        st = pp_trainer_set_bucket(t, b, &err);
+        if (st == PP_OK) st = pp_trainer_eval(t, feed, &d, &e, &err);
+        if (st == PP_OK && pp_trainer_rank(t) == 0) printf("eval length %lld loss %.9g\n", (long long)buckets[b], e.loss);
     }
     if (st != PP_OK) {
         fprintf(stderr, "bucket_trainer: error: %s\n", err.msg);

@@ -3,7 +3,8 @@
 # sequence dim, trained through the library (examples/bucket_trainer.c) with buckets
 # {8, 16, 32}, step s at length buckets[(s - 1) % 3]. Every step's loss at pp=1 equals
 # PyTorch float64's on the same batches (tests/ref/buckets_ref.py) within 1e-6 relative;
-# pp=2 (1f1b, gpipe) and pp=2 x dp=2 equal pp=1's within 1e-6 relative. Three buckets
+# pp=2 (1f1b, gpipe) and pp=2 x dp=2 equal pp=1's within 1e-6 relative; so does the trained
+# model's eval loss at every length, at pp=1 and pp=2 x dp=2. Three buckets
 # allocate at most 1% more device memory than the largest alone. A rank running a step at
 # another bucket than its peer is an error naming both ranks and shapes.
 set -euo pipefail
@@ -36,7 +37,9 @@ def losses(tag):
     return {int(r[1]): (int(r[3]), float(r[5])) for r in rows}
 def memory(tag):
     return max(int(m) for m in re.findall(r"memory (\d+) bytes", open(f"{out}/{tag}.log").read()))
-torch = {int(s): (int(n), float(x)) for s, n, x in (l.split() for l in open(f"{out}/torch.txt"))}
+rows = [l.split() for l in open(f"{out}/torch.txt")]
+torch = {int(s): (int(n), float(x)) for s, n, x in rows if s != "eval"}
+torch_eval = {int(n): float(x) for s, n, x in rows if s == "eval"}
 ref = losses("pp1")
 ok = len(ref) == steps
 worst = max(abs(ref[s][1] - torch[s][1]) / abs(torch[s][1]) for s in ref)
@@ -48,6 +51,11 @@ for tag in ("pp2", "pp2_gpipe", "pp2xdp2"):
     d = max(abs(got[s][1] - ref[s][1]) / abs(ref[s][1]) for s in ref) if len(got) == steps else float("inf")
     ok &= d <= 1e-6 and all(got[s][0] == ref[s][0] for s in got)
     print(f"{tag} vs pp1: max rel diff {d:.3g} (bound 1e-6)")
+for tag in ("pp1", "pp2xdp2"):
+    got = {int(l.split()[2]): float(l.split()[4]) for l in open(f"{out}/{tag}.log") if l.startswith("eval ")}
+    d = max(abs(got[n] - x) / abs(x) for n, x in torch_eval.items()) if got.keys() == torch_eval.keys() else float("inf")
+    ok &= d <= 1e-6
+    print(f"{tag} eval of the trained model at lengths {sorted(got)} vs PyTorch float64: max rel diff {d:.3g} (bound 1e-6)")
 three, one = memory("pp1"), memory("pp1_only32")
 ok &= three <= one * 1.01
 print(f"device memory, buckets 8,16,32: {three} bytes; 32 alone: {one} bytes (+{100 * (three - one) / one:.2f}%, bound 1%)")

@@ -4,7 +4,9 @@ so the LM head stays tied to wte), and trains the same model in PyTorch float64 
 AdamW on the batches examples/bucket_trainer.c feeds: step s at length
 BUCKETS[(s - 1) % 3], global batch 4, token t of sample i = (131 s + 17 i + 7 t + t^2
 mod 5) mod vocab, labels the next tokens; the loss is the mean cross-entropy over the
-batch. Writes MODEL and the per-step losses, one "step length loss" line each, to LOSSES.
+batch. Writes MODEL and the per-step losses, one "step length loss" line each, then the
+trained model's loss on eval batch 1 (step 1's tokens) at every length ("eval length
+loss"), to LOSSES.
 
 usage: buckets_ref.py MODEL LOSSES STEPS"""
 import contextlib
@@ -51,6 +53,11 @@ def main(model_path, losses_path, steps):
             loss.backward()
             opt.step()
             out.write(f"{s} {length} {loss.item():.12g}\n")
+        with torch.no_grad():   # the trained model on eval batch 1 at every length
+            for length in BUCKETS:
+                x = tokens(1, length, em.V)
+                loss = F.cross_entropy(gpt(x[:, :-1]).reshape(-1, em.V), x[:, 1:].reshape(-1))
+                out.write(f"eval {length} {loss.item():.12g}\n")
 
 
 if __name__ == "__main__":
