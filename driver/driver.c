@@ -87,7 +87,10 @@ static pp_status reclaim(pp_driver *d, vstage *v, int block, pp_error *err)
 
 pp_status driver_drain(pp_driver *d, pp_error *err)
 {
-    for (int i = 0; i < d->nvs; i++) PP_CHECK(reclaim(d, &d->vs[i], 2, err));
+    for (int i = 0; i < d->nvs; i++) {
+        PP_CHECK(reclaim(d, &d->vs[i], 2, err));
+        PP_CHECK(driver_drain_shapes(d, &d->vs[i], err));
+    }
     return PP_OK;
 }
 
@@ -142,6 +145,7 @@ static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_er
 {
     PP_CHECK(touch(d, v, mb, err));
     int slot = v->slot_of_mb[mb];
+    PP_CHECK(driver_check_shape(d, v, mb, 0, err));
     PP_CHECK(driver_wait_all(d, v->recv_act + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
     if (d->cfg.feed) PP_CHECK(d->cfg.feed(d->cfg.feed_user, v->s, slot, step, mb, err));
     double t0 = pp_now();
@@ -168,7 +172,10 @@ static pp_status do_backward(pp_driver *d, vstage *v, int mb, pp_backward_part p
     if (slot < 0)
         return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: backward of stage %d microbatch %d before its forward",
                             d->grid->rank, v->index, mb);
-    if (part & PP_BACKWARD_INPUT) PP_CHECK(driver_wait_all(d, v->recv_grad + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
+    if (part & PP_BACKWARD_INPUT) {
+        PP_CHECK(driver_check_shape(d, v, mb, 1, err));
+        PP_CHECK(driver_wait_all(d, v->recv_grad + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
+    }
     double t0 = pp_now();
     PP_CHECK(pp_stage_backward(v->s, slot, part, err));
     d->compute_s += pp_now() - t0;
@@ -189,7 +196,7 @@ static pp_status do_send_act(pp_driver *d, vstage *v, int mb, int peer, pp_error
     for (int i = 0; i < pp_stage_num_outputs(v->s); i++)
         PP_CHECK(driver_add_send(d, v, slot, pp_stage_output_buffer(v->s, slot, i), pp_stage_output(v->s, i)->nbytes,
                                  peer, driver_msg_tag(d, v->index, mb, 0, i), err));
-    return PP_OK;
+    return driver_send_shape(d, v, mb, 0, peer, err);
 }
 
 static pp_status do_recv_act(pp_driver *d, vstage *v, int mb, int peer, pp_error *err)
@@ -201,7 +208,7 @@ static pp_status do_recv_act(pp_driver *d, vstage *v, int mb, int peer, pp_error
             PP_CHECK(pp_comm_irecv(d->grid->world, pp_stage_input_buffer(v->s, slot, i),
                                    pp_stage_input(v->s, i)->nbytes, peer, driver_msg_tag(d, v->index - 1, mb, 0, i),
                                    &v->recv_act[(size_t)mb * MAX_PORTS + i], err));
-    return PP_OK;
+    return driver_recv_shape(d, v, mb, 0, peer, err);
 }
 
 /* Gradients travel for every float port; a side that has no gradient buffer for it
@@ -216,6 +223,7 @@ static pp_status do_send_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
         PP_CHECK(driver_add_send(d, v, slot, buf ? buf : d->zeros, p->nbytes, peer,
                                  driver_msg_tag(d, v->index - 1, mb, 1, i), err));
     }
+    PP_CHECK(driver_send_shape(d, v, mb, 1, peer, err));
     v->grad_sent[mb] = 1;
     return try_release(d, v, mb, err);
 }
@@ -230,7 +238,7 @@ static pp_status do_recv_grad(pp_driver *d, vstage *v, int mb, int peer, pp_erro
         PP_CHECK(pp_comm_irecv(d->grid->world, buf ? buf : d->scratch, p->nbytes, peer,
                                driver_msg_tag(d, v->index, mb, 1, i), &v->recv_grad[(size_t)mb * MAX_PORTS + i], err));
     }
-    return PP_OK;
+    return driver_recv_shape(d, v, mb, 1, peer, err);
 }
 
 /* The first request still under way among n, else NULL. */

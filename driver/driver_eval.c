@@ -17,6 +17,8 @@ static pp_status eval_inputs(pp_driver *d, vstage *v, int slot, int mb, pp_error
             PP_CHECK(pp_comm_irecv(d->grid->world, pp_stage_input_buffer(v->s, slot, i),
                                    pp_stage_input(v->s, i)->nbytes, peer, driver_msg_tag(d, v->index - 1, mb, 0, i),
                                    &q[i], err));
+    PP_CHECK(driver_recv_shape(d, v, mb, 0, peer, err));
+    PP_CHECK(driver_check_shape(d, v, mb, 0, err));
     return driver_wait_all(d, q, MAX_PORTS, err);
 }
 
@@ -25,17 +27,17 @@ static pp_status eval_outputs(pp_driver *d, vstage *v, int slot, int mb, pp_erro
 {
     if (v->index == d->num_stages - 1) return PP_OK;
     vstage *next = driver_local(d, v->index + 1);
+    int peer = next ? -1 : pp_grid_rank_of(d->grid, d->cfg.schedule->stage_rank[v->index + 1], d->grid->replica);
     for (int i = 0; i < pp_stage_num_outputs(v->s); i++) {
         const void *src = pp_stage_output_buffer(v->s, slot, i);
         size_t n = pp_stage_output(v->s, i)->nbytes;
         if (next) {
             PP_CHECK(pp_device_copy(d->cfg.dev, pp_stage_input_buffer(next->s, mb % next->nslots, i), src, n, err));
         } else {
-            int peer = pp_grid_rank_of(d->grid, d->cfg.schedule->stage_rank[v->index + 1], d->grid->replica);
             PP_CHECK(driver_add_send(d, v, slot, src, n, peer, driver_msg_tag(d, v->index, mb, 0, i), err));
         }
     }
-    return PP_OK;
+    return next ? PP_OK : driver_send_shape(d, v, mb, 0, peer, err);
 }
 
 static pp_status eval_walk(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
@@ -55,8 +57,10 @@ static pp_status eval_walk(pp_driver *d, int64_t key, int64_t microbatches, pp_f
             PP_CHECK(eval_outputs(d, v, slot, (int)mb, err));
         }
     }
-    for (int i = 0; i < d->nvs; i++)
+    for (int i = 0; i < d->nvs; i++) {
         PP_CHECK(driver_wait_all(d, d->vs[i].sends, d->vs[i].nslots * 2 * MAX_PORTS, err));
+        PP_CHECK(driver_drain_shapes(d, &d->vs[i], err));
+    }
     return PP_OK;
 }
 

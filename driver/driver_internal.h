@@ -4,7 +4,8 @@
 
 #include <onnxpipe/driver.h>
 
-#define MAX_PORTS 32    /* tensors crossing one stage boundary */
+#define MAX_PORTS 32    /* tensors crossing one stage boundary, and the shape header's tag */
+#define SHAPE_PORT (MAX_PORTS - 1)
 #define TAG_LIMIT (1 << 20)   /* comm.h: tags below this */
 
 typedef struct vstage {
@@ -23,6 +24,11 @@ typedef struct vstage {
     int nbuckets;
     void *reduce_buf;       /* the 16-bit staging copy of the gradients (reduce_dtype BF16), else NULL */
     int last_backward;      /* index in the rank's actions of the stage's last (weight) backward */
+    pp_stage **shape_s;     /* [nshapes] the stage at each shape (s is the current one; the one of
+                               cfg.partition owns the buffers the others share), or NULL */
+    pp_request **hdr_send;  /* [microbatches x 2] shape headers on their way (driver_shape.c) */
+    pp_request **hdr_recv;  /* [microbatches x 2] shape headers expected */
+    int64_t *hdr_in;        /* [microbatches x 2 x 2] where they arrive */
 } vstage;
 
 /* A contiguous range of a stage's flat gradient buffer, all-reduced across the
@@ -85,6 +91,8 @@ struct pp_driver {
     double last_progress;   /* when driver_progress last tested a message */
     float loss_scale;       /* the loss scaler (driver_step.c); 0: off */
     int64_t clean_steps;    /* steps since the last overflow or doubling */
+    int nshapes, shape;     /* cfg.shapes' count (0: one shape) and the one steps run at */
+    int64_t shape_hdr[2];   /* what this rank's messages carry: its shape, its rank */
 };
 
 vstage *driver_local(pp_driver *d, int stage);
@@ -103,6 +111,18 @@ void driver_trace_begin(pp_driver *d);
 void driver_trace_add(pp_driver *d, const pp_action *a, double t_start, double t_end);
 /* A wait or bucket (PP_EVENT_*) while recording; bytes 0 when unknown. */
 void driver_trace_comm(pp_driver *d, int kind, int peer, double bytes, double t_start, double t_end);
+/* driver_shape.c: with several shapes, every message between stages is followed by a
+ * header with the sender's shape (on the control communicator, host memory): sent with a
+ * microbatch's activations (grad 0) or input gradients (grad 1), expected with them, and
+ * checked before their data is waited for (a mismatch names both ranks and shapes); the
+ * per-stage state (free: v->s is the owner stage again afterwards), and waiting for the
+ * headers sent. No-ops with one shape. */
+pp_status driver_send_shape(pp_driver *d, vstage *v, int mb, int grad, int peer, pp_error *err);
+pp_status driver_recv_shape(pp_driver *d, vstage *v, int mb, int grad, int peer, pp_error *err);
+pp_status driver_check_shape(pp_driver *d, vstage *v, int mb, int grad, pp_error *err);
+pp_status driver_init_shapes(pp_driver *d, vstage *v, const pp_stage_options *so, pp_error *err);
+pp_status driver_drain_shapes(pp_driver *d, vstage *v, pp_error *err);
+void driver_free_shapes(pp_driver *d, vstage *v);
 /* driver_tied.c: the groups of parameters read by several ops (collective over the world,
  * after the stages are made), their sum in node order at the end of a step, and freeing. */
 pp_status driver_init_tied(pp_driver *d, pp_error *err);

@@ -162,8 +162,9 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     so.first_sample = (int64_t)d->grid->replica * (so.global_batch / d->grid->dp);   /* replicas split the batch in order */
     PP_CHECK(pp_stage_create(d->cfg.partition, stage, d->cfg.dev, &so, &v->s, err));
     pp_stage_set_progress_hook(v->s, driver_progress, d);
-    if (pp_stage_num_inputs(v->s) > MAX_PORTS || pp_stage_num_outputs(v->s) > MAX_PORTS)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "stage %d: more than %d tensors cross a boundary", stage, MAX_PORTS);
+    if (pp_stage_num_inputs(v->s) > SHAPE_PORT || pp_stage_num_outputs(v->s) > SHAPE_PORT)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "stage %d: more than %d tensors cross a boundary", stage, SHAPE_PORT);
+    PP_CHECK(driver_init_shapes(d, v, &so, err));
     v->slot_of_mb = malloc((size_t)m * sizeof *v->slot_of_mb);
     v->free_slots = malloc((size_t)v->nslots * sizeof *v->free_slots);
     v->draining = malloc((size_t)v->nslots * sizeof *v->draining);
@@ -204,6 +205,26 @@ static pp_status init_norm(pp_driver *d, pp_error *err)
     return d->norm_sums ? PP_OK : PP_NOMEM(err);
 }
 
+/* cfg.shapes: partitions of the same split, partition among them (the shape steps start at). */
+static pp_status init_shape_list(pp_driver *d, pp_error *err)
+{
+    const pp_driver_config *c = &d->cfg;
+    d->nshapes = c->shapes && c->nshapes > 0 ? c->nshapes : 0;
+    d->shape = -1;
+    for (int k = 0; k < d->nshapes; k++) {
+        if (c->shapes[k]->nstages != c->partition->nstages)
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "shape %d's partition has %d stages, the driver's %d", k,
+                                c->shapes[k]->nstages, c->partition->nstages);
+        if (c->shapes[k] == c->partition && d->shape < 0) d->shape = k;
+    }
+    if (d->nshapes && d->shape < 0)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "the driver's partition is not one of its %d shapes", d->nshapes);
+    if (d->shape < 0) d->shape = 0;
+    d->shape_hdr[0] = d->shape;
+    d->shape_hdr[1] = d->grid->rank;
+    return PP_OK;
+}
+
 pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_error *err)
 {
     *out = NULL;
@@ -241,14 +262,18 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
     }
     for (int s = 0; s < d->num_stages; s++)
         d->local[s] = sch->stage_rank[s] == cfg->grid->stage ? d->nvs++ : -1;
+    PP_CHECK_GOTO(init_shape_list(d, err), st, fail);
     size_t maxport = 0;
     for (int s = 0, i = 0; s < d->num_stages; s++) {
         if (d->local[s] < 0) continue;
         PP_CHECK_GOTO(init_vstage(d, &d->vs[i], s, err), st, fail);
-        for (int k = 0; k < pp_stage_num_inputs(d->vs[i].s); k++)
-            if (pp_stage_input(d->vs[i].s, k)->nbytes > maxport) maxport = pp_stage_input(d->vs[i].s, k)->nbytes;
-        for (int k = 0; k < pp_stage_num_outputs(d->vs[i].s); k++)
-            if (pp_stage_output(d->vs[i].s, k)->nbytes > maxport) maxport = pp_stage_output(d->vs[i].s, k)->nbytes;
+        for (int k = 0; k < (d->nshapes ? d->nshapes : 1); k++) {
+            const pp_stage *x = d->nshapes ? d->vs[i].shape_s[k] : d->vs[i].s;
+            for (int j = 0; j < pp_stage_num_inputs(x); j++)
+                if (pp_stage_input(x, j)->nbytes > maxport) maxport = pp_stage_input(x, j)->nbytes;
+            for (int j = 0; j < pp_stage_num_outputs(x); j++)
+                if (pp_stage_output(x, j)->nbytes > maxport) maxport = pp_stage_output(x, j)->nbytes;
+        }
         i++;
     }
     size_t nb = comm_buffer_bytes(maxport);
@@ -269,6 +294,7 @@ void pp_driver_destroy(pp_driver *d)
     if (!d) return;
     for (int i = 0; i < d->nvs; i++) {
         vstage *v = &d->vs[i];
+        driver_free_shapes(d, v);   /* v->s is the owner again, freed after the stages sharing its buffers */
         pp_stage_destroy(v->s);
         free(v->slot_of_mb);
         free(v->free_slots);

@@ -107,6 +107,30 @@ static pp_status manual_ends(const pp_graph *g, int P, const pp_partition_option
     return PP_OK;
 }
 
+/* The split of o->same_split, a partition of a graph with g's nodes at other shapes:
+ * its order and stage ends. */
+static pp_status same_ends(pp_partition *p, const pp_partition_options *o, int *ends, pp_error *err)
+{
+    const pp_partition *like = o->same_split;
+    const pp_graph *g = p->graph, *h = like->graph;
+    if (like->nstages != p->nstages)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "the split to follow has %d stages, not %d", like->nstages,
+                            p->nstages);
+    if (h->nnodes != g->nnodes)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "the split to follow is of '%s' with %d nodes, this graph has %d "
+                            "(the model folds differently at this shape)", h->name, h->nnodes, g->nnodes);
+    for (int i = 0; i < g->nnodes; i++)
+        if (strcmp(g->nodes[i].name, h->nodes[i].name) || strcmp(g->nodes[i].op_type, h->nodes[i].op_type))
+            return pp_error_set(err, PP_ERR_INVALID_ARG, "node %d is '%s' (%s) here but '%s' (%s) in the split to "
+                                "follow (the model folds differently at this shape)", i, g->nodes[i].name,
+                                g->nodes[i].op_type, h->nodes[i].name, h->nodes[i].op_type);
+    memcpy(p->order, like->order, (size_t)g->nnodes * sizeof *p->order);
+    for (int s = 0; s < p->nstages; s++) ends[s] = like->stages[s].last_node;
+    p->reordered = like->reordered;
+    p->order_searched = like->order_searched;
+    return PP_OK;
+}
+
 static pp_status check_options(const pp_graph *g, int nstages, const pp_partition_options *o, pp_error *err)
 {
     if (!g->finalized)
@@ -181,11 +205,13 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     PP_CHECK_GOTO(model_make(p, &m, err), st, fail);
     bounds(p, &m);
     PP_CHECK_GOTO(collect_edges(g, &edges, &nedges, err), st, fail);
-    if (p->manual) PP_CHECK_GOTO(manual_ends(g, nstages, opt, ends, err), st, fail);
+    if (opt->same_split) PP_CHECK_GOTO(same_ends(p, opt, ends, err), st, fail);
+    else if (p->manual) PP_CHECK_GOTO(manual_ends(g, nstages, opt, ends, err), st, fail);
     else PP_CHECK_GOTO(place_cuts(p, &m, opt->order, ends, err), st, fail);
     PP_CHECK_GOTO(partition_analyze(p, ends, edges, nedges, err), st, fail);
     int64_t worst = model_stage_costs(p, &m, ends, weights);
-    if (p->manual) p->bottleneck = worst;
+    if (p->manual || opt->same_split) p->bottleneck = worst;
+    if (opt->same_split) p->optimum = worst;   /* not searched at this shape */
     p->total_weight = 0;   /* what the stages weigh (with the cut terms and slots they pay) */
     for (int s = 0; s < nstages; s++) {
         p->stages[s].weight = weights[s];

@@ -26,12 +26,20 @@ static pp_status alloc_zeroed(pp_device *dev, pp_mem_category c, size_t n, void 
     return pp_device_memset(dev, *out, 0, buf_bytes(n), err);
 }
 
-/* Copies parameters and constants from the graph's initializers onto the device. */
+/* A buffer of n bytes: the one the stage shares (share.c) when it has one, else its own. */
+static pp_status alloc_or_share(pp_stage *s, int which, pp_mem_category c, size_t n, void **out, pp_error *err)
+{
+    if ((*out = stage_shared_buffer(s, which, buf_bytes(n)))) return PP_OK;
+    return alloc_zeroed(s->dev, c, n, out, err);
+}
+
+/* Copies parameters (unless it shares another stage's: those hold the trained values) and
+ * constants from the graph's initializers onto the device. */
 static pp_status load_persistent(pp_stage *s, pp_error *err)
 {
     for (int t = 0; t < s->nt; t++) {
         const tslot *ts = &s->t[t];
-        if (ts->at.loc != LOC_PARAM && ts->at.loc != LOC_CONST) continue;
+        if ((ts->at.loc != LOC_PARAM || s->opt.share) && ts->at.loc != LOC_CONST) continue;
         const pp_const_tensor *c = pp_graph_const(s->g, ts->value);
         PP_CHECK(pp_device_copy_from_host(s->dev, stage_ptr(s, 0, ts->at), c->data, c->nbytes, err));
     }
@@ -76,17 +84,21 @@ static pp_status stage_build(const pp_graph *g, int first, int end, signed char 
         *out = s;
         return PP_OK;
     }
+    if (opt->share) PP_CHECK_GOTO(stage_check_share(s, err), st, fail);
     size_t pbytes = (size_t)s->param_elems * sizeof(float);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_PARAMS, pbytes, (void **)&s->param_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_GRADS, grad_bytes(s), (void **)&s->grad_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OPTIMIZER, pbytes * (size_t)s->optim_slots, (void **)&s->optim_buf, err),
-                  st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_PARAMS, PP_MEM_PARAMS, pbytes, (void **)&s->param_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_GRADS, PP_MEM_GRADS, grad_bytes(s), (void **)&s->grad_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_OPTIM, PP_MEM_OPTIMIZER, pbytes * (size_t)s->optim_slots,
+                                 (void **)&s->optim_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OTHER, s->const_bytes, &s->const_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_STASH, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_SCRATCH, s->fwd_bytes, &s->fwd_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_SCRATCH, s->bwd_bytes, &s->bwd_buf, err), st, fail);
-    if (param16_bytes(s)) PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_PARAMS, param16_bytes(s), &s->param16_buf, err), st, fail);
-    if (s->recomp_bytes) PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_STASH, s->recomp_bytes, &s->recomp_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_STASH, PP_MEM_STASH, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err),
+                  st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_FWD, PP_MEM_SCRATCH, s->fwd_bytes, &s->fwd_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_BWD, PP_MEM_SCRATCH, s->bwd_bytes, &s->bwd_buf, err), st, fail);
+    if (param16_bytes(s))
+        PP_CHECK_GOTO(alloc_or_share(s, SHARE_PARAM16, PP_MEM_PARAMS, param16_bytes(s), &s->param16_buf, err), st, fail);
+    if (s->recomp_bytes)
+        PP_CHECK_GOTO(alloc_or_share(s, SHARE_RECOMP, PP_MEM_STASH, s->recomp_bytes, &s->recomp_buf, err), st, fail);
     s->recomp_owner = -1;
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
     s->param16_stale = 1;
@@ -173,7 +185,7 @@ void pp_stage_destroy(pp_stage *s)
     void *bufs[] = {s->param_buf, s->grad_buf, s->optim_buf, s->const_buf, s->slot_buf, s->fwd_buf, s->bwd_buf,
                     s->param16_buf, s->recomp_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i]) pp_device_free(s->dev, bufs[i]);
+        if (stage_owns(s, bufs[i])) pp_device_free(s->dev, bufs[i]);
     for (int o = 0; o < s->nops; o++) {
         free(s->ops[o].in);
         free(s->ops[o].out);

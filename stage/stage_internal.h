@@ -188,6 +188,13 @@ typedef struct mem_interval {
     size_t offset;
 } mem_interval;
 size_t stage_memplan(mem_interval *iv, int n);
+/* share.c: the check that s's parameter layout is that of s->opt.share; the buffer of
+ * that stage s uses for `which` (one of SHARE_*) when it has one of at least need bytes,
+ * else NULL; whether s allocated p itself (it frees only those). */
+enum { SHARE_PARAMS, SHARE_GRADS, SHARE_OPTIM, SHARE_PARAM16, SHARE_STASH, SHARE_FWD, SHARE_BWD, SHARE_RECOMP };
+pp_status stage_check_share(const pp_stage *s, pp_error *err);
+void *stage_shared_buffer(const pp_stage *s, int which, size_t need);
+int stage_owns(const pp_stage *s, const void *p);
 /* fuse.c: replaces op patterns by one op (the exact-GELU chain by Gelu) after collect() */
 pp_status stage_fuse(pp_stage *s, pp_error *err);
 /* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,

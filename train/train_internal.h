@@ -62,6 +62,12 @@ struct pp_trainer {
     int eval_slots;
     size_t eval_label_bytes;    /* each eval_labels[i]'s size */
     float *eval_logits;         /* host copy of one microbatch's logits, for accuracy */
+    size_t eval_logits_bytes;
+    /* sequence buckets (c.buckets): the model and its partition at each length, the largest
+       being owned and part; the one steps run at */
+    pp_graph **bucket_g;
+    pp_partition **bucket_part;
+    int bucket;
 };
 
 /* dataset.c, dataset_formats.c: d maps path whole (unmapped with d); a new array named
@@ -101,6 +107,12 @@ void train_preempt_restore(uint64_t signals);
 /* A step took this long: the alarm after a signal is twice the longest plus 10 s. */
 void train_preempt_step_took(double seconds);
 pp_status train_preempt_poll(pp_comm *world, train_preempt_state *out, pp_error *err);
+
+/* buckets.c: the model loaded at every bucket (t->owned: the largest); after t->part (the
+ * largest's), the other buckets' partitions, split the same way; freeing them. */
+pp_status train_load_buckets(pp_trainer *t, const pp_graph_options *gopt, pp_error *err);
+pp_status train_partition_buckets(pp_trainer *t, pp_error *err);
+void train_free_buckets(pp_trainer *t);
 
 /* The options pp_trainer_create checks first (batch against dp x microbatches, steps,
  * profile steps). */

@@ -53,7 +53,7 @@ static pp_status agree(pp_trainer *t, pp_error *err)
                       c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
                       c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
                       c->save_sync, c->eval_batches, c->precision, c->loss_scale_window, c->reduce_dtype,
-                      c->recompute, c->partition.balance, c->partition.order, c->partition.ncuts};
+                      c->recompute, c->partition.balance, c->partition.order, c->partition.ncuts, c->nbuckets};
     float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
                   c->optim.weight_decay, c->clip_norm, c->loss_scale};
     double split[] = {c->partition.tolerance, c->partition.gflops, c->partition.link_gbps, c->partition.op_overhead};
@@ -62,11 +62,13 @@ static pp_status agree(pp_trainer *t, pp_error *err)
     h = pp_crc32c(h, split, sizeof split);
     for (int i = 0; i < c->partition.ncuts; i++)
         h = pp_crc32c(h, c->partition.cuts[i], strlen(c->partition.cuts[i]) + 1);
+    if (c->nbuckets) h = pp_crc32c(h, c->buckets, (size_t)c->nbuckets * sizeof *c->buckets);
     for (int i = 0; i < c->ndims; i++) {
         h = pp_crc32c(h, c->dims[i].name, strlen(c->dims[i].name));
         h = pp_crc32c(h, &c->dims[i].value, sizeof c->dims[i].value);
     }
-    const char *names[] = {c->loss.logits, c->loss.labels, c->device, c->save_dir, c->resume, c->params.trainable,
+    const char *names[] = {c->loss.logits, c->loss.labels, c->device, c->save_dir, c->resume, c->bucket_dim,
+                           c->params.trainable,
                            c->params.frozen, c->params.untie, c->params.tie};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i]) h = pp_crc32c(h, names[i], strlen(names[i]) + 1);
@@ -331,7 +333,8 @@ static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, i
 {
     pp_trainer *t = user;
     pp_trainer_feed f = {.training = t->training, .step = step, .microbatch = microbatch,
-                         .replica = t->grid->replica, .samples = t->mb};
+                         .replica = t->grid->replica, .samples = t->mb, .bucket = pp_trainer_bucket(t),
+                         .length = t->c.nbuckets ? t->c.buckets[t->bucket] : 0};
     if (!t->training) f.step = microbatch / t->c.microbatches + 1, f.microbatch = microbatch % t->c.microbatches;
     f.offset = f.replica * (t->c.batch / t->c.dp) + f.microbatch * t->mb;
     if (!t->feed)
@@ -365,7 +368,8 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     if (c->pp > 4096) return pp_error_set(err, PP_ERR_INVALID_ARG, "--pp %d: at most 4096", c->pp);
     t->mb = c->batch / ((int64_t)c->dp * c->microbatches);
     pp_graph_options gopt = {.batch = t->mb, .dims = c->dims, .ndims = c->ndims, .params = c->params};
-    if (!graph) PP_CHECK(pp_graph_load(c->model, &gopt, &t->owned, err));
+    if (c->nbuckets) PP_CHECK(train_load_buckets(t, &gopt, err));
+    else if (!graph) PP_CHECK(pp_graph_load(c->model, &gopt, &t->owned, err));
     t->g = graph ? graph : t->owned;
     train_find_io(t->g, &c->loss, &t->io);
     PP_CHECK(agree(t, err));
@@ -373,6 +377,7 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     PP_CHECK(pp_schedule_create(c->schedule, c->pp, (int)c->microbatches, chunks, &t->sched, err));
     PP_CHECK(choose_device(t, err));   /* the partition's memory model plans stages for its kind */
     PP_CHECK(pp_train_partition(c, t->g, t->sched->num_stages, t->kind, &t->part, NULL, err));
+    if (c->nbuckets) PP_CHECK(train_partition_buckets(t, err));
     PP_CHECK(place(t, err));
     PP_CHECK(open_device(t, err));
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
@@ -408,6 +413,7 @@ static pp_status build(pp_trainer *t, pp_error *err)
         /* fp16 only: bf16 has fp32's range */
         .loss_scale = c->precision != PP_DTYPE_F16 ? 0 : c->loss_scale > 0 ? c->loss_scale : 65536.0f,
         .loss_scale_dynamic = !(c->loss_scale > 0), .loss_scale_window = c->loss_scale_window,
+        .shapes = (const pp_partition *const *)t->bucket_part, .nshapes = c->nbuckets,
     };
     if (c->loss_scale > 0 && c->precision != PP_DTYPE_F16)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "--loss-scale %g: loss scaling is for --precision fp16 (this run "
@@ -429,6 +435,7 @@ static void trainer_free(pp_trainer *t)
     if (t->world && t->world->size > 1) pp_comm_board_close();
     train_ckpt_free(&t->ck);
     pp_driver_destroy(t->drv);
+    train_free_buckets(t);
     pp_placement_destroy(t->place);
     pp_topology_destroy(t->topo);
     pp_grid_destroy(t->grid);
@@ -453,7 +460,8 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
         .model = cfg->model, .pp = cfg->pp, .dp = cfg->dp, .device = cfg->device, .schedule = cfg->schedule,
         .chunks = cfg->chunks > 0 ? cfg->chunks : pp_schedule_default_chunks(cfg->schedule),
         .batch = cfg->batch, .microbatches = cfg->microbatches, .steps = cfg->steps, .dims = cfg->dims,
-        .ndims = cfg->ndims, .params = cfg->params, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
+        .ndims = cfg->ndims, .buckets = cfg->buckets, .nbuckets = cfg->nbuckets, .bucket_dim = cfg->bucket_dim,
+        .params = cfg->params, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
         .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
         .precision = cfg->precision, .loss_scale = cfg->loss_scale, .loss_scale_window = cfg->loss_scale_window,
         .reduce_dtype = cfg->reduce_dtype, .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir,
@@ -551,8 +559,11 @@ static pp_status eval_observe(void *user, pp_stage *s, int slot, int64_t microba
     if (!buf) return PP_OK;
     int64_t numel = pp_shape_numel(&v->shape);
     size_t nbytes = (size_t)numel * sizeof(float);
-    if (!t->eval_logits && !(t->eval_logits = malloc(nbytes)))
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the eval logits");
+    if (nbytes > t->eval_logits_bytes) {   /* the largest bucket's so far */
+        free(t->eval_logits);
+        if (!(t->eval_logits = malloc(nbytes))) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the eval logits");
+        t->eval_logits_bytes = nbytes;
+    }
     pp_dtype dt = pp_stage_value_dtype(s, t->io.logits);
     if (dt != PP_DTYPE_F32) {   /* 16-bit logits (mixed precision): widened on the device */
         void *wide;

@@ -52,6 +52,15 @@ typedef struct pp_driver_config {
      * checkpoint still copying them makes the step wait here (pp_ckpt_writer_wait_staged). */
     pp_status (*before_update)(void *user, pp_error *err);
     void *before_update_user;
+    /* Several shapes (sequence buckets): the model's partition at each, all split as
+     * partition (pp_partition_options.same_split), partition being one of them. Each stage
+     * is built at every shape; those of partition own the parameters, gradients, optimizer
+     * state and activation arenas, which the others share (pp_stage_options.share; so make
+     * partition the largest shape). A step runs at the shape pp_driver_set_shape chose, and
+     * every message between stages then carries its shape (a header on control, whose ranks
+     * must be grid->world's). NULL / 0: partition only. Borrowed, like partition. */
+    const pp_partition *const *shapes;
+    int nshapes;
 } pp_driver_config;
 
 /* Builds this rank's stages (the virtual stages the schedule puts on grid->stage) and
@@ -134,6 +143,13 @@ PP_API double pp_driver_step_start(const pp_driver *d);   /* Local */
  * same on every rank. */
 PP_API void pp_driver_loss_scale(const pp_driver *d, double *scale, int64_t *clean_steps);
 PP_API void pp_driver_set_loss_scale(pp_driver *d, double scale, int64_t clean_steps);
+
+/* The shape (index into cfg.shapes) the following steps and forward passes run at; it
+ * starts as partition's. Every rank sets the same one between steps: a message from a
+ * rank at another shape is an error naming both. pp_driver_stage then returns the stages
+ * of that shape (the parameters are the same ones). Local. */
+PP_API pp_status pp_driver_set_shape(pp_driver *d, int shape, pp_error *err);
+PP_API int pp_driver_shape(const pp_driver *d);   /* Local */
 
 /* This rank's stages (for export and checkpoints), owned by d. Local. */
 PP_API int pp_driver_num_stages(const pp_driver *d);

@@ -178,6 +178,11 @@ typedef struct pp_partition_options {
                                   FLOPs, forward and backward together; 0: none */
     const pp_memory_profile *memory;   /* memory balance and estimate: the planner's profile
                                   (borrowed, for this graph); NULL: the partitioner's own estimate */
+    const struct pp_partition *same_split; /* non-NULL: the split of this partition of another graph
+                                  with the same nodes (the model bound at another sequence
+                                  length: trainer.h's buckets), its order and stage ranges taken
+                                  as they are, balance and cuts unused; a graph whose node
+                                  names differ is an error naming the first one */
 } pp_partition_options;
 
 /* A tensor produced in one stage and read in a later one. With relay semantics it

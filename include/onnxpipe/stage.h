@@ -52,6 +52,15 @@ typedef struct pp_stage_options {
                                    the output gradients of ops with weights live in backward
                                    scratch instead of the slot (the driver sets it from the
                                    schedule); 0: they stay in the slot for a later weight half */
+    const pp_stage *share;          /* non-NULL: a stage of the same nodes of the model at another
+                                   shape (a sequence bucket: its partition made with
+                                   pp_partition_options.same_split). This stage uses its flat
+                                   parameter, gradient, optimizer-state and 16-bit parameter buffers
+                                   (one copy: its parameter table must be the same, else an error
+                                   names the first difference) and its stash, scratch and recompute
+                                   arenas where they are large enough (only one stage of a group
+                                   runs at a time: pp_stage_activate). Borrowed; share must outlive
+                                   this stage */
 } pp_stage_options;
 
 /* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
@@ -65,6 +74,12 @@ PP_API pp_status pp_stage_create(const pp_partition *part, int index, pp_device 
 PP_API pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last, pp_device *dev,
                                        const pp_stage_options *opt, pp_stage **out, pp_error *err);
 PP_API void pp_stage_destroy(pp_stage *s);
+/* s, of a group sharing buffers (pp_stage_options.share), runs next after prev (another of
+ * the group, or s itself: nothing to do) ran: prev's BatchNorm running statistics are
+ * copied into s (each stage keeps its own constants), s's 16-bit parameter copy is made
+ * again before its next forward and its recompute arena is taken as holding no slot.
+ * Between steps only. Local. */
+PP_API pp_status pp_stage_activate(pp_stage *s, pp_stage *prev, pp_error *err);
 
 /* What crosses the stage's boundaries. Inputs are, in this order: activations received
  * from the previous stage (sorted by value id), then graph inputs this stage reads (data:

@@ -207,6 +207,9 @@ typedef struct pp_train_config {
     int64_t steps;
     pp_dim_binding *dims;
     int ndims;
+    const int64_t *buckets;         /* sequence buckets (--seq-buckets), ascending: pp_trainer_config's */
+    int nbuckets;
+    const char *bucket_dim;
     pp_param_rules params;          /* what is trained besides graph/params.c's rules (--trainable, ...) */
     pp_optim_hparams optim;
     pp_lr_schedule lr;

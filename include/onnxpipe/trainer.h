@@ -40,6 +40,16 @@ typedef struct pp_trainer_config {
                                        set to it); more steps may be made, at the last LR */
     pp_dim_binding *dims;           /* symbolic dims of the model file's inputs (read by create) */
     int ndims;
+    /* Sequence buckets: a step (or eval) runs at one of these lengths of the model file's
+     * symbolic dim bucket_dim, chosen by pp_trainer_set_bucket; different steps may run at
+     * different ones. The model is loaded once per length and split once, at the largest
+     * (the plan printed at create is that one's): each rank's stages at every length share
+     * one copy of the parameters, gradients, optimizer state and activation memory (sized
+     * by the largest). Messages between stages carry their bucket; the schedule is the same.
+     * Checkpoints do not depend on the buckets. NULL / 0: one shape, dims as given. */
+    const int64_t *buckets;         /* ascending lengths >= 1 (read by create) */
+    int nbuckets;
+    const char *bucket_dim;         /* NULL: "seq"; not also among dims */
     pp_param_rules params;          /* what is trained besides graph/params.c's rules (--trainable,
                                        --frozen, --untie, --tie); the model file's load and export */
     pp_optim_hparams optim;
@@ -104,6 +114,8 @@ typedef struct pp_trainer_feed {
     int ninputs;
     pp_stage *stage;                /* for trainers that need the stage (pp_stage_set_loss_weight) */
     int slot;
+    int bucket;                     /* the step's bucket (pp_trainer_set_bucket), its length; 0, 0 */
+    int64_t length;                 /* without buckets. inputs' shapes are that bucket's */
 } pp_trainer_feed;
 
 /* Fills f->inputs. Called only on ranks whose stage reads a graph input, once per
@@ -174,6 +186,13 @@ PP_API pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err)
  * communicator. */
 PP_API pp_status pp_trainer_export(pp_trainer *t, const char *path, pp_error *err);
 
+/* The bucket (index into cfg.buckets) the following steps and evals run at; create leaves
+ * the largest. Every rank of the trainer sets the same one before a step or eval (a message
+ * from a rank at another bucket is an error naming both ranks). pp_trainer_graph and the
+ * driver's stages are then that bucket's. Between steps only. Local. */
+PP_API pp_status pp_trainer_set_bucket(pp_trainer *t, int bucket, pp_error *err);
+PP_API int pp_trainer_bucket(const pp_trainer *t);   /* Local; 0 without buckets */
+
 /* The steps made so far (0 after create, the checkpoint's after pp_trainer_load). Local. */
 PP_API int64_t pp_trainer_steps_done(const pp_trainer *t);
 /* This rank in the communicator, and its place in the (stage, replica) grid. Local. */
@@ -183,7 +202,7 @@ PP_API int pp_trainer_replica(const pp_trainer *t);
 /* The lower layers under the trainer, owned by it (not to be freed): for trainers that need
  * them. Local. */
 PP_API pp_driver *pp_trainer_driver(pp_trainer *t);
-PP_API const pp_graph *pp_trainer_graph(const pp_trainer *t);
+PP_API const pp_graph *pp_trainer_graph(const pp_trainer *t);   /* at the current bucket */
 
 #ifdef __cplusplus
 }
