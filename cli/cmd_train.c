@@ -221,8 +221,8 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--pack")) c.docs = PP_DOCS_PACK;
         else if (!strcmp(a, "--pad")) c.docs = PP_DOCS_PAD;
         else if (!strcmp(a, "--seq-buckets")) {
-            if (!cli_parse_int_list(a, v, 1, 1LL << 30, MAX_BUCKETS, buckets, &c.nseq_buckets)) return 2;
-            c.seq_buckets = buckets;
+            if (!cli_parse_int_list(a, v, 1, 1LL << 30, MAX_BUCKETS, buckets, &c.nbuckets)) return 2;
+            c.buckets = buckets;
             i++;
         }
         INT_OPT("--warmup", 0, 1LL << 40, c.lr.warmup)
@@ -283,9 +283,9 @@ int cmd_train(int argc, char **argv)
     if (!c.model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c.data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
     if (c.eos >= 0 && !c.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
-    if (c.nseq_buckets && !c.docs)
+    if (c.nbuckets && !c.docs)
         return cli_usage_error("add --pad (or --pack)", "--seq-buckets sorts documents by length: it needs --pad or --pack");
-    if (c.nseq_buckets && !c.seq) c.seq = buckets[c.nseq_buckets - 1];
+    if (c.nbuckets && !c.seq) c.seq = buckets[c.nbuckets - 1];
     if ((c.save_every || c.keep || c.save_sync || c.save_signals) && !c.save_dir)
         return cli_usage_error("add --save DIR", "--save-every, --keep, --save-sync and --save-on-signal need --save");
     if (c.save_dir && !signals_given) c.save_signals = 1ull << SIGTERM;

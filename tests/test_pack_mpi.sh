@@ -6,7 +6,9 @@
 # - a random-init HF Llama exported by both exporters with a 4-D attention_mask and
 #   position_ids trains 10 AdamW steps on the packed stream at pp=1 and pp=2 x dp=2 with
 #   PyTorch float64's losses (the HF module on the rule's samples, masks and positions):
-#   first loss within 1e-6, every step within 1e-5 relative;
+#   first loss within 1e-6, every step within 1e-5 relative; and the dynamo export on
+#   --pad --seq-buckets 4,8,16 (each step at its bucket's length, in the sampler's order,
+#   restated in Python) at pp=1, pp=2 and pp=2 x dp=2, the same bounds;
 # - what cannot be packed is refused, naming what to do.
 # Python: the export venv (scripts/export-venv.sh).
 set -euo pipefail
@@ -19,7 +21,7 @@ export PP_COMM_TIMEOUT=60
 
 echo "== the packing rule"
 "$XPY" "$SRC_DIR/tests/ref/pack_ref.py" show "$ONNXPIPE" "$OUT/show" 2>&1 | grep -v "^W[0-9]"
-echo "== a packed, masked HF Llama step against PyTorch"
+echo "== a packed, masked HF Llama against PyTorch; padded documents in sequence buckets"
 "$XPY" "$SRC_DIR/tests/ref/pack_ref.py" llama "$ONNXPIPE" "$OUT/llama" 2>&1 | grep -v "^W[0-9]"
 
 # shellcheck source=lib/run.sh

@@ -184,8 +184,8 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     pp_trainer_config tc = {
         .model = c->model, .pp = c->pp, .dp = c->dp, .device = c->device, .schedule = c->schedule,
         .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
-        .dims = c->dims, .ndims = c->ndims, .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
-        .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
+        .dims = c->dims, .ndims = c->ndims, .buckets = c->buckets, .nbuckets = c->nbuckets, .bucket_dim = c->bucket_dim,
+        .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
         .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
         .save_sync = c->save_sync, .lock_wait_s = c->lock_wait_s, .resume = c->resume,
@@ -268,6 +268,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
     int64_t step = stats->step;
     train_eval_result ev, *evp = NULL;
     if (r->eval && train_eval_due(step, r->cfg->steps, c->eval_every)) {
+        if (r->cfg->nbuckets) PP_CHECK(pp_trainer_set_bucket(r->t, r->cfg->nbuckets - 1, err));   /* full length */
         PP_CHECK(train_eval_run(r->eval, r->t, step, &ev, err));
         r->eval_s += ev.seconds;
         r->evals++;
@@ -349,6 +350,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         PP_CHECK_GOTO(train_prof_begin(r.prof, step, err), st, done);
         /* the step, and a save due after it (before the logs, so they carry its cost) */
         r.input_s = 0;
+        if (cfg->nbuckets) PP_CHECK_GOTO(pp_trainer_set_bucket(t, pp_sampler_bucket(&r.smp, step), err), st, done);
         PP_CHECK_GOTO(pp_trainer_step(t, feed, &r, &stats, err), st, done);
         took_input(&r, step);
         pp_step_stats ps = {.loss = stats.loss, .grad_norm = stats.grad_norm, .skipped = stats.skipped,
@@ -387,6 +389,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     PP_CHECK_GOTO(pp_trainer_wait_saves(t, err), st, done);
     res->saves = t->ck.saves;
     res->save_stall_s = t->ck.stall_s;
+    if (cfg->nbuckets) PP_CHECK_GOTO(pp_trainer_set_bucket(t, cfg->nbuckets - 1, err), st, done);   /* the largest's */
     PP_CHECK_GOTO(train_report_memory(t, rank0 && !cfg->quiet, err), st, done);
     if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(pp_trainer_export(t, cfg->export_path, err), st, done);

@@ -395,7 +395,7 @@ pp_dataset_options pp_train_dataset_options(const pp_train_config *c)
 {
     return (pp_dataset_options){.seq = c->seq, .labels = c->loss.labels, .token_dtype = c->token_dtype,
                                 .docs = c->docs, .eos = c->eos, .ignore_index = c->loss.ignore_index,
-                                .buckets = c->seq_buckets, .nbuckets = c->nseq_buckets};
+                                .buckets = c->buckets, .nbuckets = c->nbuckets};
 }
 
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */

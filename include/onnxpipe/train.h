@@ -195,8 +195,6 @@ typedef struct pp_train_config {
     int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
     pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
     pp_docs docs;                   /* --pack, --pad: documents into samples of seq (pp_dataset_options) */
-    const int64_t *seq_buckets;     /* --seq-buckets (with docs): ascending lengths, the last seq; a */
-    int nseq_buckets;               /* global batch is of one of them (pp_sampler) */
     int64_t eos;                    /* --eos: a token stream's end-of-document token; -1: none */
     int pp, dp;
     const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */

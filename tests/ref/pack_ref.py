@@ -14,7 +14,11 @@ piece, and a [1, seq, seq] mask: causal within a piece, a padding token sees its
                                        4-D attention_mask and position_ids; onnxpipe trains 10
                                        AdamW steps on the packed stream at pp=1 and pp=2 x dp=2,
                                        PyTorch (float64) the HF module on the rule's samples:
-                                       first loss within 1e-6, every step within 1e-5 relative
+                                       first loss within 1e-6, every step within 1e-5 relative;
+                                       and the dynamo export on the padded documents in buckets
+                                       of 4, 8 and 16 tokens (each step at its bucket's length,
+                                       in the sampler's order, bucket_steps) at pp=1, pp=2 and
+                                       pp=2 x dp=2, the same bounds
 
 Runs in the export venv (scripts/export-venv.sh)."""
 import json
@@ -27,6 +31,7 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 
 IGNORE, EOS, SEQ = -100, 1, 16
+BUCKETS = (4, 8, 16)
 
 
 def documents(seed, n, vocab, longest):
@@ -190,6 +195,33 @@ def check_show(onnxpipe, work):
     return bad
 
 
+def run_layouts(zr, onnxpipe, path, stream, data_args, layouts, ref, what, work, fails):
+    """onnxpipe's losses at each layout against PyTorch's (first within 1e-6, all within 1e-5)."""
+    os.makedirs(work, exist_ok=True)
+    for tag, pp, dp, micro in layouts:
+        losses = os.path.join(work, f"losses-{tag}.txt")
+        cmd = [onnxpipe, "train", "--model", path, "--data", stream, *data_args, "--eos", EOS,
+               "--pp", pp, "--dp", dp, "--batch", zr.BATCH, "--microbatches", micro, "--steps", zr.STEPS,
+               "--loss", "cross_entropy", "--logits", "logits", "--labels", "labels",
+               "--optimizer", "adamw", "--lr", zr.ADAMW["lr"], "--beta1", zr.ADAMW["betas"][0],
+               "--beta2", zr.ADAMW["betas"][1], "--eps", zr.ADAMW["eps"],
+               "--weight-decay", zr.ADAMW["weight_decay"], "--losses", losses, "--quiet"]
+        if pp * dp > 1:
+            cmd = ["timeout", 300, "mpirun", "--oversubscribe", "--bind-to", "none", "-np", pp * dp,
+                   "-x", "OPENBLAS_NUM_THREADS", "-x", "PP_COMM_TIMEOUT", *cmd]
+        try:
+            zr.sh(cmd, os.path.join(work, f"train-{tag}.log"))
+        except zr.Miss as e:
+            fails.append(f"{what} {tag}: {e}")
+            continue
+        got = np.loadtxt(losses, ndmin=2)[:, 1]
+        rel = np.abs(got - ref) / np.abs(ref)
+        print(f"{what} {tag}: first loss {got[0]:.8f} vs PyTorch float64 {ref[0]:.8f} "
+              f"(rel {rel[0]:.2e}), max rel over {len(got)} steps {rel.max():.2e}")
+        if len(got) != zr.STEPS or rel[0] > 1e-6 or rel.max() > 1e-5:
+            fails.append(f"{what} {tag}: losses {got.tolist()} vs PyTorch {ref.tolist()}")
+
+
 def check_llama(onnxpipe, work):
     sys.path.insert(0, os.path.dirname(__file__))
     import zoo_train_ref as zr
@@ -217,28 +249,18 @@ def check_llama(onnxpipe, work):
             continue
         if ref is None:
             ref = zr.torch_losses(path, data, torch.float64)
-        for tag, pp, dp, micro in zr.LAYOUTS[::2]:   # pp=1 and pp=2 x dp=2
-            losses = os.path.join(work, f"losses-{exporter}-{tag}.txt")
-            cmd = [onnxpipe, "train", "--model", path, "--data", stream, "--seq", SEQ, "--pack", "--eos", EOS,
-                   "--pp", pp, "--dp", dp, "--batch", zr.BATCH, "--microbatches", micro, "--steps", zr.STEPS,
-                   "--dim", f"seq={SEQ}", "--loss", "cross_entropy", "--logits", "logits", "--labels", "labels",
-                   "--optimizer", "adamw", "--lr", zr.ADAMW["lr"], "--beta1", zr.ADAMW["betas"][0],
-                   "--beta2", zr.ADAMW["betas"][1], "--eps", zr.ADAMW["eps"],
-                   "--weight-decay", zr.ADAMW["weight_decay"], "--losses", losses, "--quiet"]
-            if pp * dp > 1:
-                cmd = ["timeout", 300, "mpirun", "--oversubscribe", "--bind-to", "none", "-np", pp * dp,
-                       "-x", "OPENBLAS_NUM_THREADS", "-x", "PP_COMM_TIMEOUT", *cmd]
-            try:
-                zr.sh(cmd, os.path.join(work, f"train-{exporter}-{tag}.log"))
-            except zr.Miss as e:
-                fails.append(f"{exporter} {tag}: {e}")
-                continue
-            got = np.loadtxt(losses, ndmin=2)[:, 1]
-            rel = np.abs(got - ref) / np.abs(ref)
-            print(f"llama {exporter} {tag}: first loss {got[0]:.8f} vs PyTorch float64 {ref[0]:.8f} "
-                  f"(rel {rel[0]:.2e}), max rel over {len(got)} steps {rel.max():.2e}")
-            if len(got) != zr.STEPS or rel[0] > 1e-6 or rel.max() > 1e-5:
-                fails.append(f"{exporter} {tag}: losses {got.tolist()} vs PyTorch {ref.tolist()}")
+        run_layouts(zr, onnxpipe, path, stream, ["--seq", SEQ, "--pack", "--dim", f"seq={SEQ}"], zr.LAYOUTS[::2], ref,
+                    f"llama {exporter} --pack", os.path.join(work, exporter), fails)
+        if exporter == "dynamo":   # its seq axis is symbolic in every input: one graph per bucket
+            steps = bucket_steps(docs, BUCKETS, zr.BATCH, zr.STEPS, EOS)
+            print(f"  --pad --seq-buckets {','.join(map(str, BUCKETS))}: steps at lengths {[n for n, _ in steps]}")
+            def batches(step):
+                a = steps[step][1]
+                mbs = [{k: v[i:i + zr.MB] for k, v in a.items()} for i in range(0, zr.BATCH, zr.MB)]
+                return mbs, int(np.sum(a["labels"] != IGNORE))
+            bref = zr.torch_losses(path, None, torch.float64, batches)
+            run_layouts(zr, onnxpipe, path, stream, ["--pad", "--seq-buckets", ",".join(map(str, BUCKETS))], zr.LAYOUTS,
+                        bref, f"llama {exporter} --pad --seq-buckets", os.path.join(work, "buckets"), fails)
     for f in fails:
         print(f"FAIL: {f}")
     return len(fails)
