@@ -127,14 +127,14 @@ typedef struct pp_sampler {
 PP_API void pp_sampler_init(pp_sampler *s, int64_t samples, int64_t batch, int shuffle, uint64_t seed);
 PP_API int64_t pp_sampler_epoch(const pp_sampler *s, int64_t step);                 /* 0-based, step from 1 */
 /* Batches from buckets: bucket b holds samples bucket_first[b] .. bucket_first[b + 1] - 1
- * (borrowed; a dataset's). Sets steps_per_epoch; 0 when no bucket holds a whole batch. */
+ * (borrowed; a dataset's). Sets steps_per_epoch; 0 when no bucket holds a whole batch. Local. */
 PP_API void pp_sampler_set_buckets(pp_sampler *s, int nbuckets, const int64_t *bucket_first);
-/* The bucket of step's global batch (0 without buckets). Thread-safe (pure). */
+/* The bucket of step's global batch (0 without buckets). Local. Thread-safe (pure). */
 PP_API int pp_sampler_bucket(const pp_sampler *s, int64_t step);
 /* The dataset sample at place `offset` (0 .. batch-1) of step's global batch. Local. Thread-safe. */
 PP_API int64_t pp_sampler_sample(const pp_sampler *s, int64_t step, int64_t offset);
 /* The sequence length of step's global batch: its bucket's (d's buckets, set on s), or 0
- * without buckets (the dataset's own). Thread-safe (pure). */
+ * without buckets (the dataset's own). Local. Thread-safe (pure). */
 PP_API int64_t pp_sampler_len(const pp_sampler *s, const pp_dataset *d, int64_t step);
 /* Copies the samples at places offset .. offset+count-1 of step's global batch into dst, at
  * the step's length (pp_sampler_len). Local. Thread-safe. */
