@@ -35,6 +35,8 @@ typedef struct run {
     int64_t stage_bytes;        /* this rank's stage allocations */
     train_straggler *straggler; /* --straggler-warn */
     train_straggler_note slow;  /* the last step's verdict */
+    pp_dim_binding *dims;       /* --dim and what the data binds (check.c: train_data_dims) */
+    int ndims;
 } run;
 
 /* A mean loss seeds each microbatch with its labels' share of the global batch's weight
@@ -143,10 +145,13 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     pp_sampler_init(&r->smp, r->data->samples, c->batch, c->shuffle, c->seed);
     if (c->epochs > 0) c->steps = c->epochs * r->smp.steps_per_epoch;
     c->lr.steps = c->steps;
+    char bound[512];
+    PP_CHECK(train_data_dims(c, r->data, &r->dims, &r->ndims, bound, sizeof bound, err));
+    if (bound[0] && r->world->rank == 0 && !c->quiet) printf("dims from the data: %s\n\n", bound);
     pp_trainer_config tc = {
         .model = c->model, .pp = c->pp, .dp = c->dp, .device = c->device, .schedule = c->schedule,
         .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
-        .dims = c->dims, .ndims = c->ndims, .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
+        .dims = r->dims, .ndims = r->ndims, .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm,
         .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
         .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
@@ -179,6 +184,7 @@ static void teardown(run *r)
     train_prof_close(r->prof);
     pp_dataset_close(r->data);
     pp_trainer_destroy(r->t);
+    train_dims_free(r->dims, r->ndims);
     pp_comm_destroy(r->world);
 }
 
