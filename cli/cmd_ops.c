@@ -19,6 +19,7 @@ static const char usage[] =
     "newest it is written against), whether it has a backward, cpu and cuda kernels (and native\n"
     "bfloat16 / float16 cuda kernels), a constant folder, and its precision class under\n"
     "--precision bf16 / fp16 (follow: its inputs' type; lowp: 16-bit operands, fp32 sums; fp32).\n"
+    "A fold-only op has no kernel: it is supported where load folds it (constant inputs).\n"
     "A cuda column reads 'n/a' when this build has no cuda backend.\n\n"
     "options:\n"
     "  --json   one JSON object instead of the table\n";
@@ -63,6 +64,7 @@ static void print_json(const pp_backend *cpu, const pp_backend *cuda)
         pp_json_int(&j, "since", o->since);
         pp_json_int(&j, "until", OPSET_LATEST);
         pp_json_bool(&j, "graph_only", (o->flags & PP_OPF_GRAPH_ONLY) != 0);
+        pp_json_bool(&j, "fold_only", (o->flags & PP_OPF_FOLD_ONLY) != 0);
         pp_json_bool(&j, "backward", kc && kc->backward);
         pp_json_bool(&j, "cpu", kc != NULL);
         if (cuda) {
@@ -104,7 +106,9 @@ static void print_table(const pp_backend *cpu, const pp_backend *cuda)
         printf("%-28s %-8s %-8s %-4s %-5s %-16s %-4s %s%s\n", o->name, opsets, kc && kc->backward ? "yes" : "no",
                kc ? "yes" : "no", cuda ? (kernel_of(cuda, (pp_op)i, PP_DTYPE_F32) ? "yes" : "no") : "n/a",
                n16, o->fold ? "yes" : "no", prec_name(o->prec),
-               o->flags & PP_OPF_GRAPH_ONLY ? "  (graph only: becomes an initializer)" : "");
+               o->flags & PP_OPF_GRAPH_ONLY  ? "  (graph only: becomes an initializer)"
+               : o->flags & PP_OPF_FOLD_ONLY ? "  (fold-only: no kernel; supported where load folds it)"
+                                             : "");
     }
     printf("%d ops\n", PP_OP_COUNT);
 }

@@ -1,5 +1,6 @@
-/* A small recursive-descent JSON reader: enough for dataset headers and manifests
- * (objects, arrays, strings with the common escapes, numbers, true/false/null). */
+/* A small recursive-descent JSON reader: enough for dataset headers, manifests and a
+ * model's metadata (objects, arrays, strings with the common escapes, numbers,
+ * true/false/null); objects of many keys are indexed for lookups by key. */
 #include <onnxpipe/core.h>
 
 #include <ctype.h>
@@ -31,6 +32,38 @@ static void free_value(pp_jvalue *v)
     }
     free(v->items);
     free(v->keys);
+    free(v->order);
+}
+
+/* Objects of at least this many keys get an index (pp_jvalue.order). */
+#define INDEX_MIN_KEYS 16
+
+typedef struct keyed {
+    const char *key;
+    int i;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->i > y->i) - (x->i < y->i);   /* equal keys: the first one first */
+}
+
+/* v->order of a complete object of many keys; 0 when out of memory. */
+static int index_keys(pp_jvalue *v)
+{
+    if (v->n < INDEX_MIN_KEYS) return 1;
+    keyed *k = malloc((size_t)v->n * sizeof *k);
+    if (!k || !(v->order = malloc((size_t)v->n * sizeof *v->order))) {
+        free(k);
+        return 0;
+    }
+    for (int i = 0; i < v->n; i++) k[i] = (keyed){v->keys[i], i};
+    qsort(k, (size_t)v->n, sizeof *k, cmp_keyed);
+    for (int i = 0; i < v->n; i++) v->order[i] = k[i].i;
+    free(k);
+    return 1;
 }
 
 static pp_status parse_string(parser *ps, char **out)
@@ -91,18 +124,24 @@ static pp_status parse_container(parser *ps, pp_jvalue *v, char close)
             if (*ps->p != ':') { free(key); return fail(ps, "expected ':'"); }
             ps->p++;
         }
-        pp_jvalue *items = realloc(v->items, (size_t)(v->n + 1) * sizeof *items);
-        char **keys = is_obj ? realloc(v->keys, (size_t)(v->n + 1) * sizeof *keys) : NULL;
-        if (items) v->items = items;
-        if (keys) v->keys = keys;
-        if (!items || (is_obj && !keys)) { free(key); return fail(ps, "out of memory"); }
-        memset(&v->items[v->n], 0, sizeof *items);
+        if (!(v->n & (v->n - 1))) {   /* n a power of two (or 0): double the room */
+            const size_t cap = v->n ? 2 * (size_t)v->n : 1;
+            pp_jvalue *items = realloc(v->items, cap * sizeof *items);
+            char **keys = is_obj ? realloc(v->keys, cap * sizeof *keys) : NULL;
+            if (items) v->items = items;
+            if (keys) v->keys = keys;
+            if (!items || (is_obj && !keys)) { free(key); return fail(ps, "out of memory"); }
+        }
+        memset(&v->items[v->n], 0, sizeof v->items[0]);
         if (is_obj) v->keys[v->n] = key;
         v->n++;
         PP_CHECK(parse_value(ps, &v->items[v->n - 1]));
         skip_ws(ps);
         if (*ps->p == ',') { ps->p++; continue; }
-        if (*ps->p == close) { ps->p++; return PP_OK; }
+        if (*ps->p == close) {
+            ps->p++;
+            return !is_obj || index_keys(v) ? PP_OK : fail(ps, "out of memory");
+        }
         return fail(ps, "expected ',' or a closing bracket");
     }
 }
@@ -159,6 +198,15 @@ void pp_json_free(pp_jvalue *v)
 const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key)
 {
     if (!obj || obj->type != PP_JOBJ) return NULL;
+    if (obj->order) {   /* the first index whose key is >= key */
+        int lo = 0, hi = obj->n;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (strcmp(obj->keys[obj->order[mid]], key) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        return lo < obj->n && !strcmp(obj->keys[obj->order[lo]], key) ? &obj->items[obj->order[lo]] : NULL;
+    }
     for (int i = 0; i < obj->n; i++)
         if (!strcmp(obj->keys[i], key)) return &obj->items[i];
     return NULL;

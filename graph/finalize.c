@@ -271,8 +271,10 @@ pp_status graph_link(pp_graph *g, pp_error *err)
     return topo_sort(g, err);
 }
 
-/* Every node's op is in the registry; an op newer than the model's opset is read in
- * the form onnxpipe knows, with one warning per op. */
+/* Every node's op is in the registry (an op without a row has no folder either); an op
+ * newer than the model's opset is read in the form onnxpipe knows, with one warning per op.
+ * A fold-only op (no kernel) is checked where inference reaches it, after what it reads has
+ * folded (graph/infer.c). */
 static pp_status check_ops(const pp_graph *g, pp_error *err)
 {
     unsigned char warned[PP_OP_COUNT] = {0};
@@ -281,7 +283,7 @@ static pp_status check_ops(const pp_graph *g, pp_error *err)
         if (n->op == PP_OP_UNKNOWN)
             return pp_error_set(err, PP_ERR_UNSUPPORTED,
                                 "node '%s': op %s (domain '%s') is not supported; onnxpipe supports the ai.onnx "
-                                "ops listed in the README", n->name, n->op_type,
+                                "ops listed in docs/ops.md (`onnxpipe ops`)", n->name, n->op_type,
                                 *n->domain ? n->domain : "ai.onnx");
         const pp_op_info *op = pp_op_get(n->op);
         if (g->opset >= op->since || warned[n->op]) continue;

@@ -1,9 +1,11 @@
 /* The inference pass of pp_graph_finalize: binds symbolic input dims, turns Constant
  * nodes into initializers, removes Identity nodes, infers every output's dtype and
  * shape in one walk over the sorted nodes (each op's shape rule and folder come from
- * the registry, graph/ops.c), and folds constant subgraphs as it goes. */
+ * the registry, graph/ops.c), and folds constant subgraphs as it goes; a fold-only op
+ * (no kernel) that does not fold is refused there, after everything it reads has folded. */
 #include "infer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +128,12 @@ static pp_status compute_grad_live(infer_ctx *c, pp_error *err)
     return PP_OK;
 }
 
+/* Shape and Size read only their input's shape, which is known wherever dims are bound. */
+static int reads_shape_only(pp_op op)
+{
+    return op == PP_OP_SHAPE || op == PP_OP_SIZE;
+}
+
 /* 1 when every input is constant and none may be trained (graph_may_train: the exporter's
  * scalars and fills are constants), and the outputs are small enough. Shape needs only a known input shape. */
 static pp_status foldable(infer_ctx *c, const pp_node *n, const pp_op_info *op, int *ok, pp_error *err)
@@ -133,7 +141,7 @@ static pp_status foldable(infer_ctx *c, const pp_node *n, const pp_op_info *op, 
     pp_graph *g = c->g;
     *ok = 0;
     if (!op->fold) return PP_OK;
-    if (n->op == PP_OP_SHAPE) {
+    if (reads_shape_only(n->op)) {
         *ok = pp_shape_numel(infer_shape_of(c, n, 0)) >= 0;
         return PP_OK;
     }
@@ -212,6 +220,84 @@ done:
     return st;
 }
 
+/* ---- fold-only ops ---------------------------------------------------------- */
+
+/* 1 when constant value v is kept out of folding because it is trained. */
+static pp_status trained(infer_ctx *c, int v, int *yes, pp_error *err)
+{
+    *yes = 0;
+    if (!graph_may_train(c->g, v, &c->opt->params, c->params_meta)) return PP_OK;
+    if (!c->grad_live) PP_CHECK(compute_grad_live(c, err));
+    *yes = c->grad_live[v];
+    return PP_OK;
+}
+
+/* Where a value that is not constant comes from: the first input that is not constant of
+ * each producer, back to a graph input's data (SOURCE_DATA, *src that input), a shape query
+ * of a value whose shape is unknown (SOURCE_SHAPE, *src the query's node) or a node whose
+ * constant inputs did not fold (SOURCE_STUCK, *src that node). */
+enum { SOURCE_DATA, SOURCE_SHAPE, SOURCE_STUCK };
+
+static int trace_source(const infer_ctx *c, int v, int *src)
+{
+    const pp_graph *g = c->g;
+    for (int hops = 0; g->values[v].producer >= 0 && hops <= g->nnodes; hops++) {
+        const pp_node *p = &g->nodes[g->values[v].producer];
+        *src = g->values[v].producer;
+        if (reads_shape_only(p->op)) return SOURCE_SHAPE;
+        int next = -1;
+        for (int j = 0; j < p->ninputs && next < 0; j++)
+            if (p->inputs[j] >= 0 && !infer_const(c, p->inputs[j])) next = p->inputs[j];
+        if (next < 0) return SOURCE_STUCK;
+        v = next;
+    }
+    *src = v;
+    return SOURCE_DATA;
+}
+
+/* The error for a fold-only op (no kernel) that load could not fold: input k is not a
+ * constant (traced back to where it comes from), or with k < 0 its inputs are constants
+ * yet it did not fold (a trained input, a large result). */
+static pp_status fold_only_refusal(infer_ctx *c, const pp_node *n, int k, pp_error *err)
+{
+    const pp_graph *g = c->g;
+    const char *nm = pp_op_get(n->op)->name;
+    if (k >= 0) {
+        char why[512];
+        int src, in = n->inputs[k];
+        switch (trace_source(c, in, &src)) {
+        case SOURCE_DATA:
+            if (src == in) snprintf(why, sizeof why, "it is a graph input");
+            else snprintf(why, sizeof why, "it is computed from graph input '%s'", g->values[src].name);
+            break;
+        case SOURCE_SHAPE:
+            snprintf(why, sizeof why, "it is computed from node '%s' (%s) of a shape that is not known; bind the "
+                     "model's dims (--batch N, --dim NAME=N)", g->nodes[src].name, g->nodes[src].op_type);
+            break;
+        default:
+            snprintf(why, sizeof why, "it is computed by node '%s' (%s), which does not fold", g->nodes[src].name,
+                     g->nodes[src].op_type);
+        }
+        return infer_fail(n, PP_ERR_UNSUPPORTED, err, "op %s is supported only where its inputs are constants "
+                          "(fold-only: onnxpipe has no kernel for it), and input %d ('%s') is not constant: %s",
+                          nm, k, g->values[in].name, why);
+    }
+    for (int j = 0; j < n->ninputs; j++) {
+        int yes;
+        if (n->inputs[j] < 0) continue;
+        PP_CHECK(trained(c, n->inputs[j], &yes, err));
+        if (yes)
+            return infer_fail(n, PP_ERR_UNSUPPORTED, err, "op %s is supported only where its inputs are constants "
+                              "(fold-only), and input %d ('%s') is a trained parameter; freeze it (--frozen %s) "
+                              "to fold the node", nm, j, g->values[n->inputs[j]].name, g->values[n->inputs[j]].name);
+    }
+    char sh[128];
+    return infer_fail(n, PP_ERR_UNSUPPORTED, err, "op %s is supported only where load folds it (fold-only), and "
+                      "its constant inputs did not fold: its result (%s %s) is larger than load folds, or its "
+                      "input dtype is not handled", nm, pp_dtype_name(c->odt[0]),
+                      pp_shape_format(&c->os[0], sh, sizeof sh));
+}
+
 /* ---- inference walk -------------------------------------------------------- */
 
 /* Compares the inferred output k with what the file declared, then stores it. */
@@ -255,6 +341,13 @@ static pp_status infer_one(infer_ctx *c, pp_node *n, int *changed, pp_error *err
         *changed = 1;
         return PP_OK;
     }
+    /* a fold-only op has no kernel: its inputs must be constants (or only their shapes read);
+     * a preview with unbound dims refuses only one that reads a graph input's data */
+    const int fold_only = (op->flags & PP_OPF_FOLD_ONLY) != 0, unbound = c->opt->allow_unknown_dims;
+    for (int k = 0, src; fold_only && !reads_shape_only(n->op) && k < n->ninputs; k++)
+        if (n->inputs[k] >= 0 && !infer_const(c, n->inputs[k]) &&
+            (!unbound || trace_source(c, n->inputs[k], &src) == SOURCE_DATA))
+            return fold_only_refusal(c, n, k, err);
     int unknown_rank = 0;
     for (int k = 0; k < n->ninputs; k++)
         unknown_rank |= n->inputs[k] >= 0 && g->values[n->inputs[k]].shape.rank < 0;
@@ -268,11 +361,12 @@ static pp_status infer_one(infer_ctx *c, pp_node *n, int *changed, pp_error *err
         PP_CHECK(op->shape(c, n, err));
     }
     PP_CHECK(commit(c, n, err));
-    int ok, folded;
+    int ok, folded = 0;
     PP_CHECK(foldable(c, n, op, &ok, err));
-    if (!ok) return PP_OK;
-    PP_CHECK(evaluate(c, n, op, &folded, err));
+    if (ok) PP_CHECK(evaluate(c, n, op, &folded, err));
     *changed |= folded;
+    if (fold_only && !unbound && n->noutputs > 0 && n->outputs[0] >= 0 && !infer_const(c, n->outputs[0]))
+        return fold_only_refusal(c, n, -1, err);
     return PP_OK;
 }
 

@@ -178,4 +178,10 @@ pp_status fold_argmax(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int 
 
 /* folders: normalisation, attention, rotary embedding, resampling, einsum */
 
+/* fold-only ops, shape rules and folders (graph/fold_only.c): Size, NonZero */
+pp_status shape_size(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status fold_size(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+pp_status shape_nonzero(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status fold_nonzero(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+
 #endif

@@ -17,12 +17,18 @@
 #define EL_IN(ID) ((PP_EL_READS_##ID & PP_EL_X) ? BIT(0) : 0u)
 #define EL_OUT(ID) ((PP_EL_READS_##ID & PP_EL_Y) ? BIT(0) : 0u)
 
+/* The flags a row's KINDS column implies: G never runs, FOLD runs only as its folder. */
+#define KIND_FLAGS_FB 0u
+#define KIND_FLAGS_F 0u
+#define KIND_FLAGS_G PP_OPF_GRAPH_ONLY
+#define KIND_FLAGS_FOLD PP_OPF_FOLD_ONLY
+
 /* A row of op_list.h as a registry entry; the optional trailing fields are designated
  * initializers (.prec: PP_PREC_FOLLOW when not given; .saves_for_other: 0). */
 #define ROW(ID, nm, kernel, kinds, since_, nondiff_, sin, sout, flags_, rule, per, shape_, fold_, ...)              \
     [PP_OP_##ID] = {.name = nm, .domain = "", .since = since_, .nondiff = nondiff_, .saves_in = sin,               \
-                    .saves_out = sout, .flags = flags_, .flop_rule = PP_FLOPS_##rule, .flops_per = per,            \
-                    .shape = shape_, .fold = fold_, __VA_ARGS__},
+                    .saves_out = sout, .flags = (flags_) | KIND_FLAGS_##kinds, .flop_rule = PP_FLOPS_##rule,       \
+                    .flops_per = per, .shape = shape_, .fold = fold_, __VA_ARGS__},
 
 static const pp_op_info ops[PP_OP_COUNT] = {PP_OP_LIST(ROW)};
 

@@ -52,7 +52,9 @@ def render(reg):
         f"{latest}, the newest it is written against); **onnx latest**: the op's newest since_version in onnx",
         "- **backward**: a gradient kernel (training through the op); **cuda**: a CUDA kernel "
         "(and native bfloat16 / float16 kernels; other ops run 16-bit tensors through the fp32 kernel)",
-        "- **fold**: constant inputs are folded at load; **precision**: its class under `--precision bf16|fp16` "
+        "- **fold**: constant inputs are folded at load (a **fold-only** op has no kernel: it is supported where "
+        "load folds it, in shape and mask chains, and an error names the input that is not constant elsewhere); "
+        "**precision**: its class under `--precision bf16|fp16` "
         "(follow: its inputs' type; lowp: 16-bit operands, fp32 accumulation; fp32: fp32 storage)",
         "",
         "The op list is include/onnxpipe/op_list.h; `onnxpipe ops` prints it for a build.",
@@ -66,6 +68,10 @@ def render(reg):
         o = ours.get(name)
         if not o:
             lines.append(f"| {name}{dep} | {since} | not supported | | | | | |")
+            continue
+        if o["fold_only"]:
+            lines.append(f"| {name}{dep} | {since} | {o['since']}-{o['until']} | no | fold-only: no kernel, "
+                         f"folded at load | | {yes(o['fold'])} | |")
             continue
         if o["graph_only"]:
             lines.append(f"| {name}{dep} | {since} | {o['since']}-{o['until']} | no | becomes an initializer "

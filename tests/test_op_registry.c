@@ -1,8 +1,9 @@
 /* The op registry against the kernel tables: every op has its facts (name, shape rule,
  * cost rule) and, on every backend this build has (the cuda one too when CUDA is built,
  * GPU or not), a forward kernel and a backward one when some input carries a gradient,
- * and bfloat16 / float16 kernels beside every float32 one; and the one FLOP model against
- * closed forms. */
+ * and bfloat16 / float16 kernels beside every float32 one; graph-only and fold-only ops
+ * (KINDS G, FOLD) have no kernel, and a fold-only one has its folder; and the one FLOP
+ * model against closed forms. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,6 +40,10 @@ static void test_every_op_has_its_facts(void **state)
             print_message("%s: no shape rule\n", op->name);
             bad++;
         }
+        if ((op->flags & PP_OPF_FOLD_ONLY) && !op->fold) {
+            print_message("%s: fold-only, but no folder\n", op->name);
+            bad++;
+        }
     }
     assert_int_equal(pp_op_lookup("", "NoSuchOp"), PP_OP_UNKNOWN);
     assert_int_equal(pp_op_lookup("com.microsoft", "Gelu"), PP_OP_UNKNOWN);
@@ -57,7 +62,8 @@ static void test_every_backend_covers_every_op(void **state)
         for (int i = 0; i < PP_OP_COUNT; i++) {
             const pp_op_info *op = pp_op_get((pp_op)i);
             const pp_kernel *k = pp_kernel_find((pp_op)i, b->kind, PP_DTYPE_F32);
-            const int graph_only = (op->flags & PP_OPF_GRAPH_ONLY) != 0, differentiable = op->nondiff != ~0u;
+            const int no_kernel = (op->flags & (PP_OPF_GRAPH_ONLY | PP_OPF_FOLD_ONLY)) != 0;
+            const int differentiable = op->nondiff != ~0u;
             nk += k != NULL;
             /* 16-bit compute: a native kernel or the adapter around the F32 one, for every F32 kernel */
             for (int h = 0; k && h < 2; h++) {
@@ -70,8 +76,8 @@ static void test_every_backend_covers_every_op(void **state)
                     bad++;
                 }
             }
-            if (graph_only ? k != NULL : !k) {
-                print_message("%s: %s a %s fp32 kernel\n", op->name, graph_only ? "never runs but has" : "no",
+            if (no_kernel ? k != NULL : !k) {
+                print_message("%s: %s a %s fp32 kernel\n", op->name, no_kernel ? "never runs but has" : "no",
                               b->name);
                 bad++;
             } else if (k && differentiable != (k->backward != NULL)) {

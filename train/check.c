@@ -1,6 +1,7 @@
 /* Checks at start: every way the dataset can fail to fit the model is found before step 1
  * on every rank (each rank holds the whole graph and the whole dataset), with a message
- * that says what to change; and what counts as a token for tokens/s. */
+ * that says what to change; what counts as a token for tokens/s; and the symbolic dims
+ * the data binds (a sequence length the arrays already say). */
 #include "train_internal.h"
 
 #include <stdlib.h>
@@ -187,4 +188,79 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_datas
     if (io->labels && io->logits >= 0 && !labels_declared) PP_CHECK(check_free_labels(g, io, d, opt, dir, err));
     if (io->labels && io->logits >= 0) PP_CHECK(check_label_range(g, io, d, opt, dir, err));
     return PP_OK;
+}
+
+/* Adds binding {name, value} to dims (names owned, freed by train_dims_free). */
+static pp_status add_dim(pp_dim_binding **dims, int *n, const char *name, int64_t value, pp_error *err)
+{
+    pp_dim_binding *p = realloc(*dims, ((size_t)*n + 1) * sizeof *p);
+    if (!p) return PP_NOMEM(err);
+    *dims = p;
+    if (!(p[*n].name = strdup(name))) return PP_NOMEM(err);
+    p[(*n)++].value = value;
+    return PP_OK;
+}
+
+static const pp_dim_binding *find_dim(const pp_dim_binding *dims, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(dims[i].name, name)) return &dims[i];
+    return NULL;
+}
+
+/* Binds input v's open dims from array a (same rank per sample); from[] names the array
+ * that bound each data-bound dim (after the first nuser, which --dim gave). */
+static pp_status bind_from(const pp_value *v, const pp_dataset_array *a, const char *skip, pp_dim_binding **dims,
+                           int *n, int nuser, const char **from, char *note, size_t len, pp_error *err)
+{
+    for (int k = 1; k < v->shape.rank; k++) {
+        const char *sym = v->shape.syms[k];
+        if (v->shape.dims[k] >= 0 || !sym || (skip && !strcmp(sym, skip))) continue;
+        const int64_t have = a->shape.dims[k - 1];
+        const pp_dim_binding *b = find_dim(*dims, *n, sym);
+        if (b && b < *dims + nuser && b->value != have)
+            return pp_error_set(err, PP_ERR_SHAPE, "--dim %s=%lld, but --data array '%s' has %lld along dim %d ('%s') "
+                                "of the model's input '%s': make them agree (or leave --dim %s out: the data binds "
+                                "it)", sym, (long long)b->value, a->name, (long long)have, k, sym, v->name, sym);
+        if (b && b->value != have)
+            return pp_error_set(err, PP_ERR_SHAPE, "--data array '%s' binds %s = %lld, but array '%s' has %lld along "
+                                "dim %d ('%s') of the model's input '%s': make the arrays agree", from[b - *dims], sym,
+                                (long long)b->value, a->name, (long long)have, k, sym, v->name);
+        if (b) continue;
+        from[*n] = a->name;
+        PP_CHECK(add_dim(dims, n, sym, have, err));
+        snprintf(note + strlen(note), len - strlen(note), "%s%s = %lld (from --data %s)", *n - 1 > nuser ? ", " : "",
+                 sym, (long long)have, a->name);
+    }
+    return PP_OK;
+}
+
+pp_status train_data_dims(const pp_train_config *c, const pp_dataset *d, pp_dim_binding **dims, int *ndims,
+                          char *note, size_t note_len, pp_error *err)
+{
+    *dims = NULL;
+    *ndims = 0;
+    note[0] = 0;
+    for (int i = 0; i < c->ndims; i++) PP_CHECK(add_dim(dims, ndims, c->dims[i].name, c->dims[i].value, err));
+    const char *bucketed = c->nbuckets ? c->bucket_dim ? c->bucket_dim : "seq" : NULL;   /* each step binds it */
+    pp_graph *g = NULL;   /* the model's inputs with their symbolic dims: loaded unbound, unfolded */
+    pp_graph_options unbound = {.no_fold = 1, .allow_unknown_dims = 1, .params = c->params};
+    PP_CHECK(pp_graph_load(c->model, &unbound, &g, err));
+    const char **from = calloc((size_t)c->ndims + (size_t)g->ninputs * PP_MAX_RANK + 1, sizeof *from);
+    pp_status st = from ? PP_OK : PP_NOMEM(err);
+    for (int i = 0; st == PP_OK && i < g->ninputs; i++) {
+        const pp_value *v = &g->values[g->inputs[i]];
+        const pp_dataset_array *a = pp_dataset_find(d, v->name);
+        if (a && a->shape.rank + 1 == v->shape.rank)   /* else train_check_data says what is wrong */
+            st = bind_from(v, a, bucketed, dims, ndims, c->ndims, from, note, note_len, err);
+    }
+    free(from);
+    pp_graph_destroy(g);
+    return st;
+}
+
+void train_dims_free(pp_dim_binding *dims, int ndims)
+{
+    for (int i = 0; i < ndims; i++) free((char *)dims[i].name);
+    free(dims);
 }

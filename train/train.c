@@ -38,6 +38,8 @@ typedef struct run {
     train_straggler *straggler; /* --straggler-warn */
     train_straggler_note slow;  /* the last step's verdict */
     double tokens;              /* trained so far in this run: tokens that are not padding (or samples) */
+    pp_dim_binding *dims;       /* --dim and what the data binds (check.c: train_data_dims) */
+    int ndims;
 } run;
 
 /* The tokens of a step's global batch that are not padding (packed data), else its tokens
@@ -181,11 +183,15 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
                             "use fewer buckets or a smaller --batch", c->data, (long long)c->batch);
     if (c->epochs > 0) c->steps = c->epochs * r->smp.steps_per_epoch;
     c->lr.steps = c->steps;
+    char bound[512];
+    PP_CHECK(train_data_dims(c, r->data, &r->dims, &r->ndims, bound, sizeof bound, err));
+    if (bound[0] && r->world->rank == 0 && !c->quiet) printf("dims from the data: %s\n\n", bound);
     pp_trainer_config tc = {
         .model = c->model, .pp = c->pp, .dp = c->dp, .device = c->device, .schedule = c->schedule,
         .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
-        .dims = c->dims, .ndims = c->ndims, .buckets = c->buckets, .nbuckets = c->nbuckets, .bucket_dim = c->bucket_dim,
-        .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes, .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
+        .dims = r->dims, .ndims = r->ndims, .buckets = c->buckets, .nbuckets = c->nbuckets, .bucket_dim = c->bucket_dim,
+        .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
+        .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
         .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
         .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
         .save_sync = c->save_sync, .lock_wait_s = c->lock_wait_s, .resume = c->resume,
@@ -224,6 +230,7 @@ static void teardown(run *r)
     train_prof_close(r->prof);
     pp_dataset_close(r->data);
     pp_trainer_destroy(r->t);
+    train_dims_free(r->dims, r->ndims);
     pp_comm_destroy(r->world);
 }
 

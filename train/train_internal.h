@@ -129,6 +129,15 @@ void trainer_print_plan(const pp_trainer *t, FILE *out);
 pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_dataset *d, const char *opt,
                            const char *dir, int64_t mb, train_io *io, pp_error *err);
 
+/* The dims of the job (check.c): c's --dim bindings, then each symbolic dim of a model input
+ * that they leave open (the batch dim and the buckets' dim, which each step binds, aside),
+ * bound from the per-sample shape of the --data array of the input's name; a disagreement
+ * with --dim or between two arrays is an error naming both. note gets "seq = 256 (from
+ * --data input_ids), ..." (empty: nothing bound). Free *dims with train_dims_free. */
+pp_status train_data_dims(const pp_train_config *c, const pp_dataset *d, pp_dim_binding **dims, int *ndims,
+                          char *note, size_t note_len, pp_error *err);
+void train_dims_free(pp_dim_binding *dims, int ndims);
+
 /* feed.c: hands stage s's data inputs of slot to fn as host buffers (the device's own
  * on a host-memory device, else staging copied in after fn); fn is not called when the
  * stage reads no graph input. f: the microbatch, inputs and stage filled in here. */

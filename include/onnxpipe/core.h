@@ -214,11 +214,14 @@ typedef struct pp_jvalue {
     struct pp_jvalue *items;    /* PP_JARR, PP_JOBJ: n values */
     char **keys;                /* PP_JOBJ: n keys */
     int n;
+    int *order;                 /* PP_JOBJ of many keys: item indices in key order, for pp_json_get's
+                                   binary search (NULL: a small object, scanned) */
 } pp_jvalue;
 /* Parses text (thread-safe); errors name the byte offset. The caller frees *out with pp_json_free. Local. */
 PP_API pp_status pp_json_parse(const char *text, pp_jvalue **out, pp_error *err);
 PP_API void pp_json_free(pp_jvalue *v);
-/* Member of an object, or NULL; owned by obj. Local; thread-safe. */
+/* Member of an object (the first of that key), or NULL; owned by obj. A binary search in an
+ * object of many keys (a model's per-initializer metadata). Local; thread-safe. */
 PP_API const pp_jvalue *pp_json_get(const pp_jvalue *obj, const char *key);
 
 #ifdef __cplusplus

@@ -46,6 +46,8 @@ enum {
     PP_OPF_FOLD_LARGE = 1u << 3,/* a constant result may be folded up to 64 MiB (masks) */
     PP_OPF_KEEP_ON_RECOMPUTE = 1u << 4, /* expensive to run again: selective recompute keeps its
                                            outputs in the stash (stage/recompute.c) */
+    PP_OPF_FOLD_ONLY = 1u << 5, /* no kernel: supported only where load folds it (its inputs are
+                                   constants, or only their shapes are read); elsewhere an error */
 };
 
 /* How an op computes under mixed precision (pp_op_info.prec; stage/precision.c), like

@@ -10,7 +10,9 @@
  *   kernel     the kernel's name in both backends (ops that share one, e.g. Reshape and
  *              Flatten's `copy`, name the same)
  *   KINDS      FB: forward and backward kernels; F: forward only (no input carries a
- *              gradient); G: never runs (graph/ turns it into an initializer)
+ *              gradient); G: never runs (graph/ turns it into an initializer); FOLD: no kernel,
+ *              only its folder: supported where load folds it (constant inputs, or a shape
+ *              query of a known shape), an error naming the input that is not constant elsewhere
  *   since      the first ai.onnx opset of the form onnxpipe reads
  *   nondiff    bit i: input i carries no gradient (shapes, axes, indices, masks)
  *   saves_in, saves_out   bit i: backward reads forward input / output i. EL_IN(ID) /
@@ -108,11 +110,15 @@
     X(EXPAND, "Expand", expand, FB, 13, PP_BIT(1), 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_expand, fold_expand)       \
     /* ---- constants and shape queries (kernels/cpu/const_ops.c, kernels/cuda/const_ops.cu) ---- */                  \
     /* turned into an initializer by graph/infer.c before any shape rule runs */                                      \
-    X(CONSTANT, "Constant", none, G, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_GRAPH_ONLY, NONE, 0, NULL, NULL)                 \
+    X(CONSTANT, "Constant", none, G, 13, PP_ALL_INPUTS, 0, 0, 0, NONE, 0, NULL, NULL)                                 \
     X(CONSTANT_OF_SHAPE, "ConstantOfShape", constant_of_shape, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, \
       shape_const_of_shape, fold_const_of_shape)                                                                      \
     X(SHAPE, "Shape", shape, F, 13, PP_ALL_INPUTS, 0, 0, 0, NONE, 0, shape_shape, fold_shape)                         \
     X(RANGE, "Range", range, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_range, fold_range)         \
+    /* fold-only: exporters write them in shape and mask chains (torch.numel, torch.nonzero) */                   \
+    X(SIZE, "Size", none, FOLD, 13, PP_ALL_INPUTS, 0, 0, 0, NONE, 0, shape_size, fold_size)                           \
+    X(NON_ZERO, "NonZero", none, FOLD, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, NONE, 0, shape_nonzero,            \
+      fold_nonzero)                                                                                                   \
     /* ---- comparisons, logic, more elementwise functions: element_ops.h ---- */                                     \
     /* comparisons and logic to bool (the `compare` kernel) */                                                        \
     X(LESS, "Less", compare, F, 13, PP_ALL_INPUTS, 0, 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_compare,            \
