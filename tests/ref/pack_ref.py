@@ -196,25 +196,16 @@ def check_show(onnxpipe, work):
 
 
 def run_layouts(zr, onnxpipe, path, stream, data_args, layouts, ref, what, work, fails):
-    """onnxpipe's losses at each layout against PyTorch's (first within 1e-6, all within 1e-5)."""
+    """onnxpipe's losses at each layout (zoo_train_ref.train) against PyTorch's (first within
+    1e-6, all within 1e-5)."""
     os.makedirs(work, exist_ok=True)
-    for tag, pp, dp, micro in layouts:
-        losses = os.path.join(work, f"losses-{tag}.txt")
-        cmd = [onnxpipe, "train", "--model", path, "--data", stream, *data_args, "--eos", EOS,
-               "--pp", pp, "--dp", dp, "--batch", zr.BATCH, "--microbatches", micro, "--steps", zr.STEPS,
-               "--loss", "cross_entropy", "--logits", "logits", "--labels", "labels",
-               "--optimizer", "adamw", "--lr", zr.ADAMW["lr"], "--beta1", zr.ADAMW["betas"][0],
-               "--beta2", zr.ADAMW["betas"][1], "--eps", zr.ADAMW["eps"],
-               "--weight-decay", zr.ADAMW["weight_decay"], "--losses", losses, "--quiet"]
-        if pp * dp > 1:
-            cmd = ["timeout", 300, "mpirun", "--oversubscribe", "--bind-to", "none", "-np", pp * dp,
-                   "-x", "OPENBLAS_NUM_THREADS", "-x", "PP_COMM_TIMEOUT", *cmd]
+    for layout in layouts:
+        tag = layout[0]
         try:
-            zr.sh(cmd, os.path.join(work, f"train-{tag}.log"))
+            got = zr.train(onnxpipe, path, stream, [*data_args, "--eos", EOS], layout, work)
         except zr.Miss as e:
             fails.append(f"{what} {tag}: {e}")
             continue
-        got = np.loadtxt(losses, ndmin=2)[:, 1]
         rel = np.abs(got - ref) / np.abs(ref)
         print(f"{what} {tag}: first loss {got[0]:.8f} vs PyTorch float64 {ref[0]:.8f} "
               f"(rel {rel[0]:.2e}), max rel over {len(got)} steps {rel.max():.2e}")
