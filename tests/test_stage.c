@@ -155,8 +155,10 @@ static void feed(pp_stage *s, int slot, int m)
         void *d = pp_stage_input_buffer(s, slot, i);
         for (int b = 0; b < B; b++)
             if (!strcmp(p->name, "labels")) ((int64_t *)d)[b] = label(m, b);
-            else if (!strcmp(p->name, "x")) for (int k = 0; k < IN; k++) ((float *)d)[b * IN + k] = (float)input_x(m, b, k);
-            else for (int k = 0; k < H; k++) ((float *)d)[b * H + k] = (float)input_h(m, b, k);
+            else if (!strcmp(p->name, "x"))
+                for (int k = 0; k < IN; k++) ((float *)d)[b * IN + k] = (float)input_x(m, b, k);
+            else
+                for (int k = 0; k < H; k++) ((float *)d)[b * H + k] = (float)input_h(m, b, k);
     }
 }
 
@@ -281,7 +283,8 @@ static void slots_and_recompute(void **state)
             printf("  %s, recompute %-9s: 4 microbatches in slots 2,0,1,0 (3 in flight) vs closed form: losses rel "
                    "err %.1e, step loss %.7f (closed form %.7f), parameter gradients %.1e, input gradients %s%s\n",
                    shape_name[shape], pp_recompute_name((pp_recompute)r), l.loss_err, l.step_loss, l.step_loss_ref,
-                   l.grad_err, dh_text(&l, shape, dh, sizeof dh), none ? (same ? "; gradients bitwise those of none" : "; gradients DIFFER from none's") : "");
+                   l.grad_err, dh_text(&l, shape, dh, sizeof dh),
+                   !none ? "" : same ? "; gradients bitwise those of none" : "; gradients DIFFER from none's");
             check_log(&l, shape);
             assert_true(same);
             if (none) pp_stage_destroy(s);
