@@ -318,7 +318,7 @@ static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_e
     case PP_ACT_SEND_GRAD: return do_send_grad(d, v, a->microbatch, peer, err);
     case PP_ACT_RECV_GRAD: return do_recv_grad(d, v, a->microbatch, peer, err);
     /* bucket_hook started the stage's buckets during its last backward; start any left */
-    case PP_ACT_START_REDUCE: return d->grid->dp > 1 ? driver_start_buckets(d, v, -1, err) : PP_OK;
+    case PP_ACT_REDUCE_GRADS: return d->grid->dp > 1 ? driver_start_buckets(d, v, -1, err) : PP_OK;
     case PP_ACT_FINISH_STEP: return PP_OK;   /* driver_finish_step runs it after the walk */
     default: return pp_error_set(err, PP_ERR_INTERNAL, "unknown action kind %d", a->kind);
     }

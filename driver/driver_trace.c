@@ -35,7 +35,7 @@ static double action_bytes(pp_driver *d, const pp_action *a)
     for (int i = 0; out && i < pp_stage_num_outputs(v->s); i++) n += (double)pp_stage_output(v->s, i)->nbytes;
     for (int i = 0; in && i < pp_stage_num_inputs(v->s); i++)
         if (!pp_stage_input(v->s, i)->is_data) n += (double)pp_stage_input(v->s, i)->nbytes;
-    if (a->kind == PP_ACT_START_REDUCE) n = (double)pp_stage_param_elems(v->s) * sizeof(float);
+    if (a->kind == PP_ACT_REDUCE_GRADS) n = (double)pp_stage_param_elems(v->s) * sizeof(float);
     return n;
 }
 

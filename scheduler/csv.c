@@ -1,6 +1,7 @@
 /* CSV import / export in the text form of torch.distributed.pipelining schedules: one
  * row per rank, one action per cell ("0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1",
- * "1SEND_B0", "0RECV_B0", "1REDUCE_GRAD"), empty cells for idle steps. */
+ * "1SEND_B0", "0RECV_B0", "1REDUCE_GRADS"), empty cells for idle steps. PyTorch spells
+ * the gradient reduction "REDUCE_GRAD": read as REDUCE_GRADS. */
 #include "sched_internal.h"
 
 #include <ctype.h>
@@ -13,9 +14,11 @@ static const struct {
     int kind;
     int has_mb;
 } tokens[] = {
-    {"REDUCE_GRAD", PP_ACT_START_REDUCE, 0}, {"SEND_F", PP_ACT_SEND_ACT, 1}, {"RECV_F", PP_ACT_RECV_ACT, 1},
-    {"SEND_B", PP_ACT_SEND_GRAD, 1},        {"RECV_B", PP_ACT_RECV_GRAD, 1}, {"F", PP_ACT_FORWARD, 1},
-    {"B", PP_ACT_BACKWARD, 1},              {"I", PP_ACT_BACKWARD_INPUT, 1}, {"W", PP_ACT_BACKWARD_WEIGHT, 1},
+    {"REDUCE_GRADS", PP_ACT_REDUCE_GRADS, 0}, {"REDUCE_GRAD", PP_ACT_REDUCE_GRADS, 0},
+    {"SEND_F", PP_ACT_SEND_ACT, 1},           {"RECV_F", PP_ACT_RECV_ACT, 1},
+    {"SEND_B", PP_ACT_SEND_GRAD, 1},          {"RECV_B", PP_ACT_RECV_GRAD, 1},
+    {"F", PP_ACT_FORWARD, 1},                 {"B", PP_ACT_BACKWARD, 1},
+    {"I", PP_ACT_BACKWARD_INPUT, 1},          {"W", PP_ACT_BACKWARD_WEIGHT, 1},
 };
 #define NTOKENS ((int)(sizeof tokens / sizeof tokens[0]))
 #define MAX_INDEX (1 << 20)
@@ -73,7 +76,7 @@ static pp_status parse_cell(const char *cell, pp_action *a, int *empty, const ch
 bad:
     return pp_error_set(err, PP_ERR_PARSE,
                         "%s: cannot read action '%s' (expected [stage][F|B|I|W|SEND_F|RECV_F|SEND_B|RECV_B]"
-                        "[microbatch] or [stage]REDUCE_GRAD, e.g. 2F0; UNSHARD/RESHARD are not supported)",
+                        "[microbatch] or [stage]REDUCE_GRADS, e.g. 2F0; UNSHARD/RESHARD and WAIT_* are not supported)",
                         where, cell);
 }
 
@@ -232,13 +235,13 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
     for (int r = 0; r < t.nrows; r++)
         for (int i = 0; i < t.n[r]; i++) {
             has_comm |= action_is_comm(t.a[r][i].kind);
-            has_reduce |= t.a[r][i].kind == PP_ACT_START_REDUCE;
+            has_reduce |= t.a[r][i].kind == PP_ACT_REDUCE_GRADS;
         }
     s->lowered = has_comm;
     for (int r = 0; r < t.nrows; r++)
         for (int i = 0; i < t.n[r]; i++) {
             pp_action a = t.a[r][i];
-            /* A compute-only file gets its START_REDUCE / FINISH_STEP from lowering. */
+            /* A compute-only file gets its REDUCE_GRADS / FINISH_STEP from lowering. */
             if (!has_comm && !action_is_compute(a.kind)) continue;
             a.peer = peer_of(s, &a);
             PP_CHECK_GOTO(pp_schedule_append(s, r, a, err), st, done);

@@ -205,9 +205,9 @@ static pp_status check_fields(engine *e, pp_error *err)
                 snprintf(msg, sizeof msg, "stage %d out of range (%d..%d)", st, lo, hi);
                 return fail_at(e, r, err, msg);
             }
-            if (k == PP_ACT_START_REDUCE ? a->microbatch != -1 : (a->microbatch < 0 || a->microbatch >= m)) {
+            if (k == PP_ACT_REDUCE_GRADS ? a->microbatch != -1 : (a->microbatch < 0 || a->microbatch >= m)) {
                 snprintf(msg, sizeof msg, "microbatch %d out of range (%s)", a->microbatch,
-                         k == PP_ACT_START_REDUCE ? "REDUCE_GRAD takes -1" : "0..microbatches-1");
+                         k == PP_ACT_REDUCE_GRADS ? "REDUCE_GRADS takes -1" : "0..microbatches-1");
                 return fail_at(e, r, err, msg);
             }
             if (s->stage_rank[st] != r) {
@@ -294,12 +294,12 @@ static int needs(const engine *e, int r, const pp_action *a, long out[2])
     return n;
 }
 
-/* Checks START_REDUCE / FINISH_STEP preconditions (all local). */
+/* Checks REDUCE_GRADS / FINISH_STEP preconditions (all local). */
 static pp_status check_step(engine *e, int r, const pp_action *a, pp_error *err)
 {
     char msg[160];
-    if (a->kind == PP_ACT_START_REDUCE) {
-        if (e->reduced[a->stage]) return fail_at(e, r, err, "a second REDUCE_GRAD for this stage");
+    if (a->kind == PP_ACT_REDUCE_GRADS) {
+        if (e->reduced[a->stage]) return fail_at(e, r, err, "a second REDUCE_GRADS for this stage");
         if (e->wdone[a->stage] != e->s->microbatches) {
             snprintf(msg, sizeof msg, "comes before the stage's last backward (%d of %d microbatches done)",
                      e->wdone[a->stage], e->s->microbatches);
@@ -307,7 +307,7 @@ static pp_status check_step(engine *e, int r, const pp_action *a, pp_error *err)
         }
     }
     if (a->kind == PP_ACT_FINISH_STEP && e->nreduced[r] != e->nstages_on[r]) {
-        snprintf(msg, sizeof msg, "comes before REDUCE_GRAD of all this rank's stages (%d of %d)",
+        snprintf(msg, sizeof msg, "comes before REDUCE_GRADS of all this rank's stages (%d of %d)",
                  e->nreduced[r], e->nstages_on[r]);
         return fail_at(e, r, err, msg);
     }
@@ -372,7 +372,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             break;
         case PP_ACT_RECV_ACT: PP_CHECK(produce(e, r, tok_id(e, TOK_ACT_IN, st, mb), st, end, g, err)); break;
         case PP_ACT_RECV_GRAD: PP_CHECK(produce(e, r, tok_id(e, TOK_GRAD_IN, st, mb), st, end, g, err)); break;
-        case PP_ACT_START_REDUCE:
+        case PP_ACT_REDUCE_GRADS:
             end = t0 + (e->costs ? e->costs->allreduce + stage_cost(e->costs, st)->allreduce : 0);
             e->reduced[st] = 1;
             e->nreduced[r]++;
@@ -390,7 +390,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
             break;
         }
         /* A receive is posted when reached and spans the wait for its data. SEND, RECV
-         * and START_REDUCE run beside compute: the stream is free once they are issued,
+         * and REDUCE_GRADS run beside compute: the stream is free once they are issued,
          * and the compute that uses received data waits for it (RECV's token). */
         int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_FINISH_STEP;
         int recv = a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD;
@@ -446,7 +446,7 @@ pp_status engine_check_complete(const engine *e, pp_error *err)
     if (s->lowered)
         for (int st = 0; st < s->num_stages; st++)
             if (!e->reduced[st])
-                return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d (rank %d) has no REDUCE_GRAD", st,
+                return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d (rank %d) has no REDUCE_GRADS", st,
                                     s->stage_rank[st]);
     return PP_OK;
 }

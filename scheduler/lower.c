@@ -110,9 +110,9 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
     for (int r = 0; r < s->pp; r++)
         for (int i = 0; i < s->count[r]; i++) {
             int k = s->actions[r][i].kind;
-            if (k == PP_ACT_START_REDUCE || k == PP_ACT_FINISH_STEP) {
+            if (k == PP_ACT_REDUCE_GRADS || k == PP_ACT_FINISH_STEP) {
                 st = pp_error_set(err, PP_ERR_INVALID_ARG,
-                                  "rank %d action %d: the schedule already has REDUCE_GRAD/OPTIMIZER_STEP", r, i);
+                                  "rank %d action %d: the schedule already has REDUCE_GRADS/OPTIMIZER_STEP", r, i);
                 goto done;
             }
         }
@@ -131,11 +131,11 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
         }
         if (n) memcpy(row, s->actions[r], (size_t)n * sizeof *row);
         s->count[r] = 0;
-        int pending = -1;  /* stage whose START_REDUCE goes in after the sends that follow */
+        int pending = -1;  /* stage whose REDUCE_GRADS goes in after the sends that follow */
         for (int i = 0; i < n; i++) {
             int k = row[i].kind;
             if (pending >= 0 && k != PP_ACT_SEND_ACT && k != PP_ACT_SEND_GRAD) {
-                pp_action red = {PP_ACT_START_REDUCE, pending, -1, -1};
+                pp_action red = {PP_ACT_REDUCE_GRADS, pending, -1, -1};
                 PP_CHECK_GOTO(pp_schedule_append(s, r, red, err), st, done);
                 pending = -1;
             }
@@ -144,7 +144,7 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
                 pending = row[i].stage;
         }
         if (pending >= 0) {
-            pp_action red = {PP_ACT_START_REDUCE, pending, -1, -1};
+            pp_action red = {PP_ACT_REDUCE_GRADS, pending, -1, -1};
             PP_CHECK_GOTO(pp_schedule_append(s, r, red, err), st, done);
         }
         pp_action opt = {PP_ACT_FINISH_STEP, -1, -1, -1};

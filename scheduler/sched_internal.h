@@ -48,10 +48,10 @@ typedef struct engine {
     int *clock_src;         /* [pp] the action that made the stream busy until clock, -1 */
     int *stack, nstack;     /* ranks to run */
     int *wdone;             /* [S] microbatches whose weight gradient is done */
-    int *reduced;           /* [S] START_REDUCE seen */
+    int *reduced;           /* [S] REDUCE_GRADS seen */
     double *reduce_end;     /* [pp] latest all-reduce end per rank */
-    int *reduce_src;        /* [pp] the START_REDUCE whose all-reduce ends last */
-    int *nreduced;          /* [pp] START_REDUCE done per rank */
+    int *reduce_src;        /* [pp] the REDUCE_GRADS whose all-reduce ends last */
+    int *nreduced;          /* [pp] REDUCE_GRADS done per rank */
     int *nstages_on;        /* [pp] stages held by each rank */
     int fail_rank;          /* rank of the offending or first stuck action, -1 none */
 } engine;

@@ -10,12 +10,13 @@ static const char *kind_names[PP_SCHED_KIND_COUNT] = {"gpipe", "1f1b", "interlea
 
 static const char *action_names[PP_ACT_KIND_COUNT] = {
     "FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "SEND_ACT",
-    "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "START_REDUCE", "FINISH_STEP"};
+    "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "REDUCE_GRADS", "FINISH_STEP"};
 
 /* PyTorch's short forms (torch.distributed.pipelining _ComputationType), what CSV files,
- * traces and messages show; FINISH_STEP, which PyTorch has not, is "OPTIMIZER_STEP". */
+ * traces and messages show, except REDUCE_GRADS: DESIGN.md's name, where PyTorch writes
+ * REDUCE_GRAD (csv.c reads both); FINISH_STEP, which PyTorch has not, is "OPTIMIZER_STEP". */
 static const char *action_short[PP_ACT_KIND_COUNT] = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "OPTIMIZER_STEP"};
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRADS", "OPTIMIZER_STEP"};
 
 /* Bounds that keep every index in an int and the engine's token table in memory. */
 #define MAX_PP 16384
@@ -55,7 +56,7 @@ const char *pp_action_format(const pp_action *a, char *buf, size_t len)
     int k = a->kind;
     if (k < 0 || k >= PP_ACT_KIND_COUNT) snprintf(buf, len, "?%d", k);
     else if (k == PP_ACT_FINISH_STEP) snprintf(buf, len, "%s", action_short[k]);
-    else if (k == PP_ACT_START_REDUCE) snprintf(buf, len, "%d%s", a->stage, action_short[k]);
+    else if (k == PP_ACT_REDUCE_GRADS) snprintf(buf, len, "%d%s", a->stage, action_short[k]);
     else snprintf(buf, len, "%d%s%d", a->stage, action_short[k], a->microbatch);
     return buf;
 }

@@ -55,7 +55,7 @@ static void test_sweep_all_valid(void **state)
                     /* compute per (stage, mb): F + B, or F + I + W; two messages per
                      * boundary crossing and microbatch, counted on both sides (none
                      * when p == 1: all stages share the rank; zb-v's middle boundary,
-                     * p-1 -> p, stays on rank p-1); one START_REDUCE per stage, one
+                     * p-1 -> p, stays on rank p-1); one REDUCE_GRADS per stage, one
                      * FINISH_STEP per rank. */
                     int zb = kind == PP_SCHED_ZB_H1 || kind == PP_SCHED_ZB_V;
                     long S = (long)p * v, per = zb ? 3 : 2, cross = kind == PP_SCHED_ZB_V ? S - 2 : S - 1;
@@ -153,8 +153,8 @@ static void test_broken_order_and_counts(void **state)
         {"0F0,0SEND_F0,0F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n",
          PP_ERR_DEADLOCK, "rank 0 is stuck at action 3 (0RECV_B0)", "a receive with no send"},
         {"0F0,0RECV_B0,0B0\n1F0,1B0,1SEND_B0\n", PP_ERR_INVALID_ARG, "received by a RECV_ACT", "forward with no receive"},
-        {"0F0,0SEND_F0,0REDUCE_GRAD,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0,1REDUCE_GRAD\n", PP_ERR_INVALID_ARG,
-         "before the stage's last backward", "REDUCE_GRAD before the backward"},
+        {"0F0,0SEND_F0,0REDUCE_GRADS,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0,1REDUCE_GRADS\n", PP_ERR_INVALID_ARG,
+         "before the stage's last backward", "REDUCE_GRADS before the backward"},
         {"0F0,0F1,0SEND_F0,0RECV_B0,0B0,0B1\n1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1\n", PP_ERR_INVALID_ARG,
          "received by a RECV_ACT", "stage 1 forwards microbatch 1 it never received"},
     };

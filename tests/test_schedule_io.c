@@ -1,5 +1,5 @@
 /* Scheduler I/O: CSV round trips (with and without communication), PyTorch-style files
- * with idle cells and a V-shaped stage placement, parse errors, the ASCII timeline
+ * with idle cells and a V-shaped stage placement, PyTorch's spelling of REDUCE_GRADS, parse errors, the ASCII timeline
  * against a hand-drawn one, and the trace writer's exact output. */
 #include <stdarg.h>
 #include <setjmp.h>
@@ -68,6 +68,32 @@ static void test_csv_round_trip(void **state)
                 pp_schedule_destroy(s);
             }
     printf("%d CSV round trips identical action for action\n", n);
+}
+
+/* The gradient reduction has one name, DESIGN.md's REDUCE_GRADS: the kind's name and each
+ * stage's cell in a written file ("0REDUCE_GRADS"). A file with PyTorch's spelling,
+ * "0REDUCE_GRAD" (what onnxpipe wrote before too), reads as the same actions. */
+static void test_reduce_grads_name(void **state)
+{
+    (void)state;
+    pp_schedule *s, *back;
+    pp_error err = {0};
+    assert_string_equal(pp_action_kind_name(PP_ACT_REDUCE_GRADS), "REDUCE_GRADS");
+    assert_int_equal(pp_schedule_create(PP_SCHED_1F1B, 2, 3, 1, &s, &err), PP_OK);
+    char *text = capture_csv(s, 0), *old = malloc(strlen(text) + 1), *o = old;
+    assert_non_null(strstr(text, "0REDUCE_GRADS") && strstr(text, "1REDUCE_GRADS"));
+    for (const char *p = text; *p;)   /* drop the S of each REDUCE_GRADS */
+        if (!strncmp(p, "REDUCE_GRADS", 12)) o += sprintf(o, "REDUCE_GRAD"), p += 12;
+        else *o++ = *p++;
+    *o = 0;
+    printf("1f1b p=2 m=3 written:\n%sPyTorch's spelling:\n%s", text, old);
+    assert_int_equal(read_text(old, &back, &err), PP_OK);
+    assert_same(s, back);
+    printf("read back: the same actions\n");
+    pp_schedule_destroy(back);
+    pp_schedule_destroy(s);
+    free(old);
+    free(text);
 }
 
 /* PyTorch writes idle steps as empty cells; quotes and spaces are tolerated. The
@@ -197,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_csv_round_trip), cmocka_unit_test(test_pytorch_style_file),
         cmocka_unit_test(test_v_placement),    cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_ascii_timeline), cmocka_unit_test(test_trace_writer),
+        cmocka_unit_test(test_reduce_grads_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,7 +189,7 @@ static void test_stage_links_and_allreduce(void **state)
 
 /* The reference: a fixed-point iteration of "start = max(own stream free, data ready)"
  * over the action lists, written without the engine's tokens. SEND, RECV and
- * START_REDUCE do not hold the stream; a RECV has its data when the SEND's message
+ * REDUCE_GRADS do not hold the stream; a RECV has its data when the SEND's message
  * arrives (and not before it is posted); the compute using the data waits for that.
  * act (NULL: the stage costs): the time of each compute action by global index. */
 static double reference_makespan(const pp_schedule *s, const double *F, const double *Bi, const double *Bw,
@@ -229,7 +229,7 @@ static double reference_makespan(const pp_schedule *s, const double *F, const do
                 case PP_ACT_RECV_GRAD:
                     e = got[(size_t)S * m + (size_t)st * m + mb] = fmax(t, sent[(size_t)S * m + (size_t)st * m + mb]);
                     break;
-                case PP_ACT_START_REDUCE: e = t + allreduce; red = fmax(red, e); break;
+                case PP_ACT_REDUCE_GRADS: e = t + allreduce; red = fmax(red, e); break;
                 default: e = fmax(t, red); clock = e; break;
                 }
                 if (e != end[r][i]) changed = 1;

@@ -41,14 +41,15 @@ extern "C" {
  *                    rank `peer`.
  *   RECV_GRAD        receive the output gradient of (stage, microbatch) from stage+1
  *                    on rank `peer`.
- *   START_REDUCE     by here the data-parallel all-reduce of stage `stage`'s gradients
+ *   REDUCE_GRADS     by here the data-parallel all-reduce of stage `stage`'s gradients
  *                    is under way (microbatch = -1, peer = -1); placed after the stage's
  *                    last backward and the sends that follow it. The driver starts the
  *                    all-reduce earlier, bucket by bucket, from the gradient hook inside
  *                    that last backward as each bucket's gradients become final
  *                    (driver/driver.c: bucket_hook); this action starts any bucket the
  *                    hook left (none after a hooked backward) and nothing waits here.
- *                    Text form: PyTorch's "REDUCE_GRAD".
+ *                    DESIGN.md's name; text form "REDUCE_GRADS" (the CSV reader also
+ *                    takes PyTorch's "REDUCE_GRAD").
  *   FINISH_STEP      the end of the rank's step (stage = -1, microbatch = -1, peer = -1),
  *                    its last action: wait for its all-reduce buckets, sum tied
  *                    gradients, the loss and the global gradient norm over the job, clip,
@@ -70,7 +71,7 @@ typedef enum {
     PP_ACT_RECV_ACT,
     PP_ACT_SEND_GRAD,
     PP_ACT_RECV_GRAD,
-    PP_ACT_START_REDUCE,
+    PP_ACT_REDUCE_GRADS,
     PP_ACT_FINISH_STEP,
     PP_ACT_KIND_COUNT
 } pp_action_kind;
@@ -79,7 +80,7 @@ typedef enum {
 typedef struct pp_action {
     int32_t kind;
     int32_t stage;       /* virtual stage index, -1 for FINISH_STEP */
-    int32_t microbatch;  /* 0 .. microbatches-1, -1 for START_REDUCE / FINISH_STEP */
+    int32_t microbatch;  /* 0 .. microbatches-1, -1 for REDUCE_GRADS / FINISH_STEP */
     int32_t peer;        /* rank on the other side of a SEND/RECV, else -1 */
 } pp_action;
 
@@ -109,7 +110,7 @@ typedef struct pp_schedule {
     int chunks;         /* virtual stages per rank (v); 1 except for interleaved and zb-v (2) */
     int num_stages;     /* virtual stages in the model */
     int microbatches;   /* m */
-    int lowered;        /* 1 when SEND/RECV, START_REDUCE and FINISH_STEP are in */
+    int lowered;        /* 1 when SEND/RECV, REDUCE_GRADS and FINISH_STEP are in */
     int *stage_rank;    /* [num_stages] rank holding each virtual stage */
     int *count;         /* [pp] actions per rank */
     int *capacity;      /* [pp] allocated actions per rank */
@@ -124,7 +125,7 @@ PP_API pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out,
  * interleaved and zb-v, else 1. Local. Thread-safe. */
 PP_API int pp_schedule_default_chunks(pp_schedule_kind kind);
 /* Local; a static string. Thread-safe. */
-PP_API const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "START_REDUCE" */
+PP_API const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "REDUCE_GRADS" */
 
 /* Generates, lowers and validates the schedule of `kind` for pp ranks, `microbatches`
  * microbatches and `chunks` virtual stages per rank (1, except interleaved: 2..64, and
@@ -139,10 +140,10 @@ PP_API pp_status pp_schedule_create(pp_schedule_kind kind, int pp, int microbatc
 PP_API pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, int chunks,
                                       pp_schedule **out, pp_error *err);
 /* Inserts SEND/RECV pairs (placed in the order of a unit-cost simulation, so that no
- * two ranks wait on each other in a cycle), then START_REDUCE after each stage's last
+ * two ranks wait on each other in a cycle), then REDUCE_GRADS after each stage's last
  * backward and FINISH_STEP at the end. In place; s must be compute-only. Local. */
 PP_API pp_status pp_schedule_lower(pp_schedule *s, pp_error *err);
-/* Adds only START_REDUCE / FINISH_STEP to a schedule that already has its
+/* Adds only REDUCE_GRADS / FINISH_STEP to a schedule that already has its
  * communication (e.g. loaded from a compute+comms CSV without them). Local. */
 PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
 
@@ -150,7 +151,7 @@ PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
  * deadlock; stage -> rank consistency and correct peers; every (stage, microbatch)
  * forwarded exactly once and backwarded exactly once (BACKWARD, or BACKWARD_INPUT then
  * BACKWARD_WEIGHT); forward before backward; every send matched by exactly one
- * receive; START_REDUCE once per stage after its backwards; FINISH_STEP last.
+ * receive; REDUCE_GRADS once per stage after its backwards; FINISH_STEP last.
  * Compute-only schedules are checked for order and completeness (no communication).
  * On failure, when report is not NULL, prints the per-rank grid with the stuck or
  * offending actions marked. O(actions + stages * microbatches). Local. Thread-safe. */
@@ -169,7 +170,8 @@ PP_API const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank,
 /* Total actions over all ranks. Local. Thread-safe. */
 PP_API long pp_schedule_action_count(const pp_schedule *s);
 /* PyTorch's text form: "0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1", "1SEND_B0",
- * "0RECV_B0", "3REDUCE_GRAD" (START_REDUCE); FINISH_STEP prints as "OPTIMIZER_STEP".
+ * "0RECV_B0"; REDUCE_GRADS prints as "3REDUCE_GRADS" (PyTorch: "3REDUCE_GRAD") and
+ * FINISH_STEP as "OPTIMIZER_STEP".
  * Returns buf (the caller's). Local; thread-safe for distinct bufs. */
 PP_API const char *pp_action_format(const pp_action *a, char *buf, size_t len);
 
@@ -181,7 +183,9 @@ PP_API const char *pp_action_format(const pp_action *a, char *buf, size_t len);
  * Local. */
 PP_API pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_only, pp_error *err);
 /* Reads either format; pp = number of rows, stage -> rank from where stages appear.
- * A compute-only file is lowered; a compute+comms file gets START_REDUCE and
+ * "REDUCE_GRAD" (PyTorch's, and onnxpipe's files before it took DESIGN.md's name) reads
+ * as REDUCE_GRADS.
+ * A compute-only file is lowered; a compute+comms file gets REDUCE_GRADS and
  * FINISH_STEP where it has none. The result is not validated: call validate. Local; the caller
  * frees it with pp_schedule_destroy. */
 PP_API pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp_error *err);
@@ -208,7 +212,7 @@ typedef struct pp_costs {
     int num_stages;              /* length of `stage` */
     double send_latency;         /* s per message */
     double bandwidth;            /* bytes/s between neighbours; 0 = infinite */
-    double allreduce;            /* s per START_REDUCE (data-parallel all-reduce), plus the
+    double allreduce;            /* s per REDUCE_GRADS (data-parallel all-reduce), plus the
                                     stage's own pp_stage_cost.allreduce */
     double optimizer;            /* s per FINISH_STEP */
     const double *action;        /* NULL, or s of each FORWARD, BACKWARD, BACKWARD_INPUT and
@@ -225,7 +229,7 @@ PP_API void pp_costs_unit(pp_costs *c);
  * SEND is non-blocking (the message arrives send_latency + send_time + send_bytes /
  * bandwidth after it is issued, with the boundary's stage costs, as with MPI_Isend / NCCL
  * on a side stream); RECV posts the receive (MPI_Irecv) and the FORWARD/BACKWARD that
- * uses the data waits for it; START_REDUCE starts an all-reduce that runs beside compute
+ * uses the data waits for it; REDUCE_GRADS starts an all-reduce that runs beside compute
  * for `allreduce` plus the stage's own `allreduce` seconds (the driver
  * starts it bucket by bucket during the stage's last backward: earlier than modelled);
  * FINISH_STEP waits for this rank's all-reduces. (The validator assumes the worst
