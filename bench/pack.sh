@@ -4,14 +4,16 @@
 # position_ids (examples/export/export_model.py, dynamo), trained one epoch over the same
 # corpus both ways: DOCS documents of log-normal lengths (median 48 tokens, sigma 0.8, at
 # most T, so --pad pads every document to the longest), EOS-separated in a uint16 stream.
-# Both runs train on every token of every document once (an epoch); tokens/s counts the
-# tokens that are not padding, so the two rates compare the same work.
+# Both runs train on every token of every document once (an epoch's whole batches); tokens/s
+# counts the tokens that are not padding, so the rates compare the same work. A third run
+# pads in sequence buckets (--pad --seq-buckets T/4,T/2,T): each step at its bucket's length.
 #
 # One JSON line per run (mode, samples, steps, padding, seconds, tokens/s, first and last
-# loss), then the ratio pack / pad. One process on one core (OPENBLAS_NUM_THREADS=1).
+# loss), then the ratios pack / pad and buckets / pad. One process on one core
+# (OPENBLAS_NUM_THREADS=1).
 #
 # Usage: bench/pack.sh [BUILD_DIR]   (a Release build)
-# Env: DOCS (3000), SEQ (128), BATCH (16), LAYERS (2), DIM (128), WORK (keep files there)
+# Env: DOCS (3000), SEQ (128), BATCH (16), LAYERS (2), DIM (128), BUCKETS (T/4,T/2,T), WORK (keep files there)
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" 2>/dev/null && pwd) || BUILD=${1:-$SRC/build}
@@ -38,10 +40,13 @@ docs = [np.append(rng.integers(2, 512, k - 1), 1) for k in lengths]
 np.concatenate(docs).astype(np.uint16).tofile(path)
 PYEOF
 
-for mode in pad pack; do
+BUCKETS=${BUCKETS:-$((SEQ / 4)),$((SEQ / 2)),$SEQ}
+for mode in pad pack buckets; do
     log=$WORK/$mode.log
-    taskset -c 0 "$ONNXPIPE" train --model "$WORK/llama.onnx" --data "$WORK/docs.bin" --seq "$SEQ" "--$mode" --eos 1 \
-        --dim seq="$SEQ" --batch "$BATCH" --epochs 1 --loss cross_entropy --logits logits --labels labels \
+    how=("--$mode")
+    [ "$mode" = buckets ] && how=(--pad --seq-buckets "$BUCKETS")
+    taskset -c 0 "$ONNXPIPE" train --model "$WORK/llama.onnx" --data "$WORK/docs.bin" --seq "$SEQ" "${how[@]}" --eos 1 \
+        --batch "$BATCH" --epochs 1 --loss cross_entropy --logits logits --labels labels \
         --optimizer adamw --lr 1e-3 --losses "$WORK/$mode.losses" >"$log" 2>&1 || fail "$mode: $(grep -m1 error "$log")"
     data=$(grep -m1 '^data: ' "$log")
     last=$(grep '^trained ' "$log" | tail -1)
@@ -63,4 +68,6 @@ done | tee "$WORK/lines.jsonl"
 import json, sys
 r = {j['mode']: j for j in map(json.loads, open('$WORK/lines.jsonl'))}
 print(json.dumps({'bench': 'pack', 'figure': 'tokens/s pack / pad', 'ratio': round(r['pack']['tokens_per_s'] / r['pad']['tokens_per_s'], 3),
-                  'padding_pack': r['pack']['padding'], 'padding_pad': r['pad']['padding'], 'cores': 1}))"
+                  'padding_pack': r['pack']['padding'], 'padding_pad': r['pad']['padding'], 'cores': 1}))
+print(json.dumps({'bench': 'pack', 'figure': 'tokens/s pad in buckets / pad', 'buckets': '$BUCKETS',
+                  'ratio': round(r['buckets']['tokens_per_s'] / r['pad']['tokens_per_s'], 3), 'cores': 1}))"
