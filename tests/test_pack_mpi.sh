@@ -9,7 +9,8 @@
 #   first loss within 1e-6, every step within 1e-5 relative; and the dynamo export on
 #   --pad --seq-buckets 4,8,16 (each step at its bucket's length, in the sampler's order,
 #   restated in Python) at pp=1, pp=2 and pp=2 x dp=2, the same bounds;
-# - what cannot be packed is refused, naming what to do.
+# - a [batch, seq] padding mask gets 1 on tokens (the first loss of --pad against numpy);
+# - what cannot be packed is refused, or warned about, naming what to do.
 # Python: the export venv (scripts/export-venv.sh).
 set -euo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}"
@@ -33,7 +34,7 @@ refused "pass --eos ID" "$ONNXPIPE" train "${g[@]}" --data "$OUT/show/docs.bin" 
 refused "add --pack or --pad" "$ONNXPIPE" train "${g[@]}" --data "$OUT/show/docs.bin" --seq 16 --eos 1
 "$ONNXPIPE" data text /usr/share/common-licenses/GPL-3 -o "$OUT/own" --seq 16 >/dev/null
 refused "(onnxpipe) holds samples already made" "$ONNXPIPE" train "${g[@]}" --data "$OUT/own" --pack
-# a model whose attention_mask is a [batch, seq] padding mask cannot keep documents apart
+# a model with a [batch, seq] padding mask (its tokens see the sample's masked sum)
 "$XPY" - "$OUT/mask2d.onnx" <<'PYEOF'
 import sys
 import numpy as np
@@ -45,16 +46,47 @@ nodes = [h.make_node("Gather", ["emb", "input_ids"], ["x"]),
          h.make_node("Cast", ["attention_mask"], ["m"], to=T.FLOAT),
          h.make_node("Unsqueeze", ["m", "ax"], ["m3"]),
          h.make_node("Mul", ["x", "m3"], ["xm"]),
-         h.make_node("MatMul", ["xm", "w"], ["logits"])]
+         h.make_node("ReduceSum", ["xm", "ax1"], ["pool"], keepdims=1),   # every token sees the sample's sum
+         h.make_node("Add", ["xm", "pool"], ["hid"]),
+         h.make_node("MatMul", ["hid", "w"], ["logits"])]
 ax = h.make_tensor("ax", T.INT64, [1], [2])
+ax1 = h.make_tensor("ax1", T.INT64, [1], [1])
 g = h.make_graph(nodes, "mask2d",
                  [h.make_tensor_value_info("input_ids", T.INT64, ["batch", 16]),
                   h.make_tensor_value_info("attention_mask", T.INT64, ["batch", 16])],
-                 [h.make_tensor_value_info("logits", T.FLOAT, ["batch", 16, 512])], [emb, w, ax])
+                 [h.make_tensor_value_info("logits", T.FLOAT, ["batch", 16, 512])], [emb, w, ax, ax1])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
 PYEOF
-refused "a \[batch, seq\] padding mask cannot keep" "$ONNXPIPE" train --model "$OUT/mask2d.onnx" --batch 4 --steps 1 \
-    --data "$OUT/show/docs.bin" --seq 16 --pack --eos 1 --loss cross_entropy --logits logits --labels labels
+# a [batch, seq] padding mask: 1 on tokens, 0 on padding; the first loss of --pad against numpy
+m2=(--model "$OUT/mask2d.onnx" --batch 4 --steps 1 --data "$OUT/show/docs.bin" --seq 16 --eos 1 --loss cross_entropy
+    --logits logits --labels labels)
+run_onnxpipe mask2d-pad 1 train "${m2[@]}" --pad --losses "$OUT/mask2d.losses"
+"$XPY" - "$SRC_DIR/tests/ref" "$OUT/mask2d.onnx" "$OUT/mask2d.losses" <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import onnx
+from onnx import numpy_helper
+import pack_ref as pr
+w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(sys.argv[2]).graph.initializer}
+docs = pr.documents(3, 400, 500, 3 * pr.SEQ + 5)   # as in docs.bin
+a, _ = pr.arrays(docs, pr.SEQ, pr.EOS, pad_only=True)
+ids, y = a["input_ids"][:4], a["labels"][:4]
+lengths = [p[0][2] for p in pr.pack([len(d) for d in docs], pr.SEQ, True)[:4]]
+mask = np.array([[1] * n + [0] * (pr.SEQ - n) for n in lengths])
+xm = w["emb"][ids] * mask[..., None]
+z = (xm + xm.sum(1, keepdims=True)) @ w["w"]   # padding a mask let through would move every token's logits
+z -= z.max(-1, keepdims=True)
+lp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+keep = y != pr.IGNORE
+ref = -lp[keep, y[keep]].mean()
+got = float(open(sys.argv[3]).read().split()[1])
+print(f"  --pad, a [batch, seq] padding mask: first loss {got:.8f} vs numpy {ref:.8f} (rel {abs(got - ref) / ref:.1e})")
+sys.exit(0 if abs(got - ref) <= 1e-6 * ref else 1)
+PYEOF
+# --pack with it trains, and is told that the packed documents see each other
+run_onnxpipe mask2d-pack 1 train "${m2[@]}" --pack
+grep -q "padding mask, so the documents packed" "$OUT/mask2d-pack.log" || { echo "FAILED: no warning"; cat "$OUT/mask2d-pack.log"; exit 1; }
 # a model with neither a mask nor position_ids trains, and is told its documents see each other
 run_onnxpipe gpt-nomask 1 train "${g[@]}" --data "$OUT/show/docs.bin" --seq 16 --pack --eos 1
 grep -q "attend to each other" "$OUT/gpt-nomask.log" || { echo "FAILED: no warning"; cat "$OUT/gpt-nomask.log"; exit 1; }

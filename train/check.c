@@ -144,10 +144,10 @@ static pp_status check_label_range(const pp_graph *g, const train_io *io, const 
     return PP_OK;
 }
 
-/* A packed dataset's inputs the model takes beyond input_ids, labels and position_ids:
- * an attention mask input ([..., seq, seq] per sample; its name holds "mask") gets the
- * packed sequences' block-diagonal causal mask. Without a mask or position_ids input the
- * documents of a sequence see each other, which is said. Padding and document ends are
+/* A packed or padded dataset's inputs the model takes beyond input_ids, labels and
+ * position_ids: a mask input (its name holds "mask") gets the samples' block-diagonal
+ * causal mask ([.., seq, seq] per sample) or their padding mask ([seq]). Packed documents
+ * that can see each other (a padding mask only, or no mask and no position_ids) are said. Padding and document ends are
  * labelled with the loss's ignore_index. */
 static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d, const char *opt, pp_error *err)
 {
@@ -156,18 +156,23 @@ static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d,
                             "document ends would count: export its SoftmaxCrossEntropyLoss with an ignore_index, or "
                             "give the loss with --loss cross_entropy --logits --labels", opt, ds_docs_flag(d->docs));
     ds_pack_set_ignore(d, io->ignore_index);
-    int apart = 0;
+    const char *mask2d = NULL, *mask = NULL;
+    int positions = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];
         if (v->nconsumers == 0) continue;
-        apart |= !strcmp(v->name, "position_ids");
+        positions |= !strcmp(v->name, "position_ids");
         if (pp_dataset_find(d, v->name) || !strstr(v->name, "mask")) continue;
         pp_shape ps = {.rank = v->shape.rank - 1};
         for (int k = 0; k < ps.rank; k++) ps.dims[k] = v->shape.dims[k + 1];
         PP_CHECK(ds_pack_add_mask(d, v->name, &ps, v->dtype, err));
-        apart = 1;
+        *(ps.rank == 1 ? &mask2d : &mask) = v->name;
     }
-    if (!apart && d->docs == PP_DOCS_PACK)
+    if (d->docs == PP_DOCS_PACK && !mask && mask2d)
+        pp_log(PP_LOG_WARN, "%s --pack: the model's '%s' is a [batch, seq] padding mask, so the documents packed into "
+               "one sequence attend to each other: export it with a 4-D mask to keep them apart (docs/exporting.md)",
+               opt, mask2d);
+    else if (d->docs == PP_DOCS_PACK && !mask && !positions)
         pp_log(PP_LOG_WARN, "%s --pack: the model takes neither an attention mask nor position_ids, so the documents "
                "packed into one sequence attend to each other and their positions run on", opt);
     return PP_OK;

@@ -12,7 +12,8 @@
  *   labels are the next token of the same document (across a piece's cut too), else
  *   ignore_index (document ends, padding); position_ids count from 0 in each piece (0 in
  *   padding); an attention mask (ds_pack_add_mask) lets a token see the tokens of its own
- *   piece up to itself, and a padding token only itself (no row is empty).
+ *   piece up to itself, and a padding token only itself (no row is empty); a padding mask
+ *   [seq] is 1 for tokens, 0 for padding.
  * Every rank packs the same way at open, so every layout reads the same samples. */
 #include "train_internal.h"
 
@@ -20,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PACK_INPUT = 1, PACK_LABELS, PACK_POSITIONS, PACK_MASK };
+enum { PACK_INPUT = 1, PACK_LABELS, PACK_POSITIONS, PACK_MASK, PACK_PADDING_MASK };
 
 typedef struct piece {
     int64_t doc;                /* the document's first token in the stream */
@@ -222,11 +223,11 @@ pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_
 {
     int r = per_sample->rank;
     int64_t n = d->pack->seq;
-    if (r < 2 || per_sample->dims[r - 1] != n || per_sample->dims[r - 2] != n)
-        return pp_error_set(err, PP_ERR_SHAPE, "%s: the model's input '%s' takes a mask of %d dims per sample; "
-                            "packed documents need one of [..., %lld, %lld] (a [batch, seq] padding mask cannot keep "
-                            "them apart: export the model with a 4-D mask, see docs/exporting.md)",
-                            ds_docs_flag(d->docs), name, r, (long long)n, (long long)n);
+    int padding = r == 1 && per_sample->dims[0] == n;   /* [batch, seq]: 1 for tokens, 0 for padding */
+    if (!padding && (r < 2 || per_sample->dims[r - 1] != n || per_sample->dims[r - 2] != n))
+        return pp_error_set(err, PP_ERR_SHAPE, "%s: the model's mask input '%s' is %d-D per sample; onnxpipe writes a "
+                            "[%lld] padding mask or a [.., %lld, %lld] attention mask", ds_docs_flag(d->docs), name, r,
+                            (long long)n, (long long)n, (long long)n);
     if (t != PP_DTYPE_BOOL && t != PP_DTYPE_I64 && t != PP_DTYPE_I32 && t != PP_DTYPE_F32)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: the model's mask input '%s' is %s; onnxpipe writes "
                             "bool, int64, int32 (1: attend) or float32 (0 or -3.4e38, added to the scores)",
@@ -236,7 +237,7 @@ pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_
     a->dtype = a->stored = t;
     a->shape = *per_sample;
     a->sample_bytes = a->stride = (size_t)pp_shape_numel(per_sample) * pp_dtype_size(t);
-    a->packed = PACK_MASK;
+    a->packed = padding ? PACK_PADDING_MASK : PACK_MASK;
     return PP_OK;
 }
 
@@ -285,6 +286,16 @@ void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int
     const pp_dataset_pack *p = d->pack;
     if (a->packed == PACK_MASK) {
         write_mask(p, a, s, len, dst);
+        return;
+    }
+    if (a->packed == PACK_PADDING_MASK) {   /* 1 (in the mask's dtype) for tokens, 0 for padding */
+        size_t es = pp_dtype_size(a->dtype);
+        int64_t real = ds_pack_tokens(d, s);
+        float one_f = 1.0f;
+        int64_t one_i = 1;
+        memset(dst, 0, (size_t)len * es);
+        for (int64_t i = 0; i < real; i++)
+            memcpy((char *)dst + (size_t)i * es, a->dtype == PP_DTYPE_F32 ? (const void *)&one_f : &one_i, es);
         return;
     }
     int64_t *out = dst, at = 0;
