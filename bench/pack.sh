@@ -68,6 +68,7 @@ done | tee "$WORK/lines.jsonl"
 import json, sys
 r = {j['mode']: j for j in map(json.loads, open('$WORK/lines.jsonl'))}
 print(json.dumps({'bench': 'pack', 'figure': 'tokens/s pack / pad', 'ratio': round(r['pack']['tokens_per_s'] / r['pad']['tokens_per_s'], 3),
-                  'padding_pack': r['pack']['padding'], 'padding_pad': r['pad']['padding'], 'cores': 1}))
+                  'padding_pack': r['pack']['padding'], 'padding_pad': r['pad']['padding'], 'cores': 1,
+                  'loadavg': open('/proc/loadavg').read().split()[:3]}))
 print(json.dumps({'bench': 'pack', 'figure': 'tokens/s pad in buckets / pad', 'buckets': '$BUCKETS',
                   'ratio': round(r['buckets']['tokens_per_s'] / r['pad']['tokens_per_s'], 3), 'cores': 1}))"
