@@ -7,6 +7,7 @@
  * ranks of a job whose directory another job took stop writing. The file is never
  * removed (a waiter would lock a removed inode); a clean release marks it "released". */
 #include "ckpt_internal.h"
+#include "env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +31,7 @@ static const char *job_id(void)
 {
     static const char *vars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID", "FLUX_JOB_ID"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
+        const char *v = pp_env_get(vars[i]);
         if (v && v[0]) return v;
     }
     return NULL;

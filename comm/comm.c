@@ -1,29 +1,12 @@
 /* The public pp_comm_* calls: argument checks with messages that name the bad value,
  * then dispatch through the backend's vtable. Also the helpers every backend shares
- * (PP_COMM_TIMEOUT, the polling pause). */
+ * (the polling pause). */
 #include "comm_internal.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
 #define TAG_LIMIT (1 << 20)
-
-pp_status comm_timeout_from_env(double *seconds, pp_error *err)
-{
-    const char *s = getenv("PP_COMM_TIMEOUT");
-    *seconds = 120.0;
-    if (!s || !*s) return PP_OK;
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v > 0) || !isfinite(v))
-        return pp_error_set(err, PP_ERR_INVALID_ARG,
-                            "PP_COMM_TIMEOUT='%s' is not a number of seconds > 0 (e.g. PP_COMM_TIMEOUT=120)", s);
-    *seconds = v;
-    return PP_OK;
-}
 
 void comm_poll_pause(double waited)
 {

@@ -1,5 +1,5 @@
 /* Private to comm/: what the backends (mpi.c, nccl.c) share with the public
- * wrappers (comm.c): the one reader of PP_COMM_TIMEOUT, the polling pause, the
+ * wrappers (comm.c): the polling pause, the
  * message for a wait that ran out of time, the status board's hooks, and the list of
  * device communicators. */
 #ifndef PP_COMM_INTERNAL_H
@@ -10,10 +10,6 @@
 /* Largest message one MPI call moves (bytes); longer ones go in chunks of this size
  * with the same tag, which MPI keeps in order. A field so tests can shrink it. */
 #define COMM_DEFAULT_CHUNK ((size_t)1 << 30)
-
-/* Seconds from PP_COMM_TIMEOUT (default 120); an error names a bad value. The only
- * getenv of the module. */
-pp_status comm_timeout_from_env(double *seconds, pp_error *err);
 
 /* Called between polls of an unfinished request: spins for the first millisecond,
  * then sleeps 50 us per call so oversubscribed ranks leave the core to their peers.

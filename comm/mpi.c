@@ -4,6 +4,7 @@
  * translated with MPI_Error_string. */
 #include "comm_internal.h"
 #include "element.h"   /* the 16-bit conversions of the bfloat16 / float16 sums */
+#include "env.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -425,7 +426,7 @@ static const pp_comm_i mpi_comm_i = {
 pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err)
 {
     double timeout;
-    PP_CHECK(comm_timeout_from_env(&timeout, err));
+    PP_CHECK(pp_env_seconds("PP_COMM_TIMEOUT", &timeout, err));   /* default 120 */
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);

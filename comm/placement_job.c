@@ -3,6 +3,7 @@
  * cores, without fighting a binding that mpirun already made. */
 #include "comm_internal.h"
 #include "placement_internal.h"
+#include "env.h"
 
 #include <onnxpipe/kernels.h>
 
@@ -108,12 +109,6 @@ pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_k
     return b->device_at_busid(r->gpu_busid, index, err);
 }
 
-static int env_is(const char *name, const char *value)
-{
-    const char *v = getenv(name);
-    return v && !strcmp(v, value);
-}
-
 pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, pp_bind_result *res, pp_error *err)
 {
     memset(res, 0, sizeof *res);
@@ -125,7 +120,7 @@ pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, 
     const pp_rank_place *rp = &p->ranks[rank];
     size_t len = 0;
     /* mpirun tells each process its index on the host; a different one means the plan's hosts are wrong */
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const char *lr = pp_env_get("OMPI_COMM_WORLD_LOCAL_RANK"), *ls = pp_env_get("OMPI_COMM_WORLD_LOCAL_SIZE");
     int nlocal = 0;
     for (int r = 0; r < p->nranks; r++) nlocal += p->ranks[r].host == rp->host;
     if ((lr && atoi(lr) != rp->local) || (ls && atoi(ls) != nlocal))
@@ -138,16 +133,16 @@ pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, 
         st = pp_error_set(err, PP_ERR_IO, "rank %d: hwloc_get_cpubind failed (%s)", rank, strerror(errno));
         goto done;
     }
-    const char *mode = getenv("PP_BIND");
+    const char *mode = pp_env_get("PP_BIND");
     if (mode && strcmp(mode, "auto") && strcmp(mode, "none") && strcmp(mode, "force")) {
         st = pp_error_set(err, PP_ERR_INVALID_ARG, "PP_BIND='%s': expected auto, none or force", mode);
         goto done;
     }
-    int force = env_is("PP_BIND", "force");
-    if (!force && (env_is("PP_BIND", "none") || env_is("OMPI_MCA_hwloc_base_binding_policy", "none"))) {
+    int force = pp_env_is("PP_BIND", "force");
+    if (!force && (pp_env_is("PP_BIND", "none") || pp_env_is("OMPI_MCA_hwloc_base_binding_policy", "none"))) {
         res->kind = PP_BIND_DISABLED;
         snprintf(res->note + len, sizeof res->note - len, "binding off (%s=none)",
-                 env_is("PP_BIND", "none") ? "PP_BIND" : "OMPI_MCA_hwloc_base_binding_policy");
+                 pp_env_is("PP_BIND", "none") ? "PP_BIND" : "OMPI_MCA_hwloc_base_binding_policy");
     } else if (!force && !hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), cur)) {
         res->kind = PP_BIND_EXTERNAL;
         snprintf(res->note + len, sizeof res->note - len, "already bound (mpirun --bind-to); planned cores %s "

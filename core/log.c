@@ -1,5 +1,5 @@
 /* Leveled logging to stderr. The level comes from PP_LOG, read once in pp_log_init. */
-#include <onnxpipe/core.h>
+#include "env.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@ static char log_prefix[64];
 
 void pp_log_init(void)
 {
-    const char *s = getenv("PP_LOG");
+    const char *s = pp_env_get("PP_LOG");
     if (!s) return;
     if (!strcmp(s, "error")) log_level = PP_LOG_ERROR;
     else if (!strcmp(s, "warn")) log_level = PP_LOG_WARN;

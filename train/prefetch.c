@@ -3,6 +3,7 @@
  * ring of two steps' host buffers, so a feed is a copy. The bytes are pp_sampler_read's,
  * so a run is the same with or without it (PP_PREFETCH=0 reads at each feed instead). */
 #include "train_internal.h"
+#include "env.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -107,7 +108,7 @@ pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_dri
                               pp_error *err)
 {
     *out = NULL;
-    const char *env = getenv("PP_PREFETCH");
+    const char *env = pp_env_get("PP_PREFETCH");
     if (env && !strcmp(env, "0")) return PP_OK;
     train_prefetch *p = calloc(1, sizeof *p);
     if (!p) return PP_NOMEM(err);

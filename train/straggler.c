@@ -4,6 +4,7 @@
  * peers' medians (the other stages of its replica; at pp=1 the other replicas) is named. Also the
  * fault injection that tests it (PP_DEBUG_SLOW_RANK). */
 #include "train_internal.h"
+#include "env.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ pp_status train_straggler_open(double factor, pp_comm *world, train_straggler **
         train_straggler_close(s);
         return PP_NOMEM(err);
     }
-    const char *slow = getenv("PP_DEBUG_SLOW_RANK");   /* RANK:SECONDS, for tests */
+    const char *slow = pp_env_get("PP_DEBUG_SLOW_RANK");   /* RANK:SECONDS, for tests */
     if (slow && sscanf(slow, "%d:%lf", &s->slow_rank, &s->slow_s) != 2) {
         train_straggler_close(s);
         return pp_error_set(err, PP_ERR_INVALID_ARG, "PP_DEBUG_SLOW_RANK='%s': expected RANK:SECONDS (e.g. 1:0.02)",

@@ -4,6 +4,7 @@
  * rank 0 prints the plan and the progress lines. */
 #include <onnxpipe/trainer.h>
 
+#include "env.h"
 #include "train_internal.h"
 
 #include <math.h>
@@ -343,7 +344,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     pp_trainer *t = r.t;
     cfg = r.cfg;
     /* mpirun hands ranks a pty: there, plain lines */
-    int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE"), rank0 = t->world->rank == 0;
+    int tty = isatty(STDOUT_FILENO) && !pp_env_get("OMPI_COMM_WORLD_SIZE"), rank0 = t->world->rank == 0;
     double t0 = pp_now();
     int64_t resumed = t->ck.resumed_step;
     res->first_step = resumed + 1;

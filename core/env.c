@@ -1,0 +1,76 @@
+/* Every environment variable the library reads, in one table, and the only getenv of the
+ * library (the CLI reads HOME for its calibration cache; tests and benchmarks read their
+ * own). The README's "Environment variables" section lists the same names
+ * (tests/test_env_doc.sh checks it, and that no other library file calls getenv). */
+#include "env.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct env_var {
+    const char *name;
+    const char *deflt;          /* what unset means, as the README says it */
+    const char *what;           /* what it does, and who reads it */
+} env_var;
+
+static const env_var vars[] = {
+    {"PP_LOG", "warn", "error|warn|info|debug: the log level, read by pp_log_init (other values are ignored)"},
+    {"PP_COMM_TIMEOUT", "120", "seconds a wait on a peer may go without progress before the job stops and names "
+                               "the rank (comm/mpi.c)"},
+    {"PP_BIND", "auto", "auto|none|force: bind each rank to its planned cores unless mpirun bound it (auto), "
+                        "never (none), or always (force) (comm/placement_job.c)"},
+    {"PP_PREFETCH", "1", "0 reads the training data at each microbatch instead of a step ahead on a thread "
+                         "(train/prefetch.c)"},
+    {"PP_DEBUG_SLOW_RANK", "", "RANK:SECONDS: that rank sleeps so long each step, to test the straggler warning "
+                               "and hang reports (train/straggler.c)"},
+    {"OMPI_COMM_WORLD_SIZE", "", "set by mpirun: the progress line is plain text, not redrawn (train/train.c)"},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "", "set by mpirun: checked against the placement's local rank "
+                                       "(comm/placement_job.c)"},
+    {"OMPI_COMM_WORLD_LOCAL_SIZE", "", "set by mpirun: checked against the placement's ranks on the host "
+                                       "(comm/placement_job.c)"},
+    {"OMPI_MCA_hwloc_base_binding_policy", "", "none (mpirun --bind-to none) turns binding off as PP_BIND=none "
+                                               "does (comm/placement_job.c)"},
+    {"SLURM_JOB_ID", "", "the batch system's job id, written into a save directory's lock (ckpt/lock.c)"},
+    {"PBS_JOBID", "", "as SLURM_JOB_ID, when that is unset"},
+    {"LSB_JOBID", "", "as SLURM_JOB_ID, when those above are unset"},
+    {"JOB_ID", "", "as SLURM_JOB_ID, when those above are unset"},
+    {"FLUX_JOB_ID", "", "as SLURM_JOB_ID, when those above are unset"},
+};
+
+static const env_var *find(const char *name)
+{
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (!strcmp(vars[i].name, name)) return &vars[i];
+    fprintf(stderr, "onnxpipe: internal error: environment variable %s is not in core/env.c's table\n", name);
+    abort();
+}
+
+const char *pp_env_get(const char *name)
+{
+    find(name);
+    return getenv(name);
+}
+
+int pp_env_is(const char *name, const char *value)
+{
+    const char *v = pp_env_get(name);
+    return v && !strcmp(v, value);
+}
+
+pp_status pp_env_seconds(const char *name, double *seconds, pp_error *err)
+{
+    const env_var *e = find(name);
+    const char *s = getenv(name);
+    if (!s || !*s) s = e->deflt;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v > 0) || !isfinite(v))
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s='%s' is not a number of seconds > 0 (e.g. %s=%s)", name, s,
+                            name, e->deflt);
+    *seconds = v;
+    return PP_OK;
+}
