@@ -62,7 +62,7 @@ static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *d
 
 /* The graph's own SoftmaxCrossEntropyLoss output, or one the caller names (logits +
  * labels), added as a synthetic op over [N, C] views. */
-pp_status stage_plan_loss(pp_stage *s, pp_error *err)
+pp_status stage_place_loss(pp_stage *s, pp_error *err)
 {
     const pp_graph *g = s->g;
     s->loss_t = -1;
