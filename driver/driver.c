@@ -159,7 +159,7 @@ static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_er
             return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %d: the loss is %g", (long long)step, mb,
                                 loss);
         }
-        d->loss_sum += pp_stage_loss_share(v->s, slot, loss);   /* summed over the world by driver_finish_step */
+        d->loss_sum += pp_stage_loss_share(v->s, slot, loss);   /* summed over the world by driver_optimizer_step */
     }
     vstage *next = driver_local(d, v->index + 1);
     if (next) PP_CHECK(copy_local_acts(d, v, next, mb, err));
@@ -301,7 +301,7 @@ static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_e
     vstage *v = driver_local(d, a->stage);
     /* the schedule's peers are pipeline ranks; messages stay inside my replica */
     int peer = a->peer >= 0 ? pp_grid_rank_of(d->grid, a->peer, d->grid->replica) : -1;
-    if (a->kind != PP_ACT_FINISH_STEP && !v)
+    if (a->kind != PP_ACT_OPTIMIZER_STEP && !v)
         return pp_error_set(err, PP_ERR_INTERNAL, "rank %d: the schedule names stage %d, which this rank does not hold",
                             d->grid->rank, a->stage);
     switch (a->kind) {
@@ -319,7 +319,7 @@ static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_e
     case PP_ACT_RECV_GRAD: return do_recv_grad(d, v, a->microbatch, peer, err);
     /* bucket_hook started the stage's buckets during its last backward; start any left */
     case PP_ACT_REDUCE_GRADS: return d->grid->dp > 1 ? driver_start_buckets(d, v, -1, err) : PP_OK;
-    case PP_ACT_FINISH_STEP: return PP_OK;   /* driver_finish_step runs it after the walk */
+    case PP_ACT_OPTIMIZER_STEP: return PP_OK;   /* driver_optimizer_step runs it after the walk */
     default: return pp_error_set(err, PP_ERR_INTERNAL, "unknown action kind %d", a->kind);
     }
 }
@@ -342,16 +342,16 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
         pp_comm_board_begin(step, pp_action_format(&d->acts[k], label, sizeof label));
         pp_status st = run_action(d, &d->acts[k], step, err);
         pp_comm_board_end();
-        if (d->trace && d->acts[k].kind != PP_ACT_FINISH_STEP) driver_trace_add(d, &d->acts[k], ts, pp_now());
+        if (d->trace && d->acts[k].kind != PP_ACT_OPTIMIZER_STEP) driver_trace_add(d, &d->acts[k], ts, pp_now());
         if (st != PP_OK)
             return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld, action %s: ", d->grid->rank,
                                    d->grid->stage, d->grid->replica, (long long)step, label);
     }
     double ts = pp_now();
-    const pp_action finish = {PP_ACT_FINISH_STEP, -1, -1, -1};
+    const pp_action finish = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
     pp_comm_board_begin(step, pp_action_format(&finish, label, sizeof label));
     pp_status st = driver_drain(d, err);
-    if (st == PP_OK) st = driver_finish_step(d, step, lr, stats, err);
+    if (st == PP_OK) st = driver_optimizer_step(d, step, lr, stats, err);
     pp_comm_board_end();
     if (d->trace) driver_trace_add(d, &finish, ts, pp_now());
     if (st != PP_OK)

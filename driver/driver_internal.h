@@ -130,7 +130,7 @@ pp_status driver_reduce_tied(pp_driver *d, tied_group *g, pp_error *err);
 void driver_free_tied(pp_driver *d);
 /* After the walk: wait for the reductions, sum tied gradients, the loss and the
  * global norm, check for NaN/Inf, clip, and step the optimizer (driver_step.c). */
-pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
+pp_status driver_optimizer_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
 /* Starts the all-reduce of every bucket of v that is final after `done` weight-gradient
  * ops (all of them when done < 0); driver_step.c. */
 pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err);

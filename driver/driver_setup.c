@@ -35,7 +35,7 @@ static int count_slots(const pp_schedule *sch, int stage)
     for (int k = 0; k < nacts; k++) {
         const pp_action *a = &acts[k];
         int mb = a->microbatch;
-        if (mb < 0) continue;   /* REDUCE_GRADS, FINISH_STEP */
+        if (mb < 0) continue;   /* REDUCE_GRADS, OPTIMIZER_STEP */
         int touch = (a->stage == stage && (a->kind == PP_ACT_FORWARD || a->kind == PP_ACT_RECV_ACT)) ||
                     (prev_local && a->stage == stage - 1 && a->kind == PP_ACT_FORWARD);
         if (touch && !held[mb]) {

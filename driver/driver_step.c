@@ -91,7 +91,7 @@ pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err)
     return PP_OK;
 }
 
-pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
+pp_status driver_optimizer_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
 {
     double t0 = pp_now();
     for (int i = 0; i < d->nvs; i++)

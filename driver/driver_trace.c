@@ -85,7 +85,7 @@ double pp_driver_step_start(const pp_driver *d) { return d->trace_t0; }
 static int is_compute(int kind)
 {
     return kind == PP_ACT_FORWARD || kind == PP_ACT_BACKWARD || kind == PP_ACT_BACKWARD_INPUT ||
-           kind == PP_ACT_BACKWARD_WEIGHT || kind == PP_ACT_FINISH_STEP;
+           kind == PP_ACT_BACKWARD_WEIGHT || kind == PP_ACT_OPTIMIZER_STEP;
 }
 
 void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len)

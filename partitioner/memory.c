@@ -71,7 +71,7 @@ pp_status memory_profile_copy(const pp_graph *g, const pp_memory_profile *m, pp_
 
 /* ---- the estimate from the op registry --------------------------------------- */
 
-/* The value whose memory v uses: a view op's output is its activation input's (plan.c). */
+/* The value whose memory v uses: a view op's output is its activation input's (stage/places.c). */
 static int base_of(const pp_graph *g, const int *base, int v)
 {
     int p = g->values[v].producer;

@@ -1,5 +1,5 @@
 /* pp_partition_create: checks the options, makes the cost model of the balance
- * (model.c) over the memory model (memory.c), places the cuts (place.c: the exact split,
+ * (balance.c) over the memory model (memory.c), places the cuts (place.c: the exact split,
  * over the orders searched; or the user's manual cuts), then hands over to the cut
  * analysis (analyze.c). */
 #include "partition_internal.h"
@@ -202,14 +202,14 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     if (opt->memory) PP_CHECK_GOTO(memory_profile_copy(g, opt->memory, &p->memory, err), st, fail);
     else if (p->balance == PP_BALANCE_MEMORY)
         PP_CHECK_GOTO(memory_profile_estimate(g, p->costs, p->recompute, &p->memory, err), st, fail);
-    PP_CHECK_GOTO(model_make(p, &m, err), st, fail);
+    PP_CHECK_GOTO(balance_make(p, &m, err), st, fail);
     bounds(p, &m);
     PP_CHECK_GOTO(collect_edges(g, &edges, &nedges, err), st, fail);
     if (opt->same_split) PP_CHECK_GOTO(same_ends(p, opt, ends, err), st, fail);
     else if (p->manual) PP_CHECK_GOTO(manual_ends(g, nstages, opt, ends, err), st, fail);
     else PP_CHECK_GOTO(place_cuts(p, &m, opt->order, ends, err), st, fail);
     PP_CHECK_GOTO(partition_analyze(p, ends, edges, nedges, err), st, fail);
-    int64_t worst = model_stage_costs(p, &m, ends, weights);
+    int64_t worst = balance_stage_costs(p, &m, ends, weights);
     if (p->manual || opt->same_split) p->bottleneck = worst;
     if (opt->same_split) p->optimum = worst;   /* not searched at this shape */
     p->total_weight = 0;   /* what the stages weigh (with the cut terms and slots they pay) */
@@ -222,7 +222,7 @@ pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_partition
     p = NULL;
 fail:
     if (st != PP_OK) pp_error_prefix(err, "partitioning '%s' into %d stages: ", g->name, nstages);
-    model_free(&m);
+    balance_free(&m);
     free(edges);
     free(ends);
     free(weights);

@@ -85,7 +85,7 @@ pp_status order_search(const order_problem *x, int *stage, order_result *res, pp
 pp_status partition_analyze(pp_partition *p, const int *ends, const act_edge *edges, int nedges,
                             pp_error *err);
 
-/* ---- model.c: the balance as the solvers see it -------------------------------- */
+/* ---- balance.c: the balance as the solvers see it ------------------------------ */
 typedef struct balance_model {
     int64_t *a, *b;             /* [nnodes]; b NULL unless memory */
     int64_t *ca, *cb, *ct, *ch; /* [nstages]: coefficients of a, b, tail, head */
@@ -93,12 +93,12 @@ typedef struct balance_model {
     int64_t fixed;              /* added to every stage (memory: the model's largest scratch) */
 } balance_model;
 /* From p's balance, costs, time options and memory model (p->memory set). */
-pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err);
-void model_free(balance_model *m);
+pp_status balance_make(const pp_partition *p, balance_model *m, pp_error *err);
+void balance_free(balance_model *m);
 /* The bytes of value v the cut tie-break counts (unknown dims as 1). */
-int64_t model_cut_bytes(const pp_graph *g, int v);
+int64_t balance_cut_bytes(const pp_graph *g, int v);
 /* Stage costs in balance units of the split (p->order, ends) and its largest. */
-int64_t model_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs);
+int64_t balance_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs);
 
 /* ---- place.c: where the cuts go ------------------------------------------------ */
 /* Sets p->order (the graph's, or the search's), ends[nstages] (positions), p->optimum,

@@ -39,7 +39,7 @@ static pp_status chain_make(const pp_partition *p, const balance_model *m, const
         for (int k = 0; k < val->nconsumers; k++)
             if (pos[val->consumers[k]] > to) to = pos[val->consumers[k]];
         if (to == from) continue;
-        int64_t w[3] = {m->vtail ? m->vtail[v] : 0, m->vhead ? m->vhead[v] : 0, model_cut_bytes(g, v)};
+        int64_t w[3] = {m->vtail ? m->vtail[v] : 0, m->vhead ? m->vhead[v] : 0, balance_cut_bytes(g, v)};
         int64_t *d[3] = {c->tail, c->head, c->cut};
         for (int k = 0; k < 3; k++)
             if (d[k]) d[k][from] += w[k], d[k][to] -= w[k];
@@ -180,7 +180,7 @@ static pp_status groups_make(const pp_partition *p, const balance_model *m, int6
         }
         if (nc == first) continue;
         q->values[q->nvalues++] = (order_value){from, q->consumers + first, nc - first, m->vtail ? m->vtail[v] : 0,
-                                                m->vhead ? m->vhead[v] : 0, model_cut_bytes(g, v)};
+                                                m->vhead ? m->vhead[v] : 0, balance_cut_bytes(g, v)};
     }
 done:
     free(src), free(rep), free(stamp);

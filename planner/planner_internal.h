@@ -70,7 +70,7 @@ static inline double plan_act_scale(pp_dtype p)
 pp_status calib_from_json(const pp_jvalue *root, const char *path, pp_calibration **out, pp_error *err);
 void calib_free_points(pp_calibration *c);
 
-/* ---- the search (model.c, layout.c, exact.c, search.c) ---------------------------- */
+/* ---- the search (model_costs.c, layout.c, exact.c, search.c) ---------------------- */
 
 /* The model's nodes in topological order at microbatch 1 and 2: how FLOPs and output
  * bytes grow with the microbatch (affine: f(mb) = f1 + (f2 - f1)(mb - 1)). */

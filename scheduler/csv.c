@@ -30,7 +30,7 @@ pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_onl
         int first = 1;
         for (int i = 0; i < s->count[r]; i++) {
             int k = s->actions[r][i].kind;
-            if (k == PP_ACT_FINISH_STEP || (compute_only && !action_is_compute(k))) continue;
+            if (k == PP_ACT_OPTIMIZER_STEP || (compute_only && !action_is_compute(k))) continue;
             fprintf(out, "%s%s", first ? "" : ",", pp_action_format(&s->actions[r][i], a, sizeof a));
             first = 0;
         }
@@ -49,7 +49,7 @@ static pp_status parse_cell(const char *cell, pp_action *a, int *empty, const ch
         return PP_OK;
     }
     if (!strcmp(cell, "OPTIMIZER_STEP")) {
-        pp_action o = {PP_ACT_FINISH_STEP, -1, -1, -1};
+        pp_action o = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
         *a = o;
         return PP_OK;
     }
@@ -241,7 +241,7 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
     for (int r = 0; r < t.nrows; r++)
         for (int i = 0; i < t.n[r]; i++) {
             pp_action a = t.a[r][i];
-            /* A compute-only file gets its REDUCE_GRADS / FINISH_STEP from lowering. */
+            /* A compute-only file gets its REDUCE_GRADS / OPTIMIZER_STEP from lowering. */
             if (!has_comm && !action_is_compute(a.kind)) continue;
             a.peer = peer_of(s, &a);
             PP_CHECK_GOTO(pp_schedule_append(s, r, a, err), st, done);
@@ -251,9 +251,9 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
     } else if (!has_reduce) {
         PP_CHECK_GOTO(pp_schedule_finish(s, err), st, done);
     } else {
-        pp_action opt = {PP_ACT_FINISH_STEP, -1, -1, -1};
+        pp_action opt = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
         for (int r = 0; r < s->pp; r++)
-            if (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_FINISH_STEP)
+            if (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_OPTIMIZER_STEP)
                 PP_CHECK_GOTO(pp_schedule_append(s, r, opt, err), st, done);
     }
     *out = s;

@@ -30,7 +30,7 @@ static double action_cost(const pp_costs *c, const pp_action *a, long g)
     case PP_ACT_BACKWARD: return sc->backward_input + sc->backward_weight;
     case PP_ACT_BACKWARD_INPUT: return sc->backward_input;
     case PP_ACT_BACKWARD_WEIGHT: return sc->backward_weight;
-    case PP_ACT_FINISH_STEP: return c->optimizer;
+    case PP_ACT_OPTIMIZER_STEP: return c->optimizer;
     default: return 0;
     }
 }
@@ -193,7 +193,7 @@ static pp_status check_fields(engine *e, pp_error *err)
             }
             if (!s->lowered && !action_is_compute(k))
                 return fail_at(e, r, err, "a compute-only schedule holds only FORWARD/BACKWARD actions");
-            if (k == PP_ACT_FINISH_STEP) {
+            if (k == PP_ACT_OPTIMIZER_STEP) {
                 if (st != -1 || a->microbatch != -1 || a->peer != -1)
                     return fail_at(e, r, err, "OPTIMIZER_STEP takes stage -1, microbatch -1, peer -1");
                 if (i != s->count[r] - 1) return fail_at(e, r, err, "OPTIMIZER_STEP must be the rank's last action");
@@ -223,7 +223,7 @@ static pp_status check_fields(engine *e, pp_error *err)
                 return fail_at(e, r, err, msg);
             }
         }
-        if (s->lowered && (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_FINISH_STEP)) {
+        if (s->lowered && (s->count[r] == 0 || s->actions[r][s->count[r] - 1].kind != PP_ACT_OPTIMIZER_STEP)) {
             e->pc[r] = s->count[r];
             e->fail_rank = r;
             return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: the last action must be OPTIMIZER_STEP", r);
@@ -294,7 +294,7 @@ static int needs(const engine *e, int r, const pp_action *a, long out[2])
     return n;
 }
 
-/* Checks REDUCE_GRADS / FINISH_STEP preconditions (all local). */
+/* Checks REDUCE_GRADS / OPTIMIZER_STEP preconditions (all local). */
 static pp_status check_step(engine *e, int r, const pp_action *a, pp_error *err)
 {
     char msg[160];
@@ -306,7 +306,7 @@ static pp_status check_step(engine *e, int r, const pp_action *a, pp_error *err)
             return fail_at(e, r, err, msg);
         }
     }
-    if (a->kind == PP_ACT_FINISH_STEP && e->nreduced[r] != e->nstages_on[r]) {
+    if (a->kind == PP_ACT_OPTIMIZER_STEP && e->nreduced[r] != e->nstages_on[r]) {
         snprintf(msg, sizeof msg, "comes before REDUCE_GRADS of all this rank's stages (%d of %d)",
                  e->nreduced[r], e->nstages_on[r]);
         return fail_at(e, r, err, msg);
@@ -381,7 +381,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
                 e->reduce_src[r] = g;
             }
             break;
-        default: /* FINISH_STEP */
+        default: /* OPTIMIZER_STEP */
             if (e->reduce_end[r] > t0) {
                 t0 = e->reduce_end[r];
                 pred = e->reduce_src[r];
@@ -392,7 +392,7 @@ static pp_status step_rank(engine *e, int r, pp_error *err)
         /* A receive is posted when reached and spans the wait for its data. SEND, RECV
          * and REDUCE_GRADS run beside compute: the stream is free once they are issued,
          * and the compute that uses received data waits for it (RECV's token). */
-        int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_FINISH_STEP;
+        int beside = !action_is_compute(a->kind) && a->kind != PP_ACT_OPTIMIZER_STEP;
         int recv = a->kind == PP_ACT_RECV_ACT || a->kind == PP_ACT_RECV_GRAD;
         if (e->start) {
             e->start[g] = recv ? e->clock[r] : t0;

@@ -110,7 +110,7 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
     for (int r = 0; r < s->pp; r++)
         for (int i = 0; i < s->count[r]; i++) {
             int k = s->actions[r][i].kind;
-            if (k == PP_ACT_REDUCE_GRADS || k == PP_ACT_FINISH_STEP) {
+            if (k == PP_ACT_REDUCE_GRADS || k == PP_ACT_OPTIMIZER_STEP) {
                 st = pp_error_set(err, PP_ERR_INVALID_ARG,
                                   "rank %d action %d: the schedule already has REDUCE_GRADS/OPTIMIZER_STEP", r, i);
                 goto done;
@@ -147,7 +147,7 @@ pp_status pp_schedule_finish(pp_schedule *s, pp_error *err)
             pp_action red = {PP_ACT_REDUCE_GRADS, pending, -1, -1};
             PP_CHECK_GOTO(pp_schedule_append(s, r, red, err), st, done);
         }
-        pp_action opt = {PP_ACT_FINISH_STEP, -1, -1, -1};
+        pp_action opt = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
         PP_CHECK_GOTO(pp_schedule_append(s, r, opt, err), st, done);
     }
     s->lowered = 1;

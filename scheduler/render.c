@@ -10,14 +10,14 @@
 static void cell_label(const pp_schedule *s, const pp_action *a, char *buf, size_t len)
 {
     static const char letter[] = {'F', 'B', 'I', 'W'};
-    if (a->kind == PP_ACT_FINISH_STEP) snprintf(buf, len, "O");
+    if (a->kind == PP_ACT_OPTIMIZER_STEP) snprintf(buf, len, "O");
     else if (s->chunks > 1) snprintf(buf, len, "%d%c%d", a->stage, letter[a->kind], a->microbatch);
     else snprintf(buf, len, "%c%d", letter[a->kind], a->microbatch);
 }
 
 static int shows(const pp_action *a, const pp_sim_result *r, int g)
 {
-    return (action_is_compute(a->kind) || a->kind == PP_ACT_FINISH_STEP) && r->end[g] > r->start[g];
+    return (action_is_compute(a->kind) || a->kind == PP_ACT_OPTIMIZER_STEP) && r->end[g] > r->start[g];
 }
 
 void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FILE *out, int max_cols)

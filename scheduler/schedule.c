@@ -10,11 +10,11 @@ static const char *kind_names[PP_SCHED_KIND_COUNT] = {"gpipe", "1f1b", "interlea
 
 static const char *action_names[PP_ACT_KIND_COUNT] = {
     "FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "SEND_ACT",
-    "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "REDUCE_GRADS", "FINISH_STEP"};
+    "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "REDUCE_GRADS", "OPTIMIZER_STEP"};
 
 /* PyTorch's short forms (torch.distributed.pipelining _ComputationType), what CSV files,
  * traces and messages show, except REDUCE_GRADS: DESIGN.md's name, where PyTorch writes
- * REDUCE_GRAD (csv.c reads both); FINISH_STEP, which PyTorch has not, is "OPTIMIZER_STEP". */
+ * REDUCE_GRAD (csv.c reads both), and OPTIMIZER_STEP, which PyTorch has not. */
 static const char *action_short[PP_ACT_KIND_COUNT] = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRADS", "OPTIMIZER_STEP"};
 
@@ -55,7 +55,7 @@ const char *pp_action_format(const pp_action *a, char *buf, size_t len)
 {
     int k = a->kind;
     if (k < 0 || k >= PP_ACT_KIND_COUNT) snprintf(buf, len, "?%d", k);
-    else if (k == PP_ACT_FINISH_STEP) snprintf(buf, len, "%s", action_short[k]);
+    else if (k == PP_ACT_OPTIMIZER_STEP) snprintf(buf, len, "%s", action_short[k]);
     else if (k == PP_ACT_REDUCE_GRADS) snprintf(buf, len, "%d%s", a->stage, action_short[k]);
     else snprintf(buf, len, "%d%s%d", a->stage, action_short[k], a->microbatch);
     return buf;

@@ -52,7 +52,7 @@ static void rank_stats(const pp_schedule *s, const pp_costs *c, pp_sim_result *r
         for (int i = 0; i < s->count[r]; i++) {
             const pp_action *a = &s->actions[r][i];
             int g = res->offset[r] + i;
-            if (action_is_compute(a->kind) || a->kind == PP_ACT_FINISH_STEP) res->busy[r] += res->end[g] - res->start[g];
+            if (action_is_compute(a->kind) || a->kind == PP_ACT_OPTIMIZER_STEP) res->busy[r] += res->end[g] - res->start[g];
             double ab = action_is_compute(a->kind) ? stage_cost(c, a->stage)->act_bytes : 0;
             if (a->kind == PP_ACT_FORWARD) {
                 inflight++;

@@ -75,7 +75,7 @@ pp_status pp_schedule_write_trace(const pp_schedule *s, const pp_sim_result *r, 
         for (int i = 0; i < s->count[rk]; i++) {
             const pp_action *a = &s->actions[rk][i];
             int g = r->offset[rk] + i;
-            int row = (action_is_compute(a->kind) || a->kind == PP_ACT_FINISH_STEP) ? PP_TRACE_ROW_COMPUTE
+            int row = (action_is_compute(a->kind) || a->kind == PP_ACT_OPTIMIZER_STEP) ? PP_TRACE_ROW_COMPUTE
                                                                                          : PP_TRACE_ROW_COMM;
             /* A receive shows only the time spent waiting for its data. */
             if (row == PP_TRACE_ROW_COMM && r->end[g] <= r->start[g]) continue;

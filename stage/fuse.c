@@ -1,4 +1,4 @@
-/* Op fusion at plan time, so that fewer passes go over the activations:
+/* Op fusion as the stage is placed, so that fewer passes go over the activations:
  *  - exact GELU as exported below opset 20 (PyTorch's F.gelu, the example GPT) is five
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul

@@ -20,7 +20,7 @@
  * microbatches and replicas (the driver's all-reduce sums; nothing divides afterwards) are
  * dL/dparameters. The reported loss follows the same rule: L = sum over microbatches and
  * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms
- * (pp_stage_loss_share) and driver/driver_step.c: driver_finish_step sums them over the
+ * (pp_stage_loss_share) and driver/driver_step.c: driver_optimizer_step sums them over the
  * world in the all-reduce it makes anyway. Evaluation (train/eval_loop.c) weighs its
  * microbatches' losses by W_m the same way. The kernel counts W_m again, to divide by it,
  * and neither count can stand in for the other: the seed needs W, over every replica's
@@ -62,7 +62,7 @@ static pp_status add_synthetic(pp_stage *s, int base, int rank, const int64_t *d
 
 /* The graph's own SoftmaxCrossEntropyLoss output, or one the caller names (logits +
  * labels), added as a synthetic op over [N, C] views. */
-pp_status stage_plan_loss(pp_stage *s, pp_error *err)
+pp_status stage_place_loss(pp_stage *s, pp_error *err)
 {
     const pp_graph *g = s->g;
     s->loss_t = -1;

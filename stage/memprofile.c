@@ -1,5 +1,5 @@
-/* The memory profile of a graph (pp_stage_memory_profile): the whole graph planned as
- * one stage, and what that plan allocates attributed to nodes and to the values a cut may
+/* The memory profile of a graph (pp_stage_memory_profile): the whole graph placed as
+ * one stage, and what that placement allocates attributed to nodes and to the values a cut may
  * cross, so that the partitioner's memory balance weighs what a stage really allocates
  * (fusions, views, what each backward reads, kernels' saved data, 16-bit storage,
  * recompute). */
@@ -93,7 +93,7 @@ pp_status pp_stage_memory_profile(const pp_graph *g, pp_device_kind kind, const 
     pp_stage *s = NULL;
     pp_memory_profile *m = NULL;
     int *seen = malloc(((size_t)g->nnodes + 1) * sizeof *seen);
-    pp_status st = seen ? stage_plan_whole(g, kind, &o, &s, err) : PP_NOMEM(err);
+    pp_status st = seen ? stage_place_whole(g, kind, &o, &s, err) : PP_NOMEM(err);
     if (st == PP_OK) st = pp_memory_profile_create(g->nnodes, g->nvalues, &m, err);
     if (st != PP_OK) goto done;
     m->optimizer_states = s->optim_slots;

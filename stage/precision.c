@@ -173,7 +173,7 @@ static pp_status pick_kernels(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
-pp_status stage_plan_precision(pp_stage *s, pp_error *err)
+pp_status stage_place_precision(pp_stage *s, pp_error *err)
 {
     pp_dtype lp = s->opt.precision;
     if (lp == PP_DTYPE_UNDEFINED || lp == PP_DTYPE_F32) return PP_OK;

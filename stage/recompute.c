@@ -38,7 +38,7 @@ static int keeps(const pp_stage *s, int o)
  * goes to the arena and its maker runs again; then so, transitively, do the makers of
  * whatever a re-run op reads that lives nowhere after forward (forward scratch). Ops run
  * again in forward order with forward's places, so scratch holds what it held then. */
-pp_status stage_plan_recompute(pp_stage *s, char *in_slot, pp_error *err)
+pp_status stage_place_recompute(pp_stage *s, char *in_slot, pp_error *err)
 {
     (void)err;
     if (s->opt.recompute == PP_RECOMPUTE_NONE) return PP_OK;

@@ -46,8 +46,8 @@ static pp_status load_persistent(pp_stage *s, pp_error *err)
     return PP_OK;
 }
 
-/* The stage planned (ports, ops, tensor places, buffer sizes) on a device of dev's kind;
- * with alloc, its buffers allocated and loaded too. pp_stage_estimate plans without
+/* The stage placed (ports, ops, tensor places, buffer sizes) on a device of dev's kind;
+ * with alloc, its buffers allocated and loaded too. pp_stage_estimate places without
  * allocating, so what it reports is what pp_stage_create would allocate. Its nodes are ids
  * [first, end), or those of them side[] (owned from here on, may be NULL) says are its own. */
 static pp_status stage_build(const pp_graph *g, int first, int end, signed char *side, int last, pp_device *dev,
@@ -77,7 +77,7 @@ static pp_status stage_build(const pp_graph *g, int first, int end, signed char 
     s->first = first;
     s->end = end;
     s->last = last;
-    PP_CHECK_GOTO(stage_plan(s, err), st, fail);
+    PP_CHECK_GOTO(stage_place_tensors(s, err), st, fail);
     s->optim_slots = pp_optim_state_slots(&opt->optim);
     if (!alloc) {
         s->dev = NULL;   /* planning read only its kind */
@@ -124,7 +124,7 @@ pp_status pp_stage_create_range(const pp_graph *g, int first, int end, int last,
     return stage_build(g, first, end, NULL, last, dev, 1, opt, out, err);
 }
 
-pp_status stage_plan_whole(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt, pp_stage **out,
+pp_status stage_place_whole(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt, pp_stage **out,
                            pp_error *err)
 {
     pp_device planner = {.kind = kind};   /* planning asks the device only its kind */

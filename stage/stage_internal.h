@@ -1,4 +1,4 @@
-/* Private to stage/: the plan a stage is built into. Every tensor the stage touches
+/* Private to stage/: the tensor places a stage is built into. Every tensor the stage touches
  * is a `tslot` with a fixed place: the flat parameter buffer, the constants buffer,
  * a stash slot (per in-flight microbatch), or an arena shared by all slots (scratch, and
  * with recompute the arena of one microbatch's recomputed tensors). */
@@ -28,7 +28,7 @@ typedef struct tslot {
     int value;              /* graph value id, or -1 for a view / synthetic tensor */
     int view_of;            /* tslot whose memory (and gradient memory) this one shares, or -1 */
     int grad_of;            /* tslot whose gradient memory alone this one shares, or -1: its only
-                               reader passes the gradient through unchanged (plan.c) */
+                               reader passes the gradient through unchanged (places.c) */
     pp_dtype dtype;
     int rank;
     int64_t dims[PP_MAX_RANK];
@@ -140,24 +140,24 @@ struct pp_stage {
     struct stage_profile *prof;     /* profile.c; NULL: profiling off */
 };
 
-/* stage.c: all of g planned as its last stage on a device of this kind, nothing allocated
- * (the memory profile's plan) */
-pp_status stage_plan_whole(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt, pp_stage **out,
-                           pp_error *err);
-/* plan.c; and the tslot of graph value v, created on first use; a port (input 1: an
- * input, else an output) over tslot t */
-pp_status stage_plan(pp_stage *s, pp_error *err);
+/* stage.c: all of g placed as its last stage on a device of this kind, nothing allocated
+ * (what the memory profile reads) */
+pp_status stage_place_whole(const pp_graph *g, pp_device_kind kind, const pp_stage_options *opt, pp_stage **out,
+                            pp_error *err);
+/* places.c: every tensor's place (stage_place_tensors); and the tslot of graph value v,
+ * created on first use; a port (input 1: an input, else an output) over tslot t */
+pp_status stage_place_tensors(pp_stage *s, pp_error *err);
 pp_status stage_tslot_of(pp_stage *s, int v, pp_error *err, int *out);
 pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *err);
 /* loss.c: the last stage's loss found or built, its default seed (after stage_fuse);
  * the slot's seed written as the loss's gradient, where backward starts */
-pp_status stage_plan_loss(pp_stage *s, pp_error *err);
+pp_status stage_place_loss(pp_stage *s, pp_error *err);
 pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err);
 /* precision.c: under --precision bf16/fp16, the storage dtype of every float tensor,
  * the 16-bit copies of parameters that matrix products read, the casts that round their
- * other fp32 operands, and each op's kernel for the dtypes it sees (after stage_plan_loss,
- * before plan_grads); and the 16-bit parameter copy brought up to date (before a forward). */
-pp_status stage_plan_precision(pp_stage *s, pp_error *err);
+ * other fp32 operands, and each op's kernel for the dtypes it sees (after stage_place_loss,
+ * before place_grads); and the 16-bit parameter copy brought up to date (before a forward). */
+pp_status stage_place_precision(pp_stage *s, pp_error *err);
 pp_status stage_refresh_params16(pp_stage *s, pp_error *err);
 /* A tensor holding a parameter's values: the fp32 parameter itself or its 16-bit copy. */
 static inline int stage_is_param(const pp_stage *s, int t)
@@ -165,16 +165,16 @@ static inline int stage_is_param(const pp_stage *s, int t)
     const tslot *x = &s->t[t];
     return x->master >= 0 || (x->value >= 0 && s->g->values[x->value].is_param);
 }
-/* uses.c: every parameter's uses, and the buffers of the later ones (after plan_persistent);
+/* uses.c: every parameter's uses, and the buffers of the later ones (after place_persistent);
  * where op o's input k's gradient goes instead of its own place, or NULL. */
-pp_status stage_plan_uses(pp_stage *s, pp_error *err);
+pp_status stage_place_uses(pp_stage *s, pp_error *err);
 void *stage_use_grad(pp_stage *s, int o, int k);
 /* recompute.c. in_slot[t] (base tslots) comes in as KEEP_BW | KEEP_LIVE bits; for
  * tensors backward reads that the slot will not keep it becomes KEEP_ARENA (and the ops
  * that make them, transitively, are marked rerun). Then, before a backward of slot (whole
  * or either half), stage_recompute re-runs them unless the arena holds that slot already. */
 enum { KEEP_BW = 1, KEEP_LIVE = 2, KEEP_ARENA = 4 };
-pp_status stage_plan_recompute(pp_stage *s, char *in_slot, pp_error *err);
+pp_status stage_place_recompute(pp_stage *s, char *in_slot, pp_error *err);
 pp_status stage_recompute(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
 /* run.c: runs forward op o of slot (rerun: as recompute does, no BatchNorm running-stat
  * update) with the RNG key of (step, microbatch) */
@@ -216,8 +216,9 @@ void *stage_tensor_data(pp_stage *s, int slot, int t);
 /* Whether backward of op reads its forward input k (the registry's saves_in, less a factor
  * kept only for the gradient of inputs that need none: pp_op_info.saves_for_other). */
 int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k);
-/* The larger pp_kernel.work_bytes of op o's forward and backward calls (planning: the
- * stage's device must still be there; stage_plan keeps it in stage_op.work_bytes). */
+/* The larger pp_kernel.work_bytes of op o's forward and backward calls (while placing:
+ * the stage's device must still be there; stage_place_tensors keeps it in
+ * stage_op.work_bytes). */
 size_t stage_op_work_bytes(pp_stage *s, int o);
 void *stage_grad_data(pp_stage *s, int slot, int t);
 

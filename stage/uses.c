@@ -24,7 +24,7 @@ static int before(const pp_stage *s, int a, int b)
     return na != nb ? na < nb : a < b;
 }
 
-pp_status stage_plan_uses(pp_stage *s, pp_error *err)
+pp_status stage_place_uses(pp_stage *s, pp_error *err)
 {
     s->uses = calloc((size_t)s->nops + (size_t)s->nparams + 1, sizeof *s->uses);
     if (!s->uses) return PP_NOMEM(err);

@@ -77,7 +77,7 @@ static void test_gpt_matmuls(void **state)
     int serial;
     /* x (8,128,256) @ W_qkv (256,768): B is one matrix -> fold: M' = 1024 */
     pp_tensor x = T(3, (int64_t[]){8, 128, 256}), w = T(2, (int64_t[]){256, 768}), y = T(3, (int64_t[]){8, 128, 768});
-    assert_int_equal(pp_mm_plan_make(&x, &w, &y, &p, "qkv", &err), PP_OK);
+    assert_int_equal(pp_matmul_batch_make(&x, &w, &y, &p, "qkv", &err), PP_OK);
     assert_true(p.fold_a);
     pp_cu_gemm g = pp_cu_mm_gemm(&p, PP_CU_Y, &serial);
     /* column-major C^T (768 x 1024) = W^T x^T: m = N = 768, n = 1024, k = 256, lda = 768, ldb = 256 */
@@ -113,7 +113,7 @@ static void test_gpt_matmuls(void **state)
     /* scores: q (8,4,128,64) @ k^T (8,4,64,128): 32 matrices, strided batch */
     pp_tensor q = T(4, (int64_t[]){8, 4, 128, 64}), kt = T(4, (int64_t[]){8, 4, 64, 128}),
               s = T(4, (int64_t[]){8, 4, 128, 128});
-    assert_int_equal(pp_mm_plan_make(&q, &kt, &s, &p, "scores", &err), PP_OK);
+    assert_int_equal(pp_matmul_batch_make(&q, &kt, &s, &p, "scores", &err), PP_OK);
     assert_false(p.fold_a);
     g = pp_cu_mm_gemm(&p, PP_CU_Y, &serial);
     assert_int_equal(serial, 0);
@@ -138,7 +138,7 @@ static void test_gpt_matmuls(void **state)
     /* context: P (8,4,128,128) @ v (8,4,128,64) */
     pp_tensor pm = T(4, (int64_t[]){8, 4, 128, 128}), v = T(4, (int64_t[]){8, 4, 128, 64}),
               o = T(4, (int64_t[]){8, 4, 128, 64});
-    assert_int_equal(pp_mm_plan_make(&pm, &v, &o, &p, "ctx", &err), PP_OK);
+    assert_int_equal(pp_matmul_batch_make(&pm, &v, &o, &p, "ctx", &err), PP_OK);
     g = pp_cu_mm_gemm(&p, PP_CU_DB, &serial);
     /* dv (128,64) = P^T dO: m = 64, n = 128, k = 128, transb = T, strides P 16384, dO 8192, dv 8192 */
     assert_int_equal(serial, 0);
@@ -153,7 +153,7 @@ static void test_gpt_matmuls(void **state)
     /* a weight shared by a batch (A batched, B one matrix but A broadcast too): dB would
      * race in one strided call, so it runs serially */
     pp_tensor a1 = T(3, (int64_t[]){1, 4, 8}), b3 = T(3, (int64_t[]){5, 8, 2}), y3 = T(3, (int64_t[]){5, 4, 2});
-    assert_int_equal(pp_mm_plan_make(&a1, &b3, &y3, &p, "bc", &err), PP_OK);
+    assert_int_equal(pp_matmul_batch_make(&a1, &b3, &y3, &p, "bc", &err), PP_OK);
     g = pp_cu_mm_gemm(&p, PP_CU_DA, &serial);
     assert_int_equal(serial, 1);
     assert_int_equal(g.batch, 1);
@@ -163,7 +163,7 @@ static void test_gpt_matmuls(void **state)
     assert_int_equal(g.stride_a, 16);
     /* errors name the node */
     pp_tensor bad = T(2, (int64_t[]){7, 3});
-    assert_int_equal(pp_mm_plan_make(&x, &bad, &y, &p, "qkv", &err), PP_ERR_SHAPE);
+    assert_int_equal(pp_matmul_batch_make(&x, &bad, &y, &p, "qkv", &err), PP_ERR_SHAPE);
     assert_non_null(strstr(err.msg, "qkv"));
     print_message("GPT matmuls: folded projections, 32-matrix strided attention, serial shared-operand gradients\n");
 }
@@ -282,7 +282,7 @@ static void test_matmul_model(void **state)
         pp_tensor Y = T(yr, yd);
         pp_cu_mm p;
         pp_error err = {0};
-        assert_int_equal(pp_mm_plan_make(&A, &B, &Y, &p, "mm", &err), PP_OK);
+        assert_int_equal(pp_matmul_batch_make(&A, &B, &Y, &p, "mm", &err), PP_OK);
         const int64_t nA = na_m * M * K, nB = nb_m * K * N, nY = nb * M * N;
         float *a = rnd(nA, &seed), *b = rnd(nB, &seed), *dy = rnd(nY, &seed);
         float *y = rnd(nY, &seed), *da = rnd(nA, &seed), *db = rnd(nB, &seed);
@@ -620,7 +620,7 @@ static void test_gemm_16bit(void **state)
     pp_tensor q = T(4, (int64_t[]){8, 4, 128, 64}), k = T(4, (int64_t[]){8, 4, 64, 128}),
               s = T(4, (int64_t[]){8, 4, 128, 128});
     q.dtype = k.dtype = s.dtype = PP_DTYPE_BF16;
-    assert_int_equal(pp_mm_plan_make(&q, &k, &s, &p, "scores", &err), PP_OK);
+    assert_int_equal(pp_matmul_batch_make(&q, &k, &s, &p, "scores", &err), PP_OK);
     const pp_cu_gemm f32 = pp_cu_mm_gemm(&p, PP_CU_Y, &serial);
     assert_int_equal(f32.atype, PP_CU_R_32F);
     assert_int_equal(f32.ctype, PP_CU_R_32F);
@@ -640,7 +640,7 @@ static void test_gemm_16bit(void **state)
     /* dW (256,768) += x^T dY in float16 into the float32 master gradient: C 32F, beta 1 by the kernel */
     pp_tensor x = T(3, (int64_t[]){8, 128, 256}), w = T(2, (int64_t[]){256, 768}), y = T(3, (int64_t[]){8, 128, 768});
     x.dtype = w.dtype = y.dtype = PP_DTYPE_F16;
-    assert_int_equal(pp_mm_plan_make(&x, &w, &y, &p, "qkv", &err), PP_OK);
+    assert_int_equal(pp_matmul_batch_make(&x, &w, &y, &p, "qkv", &err), PP_OK);
     g = pp_cu_mm_gemm(&p, PP_CU_DB, &serial);
     assert_true(pp_cu_gemm_set_types(&g, PP_DTYPE_F16, PP_DTYPE_F16, PP_DTYPE_F32));
     assert_int_equal(g.atype, PP_CU_R_16F);

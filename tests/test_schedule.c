@@ -56,7 +56,7 @@ static void test_sweep_all_valid(void **state)
                      * boundary crossing and microbatch, counted on both sides (none
                      * when p == 1: all stages share the rank; zb-v's middle boundary,
                      * p-1 -> p, stays on rank p-1); one REDUCE_GRADS per stage, one
-                     * FINISH_STEP per rank. */
+                     * OPTIMIZER_STEP per rank. */
                     int zb = kind == PP_SCHED_ZB_H1 || kind == PP_SCHED_ZB_V;
                     long S = (long)p * v, per = zb ? 3 : 2, cross = kind == PP_SCHED_ZB_V ? S - 2 : S - 1;
                     long want = S * m * per + (p > 1 ? 4 * cross * m : 0) + S + p;

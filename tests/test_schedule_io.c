@@ -96,6 +96,18 @@ static void test_reduce_grads_name(void **state)
     free(text);
 }
 
+/* The step's last action has one name, DESIGN.md's OPTIMIZER_STEP: the enum, the kind's
+ * name and its text form. */
+static void test_optimizer_step_name(void **state)
+{
+    (void)state;
+    char buf[32];
+    pp_action opt = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
+    assert_string_equal(pp_action_kind_name(PP_ACT_OPTIMIZER_STEP), "OPTIMIZER_STEP");
+    assert_string_equal(pp_action_format(&opt, buf, sizeof buf), "OPTIMIZER_STEP");
+    printf("PP_ACT_OPTIMIZER_STEP: kind name and text form OPTIMIZER_STEP\n");
+}
+
 /* PyTorch writes idle steps as empty cells; quotes and spaces are tolerated. The
  * file below is GPipe for p = 2, m = 2. */
 static void test_pytorch_style_file(void **state)
@@ -224,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_v_placement),    cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_ascii_timeline), cmocka_unit_test(test_trace_writer),
         cmocka_unit_test(test_reduce_grads_name),
+        cmocka_unit_test(test_optimizer_step_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,7 +147,7 @@ static void test_gpipe_latency(void **state)
 
 /* Per-stage link times and all-reduces (what the planner gives each boundary and each
  * stage): GPipe's fill and drain cross every boundary once each way, so the makespan
- * grows by twice the sum of the boundaries' send_time; a rank's FINISH_STEP waits for its
+ * grows by twice the sum of the boundaries' send_time; a rank's OPTIMIZER_STEP waits for its
  * stage's all-reduce, which starts after the stage's last backward. */
 static void test_stage_links_and_allreduce(void **state)
 {

@@ -97,7 +97,7 @@ pp_status train_prof_begin(train_prof *p, int64_t step, pp_error *err)
 static int is_compute(int kind)
 {
     return kind == PP_ACT_FORWARD || kind == PP_ACT_BACKWARD || kind == PP_ACT_BACKWARD_INPUT ||
-           kind == PP_ACT_BACKWARD_WEIGHT || kind == PP_ACT_FINISH_STEP;
+           kind == PP_ACT_BACKWARD_WEIGHT || kind == PP_ACT_OPTIMIZER_STEP;
 }
 
 /* The step's actions and waits; a compute action's own time is its span less the waits in it. */

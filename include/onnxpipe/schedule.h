@@ -50,11 +50,11 @@ extern "C" {
  *                    hook left (none after a hooked backward) and nothing waits here.
  *                    DESIGN.md's name; text form "REDUCE_GRADS" (the CSV reader also
  *                    takes PyTorch's "REDUCE_GRAD").
- *   FINISH_STEP      the end of the rank's step (stage = -1, microbatch = -1, peer = -1),
+ *   OPTIMIZER_STEP   the end of the rank's step (stage = -1, microbatch = -1, peer = -1),
  *                    its last action: wait for its all-reduce buckets, sum tied
  *                    gradients, the loss and the global gradient norm over the job, clip,
  *                    then the optimizer step of all its stages (driver/driver_step.c:
- *                    driver_finish_step). Text form: "OPTIMIZER_STEP".
+ *                    driver_optimizer_step). DESIGN.md's name, also its text form.
  * A SEND and its RECV name the same microbatch; their stages differ by one (SEND_ACT
  * of stage s matches RECV_ACT of stage s+1, SEND_GRAD of s matches RECV_GRAD of s-1).
  * Stages on the same rank exchange data without SEND/RECV.
@@ -72,15 +72,15 @@ typedef enum {
     PP_ACT_SEND_GRAD,
     PP_ACT_RECV_GRAD,
     PP_ACT_REDUCE_GRADS,
-    PP_ACT_FINISH_STEP,
+    PP_ACT_OPTIMIZER_STEP,
     PP_ACT_KIND_COUNT
 } pp_action_kind;
 
 /* Fixed size (16 bytes), plain data; kind holds a pp_action_kind. */
 typedef struct pp_action {
     int32_t kind;
-    int32_t stage;       /* virtual stage index, -1 for FINISH_STEP */
-    int32_t microbatch;  /* 0 .. microbatches-1, -1 for REDUCE_GRADS / FINISH_STEP */
+    int32_t stage;       /* virtual stage index, -1 for OPTIMIZER_STEP */
+    int32_t microbatch;  /* 0 .. microbatches-1, -1 for REDUCE_GRADS / OPTIMIZER_STEP */
     int32_t peer;        /* rank on the other side of a SEND/RECV, else -1 */
 } pp_action;
 
@@ -110,7 +110,7 @@ typedef struct pp_schedule {
     int chunks;         /* virtual stages per rank (v); 1 except for interleaved and zb-v (2) */
     int num_stages;     /* virtual stages in the model */
     int microbatches;   /* m */
-    int lowered;        /* 1 when SEND/RECV, REDUCE_GRADS and FINISH_STEP are in */
+    int lowered;        /* 1 when SEND/RECV, REDUCE_GRADS and OPTIMIZER_STEP are in */
     int *stage_rank;    /* [num_stages] rank holding each virtual stage */
     int *count;         /* [pp] actions per rank */
     int *capacity;      /* [pp] allocated actions per rank */
@@ -141,9 +141,9 @@ PP_API pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microba
                                       pp_schedule **out, pp_error *err);
 /* Inserts SEND/RECV pairs (placed in the order of a unit-cost simulation, so that no
  * two ranks wait on each other in a cycle), then REDUCE_GRADS after each stage's last
- * backward and FINISH_STEP at the end. In place; s must be compute-only. Local. */
+ * backward and OPTIMIZER_STEP at the end. In place; s must be compute-only. Local. */
 PP_API pp_status pp_schedule_lower(pp_schedule *s, pp_error *err);
-/* Adds only REDUCE_GRADS / FINISH_STEP to a schedule that already has its
+/* Adds only REDUCE_GRADS / OPTIMIZER_STEP to a schedule that already has its
  * communication (e.g. loaded from a compute+comms CSV without them). Local. */
 PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
 
@@ -151,7 +151,7 @@ PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
  * deadlock; stage -> rank consistency and correct peers; every (stage, microbatch)
  * forwarded exactly once and backwarded exactly once (BACKWARD, or BACKWARD_INPUT then
  * BACKWARD_WEIGHT); forward before backward; every send matched by exactly one
- * receive; REDUCE_GRADS once per stage after its backwards; FINISH_STEP last.
+ * receive; REDUCE_GRADS once per stage after its backwards; OPTIMIZER_STEP last.
  * Compute-only schedules are checked for order and completeness (no communication).
  * On failure, when report is not NULL, prints the per-rank grid with the stuck or
  * offending actions marked. O(actions + stages * microbatches). Local. Thread-safe. */
@@ -171,7 +171,7 @@ PP_API const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank,
 PP_API long pp_schedule_action_count(const pp_schedule *s);
 /* PyTorch's text form: "0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1", "1SEND_B0",
  * "0RECV_B0"; REDUCE_GRADS prints as "3REDUCE_GRADS" (PyTorch: "3REDUCE_GRAD") and
- * FINISH_STEP as "OPTIMIZER_STEP".
+ * OPTIMIZER_STEP, which PyTorch has not, as "OPTIMIZER_STEP".
  * Returns buf (the caller's). Local; thread-safe for distinct bufs. */
 PP_API const char *pp_action_format(const pp_action *a, char *buf, size_t len);
 
@@ -179,14 +179,14 @@ PP_API const char *pp_action_format(const pp_action *a, char *buf, size_t len);
  * CSV in the text form of torch.distributed.pipelining (one row per rank, one action
  * per cell, empty cells are idle steps). compute_only = 1 writes FORWARD / BACKWARD
  * actions only (PyTorch's "compute_only" format), 0 writes everything but
- * OPTIMIZER_STEP (FINISH_STEP), which is implied at the end of every rank ("compute_comms").
+ * OPTIMIZER_STEP, which is implied at the end of every rank ("compute_comms").
  * Local. */
 PP_API pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_only, pp_error *err);
 /* Reads either format; pp = number of rows, stage -> rank from where stages appear.
  * "REDUCE_GRAD" (PyTorch's, and onnxpipe's files before it took DESIGN.md's name) reads
  * as REDUCE_GRADS.
  * A compute-only file is lowered; a compute+comms file gets REDUCE_GRADS and
- * FINISH_STEP where it has none. The result is not validated: call validate. Local; the caller
+ * OPTIMIZER_STEP where it has none. The result is not validated: call validate. Local; the caller
  * frees it with pp_schedule_destroy. */
 PP_API pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp_error *err);
 
@@ -214,7 +214,7 @@ typedef struct pp_costs {
     double bandwidth;            /* bytes/s between neighbours; 0 = infinite */
     double allreduce;            /* s per REDUCE_GRADS (data-parallel all-reduce), plus the
                                     stage's own pp_stage_cost.allreduce */
-    double optimizer;            /* s per FINISH_STEP */
+    double optimizer;            /* s per OPTIMIZER_STEP */
     const double *action;        /* NULL, or s of each FORWARD, BACKWARD, BACKWARD_INPUT and
                                     BACKWARD_WEIGHT action in place of its stage's cost, by the
                                     action's global index (rank r's i-th: the counts of ranks
@@ -232,13 +232,13 @@ PP_API void pp_costs_unit(pp_costs *c);
  * uses the data waits for it; REDUCE_GRADS starts an all-reduce that runs beside compute
  * for `allreduce` plus the stage's own `allreduce` seconds (the driver
  * starts it bucket by bucket during the stage's last backward: earlier than modelled);
- * FINISH_STEP waits for this rank's all-reduces. (The validator assumes the worst
+ * OPTIMIZER_STEP waits for this rank's all-reduces. (The validator assumes the worst
  * case instead: blocking sends and receives.) */
 typedef struct pp_sim_result {
     int pp;
     double makespan;         /* s, end of the last action */
     double bubble;           /* idle fraction over all ranks: 1 - sum(busy) / (pp * makespan) */
-    double *busy;            /* [pp] s of compute (F, B, I, W, FINISH_STEP) per rank */
+    double *busy;            /* [pp] s of compute (F, B, I, W, OPTIMIZER_STEP) per rank */
     double *rank_bubble;     /* [pp] 1 - busy / makespan */
     int *peak_inflight;      /* [pp] most microbatches forwarded but not yet backwarded
                                 (BACKWARD or BACKWARD_INPUT), i.e. stashed activations */

@@ -282,7 +282,7 @@ PP_API int64_t pp_stage_bytes_category(const pp_stage_bytes *b, pp_mem_category 
 /* Local. */
 PP_API void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out);
 /* What pp_stage_create(part, index, a device of this kind, opt) would allocate, without a
- * device: the same planner runs (ops, fusions, tensor places, arena sizes) and nothing is
+ * device: the same placement runs (ops, fusions, tensor places, arena sizes) and nothing is
  * allocated or loaded. Errors are pp_stage_create's. Local. */
 PP_API pp_status pp_stage_estimate(const pp_partition *part, int index, pp_device_kind kind,
                                    const pp_stage_options *opt, pp_stage_bytes *out, pp_error *err);

@@ -13,14 +13,14 @@
  * below), which then compute only their causal triangle (smat.c). */
 #include "broadcast.h"
 #include "cpu_math.h"
-#include "mm_plan.h"
+#include "matmul_batch.h"
 #include "smat.h"
 
 #include <string.h>
 
-/* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)] (kernels/mm_plan.h) and the fused scale. */
+/* A batch of matrix products Y[b] = A[ia(b)] B[ib(b)] (kernels/matmul_batch.h) and the fused scale. */
 typedef struct mm_plan {
-    pp_mm_plan m;
+    pp_matmul_batch m;
     int64_t bias_rows;              /* 0: no fused bias, else bias_rows() */
     float alpha;                    /* the fused scale, else 1 */
 } mm_plan;
@@ -55,7 +55,7 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
     PP_CHECK(pp_cpu_want_inputs(c, 2, 4, err));
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
-    PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], y, &p->m, c->node, err));
+    PP_CHECK(pp_matmul_batch_make(&c->in[0], &c->in[1], y, &p->m, c->node, err));
     p->bias_rows = 0;
     if (c->nin > 2 && c->in[2].data) PP_CHECK(bias_rows(c, p->m.M, p->m.N, &p->bias_rows, err));
     if (c->nin > 3 && (!c->in[3].data || c->in[3].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[3]) != 1))
@@ -280,7 +280,7 @@ PP_FWD(pp_cpu_matmul_forward)
     }
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
-        pp_mm_batch_index(&p.m, b, &ia, &ib);
+        pp_matmul_batch_index(&p.m, b, &ia, &ib);
         smat_gemm(causal_fwd(z), (int)M, (int)N, (int)K, alpha, (smat){(float *)A + ia * M * K, 0, (int)K},
                   (smat){(float *)B + ib * K * N, 0, (int)N}, beta, (smat){Y + b * M * N, 0, (int)N});
     }
@@ -325,7 +325,7 @@ PP_BWD(pp_cpu_matmul_backward)
     }
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
-        pp_mm_batch_index(&p.m, b, &ia, &ib);
+        pp_matmul_batch_index(&p.m, b, &ia, &ib);
         const smat gy = {(float *)GY + b * p.m.M * p.m.N, 0, N};
         if (GA)
             grad_a(z, M, K, N, s, gy, (smat){(float *)B + ib * p.m.K * p.m.N, 0, N}, beta_a,

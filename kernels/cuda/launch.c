@@ -116,7 +116,7 @@ void pp_cu_mm_offsets(const pp_cu_mm *p, pp_cu_part part, int64_t b, int64_t *ox
 {
     const int64_t sa = p->M * p->K, sb = p->K * p->N, sy = p->M * p->N;
     int64_t ia, ib;
-    pp_mm_batch_index(p, b, &ia, &ib);
+    pp_matmul_batch_index(p, b, &ia, &ib);
     switch (part) {
     case PP_CU_Y: *ox = ia * sa, *oy = ib * sb, *oc = b * sy; break;
     case PP_CU_DA: *ox = b * sy, *oy = ib * sb, *oc = ia * sa; break;

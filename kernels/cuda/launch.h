@@ -8,7 +8,7 @@
 
 #include <onnxpipe/tensor.h>
 
-#include "mm_plan.h"
+#include "matmul_batch.h"
 #include "op_args.h"
 
 #ifdef __cplusplus
@@ -68,8 +68,8 @@ int pp_cu_gemm_set_types(pp_cu_gemm *g, pp_dtype x, pp_dtype y, pp_dtype c);
 pp_cu_gemm pp_cu_gemm_rowmajor(int tx, int ty, int64_t M, int64_t N, int64_t K, int64_t sx, int64_t sy,
                                int64_t sc, int64_t batch);
 
-/* MatMul: the shared batch plan (kernels/mm_plan.h) drives the cuBLAS calls. */
-typedef pp_mm_plan pp_cu_mm;
+/* MatMul: the shared batch of products (kernels/matmul_batch.h) drives the cuBLAS calls. */
+typedef pp_matmul_batch pp_cu_mm;
 
 typedef enum {
     PP_CU_Y,    /* Y = A B:      X = A,  Y = B  */
@@ -79,7 +79,7 @@ typedef enum {
 /* The GEMM of one part. *serial = 1 when the batch cannot be one strided call (a
  * broadcast pattern that is no uniform stride, or a gradient accumulated into an operand
  * shared by several output matrices): then the returned call has batch 1 and the caller
- * runs it for b = 0..batch-1 at the offsets of pp_cu_mm_batch_index, in stream order. */
+ * runs it for b = 0..batch-1 at the offsets of pp_cu_mm_offsets, in stream order. */
 pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial);
 /* Element offsets of X, Y and C (the part's operands above) for output matrix b of a
  * serial part. */

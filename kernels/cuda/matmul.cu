@@ -88,7 +88,7 @@ static int gemm_types_ok(const pp_tensor *X, const pp_tensor *Y, const pp_tensor
 static pp_status matmul_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     pp_cu_mm p;
-    PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], &c->out[0], &p, c->node, err));
+    PP_CHECK(pp_matmul_batch_make(&c->in[0], &c->in[1], &c->out[0], &p, c->node, err));
     return mm_part(c, &p, PP_CU_Y, &c->in[0], &c->in[1], &c->out[0], 0.f, err);
 }
 
@@ -97,7 +97,7 @@ static pp_status matmul_backward(const pp_kernel_ctx *c, const pp_tensor *grad_o
 {
     if (!grad_out[0].data || (!grad_in[0].data && !grad_in[1].data)) return PP_OK;
     pp_cu_mm p;
-    PP_CHECK(pp_mm_plan_make(&c->in[0], &c->in[1], &grad_out[0], &p, c->node, err));
+    PP_CHECK(pp_matmul_batch_make(&c->in[0], &c->in[1], &grad_out[0], &p, c->node, err));
     if (grad_in[0].data) PP_CHECK(mm_part(c, &p, PP_CU_DA, &grad_out[0], &c->in[1], &grad_in[0], 1.f, err));
     if (grad_in[1].data) PP_CHECK(mm_part(c, &p, PP_CU_DB, &c->in[0], &grad_out[0], &grad_in[1], 1.f, err));
     return PP_OK;

@@ -1,7 +1,7 @@
-/* Private to kernels/: the batch plan of a numpy MatMul, A (..., M, K) @ B (..., K, N)
- * with broadcast batch dims, shared by the cpu and cuda kernels (kernels/mm_plan.c). */
-#ifndef PP_KERNELS_MM_PLAN_H
-#define PP_KERNELS_MM_PLAN_H
+/* Private to kernels/: the batch of a numpy MatMul, A (..., M, K) @ B (..., K, N)
+ * with broadcast batch dims, shared by the cpu and cuda kernels (kernels/matmul_batch.c). */
+#ifndef PP_KERNELS_MATMUL_BATCH_H
+#define PP_KERNELS_MATMUL_BATCH_H
 
 #include <onnxpipe/kernels.h>
 
@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-typedef struct pp_mm_plan {
+typedef struct pp_matmul_batch {
     int64_t M, K, N;
     int64_t batch;                  /* output matrices */
     int brank;
@@ -18,14 +18,14 @@ typedef struct pp_mm_plan {
     int64_t bstr[PP_MAX_RANK];
     int64_t a_mats, b_mats;         /* matrices stored in A and in B */
     int fold_a;                     /* B is one matrix and A is not broadcast: one GEMM with M' = batch M */
-} pp_mm_plan;
+} pp_matmul_batch;
 
 /* Y: the output, or its gradient (same shape). 1-D operands are promoted as numpy does.
  * Errors name the node and the shapes. */
-pp_status pp_mm_plan_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_mm_plan *p,
+pp_status pp_matmul_batch_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_matmul_batch *p,
                           const char *node, pp_error *err);
 /* Matrix indices of A and B that output matrix b reads. */
-void pp_mm_batch_index(const pp_mm_plan *p, int64_t b, int64_t *ia, int64_t *ib);
+void pp_matmul_batch_index(const pp_matmul_batch *p, int64_t b, int64_t *ia, int64_t *ib);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
-/* The batch plan of a numpy MatMul, shared by the cpu and cuda kernels. */
-#include "mm_plan.h"
+/* The batch of a numpy MatMul (its shapes, broadcast strides and fold), shared by the
+ * cpu and cuda kernels. */
+#include "matmul_batch.h"
 
 #include <string.h>
 
-pp_status pp_mm_plan_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_mm_plan *p,
+pp_status pp_matmul_batch_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_matmul_batch *p,
                           const char *node, pp_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -43,7 +44,7 @@ pp_status pp_mm_plan_make(const pp_tensor *A, const pp_tensor *B, const pp_tenso
     return PP_OK;
 }
 
-void pp_mm_batch_index(const pp_mm_plan *p, int64_t b, int64_t *ia, int64_t *ib)
+void pp_matmul_batch_index(const pp_matmul_batch *p, int64_t b, int64_t *ia, int64_t *ib)
 {
     *ia = *ib = 0;
     for (int d = p->brank - 1; d >= 0; d--) {

@@ -1,5 +1,6 @@
-/* The plan of a training job that every rank computes the same way: its partition (with
- * the stage planner's memory profile), predicted stage costs for the simulator. */
+/* The split of a training job that every rank computes the same way: its partition (with
+ * the stage's memory profile, stage/memprofile.c) and predicted stage costs for the
+ * simulator. */
 #include <onnxpipe/plan.h>
 #include <onnxpipe/train.h>
 

@@ -10,7 +10,7 @@
 
 #define DEFAULT_GFLOPS 100.0
 
-void model_free(balance_model *m)
+void balance_free(balance_model *m)
 {
     free(m->a), free(m->b), free(m->ca), free(m->cb), free(m->ct), free(m->ch);
     free(m->vtail), free(m->vhead);
@@ -97,7 +97,7 @@ static pp_status memory_model(const pp_partition *p, balance_model *m, pp_error 
     return PP_OK;
 }
 
-pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err)
+pp_status balance_make(const pp_partition *p, balance_model *m, pp_error *err)
 {
     const pp_graph *g = p->graph;
     int n = g->nnodes, P = p->nstages, mem = p->balance == PP_BALANCE_MEMORY;
@@ -136,13 +136,13 @@ pp_status model_make(const pp_partition *p, balance_model *m, pp_error *err)
     return PP_OK;
 }
 
-int64_t model_cut_bytes(const pp_graph *g, int v)
+int64_t balance_cut_bytes(const pp_graph *g, int v)
 {
     int64_t b = value_bytes(g, v);
     return b >= 0 ? b : value_bytes_per_sample(g, v);
 }
 
-int64_t model_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs)
+int64_t balance_stage_costs(const pp_partition *p, const balance_model *m, const int *ends, int64_t *costs)
 {
     const pp_graph *g = p->graph;
     int P = p->nstages;

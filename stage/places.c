@@ -1,4 +1,4 @@
-/* Building a stage's plan: which tensors it touches, where each lives (parameters,
+/* A stage's tensor places: which tensors it touches, where each lives (parameters,
  * constants, stash slot, scratch), which ops run backward and which gradients exist,
  * and the ports to the neighbouring stages (the loss is loss.c's). */
 #include "stage_internal.h"
@@ -60,7 +60,7 @@ pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *e
     if (p) *ports = p;
     int *q = pp_realloc_array(*ts, (size_t)*n + 1, sizeof *q);
     if (q) *ts = q;
-    if (!p || !q) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+    if (!p || !q) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's tensors");
     const tslot *x = &s->t[t];
     if (x->value >= 0) {
         const pp_value *v = &s->g->values[x->value];
@@ -97,10 +97,10 @@ static pp_status collect(pp_stage *s, pp_error *err)
         op->nout = n->noutputs;
         op->in = malloc(((size_t)n->ninputs + 1) * sizeof(int));
         op->out = malloc(((size_t)n->noutputs + 1) * sizeof(int));
-        if (!op->in || !op->out) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+        if (!op->in || !op->out) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's tensors");
         s->nops++;
         op->host_in = calloc((size_t)n->ninputs + 1, sizeof *op->host_in);
-        if (!op->host_in) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+        if (!op->host_in) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's tensors");
         for (int k = 0; k < n->ninputs; k++) {
             op->in[k] = -1;
             if (n->inputs[k] < 0) continue;
@@ -144,13 +144,13 @@ static int op_input_diff(const stage_op *op, int k)
 
 /* needs_grad = reachable from a parameter or activation input AND reaching the loss
  * or an output port. Also decides which ops run backward. */
-static pp_status plan_grads(pp_stage *s, pp_error *err)
+static pp_status place_grads(pp_stage *s, pp_error *err)
 {
     char *req = calloc((size_t)s->nt + 1, 1), *reach = calloc((size_t)s->nt + 1, 1);
     if (!req || !reach) {
         free(req);
         free(reach);
-        return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning gradients");
+        return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing gradients");
     }
     for (int t = 0; t < s->nt; t++) {
         const tslot *ts = &s->t[t];
@@ -199,10 +199,10 @@ static pp_status plan_grads(pp_stage *s, pp_error *err)
 }
 
 /* Parameters into the flat buffer (order of first use), constants into their buffer. */
-static pp_status plan_persistent(pp_stage *s, pp_error *err)
+static pp_status place_persistent(pp_stage *s, pp_error *err)
 {
     s->params = calloc((size_t)s->nt + 1, sizeof *s->params);
-    if (!s->params) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning parameters");
+    if (!s->params) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing parameters");
     int64_t off = 0;
     size_t coff = 0;
     for (int t = 0; t < s->nt; t++) {
@@ -242,10 +242,10 @@ static pp_status plan_persistent(pp_stage *s, pp_error *err)
 
 /* When each parameter's gradient is final in a backward: after the last op (in backward
  * order) that accumulates into it, counting only ops that compute weight gradients. */
-static pp_status plan_param_ready(pp_stage *s, pp_error *err)
+static pp_status place_param_ready(pp_stage *s, pp_error *err)
 {
     s->param_ready = calloc((size_t)s->nparams + 1, sizeof *s->param_ready);
-    if (!s->param_ready) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+    if (!s->param_ready) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's tensors");
     int done = 0;
     for (int o = s->nops - 1; o >= 0; o--) {
         const stage_op *op = &s->ops[o];
@@ -271,11 +271,11 @@ static int passes_grad(const pp_stage *s, const stage_op *op, int k)
 /* An activation read by one op only, which passes its gradient through unchanged, shares
  * that op's output gradient instead of having its own: no zeroing, no accumulation pass
  * (run.c gives the op no gradient to write for it). Ports and views keep their own. */
-static pp_status plan_grad_aliases(pp_stage *s, pp_error *err)
+static pp_status place_grad_aliases(pp_stage *s, pp_error *err)
 {
     for (int t = 0; t < s->nt; t++) s->t[t].grad_of = -1;
     char *viewed = calloc((size_t)s->nt + 1, 1);
-    if (!viewed) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning gradients");
+    if (!viewed) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing gradients");
     for (int t = 0; t < s->nt; t++)
         if (s->t[t].view_of >= 0) viewed[s->t[t].view_of] = 1;
     for (int o = 0; o < s->nops; o++) {
@@ -326,14 +326,14 @@ int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k)
     return 0;
 }
 
-static pp_status plan_memory(pp_stage *s, pp_error *err)
+static pp_status place_memory(pp_stage *s, pp_error *err)
 {
     char *in_slot = calloc((size_t)s->nt + 1, 1), *grad_in_slot = calloc((size_t)s->nt + 1, 1);
     mem_interval *iv = calloc((size_t)s->nt + 1, sizeof *iv);
     int *who = calloc((size_t)s->nt + 1, sizeof *who);
     pp_status st = PP_OK;
     if (!in_slot || !grad_in_slot || !iv || !who) {
-        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage memory");
+        st = pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's buffers");
         goto done;
     }
     for (int t = 0; t < s->nt; t++) s->t[t].first_bw = s->t[t].last_bw = -1;
@@ -379,7 +379,7 @@ static pp_status plan_memory(pp_stage *s, pp_error *err)
         grad_in_slot[s->loss_t] = 1;
         s->t[s->loss_t].grad_received = 1;   /* seeded, never zeroed */
     }
-    PP_CHECK_GOTO(stage_plan_recompute(s, in_slot, err), st, done);
+    PP_CHECK_GOTO(stage_place_recompute(s, in_slot, err), st, done);
     /* slot and recompute arena: sequential */
     size_t off = 0, roff = 0;
     for (int t = 0; t < s->nt; t++) {
@@ -471,26 +471,26 @@ done:
     return st;
 }
 
-pp_status stage_plan(pp_stage *s, pp_error *err)
+pp_status stage_place_tensors(pp_stage *s, pp_error *err)
 {
     const pp_graph *g = s->g;
     /* a tslot per value the stage touches, plus the loss's views, labels and scalar */
     s->t = calloc((size_t)g->nvalues + 4, sizeof *s->t);
     s->t_of_value = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     s->ops = calloc((size_t)(s->end - s->first) + 2, sizeof *s->ops);
-    if (!s->t || !s->t_of_value || !s->ops) return pp_error_set(err, PP_ERR_NOMEM, "out of memory planning stage");
+    if (!s->t || !s->t_of_value || !s->ops) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's tensors");
     for (int v = 0; v < g->nvalues; v++) s->t_of_value[v] = -1;
     PP_CHECK(collect(s, err));
     PP_CHECK(stage_fuse(s, err));
     s->loss_t = -1;
-    if (s->last) PP_CHECK(stage_plan_loss(s, err));
-    PP_CHECK(stage_plan_precision(s, err));
-    PP_CHECK(plan_grads(s, err));
-    PP_CHECK(plan_grad_aliases(s, err));
-    PP_CHECK(plan_persistent(s, err));
-    PP_CHECK(stage_plan_uses(s, err));
-    PP_CHECK(plan_param_ready(s, err));
-    PP_CHECK(plan_memory(s, err));
+    if (s->last) PP_CHECK(stage_place_loss(s, err));
+    PP_CHECK(stage_place_precision(s, err));
+    PP_CHECK(place_grads(s, err));
+    PP_CHECK(place_grad_aliases(s, err));
+    PP_CHECK(place_persistent(s, err));
+    PP_CHECK(stage_place_uses(s, err));
+    PP_CHECK(place_param_ready(s, err));
+    PP_CHECK(place_memory(s, err));
     for (int o = 0; o < s->nops; o++) {
         s->ops[o].work_bytes = stage_op_work_bytes(s, o);
         if (s->ops[o].work_bytes > s->work_bytes) s->work_bytes = s->ops[o].work_bytes;
