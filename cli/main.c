@@ -76,7 +76,7 @@ int cli_parse_int_list(const char *opt, const char *s, long long lo, long long h
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char tok[32];
         long long v;
-        if (*n == max) return !cli_usage_error(NULL, "%s takes at most %d values", opt, max);
+        if (*n == max) return !cli_usage_error(NULL, "%s has more than %d values", opt, max);
         if (len >= sizeof tok) return !cli_usage_error(NULL, "%s: '%.*s' is not an integer", opt, (int)len, p);
         snprintf(tok, sizeof tok, "%.*s", (int)len, p);
         if (!cli_parse_int(opt, tok, lo, hi, &v)) return 0;
