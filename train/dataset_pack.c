@@ -241,24 +241,37 @@ pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_
     return PP_OK;
 }
 
+/* count copies of the es-byte value v at dst, by doubling (a few copies, not count). */
+static void fill(char *dst, const void *v, size_t es, int64_t count)
+{
+    size_t all = (size_t)count * es;
+    if (all == 0) return;
+    memcpy(dst, v, es);
+    for (size_t done = es; done < all; done *= 2) memcpy(dst + done, dst, done < all - done ? done : all - done);
+}
+
 /* One sample's mask at length n: row i may see column j when both are in one piece and
- * j <= i; a padding row sees only itself. Written for one [n, n] block, copied to the
- * leading dims' others. */
+ * j <= i; a padding row sees only itself. Written for one [n, n] block, row by row,
+ * copied to the leading dims' others. */
 static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int64_t s, int64_t n, char *dst)
 {
-    int64_t b = 0, lead = 1;
+    int64_t lead = 1, i = 0;
     for (int k = 0; k < a->shape.rank - 2; k++) lead *= a->shape.dims[k];
-    size_t es = pp_dtype_size(a->dtype);
-    float keep = 0.0f, drop = -3.4028234663852886e38f;
-    int64_t one = 1, zero = 0;
-    const void *yes = a->dtype == PP_DTYPE_F32 ? (const void *)&keep : &one, *no = a->dtype == PP_DTYPE_F32 ? (const void *)&drop : &zero;
-    for (int64_t i = 0; i < n * n; i++) memcpy(dst + (size_t)i * es, no, es);
-    for (int64_t k = p->first[s]; k < p->first[s + 1]; b += p->pieces[k++].len)
-        for (int64_t i = b; i < b + p->pieces[k].len; i++)
-            for (int64_t j = b; j <= i; j++) memcpy(dst + (size_t)(i * n + j) * es, yes, es);
-    for (int64_t i = b; i < n; i++) memcpy(dst + (size_t)(i * n + i) * es, yes, es);
-    size_t block = (size_t)(n * n) * es;
-    for (int64_t k = 1; k < lead; k++) memcpy(dst + (size_t)k * block, dst, block);
+    size_t es = pp_dtype_size(a->dtype), row = (size_t)n * es;
+    float keep_f = 0.0f, drop_f = -3.4028234663852886e38f;
+    int64_t keep_i = 1, drop_i = 0;   /* little-endian: its low bytes are a bool's or an int32's 1 and 0 */
+    const void *keep = a->dtype == PP_DTYPE_F32 ? (const void *)&keep_f : &keep_i;
+    const void *drop = a->dtype == PP_DTYPE_F32 ? (const void *)&drop_f : &drop_i;
+    for (int64_t k = p->first[s], b = 0; k < p->first[s + 1]; b += p->pieces[k++].len)
+        for (; i < b + p->pieces[k].len; i++) {   /* row i sees its piece's columns b .. i */
+            fill(dst + (size_t)i * row, drop, es, n);
+            fill(dst + (size_t)i * row + (size_t)b * es, keep, es, i - b + 1);
+        }
+    for (; i < n; i++) {   /* padding sees itself */
+        fill(dst + (size_t)i * row, drop, es, n);
+        memcpy(dst + (size_t)i * row + (size_t)i * es, keep, es);
+    }
+    for (int64_t k = 1; k < lead; k++) memcpy(dst + (size_t)k * n * row, dst, (size_t)n * row);
 }
 
 const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len)
@@ -266,8 +279,8 @@ const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len)
     if (!d->pack) return len ? (buf[0] = 0, buf) : buf;
     double total = (double)d->samples * (double)d->pack->seq;
     snprintf(buf, len, "%s %lld documents (%lld tokens) into %lld samples of %lld tokens: %.2f%% padding",
-             d->docs == PP_DOCS_PAD ? "padded" : "packed", (long long)d->documents, (long long)d->real_tokens, (long long)d->samples, (long long)d->pack->seq,
-             100.0 * (total - (double)d->real_tokens) / total);
+             d->docs == PP_DOCS_PAD ? "padded" : "packed", (long long)d->documents, (long long)d->real_tokens,
+             (long long)d->samples, (long long)d->pack->seq, 100.0 * (total - (double)d->real_tokens) / total);
     return buf;
 }
 
@@ -290,12 +303,10 @@ void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int
     }
     if (a->packed == PACK_PADDING_MASK) {   /* 1 (in the mask's dtype) for tokens, 0 for padding */
         size_t es = pp_dtype_size(a->dtype);
-        int64_t real = ds_pack_tokens(d, s);
         float one_f = 1.0f;
         int64_t one_i = 1;
         memset(dst, 0, (size_t)len * es);
-        for (int64_t i = 0; i < real; i++)
-            memcpy((char *)dst + (size_t)i * es, a->dtype == PP_DTYPE_F32 ? (const void *)&one_f : &one_i, es);
+        fill(dst, a->dtype == PP_DTYPE_F32 ? (const void *)&one_f : &one_i, es, ds_pack_tokens(d, s));
         return;
     }
     int64_t *out = dst, at = 0;
