@@ -1,7 +1,7 @@
 /* Private to the library (no PP_API; every module may include it): the one reader of the
  * environment. core/env.c holds the table of every variable the library reads (name,
  * what it does, default), which the README's "Environment variables" section lists;
- * reading a name missing from the table is a bug that stops the process. */
+ * tests/test_env_doc.sh fails when a name the library reads is missing from the table. */
 #ifndef PP_CORE_ENV_H
 #define PP_CORE_ENV_H
 
