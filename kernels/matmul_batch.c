@@ -44,6 +44,23 @@ pp_status pp_matmul_batch_make(const pp_tensor *A, const pp_tensor *B, const pp_
     return PP_OK;
 }
 
+pp_status pp_matmul_batch_of(const pp_kernel_ctx *c, const pp_tensor *Y, pp_matmul_batch *p, pp_error *err)
+{
+    int64_t tb;
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "trans_B", 0, &tb, c->node, err));
+    pp_tensor B = c->in[1];
+    if (tb && B.rank < 2)
+        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): trans_B needs B of rank >= 2 (got %d)", c->node,
+                            B.rank);
+    if (tb) {   /* plan on B's logical shape */
+        B.dims[B.rank - 2] = c->in[1].dims[B.rank - 1];
+        B.dims[B.rank - 1] = c->in[1].dims[B.rank - 2];
+    }
+    PP_CHECK(pp_matmul_batch_make(&c->in[0], &B, Y, p, c->node, err));
+    p->tb = tb != 0;
+    return PP_OK;
+}
+
 void pp_matmul_batch_index(const pp_matmul_batch *p, int64_t b, int64_t *ia, int64_t *ib)
 {
     *ia = *ib = 0;

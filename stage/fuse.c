@@ -12,6 +12,9 @@
  *    rank >= 3) whose only reader is a MatMul operand, or that is the only reader of a
  *    MatMul's result, folds into the MatMul as a strided operand or output (attention's
  *    heads: no copies; kernels/cpu/matmul.c);
+ *  - where the MatMul kernel can (PP_KCAP_MATMUL_TRANS_B), Linear's MatMul(x,
+ *    Transpose(W)) with W of rank 2 (the HF exports' every projection) reads W in place
+ *    as a transposed operand (attribute trans_B);
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_CAUSAL), attention under a causal mask,
  *    MatMul + bias [T, T] that is <= -1e4 above its diagonal, then Softmax over the last
  *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A):
@@ -261,6 +264,33 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
     }
 }
 
+/* Folds Linear's weight Transpose into MatMul op o as attribute trans_B: the MatMul has
+ * no attributes yet, and its input 1 is a float Transpose of a rank-2 tensor (perm [1, 0]
+ * or none) that only it reads. The kernel then reads W (N, K) through sgemm's transpose
+ * flag and writes W's gradient the same way: no copy of W per microbatch forward, none of
+ * its gradient backward. */
+static void fold_trans_b(pp_stage *s, const int *op_of_node, int o, char *gone)
+{
+    stage_op *m = &s->ops[o];
+    if (m->op != PP_OP_MATMUL || m->nattrs || m->nout != 1 || m->in[0] < 0 || m->in[1] < 0 || m->in[0] == m->in[1])
+        return;
+    int v = s->t[m->in[1]].value, node = v >= 0 ? s->g->values[v].producer : -1;
+    int t = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
+    if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[1], PP_OP_MATMUL) != o) return;
+    const stage_op *tr = &s->ops[t];
+    if (tr->op != PP_OP_TRANSPOSE || tr->nin != 1 || tr->nout != 1 || tr->in[0] < 0 || s->t[tr->in[0]].rank != 2 ||
+        s->t[tr->in[0]].dtype != PP_DTYPE_F32)
+        return;
+    const pp_attr *perm = pp_attr_find(tr->attrs, tr->nattrs, "perm");
+    if (perm && (perm->type != PP_ATTR_INTS || perm->n != 2 || perm->ints[0] != 1 || perm->ints[1] != 0)) return;
+    s->t[m->in[1]].view_of = tr->in[0];   /* unused from now on */
+    m->in[1] = tr->in[0];
+    if (m->host_in) m->host_in[1] = tr->host_in ? tr->host_in[0] : NULL;
+    fold_attr(m, (pp_attr){.name = "trans_B", .type = PP_ATTR_INT, .i = 1});
+    gone[t] = 1;
+    pp_log(PP_LOG_DEBUG, "stage: folded weight Transpose '%s' into MatMul '%s' (trans_B)", tr->name, m->name);
+}
+
 /* A float constant [T, T] (or [1, .., 1, T, T]) whose entries above the diagonal are all <= -1e4 (or -inf): a
  * causal mask under which exp underflows to exactly 0 after Softmax subtracts the row's
  * maximum. */
@@ -387,6 +417,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         if (!gone[o] && s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_STRIDED) && o < s->nops; o++)
         if (!gone[o] && foldable_matmul(s, &s->ops[o])) fold_transposes(s, op_of_node, o, gone);
+    for (int o = 0; (mm_caps & PP_KCAP_MATMUL_TRANS_B) && o < s->nops; o++)
+        if (!gone[o]) fold_trans_b(s, op_of_node, o, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)
         if (!gone[o]) mark_causal(s, op_of_node, o);
     int n = 0;

@@ -40,6 +40,7 @@ static pp_status load_persistent(pp_stage *s, pp_error *err)
     for (int t = 0; t < s->nt; t++) {
         const tslot *ts = &s->t[t];
         if ((ts->at.loc != LOC_PARAM || s->opt.share) && ts->at.loc != LOC_CONST) continue;
+        if (ts->view_of >= 0) continue;   /* its base is loaded (a folded weight Transpose's result) */
         const pp_const_tensor *c = pp_graph_const(s->g, ts->value);
         PP_CHECK(pp_device_copy_from_host(s->dev, stage_ptr(s, 0, ts->at), c->data, c->nbytes, err));
     }

@@ -184,6 +184,43 @@ static double matmul_perm_maxdiff(const kc_case *c)
     return worst;
 }
 
+/* MatMul with Linear's weight Transpose folded in (stage/fuse.c, trans_B): B is stored
+ * (.., N, K); a weight shared by the batch (one GEMM), with a fused bias [N], and a batch
+ * of B matrices. */
+static const kc_case matmul_trans_b_cases[] = {
+    {CASE("matmul_trans_b_weight", "MatMul", 2, 1), .in = {{T3(2, 3, 4)}, {T2(5, 4)}}, .out = {{T3(2, 3, 5)}},
+     .attrs = {ATTR_I("trans_B", 1)}, .nattrs = 1},
+    {CASE("matmul_trans_b_biasN", "MatMul", 3, 1), .in = {{T2(3, 4)}, {T2(5, 4)}, {T1(5)}}, .out = {{T2(3, 5)}},
+     .attrs = {ATTR_I("trans_B", 1)}, .nattrs = 1},
+    {CASE("matmul_trans_b_batched", "MatMul", 2, 1), .in = {{T3(2, 3, 4)}, {T3(2, 5, 4)}}, .out = {{T3(2, 3, 5)}},
+     .attrs = {ATTR_I("trans_B", 1)}, .nattrs = 1},
+};
+
+/* Y[b, i, j] = sum_k A[b, i, k] B[b, j, k] (+ bias[j]) by triple loops, in double. */
+static double matmul_trans_b_maxdiff(const kc_case *c)
+{
+    pp_tensor in[KC_MAX_IO], out[KC_MAX_IO];
+    double worst = -1;
+    if (mr_forward(c, in, out) == PP_OK) {
+        const pp_tensor *A = &in[0], *B = &in[1];
+        const int64_t M = A->dims[A->rank - 2], K = A->dims[A->rank - 1], N = B->dims[B->rank - 2];
+        const int64_t batch = pp_tensor_numel(A) / (M * K), bmats = pp_tensor_numel(B) / (N * K);
+        const float *a = A->data, *b = B->data, *y = out[0].data, *bias = c->nin > 2 ? in[2].data : NULL;
+        worst = 0;
+        for (int64_t q = 0; q < batch; q++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = bias ? bias[j] : 0;
+                    for (int64_t k = 0; k < K; k++)
+                        acc += (double)a[(q * M + i) * K + k] * b[((bmats > 1 ? q : 0) * N + j) * K + k];
+                    double d = fabs(acc - y[(q * M + i) * N + j]);
+                    if (!(d <= worst)) worst = d;
+                }
+    }
+    mr_free(c, in, out);
+    return worst;
+}
+
 #define NCASES(a) ((int)(sizeof a / sizeof a[0]))
 
 static void test_matmul(void **state)
@@ -204,9 +241,15 @@ static void test_matmul(void **state)
         printf("%-40s forward vs index maps + triple loop max |diff| %.3g\n", matmul_perm_cases[i].name, d);
         assert_true(d >= 0 && d < 1e-5);
     }
+    for (int i = 0; i < NCASES(matmul_trans_b_cases); i++) {
+        double d = matmul_trans_b_maxdiff(&matmul_trans_b_cases[i]);
+        printf("%-40s forward vs triple loop over W (N, K) max |diff| %.3g\n", matmul_trans_b_cases[i].name, d);
+        assert_true(d >= 0 && d < 1e-5);
+    }
     run_cases(matmul_cases, NCASES(matmul_cases));
     run_cases(gemm_cases, NCASES(gemm_cases));
     run_cases(matmul_perm_cases, NCASES(matmul_perm_cases));
+    run_cases(matmul_trans_b_cases, NCASES(matmul_trans_b_cases));
 }
 
 /* distinct values 0.05 apart (shuffled), so a finite-difference step never changes a max */

@@ -66,6 +66,8 @@ enum {
     PP_KCAP_MATMUL_CAUSAL = 1u << 4,  /* MatMul: attributes causal_Y / causal_A (stage/fuse.c)
                                          say attention's causal mask zeroes a triangle, which
                                          the kernel then skips */
+    PP_KCAP_MATMUL_TRANS_B = 1u << 5, /* MatMul: attribute trans_B = 1 (stage/fuse.c) says B is
+                                         stored transposed (Linear's weight, W (N, K)) */
 };
 
 /* One op on one backend in one compute dtype. The backend's table slot of an op says

@@ -10,7 +10,9 @@
  * the operand is Transpose(in k, perm), perm_Y that the output is written as Transpose(Y,
  * perm_Y); each is then a strided matrix per batch (one sgemm each, no copy). Under a
  * causal mask the stage marks the attention products (causal_Y, causal_A: mm_causal
- * below), which then compute only their causal triangle (smat.c). */
+ * below), which then compute only their causal triangle (smat.c). Attribute trans_B says
+ * B is stored transposed (Linear's MatMul(x, Transpose(W)) with the Transpose folded):
+ * sgemm reads it, and writes its gradient, through the transpose flag. */
 #include "broadcast.h"
 #include "cpu_math.h"
 #include "matmul_batch.h"
@@ -49,13 +51,19 @@ static void fill_bias(smat Y, const float *bias, int64_t rows, int64_t M, int64_
     }
 }
 
+/* Matrix ib of B (or of its gradient), stored (K, N) or, under trans_B, (N, K). */
+static smat b_mat(const pp_matmul_batch *m, const float *base, int64_t ib)
+{
+    return (smat){(float *)base + ib * m->K * m->N, m->tb, (int)(m->tb ? m->K : m->N)};
+}
+
 /* y: the output, or its gradient in backward (same shape) */
 static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_plan *p, pp_error *err)
 {
     PP_CHECK(pp_cpu_want_inputs(c, 2, 4, err));
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
-    PP_CHECK(pp_matmul_batch_make(&c->in[0], &c->in[1], y, &p->m, c->node, err));
+    PP_CHECK(pp_matmul_batch_of(c, y, &p->m, err));
     p->bias_rows = 0;
     if (c->nin > 2 && c->in[2].data) PP_CHECK(bias_rows(c, p->m.M, p->m.N, &p->bias_rows, err));
     if (c->nin > 3 && (!c->in[3].data || c->in[3].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[3]) != 1))
@@ -275,14 +283,14 @@ PP_FWD(pp_cpu_matmul_forward)
     PP_CHECK(causal_make(c, M, K, N, &z, err));
     if (p.m.fold_a && !z.y && !z.a) {
         smat_gemm(SMAT_FULL, (int)(p.m.batch * M), (int)N, (int)K, alpha, (smat){(float *)A, 0, (int)K},
-                  (smat){(float *)B, 0, (int)N}, beta, (smat){Y, 0, (int)N});
+                  b_mat(&p.m, B, 0), beta, (smat){Y, 0, (int)N});
         return PP_OK;
     }
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
         pp_matmul_batch_index(&p.m, b, &ia, &ib);
         smat_gemm(causal_fwd(z), (int)M, (int)N, (int)K, alpha, (smat){(float *)A + ia * M * K, 0, (int)K},
-                  (smat){(float *)B + ib * K * N, 0, (int)N}, beta, (smat){Y + b * M * N, 0, (int)N});
+                  b_mat(&p.m, B, ib), beta, (smat){Y + b * M * N, 0, (int)N});
     }
     return PP_OK;
 }
@@ -311,8 +319,8 @@ PP_BWD(pp_cpu_matmul_backward)
     if (p.m.fold_a && !z.y && !z.a) {
         int MB = (int)(p.m.batch * p.m.M);
         const smat gy = {(float *)GY, 0, N};
-        if (GA) smat_gemm(SMAT_FULL, MB, K, N, s, gy, (smat){(float *)B, 1, N}, beta_a, (smat){GA, 0, K});
-        if (GB) smat_gemm(SMAT_FULL, K, N, MB, s, (smat){(float *)A, 1, K}, gy, beta_b, (smat){GB, 0, N});
+        if (GA) smat_gemm(SMAT_FULL, MB, K, N, s, gy, smat_t(b_mat(&p.m, B, 0)), beta_a, (smat){GA, 0, K});
+        if (GB) smat_gemm(SMAT_FULL, K, N, MB, s, (smat){(float *)A, 1, K}, gy, beta_b, b_mat(&p.m, GB, 0));
         return PP_OK;
     }
     if (GA && beta_a == 0.f && p.m.a_mats != p.m.batch) {
@@ -328,11 +336,9 @@ PP_BWD(pp_cpu_matmul_backward)
         pp_matmul_batch_index(&p.m, b, &ia, &ib);
         const smat gy = {(float *)GY + b * p.m.M * p.m.N, 0, N};
         if (GA)
-            grad_a(z, M, K, N, s, gy, (smat){(float *)B + ib * p.m.K * p.m.N, 0, N}, beta_a,
-                   (smat){GA + ia * p.m.M * p.m.K, 0, K});
+            grad_a(z, M, K, N, s, gy, b_mat(&p.m, B, ib), beta_a, (smat){GA + ia * p.m.M * p.m.K, 0, K});
         if (GB)
-            grad_b(z, M, K, N, s, (smat){(float *)A + ia * p.m.M * p.m.K, 0, K}, gy, beta_b,
-                   (smat){GB + ib * p.m.K * p.m.N, 0, N});
+            grad_b(z, M, K, N, s, (smat){(float *)A + ia * p.m.M * p.m.K, 0, K}, gy, beta_b, b_mat(&p.m, GB, ib));
     }
     return PP_OK;
 }

@@ -5,7 +5,8 @@
 
 #define FRESH PP_KCAP_ASSIGNS_FRESH
 #define MATMUL_CAPS                                                                                       \
-    (PP_KCAP_ASSIGNS_FRESH | PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS | PP_KCAP_MATMUL_STRIDED | PP_KCAP_MATMUL_CAUSAL)
+    (PP_KCAP_ASSIGNS_FRESH | PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS | PP_KCAP_MATMUL_STRIDED |                  \
+     PP_KCAP_MATMUL_CAUSAL | PP_KCAP_MATMUL_TRANS_B)
 
 #define SLOT(ID, name, kernel, kinds, ...) [PP_OP_##ID] = PP_KERNEL_SLOT_##kinds(pp_cpu, kernel),
 

@@ -92,11 +92,14 @@ pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial)
 {
     const int64_t M = p->M, K = p->K, N = p->N, MB = p->batch * p->M;
     *serial = 0;
+    const int tb = p->tb;
     if (p->fold_a) {
         switch (part) {
-        case PP_CU_Y: return pp_cu_gemm_rowmajor(0, 0, MB, N, K, 0, 0, 0, 1);
-        case PP_CU_DA: return pp_cu_gemm_rowmajor(0, 1, MB, K, N, 0, 0, 0, 1);
-        default: return pp_cu_gemm_rowmajor(1, 0, K, N, MB, 0, 0, 0, 1);
+        case PP_CU_Y: return pp_cu_gemm_rowmajor(0, tb, MB, N, K, 0, 0, 0, 1);
+        case PP_CU_DA: return pp_cu_gemm_rowmajor(0, !tb, MB, K, N, 0, 0, 0, 1);
+        default:   /* dB (K, N) = A^T dY, or under trans_B dB (N, K) = dY^T A */
+            return tb ? pp_cu_gemm_rowmajor(1, 0, N, K, MB, 0, 0, 0, 1)
+                      : pp_cu_gemm_rowmajor(1, 0, K, N, MB, 0, 0, 0, 1);
         }
     }
     int64_t sa = uniform_stride(p->a_mats, p->batch, M * K), sb = uniform_stride(p->b_mats, p->batch, K * N);
@@ -106,9 +109,11 @@ pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial)
     int64_t batch = *serial ? 1 : p->batch;
     if (*serial) sa = sb = sy = 0;
     switch (part) {
-    case PP_CU_Y: return pp_cu_gemm_rowmajor(0, 0, M, N, K, sa, sb, sy, batch);
-    case PP_CU_DA: return pp_cu_gemm_rowmajor(0, 1, M, K, N, sy, sb, sa, batch);
-    default: return pp_cu_gemm_rowmajor(1, 0, K, N, M, sa, sy, sb, batch);
+    case PP_CU_Y: return pp_cu_gemm_rowmajor(0, tb, M, N, K, sa, sb, sy, batch);
+    case PP_CU_DA: return pp_cu_gemm_rowmajor(0, !tb, M, K, N, sy, sb, sa, batch);
+    default:
+        return tb ? pp_cu_gemm_rowmajor(1, 0, N, K, M, sy, sa, sb, batch)
+                  : pp_cu_gemm_rowmajor(1, 0, K, N, M, sa, sy, sb, batch);
     }
 }
 
@@ -120,7 +125,10 @@ void pp_cu_mm_offsets(const pp_cu_mm *p, pp_cu_part part, int64_t b, int64_t *ox
     switch (part) {
     case PP_CU_Y: *ox = ia * sa, *oy = ib * sb, *oc = b * sy; break;
     case PP_CU_DA: *ox = b * sy, *oy = ib * sb, *oc = ia * sa; break;
-    default: *ox = ia * sa, *oy = b * sy, *oc = ib * sb; break;
+    default:
+        if (p->tb) *ox = b * sy, *oy = ia * sa, *oc = ib * sb;
+        else *ox = ia * sa, *oy = b * sy, *oc = ib * sb;
+        break;
     }
 }
 

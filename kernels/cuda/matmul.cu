@@ -1,7 +1,8 @@
 /* cuda MatMul (numpy batch broadcasting) and Gemm on cuBLAS: one
  * cublasSgemmStridedBatched per product when the batch has a uniform stride (attention's
  * (B, H, T, dh) x (B, H, dh, T)), one folded GEMM when B is a shared weight, and a
- * stream-ordered loop of GEMMs otherwise. TF32 tensor-op math is set on the handle. The
+ * stream-ordered loop of GEMMs otherwise; a B stored transposed (attribute trans_B) by
+ * cuBLAS's transpose flags. TF32 tensor-op math is set on the handle. The
  * bfloat16 / float16 kernels (the 16-bit tables of table.cu) issue the same calls as
  * cublasGemm*Ex with 16-bit A and B, C in the output's dtype (float32 for a weight gradient
  * accumulated into the fp32 master gradient) and fp32 compute, Gemm's bias included; a
@@ -88,7 +89,7 @@ static int gemm_types_ok(const pp_tensor *X, const pp_tensor *Y, const pp_tensor
 static pp_status matmul_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     pp_cu_mm p;
-    PP_CHECK(pp_matmul_batch_make(&c->in[0], &c->in[1], &c->out[0], &p, c->node, err));
+    PP_CHECK(pp_matmul_batch_of(c, &c->out[0], &p, err));
     return mm_part(c, &p, PP_CU_Y, &c->in[0], &c->in[1], &c->out[0], 0.f, err);
 }
 
@@ -97,9 +98,12 @@ static pp_status matmul_backward(const pp_kernel_ctx *c, const pp_tensor *grad_o
 {
     if (!grad_out[0].data || (!grad_in[0].data && !grad_in[1].data)) return PP_OK;
     pp_cu_mm p;
-    PP_CHECK(pp_matmul_batch_make(&c->in[0], &c->in[1], &grad_out[0], &p, c->node, err));
+    PP_CHECK(pp_matmul_batch_of(c, &grad_out[0], &p, err));
     if (grad_in[0].data) PP_CHECK(mm_part(c, &p, PP_CU_DA, &grad_out[0], &c->in[1], &grad_in[0], 1.f, err));
-    if (grad_in[1].data) PP_CHECK(mm_part(c, &p, PP_CU_DB, &c->in[0], &grad_out[0], &grad_in[1], 1.f, err));
+    if (grad_in[1].data) {   /* launch.h: under trans_B, X = dY and Y = A */
+        const pp_tensor *x = p.tb ? &grad_out[0] : &c->in[0], *y = p.tb ? &c->in[0] : &grad_out[0];
+        PP_CHECK(mm_part(c, &p, PP_CU_DB, x, y, &grad_in[1], 1.f, err));
+    }
     return PP_OK;
 }
 

@@ -28,6 +28,7 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     t[PP_OP_INSTANCE_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
     t[PP_OP_GROUP_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
     t[PP_OP_ATTENTION].aux_bytes = pp_cu_attention_aux;
+    t[PP_OP_MATMUL].caps = PP_KCAP_MATMUL_TRANS_B;
 
     return t;
 }
@@ -36,7 +37,8 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
 static constexpr std::array<pp_kernel, PP_OP_COUNT> make_lp()
 {
     std::array<pp_kernel, PP_OP_COUNT> t{};
-    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, 0, nullptr};
+    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, PP_KCAP_MATMUL_TRANS_B,
+                                nullptr};
     t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0, nullptr};
     t[PP_OP_CONV] = pp_kernel{nullptr, pp_cu_conv_lp_forward, pp_cu_conv_lp_backward, 0, nullptr};
     return t;
