@@ -1,6 +1,8 @@
 /* Op fusion as the stage is placed, so that fewer passes go over the activations:
  *  - exact GELU as exported below opset 20 (PyTorch's F.gelu, the example GPT) is five
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
+ *    so does the tanh form as HF's gelu_new writes it (GPT-2: eight ops, match_gelu_tanh),
+ *    as Gelu with approximate = 'tanh';
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul
  *    followed by Mul by a scalar constant becomes one MatMul with the scalar as a fourth
  *    input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled or not) followed
@@ -86,6 +88,46 @@ static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain
     if ((chain[4] = only_reader(s, op_of_node, s->ops[chain[3]].out[0], PP_OP_MUL)) < 0 ||
         !is_const(s, other_input(&s->ops[chain[4]], s->ops[chain[3]].out[0]), 0.5))
         return -1;
+    return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
+}
+
+/* If op o starts the tanh GELU pattern (HF's gelu_new, GPT-2), 0.5 x (1 + tanh(sqrt(2/pi)
+ * (x + 0.044715 x^3))) as exported, Pow(x, 3) Mul Add(x, .) Mul Tanh Add(1) Mul(h, .) with
+ * h = Mul(x, 0.5), fills chain[8] with its ops (h last: the final Mul, which reads it,
+ * comes after it) and returns x's tslot; else -1. */
+static int match_gelu_tanh(const pp_stage *s, const int *op_of_node, int o, int chain[8])
+{
+    const stage_op *pw = &s->ops[o];
+    if (pw->op != PP_OP_POW || pw->nin != 2 || pw->nout != 1 || pw->in[0] < 0 || !is_const(s, pw->in[1], 3.0))
+        return -1;
+    int x = pw->in[0], prev = pw->out[0];
+    static const pp_op ops[6] = {PP_OP_MUL, PP_OP_ADD, PP_OP_MUL, PP_OP_TANH, PP_OP_ADD, PP_OP_MUL};
+    static const double consts[6] = {0.044715, -1, 0.7978845608028654, 0, 1.0, -2};   /* -1: x, -2: h, 0: none */
+    chain[0] = o;
+    for (int k = 0; k < 6; k++) {
+        int c = only_reader(s, op_of_node, prev, ops[k]);
+        if (c < 0) return -1;
+        const stage_op *op = &s->ops[c];
+        if (ops[k] != PP_OP_TANH) {
+            int other = other_input(op, prev);
+            if (other < 0 || (consts[k] > 0 && !is_const(s, other, consts[k])) || (consts[k] == -1 && other != x))
+                return -1;
+            if (consts[k] == -2) {   /* h = Mul(x, 0.5), read by this Mul only */
+                int h = s->t[other].value >= 0 ? s->g->values[s->t[other].value].producer : -1;
+                int ho = h >= 0 && stage_side(s, h) == 0 ? op_of_node[h - s->first] : -1;
+                if (ho < 0 || s->ops[ho].op != PP_OP_MUL || other_input(&s->ops[ho], x) < 0 ||
+                    !is_const(s, other_input(&s->ops[ho], x), 0.5) || only_reader(s, op_of_node, other, PP_OP_MUL) != c)
+                    return -1;
+                chain[7] = ho;
+            }
+        }
+        chain[k + 1] = c;
+        prev = op->out[0];
+    }
+    /* the final Mul is the chain's last op: it becomes Gelu, and h goes */
+    int last = chain[6];
+    chain[6] = chain[7];
+    chain[7] = last;
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
 }
 
@@ -390,21 +432,24 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         PP_CHECK_GOTO(fuse_bias(s, o, add, bias, gone, err), st, done);
     }
     for (int o = 0; gelu && o < s->nops; o++) {
-        int chain[5], x = gone[o] ? -1 : match_gelu(s, op_of_node, o, chain);
+        int chain[8], n = 5, x = gone[o] ? -1 : match_gelu(s, op_of_node, o, chain);
+        if (x < 0 && !gone[o] && (x = match_gelu_tanh(s, op_of_node, o, chain)) >= 0) n = 8;
         if (x < 0) continue;
-        /* the last op of the chain becomes Gelu(x): x is defined before the Div, and
+        /* the last op of the chain becomes Gelu(x): x is defined before the chain, and
          * the readers of the result come after the last Mul */
-        stage_op *last = &s->ops[chain[4]];
+        stage_op *last = &s->ops[chain[n - 1]];
         last->op = PP_OP_GELU;
         last->op_type = pp_op_get(PP_OP_GELU)->name;
         last->k = gelu;
         last->attrs = NULL;
         last->nattrs = 0;
+        if (n == 8) fold_attr(last, (pp_attr){.name = "approximate", .type = PP_ATTR_STRING, .s = "tanh"});
         last->nin = 1;
         last->in[0] = x;
         if (last->host_in) last->host_in[0] = NULL;
-        pp_log(PP_LOG_DEBUG, "stage: fused GELU '%s' .. '%s' into one Gelu", s->ops[chain[0]].name, last->name);
-        for (int k = 0; k < 4; k++) {
+        pp_log(PP_LOG_DEBUG, "stage: fused %s GELU '%s' .. '%s' into one Gelu", n == 8 ? "tanh" : "erf",
+               s->ops[chain[0]].name, last->name);
+        for (int k = 0; k < n - 1; k++) {
             gone[chain[k]] = 1;
             s->t[s->ops[chain[k]].out[0]].view_of = x;   /* unused from now on */
         }
