@@ -10,6 +10,7 @@
  *    a third input (sgemm's C); not under --precision bf16/fp16 (see stage_fuse);
  *  - a Reshape / Flatten / Squeeze / Unsqueeze of an activation becomes a view of its
  *    input (same memory, same gradient memory; no copy) unless its result leaves the stage;
+ *    so does an identity: a float Cast to its own type, a Dropout of ratio 0;
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_STRIDED), a Transpose (explicit perm,
  *    rank >= 3) whose only reader is a MatMul operand, or that is the only reader of a
  *    MatMul's result, folds into the MatMul as a strided operand or output (attention's
@@ -21,7 +22,8 @@
  *    MatMul + bias [T, T] that is <= -1e4 above its diagonal, then Softmax over the last
  *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A):
  *    exp underflows to exactly 0 above the diagonal, so the kernels skip that triangle
- *    (the same probabilities and gradients, about half the attention FLOPs).
+ *    (the same probabilities and gradients, about half the attention FLOPs); the
+ *    probabilities may pass through views (a Cast, a Dropout of ratio 0) on the way.
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
@@ -353,10 +355,32 @@ static int causal_mask(const pp_stage *s, int t, int64_t T)
     return 1;
 }
 
+/* The one live op that reads tslot t or a view of it (through Casts and Dropouts that
+ * became views: HF's torchscript export writes Softmax, Cast, Dropout, MatMul), if it is
+ * an `op` and neither t nor those views leave the stage; else -1. */
+static int only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_op op)
+{
+    for (int u = 0; u < s->nt; u++) {
+        if (stage_base(s, u) != t || s->t[u].value < 0) continue;
+        const pp_value *val = &s->g->values[s->t[u].value];
+        if (val->is_output) return -1;
+        for (int c = 0; c < val->nconsumers; c++)
+            if (stage_side(s, val->consumers[c]) != 0) return -1;
+    }
+    int found = -1;
+    for (int o = 0; o < s->nops; o++)
+        for (int k = 0; !gone[o] && k < s->ops[o].nin; k++)
+            if (s->ops[o].in[k] >= 0 && stage_base(s, s->ops[o].in[k]) == t) {
+                if (found >= 0 && found != o) return -1;
+                found = o;
+            }
+    return found >= 0 && s->ops[found].op == op ? found : -1;
+}
+
 /* If op o is a MatMul with a fused causal mask (causal_mask) whose result only a Softmax
- * over the last axis reads, marks it causal_Y, and the MatMul that only reads the
- * Softmax's result, as its input 0, causal_A. */
-static void mark_causal(pp_stage *s, const int *op_of_node, int o)
+ * over the last axis reads, marks it causal_Y, and the MatMul that alone reads the
+ * Softmax's result (or views of it), as its input 0, causal_A. */
+static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, int o)
 {
     stage_op *mm = &s->ops[o];
     if (mm->op != PP_OP_MATMUL || mm->nin < 3 || mm->in[2] < 0 || mm->nout != 1 || mm->out[0] < 0) return;
@@ -371,20 +395,35 @@ static void mark_causal(pp_stage *s, const int *op_of_node, int o)
         return;
     fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1});
     pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
-    int pv = only_reader(s, op_of_node, s->ops[sm].out[0], PP_OP_MATMUL);
-    if (pv < 0 || s->ops[pv].in[0] != s->ops[sm].out[0] || s->ops[pv].in[1] == s->ops[pv].in[0]) return;
+    const int p = s->ops[sm].out[0], pv = only_reader_via_views(s, gone, p, PP_OP_MATMUL);
+    if (pv < 0 || stage_base(s, s->ops[pv].in[0]) != p || stage_base(s, s->ops[pv].in[1]) == p) return;
     fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1});
     pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
 }
 
-/* If op o only changes the shape of an activation (not a trained or constant tensor)
- * and its result is read in this stage only, the result becomes a view of the input's
+/* An op whose result equals its input: a Cast to the input's own type (reshape_to_view
+ * checks the dtypes), or a Dropout of ratio 0 whose mask nobody reads (HF's torchscript
+ * exports write both in attention); other ops have one output. */
+static int identity_op(const pp_stage *s, const stage_op *op)
+{
+    if (op->op == PP_OP_CAST) return op->nout == 1;
+    if (op->op != PP_OP_DROPOUT || op->nin < 2 || !is_const(s, op->in[1], 0.0)) return 0;
+    if (op->nout == 1 || op->out[1] < 0) return 1;
+    const tslot *mask = &s->t[op->out[1]];
+    return op->nout == 2 && mask->value >= 0 && !s->g->values[mask->value].nconsumers &&
+           !s->g->values[mask->value].is_output;
+}
+
+/* If op o only changes the shape of an activation (not a trained or constant tensor), or
+ * is an identity (identity_op), and its result is read in this stage only, the result
+ * becomes a view of the input's
  * base and the op goes. Every tensor keeps one element order, so readers see the same
  * bytes; gradients of both add into one buffer, which is what the copy's backward did. */
 static void reshape_to_view(pp_stage *s, int o, char *gone)
 {
     const stage_op *op = &s->ops[o];
-    if (!(pp_op_get(op->op)->flags & PP_OPF_VIEW) || op->nout != 1 || op->in[0] < 0 || op->out[0] < 0) return;
+    const int view = (pp_op_get(op->op)->flags & PP_OPF_VIEW) && op->nout == 1;
+    if ((!view && !identity_op(s, op)) || op->in[0] < 0 || op->out[0] < 0) return;
     int x = stage_base(s, op->in[0]), y = op->out[0];
     const tslot *tx = &s->t[x], *ty = &s->t[y];
     if (tx->value < 0 || ty->value < 0 || tx->nbytes != ty->nbytes || tx->dtype != ty->dtype) return;
@@ -465,7 +504,7 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_TRANS_B) && o < s->nops; o++)
         if (!gone[o]) fold_trans_b(s, op_of_node, o, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)
-        if (!gone[o]) mark_causal(s, op_of_node, o);
+        if (!gone[o]) mark_causal(s, op_of_node, gone, o);
     int n = 0;
     for (int o = 0; o < s->nops; o++) {
         if (gone[o]) {
