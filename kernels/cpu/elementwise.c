@@ -79,7 +79,24 @@ PP_FWD(pp_cpu_binary_forward)
     return PP_OK;
 }
 
-/* G[which] += gy * DEXPR(a, b), summed over the dims input `which` is broadcast along.
+/* One row of G[which] (OLD) + gy * DEXPR(a, b) with a and b read at strides SA and SB: the
+ * row loop that BIN_GRAD instantiates with constant strides, so that the common patterns
+ * (same shape; a row-broadcast factor such as RMSNorm's 1/rms) vectorise. */
+#define BIN_GRAD_ROW(SA, SB, OLD, DEXPR)                                                \
+    for (int64_t j = 0; j < bc.inner; j++) {                                            \
+        float a = pa[j * (SA)], b = pb[j * (SB)];                                       \
+        (void)a, (void)b;                                                               \
+        gr[j] = (OLD) + pg[j] * (DEXPR);                                                \
+    }
+#define BIN_GRAD_STRIDES(OLD, DEXPR)                                                    \
+    if (sa == 1 && sb == 1) BIN_GRAD_ROW(1, 1, OLD, DEXPR)                              \
+    else if (sa == 1 && sb == 0) BIN_GRAD_ROW(1, 0, OLD, DEXPR)                         \
+    else if (sa == 0 && sb == 1) BIN_GRAD_ROW(0, 1, OLD, DEXPR)                         \
+    else BIN_GRAD_ROW(sa, sb, OLD, DEXPR)
+
+/* G[which] += gy * DEXPR(a, b), summed over the dims input `which` is broadcast along;
+ * assign: G[which] is fresh and has the output's shape, so each element is written once as
+ * 0 + gy * DEXPR (the rounding of zeroing, then adding) without zeroing it first.
  * An input backward did not keep (NULL: the registry's saves_for_other) reads as zeros. */
 #define BIN_GRAD(DEXPR)                                                                 \
     for (int64_t r = 0; r < bc.rows; r++) {                                             \
@@ -91,11 +108,7 @@ PP_FWD(pp_cpu_binary_forward)
         const int64_t sa = A ? bc.inner_stride[0] : 0, sb = B ? bc.inner_stride[1] : 0; \
         float *gr = G + off[which];                                                     \
         if (bc.inner_stride[which]) {                                                   \
-            for (int64_t j = 0; j < bc.inner; j++) {                                    \
-                float a = pa[j * sa], b = pb[j * sb];                                   \
-                (void)a, (void)b;                                                       \
-                gr[j] += pg[j] * (DEXPR);                                               \
-            }                                                                           \
+            if (assign) BIN_GRAD_STRIDES(0.f, DEXPR) else BIN_GRAD_STRIDES(gr[j], DEXPR) \
         } else {                                                                        \
             double acc = 0.0;                                                           \
             for (int64_t j = 0; j < bc.inner; j++) {                                    \
@@ -126,7 +139,9 @@ PP_BWD(pp_cpu_binary_backward)
     for (int which = 0; which < 2; which++) {
         float *G = grad_in[which].data;
         if (!G) continue;
-        if (c->grad_fresh >> which & 1) memset(G, 0, (size_t)pp_tensor_nbytes(&grad_in[which]));
+        const int fresh = c->grad_fresh >> which & 1;
+        const int assign = fresh && pp_tensor_numel(&grad_in[which]) == pp_tensor_numel(&grad_out[0]);
+        if (fresh && !assign) memset(G, 0, (size_t)pp_tensor_nbytes(&grad_in[which]));
         switch (c->op) {
 #define GRAD_CASE(ID, FWD, DA, DB)                                                      \
     case PP_OP_##ID:                                                                    \
