@@ -3,6 +3,8 @@
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
  *    so does the tanh form as HF's gelu_new writes it (GPT-2: eight ops, match_gelu_tanh),
  *    as Gelu with approximate = 'tanh';
+ *  - RMSNorm as HF's Llama family exports it (Pow, ReduceMean, Add eps, Sqrt, Reciprocal or
+ *    Div, Mul, Mul by the weight: match_rmsnorm) becomes one RMSNormalization op;
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul
  *    followed by Mul by a scalar constant becomes one MatMul with the scalar as a fourth
  *    input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled or not) followed
@@ -401,6 +403,92 @@ static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, in
     pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
 }
 
+/* Whether ReduceMean op r averages over the last axis only (rank `rank`) and keeps it:
+ * axes [-1] or [rank - 1], from the attribute (opset < 18) or a constant input. */
+static int mean_last_axis(const pp_stage *s, const stage_op *r, int rank)
+{
+    int64_t keep;
+    if (pp_attr_int(r->attrs, r->nattrs, "keepdims", 1, &keep, NULL, NULL) || !keep) return 0;
+    const int64_t *axes = NULL;
+    int n = 0;
+    const pp_attr *a = pp_attr_find(r->attrs, r->nattrs, "axes");
+    if (a && a->type == PP_ATTR_INTS) axes = a->ints, n = a->n;
+    else if (r->nin > 1 && r->in[1] >= 0 && s->t[r->in[1]].value >= 0) {
+        const pp_const_tensor *c = pp_graph_const(s->g, s->t[r->in[1]].value);
+        if (c && c->dtype == PP_DTYPE_I64) axes = c->data, n = (int)(c->nbytes / sizeof(int64_t));
+    }
+    return n == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+/* If op o starts RMSNorm as HF's LlamaRMSNorm exports it, w * (x * 1/sqrt(mean(x^2) + eps)):
+ * Pow(x, 2), ReduceMean over the last axis, Add(eps), Sqrt, Reciprocal or Div(1, .),
+ * Mul(x, .), then (through views: the torchscript export's Cast) Mul by w [D]; fills
+ * chain[7] with those ops and returns x's tslot, w in *w and eps in *eps; else -1. */
+static int match_rmsnorm(const pp_stage *s, const int *op_of_node, const char *gone, int o, int chain[7], int *w,
+                         float *eps)
+{
+    const stage_op *pw = &s->ops[o];
+    if (pw->op != PP_OP_POW || pw->nin != 2 || pw->nout != 1 || pw->in[0] < 0 || !is_const(s, pw->in[1], 2.0))
+        return -1;
+    const int x = pw->in[0];
+    const tslot *tx = &s->t[x];
+    if (tx->dtype != PP_DTYPE_F32 || tx->rank < 1) return -1;
+    chain[0] = o;
+    if ((chain[1] = only_reader(s, op_of_node, pw->out[0], PP_OP_REDUCE_MEAN)) < 0 ||
+        !mean_last_axis(s, &s->ops[chain[1]], tx->rank))
+        return -1;
+    if ((chain[2] = only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
+        !scalar_const(s, other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), eps) || !(*eps >= 0.f))
+        return -1;
+    if ((chain[3] = only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_SQRT)) < 0) return -1;
+    const int sq = s->ops[chain[3]].out[0];
+    if ((chain[4] = only_reader(s, op_of_node, sq, PP_OP_RECIPROCAL)) < 0) {
+        if ((chain[4] = only_reader(s, op_of_node, sq, PP_OP_DIV)) < 0 || s->ops[chain[4]].in[1] != sq ||
+            !is_const(s, s->ops[chain[4]].in[0], 1.0))
+            return -1;
+    }
+    if ((chain[5] = only_reader(s, op_of_node, s->ops[chain[4]].out[0], PP_OP_MUL)) < 0 ||
+        other_input(&s->ops[chain[5]], s->ops[chain[4]].out[0]) != x)
+        return -1;
+    const int n = s->ops[chain[5]].out[0];
+    if ((chain[6] = only_reader_via_views(s, gone, n, PP_OP_MUL)) < 0) return -1;
+    const stage_op *m = &s->ops[chain[6]];
+    if (m->nin != 2 || m->nout != 1 || m->in[0] < 0 || m->in[1] < 0 || m->out[0] < 0) return -1;
+    *w = stage_base(s, m->in[0]) == n ? m->in[1] : m->in[0];
+    const tslot *tw = &s->t[*w];
+    if (stage_base(s, *w) == n || tw->dtype != PP_DTYPE_F32 || tw->rank != 1 ||
+        tw->dims[0] != tx->dims[tx->rank - 1] || s->t[m->out[0]].nbytes != tx->nbytes)
+        return -1;
+    return x;
+}
+
+/* The last op of an RMSNorm chain (match_rmsnorm) becomes RMSNormalization(x, w) over the
+ * last axis with the chain's eps; the others go. x and w are defined before that op. */
+static void fuse_rmsnorm(pp_stage *s, const pp_kernel *k, const int chain[7], int x, int w, float eps, char *gone)
+{
+    stage_op *last = &s->ops[chain[6]];
+    const void *hw = last->host_in ? last->host_in[last->in[0] == w ? 0 : 1] : NULL;
+    pp_log(PP_LOG_DEBUG, "stage: fused RMSNorm '%s' .. '%s' into one RMSNormalization", s->ops[chain[0]].name,
+           last->name);
+    last->op = PP_OP_RMS_NORMALIZATION;
+    last->op_type = pp_op_get(PP_OP_RMS_NORMALIZATION)->name;
+    last->k = k;
+    last->attrs = NULL;
+    last->nattrs = 0;
+    fold_attr(last, (pp_attr){.name = "axis", .type = PP_ATTR_INT, .i = -1});
+    fold_attr(last, (pp_attr){.name = "epsilon", .type = PP_ATTR_FLOAT, .f = eps});
+    last->in[0] = x;
+    last->in[1] = w;
+    if (last->host_in) last->host_in[0] = NULL, last->host_in[1] = hw;
+    for (int i = 0; i < 6; i++) {
+        const int t = s->ops[chain[i]].out[0];
+        for (int u = 0; u < s->nt; u++)   /* views of an intermediate (the torchscript Cast's) */
+            if (s->t[u].view_of == t) s->t[u].view_of = x;
+        s->t[t].view_of = x;   /* unused from now on */
+        gone[chain[i]] = 1;
+    }
+}
+
 /* An op whose result equals its input: a Cast to the input's own type (reshape_to_view
  * checks the dtypes), or a Dropout of ratio 0 whose mask nobody reads (HF's torchscript
  * exports write both in attention); other ops have one output. */
@@ -439,6 +527,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
     const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, s->dev->kind, PP_DTYPE_F32);
     const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, s->dev->kind, PP_DTYPE_F32);
+    const pp_kernel *rms = pp_kernel_find(PP_OP_RMS_NORMALIZATION, s->dev->kind, PP_DTYPE_F32);
+    float eps;
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
      * it is where a cut separates them: no epilogue fusion, so layouts round alike */
     int narrow = s->opt.precision == PP_DTYPE_BF16 || s->opt.precision == PP_DTYPE_F16;
@@ -501,6 +591,10 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         if (!gone[o] && s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_STRIDED) && o < s->nops; o++)
         if (!gone[o] && foldable_matmul(s, &s->ops[o])) fold_transposes(s, op_of_node, o, gone);
+    for (int o = 0; rms && o < s->nops; o++) {
+        int chain[7], w, x = gone[o] ? -1 : match_rmsnorm(s, op_of_node, gone, o, chain, &w, &eps);
+        if (x >= 0) fuse_rmsnorm(s, rms, chain, x, w, eps, gone);
+    }
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_TRANS_B) && o < s->nops; o++)
         if (!gone[o]) fold_trans_b(s, op_of_node, o, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)
