@@ -6,6 +6,7 @@
  * the best of 3 blocks counts. One JSON line per (op, size), ratio = raw non-blocking
  * time / pp_comm time. Usage: mpirun -np 2 bench_comm [max_bytes]. */
 #include <onnxpipe/comm.h>
+#include <onnxpipe/core_util.h>
 
 #include <mpi.h>
 #include <stdlib.h>

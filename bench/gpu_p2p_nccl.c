@@ -7,7 +7,7 @@
  * compute stream after the transfer. Usage: mpirun -np 2 bench_gpu_p2p_nccl; with fewer
  * than two ranks or no GPU it prints a "skipped" line. */
 #include <onnxpipe/comm_nccl.h>
-#include <onnxpipe/device_cuda.h>
+#include <onnxpipe/backend/device_cuda.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -3,6 +3,7 @@
  * intra/inter-node bytes per step of both grid orders. */
 #include "cli.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/placement.h>
 

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <time.h>
+#include <onnxpipe/core_util.h>
 
 #define TAG_LIMIT (1 << 20)
 

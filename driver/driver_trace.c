@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 void driver_trace_begin(pp_driver *d)
 {

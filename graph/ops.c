@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 #define BIT(i) (1u << (i))
 

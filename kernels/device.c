@@ -1,6 +1,7 @@
 /* Device creation through the backend list (kernels/backends.c) and the checked
  * wrappers around a backend's vtable, which keep the device's memory counters: bytes
  * by category, current and peak, from a table of the live pointers. */
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
 
 #include <pthread.h>

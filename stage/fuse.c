@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 /* The op that is the only reader of tslot t (graph-wide, so no later stage reads it
  * either), if it is an `op` and lies in this stage; else -1. */

@@ -5,6 +5,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 #define ALIGN 64
 

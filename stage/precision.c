@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 static int is_16bit(pp_dtype d) { return d == PP_DTYPE_BF16 || d == PP_DTYPE_F16; }
 

@@ -10,6 +10,7 @@
 #define PP_TESTS_CUDA_CASES_H
 
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include "element.h"   /* the 16-bit conversions */
 

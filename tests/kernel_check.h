@@ -7,6 +7,7 @@
 #define PP_TEST_KERNEL_CHECK_H
 
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include <math.h>
 #include <stdio.h>

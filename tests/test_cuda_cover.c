@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <onnxpipe/device.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include "cuda_cases.h"
 

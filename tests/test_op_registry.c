@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op.h>
+#include <onnxpipe/op_info.h>
 
 #include "element_ops.h"
 

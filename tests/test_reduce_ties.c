@@ -11,6 +11,7 @@
 
 #include <onnxpipe/device.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 /* Backward of a reduction of each row of x [rows, 4] (axis 1, keepdims) with dy = 1 into dx = 0. */
 static void reduce_rows(const char *op, const float *x, int rows, float *dx, pp_device *cpu)

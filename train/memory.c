@@ -5,6 +5,7 @@
 #include "train_internal.h"
 
 #include <stdlib.h>
+#include <onnxpipe/core_util.h>
 
 /* Per rank: the peak total, the peak of each category, the estimate the same way, the
  * RSS peak and the pipeline position. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <onnxpipe/core_util.h>
 
 struct train_log {
     pp_comm *world;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 static volatile sig_atomic_t got;       /* the first signal caught, or 0 */
 static struct timespec got_at;          /* when (CLOCK_MONOTONIC; written once, before got) */

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 enum { ROW_OPS, ROW_COMM, ROW_ACTIONS, ROW_INPUT, NROWS };
 enum { C_F, C_B, C_BI, C_BW, NCOST };   /* per stage: seconds and count of each compute action */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 /* What was trained (graph/params.c): the rules beyond the defaults, the trained element
  * count, and the initializers the job froze or untied (the tensors list names the trained). */

@@ -2,6 +2,7 @@
  * schedule, placement, device, driver and stages, checkpoints) and the calls a trainer
  * makes on it: step, eval, save, load, export. pp_train_run (train.c) drives one. */
 #include <onnxpipe/comm.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/trainer.h>
