@@ -3,6 +3,7 @@
  * device's own, and placement's GPU bus ids become CUDA ordinals. */
 #include "comm_internal.h"
 
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/comm_nccl.h>
 #include <onnxpipe/backend/device_cuda.h>
 

@@ -327,8 +327,8 @@ static void reshape_to_view(pp_stage *s, int o, char *gone)
 
 pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
-    const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, s->dev->kind, PP_DTYPE_F32);
-    const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, s->dev->kind, PP_DTYPE_F32);
+    const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
      * it is where a cut separates them: no epilogue fusion, so layouts round alike */
     int narrow = s->opt.precision == PP_DTYPE_BF16 || s->opt.precision == PP_DTYPE_F16;

@@ -9,6 +9,7 @@
 #ifndef PP_TESTS_CUDA_CASES_H
 #define PP_TESTS_CUDA_CASES_H
 
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>
 

@@ -37,7 +37,7 @@ pp_status train_report_memory(const pp_trainer *t, int print, pp_error *err)
     if (!est) return PP_NOMEM(err);
     pp_stage_options so = pp_train_stage_options(&t->c);
     pp_dtype reduce = t->c.dp > 1 ? t->c.reduce_dtype : PP_DTYPE_F32;
-    pp_status st = pp_driver_estimate(t->sched, t->part, t->dev->kind, &so, reduce, NULL, est, err);
+    pp_status st = pp_driver_estimate(t->sched, t->part, pp_device_get_kind(t->dev), &so, reduce, NULL, est, err);
     if (st == PP_OK) estimate_row(&est[t->grid->stage], mine + F_EST);
     free(est);
     PP_CHECK(st);

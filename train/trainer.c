@@ -113,7 +113,7 @@ void trainer_print_plan(const pp_trainer *t, FILE *out)
     fprintf(out, ", global batch %lld = %d replica%s x %lld microbatch%s x %lld sample%s\n\n", (long long)c->batch,
             c->dp, c->dp == 1 ? "" : "s", (long long)c->microbatches, c->microbatches == 1 ? "" : "es",
             (long long)t->mb, t->mb == 1 ? "" : "s");
-    fprintf(out, "device: %s, precision %s", pp_device_kind_name(t->dev->kind), pp_precision_name(c->precision));
+    fprintf(out, "device: %s, precision %s", pp_device_kind_name(pp_device_get_kind(t->dev)), pp_precision_name(c->precision));
     if (t->device_note.msg[0]) fprintf(out, " (%s)", t->device_note.msg);
     fprintf(out, "\n\n");
     pp_partition_print(t->part, out);

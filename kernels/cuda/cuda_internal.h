@@ -5,6 +5,7 @@
 #ifndef PP_KERNELS_CUDA_INTERNAL_H
 #define PP_KERNELS_CUDA_INTERNAL_H
 
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/kernels.h>
 
 #include <cublas_v2.h>
