@@ -47,6 +47,16 @@ static pp_status check_p2p(const pp_comm *c, const char *op, const void *buf, si
     return PP_OK;
 }
 
+int pp_comm_rank(const pp_comm *c)
+{
+    return c->rank;
+}
+
+int pp_comm_size(const pp_comm *c)
+{
+    return c->size;
+}
+
 void pp_comm_destroy(pp_comm *c)
 {
     if (c) c->i->destroy(c);

@@ -1,6 +1,7 @@
 /* The trainer object: everything a rank holds for a training job (model, partition,
  * schedule, placement, device, driver and stages, checkpoints) and the calls a trainer
  * makes on it: step, eval, save, load, export. pp_train_run (train.c) drives one. */
+#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/comm.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
