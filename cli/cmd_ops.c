@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op.h>

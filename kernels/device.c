@@ -2,6 +2,7 @@
  * wrappers around a backend's vtable, which keep the device's memory counters: bytes
  * by category, current and peak, from a table of the live pointers. */
 #include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
 

@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
 
 /* The op that is the only reader of tslot t (graph-wide, so no later stage reads it

@@ -30,6 +30,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
 
 /* The seed of a microbatch when all microbatches weigh the same (see above). */

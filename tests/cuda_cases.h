@@ -10,6 +10,7 @@
 #define PP_TESTS_CUDA_CASES_H
 
 #include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>
 

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/device.h>
 #include <onnxpipe/graph.h>

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/device.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>

@@ -1,6 +1,7 @@
 /* The device interface: memory and synchronisation on a CPU or a GPU, behind an opaque
- * handle (DESIGN.md "pp_device"; the vtable is onnxpipe/backend/device_backend.h). The backends a build has are one list, kernels/backends.c
- * (pp_backend in kernels.h); nothing here is #ifdef'd. */
+ * handle (DESIGN.md "pp_device"; the vtable is onnxpipe/backend/device_backend.h). The
+ * backends a build has are one list, kernels/backends.c (pp_backend in
+ * backend/kernels_backend.h); nothing here is #ifdef'd. */
 #ifndef ONNXPIPE_DEVICE_H
 #define ONNXPIPE_DEVICE_H
 
