@@ -5,7 +5,9 @@
  * pp_comm runs underneath), and pp_comm; blocks of iterations rotate through them and
  * the best of 3 blocks counts. One JSON line per (op, size), ratio = raw non-blocking
  * time / pp_comm time. Usage: mpirun -np 2 bench_comm [max_bytes]. */
+#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/comm.h>
+#include <onnxpipe/core_util.h>
 
 #include <mpi.h>
 #include <stdlib.h>

@@ -6,8 +6,9 @@
  * an event orders the NCCL stream after the compute stream, and the wait orders the
  * compute stream after the transfer. Usage: mpirun -np 2 bench_gpu_p2p_nccl; with fewer
  * than two ranks or no GPU it prints a "skipped" line. */
+#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/comm_nccl.h>
-#include <onnxpipe/device_cuda.h>
+#include <onnxpipe/backend/device_cuda.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>

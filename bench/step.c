@@ -7,6 +7,7 @@
 #include "bench_util.h"
 
 #include <onnxpipe/example.h>
+#include <onnxpipe/op_info.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/stage.h>
 

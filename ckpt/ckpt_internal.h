@@ -4,6 +4,7 @@
 #define PP_CKPT_INTERNAL_H
 
 #include <onnxpipe/ckpt.h>
+#include <onnxpipe/core_util.h>
 
 /* One tensor of a shard. */
 typedef struct ck_item {

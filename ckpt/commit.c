@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 /* A rank whose shards failed leaves rank-<R>.failed in tmp (writer.c): its number, or -1. */
 static int failed_rank(const ck_commit *c)

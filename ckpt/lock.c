@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 struct pp_ckpt_lock {
     int fd;

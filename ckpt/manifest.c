@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 static void crc_string(pp_json *j, const char *key, uint32_t crc)
 {

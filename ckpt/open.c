@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <onnxpipe/core_util.h>
 
 typedef struct reader {
     const char *path;   /* the manifest, for messages */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 static const struct {
     pp_dtype dt;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 pp_status ck_check_file(pp_ckpt *c, int f, pp_error *err)
 {

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
 
 struct pp_ckpt_writer {
     pp_ckpt_writer_options opt;

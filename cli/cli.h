@@ -3,6 +3,7 @@
 #define PP_CLI_H
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/train.h>
 
 /* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <onnxpipe/ckpt.h>
+#include <onnxpipe/core_util.h>
 
 #include <stdlib.h>
 #include <string.h>

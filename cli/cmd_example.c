@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
 
 #define MAX_DIM (1ll << 24)

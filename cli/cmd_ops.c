@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op.h>
+#include <onnxpipe/op_info.h>
 
 /* The newest ai.onnx opset the op list is written against (issue 24: exports at opsets
  * 13-23): an op is read from its registry `since` up to this. */

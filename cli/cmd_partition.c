@@ -3,7 +3,9 @@
  * training it (cli/estimate.c), optionally writing one ONNX file per stage. */
 #include "cli.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/partition.h>
+#include <onnxpipe/report_json.h>
 #include <onnxpipe/schedule.h>
 
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * intra/inter-node bytes per step of both grid orders. */
 #include "cli.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/placement.h>
 
@@ -150,9 +151,9 @@ static int bind_and_report(pp_comm *world, const pp_placement *pl, pp_topology *
     pp_bind_result res;
     pp_error err = {0};
     int rc = 0;
-    if (pp_placement_bind(pl, world->rank, here, &res, &err) != PP_OK) rc = cli_fail(&err);
-    for (int r = 0; r < world->size; r++) {
-        if (r == world->rank && !rc)
+    if (pp_placement_bind(pl, pp_comm_rank(world), here, &res, &err) != PP_OK) rc = cli_fail(&err);
+    for (int r = 0; r < pp_comm_size(world); r++) {
+        if (r == pp_comm_rank(world) && !rc)
             printf("rank %d (%s, local %d): %s, cores %s: %s\n", r, pl->host_names[pl->ranks[r].host],
                    pl->ranks[r].local, kinds[res.kind], res.cpus, res.note);
         fflush(stdout);
@@ -194,7 +195,7 @@ static int run(const args *a)
         rc = cli_fail(&err);
         goto done;
     }
-    if (world && world->rank != 0) {
+    if (world && pp_comm_rank(world) != 0) {
         /* rank 0 prints the plan */
     } else if (a->json) {
         pp_json j;

@@ -5,6 +5,7 @@
  * and no calibration of the model is cached. */
 #include "cli.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/plan.h>
 #include <onnxpipe/placement.h>
 

@@ -4,6 +4,7 @@
  * estimate of training it (cli/estimate.c). */
 #include "cli.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/graph.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/plan.h>

@@ -4,6 +4,7 @@
  * the stage planner itself (pp_driver_estimate). */
 #include "cli.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
 
 #include <stdlib.h>

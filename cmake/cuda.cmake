@@ -35,7 +35,7 @@ target_compile_options(onnxpipe_cuda PRIVATE -D_GNU_SOURCE -Xcompiler=-Wall,-Wex
 if(PP_WERROR)
   target_compile_options(onnxpipe_cuda PRIVATE -Werror=all-warnings -Xcompiler=-Werror)
 endif()
-target_include_directories(onnxpipe_cuda PRIVATE ${CMAKE_SOURCE_DIR}/include ${GEN_DIR} ${CMAKE_SOURCE_DIR}/kernels
+target_include_directories(onnxpipe_cuda PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/internal ${GEN_DIR} ${CMAKE_SOURCE_DIR}/kernels
                            ${CMAKE_SOURCE_DIR}/kernels/cuda ${CUDNN_INCLUDE_DIR})
 target_link_libraries(onnxpipe_cuda PRIVATE CUDA::toolkit)
 

@@ -3,6 +3,8 @@
  * in comm/nccl_backend.c). What carries a device's buffers is asked of it here. */
 #include "comm_internal.h"
 
+#include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 #include <pp_backends.h>
 

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <time.h>
+#include <onnxpipe/core_util.h>
 
 #define TAG_LIMIT (1 << 20)
 
@@ -44,6 +45,16 @@ static pp_status check_p2p(const pp_comm *c, const char *op, const void *buf, si
                             op, peer, bytes);
     if (!req) return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: %s: request pointer is NULL", c->rank, op);
     return PP_OK;
+}
+
+int pp_comm_rank(const pp_comm *c)
+{
+    return c->rank;
+}
+
+int pp_comm_size(const pp_comm *c)
+{
+    return c->size;
 }
 
 void pp_comm_destroy(pp_comm *c)

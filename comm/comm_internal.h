@@ -6,6 +6,7 @@
 #define PP_COMM_INTERNAL_H
 
 #include <onnxpipe/comm.h>
+#include <onnxpipe/backend/comm_backend.h>
 
 /* Largest message one MPI call moves (bytes); longer ones go in chunks of this size
  * with the same tag, which MPI keeps in order. A field so tests can shrink it. */

@@ -4,6 +4,7 @@
 #include "comm_internal.h"
 
 #include <stdlib.h>
+#include <onnxpipe/core_util.h>
 
 int pp_grid_rank_of(const pp_grid *g, int stage, int replica)
 {

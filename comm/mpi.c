@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 typedef struct mpi_ctx {
     MPI_Comm comm;     /* our own duplicate: its tags do not meet the application's */

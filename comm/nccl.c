@@ -10,6 +10,7 @@
 #include "nccl_internal.h"
 
 #include <onnxpipe/comm_nccl.h>
+#include <onnxpipe/core_util.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,8 +3,9 @@
  * device's own, and placement's GPU bus ids become CUDA ordinals. */
 #include "comm_internal.h"
 
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/comm_nccl.h>
-#include <onnxpipe/device_cuda.h>
+#include <onnxpipe/backend/device_cuda.h>
 
 /* Sends and all-reduces start after the kernels that wrote their buffers and the kernels
  * that read a receive wait for it, while NCCL runs on streams of its own (comm_nccl.h). */

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 typedef struct plan_ctx {
     const pp_placement_input *in;

@@ -5,6 +5,7 @@
 #include "placement_internal.h"
 #include "env.h"
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 #include <errno.h>

@@ -2,6 +2,7 @@
 #include "text_internal.h"
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #include <math.h>
 

@@ -2,6 +2,7 @@
  * model's metadata (objects, arrays, strings with the common escapes, numbers,
  * true/false/null); objects of many keys are indexed for lookups by key. */
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #include <ctype.h>
 #include <stdlib.h>

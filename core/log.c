@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 static pp_log_level log_level = PP_LOG_WARN;
 static char log_prefix[64];

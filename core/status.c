@@ -1,5 +1,6 @@
 /* Status codes and the pp_error message buffer that carries context to the user. */
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #include <stdarg.h>
 #include <string.h>

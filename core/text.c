@@ -4,6 +4,7 @@
 #include "text_internal.h"
 
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #include <string.h>
 

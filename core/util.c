@@ -1,5 +1,6 @@
 /* Overflow-checked allocation, a monotonic clock, human-readable numbers, CRC32C. */
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -40,15 +40,15 @@ static pp_status gather_uses(pp_driver *d, tied_group *g, const int *ranks, int 
 {
     pp_comm *host = d->cfg.control ? d->cfg.control : d->grid->world;
     int mine = g ? local_uses(d, g, NULL) : 0, most = 0;
-    int *counts = malloc((size_t)host->size * sizeof *counts);
+    int *counts = malloc((size_t)pp_comm_size(host) * sizeof *counts);
     if (!counts) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(host, &mine, counts, sizeof(int), err);
-    for (int r = 0; st == PP_OK && r < host->size; r++) most = counts[r] > most ? counts[r] : most;
+    for (int r = 0; st == PP_OK && r < pp_comm_size(host); r++) most = counts[r] > most ? counts[r] : most;
     free(counts);
     PP_CHECK(st);
     /* a rank's record: replica, pipeline rank, count, then node ids */
     size_t rec = (size_t)most + 3;
-    int *all = malloc((size_t)host->size * rec * sizeof *all), *me = calloc(rec, sizeof *me);
+    int *all = malloc((size_t)pp_comm_size(host) * rec * sizeof *all), *me = calloc(rec, sizeof *me);
     tied_use *loc = calloc((size_t)mine + 1, sizeof *loc);
     if (!all || !me || !loc || (g && local_uses(d, g, loc) < 0)) {
         free(all), free(me), free(loc);
@@ -57,7 +57,7 @@ static pp_status gather_uses(pp_driver *d, tied_group *g, const int *ranks, int 
     me[0] = d->grid->replica, me[1] = d->grid->stage, me[2] = mine;
     for (int j = 0; j < mine; j++) me[3 + j] = loc[j].node;
     st = pp_comm_allgather(host, me, all, rec * sizeof *all, err);
-    for (int r = 0; st == PP_OK && r < host->size; r++) {
+    for (int r = 0; st == PP_OK && r < pp_comm_size(host); r++) {
         const int *x = all + (size_t)r * rec;
         int gr = -1;
         for (int j = 0; j < nranks; j++) gr = ranks[j] == x[1] ? j : gr;
@@ -165,7 +165,7 @@ static float *own_grad(pp_driver *d, int stage, int value)
  * x + y is y + x in floating point, so the rank that receives may add into its own use. */
 pp_status driver_reduce_tied(pp_driver *d, tied_group *g, pp_error *err)
 {
-    int me = g->comm ? g->comm->rank : 0;
+    int me = g->comm ? pp_comm_rank(g->comm) : 0;
     size_t bytes = (size_t)g->numel * sizeof(float);
     /* a later use's gradient was not in the data-parallel buckets */
     for (int i = 0; i < g->nuses && d->grid->dp > 1; i++)

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 void driver_trace_begin(pp_driver *d)
 {
@@ -98,7 +99,7 @@ void pp_driver_event_label(const pp_driver_event *e, char *buf, size_t len)
 pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_error *err)
 {
     if (!d->trace) return pp_error_set(err, PP_ERR_INVALID_ARG, "no step was recorded (pp_driver_record)");
-    int size = control->size, most = 0;
+    int size = pp_comm_size(control), most = 0;
     int *counts = malloc((size_t)size * sizeof *counts);
     if (!counts) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(control, &d->ntrace, counts, sizeof(int), err);
@@ -112,7 +113,7 @@ pp_status pp_driver_write_trace(pp_driver *d, pp_comm *control, FILE *out, pp_er
         st = pp_comm_allgather(control, mine, all, (size_t)(most + 1) * sizeof *mine, err);
     }
     pp_trace *t = NULL;
-    if (st == PP_OK && control->rank == 0 && (st = pp_trace_begin(out, &t, err)) == PP_OK) {
+    if (st == PP_OK && pp_comm_rank(control) == 0 && (st = pp_trace_begin(out, &t, err)) == PP_OK) {
         for (int r = 0; r < size; r++) {
             char name[64];
             snprintf(name, sizeof name, "rank %d", r);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 #define ARENA_BLOCK (1024 * 1024)
 #define ARENA_BLOCK_MAX (64 * 1024 * 1024)

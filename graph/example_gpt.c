@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
 
 #define LN_EPS 1e-5f

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 /* Drops nodes whose op_type was cleared by a pass, keeping order. */
 static void compact_nodes(pp_graph *g)

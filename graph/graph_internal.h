@@ -3,6 +3,7 @@
 #ifndef PP_GRAPH_INTERNAL_H
 #define PP_GRAPH_INTERNAL_H
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/graph.h>
 
 typedef struct arena_block {

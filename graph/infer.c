@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 #define FOLD_MAX_ELEMS (1 << 20)           /* general folded outputs stay small */
 #define FOLD_MAX_MASK_BYTES (64u << 20)    /* mask-like chains (causal masks) may be larger */

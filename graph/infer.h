@@ -4,6 +4,8 @@
 #define PP_GRAPH_INFER_H
 
 #include "graph_internal.h"
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 struct pp_infer_ctx {
     pp_graph *g;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 static pp_status shape_error(const pp_node *n, pp_error *err, const char *what, const pp_shape *a,
                              const pp_shape *b)

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 static void *unpack_alloc(void *data, size_t size)
 {

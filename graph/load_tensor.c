@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 /* 1 if p is a block unpack_alloc placed in the graph's arena. */
 static int in_graph_arena(const loader *L, const void *p)

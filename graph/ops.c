@@ -1,4 +1,4 @@
-/* The op registry (include/onnxpipe/op.h): one entry per supported op with everything
+/* The op registry (internal/onnxpipe/op_info.h): one entry per supported op with everything
  * that is not compute, made from the op list (include/onnxpipe/op_list.h), and the one
  * FLOP model over it. Shape rules and folders live in graph/infer*.c and graph/fold*.c;
  * kernels in kernels/<device>/. */
@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 #define BIT(i) (1u << (i))
 

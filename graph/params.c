@@ -21,6 +21,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 #define MAX_READERS 4096   /* reading nodes of one initializer that an untie can give copies */
 

@@ -2,6 +2,7 @@
  * written by CMakeLists.txt) names them, each defined by its own folder (pp_backend_cpu
  * in kernels/cpu/table.c, pp_backend_cuda in kernels/cuda/table.cu). Kernel lookup by
  * (op, device kind, dtype) goes through it, 16-bit dtypes falling back to kernels/lowp.c. */
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/kernels.h>
 
 #include "lowp.h"

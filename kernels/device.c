@@ -1,6 +1,9 @@
 /* Device creation through the backend list (kernels/backends.c) and the checked
  * wrappers around a backend's vtable, which keep the device's memory counters: bytes
  * by category, current and peak, from a table of the live pointers. */
+#include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
 
 #include <pthread.h>
@@ -76,6 +79,11 @@ static void mem_remove(struct pp_device_mem *m, void *ptr)
     m->st.live--;
     memmove(&m->e[k], &m->e[k + 1], (m->n - k - 1) * sizeof *m->e);
     m->n--;
+}
+
+pp_device_kind pp_device_get_kind(const pp_device *d)
+{
+    return d->kind;
 }
 
 const char *pp_device_kind_name(pp_device_kind kind)

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <onnxpipe/backend/device_backend.h>
 
 static int is_lowp(pp_dtype t) { return t == PP_DTYPE_BF16 || t == PP_DTYPE_F16; }
 

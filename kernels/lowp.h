@@ -5,6 +5,7 @@
 #ifndef PP_KERNELS_LOWP_H
 #define PP_KERNELS_LOWP_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 #ifdef __cplusplus

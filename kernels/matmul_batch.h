@@ -3,7 +3,7 @@
 #ifndef PP_KERNELS_MATMUL_BATCH_H
 #define PP_KERNELS_MATMUL_BATCH_H
 
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 #ifdef __cplusplus
 extern "C" {

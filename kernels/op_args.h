@@ -4,6 +4,7 @@
 #ifndef PP_KERNELS_OP_ARGS_H
 #define PP_KERNELS_OP_ARGS_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 #ifdef __cplusplus

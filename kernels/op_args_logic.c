@@ -5,6 +5,7 @@
 #include "op_args.h"
 
 #include <math.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* The host copy of scalar input k of dtype `want`, or NULL when the input is omitted. */
 static pp_status scalar_input(const pp_kernel_ctx *c, int k, const char *what, pp_dtype want, const void **v,

@@ -3,6 +3,7 @@
 #ifndef PP_KERNELS_OP_ARGS_LOGIC_H
 #define PP_KERNELS_OP_ARGS_LOGIC_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 #ifdef __cplusplus

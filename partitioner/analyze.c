@@ -4,6 +4,7 @@
 #include "partition_internal.h"
 
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 typedef struct ivec {
     int *v;

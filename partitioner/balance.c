@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 #define DEFAULT_GFLOPS 100.0
 

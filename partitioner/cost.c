@@ -4,6 +4,8 @@
 #include "partition_internal.h"
 
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 int64_t value_bytes(const pp_graph *g, int v)
 {

@@ -6,6 +6,7 @@
 #include "partition_internal.h"
 
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 #define ALIGN 64
 

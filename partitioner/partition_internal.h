@@ -3,6 +3,7 @@
 #ifndef PP_PARTITION_INTERNAL_H
 #define PP_PARTITION_INTERNAL_H
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/partition.h>
 
 #include <stdlib.h>

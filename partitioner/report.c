@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/report_json.h>
 
 #define LIST_MAX 8   /* tensors listed per boundary in the text view (JSON lists all) */
 

@@ -4,6 +4,7 @@
 #include "partition_internal.h"
 
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 /* The figures of one class of initializers (trained, frozen, constant). */
 typedef struct klass {

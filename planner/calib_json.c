@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/report_json.h>
 
 #define FORMAT "onnxpipe-calibration"
 #define VERSION 1

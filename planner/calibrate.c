@@ -6,6 +6,7 @@
  * point gives back the measured stage time. */
 #include "planner_internal.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/device.h>
 
 #include <stdlib.h>

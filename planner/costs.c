@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 #define DEFAULT_GFLOPS 100.0
 #define OPT_FLOPS_PER_PARAM 12.0   /* an Adam-family update: a dozen FLOPs and 16 bytes per parameter */

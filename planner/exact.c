@@ -4,6 +4,7 @@
  * microbatch (pp_driver_estimate: the bytes `onnxpipe train` would allocate per rank). */
 #include "planner_internal.h"
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
 
 #include <stdlib.h>

@@ -5,6 +5,7 @@
 #include "planner_internal.h"
 
 #include <onnxpipe/comm.h>
+#include <onnxpipe/core_util.h>
 
 #include <stdlib.h>
 #include <string.h>

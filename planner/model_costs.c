@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 void plan_model_free(plan_model *m)
 {

@@ -4,6 +4,7 @@
 #ifndef PP_PLANNER_INTERNAL_H
 #define PP_PLANNER_INTERNAL_H
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/plan.h>
 
 /* One op type at one calibration point: totals over the timed runs' median. */

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 #define DEFAULT_MEMORY (80.0 * (1ull << 30))
 #define DEFAULT_TOP 5

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 /* Longest names first so that "SEND_F" is not read as a stage followed by "S...". */
 static const struct {

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 long engine_tok_id(const engine *e, int type, int stage, int mb)
 {

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 /* Global order key: time, then communication before compute at equal time, then the
  * sending rank and the data's identity so that each SEND/RECV pair has its own key. */

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 /* Cell label of a compute action: "F3", or "1F3" (stage in front) with chunks > 1. */
 static void cell_label(const pp_schedule *s, const pp_action *a, char *buf, size_t len)

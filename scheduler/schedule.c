@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 static const char *kind_names[PP_SCHED_KIND_COUNT] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "custom"};
 

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <onnxpipe/core_util.h>
 
 void pp_costs_unit(pp_costs *c)
 {

@@ -33,6 +33,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/op_info.h>
 
 /* The op that is the only reader of tslot t (graph-wide, so no later stage reads it
  * either), if it is an `op` and lies in this stage; else -1. */
@@ -525,9 +527,9 @@ static void reshape_to_view(pp_stage *s, int o, char *gone)
 
 pp_status stage_fuse(pp_stage *s, pp_error *err)
 {
-    const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, s->dev->kind, PP_DTYPE_F32);
-    const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, s->dev->kind, PP_DTYPE_F32);
-    const pp_kernel *rms = pp_kernel_find(PP_OP_RMS_NORMALIZATION, s->dev->kind, PP_DTYPE_F32);
+    const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *rms = pp_kernel_find(PP_OP_RMS_NORMALIZATION, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     float eps;
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
      * it is where a cut separates them: no epilogue fusion, so layouts round alike */

@@ -30,6 +30,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/op_info.h>
 
 /* The seed of a microbatch when all microbatches weigh the same (see above). */
 static float default_seed(const pp_stage *s, int mean)
@@ -150,7 +152,7 @@ pp_status stage_place_loss(pp_stage *s, pp_error *err)
     op->name = "loss";
     op->op = PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS;
     op->op_type = pp_op_get(op->op)->name;
-    op->k = pp_kernel_find(op->op, s->dev->kind, PP_DTYPE_F32);
+    op->k = pp_kernel_find(op->op, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     if (!op->k) return pp_error_set(err, PP_ERR_UNSUPPORTED, "no SoftmaxCrossEntropyLoss kernel");
     s->loss_attrs[0] = (pp_attr){.name = "reduction", .type = PP_ATTR_STRING, .s = "mean"};
     s->loss_attrs[1] = (pp_attr){.name = "ignore_index", .type = PP_ATTR_INT, .i = ls->ignore_index};

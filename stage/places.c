@@ -5,6 +5,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 #define ALIGN 64
 
@@ -89,10 +92,10 @@ static pp_status collect(pp_stage *s, pp_error *err)
         op->op_type = n->op_type;
         op->attrs = n->attrs;
         op->nattrs = n->nattrs;
-        op->k = pp_kernel_find(n->op, s->dev->kind, PP_DTYPE_F32);
+        op->k = pp_kernel_find(n->op, pp_device_get_kind(s->dev), PP_DTYPE_F32);
         if (!op->k)
             return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s': no %s kernel for op %s",
-                                n->name, pp_device_kind_name(s->dev->kind), n->op_type);
+                                n->name, pp_device_kind_name(pp_device_get_kind(s->dev)), n->op_type);
         op->nin = n->ninputs;
         op->nout = n->noutputs;
         op->in = malloc(((size_t)n->ninputs + 1) * sizeof(int));

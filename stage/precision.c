@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 static int is_16bit(pp_dtype d) { return d == PP_DTYPE_BF16 || d == PP_DTYPE_F16; }
 
@@ -164,10 +167,10 @@ static pp_status pick_kernels(pp_stage *s, pp_error *err)
         for (int k = 0; k < op->nin; k++) narrow |= op->in[k] >= 0 && is_16bit(s->t[op->in[k]].dtype);
         for (int k = 0; k < op->nout; k++) narrow |= op->out[k] >= 0 && is_16bit(s->t[op->out[k]].dtype);
         if (!narrow) continue;
-        op->k = pp_kernel_find(op->op, s->dev->kind, s->opt.precision);
+        op->k = pp_kernel_find(op->op, pp_device_get_kind(s->dev), s->opt.precision);
         if (!op->k)
             return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (%s): no %s kernel computing in %s",
-                                op->name, op->op_type, pp_device_kind_name(s->dev->kind),
+                                op->name, op->op_type, pp_device_kind_name(pp_device_get_kind(s->dev)),
                                 pp_dtype_name(s->opt.precision));
     }
     return PP_OK;

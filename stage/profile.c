@@ -8,6 +8,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/op_info.h>
 
 struct stage_profile {
     int *type_of_op;            /* [nops] row index */

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 static const char *const names[] = {"none", "selective", "full"};
 

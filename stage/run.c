@@ -3,6 +3,8 @@
 #include "stage_internal.h"
 
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/op_info.h>
 
 void *stage_ptr(pp_stage *s, int slot, place p)
 {

@@ -5,6 +5,7 @@
 #ifndef PP_STAGE_INTERNAL_H
 #define PP_STAGE_INTERNAL_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/stage.h>
 
 typedef enum {

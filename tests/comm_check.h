@@ -4,6 +4,7 @@
 #ifndef PP_TEST_COMM_CHECK_H
 #define PP_TEST_COMM_CHECK_H
 
+#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/comm.h>
 
 #include <stdio.h>

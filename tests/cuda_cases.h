@@ -9,7 +9,10 @@
 #ifndef PP_TESTS_CUDA_CASES_H
 #define PP_TESTS_CUDA_CASES_H
 
+#include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include "element.h"   /* the 16-bit conversions */
 

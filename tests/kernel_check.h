@@ -6,7 +6,9 @@
 #ifndef PP_TEST_KERNEL_CHECK_H
 #define PP_TEST_KERNEL_CHECK_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include <math.h>
 #include <stdio.h>

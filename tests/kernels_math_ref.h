@@ -5,6 +5,8 @@
 #define PP_TEST_KERNELS_MATH_REF_H
 
 #include "kernel_check.h"
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/op_info.h>
 
 /* Runs the case's forward on fresh random inputs; in/out are allocated (free with mr_free). */
 static pp_status mr_forward(const kc_case *c, pp_tensor *in, pp_tensor *out)

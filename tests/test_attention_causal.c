@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 #include "smat.h"   /* SMAT_BLOCK */

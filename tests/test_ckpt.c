@@ -6,6 +6,7 @@
  * that is no part of it, refused by verify and by load; latest, keep and the
  * newest-that-verifies choice. */
 #include <onnxpipe/ckpt.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
 
 #include <setjmp.h>

@@ -6,8 +6,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/device.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include "cuda_cases.h"
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/device.h>
 
 #include <pthread.h>

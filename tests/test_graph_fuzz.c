@@ -22,8 +22,10 @@
 
 #include <cmocka.h>
 
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/graph.h>
 #include <onnxpipe/partition.h>
+#include <onnxpipe/report_json.h>
 
 #include "graph_mutate.h"
 

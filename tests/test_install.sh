@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` gives a user what the README promises: libonnxpipe.so (SONAME, version)
-# and .a, the headers, the CLI, the CMake package and onnxpipe.pc; a program outside the
+# and .a, the headers, the CLI, the CMake package and onnxpipe.pc; the public and backend
+# header tiers and no internal header, each installed header compiling on its own against
+# the prefix; a program outside the
 # tree builds with each (shared and static) and runs; examples/ builds from the prefix alone
 # (find_package and pkg-config) and pipeline_trainer trains under mpirun. Then the .deb
 # installs and removes cleanly.
@@ -29,6 +31,23 @@ soname=$(readelf -d "$libdir/libonnxpipe.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/
 [ "$(readlink "$libdir/libonnxpipe.so")" = "libonnxpipe.so.$major" ] || fail "libonnxpipe.so does not point at the SONAME"
 "$P/bin/onnxpipe" --version | grep -qx "onnxpipe $version" || fail "installed onnxpipe --version does not print $version"
 echo "ok: $(cd "$P" && find . -type f -o -type l | wc -l) files; SONAME $soname; onnxpipe --version = $version"
+
+# the tiers (README: ABI): include/onnxpipe and include/onnxpipe/backend, nothing of internal/
+[ -d "$P/include/onnxpipe/backend" ] || fail "not installed: include/onnxpipe/backend (the backend tier)"
+for h in "$SRC_DIR"/internal/onnxpipe/*.h; do
+    [ -z "$(find "$P" -name "$(basename "$h")")" ] || fail "internal header installed: $(find "$P" -name "$(basename "$h")")"
+done
+# every installed header alone (the first include of a file), C11 -Werror, with the prefix
+# only on the path: it includes what it needs, and only headers that are installed
+n=0
+for h in $(cd "$P/include" && find onnxpipe -name '*.h' | sort); do
+    printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$OUT/alone.c"
+    cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$P/include" "$OUT/alone.c" 2>"$OUT/alone.log" ||
+        { cat "$OUT/alone.log"; fail "$h does not compile on its own against the installed tree"; }
+    n=$((n + 1))
+done
+echo "ok: $n installed headers ($(ls "$P/include/onnxpipe/backend" | wc -l) backend) each compile alone;" \
+     "none of the $(ls "$SRC_DIR"/internal/onnxpipe/*.h | wc -l) internal headers installed"
 
 # the user's program lives outside the tree: no source include path can leak in
 mkdir -p "$OUT/user"

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #include <stdio.h>
 #include <stdlib.h>

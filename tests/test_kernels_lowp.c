@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/op_info.h>
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static uint64_t next64(void) { return pp_el_mix64(rng += 0x9E3779B97F4A7C15ull); }

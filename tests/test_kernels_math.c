@@ -9,6 +9,7 @@
 
 #include "kernel_check.h"
 #include "kernels_math_ref.h"
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* ---------------- gradients vs finite differences ---------------- */
 

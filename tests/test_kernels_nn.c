@@ -8,6 +8,8 @@
 #include <cmocka.h>
 
 #include "kernel_check.h"
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/op_info.h>
 
 #define T4(a, b, c, d) .rank = 4, .dims = {a, b, c, d}
 #define T3(a, b, c) .rank = 3, .dims = {a, b, c}

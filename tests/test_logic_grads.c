@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "kernel_check.h"
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/op_info.h>
 
 /* ---------------- finite differences, away from kinks ---------------- */
 

@@ -9,9 +9,12 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/device.h>
 #include <onnxpipe/graph.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 #include "cuda_cases.h"
 

@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op.h>
+#include <onnxpipe/op_info.h>
 
 #include "element_ops.h"
 

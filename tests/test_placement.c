@@ -2,6 +2,8 @@
  * (2 packages, 4 NVIDIA GPUs under two PCIe switches, 2 NICs): traffic of both grid
  * orders against a brute force over rank pairs and hand computations, the order flip,
  * disjoint and GPU-near cpusets, PCI bus id lookup, JSON, binding, hosts, errors. */
+#include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/placement.h>
 
 #include <pp_backends.h>

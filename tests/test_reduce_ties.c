@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/device.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/op_info.h>
 
 /* Backward of a reduction of each row of x [rows, 4] (axis 1, keepdims) with dy = 1 into dx = 0. */
 static void reduce_rows(const char *op, const float *x, int rows, float *dx, pp_device *cpu)

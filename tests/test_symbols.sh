@@ -4,7 +4,11 @@
 # the headers declare that the library defines is exported, and a program with its own
 # iter_next, value_bytes, shape_binary and load_tensor links against it and runs. The
 # shared libonnxpipe.so, linked from the same object, exports exactly the same symbols.
+# Both export exactly tests/symbols.allow ("symbol tier" a line; tier public for
+# include/onnxpipe/*.h, backend for include/onnxpipe/backend/*.h): a symbol added to or
+# dropped from the ABI fails here until the allowlist says so (README: ABI).
 set -euo pipefail
+export LC_ALL=C
 : "${BUILD_DIR:?}" "${SRC_DIR:?}"
 LIB="$BUILD_DIR/libonnxpipe.a"
 INTERNAL="$BUILD_DIR/libonnxpipe_internal.a"
@@ -15,9 +19,11 @@ globals() { nm -g --defined-only "$1" | awk 'NF == 3 { print $3 }' | sort -u; }
 globals "$LIB" >"$OUT/exported"
 echo "libonnxpipe.a: $(wc -l <"$OUT/exported") global symbols ($(globals "$INTERNAL" | wc -l) in libonnxpipe_internal.a)"
 
-# functions the public headers declare: an identifier before '(' in code, not in comments
-sed -e 's|/\*.*\*/||g' -e '/^ *\/\?\*/d' "$SRC_DIR"/include/onnxpipe/*.h |
-    grep -o '\bpp_[a-z0-9_]*(' | tr -d '(' | sort -u >"$OUT/declared"
+# functions a tier's headers declare: an identifier before '(' in code, not in comments
+declared() { sed -e 's|/\*.*\*/||g' -e '/^ *\/\?\*/d' "$@" | grep -o '\bpp_[a-z0-9_]*(' | tr -d '(' | sort -u; }
+declared "$SRC_DIR"/include/onnxpipe/*.h | sed 's/$/ public/' >"$OUT/tiers"
+declared "$SRC_DIR"/include/onnxpipe/backend/*.h | sed 's/$/ backend/' >>"$OUT/tiers"
+cut -d' ' -f1 "$OUT/tiers" | sort -u >"$OUT/declared"
 
 fail=0
 if grep -v '^pp_' "$OUT/exported" >"$OUT/unprefixed"; then
@@ -38,6 +44,23 @@ if [ -s "$OUT/hidden" ]; then
     fail=1
 fi
 [ "$fail" = 0 ] && echo "ok: every exported symbol is a public pp_ function, and every public function is exported"
+
+# the committed allowlist: the exported set, each symbol with the tier of the header declaring it
+ALLOW="$SRC_DIR/tests/symbols.allow"
+# a build without CUDA compiles no pp_cuda_* and pp_nccl_*: the allowlist's lines this build
+# does not define are left out (the CUDA build, which CI runs, checks them)
+globals "$INTERNAL" >"$OUT/defined"
+grep -v '^#' "$ALLOW" | sort -u | join - "$OUT/defined" >"$OUT/allow"
+sort -u "$OUT/tiers" | join - "$OUT/exported" >"$OUT/exported_tiers"
+if ! diff "$OUT/allow" "$OUT/exported_tiers" >"$OUT/allow_diff"; then
+    echo "FAIL: the exported symbols (with their headers' tier) differ from tests/symbols.allow"
+    echo "  ('<' only in the allowlist, '>' exported; a deliberate ABI change updates the allowlist):"
+    sed 's/^/  /' "$OUT/allow_diff"
+    fail=1
+else
+    echo "ok: libonnxpipe.a exports the $(wc -l <"$OUT/allow") symbols of tests/symbols.allow" \
+         "($(grep -c ' public$' "$OUT/allow") public, $(grep -c ' backend$' "$OUT/allow") backend)"
+fi
 
 # the dynamic symbol table: what a program linked against the .so can bind to
 nm -D --defined-only "$BUILD_DIR/libonnxpipe.so" | awk 'NF == 3 { print $3 }' | sort -u >"$OUT/exported_so"

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <onnxpipe/core_util.h>
 
 static void test_shuffle_is_a_permutation(void **state)
 {

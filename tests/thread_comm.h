@@ -1,5 +1,5 @@
 /* An in-process communicator for tests: the ranks of a job are threads of one process,
- * and a pp_comm (include/onnxpipe/comm.h's vtable) moves the real bytes between them
+ * and a pp_comm (include/onnxpipe/backend/comm_backend.h's vtable) moves the real bytes between them
  * through one mailbox. Point-to-point follows MPI's matching: a message goes to the first
  * receive posted for its (communicator, source, tag), else waits, in send order, for
  * one; sends are eager (the bytes are copied when the send is posted, so a send request

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 static pp_status read_file(const char *path, char **out, size_t *len, pp_error *err)
 {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <onnxpipe/core_util.h>
 
 static int ends_with(const char *s, const char *tail)
 {

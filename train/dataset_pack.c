@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 enum { PACK_INPUT = 1, PACK_LABELS, PACK_POSITIONS, PACK_MASK, PACK_PADDING_MASK };
 

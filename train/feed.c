@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 pp_status train_feed_inputs(pp_stage *s, int slot, pp_trainer_feed *f, pp_trainer_feed_fn fn, void *user,
                             pp_error *err)

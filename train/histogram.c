@@ -96,20 +96,20 @@ pp_status train_log_histograms(pp_tb_writer *tb, pp_comm *world, pp_driver *drv,
                                const pp_partition *part, int replica, int64_t step, pp_error *err)
 {
     double *mine = NULL, *all = NULL;
-    int n = 0, most = 0, *counts = calloc((size_t)world->size, sizeof *counts);
+    int n = 0, most = 0, *counts = calloc((size_t)pp_comm_size(world), sizeof *counts);
     if (!counts) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for histograms");
     pp_status st = collect(drv, part, replica, &mine, &n, err);
     if (st == PP_OK) st = pp_comm_allgather(world, &n, counts, sizeof n, err);
-    for (int r = 0; st == PP_OK && r < world->size; r++) most = counts[r] > most ? counts[r] : most;
+    for (int r = 0; st == PP_OK && r < pp_comm_size(world); r++) most = counts[r] > most ? counts[r] : most;
     size_t row = (size_t)(most + 1) * REC;
     double *padded = st == PP_OK ? calloc(row, sizeof *padded) : NULL;
-    if (st == PP_OK && (!padded || !(all = calloc(row * (size_t)world->size, sizeof *all))))
+    if (st == PP_OK && (!padded || !(all = calloc(row * (size_t)pp_comm_size(world), sizeof *all))))
         st = pp_error_set(err, PP_ERR_NOMEM, "out of memory for histograms");
     if (st == PP_OK) {
         memcpy(padded, mine, (size_t)n * REC * sizeof *padded);
         st = pp_comm_allgather(world, padded, all, row * sizeof *padded, err);
     }
-    for (int r = 0; st == PP_OK && tb && r < world->size; r++)
+    for (int r = 0; st == PP_OK && tb && r < pp_comm_size(world); r++)
         st = write_all(tb, g, step, all + row * r, counts[r], err);
     free(padded);
     free(all);

@@ -5,6 +5,7 @@
 #include "train_internal.h"
 
 #include <stdlib.h>
+#include <onnxpipe/core_util.h>
 
 /* Per rank: the peak total, the peak of each category, the estimate the same way, the
  * RSS peak and the pipeline position. */
@@ -36,22 +37,22 @@ pp_status train_report_memory(const pp_trainer *t, int print, pp_error *err)
     if (!est) return PP_NOMEM(err);
     pp_stage_options so = pp_train_stage_options(&t->c);
     pp_dtype reduce = t->c.dp > 1 ? t->c.reduce_dtype : PP_DTYPE_F32;
-    pp_status st = pp_driver_estimate(t->sched, t->part, t->dev->kind, &so, reduce, NULL, est, err);
+    pp_status st = pp_driver_estimate(t->sched, t->part, pp_device_get_kind(t->dev), &so, reduce, NULL, est, err);
     if (st == PP_OK) estimate_row(&est[t->grid->stage], mine + F_EST);
     free(est);
     PP_CHECK(st);
     mine[F_RSS] = (double)train_rss_peak_bytes();
     mine[F_POS] = t->grid->stage;
-    double *all = calloc((size_t)t->world->size * NF, sizeof *all);
+    double *all = calloc((size_t)pp_comm_size(t->world) * NF, sizeof *all);
     if (!all) return PP_NOMEM(err);
     st = pp_comm_allgather(t->world, mine, all, sizeof mine, err);
-    if (st == PP_OK && print && t->world->rank == 0) {
+    if (st == PP_OK && print && pp_comm_rank(t->world) == 0) {
         printf("\nmemory per rank: the peak of the device's allocations (its counters) and the estimate of "
                "`onnxpipe partition|schedule --model` for the same job\n%-5s %-8s %-9s %11s", "rank", "stages",
                "", "total");
         for (int k = 0; k < PP_MEM_CATEGORY_COUNT; k++) printf(" %11s", pp_mem_category_name((pp_mem_category)k));
         printf(" %11s %8s\n", "RSS peak", "peak/est");
-        for (int r = 0; r < t->world->size; r++) {
+        for (int r = 0; r < pp_comm_size(t->world); r++) {
             const double *m = all + (size_t)r * NF;
             char stages[32] = "", rss[32];
             int n = 0, pos = (int)m[F_POS];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <onnxpipe/core_util.h>
 
 struct train_log {
     pp_comm *world;
@@ -40,7 +41,7 @@ pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps
     l->metrics_path = c->metrics_out;
     l->rate_tag = tokens ? "train/tokens_per_s" : "train/samples_per_s";
     l->rate_key = tokens ? "tokens_per_s" : "samples_per_s";
-    int n = world->size;
+    int n = pp_comm_size(world);
     l->gathered = calloc((size_t)n * RANK_FIGURES, sizeof *l->gathered);
     l->tags = calloc((size_t)n * RANK_TAGS, sizeof *l->tags);
     pp_status st = PP_OK;
@@ -52,7 +53,7 @@ pp_status train_log_open(const pp_train_config *c, pp_comm *world, int64_t steps
         snprintf(tag, sizeof tag, fmt[i / n], i % n);
         if (!(l->tags[i] = pp_strdup(tag))) st = PP_NOMEM(err);
     }
-    if (st == PP_OK && world->rank == 0) {
+    if (st == PP_OK && pp_comm_rank(world) == 0) {
         if (c->logdir) st = pp_tb_open(c->logdir, &l->tb, err);
         if (st == PP_OK && c->metrics_out && !(l->metrics = fopen(c->metrics_out, "w")))
             st = pp_error_set(err, PP_ERR_IO, "--metrics: cannot create '%s'", c->metrics_out);
@@ -86,7 +87,7 @@ static pp_status gather(train_log *l, const train_step_log *s, pp_error *err)
 /* 1 - the ranks' compute over (ranks x the slowest rank's step): bench/pipeline.sh's measure. */
 static double measured_bubble(const train_log *l)
 {
-    int n = l->world->size;
+    int n = pp_comm_size(l->world);
     double compute = 0, slowest = 0;
     for (int r = 0; r < n; r++) {
         compute += l->gathered[r * RANK_FIGURES + F_COMPUTE_S];
@@ -103,7 +104,7 @@ static pp_status write_tb(train_log *l, const train_step_log *s, const train_eva
     const char *tags[MAX_TAGS] = {"train/loss", "train/lr", "train/grad_norm", l->rate_tag, "train/step_s",
                                   "train/epoch"};
     double vals[MAX_TAGS] = {s->loss, s->lr, s->grad_norm, s->throughput, s->step_s, (double)s->epoch};
-    int n = 6, size = l->world->size;
+    int n = 6, size = pp_comm_size(l->world);
     if (ev) {
         tags[n] = "eval/loss", vals[n++] = ev->loss;
         if (ev->has_perplexity) tags[n] = "eval/perplexity", vals[n++] = ev->perplexity;
@@ -169,7 +170,8 @@ static void write_json(train_log *l, const train_step_log *s, const train_eval_r
                                            "input_read_s_per_rank"};
         for (int f = 0; f < RANK_FIGURES; f++) {
             pp_json_begin_array(&j, keys[f]);
-            for (int r = 0; r < l->world->size; r++) pp_json_double(&j, NULL, l->gathered[r * RANK_FIGURES + f]);
+            for (int r = 0; r < pp_comm_size(l->world); r++)
+                pp_json_double(&j, NULL, l->gathered[r * RANK_FIGURES + f]);
             pp_json_end_array(&j);
         }
     }
@@ -199,7 +201,7 @@ pp_status train_log_close(train_log *l, pp_error *err)
     pp_status st = pp_tb_close(l->tb, err);
     if (l->metrics && fclose(l->metrics) && st == PP_OK)
         st = pp_error_set(err, PP_ERR_IO, "--metrics: cannot write '%s'", l->metrics_path);
-    for (int i = 0; l->tags && i < l->world->size * RANK_TAGS; i++) free(l->tags[i]);
+    for (int i = 0; l->tags && i < pp_comm_size(l->world) * RANK_TAGS; i++) free(l->tags[i]);
     free(l->tags);
     free(l->gathered);
     free(l);

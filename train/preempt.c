@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 static volatile sig_atomic_t got;       /* the first signal caught, or 0 */
 static struct timespec got_at;          /* when (CLOCK_MONOTONIC; written once, before got) */
@@ -82,11 +83,11 @@ pp_status train_preempt_poll(pp_comm *world, train_preempt_state *out, pp_error 
         clock_gettime(CLOCK_MONOTONIC, &now);
         mine[1] = (float)((double)(now.tv_sec - got_at.tv_sec) + 1e-9 * (double)(now.tv_nsec - got_at.tv_nsec));
     }
-    float *all = pp_realloc_array(NULL, (size_t)world->size, sizeof mine);
+    float *all = pp_realloc_array(NULL, (size_t)pp_comm_size(world), sizeof mine);
     if (!all) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(world, mine, all, sizeof mine, err);
     memset(out, 0, sizeof *out);
-    for (int r = 0; st == PP_OK && r < world->size; r++)
+    for (int r = 0; st == PP_OK && r < pp_comm_size(world); r++)
         if (all[2 * r] != 0 && (!out->sig || all[2 * r + 1] > out->since_s)) {   /* the rank that got it first */
             out->sig = (int)all[2 * r];
             out->rank = r;

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 typedef struct pf_array {
     const pp_dataset_array *a;

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/core_util.h>
 
 enum { ROW_OPS, ROW_COMM, ROW_ACTIONS, ROW_INPUT, NROWS };
 enum { C_F, C_B, C_BI, C_BW, NCOST };   /* per stage: seconds and count of each compute action */
@@ -49,8 +50,9 @@ pp_status train_prof_open(const pp_train_config *c, pp_driver *drv, pp_comm *wor
 {
     *out = NULL;
     if (c->profile_first < 1) return PP_OK;
-    FILE *f = world->rank == 0 ? fopen(c->profile_out, "w") : NULL;   /* a bad path fails before step 1 */
-    if (world->rank == 0 && !f) return pp_error_set(err, PP_ERR_IO, "--profile: cannot create '%s'", c->profile_out);
+    FILE *f = pp_comm_rank(world) == 0 ? fopen(c->profile_out, "w") : NULL;   /* a bad path fails before step 1 */
+    if (pp_comm_rank(world) == 0 && !f)
+        return pp_error_set(err, PP_ERR_IO, "--profile: cannot create '%s'", c->profile_out);
     if (f) fclose(f);
     train_prof *p = calloc(1, sizeof *p);
     double *cost = calloc((size_t)sched->num_stages * NCOST * 2, sizeof *cost), *act = calloc(act_len(sched), sizeof *act);
@@ -197,7 +199,7 @@ static pp_status write_json(const train_prof *p, FILE *f, const prof_rec *all, c
     pp_json_begin_object(&j, NULL);
     pp_json_string(&j, "displayTimeUnit", "ms");
     pp_json_begin_array(&j, "traceEvents");
-    for (int r = 0; r < p->world->size; r++) {
+    for (int r = 0; r < pp_comm_size(p->world); r++) {
         char name[96];
         snprintf(name, sizeof name, "rank %d (pipeline rank %d)", r, stage_of_rank[r]);
         for (int row = -1; row < NROWS; row++) {
@@ -333,7 +335,7 @@ static pp_status predict(const train_prof *p, const double *cost, int replay, pp
 
 static pp_status finish(train_prof *p, pp_error *err)
 {
-    int size = p->world->size, most = 0, *counts = calloc((size_t)size, sizeof *counts),
+    int size = pp_comm_size(p->world), most = 0, *counts = calloc((size_t)size, sizeof *counts),
         *stage_of = calloc((size_t)size, sizeof *stage_of);
     double mine[3] = {p->step_s / p->nsteps, p->compute_s / p->nsteps, p->wait_s / p->nsteps};
     double *per_rank = calloc((size_t)size * 3, sizeof *per_rank);
@@ -357,13 +359,13 @@ static pp_status finish(train_prof *p, pp_error *err)
         memcpy(padded, p->recs, (size_t)p->nrec * sizeof *padded);
         st = pp_comm_allgather(p->world, padded, all, (size_t)most * sizeof *padded, err);
     }
-    if (st == PP_OK && p->world->rank == 0) {
+    if (st == PP_OK && pp_comm_rank(p->world) == 0) {
         if (!(f = fopen(p->path, "w"))) st = pp_error_set(err, PP_ERR_IO, "--profile: cannot create '%s'", p->path);
         if (st == PP_OK) st = write_json(p, f, all, counts, most, stage_of, err);
         if (st == PP_OK) st = predict(p, p->cost, 0, &sim, err);
         if (st == PP_OK) st = predict(p, p->cost, 1, &replay, err);
     }
-    if (st == PP_OK && p->world->rank == 0) {
+    if (st == PP_OK && pp_comm_rank(p->world) == 0) {
         double slowest = 0, total = 0;
         for (int r = 0; r < size; r++) {
             slowest = per_rank[3 * r] > slowest ? per_rank[3 * r] : slowest;

@@ -30,7 +30,7 @@ pp_status train_straggler_open(double factor, pp_comm *world, train_straggler **
     *out = NULL;
     train_straggler *s = calloc(1, sizeof *s);
     if (!s) return PP_NOMEM(err);
-    int n = world->size;
+    int n = pp_comm_size(world);
     s->world = world;
     s->factor = factor;
     s->slow_rank = -1;
@@ -55,7 +55,7 @@ pp_status train_straggler_open(double factor, pp_comm *world, train_straggler **
 
 void train_straggler_inject(const train_straggler *s)
 {
-    if (!s || s->slow_rank != s->world->rank || !(s->slow_s > 0)) return;
+    if (!s || s->slow_rank != pp_comm_rank(s->world) || !(s->slow_s > 0)) return;
     struct timespec ts = {(time_t)s->slow_s, (long)((s->slow_s - (double)(time_t)s->slow_s) * 1e9)};
     nanosleep(&ts, NULL);
 }
@@ -77,7 +77,7 @@ static double median_of(double *v, int n)   /* sorts v */
 static double window_median(const train_straggler *s, int r)
 {
     double v[STRAGGLER_WINDOW];
-    for (int k = 0; k < STRAGGLER_WINDOW; k++) v[k] = s->busy[(size_t)k * (size_t)s->world->size + (size_t)r];
+    for (int k = 0; k < STRAGGLER_WINDOW; k++) v[k] = s->busy[(size_t)k * (size_t)pp_comm_size(s->world) + (size_t)r];
     return median_of(v, STRAGGLER_WINDOW);
 }
 
@@ -86,7 +86,7 @@ pp_status train_straggler_step(train_straggler *s, double busy_s, int replica, t
 {
     *note = (train_straggler_note){.rank = -1};
     if (!s) return PP_OK;
-    int n = s->world->size;
+    int n = pp_comm_size(s->world);
     s->mine[0] = busy_s;
     s->mine[1] = replica;
     PP_CHECK(pp_comm_allgather(s->world, s->mine, s->all, 2 * sizeof *s->mine, err));

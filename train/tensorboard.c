@@ -1,6 +1,7 @@
 /* TensorBoard event files without TensorFlow: Event protobufs (train/tensorboard.proto,
  * TensorBoard's field numbers, protoc-c) in TFRecord framing: length (uint64 LE), masked
  * CRC32C of the length, data, masked CRC32C of the data. */
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/train.h>
 
 #include "tensorboard.pb-c.h"

@@ -2,6 +2,8 @@
  * pp_trainer_create (trainer.c), fed from a dataset, stepped (saving at the options'
  * cadence) and evaluated through pp_trainer_eval, with the log cadence of the options;
  * rank 0 prints the plan and the progress lines. */
+#include <onnxpipe/backend/comm_backend.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/trainer.h>
 
 #include "env.h"

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <onnxpipe/core_util.h>
 
 /* What was trained (graph/params.c): the rules beyond the defaults, the trained element
  * count, and the initializers the job froze or untied (the tensors list names the trained). */
@@ -106,14 +107,14 @@ static pp_status pick(train_ckpt *k, char *dir, size_t len, pp_error *err)
 {
     pp_ckpt_entry *e = NULL;
     int n = 0;
-    if (k->world->rank == 0) PP_CHECK(pp_ckpt_resume_candidates(k->cfg->save_dir, &e, &n, err));
+    if (pp_comm_rank(k->world) == 0) PP_CHECK(pp_ckpt_resume_candidates(k->cfg->save_dir, &e, &n, err));
     double cand = n;
     pp_status st = pp_comm_broadcast(k->world, &cand, sizeof cand, 0, err);
     for (int i = 0; st == PP_OK && i < (int)cand; i++) {
         snprintf(dir, len, "%s", e ? e[i].dir : "");
         if ((st = pp_comm_broadcast(k->world, dir, len, 0, err)) != PP_OK) break;
         pp_error why = {0};
-        double bad = pp_ckpt_verify_part(dir, k->world->rank, k->world->size, &why) != PP_OK;
+        double bad = pp_ckpt_verify_part(dir, pp_comm_rank(k->world), pp_comm_size(k->world), &why) != PP_OK;
         if (bad) pp_log(PP_LOG_WARN, "skipping checkpoint '%s': %s", dir, why.msg);
         if ((st = pp_comm_allreduce(k->world, &bad, 1, PP_DTYPE_F64, err)) != PP_OK || bad == 0) break;
         dir[0] = 0;
@@ -126,7 +127,7 @@ static pp_status pick(train_ckpt *k, char *dir, size_t len, pp_error *err)
 pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err)
 {
     const pp_train_config *c = k->cfg;
-    int rank0 = k->world->rank == 0;
+    int rank0 = pp_comm_rank(k->world) == 0;
     pp_ckpt *ck = NULL;
     PP_CHECK(pp_ckpt_open(dir, &ck, err));
     const pp_ckpt_info *in = pp_ckpt_inspect(ck);
@@ -166,7 +167,7 @@ static pp_status resume(train_ckpt *k, pp_error *err)
     if (!strcmp(c->resume, "auto")) PP_CHECK(pick(k, dir, sizeof dir, err));
     else snprintf(dir, sizeof dir, "%s", c->resume);
     if (!dir[0]) {
-        if (k->world->rank == 0 && !c->quiet)
+        if (pp_comm_rank(k->world) == 0 && !c->quiet)
             printf("resume: no checkpoint in '%s' verifies, starting from scratch\n\n", c->save_dir);
         return PP_OK;
     }
@@ -191,7 +192,7 @@ static pp_status run_id(pp_comm *world, char *id, size_t len, pp_error *err)
 static pp_status lock_root(train_ckpt *k, const char *root, const char *id, pp_ckpt_lock **lock, pp_error *err)
 {
     pp_status st = PP_OK;
-    if (k->world->rank == 0) st = pp_ckpt_lock_acquire(root, id, k->cfg->lock_wait_s, lock, err);
+    if (pp_comm_rank(k->world) == 0) st = pp_ckpt_lock_acquire(root, id, k->cfg->lock_wait_s, lock, err);
     double ok = st == PP_OK;
     PP_CHECK(pp_comm_broadcast(k->world, &ok, sizeof ok, 0, err));
     if (st != PP_OK) return st;
@@ -219,7 +220,7 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
         k->index[i] = pp_driver_stage_index(drv, i);
     }
     k->part = (pp_ckpt_part){.stages = k->stages, .stage_index = k->index, .nstages = n, .partition = part,
-                             .replica = grid->replica, .replicas = grid->dp, .rank = world->rank};
+                             .replica = grid->replica, .replicas = grid->dp, .rank = pp_comm_rank(world)};
     /* the save directory is this job's before anything reads or writes it */
     if (cfg->save_dir) {
         PP_CHECK(run_id(world, k->run_id, sizeof k->run_id, err));
@@ -251,7 +252,7 @@ static pp_status save(train_ckpt *k, pp_ckpt_writer *w, const char *root, int as
     k->last_saved = step;
     k->saves++;
     k->stall_s += stall;
-    if (k->world->rank == 0 && !c->quiet)
+    if (pp_comm_rank(k->world) == 0 && !c->quiet)
         printf("checkpoint %s/step-%lld: %s (training stalled %.3f s)\n", root, (long long)step,
                async ? "saving in the background" : "saved", stall);
     return PP_OK;

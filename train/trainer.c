@@ -1,7 +1,9 @@
 /* The trainer object: everything a rank holds for a training job (model, partition,
  * schedule, placement, device, driver and stages, checkpoints) and the calls a trainer
  * makes on it: step, eval, save, load, export. pp_train_run (train.c) drives one. */
+#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/comm.h>
+#include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/trainer.h>
@@ -112,7 +114,7 @@ void trainer_print_plan(const pp_trainer *t, FILE *out)
     fprintf(out, ", global batch %lld = %d replica%s x %lld microbatch%s x %lld sample%s\n\n", (long long)c->batch,
             c->dp, c->dp == 1 ? "" : "s", (long long)c->microbatches, c->microbatches == 1 ? "" : "es",
             (long long)t->mb, t->mb == 1 ? "" : "s");
-    fprintf(out, "device: %s, precision %s", pp_device_kind_name(t->dev->kind), pp_precision_name(c->precision));
+    fprintf(out, "device: %s, precision %s", pp_device_kind_name(pp_device_get_kind(t->dev)), pp_precision_name(c->precision));
     if (t->device_note.msg[0]) fprintf(out, " (%s)", t->device_note.msg);
     fprintf(out, "\n\n");
     pp_partition_print(t->part, out);

@@ -133,7 +133,7 @@ typedef struct pp_ckpt_info {
     const char *onnxpipe_version;
     uint64_t model_hash;            /* pp_graph_model_hash of the model it was written from */
     pp_ckpt_meta meta;              /* strings owned by the checkpoint */
-    const pp_jvalue *trainer;       /* the trainer's object, or NULL */
+    const struct pp_jvalue *trainer; /* the trainer's object (JSON tree, core_util.h; internal), or NULL */
     const pp_ckpt_tensor *tensors;
     int ntensors;
     const pp_ckpt_file *files;

@@ -1,6 +1,7 @@
-/* The device interface: memory and synchronisation on a CPU or a GPU, as a vtable
- * (DESIGN.md "pp_device"). The backends a build has are one list, kernels/backends.c
- * (pp_backend in kernels.h); nothing here is #ifdef'd. */
+/* The device interface: memory and synchronisation on a CPU or a GPU, behind an opaque
+ * handle (DESIGN.md "pp_device"; the vtable is onnxpipe/backend/device_backend.h). The
+ * backends a build has are one list, kernels/backends.c (pp_backend in
+ * backend/kernels_backend.h); nothing here is #ifdef'd. */
 #ifndef ONNXPIPE_DEVICE_H
 #define ONNXPIPE_DEVICE_H
 
@@ -14,32 +15,9 @@ typedef enum { PP_DEVICE_CPU = 0, PP_DEVICE_CUDA = 1, PP_DEVICE_KIND_COUNT } pp_
 
 typedef struct pp_device pp_device;
 
-/* Backend hooks. Optional hooks may be NULL; the pp_device_* wrappers check. */
-typedef struct pp_device_i {
-    const char *(*name)(const pp_device *d);
-    pp_status (*alloc)(pp_device *d, size_t nbytes, void **out, pp_error *err);
-    void (*free)(pp_device *d, void *p);
-    /* dst/src in device memory unless the name says host */
-    pp_status (*copy_from_host)(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err);
-    pp_status (*copy_to_host)(pp_device *d, void *dst_host, const void *src, size_t n, pp_error *err);
-    pp_status (*copy)(pp_device *d, void *dst, const void *src, size_t n, pp_error *err);
-    pp_status (*memset)(pp_device *d, void *p, int value, size_t n, pp_error *err);
-    pp_status (*synchronize)(pp_device *d, pp_error *err);          /* NULL: work is synchronous */
-    /* Streams and events (CUDA). NULL on the CPU, where every call is synchronous. */
-    pp_status (*stream_create)(pp_device *d, void **stream, pp_error *err);
-    void (*stream_destroy)(pp_device *d, void *stream);
-    pp_status (*event_record)(pp_device *d, void *stream, void **event, pp_error *err);
-    pp_status (*stream_wait_event)(pp_device *d, void *stream, void *event, pp_error *err);
-    void (*destroy)(pp_device *d);
-} pp_device_i;
-
-struct pp_device {
-    const pp_device_i *i;
-    pp_device_kind kind;
-    int index;          /* GPU ordinal; 0 on the CPU */
-    void *ctx;          /* backend state */
-    struct pp_device_mem *mem;  /* allocation counters, kept by the wrappers (kernels/device.c) */
-};
+/* A device is opaque here; its hooks and fields are the backend tier's
+ * (onnxpipe/backend/device_backend.h). Its kind: */
+PP_API pp_device_kind pp_device_get_kind(const pp_device *d);
 
 /* Creates a device of this kind; a clear error when the backend is not compiled in or
  * has no usable hardware (e.g. "no CUDA device: CUDA driver version is insufficient"). The caller frees

@@ -1,7 +1,6 @@
-/* The op library: forward and backward of every op of the registry (op.h), in one
- * table per (backend, compute dtype) indexed by pp_op, and the backends this build
- * has, in one list (kernels/backends.c). Kernels know tensors and attributes, never
- * graphs or schedules; shapes are inferred by graph/ and outputs are allocated by the caller. */
+/* The optimizers and the flat-buffer kernels the stage runs on a device (public tier).
+ * The op library itself (kernel tables per backend and dtype, the kernel context and
+ * capabilities, the backends list) is the backend tier's: onnxpipe/backend/kernels_backend.h. */
 #ifndef ONNXPIPE_KERNELS_H
 #define ONNXPIPE_KERNELS_H
 
@@ -13,130 +12,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Keys a counter-based RNG (Dropout), so that a random draw depends on what is being
- * computed and never on which rank computes it, nor on how the global batch is split:
- * sample s of a step draws the same numbers in any microbatch of any replica (kernels
- * take the draws of element i of an n-element tensor at pp_el_rng_base(...) + i). */
-typedef struct pp_rng_key {
-    uint64_t seed;
-    uint64_t step;
-    uint64_t sample;    /* the microbatch's first sample in the step's global batch */
-    uint64_t node;      /* node index in the whole graph */
-    uint64_t samples;   /* samples in the microbatch; 0: the draws are not tied to samples */
-} pp_rng_key;
-
-/* One call of one node. */
-typedef struct pp_kernel_ctx {
-    const char *node;           /* node name, for error messages */
-    pp_op op;
-    const char *op_type;        /* its ONNX name, for error messages */
-    int64_t opset;              /* ai.onnx opset of the model */
-    const pp_attr *attrs;
-    int nattrs;
-    const pp_tensor *in;        /* [nin]; data NULL = omitted optional input, or (in backward)
-                                   an input the kernel did not ask to keep (saves_in) */
-    int nin;
-    const void *const *host_in; /* [nin] or NULL: host copies of the constant inputs (initializers,
-                                   folded shape/axes/starts/ratio tensors), NULL entries for the
-                                   others. A device whose memory the host cannot read (cuda) needs
-                                   it for the ops that read constant values (Slice, ReduceSum axes,
-                                   Dropout ratio); the stage fills it once at plan time. */
-    pp_tensor *out;             /* [nout]; shapes set and memory allocated by the caller;
-                                   data NULL = omitted optional output */
-    int nout;
-    void *aux;                  /* aux_bytes(ctx) bytes the kernel keeps from forward to backward
-                                   (e.g. LayerNorm mean/rstd, a Dropout mask); NULL if 0 */
-    pp_device *dev;
-    int training;               /* Dropout drops, BatchNorm uses batch statistics */
-    pp_rng_key rng;
-    unsigned grad_fresh;        /* backward, only for a kernel with assigns_fresh: bit i: grad_in[i]
-                                   holds garbage and this call is its first writer, so the kernel
-                                   assigns (=) every element instead of adding (the stage's first
-                                   writer of a gradient skips zeroing it); 0 everywhere else */
-} pp_kernel_ctx;
-
-/* What a kernel can do beyond its op's ONNX form (pp_kernel.caps), for the stage's plan. */
-enum {
-    PP_KCAP_ASSIGNS_FRESH = 1u << 0,  /* backward honours c->grad_fresh (else the caller zeroes first) */
-    PP_KCAP_MATMUL_ALPHA = 1u << 1,   /* MatMul: a scalar fourth input scales the product */
-    PP_KCAP_MATMUL_BIAS = 1u << 2,    /* MatMul: a third input [N] or [M, N] is added to the product */
-    PP_KCAP_MATMUL_STRIDED = 1u << 3, /* MatMul: operands and output may be transposed views
-                                         (attributes set by stage/fuse.c) */
-    PP_KCAP_MATMUL_CAUSAL = 1u << 4,  /* MatMul: attributes causal_Y / causal_A (stage/fuse.c)
-                                         say attention's causal mask zeroes a triangle, which
-                                         the kernel then skips */
-    PP_KCAP_MATMUL_TRANS_B = 1u << 5, /* MatMul: attribute trans_B = 1 (stage/fuse.c) says B is
-                                         stored transposed (Linear's weight, W (N, K)) */
-};
-
-/* One op on one backend in one compute dtype. The backend's table slot of an op says
- * which op it is; what backward reads of the forward is the op's (pp_op_info.saves_in,
- * saves_out): c->in / c->out hold those tensors in backward. */
-typedef struct pp_kernel {
-    /* Bytes of aux memory for this call (NULL: none). Called with in/out shapes set. */
-    size_t (*aux_bytes)(const pp_kernel_ctx *c);
-    pp_status (*forward)(const pp_kernel_ctx *c, pp_error *err);
-    /* Gradients: grad_out[k] is dL/d(out k) (data NULL: no gradient flows into output k);
-     * ACCUMULATES (+=) into grad_in[i] for every i whose data is non-NULL (assigns where
-     * c->grad_fresh says so, see there), and skips the
-     * others. So a caller can ask for input gradients first and weight gradients later
-     * (zero-bubble B and W) by passing different non-NULL sets. NULL for ops with no gradient. */
-    pp_status (*backward)(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in,
-                          pp_error *err);
-    unsigned caps;              /* PP_KCAP_* */
-    /* Bytes of device memory one call allocates for itself and frees before it returns (the
-     * cpu Conv's im2col columns, the 16-bit adapter's fp32 shadows), which the stage's memory
-     * estimate adds to its scratch (NULL: none). grad_out NULL: a forward call; else a
-     * backward one, with grad_out / grad_in as backward gets them. Called at plan time with
-     * shapes and dtypes set and data a non-NULL placeholder wherever the call has data. */
-    size_t (*work_bytes)(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
-} pp_kernel;
-
-/* The kernels of one backend in one compute dtype. */
-typedef struct pp_kernel_table {
-    pp_dtype dtype;             /* the floating compute type: F32, or BF16 / F16 (native 16-bit kernels) */
-    const pp_kernel *kernels;   /* [PP_OP_COUNT], indexed by pp_op; forward NULL: no kernel */
-} pp_kernel_table;
-
-/* ---- backends ---- */
-
-typedef struct pp_flat_ops pp_flat_ops;
-
-/* What a device can do that callers plan around (pp_backend.caps). */
-enum {
-    PP_DEVICE_CAP_HOST_MEMORY = 1u << 0,  /* its memory is host memory: the host reads and writes
-                                             tensors in place (no staging copies, no stream) */
-};
-
-/* One backend: a device kind with its constructor, kernel tables and flat kernels.
- * The build's backends are one list, kernels/backends.c (what CMake compiled in). */
-typedef struct pp_backend {
-    const char *name;               /* "cpu", "cuda" */
-    pp_device_kind kind;
-    unsigned caps;                  /* PP_DEVICE_CAP_* */
-    pp_status (*create)(int index, pp_device **out, pp_error *err);
-    const pp_kernel_table *tables;  /* [ntables], one per compute dtype */
-    int ntables;
-    const pp_flat_ops *flat;        /* NULL on the cpu: the loops of kernels/cpu/flat.c and optim.c */
-} pp_backend;
-
-/* The backend of a device kind, or NULL when this build does not have it. Local; static (the build's
- * constant list). Thread-safe. */
-PP_API const pp_backend *pp_backend_get(pp_device_kind kind);
-/* The backends of this build in order (the cpu first): the i-th, or NULL past the end. Local; static.
- * Thread-safe. */
-PP_API const pp_backend *pp_backend_at(int i);
-/* The device's capability bits (PP_DEVICE_CAP_*). Local. Thread-safe. */
-PP_API unsigned pp_device_caps(const pp_device *d);
-
-/* The kernel of op on this device kind computing in dtype, or NULL. For PP_DTYPE_BF16 and
- * PP_DTYPE_F16 every op with an F32 kernel has one: the backend's native 16-bit kernel where
- * its table has one, else the adapter of kernels/lowp.c around the F32 kernel (16-bit tensors
- * are converted exactly to fp32 shadows, the F32 kernel runs, 16-bit outputs and gradients are
- * rounded back; F32 tensors, e.g. a weight gradient in the fp32 master buffer, pass as they
- * are). Local; static. Thread-safe. */
-PP_API const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
 /* ---- flat-buffer kernels used by the stage: optimizers, norms, accumulation ---- */
 
@@ -198,22 +73,6 @@ typedef struct pp_optim_scalars {
 PP_API pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h);
 /* Checks h and the state pointer for an update of n elements (names the optimizer). Local. Thread-safe. */
 PP_API pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t n, pp_error *err);
-
-/* The flat-buffer kernels of a non-cpu device, in its backend; the pp_kernel_*
- * functions above dispatch to them by dev->kind (after checking arguments). */
-struct pp_flat_ops {
-    pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
-                              float *state, int64_t n, pp_error *err);
-    pp_status (*sumsq)(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err);
-    pp_status (*scale)(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
-    pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
-    pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
-    pp_status (*convert)(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
-                         int64_t n, pp_error *err);  /* dtypes checked by pp_kernel_convert */
-    pp_status (*unscale)(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err);
-};
-/* The flat ops of a non-cpu device kind's backend, or an error naming it. Local; static. Thread-safe. */
-PP_API pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,6 @@
 #include <onnxpipe/kernels.h>     /* the op library and optimizer kernels */
 #include <onnxpipe/stage.h>       /* the stage executor: forward, backward, step */
 #include <onnxpipe/comm.h>        /* communicators (MPI, NCCL) and the process grid */
-#include <onnxpipe/placement.h>   /* topology-aware placement with hwloc */
 #include <onnxpipe/driver.h>      /* runs a rank's schedule on its stages */
 #include <onnxpipe/plan.h>        /* the layout planner: calibration, costs, search */
 #include <onnxpipe/ckpt.h>        /* sharded checkpoints: save, resume on any layout, verify, export */

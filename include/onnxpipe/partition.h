@@ -327,8 +327,6 @@ PP_API pp_status pp_partition_save_stages(const pp_partition *p, const char *dir
 
 /* The human-readable preview (model summary, stage table, balance, skips, tied, inputs). Local. */
 PP_API void pp_partition_print(const pp_partition *p, FILE *out);
-/* The same as JSON with stable keys. Local. */
-PP_API void pp_partition_write_json(const pp_partition *p, pp_json *j);
 /* A Graphviz view: nodes as boxes "name\nop" coloured by stage, cut edges bold. Local. */
 PP_API pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_error *err);
 

@@ -56,10 +56,6 @@ typedef struct pp_calibrate_options {
  * caller frees *out with pp_calibration_destroy. */
 PP_API pp_status pp_calibrate(const char *model, const pp_calibrate_options *opt, pp_calibration **out,
                               pp_error *err);
-/* The calibration as JSON (format "onnxpipe-calibration", version 1): model, its hash, host,
- * device, memcpy rate, optimizer seconds per parameter, and per (precision, microbatch) the
- * op types' calls, flops, bytes, forward_s and backward_s. Local. */
-PP_API void pp_calibration_write_json(const pp_calibration *c, pp_json *j);
 /* Writes it to path (through a temporary file and a rename). Local. */
 PP_API pp_status pp_calibration_save(const pp_calibration *c, const char *path, pp_error *err);
 /* Reads a file written by pp_calibration_save; errors name the file and the field. Local;

@@ -1,4 +1,5 @@
 /* The cpu device: 64-byte aligned host memory; every operation is synchronous. */
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/device.h>
 
 #include <stdlib.h>

@@ -8,6 +8,7 @@
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <onnxpipe/backend/device_backend.h>
 #endif
 
 pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err)

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* ---------------- predicates (kernels/element_ops.h) ---------------- */
 

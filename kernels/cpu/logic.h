@@ -3,6 +3,7 @@
 #ifndef PP_KERNELS_CPU_LOGIC_H
 #define PP_KERNELS_CPU_LOGIC_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 /* y = f(x) of element_ops.h's integer unary list; x and y of one integer dtype. */

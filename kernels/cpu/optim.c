@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/kernels.h>
 
 int pp_optim_state_slots(const pp_optim_hparams *h)

@@ -3,6 +3,7 @@
 #include "window.h"
 
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* INTS attribute into v[0..nsp-1] (default dflt), requiring exactly `want` values. */
 static pp_status read_ints(const pp_kernel_ctx *c, const char *name, int want, int64_t dflt, int64_t *v,

@@ -4,6 +4,7 @@
 #ifndef PP_KERNELS_CPU_WINDOW_H
 #define PP_KERNELS_CPU_WINDOW_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 typedef struct pp_window {

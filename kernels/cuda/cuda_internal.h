@@ -5,6 +5,8 @@
 #ifndef PP_KERNELS_CUDA_INTERNAL_H
 #define PP_KERNELS_CUDA_INTERNAL_H
 
+#include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
 #include <cublas_v2.h>

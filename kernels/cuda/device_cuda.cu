@@ -5,7 +5,9 @@
  * copies (no stream drain per upload), and a ring of events. */
 #include "cuda_internal.h"
 
-#include <onnxpipe/device_cuda.h>
+#include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/core_util.h>
+#include <onnxpipe/backend/device_cuda.h>
 
 #include <stdarg.h>
 #include <stdlib.h>

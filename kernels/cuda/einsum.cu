@@ -4,6 +4,7 @@
 #include "einsum_plan.h"
 #include "nn_cuda.h"
 #include "reduce.cuh"
+#include <onnxpipe/backend/kernels_backend.h>
 
 __global__ void k_einsum(pp_einsum_map m, const float *x, const float *y, float *z, int64_t n, int add)
 {

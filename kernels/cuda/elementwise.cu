@@ -7,6 +7,7 @@
 #include "reduce.cuh"
 
 #include <string.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* ---------------- broadcast index walk and reductions ---------------- */
 

@@ -4,6 +4,7 @@
 #define PP_KERNELS_CUDA_LOGIC_CUH
 
 #include "cuda_internal.h"
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* y = f(x) of element_ops.h's integer unary list; x and y of one integer dtype. */
 PP_CU_FWD(pp_cu_unary_int_forward);

@@ -9,6 +9,7 @@
  * dtype mix cuBLAS cannot take goes through the adapter (kernels/lowp.c) on the F32 kernel. */
 #include "cuda_internal.h"
 #include "lowp.h"
+#include <onnxpipe/backend/kernels_backend.h>
 
 static_assert(PP_CU_R_32F == CUDA_R_32F && PP_CU_R_16F == CUDA_R_16F && PP_CU_R_16BF == CUDA_R_16BF,
               "launch.h's cuBLAS data types");

@@ -4,6 +4,7 @@
 
 #include "cuda_internal.h"
 #include "kernel_list.h"
+#include <onnxpipe/backend/kernels_backend.h>
 
 /* every kernel the op list names (kernel_list.h): pp_cu_<kernel>_forward / _backward */
 #define PP_CU_DECL_(ID, name, kernel, kinds, ...) PP_KERNEL_DECL_##kinds(pp_cu, kernel)

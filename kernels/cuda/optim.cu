@@ -6,6 +6,7 @@
 #include "cuda_internal.h"
 #include "element.h"
 #include "reduce.cuh"
+#include <onnxpipe/backend/kernels_backend.h>
 
 #define FLAT_CTX(name) pp_kernel_ctx c_ = {}; c_.node = name; c_.op_type = "flat"; const pp_kernel_ctx *c = &c_
 #define LAUNCH(n) pp_cu_launch L_ = pp_cu_launch_1d(n)

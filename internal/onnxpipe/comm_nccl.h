@@ -32,7 +32,7 @@ extern "C" {
  * communicator of the process (ncclCommAbort) and every later call fails with that error;
  * if the job has not ended 10 s later (a thread stuck inside NCCL) it calls MPI_Abort.
  * The caller frees the result with pp_comm_destroy, before boot. */
-PP_API pp_status pp_comm_nccl_create(pp_comm *boot, int cuda_device, void *compute_stream, pp_comm **out,
+pp_status pp_comm_nccl_create(pp_comm *boot, int cuda_device, void *compute_stream, pp_comm **out,
                                      pp_error *err);
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 
 #include <onnxpipe/comm.h>
 #include <onnxpipe/core.h>
+#include <onnxpipe/core_util.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,8 +24,8 @@ struct hwloc_bitmap_s;
  * NICs, bridges). xml: an hwloc XML file (lstopo --of xml); synthetic: an hwloc
  * synthetic description ("node:2 package:2 core:8 pu:1", no PCI devices); both NULL:
  * this machine. At most one may be non-NULL. Local. The caller frees it with pp_topology_destroy. */
-PP_API pp_status pp_topology_load(const char *xml, const char *synthetic, pp_topology **out, pp_error *err);
-PP_API void pp_topology_destroy(pp_topology *t);
+pp_status pp_topology_load(const char *xml, const char *synthetic, pp_topology **out, pp_error *err);
+void pp_topology_destroy(pp_topology *t);
 
 #define PP_BUSID_LEN 16     /* "0000:65:00.0" and its NUL */
 #define PP_CPUS_LEN 128     /* a PU list "0-7,16-23" (cut with "..." when longer) */
@@ -42,13 +43,13 @@ typedef struct pp_pci_locality {
 
 /* NVIDIA GPUs (vendor 0x10de, display/3D class) of a topology, in PCI bus id order
  * (CUDA's order under CUDA_DEVICE_ORDER=PCI_BUS_ID). Local. */
-PP_API int pp_topology_ngpus(pp_topology *t);
+int pp_topology_ngpus(pp_topology *t);
 /* Locality of GPU i (0 <= i < pp_topology_ngpus). Local. */
-PP_API pp_status pp_topology_gpu(pp_topology *t, int i, pp_pci_locality *out, pp_error *err);
+pp_status pp_topology_gpu(pp_topology *t, int i, pp_pci_locality *out, pp_error *err);
 /* Locality of the PCI device with this bus id ("0000:65:00.0", or CUDA's
  * "00000000:65:00.0" from cudaDeviceGetPCIBusId); PP_ERR_INVALID_ARG when it is
  * malformed or not in the topology. Local. */
-PP_API pp_status pp_topology_pci_find(pp_topology *t, const char *busid, pp_pci_locality *out, pp_error *err);
+pp_status pp_topology_pci_find(pp_topology *t, const char *busid, pp_pci_locality *out, pp_error *err);
 
 /* ---- the plan ----------------------------------------------------------------- */
 
@@ -61,7 +62,7 @@ typedef enum {
     PP_LINK_COUNT
 } pp_link_level;
 /* "switch", "package", "host", "network": a static string. Local. Thread-safe. */
-PP_API const char *pp_link_level_name(pp_link_level l);
+const char *pp_link_level_name(pp_link_level l);
 
 typedef enum {
     PP_PLACE_AUTO = 0,   /* ranks on GPUs on hosts that have NVIDIA GPUs, else on cores */
@@ -124,12 +125,12 @@ typedef struct pp_placement {
  * is allowed: cores/GPUs are shared and p->warning says so. Errors: pp, dp < 1, bad
  * byte counts, hosts or rank_host that do not cover pp*dp ranks, --gpu on a host
  * without GPUs. Local; in's arrays are not kept. The caller frees it with pp_placement_destroy. */
-PP_API pp_status pp_placement_plan(const pp_placement_input *in, pp_placement **out, pp_error *err);
-PP_API void pp_placement_destroy(pp_placement *p);
+pp_status pp_placement_plan(const pp_placement_input *in, pp_placement **out, pp_error *err);
+void pp_placement_destroy(pp_placement *p);
 
 /* The table (rank -> host, stage, replica, cores, GPU) and the traffic of both orders. Local. */
-PP_API void pp_placement_print(const pp_placement *p, FILE *out);
-PP_API void pp_placement_write_json(const pp_placement *p, pp_json *j);
+void pp_placement_print(const pp_placement *p, FILE *out);
+void pp_placement_write_json(const pp_placement *p, pp_json *j);
 
 /* ---- at the start of a job ------------------------------------------------------ */
 
@@ -137,7 +138,7 @@ PP_API void pp_placement_write_json(const pp_placement *p, pp_json *j);
 /* Collective over world: which ranks share memory (pp_comm_mpi_node); hosts are
  * numbered in the order of their first rank. rank_host[world->size]; names may be NULL,
  * else [world->size] entries of which the first *nhosts are filled (caller-owned arrays). */
-PP_API pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts, char (*names)[PP_HOST_NAME_LEN],
+pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts, char (*names)[PP_HOST_NAME_LEN],
                                     pp_error *err);
 
 /* Collective over world: the plan every rank of the job agrees on. Hosts come from
@@ -145,7 +146,7 @@ PP_API pp_status pp_placement_hosts(pp_comm *world, int *rank_host, int *nhosts,
  * 0's order is broadcast. in gives pp, dp, the bytes, microbatches, order and device;
  * its nhosts, rank_host, topology and host_names are ignored. Fails on every rank when
  * pp x dp is not the world size. The caller frees it with pp_placement_destroy. */
-PP_API pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input *in, pp_topology *here,
+pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input *in, pp_topology *here,
                                        pp_placement **out, pp_error *err);
 
 /* The ordinal of the device of this kind that p gave rank: 0 on the host (the cpu); else the GPU at
@@ -153,7 +154,7 @@ PP_API pp_status pp_placement_plan_job(pp_comm *world, const pp_placement_input 
  * cudaDeviceGetByPCIBusId), or the rank's index among its host's ranks when placement saw
  * no GPUs (a container may hide them from hwloc) or the build has no such backend (then
  * pp_device_create says what is missing). An error names a bus id no visible GPU has. Local. */
-PP_API pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_kind kind, int *index,
+pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_kind kind, int *index,
                                            pp_error *err);
 
 typedef enum {
@@ -173,7 +174,7 @@ typedef struct pp_bind_result {
  * (mpirun --bind-to none, i.e. OMPI_MCA_hwloc_base_binding_policy=none). PP_BIND (read
  * here): auto (default), none (never bind), force (bind to the plan's cores even then).
  * topo must be this machine's (pp_topology_load(NULL, NULL, ...)). Local. */
-PP_API pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, pp_bind_result *res,
+pp_status pp_placement_bind(const pp_placement *p, int rank, pp_topology *topo, pp_bind_result *res,
                                    pp_error *err);
 
 #ifdef __cplusplus

@@ -1,0 +1,43 @@
+/* For writing a device backend (backend tier: may change in a minor release, README: ABI):
+ * the hooks a backend fills and the layout of pp_device, which device.h keeps opaque. The
+ * pp_device_* wrappers (kernels/device.c) call these hooks and keep the memory counters. */
+#ifndef ONNXPIPE_DEVICE_BACKEND_H
+#define ONNXPIPE_DEVICE_BACKEND_H
+
+#include <onnxpipe/device.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Backend hooks. Optional hooks may be NULL; the pp_device_* wrappers check. */
+typedef struct pp_device_i {
+    const char *(*name)(const pp_device *d);
+    pp_status (*alloc)(pp_device *d, size_t nbytes, void **out, pp_error *err);
+    void (*free)(pp_device *d, void *p);
+    /* dst/src in device memory unless the name says host */
+    pp_status (*copy_from_host)(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err);
+    pp_status (*copy_to_host)(pp_device *d, void *dst_host, const void *src, size_t n, pp_error *err);
+    pp_status (*copy)(pp_device *d, void *dst, const void *src, size_t n, pp_error *err);
+    pp_status (*memset)(pp_device *d, void *p, int value, size_t n, pp_error *err);
+    pp_status (*synchronize)(pp_device *d, pp_error *err);          /* NULL: work is synchronous */
+    /* Streams and events (CUDA). NULL on the CPU, where every call is synchronous. */
+    pp_status (*stream_create)(pp_device *d, void **stream, pp_error *err);
+    void (*stream_destroy)(pp_device *d, void *stream);
+    pp_status (*event_record)(pp_device *d, void *stream, void **event, pp_error *err);
+    pp_status (*stream_wait_event)(pp_device *d, void *stream, void *event, pp_error *err);
+    void (*destroy)(pp_device *d);
+} pp_device_i;
+
+struct pp_device {
+    const pp_device_i *i;
+    pp_device_kind kind;
+    int index;          /* GPU ordinal; 0 on the CPU */
+    void *ctx;          /* backend state */
+    struct pp_device_mem *mem;  /* allocation counters, kept by the wrappers (kernels/device.c) */
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif
