@@ -3,7 +3,7 @@
  * in comm/nccl_backend.c). What carries a device's buffers is asked of it here. */
 #include "comm_internal.h"
 
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/device.h>
 #include <pp_backends.h>
 
 #include <stdio.h>

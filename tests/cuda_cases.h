@@ -11,7 +11,7 @@
 
 #include <onnxpipe/kernels.h>
 
-#include "element.h"   /* the 16-bit conversions */
+#include <onnxpipe/element.h>   /* the 16-bit conversions */
 
 #include <math.h>
 #include <stdio.h>

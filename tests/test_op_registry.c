@@ -11,7 +11,7 @@
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op.h>
 
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 
 #include <string.h>
 

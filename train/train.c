@@ -4,7 +4,7 @@
  * rank 0 prints the plan and the progress lines. */
 #include <onnxpipe/trainer.h>
 
-#include "env.h"
+#include <onnxpipe/env.h>
 #include "train_internal.h"
 
 #include <math.h>

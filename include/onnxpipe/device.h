@@ -57,6 +57,17 @@ PP_API pp_device_kind pp_device_auto(int index, pp_error *why);
 PP_API pp_status pp_device_choose(const char *name, int index, pp_device_kind *kind, pp_error *why, pp_error *err);
 PP_API const char *pp_device_kind_name(pp_device_kind kind);   /* "cpu", "cuda": a static string. Local; thread-safe. */
 
+/* What a device can do that callers plan around (pp_backend.caps, kernels.h): here, not beside
+ * the backend list, so that a caller such as comm/ asks it without the kernel and op tables. */
+enum {
+    PP_DEVICE_CAP_HOST_MEMORY = 1u << 0,  /* its memory is host memory: the host reads and writes
+                                             tensors in place (no staging copies, no stream) */
+};
+/* The capability bits (PP_DEVICE_CAP_*) of a device kind's backend (kernels/backends.c), 0
+ * when this build lacks it; of a device, its kind's. Local. Thread-safe. */
+PP_API unsigned pp_device_kind_caps(pp_device_kind kind);
+PP_API unsigned pp_device_caps(const pp_device *d);
+
 /* The backend's hooks on d (device.c checks the optional ones). Memory from pp_device_alloc belongs to the
  * caller, who frees it with pp_device_free on the same d before destroying d. Local. */
 PP_API pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err);
