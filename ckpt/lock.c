@@ -7,7 +7,7 @@
  * ranks of a job whose directory another job took stop writing. The file is never
  * removed (a waiter would lock a removed inode); a clean release marks it "released". */
 #include "ckpt_internal.h"
-#include "env.h"
+#include <onnxpipe/env.h>
 
 #include <errno.h>
 #include <fcntl.h>

@@ -35,8 +35,9 @@ target_compile_options(onnxpipe_cuda PRIVATE -D_GNU_SOURCE -Xcompiler=-Wall,-Wex
 if(PP_WERROR)
   target_compile_options(onnxpipe_cuda PRIVATE -Werror=all-warnings -Xcompiler=-Werror)
 endif()
-target_include_directories(onnxpipe_cuda PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/internal ${GEN_DIR} ${CMAKE_SOURCE_DIR}/kernels
-                           ${CMAKE_SOURCE_DIR}/kernels/cuda ${CUDNN_INCLUDE_DIR})
+# the per-module include rule of CMakeLists.txt (pp_module_includes): kernels/cuda and kernels/
+target_include_directories(onnxpipe_cuda PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/internal ${GEN_DIR}
+                           ${CMAKE_SOURCE_DIR}/kernels ${CMAKE_SOURCE_DIR}/kernels/cuda ${CUDNN_INCLUDE_DIR})
 target_link_libraries(onnxpipe_cuda PRIVATE CUDA::toolkit)
 
 target_sources(onnxpipe_internal PRIVATE $<TARGET_OBJECTS:onnxpipe_cuda> ${PP_NCCL_SRC})

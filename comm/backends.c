@@ -4,8 +4,7 @@
 #include "comm_internal.h"
 
 #include <onnxpipe/backend/device_backend.h>
-#include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/device.h>
 #include <pp_backends.h>
 
 #include <stdio.h>

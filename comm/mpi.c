@@ -3,8 +3,8 @@
  * a message instead of hanging. MPI errors return (MPI_ERRORS_RETURN) and are
  * translated with MPI_Error_string. */
 #include "comm_internal.h"
-#include "element.h"   /* the 16-bit conversions of the bfloat16 / float16 sums */
-#include "env.h"
+#include <onnxpipe/element.h>   /* the 16-bit conversions of the bfloat16 / float16 sums */
+#include <onnxpipe/env.h>
 
 #include <limits.h>
 #include <mpi.h>

@@ -3,10 +3,9 @@
  * cores, without fighting a binding that mpirun already made. */
 #include "comm_internal.h"
 #include "placement_internal.h"
-#include "env.h"
 
-#include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/env.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -99,9 +98,8 @@ pp_status pp_placement_device_index(const pp_placement *p, int rank, pp_device_k
     if (!p || rank < 0 || rank >= p->nranks)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d out of range (0..%d)", rank, p ? p->nranks - 1 : -1);
     const pp_rank_place *r = &p->ranks[rank];
-    const pp_backend *dev = pp_backend_get(kind);
     const pp_comm_backend *b = comm_backend_for(kind);
-    if (dev && (dev->caps & PP_DEVICE_CAP_HOST_MEMORY)) {   /* the host is one device */
+    if (pp_device_kind_caps(kind) & PP_DEVICE_CAP_HOST_MEMORY) {   /* the host is one device */
         *index = 0;
         return PP_OK;
     }

@@ -2,7 +2,7 @@
  * library (the CLI reads HOME for its calibration cache; tests and benchmarks read their
  * own). The README's "Environment variables" section lists the same names
  * (tests/test_env_doc.sh checks it, and that no other library file calls getenv). */
-#include "env.h"
+#include <onnxpipe/env.h>
 
 #include <errno.h>
 #include <math.h>

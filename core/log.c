@@ -1,5 +1,5 @@
 /* Leveled logging to stderr. The level comes from PP_LOG, read once in pp_log_init. */
-#include "env.h"
+#include <onnxpipe/env.h>
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * same index math the kernels run; CumSum is their row scan (float32, int64, int32). */
 #include "infer.h"
 
-#include "index_ops.h"
+#include <onnxpipe/index_ops.h>
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * with the kernels' element functions) and Clip. The rest fold in graph/fold_math.c. */
 #include "infer.h"
 
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 
 /* Not, IsNaN, IsInf: element_ops.h's predicate of each element as a float, as the kernels do. */
 pp_status fold_predicate(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)

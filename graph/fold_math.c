@@ -4,7 +4,7 @@
  * with the kernels' own element functions, stored in the output dtype. */
 #include "infer.h"
 
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 
 #include <math.h>
 #include <string.h>

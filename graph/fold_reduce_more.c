@@ -3,7 +3,7 @@
  * compute; integers in int64. Other dtypes are left to the kernels. */
 #include "infer.h"
 
-#include "index_ops.h"
+#include <onnxpipe/index_ops.h>
 
 #include <string.h>
 

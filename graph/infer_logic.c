@@ -3,7 +3,7 @@
  * Mod's fmod attribute, PRelu's unidirectional broadcast of the slope. */
 #include "infer.h"
 
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 
 /* Numpy broadcast of every input, all of one dtype, into output 0 of that dtype. */
 pp_status shape_variadic(infer_ctx *c, const pp_node *n, pp_error *err)

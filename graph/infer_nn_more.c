@@ -5,7 +5,7 @@
  * load, naming the node. */
 #include "infer.h"
 
-#include "einsum_plan.h"   /* the equation parser the kernels use */
+#include <onnxpipe/einsum_plan.h>   /* the equation parser the kernels use */
 
 #include <math.h>
 

@@ -4,8 +4,8 @@
  * kernels in kernels/<device>/. */
 #include "infer.h"
 
-#include "einsum_plan.h"    /* Einsum's labels, for its FLOPs */
-#include "element_ops.h"   /* what elementwise gradients read */
+#include <onnxpipe/einsum_plan.h>    /* Einsum's labels, for its FLOPs */
+#include <onnxpipe/element_ops.h>   /* what elementwise gradients read */
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -31,10 +31,15 @@ const pp_backend *pp_backend_get(pp_device_kind kind)
     return NULL;
 }
 
+unsigned pp_device_kind_caps(pp_device_kind kind)
+{
+    const pp_backend *b = pp_backend_get(kind);
+    return b ? b->caps : 0;
+}
+
 unsigned pp_device_caps(const pp_device *d)
 {
-    const pp_backend *b = d ? pp_backend_get(d->kind) : NULL;
-    return b ? b->caps : 0;
+    return d ? pp_device_kind_caps(d->kind) : 0;
 }
 
 const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype)

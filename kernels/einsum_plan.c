@@ -1,6 +1,6 @@
 /* Einsum's maps (see einsum_plan.h): the equation parsed against the inputs' ranks, each
  * label's size checked, and the forward and gradient contractions laid out as strides. */
-#include "einsum_plan.h"
+#include <onnxpipe/einsum_plan.h>
 
 #include "op_args.h"
 

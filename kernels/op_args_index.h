@@ -4,7 +4,7 @@
 #ifndef PP_KERNELS_OP_ARGS_INDEX_H
 #define PP_KERNELS_OP_ARGS_INDEX_H
 
-#include "index_ops.h"
+#include <onnxpipe/index_ops.h>
 #include "op_args.h"
 
 #ifdef __cplusplus

@@ -14,7 +14,7 @@
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>
 
-#include "element.h"   /* the 16-bit conversions */
+#include <onnxpipe/element.h>   /* the 16-bit conversions */
 
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * exchanges until rank K kills itself (test_comm_kill_mpi.sh). */
 #include "comm_check.h"
 #include "comm_internal.h"
-#include "element.h"   /* the 16-bit conversions */
+#include <onnxpipe/element.h>   /* the 16-bit conversions */
 
 #include <math.h>
 #include <mpi.h>

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "cpu_math.h"
-#include "element.h"
+#include <onnxpipe/element.h>
 
 #include <float.h>
 #include <math.h>

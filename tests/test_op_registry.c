@@ -13,7 +13,7 @@
 #include <onnxpipe/op.h>
 #include <onnxpipe/op_info.h>
 
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * ring of two steps' host buffers, so a feed is a copy. The bytes are pp_sampler_read's,
  * so a run is the same with or without it (PP_PREFETCH=0 reads at each feed instead). */
 #include "train_internal.h"
-#include "env.h"
+#include <onnxpipe/env.h>
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -4,7 +4,7 @@
  * peers' medians (the other stages of its replica; at pp=1 the other replicas) is named. Also the
  * fault injection that tests it (PP_DEBUG_SLOW_RANK). */
 #include "train_internal.h"
-#include "env.h"
+#include <onnxpipe/env.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/trainer.h>
 
-#include "env.h"
+#include <onnxpipe/env.h>
 #include "train_internal.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * Forward keeps P [B, Hq, Sq, Skv] in aux; backward runs the softmax chain back to Q, K, V
  * (a kv head shared by several query heads sums their gradients). Layout: op_args_nn.c. */
 #include "cpu_math.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "nn_util.h"
 #include "op_args_nn.h"
 #include "smat.h"

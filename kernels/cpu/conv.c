@@ -26,7 +26,7 @@ static pp_status conv_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, conv
     if (wt->rank != x->rank)
         return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (Conv): weight rank %d differs from input rank %d", c->node,
                             wt->rank, x->rank);
-    PP_CHECK(pp_cpu_window_make(c, x, y, wt->dims + 2, 0, &p->w, err));
+    PP_CHECK(pp_window_make(c, x, y, wt->dims + 2, 0, &p->w, err));
     p->M = wt->dims[0];
     if (p->G < 1 || p->w.C % p->G || p->M % p->G || wt->dims[1] != p->w.C / p->G || y->dims[1] != p->M)
         return pp_error_set(err, PP_ERR_SHAPE,

@@ -2,7 +2,7 @@
  * per output element, forward and (the same contraction onto each input) backward. A
  * direct loop, not yet lowered to transposes and batched sgemm. */
 #include "cpu_math.h"
-#include "einsum_plan.h"
+#include <onnxpipe/einsum_plan.h>
 
 PP_FWD(pp_cpu_einsum_forward)
 {

@@ -3,7 +3,7 @@
  * forward and backward, and Identity. */
 #include "broadcast.h"
 #include "cpu_math.h"
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 #include "logic.h"   /* the integer paths, variadic Max / Min */
 
 #include <string.h>

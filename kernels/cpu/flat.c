@@ -1,8 +1,9 @@
-/* cpu flat-buffer kernels the stage uses between steps: sum of squares (gradient
- * clipping), scaling, accumulation, the NaN/Inf scan (loss scaling, divergence checks), the
- * fused unscale of fp16 loss scaling, and float32 <-> bfloat16 / float16 conversion. */
+/* The cpu's flat-buffer kernels (its pp_flat_ops; kernels/dispatch.c checks the arguments
+ * and calls them): sum of squares (gradient clipping), scaling, accumulation, the NaN/Inf
+ * scan (loss scaling, divergence checks), the fused unscale of fp16 loss scaling, and
+ * float32 <-> bfloat16 / float16 conversion; the optimizer update is optim.c's. */
 #include "cpu_math.h"
-#include "element.h"
+#include <onnxpipe/element.h>
 
 #include <math.h>
 #include <string.h>
@@ -11,36 +12,9 @@
 #include <onnxpipe/backend/device_backend.h>
 #endif
 
-pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err)
+static pp_status cpu_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
 {
-    const pp_backend *b = pp_backend_get(kind);
-    *out = b ? b->flat : NULL;
-    if (!*out)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s on a %s device: that backend has no flat kernels",
-                            what, pp_device_kind_name(kind));
-    return PP_OK;
-}
-
-static pp_status want_n(const char *what, int64_t n, pp_error *err)
-{
-    if (n < 0) return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: element count %lld < 0", what, (long long)n);
-    return PP_OK;
-}
-
-/* Checks n, then runs the device's own implementation when dev is not the cpu. */
-#define DISPATCH(what, fn, ...)                                          \
-    do {                                                                 \
-        PP_CHECK(want_n(what, n, err));                                  \
-        if (dev->kind != PP_DEVICE_CPU) {                                \
-            const pp_flat_ops *ops;                                      \
-            PP_CHECK(pp_kernel_flat_ops(dev->kind, what, &ops, err));    \
-            return ops->fn(dev, __VA_ARGS__, err);                       \
-        }                                                                \
-    } while (0)
-
-pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
-{
-    DISPATCH("sumsq", sumsq, x, n, out);
+    (void)dev, (void)err;
     /* four partial sums keep the loop vectorisable without giving up double accumulation */
     double s[4] = {0, 0, 0, 0};
     int64_t i = 0;
@@ -51,23 +25,23 @@ pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out
     return PP_OK;
 }
 
-pp_status pp_kernel_scale(pp_device *dev, float *x, int64_t n, float s, pp_error *err)
+static pp_status cpu_scale(pp_device *dev, float *x, int64_t n, float s, pp_error *err)
 {
-    DISPATCH("scale", scale, x, n, s);
+    (void)dev, (void)err;
     for (int64_t i = 0; i < n; i++) x[i] *= s;
     return PP_OK;
 }
 
-pp_status pp_kernel_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err)
+static pp_status cpu_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err)
 {
-    DISPATCH("accumulate", accumulate, y, x, n);
+    (void)dev, (void)err;
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
     return PP_OK;
 }
 
-pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err)
+static pp_status cpu_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err)
 {
-    DISPATCH("find_nonfinite", find_nonfinite, x, n, index);
+    (void)dev, (void)err;
     *index = -1;
     const int64_t block = 4096;
     for (int64_t b = 0; b < n; b += block) {
@@ -84,9 +58,9 @@ pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, in
     return PP_OK;
 }
 
-pp_status pp_kernel_unscale(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err)
+static pp_status cpu_unscale(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err)
 {
-    DISPATCH("unscale", unscale, x, n, inv_scale, found_inf);
+    (void)dev, (void)err;
     /* y is NaN or Inf whenever x was (Inf * 0 is NaN): checking y covers both; bits, so it vectorises */
     uint32_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -148,17 +122,11 @@ void pp_cpu_f32_from_f16(float *dst, const uint16_t *src, int64_t n, int f16c)
         for (int64_t i = 0; i < n; i++) dst[i] = pp_el_f32_from_f16(src[i]);
 }
 
-static int is_lowp_or_f32(pp_dtype t) { return t == PP_DTYPE_F32 || t == PP_DTYPE_BF16 || t == PP_DTYPE_F16; }
-
-pp_status pp_kernel_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
-                            int64_t n, pp_error *err)
+/* dtypes checked, and equal ones copied, by pp_kernel_convert (kernels/dispatch.c) */
+static pp_status cpu_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
+                             int64_t n, pp_error *err)
 {
-    if (!is_lowp_or_f32(dst_dtype) || !is_lowp_or_f32(src_dtype))
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "convert %s -> %s: only float32, bfloat16 and float16 convert",
-                            pp_dtype_name(src_dtype), pp_dtype_name(dst_dtype));
-    PP_CHECK(want_n("convert", n, err));
-    if (dst_dtype == src_dtype) return pp_device_copy(dev, dst, src, (size_t)n * pp_dtype_size(src_dtype), err);
-    DISPATCH("convert", convert, dst, dst_dtype, src, src_dtype, n);
+    (void)dev, (void)err;
     const int f16c = pp_cpu_has_f16c();
     const uint16_t *h = src;
     uint16_t *o = dst;
@@ -174,3 +142,13 @@ pp_status pp_kernel_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, const
         for (int64_t i = 0; i < n; i++) o[i] = pp_el_bf16_from_f32(pp_el_f32_from_f16(h[i]));
     return PP_OK;
 }
+
+const pp_flat_ops pp_cpu_flat_ops = {
+    /* .optim_update   = */ pp_cpu_optim_update,
+    /* .sumsq          = */ cpu_sumsq,
+    /* .scale          = */ cpu_scale,
+    /* .accumulate     = */ cpu_accumulate,
+    /* .find_nonfinite = */ cpu_find_nonfinite,
+    /* .convert        = */ cpu_convert,
+    /* .unscale        = */ cpu_unscale,
+};

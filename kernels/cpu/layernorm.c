@@ -1,7 +1,7 @@
 /* LayerNormalization on the cpu: X seen as [M, D] with D = prod(dims[axis:]) (attributes
  * and checks: kernels/op_args.c); Scale and B hold D values. Forward keeps mean and rstd per row in aux ([2][M] floats); backward
  * reads X, Scale and aux, and also takes gradients on the Mean / InvStdDev outputs. */
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "cpu_math.h"
 #include "nn_util.h"
 #include "op_args.h"

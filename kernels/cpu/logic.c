@@ -6,7 +6,7 @@
 
 #include "broadcast.h"
 #include "cpu_math.h"
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 #include "op_args_logic.h"
 
 #include <stdlib.h>

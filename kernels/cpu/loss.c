@@ -4,7 +4,7 @@
  * weight of the non-ignored labels (ONNX); when that is 0 the loss and its gradient are 0
  * (ONNX would give 0/0). Backward recomputes the log-softmax from the saved scores. */
 #include "cpu_math.h"   /* PP_CPU_CLONES */
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "xent.h"
 #include "nn_util.h"
 

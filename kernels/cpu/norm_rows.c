@@ -3,7 +3,7 @@
  * RMS with mean 0). Forward keeps mean and rstd per row in aux ([2][M] floats); backward
  * reads X, scale and aux. */
 #include "cpu_math.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "nn_util.h"
 #include "op_args_nn.h"
 

@@ -18,7 +18,7 @@ static pp_status pool_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_
     if (nk != x->rank - 2)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "node '%s' (%s): kernel_shape has %d values for input rank %d",
                             c->node, c->op_type, nk, x->rank);
-    return pp_cpu_window_make(c, x, y, ks, (int)ceil_mode, w, err);
+    return pp_window_make(c, x, y, ks, (int)ceil_mode, w, err);
 }
 
 static pp_status pool_forward_plan(const pp_kernel_ctx *c, pp_window *w, pp_error *err)

@@ -2,7 +2,7 @@
  * cached angles of its position (layout: kernels/op_args_nn.c; math: element_nn.h's
  * pp_rope_re / pp_rope_im); backward turns the gradient back. The caches carry no gradient. */
 #include "cpu_math.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "op_args_nn.h"
 
 /* the cache row of (b, s); an error for a position outside the caches */

@@ -4,7 +4,7 @@
  * and backward recomputes it instead of storing it. */
 #include "broadcast.h"
 #include "cpu_math.h"
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * the input coerced to 2-D at `axis` (opset < 13, default 1; kernels/op_args.c). Backward reads the saved
  * output only (and assigns a fresh gradient). Rows along the last axis are contiguous;
  * other axes run strided. */
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "cpu_math.h"
 #include "nn_util.h"
 #include "op_args.h"

@@ -47,6 +47,8 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
 
 static const pp_kernel_table tables[] = {{PP_DTYPE_F32, kernels_f32}};
 
+extern const pp_flat_ops pp_cpu_flat_ops;   /* flat.c */
+
 const pp_backend pp_backend_cpu = {
     /* .name    = */ "cpu",
     /* .kind    = */ PP_DEVICE_CPU,
@@ -54,5 +56,5 @@ const pp_backend pp_backend_cpu = {
     /* .create  = */ pp_device_cpu_create,
     /* .tables  = */ tables,
     /* .ntables = */ (int)(sizeof tables / sizeof tables[0]),
-    /* .flat    = */ NULL,
+    /* .flat    = */ &pp_cpu_flat_ops,
 };

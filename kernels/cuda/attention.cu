@@ -4,7 +4,7 @@
  * that share a kv head), deterministic. Layout kernels/op_args_nn.c, as in
  * kernels/cpu/attention.c; direct loops, not cuBLAS: correct first, a flash kernel later. */
 #include "cuda_internal.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "nn_cuda.h"
 #include "op_args_nn.h"
 #include "reduce.cuh"

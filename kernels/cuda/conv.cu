@@ -11,7 +11,7 @@
 #include "nn_cuda.h"
 
 extern "C" {
-#include "cpu/window.h"
+#include "window.h"
 }
 
 #include <stdlib.h>
@@ -149,7 +149,7 @@ static pp_status conv_plan(const pp_kernel_ctx *c, const pp_tensor *y, pp_cu_con
     pp_window win;
     int64_t group;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "group", 1, &group, c->node, err));
-    PP_CHECK(pp_cpu_window_make(c, x, y, w->dims + 2, 0, &win, err));
+    PP_CHECK(pp_window_make(c, x, y, w->dims + 2, 0, &win, err));
     int nsp = win.nsp, o = 2 - nsp;
     int64_t pads[4], strides[2], dil[2];
     for (int i = 0; i < nsp; i++) {

@@ -1,7 +1,7 @@
 /* cuda Einsum: one thread per output (forward) or input element (backward) runs
  * kernels/einsum_plan.h's strided contraction, as kernels/cpu/einsum.c does. */
 #include "cuda_internal.h"
-#include "einsum_plan.h"
+#include <onnxpipe/einsum_plan.h>
 #include "nn_cuda.h"
 #include "reduce.cuh"
 #include <onnxpipe/backend/kernels_backend.h>

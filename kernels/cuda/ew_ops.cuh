@@ -3,7 +3,7 @@
 #ifndef PP_KERNELS_CUDA_EW_OPS_CUH
 #define PP_KERNELS_CUDA_EW_OPS_CUH
 
-#include "element_ops.h"
+#include <onnxpipe/element_ops.h>
 #include "launch.h"
 
 /* Offsets into each input of output element i under a broadcast plan. */

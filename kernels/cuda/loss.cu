@@ -2,7 +2,7 @@
  * label out of [0, C) that is not ignore_index gives a NaN loss (the GPU cannot name it
  * without a synchronisation). */
 #include "cuda_internal.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "xent.h"
 #include "nn_cuda.h"
 #include "reduce.cuh"

@@ -3,7 +3,7 @@
  * (deterministic); layout kernels/op_args_nn.c, math element_nn.h, as in
  * kernels/cpu/norm_rows.c. */
 #include "cuda_internal.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "nn_cuda.h"
 #include "op_args_nn.h"
 #include "reduce.cuh"

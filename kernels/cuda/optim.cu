@@ -4,7 +4,7 @@
  * unscale and float32 <-> bfloat16 <-> float16 conversion. Per-element math is element.h's,
  * scalars are pp_optim_scalars_of's, as on the cpu. */
 #include "cuda_internal.h"
-#include "element.h"
+#include <onnxpipe/element.h>
 #include "reduce.cuh"
 #include <onnxpipe/backend/kernels_backend.h>
 

@@ -9,7 +9,7 @@
 #include "reduce.cuh"
 
 extern "C" {
-#include "cpu/window.h"
+#include "window.h"
 }
 
 /* x, y: the input and output, or (backward) their gradients */
@@ -24,7 +24,7 @@ static pp_status pool_plan(const pp_kernel_ctx *c, const pp_tensor *x, const pp_
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "ceil_mode", 0, &ceil_mode, c->node, err));
     if (nk != x->rank - 2)
         return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "kernel_shape has %d values for input rank %d", nk, x->rank);
-    return pp_cpu_window_make(c, x, y, ks, (int)ceil_mode, w, err);
+    return pp_window_make(c, x, y, ks, (int)ceil_mode, w, err);
 }
 
 static pp_status want_one_input(const pp_kernel_ctx *c, pp_error *err)

@@ -3,7 +3,7 @@
  * position outside the caches (which the cpu reports) gives NaN here: the device cannot
  * stop to name it. */
 #include "cuda_internal.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "nn_cuda.h"
 #include "op_args_nn.h"
 #include "reduce.cuh"

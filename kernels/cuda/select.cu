@@ -2,7 +2,7 @@
  * int32, bool, converting as the cpu kernel does), Where and Dropout (the counter-based
  * RNG of element.h, so the GPU draws the cpu's mask), as kernels/cpu/select.c. */
 #include "cuda_internal.h"
-#include "element.h"
+#include <onnxpipe/element.h>
 #include "ew_ops.cuh"
 #include "nn_cuda.h"
 #include "reduce.cuh"

@@ -4,7 +4,7 @@
  * plan, so they stay in one file where cpu/ has shape_ops.c, transpose.c,
  * slice_concat.c, gather.c and expand.c. */
 #include "cuda_internal.h"
-#include "element.h"
+#include <onnxpipe/element.h>
 #include "ew_ops.cuh"
 #include "nn_cuda.h"
 #include "op_args.h"

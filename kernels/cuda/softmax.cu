@@ -2,7 +2,7 @@
  * the axis rules are kernels/op_args.c's and the per-element math element_nn.h's, as in
  * kernels/cpu/softmax.c. */
 #include "cuda_internal.h"
-#include "element_nn.h"
+#include <onnxpipe/element_nn.h>
 #include "nn_cuda.h"
 #include "op_args.h"
 #include "reduce.cuh"

@@ -37,6 +37,18 @@ struct pp_device {
     struct pp_device_mem *mem;  /* allocation counters, kept by the wrappers (kernels/device.c) */
 };
 
+/* What a device can do that callers plan around (pp_backend.caps, kernels_backend.h):
+ * here, not beside the backend list, so that a caller such as comm/ asks it without the
+ * kernel and op tables. */
+enum {
+    PP_DEVICE_CAP_HOST_MEMORY = 1u << 0,  /* its memory is host memory: the host reads and writes
+                                             tensors in place (no staging copies, no stream) */
+};
+/* The capability bits (PP_DEVICE_CAP_*) of a device kind's backend (kernels/backends.c), 0
+ * when this build lacks it; of a device, its kind's. Local. Thread-safe. */
+PP_API unsigned pp_device_kind_caps(pp_device_kind kind);
+PP_API unsigned pp_device_caps(const pp_device *d);
+
 #ifdef __cplusplus
 }
 #endif

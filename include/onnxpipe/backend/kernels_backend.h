@@ -2,7 +2,7 @@
  * the op library, forward and backward of every op of the registry (op.h) in one table
  * per (backend, compute dtype) indexed by pp_op, the kernel context and capabilities
  * (PP_KCAP_*), the backends this build has (one list, kernels/backends.c), and the
- * flat-buffer ops a non-cpu backend fills. Kernels know tensors and attributes, never
+ * flat-buffer ops every backend fills. Kernels know tensors and attributes, never
  * graphs or schedules; shapes are inferred by graph/ and outputs are allocated by the caller. */
 #ifndef ONNXPIPE_KERNELS_BACKEND_H
 #define ONNXPIPE_KERNELS_BACKEND_H
@@ -105,22 +105,16 @@ typedef struct pp_kernel_table {
 
 typedef struct pp_flat_ops pp_flat_ops;
 
-/* What a device can do that callers plan around (pp_backend.caps). */
-enum {
-    PP_DEVICE_CAP_HOST_MEMORY = 1u << 0,  /* its memory is host memory: the host reads and writes
-                                             tensors in place (no staging copies, no stream) */
-};
-
 /* One backend: a device kind with its constructor, kernel tables and flat kernels.
  * The build's backends are one list, kernels/backends.c (what CMake compiled in). */
 typedef struct pp_backend {
     const char *name;               /* "cpu", "cuda" */
     pp_device_kind kind;
-    unsigned caps;                  /* PP_DEVICE_CAP_* */
+    unsigned caps;                  /* PP_DEVICE_CAP_* (device.h) */
     pp_status (*create)(int index, pp_device **out, pp_error *err);
     const pp_kernel_table *tables;  /* [ntables], one per compute dtype */
     int ntables;
-    const pp_flat_ops *flat;        /* NULL on the cpu: the loops of kernels/cpu/flat.c and optim.c */
+    const pp_flat_ops *flat;        /* its flat-buffer kernels (kernels/dispatch.c calls them) */
 } pp_backend;
 
 /* The backend of a device kind, or NULL when this build does not have it. Local; static (the build's
@@ -129,8 +123,6 @@ PP_API const pp_backend *pp_backend_get(pp_device_kind kind);
 /* The backends of this build in order (the cpu first): the i-th, or NULL past the end. Local; static.
  * Thread-safe. */
 PP_API const pp_backend *pp_backend_at(int i);
-/* The device's capability bits (PP_DEVICE_CAP_*). Local. Thread-safe. */
-PP_API unsigned pp_device_caps(const pp_device *d);
 
 /* The kernel of op on this device kind computing in dtype, or NULL. For PP_DTYPE_BF16 and
  * PP_DTYPE_F16 every op with an F32 kernel has one: the backend's native 16-bit kernel where
@@ -140,8 +132,9 @@ PP_API unsigned pp_device_caps(const pp_device *d);
  * are). Local; static. Thread-safe. */
 PP_API const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
-/* The flat-buffer kernels of a non-cpu device, in its backend; the pp_kernel_*
- * functions above dispatch to them by dev->kind (after checking arguments). */
+/* The flat-buffer kernels of a device, in its backend (the cpu's as any other's); the
+ * pp_kernel_* functions of kernels.h check the arguments and dispatch to them by the
+ * device's kind (kernels/dispatch.c). */
 struct pp_flat_ops {
     pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
                               float *state, int64_t n, pp_error *err);
@@ -153,7 +146,7 @@ struct pp_flat_ops {
                          int64_t n, pp_error *err);  /* dtypes checked by pp_kernel_convert */
     pp_status (*unscale)(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err);
 };
-/* The flat ops of a non-cpu device kind's backend, or an error naming it. Local; static. Thread-safe. */
+/* The flat ops of a device kind's backend, or an error naming it. Local; static. Thread-safe. */
 PP_API pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 
 #ifdef __cplusplus

@@ -21,7 +21,7 @@ static pp_status read_ints(const pp_kernel_ctx *c, const char *name, int want, i
     return PP_OK;
 }
 
-pp_status pp_cpu_window_make(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y,
+pp_status pp_window_make(const pp_kernel_ctx *c, const pp_tensor *x, const pp_tensor *y,
                              const int64_t *kernel, int ceil_mode, pp_window *w, pp_error *err)
 {
     int nsp = x->rank - 2;

@@ -6,7 +6,7 @@
 
 #include <onnxpipe/core.h>
 
-#include "element_nn.h"   /* pp_nn_expf: a vectorisable exp */
+#include <onnxpipe/element_nn.h>   /* pp_nn_expf: a vectorisable exp */
 
 #include <math.h>
 #include <stdint.h>

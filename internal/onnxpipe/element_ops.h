@@ -9,7 +9,7 @@
 
 #include <onnxpipe/op.h>
 
-#include "element.h"
+#include <onnxpipe/element.h>
 
 #include <string.h>
 
