@@ -56,19 +56,11 @@ typedef struct common_opts {
     int help;
 } common_opts;
 
-/* The value of argv[*i] ("--flag V" or "--flag=V"), advancing *i; NULL if missing. */
-static const char *option_value(int argc, char **argv, int *i, const char *flag)
+/* The value after argv[*i] (main.c has split "--flag=V"), advancing *i; NULL if missing. */
+static const char *option_value(int argc, char **argv, int *i)
 {
-    size_t n = strlen(flag);
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
     if (*i + 1 >= argc) return NULL;
     return argv[++*i];
-}
-
-static int flag_is(const char *arg, const char *flag)
-{
-    size_t n = strlen(flag);
-    return !strncmp(arg, flag, n) && (arg[n] == '\0' || arg[n] == '=');
 }
 
 /* "64,64" -> hidden widths; returns 0 after printing an error. */
@@ -92,25 +84,25 @@ static int parse_options(int argc, char **argv, const int_opt *opts, int nopts, 
             *loss = 1;
             continue;
         }
-        const char *flag = !strcmp(a, "-o") ? "-o" : flag_is(a, "--output") ? "--output" : NULL;
+        const char *flag = !strcmp(a, "-o") ? "-o" : !strcmp(a, "--output") ? "--output" : NULL;
         if (flag) {
-            if (!(co->output = option_value(argc, argv, &i, flag)) || !*co->output)
+            if (!(co->output = option_value(argc, argv, &i)) || !*co->output)
                 return !cli_usage_error(NULL, "%s expects a file name", flag);
             continue;
         }
-        if (mlp && flag_is(a, "--hidden")) {
-            const char *v = option_value(argc, argv, &i, "--hidden");
+        if (mlp && !strcmp(a, "--hidden")) {
+            const char *v = option_value(argc, argv, &i);
             if (!v) return !cli_usage_error(NULL, "--hidden expects a list like 64,64");
             if (!parse_hidden(v, mlp)) return 0;
             continue;
         }
         int k = 0;
-        while (k < nopts && !flag_is(a, opts[k].flag)) k++;
+        while (k < nopts && strcmp(a, opts[k].flag)) k++;
         if (k == nopts)
             return !cli_usage_error("run 'onnxpipe example <gpt|mlp> --help' for the options",
                                     "unknown option '%s' for 'example %s'", a, argv[1]);
         long long v;
-        if (!cli_parse_int(opts[k].flag, option_value(argc, argv, &i, opts[k].flag), opts[k].lo, opts[k].hi, &v))
+        if (!cli_parse_int(opts[k].flag, option_value(argc, argv, &i), opts[k].lo, opts[k].hi, &v))
             return 0;
         *opts[k].dst = v;
     }

@@ -111,6 +111,27 @@ int cli_parse_token_dtype(const char *s, pp_dtype *out)
     return 1;
 }
 
+/* Every command takes "--opt=value" as "--opt value": each such argument is split at its
+ * first '=' before the command sees it, so that no parser handles the two spellings itself
+ * (a value of its own, as --dim's NAME=VALUE, keeps its '='). The new argv's strings live as
+ * long as the process; NULL if out of memory. */
+static char **split_equals(int argc, char **argv, int *argc_out)
+{
+    char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
+    if (!out) return NULL;
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        if (i > 0 && !strncmp(a, "--", 2) && eq && eq > a + 2) {
+            if (!(out[n++] = strndup(a, (size_t)(eq - a)))) return NULL;
+            out[n++] = (char *)eq + 1;
+        } else
+            out[n++] = argv[i];
+    }
+    *argc_out = n;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     pp_log_init();
@@ -126,7 +147,12 @@ int main(int argc, char **argv)
         printf("onnxpipe %s\n", pp_version());
         return 0;
     }
+    char **args = split_equals(argc, argv, &argc);
+    if (!args) {
+        fprintf(stderr, "onnxpipe: error: out of memory reading the arguments\n");
+        return 1;
+    }
     for (int i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(args[1], commands[i].name)) return commands[i].fn(argc - 1, args + 1);
     return cli_usage_error("run 'onnxpipe --help' for the list of commands", "unknown command '%s'", argv[1]);
 }

@@ -44,6 +44,13 @@ expect_error "--gflops expects a number in" gpt.onnx --stages 2 --gflops -5
 expect_error "--op-overhead expects a number in" gpt.onnx --stages 2 --op-overhead x
 
 "$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 | tee table.txt
+# every command reads --opt=value as --opt value (cli/main.c), a value's own '=' kept
+"$ONNXPIPE" partition gpt.onnx --stages=3 --batch=2 >table_eq.txt
+cmp table.txt table_eq.txt && echo "ok: --stages=3 --batch=2 prints what --stages 3 --batch 2 does"
+"$ONNXPIPE" partition gpt.onnx --stages=3 --dim=batch=2 >/dev/null
+"$ONNXPIPE" example gpt --layers=4 --d-model=64 --heads=2 --vocab=64 --seq=16 --output=gpt_eq.onnx >/dev/null
+cmp gpt.onnx gpt_eq.onnx && echo "ok: example gpt --layers=4 ... writes the same model"
+expect_error "--stages expects an integer" gpt.onnx --stages=0
 grep -Eq "optimal: no split into 3 stages in the orders searched|optimum .*within the tolerance 2%" table.txt
 grep -q "order: searched over every order" table.txt
 "$ONNXPIPE" partition gpt.onnx --stages 3 --batch 2 --order graph --balance-tolerance 0 >graph_order.txt
