@@ -4,8 +4,9 @@
  * pass in model order on this process's BLAS threads. Prints one JSON line: the FLOPs of
  * a pass (3 x the forward products' FLOPs, the model FLOPs onnxpipe's profiler and
  * bench_step count), and GFLOP/s of the median and the best pass, by wall and CPU time.
- * Usage: bench_gemm_mix MODEL.onnx --batch B [--seconds S] [--list] [--onnxpipe]
- * (OPENBLAS_NUM_THREADS: threads; --list prints the products as a JSON line instead of
+ * Usage: bench_gemm_mix MODEL.onnx --batch B [--dim NAME=N]... [--seconds S] [--list] [--onnxpipe]
+ * (--dim binds a symbolic dim, e.g. the exports' seq;
+ * OPENBLAS_NUM_THREADS: threads; --list prints the products as a JSON line instead of
  * timing them, for another library's yardstick on the same shapes; --onnxpipe times the
  * same products through the cpu kernels' own smat_gemm, kernels/cpu/gemm512.c where it
  * applies, instead of cblas_sgemm) */
@@ -53,21 +54,27 @@ int main(int argc, char **argv)
     const char *path = NULL;
     int64_t batch = 0;
     double seconds = 3.0;
-    int list = 0, ours = 0;
+    int list = 0, ours = 0, ndims = 0;
+    pp_dim_binding dims[8];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list")) list = 1;
         else if (!strcmp(argv[i], "--onnxpipe")) ours = 1;
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--dim") && i + 1 < argc && ndims < 8 && strchr(argv[i + 1], '=')) {
+            char *eq = strchr(argv[++i], '=');
+            *eq = '\0';
+            dims[ndims++] = (pp_dim_binding){argv[i], atoll(eq + 1)};
+        }
         else path = argv[i];
     }
     if (!path || batch <= 0) {
-        fprintf(stderr, "usage: bench_gemm_mix MODEL.onnx --batch B [--seconds S] [--list]\n");
+        fprintf(stderr, "usage: bench_gemm_mix MODEL.onnx --batch B [--dim NAME=N]... [--seconds S] [--list] [--onnxpipe]\n");
         return 2;
     }
     pp_error err = {0};
     pp_graph *g = NULL;
-    pp_graph_options opt = {.batch = batch};
+    pp_graph_options opt = {.batch = batch, .dims = dims, .ndims = ndims};
     if (pp_graph_load(path, &opt, &g, &err)) {
         printf("{\"bench\": \"gemm_mix\", \"error\": \"%s\"}\n", err.msg);
         return 1;
