@@ -15,7 +15,7 @@ typedef struct pp_comm pp_comm;
 typedef struct pp_request pp_request;   /* an outstanding isend / irecv / iallreduce */
 
 /* A communicator is opaque here; its hooks and fields are the backend tier's
- * (onnxpipe/backend/comm_backend.h). This rank's index in c and the number of its ranks: */
+ * (onnxpipe/backend/comm_backend.h). This rank's index in c and the number of its ranks. Local. */
 PP_API int pp_comm_rank(const pp_comm *c);
 PP_API int pp_comm_size(const pp_comm *c);
 

@@ -16,7 +16,7 @@ typedef enum { PP_DEVICE_CPU = 0, PP_DEVICE_CUDA = 1, PP_DEVICE_KIND_COUNT } pp_
 typedef struct pp_device pp_device;
 
 /* A device is opaque here; its hooks and fields are the backend tier's
- * (onnxpipe/backend/device_backend.h). Its kind: */
+ * (onnxpipe/backend/device_backend.h). Its kind. Local. */
 PP_API pp_device_kind pp_device_get_kind(const pp_device *d);
 
 /* Creates a device of this kind; a clear error when the backend is not compiled in or
