@@ -50,7 +50,7 @@ for frac in 1.0 0.5; do
     gflops=$(python3 -c "print($GPU_GFLOPS * $frac)")
     for kind in 1f1b zb-h1 zb-v; do
         sched=("$OP" schedule --model "$model" --batch $MB --pp $PP --microbatches $M --kind "$kind"
-               --gflops "$gflops" --bandwidth $((LINK_GBPS / 8)) --precision bf16 "${LOSS[@]}" --json)
+               --gflops "$gflops" --link-gbps $((LINK_GBPS / 8)) --precision bf16 "${LOSS[@]}" --json)
         first=$("${sched[@]}" 2>&1) || { printf '{"bench": "paper", "schedule": "%s", "error": "%s"}\n' "$kind" \
             "$(printf '%s' "$first" | tail -c 300 | tr '\n"\\' '   ')"; continue; }
         # ring all-reduce of the largest stage's fp32 gradients over dp replicas at the link rate

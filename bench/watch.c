@@ -57,13 +57,11 @@ int main(int argc, char **argv)
     if (pp_example_gpt(&gc, &g, &err) || pp_graph_save(g, model, NULL, &err)) die(&err);
     pp_graph_destroy(g);
     if (pp_dataset_write_text("/usr/share/common-licenses/GPL-3", data, gc.seq, &err)) die(&err);
-    pp_train_config base = {
-        .model = model, .data = data, .pp = 1, .dp = 1, .device = "cpu", .schedule = PP_SCHED_1F1B, .chunks = 1,
-        .batch = 8, .microbatches = 1, .steps = steps, .quiet = 1,
-        .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
-        .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .steps = steps},
-        .loss = {.logits = "logits", .labels = "labels", .ignore_index = -100},
-    };
+    pp_train_config base = pp_train_config_default();
+    base.data = data;
+    pp_trainer_config *job = &base.trainer;
+    job->model = model, job->device = "cpu", job->steps = steps, job->quiet = 1;
+    job->loss.logits = "logits", job->loss.labels = "labels";
     pp_train_config conf[NCONF];
     for (int c = 0; c < NCONF; c++) conf[c] = base;
     conf[LOGGING].logdir = logdir, conf[LOGGING].metrics_out = metrics;

@@ -4,6 +4,7 @@
 
 #include <onnxpipe/core.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/options.h>
 #include <onnxpipe/train.h>
 
 /* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */
@@ -45,19 +46,31 @@ int cli_parse_int_list(const char *opt, const char *s, long long lo, long long h
 /* --token-dtype: uint16 or uint32 (a raw token stream's); 0 and a usage error otherwise. */
 int cli_parse_token_dtype(const char *s, pp_dtype *out);
 
-/* cli/estimate.c: the options that shape a stage and the partition, for train and the
- * previews alike (a new stage option goes here and into pp_train_stage_options; a partition
- * option into c->partition, which pp_train_partition reads). cli_train_defaults: train's
- * defaults (a balance tolerance of 0.02). cli_stage_option: when argv[*i] is one of them,
- * stores it in c and steps *i over its value: 1; not one: 0; a bad value: -1 (reported). */
-extern const char cli_stage_options_help[];
-extern const char cli_partition_options_help[];
-void cli_train_defaults(pp_train_config *c);
-int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c);
+/* cli/options.c: a command's options, parsed and shown by its table (options.h). usage
+ * opens --help, groups are its headings in order (each row names its own), epilog ends it;
+ * hint is the usage errors' hint ("run 'onnxpipe train --help'"). */
+typedef struct cli_options {
+    const char *usage;
+    const pp_option *table;
+    const char *const *groups;      /* NULL-terminated */
+    const char *epilog;
+    const char *hint;
+} cli_options;
+/* Parses argv[1..] into the config at base (defaults already in it): 0. --help: prints it, 1.
+ * A bad argument: reports it, 2. Arguments not starting with '-' go to pos (at most max_pos;
+ * pos NULL: none taken). */
+int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, const char **pos, int max_pos,
+                      int *npos);
+void cli_options_help(const cli_options *o, FILE *out);
+/* Stores value for the option name as if given on the command line: 1; 0: reported. */
+int cli_options_set(const cli_options *o, void *base, const char *name, const char *value);
+/* Frees the lists (--dim, --cut, ...) the parser allocated in base. */
+void cli_options_free(const cli_options *o, void *base);
+
 /* The memory estimate of the job `onnxpipe train` would run with c's stage options,
  * schedule sch and partition part: a table on out, or (json not NULL) one JSON object;
  * where the stages cannot be planned (no loss named...) it says why there instead. */
-pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_train_config *c,
+pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_trainer_config *c,
                               pp_json *json, FILE *out, pp_error *err);
 /* Prints the JSON object obj with "key": member added at its end; 0 if obj is not an object. */
 int cli_print_json_with(FILE *out, const char *obj, const char *key, const char *member);

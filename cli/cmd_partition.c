@@ -11,133 +11,79 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DIMS 32
-#define MAX_CUTS 4096
-
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: onnxpipe partition MODEL --stages N [options]\n\n"
-            "Splits MODEL into N pipeline stages, each a contiguous range of a topological order in\n"
-            "which tensors only flow to later stages, so that the largest stage is as small as\n"
-            "possible (exact over the orders searched); among the splits within --balance-tolerance\n"
-            "of that, the one sending the fewest bytes across its cuts. Shows parameters, FLOPs,\n"
-            "activations, cut tensors and memory per stage.\n\n"
-            "options:\n"
-            "  --stages N            number of pipeline stages (default: number of --cut names + 1)\n"
-            "  --batch B             samples per microbatch: binds dim 0 of symbolic graph inputs\n"
-            "  --dim NAME=V          binds the symbolic dim NAME (repeatable)\n"
-            "  --microbatches M      microbatches per step, for the memory estimate (default N)\n"
-            "  --schedule KIND       gpipe | 1f1b (default) | interleaved | zb-h1: the stash slots of the estimate\n"
-            "  --chunks V            virtual stages per rank for interleaved (default 2): N / V ranks\n"
-            "  --recompute KIND      none (default) | selective | full: the memory estimate's stash keeps\n"
-            "                        only stage inputs and sends (selective: and MatMul/Gemm/Conv outputs)\n"
-            "                        plus one recompute arena per stage (onnxpipe train --recompute)\n"
-            "  --cut NAME[,NAME...]  manual boundaries after these nodes / after the nodes producing\n"
-            "                        these tensors, in topological order (overrides --balance)\n"
-            "  --json                print the partition as JSON instead of a table\n"
-            "  --dot FILE            write a Graphviz view coloured by stage (cut edges bold)\n"
-            "  --out-dir DIR         write DIR/stage-0.onnx ... one model per stage\n"
-            "  -h, --help            show this help\n"
-            "the split (the same options choose it in `onnxpipe train` and `schedule --model`):\n%s"
-            "the options of `onnxpipe train` that shape a stage, for the memory estimate:\n%s\n"
-            "Without --batch (or --dim for other symbolic dims) activation sizes are unknown:\n"
-            "the table shows '?', the flops, time and memory balances refuse to run, and there is no\n"
-            "memory estimate. The estimate is what `onnxpipe train --batch B x M --microbatches M`\n"
-            "with these options would allocate per stage and rank, from the stage planner itself.\n",
-            cli_partition_options_help, cli_stage_options_help);
-}
-
 typedef struct args {
     const char *model, *dot, *out_dir, *schedule;
-    long long stages, batch, microbatches, chunks;
-    pp_train_config train;      /* the stage options (cli_stage_option) */
+    int64_t stages, batch, microbatches, chunks;
+    pp_trainer_config train;    /* the split's and the stage's options, --dim */
     int json;
-    pp_dim_binding dims[MAX_DIMS];
-    int ndims;
-    char *cutbuf[MAX_CUTS / 8];
-    int ncutbuf;
-    const char *cuts[MAX_CUTS];
-    int ncuts, have_cuts;
 } args;
 
-/* Splits a comma-separated list into a->cuts (the string is copied and kept). */
-static int add_cuts(args *a, const char *list)
-{
-    if (a->ncutbuf == (int)(sizeof a->cutbuf / sizeof a->cutbuf[0]))
-        return !cli_usage_error(NULL, "too many --cut options");
-    char *s = pp_strdup(list);
-    if (!s) return !cli_usage_error(NULL, "out of memory");
-    a->cutbuf[a->ncutbuf++] = s;
-    a->have_cuts = 1;
-    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-        if (a->ncuts == MAX_CUTS) return !cli_usage_error(NULL, "more than %d --cut names", MAX_CUTS);
-        a->cuts[a->ncuts++] = tok;
-    }
-    if (!a->ncuts) return !cli_usage_error("give node or tensor names: --cut NAME[,NAME...]", "--cut is empty");
-    return 1;
-}
+#define OPTS "options:"
+#define A(f) PP_OPT_FIELD(args, f)
 
-static int add_dim(args *a, char *spec)
-{
-    char *eq = strchr(spec, '=');
-    if (!eq || eq == spec)
-        return !cli_usage_error("write --dim NAME=VALUE, e.g. --dim seq=128", "bad --dim '%s'", spec);
-    if (a->ndims == MAX_DIMS) return !cli_usage_error(NULL, "more than %d --dim options", MAX_DIMS);
-    long long v;
-    if (!cli_parse_int("--dim", eq + 1, 1, INT64_MAX, &v)) return 0;
-    *eq = '\0';
-    a->dims[a->ndims++] = (pp_dim_binding){spec, v};
-    return 1;
-}
+static const pp_option table[] = {
+    {.type = PP_OPT_INT, .name = "--stages", .metavar = "N", A(stages), .lo = 1, .hi = 1 << 30, .group = OPTS,
+     .help = "number of pipeline stages (default: number of --cut names + 1)"},
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL", A(model), .group = OPTS,
+     .help = "the model (or give it as the first argument)"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", A(batch), .lo = 1, .hi = 1LL << 40, .group = OPTS,
+     .help = "samples per microbatch: binds dim 0 of symbolic graph inputs"},
+    {.type = PP_OPT_DIMS, .name = "--dim", .metavar = "NAME=V", A(train.dims), PP_OPT_COUNT(args, train.ndims),
+     .hi = 64, .group = OPTS, .help = "binds the symbolic dim NAME (repeatable)"},
+    {.type = PP_OPT_INT, .name = "--microbatches", .metavar = "M", A(microbatches), .lo = 1, .hi = 1 << 30,
+     .def_str = "N", .group = OPTS, .help = "microbatches per step, for the memory estimate"},
+    {.type = PP_OPT_STR, .name = "--schedule", .metavar = "KIND", A(schedule), .def_str = "1f1b", .group = OPTS,
+     .help = "gpipe | 1f1b | interleaved | zb-h1: the stash slots of the estimate"},
+    {.type = PP_OPT_INT, .name = "--chunks", .metavar = "V", A(chunks), .lo = 1, .hi = 64, .group = OPTS,
+     .help = "virtual stages per rank for interleaved (default 2): N / V ranks"},
+    {.type = PP_OPT_FLAG, .name = "--json", A(json), .group = OPTS, .help = "print the partition as JSON instead of a table"},
+    {.type = PP_OPT_STR, .name = "--dot", .metavar = "FILE", A(dot), .group = OPTS,
+     .help = "write a Graphviz view coloured by stage (cut edges bold)"},
+    {.type = PP_OPT_STR, .name = "--out-dir", .metavar = "DIR", A(out_dir), .group = OPTS,
+     .help = "write DIR/stage-0.onnx ... one model per stage"},
+    {.type = PP_OPT_TABLE, .sub = pp_stage_option_table, A(train)},
+    {.type = PP_OPT_TABLE, .sub = pp_partition_option_table, A(train.partition)},
+    {0},
+};
+
+static const char *const groups[] = {
+    OPTS, "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):",
+    "what shapes a stage (and its memory):", "what is trained (docs/exporting.md: the default):", NULL,
+};
+
+static const cli_options options = {
+    .usage = "usage: onnxpipe partition MODEL --stages N [options]\n\n"
+             "Splits MODEL into N pipeline stages, each a contiguous range of a topological order in\n"
+             "which tensors only flow to later stages, so that the largest stage is as small as\n"
+             "possible (exact over the orders searched); among the splits within --balance-tolerance\n"
+             "of that, the one sending the fewest bytes across its cuts. Shows parameters, FLOPs,\n"
+             "activations, cut tensors and memory per stage. The split's and the stage's options are\n"
+             "`onnxpipe train`'s: the same options split the same way there.\n",
+    .table = table,
+    .groups = groups,
+    .epilog = "Without --batch (or --dim for other symbolic dims) activation sizes are unknown:\n"
+              "the table shows '?', the flops, time and memory balances refuse to run, and there is no\n"
+              "memory estimate. The estimate is what `onnxpipe train --batch B x M --microbatches M`\n"
+              "with these options would allocate per stage and rank, from the stage planner itself.\n",
+    .hint = "run 'onnxpipe partition --help'",
+};
 
 /* Returns -1 to go on, else the exit code. */
 static int parse(int argc, char **argv, args *a)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            help(stdout);
-            return 0;
-        }
-        if (!strcmp(o, "--json")) {
-            a->json = 1;
-            continue;
-        }
-        if (o[0] == '-' && o[1] == '-' && !v)
-            return cli_usage_error("run 'onnxpipe partition --help'", "option %s needs a value", o);
-        int taken = cli_stage_option(argc, argv, &i, &a->train);
-        if (taken < 0) return 2;
-        if (taken) continue;
-        int ok = 1;
-        if (!strcmp(o, "--stages")) ok = cli_parse_int(o, v, 1, 1 << 30, &a->stages);
-        else if (!strcmp(o, "--model")) {
-            if (a->model) return cli_usage_error(NULL, "more than one model given ('%s', '%s')", a->model, v);
-            a->model = v;
-        } else if (!strcmp(o, "--schedule")) a->schedule = v;
-        else if (!strcmp(o, "--chunks")) ok = cli_parse_int(o, v, 1, 64, &a->chunks);
-        else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
-        else if (!strcmp(o, "--microbatches")) ok = cli_parse_int(o, v, 1, 1 << 30, &a->microbatches);
-        else if (!strcmp(o, "--cut")) ok = add_cuts(a, v);
-        else if (!strcmp(o, "--dim")) ok = add_dim(a, argv[i + 1]);
-        else if (!strcmp(o, "--dot")) a->dot = v;
-        else if (!strcmp(o, "--out-dir")) a->out_dir = v;
-        else if (o[0] == '-' && o[1])
-            return cli_usage_error("run 'onnxpipe partition --help'", "unknown option '%s'", o);
-        else {
-            if (a->model) return cli_usage_error(NULL, "more than one model given ('%s', '%s')", a->model, o);
-            a->model = o;
-            continue;
-        }
-        if (!ok) return 2;
-        i++;
-    }
+    const char *pos[2];
+    int npos = 0;
+    int rc = cli_options_parse(&options, a, argc, argv, pos, 2, &npos);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (npos + (a->model != NULL) > 1)
+        return cli_usage_error(NULL, "more than one model given ('%s', '%s')", a->model ? a->model : pos[0],
+                               pos[npos - 1]);
+    if (npos) a->model = pos[0];
     if (!a->model)
         return cli_usage_error("onnxpipe partition MODEL --stages N", "no model given");
-    if (!a->stages && !a->have_cuts)
+    if (!a->stages && !a->train.partition.ncuts)
         return cli_usage_error("e.g. onnxpipe partition model.onnx --stages 4", "--stages is required");
-    if (!a->stages) a->stages = a->ncuts + 1;
+    if (!a->stages) a->stages = a->train.partition.ncuts + 1;
     return -1;
 }
 
@@ -148,19 +94,19 @@ static pp_status make_schedule(const args *a, int64_t microbatches, pp_schedule 
     if (a->schedule) PP_CHECK(pp_schedule_kind_parse(a->schedule, &kind, err));
     long long chunks = a->chunks ? a->chunks : kind == PP_SCHED_INTERLEAVED ? 2 : 1;
     if (a->stages % chunks)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--stages %lld is not a multiple of --chunks %lld", a->stages,
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--stages %lld is not a multiple of --chunks %lld", (long long)a->stages,
                             chunks);
     return pp_schedule_create(kind, (int)(a->stages / chunks), (int)microbatches, (int)chunks, out, err);
 }
 
 /* The estimate as text, or the partition's JSON object with it added as "memory_estimate"
  * (null when activation sizes are unknown). */
-static pp_status print_estimate(const args *a, const pp_train_config *job, const pp_partition *p, pp_error *err)
+static pp_status print_estimate(const args *a, const pp_trainer_config *job, const pp_partition *p, pp_error *err)
 {
     char *pj = NULL, *ej = NULL;
     size_t pn = 0, en = 0;
     pp_schedule *sch = NULL;
-    pp_train_config c = *job;
+    pp_trainer_config c = *job;
     pp_status st = PP_OK;
     if (p->shapes_known) PP_CHECK_GOTO(make_schedule(a, p->microbatches, &sch, err), st, done);
     if (!a->json) {
@@ -192,14 +138,12 @@ done:
 
 static int run(const args *a)
 {
-    pp_graph_options go = {.batch = a->batch, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1,
-                           .params = a->train.params};
+    pp_graph_options go = {.batch = a->batch, .dims = a->train.dims, .ndims = a->train.ndims,
+                           .allow_unknown_dims = 1, .params = a->train.params};
     /* the job `onnxpipe train --batch B x M --microbatches M` would run: its split and stages */
-    pp_train_config c = a->train;
+    pp_trainer_config c = a->train;
     c.microbatches = a->microbatches ? a->microbatches : a->stages;
     c.batch = (a->batch ? a->batch : 1) * c.microbatches;
-    c.partition.cuts = a->have_cuts ? a->cuts : NULL;
-    c.partition.ncuts = a->ncuts;
     pp_graph *g = NULL;
     pp_partition *p = NULL;
     pp_error err = {0}, why = {0}, dev_why = {0};
@@ -237,10 +181,10 @@ int cmd_partition(int argc, char **argv)
 {
     args *a = calloc(1, sizeof *a);
     if (!a) return cli_usage_error(NULL, "out of memory");
-    cli_train_defaults(&a->train);
+    a->train = pp_trainer_config_default();
     int rc = parse(argc, argv, a);
     if (rc < 0) rc = run(a);
-    for (int i = 0; i < a->ncutbuf; i++) free(a->cutbuf[i]);
+    cli_options_free(&options, a);
     free(a);
     return rc;
 }

@@ -19,77 +19,31 @@
 #include <unistd.h>
 
 #define MAX_LIST 64
-#define MAX_DIMS 16
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: onnxpipe plan --model M.onnx --devices N --batch B [options]\n"
-            "       onnxpipe plan --calibrate --model M.onnx [--costs FILE] [options]\n\n"
-            "Finds the fastest ways to train M on N devices: every pp x dp <= N, every microbatch count\n"
-            "that divides the batch, schedules gpipe, 1f1b, interleaved, zb-h1 and zb-v, recompute none,\n"
-            "selective and full, precision fp32, bf16 and fp16. Layouts whose memory per device does not\n"
-            "fit are dropped; the rest are simulated best-first by a lower bound on their step (per-stage\n"
-            "compute, pipeline sends and data-parallel all-reduces), and the winners' memory is checked\n"
-            "by the stage planner. Prints the top K with the step time, tokens/s, bubble, memory per\n"
-            "rank and the `mpirun ... onnxpipe train` command line. Reads shapes, not weights.\n\n"
-            "the job:\n"
-            "  --model M.onnx          the model\n"
-            "  --devices N             devices (GPUs, or cores for --device cpu): layouts use pp x dp <= N\n"
-            "  --batch B               global batch: samples per optimizer step\n"
-            "  --device-memory SIZE    memory per device, e.g. 80GiB, 512MiB, 2e9 (default 80GiB)\n"
-            "  --seq T                 the sequence length: binds dim 1 of the model's [batch, T] token input\n"
-            "  --dim NAME=V            bind a symbolic dim of the model's inputs (repeatable)\n"
-            "  --data DIR              the dataset to put in the command lines (default DATA)\n"
-            "costs (default: the calibration of this model cached for this machine, made now if none):\n"
-            "  --costs FILE            a calibration file (with --calibrate: where to write it)\n"
-            "  --calibrate             time the model's ops now, on this machine's device (one core on the\n"
-            "                          cpu: run it with OPENBLAS_NUM_THREADS=1, as the ranks run)\n"
-            "  --max-microbatch N      calibrate microbatches 1, 2, 4, ... up to N (default: the batch, at\n"
-            "                          most 32)\n"
-            "  --gflops X              flat costs instead: X GFLOP/s per device for fp32 (backward 2x forward)\n"
-            "  --gflops-lowp Y         ... and Y for bf16 / fp16 (default X)\n"
-            "links:\n"
-            "  --link-gbps Y           GB/s between any two devices; or host=Y,network=Z (default: host at\n"
-            "                          the calibration's memcpy rate or 25 with GPUs, network 12.5)\n"
-            "  --topology FILE.xml     hosts look like this hwloc topology: its GPUs (or cores) are the\n"
-            "                          devices per host, ranks fill hosts in order (as onnxpipe place)\n"
-            "  --synthetic DESC        ... an hwloc synthetic one, e.g. \"package:2 core:8 pu:1\"\n"
-            "  --devices-per-host H    hosts of H devices without a topology (default: one host)\n"
-            "  --latency S             seconds per message (default 5e-6)\n"
-            "what to search (default: all):\n"
-            "  --pp LIST, --dp LIST    allowed pipeline stages and replicas, e.g. --pp 1,2,4\n"
-            "  --max-pp P              largest pp (default: N)\n"
-            "  --microbatches LIST     allowed microbatch counts per replica\n"
-            "  --schedule LIST         of gpipe, 1f1b, interleaved, zb-h1, zb-v\n"
-            "  --chunks LIST           interleaved's chunks per rank (default 2)\n"
-            "  --recompute LIST        of none, selective, full\n"
-            "  --precision LIST        of fp32, bf16, fp16\n"
-            "  --top K                 layouts to print (default 5)\n"
-            "  --max-seconds S         search budget (default 60)\n"
-            "  --json                  print JSON\n"
-            "stage options (as for onnxpipe train, passed on to the command lines):\n"
-            "  --device KIND           auto | cpu | cuda: the kind the stages are planned for\n"
-            "  --optimizer NAME        sgd | adam | adamw | lamb (default adamw)\n"
-            "  --loss cross_entropy --logits NAME --labels NAME   the loss when the model has none\n");
-}
+typedef struct int_list {
+    int v[MAX_LIST], n;
+} int_list;
+
+typedef struct count_list {
+    int64_t v[MAX_LIST];
+    int n;
+} count_list;
+
+typedef struct precision_list {
+    pp_dtype v[3];
+    int n;
+} precision_list;
 
 typedef struct args {
     const char *model, *costs, *data, *xml, *synthetic, *link;
-    long long devices, batch, top, max_pp, seq, max_mb, per_host;
+    int64_t devices, batch, top, max_pp, seq, max_mb, per_host;
     double memory, gflops, gflops_lowp, latency, max_seconds;
-    int calibrate, json, have_memory;
-    int pp[MAX_LIST], npp, dp[MAX_LIST], ndp, chunks[MAX_LIST], nchunks;
-    int64_t mbs[MAX_LIST];
-    int nmbs;
+    int calibrate, json;
+    int_list pp, dp, chunks;
+    count_list mbs;
     unsigned kinds, recompute;
-    pp_dtype precs[3];
-    int nprecs;
-    pp_dim_binding dims[MAX_DIMS];
-    char *dimbuf[MAX_DIMS];
-    int ndims;
-    pp_train_config train;      /* the stage options (cli_stage_option) */
-    int have_optimizer;
+    precision_list precs;
+    pp_trainer_config train;    /* the stage options, passed on to the command lines; --dim */
 } args;
 
 /* "80GiB", "512MiB", "1.5T", "2e9": bytes. */
@@ -163,110 +117,176 @@ static int parse_names(const char *opt, const char *s, const char *const *names,
     return 1;
 }
 
-static int add_dim(args *a, const char *spec)
+/* The option rows' parsers over the helpers above (they report their own errors). */
+static int opt_size(const char *v, void *f, pp_error *e) { (void)e; return parse_size("--device-memory", v, f); }
+static int opt_pp(const char *v, void *f, pp_error *e)
 {
-    const char *eq = strchr(spec, '=');
-    long long v;
-    if (!eq || eq == spec) return !cli_usage_error("e.g. --dim seq=128", "--dim expects NAME=VALUE, got '%s'", spec);
-    if (a->ndims == MAX_DIMS) return !cli_usage_error(NULL, "at most %d --dim options", MAX_DIMS);
-    if (!cli_parse_int("--dim", eq + 1, 1, 1LL << 40, &v)) return 0;
-    char *name = pp_strdup(spec);
-    if (!name) return !cli_usage_error(NULL, "out of memory");
-    name[eq - spec] = 0;
-    a->dimbuf[a->ndims] = name;
-    a->dims[a->ndims++] = (pp_dim_binding){name, v};
+    (void)e;
+    int_list *l = f;
+    return parse_int_list("--pp", v, 1, 4096, l->v, &l->n);
+}
+static int opt_dp(const char *v, void *f, pp_error *e)
+{
+    (void)e;
+    int_list *l = f;
+    return parse_int_list("--dp", v, 1, 1 << 20, l->v, &l->n);
+}
+static int opt_chunks(const char *v, void *f, pp_error *e)
+{
+    (void)e;
+    int_list *l = f;
+    return parse_int_list("--chunks", v, 2, 64, l->v, &l->n);
+}
+static int opt_mbs(const char *v, void *f, pp_error *e)
+{
+    (void)e;
+    count_list *l = f;
+    return parse_ints("--microbatches", v, 1, 1LL << 30, l->v, &l->n);
+}
+static int opt_schedules(const char *v, void *f, pp_error *e)
+{
+    (void)e;
+    static const char *const n[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
+    static const int b[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZB_H1, PP_SCHED_ZB_V};
+    return parse_names("--schedule", v, n, 5, b, f);
+}
+static int opt_recomputes(const char *v, void *f, pp_error *e)
+{
+    (void)e;
+    static const char *const n[] = {"none", "selective", "full"};
+    static const int b[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE, PP_RECOMPUTE_FULL};
+    return parse_names("--recompute", v, n, 3, b, f);
+}
+static int opt_precisions(const char *v, void *f, pp_error *e)
+{
+    (void)e;
+    static const char *const n[] = {"fp32", "bf16", "fp16"};
+    static const int b[] = {0, 1, 2};
+    static const pp_dtype d[] = {PP_DTYPE_F32, PP_DTYPE_BF16, PP_DTYPE_F16};
+    precision_list *l = f;
+    unsigned bits = 0;
+    if (!parse_names("--precision", v, n, 3, b, &bits)) return 0;
+    l->n = 0;
+    for (int q = 0; q < 3; q++)
+        if (bits & (1u << q)) l->v[l->n++] = d[q];
     return 1;
 }
 
-static const char *const value_opts[] = {
-    "--model", "--devices", "--batch", "--device-memory", "--seq", "--dim", "--data", "--costs", "--max-microbatch",
-    "--gflops", "--gflops-lowp", "--link-gbps", "--topology", "--synthetic", "--devices-per-host", "--latency",
-    "--pp", "--dp", "--max-pp", "--microbatches", "--schedule", "--chunks", "--recompute", "--precision", "--top",
-    "--max-seconds"};
+#define JOB "the job:"
+#define COSTS "costs (default: the calibration of this model cached for this machine, made now if none):"
+#define LINKS "links:"
+#define SEARCH "what to search (default: all):"
+#define A(f) PP_OPT_FIELD(args, f)
 
-/* 1: go on, 2: --help shown, 0: bad arguments (reported). */
+/* Its own rows first: --recompute, --precision (lists of the search), --gflops and
+ * --link-gbps (the cost model's, not one split's) take the place of the stage's and the
+ * split's rows of the same names. */
+static const pp_option table[] = {
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "M.onnx", A(model), .group = JOB, .help = "the model"},
+    {.type = PP_OPT_INT, .name = "--devices", .metavar = "N", A(devices), .lo = 1, .hi = 1 << 20, .group = JOB,
+     .help = "devices (GPUs, or cores for --device cpu): layouts use pp x dp <= N"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", A(batch), .lo = 1, .hi = 1LL << 40, .group = JOB,
+     .help = "global batch: samples per optimizer step"},
+    {.type = PP_OPT_CUSTOM, .name = "--device-memory", .metavar = "SIZE", A(memory), .parse = opt_size,
+     .def_str = "80GiB", .group = JOB, .help = "memory per device, e.g. 80GiB, 512MiB, 2e9"},
+    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", A(seq), .lo = 1, .hi = 1LL << 30, .group = JOB,
+     .help = "the sequence length: binds dim 1 of the model's [batch, T] token input"},
+    {.type = PP_OPT_DIMS, .name = "--dim", .metavar = "NAME=V", A(train.dims), PP_OPT_COUNT(args, train.ndims),
+     .hi = 16, .group = JOB, .help = "bind a symbolic dim of the model's inputs (repeatable)"},
+    {.type = PP_OPT_STR, .name = "--data", .metavar = "DIR", A(data), .def_str = "DATA", .group = JOB,
+     .help = "the dataset to put in the command lines"},
+    {.type = PP_OPT_STR, .name = "--costs", .metavar = "FILE", A(costs), .group = COSTS,
+     .help = "a calibration file (with --calibrate: where to write it)"},
+    {.type = PP_OPT_FLAG, .name = "--calibrate", A(calibrate), .group = COSTS,
+     .help = "time the model's ops now, on this machine's device (one core on the\n"
+             "cpu: run it with OPENBLAS_NUM_THREADS=1, as the ranks run)"},
+    {.type = PP_OPT_INT, .name = "--max-microbatch", .metavar = "N", A(max_mb), .lo = 1, .hi = 1LL << 20,
+     .def_str = "the batch, at most 32", .group = COSTS, .help = "calibrate microbatches 1, 2, 4, ... up to N"},
+    {.type = PP_OPT_REAL, .name = "--gflops", .metavar = "X", A(gflops), .lo = 1e-6, .hi = 1e12, .group = COSTS,
+     .help = "flat costs instead: X GFLOP/s per device for fp32 (backward 2x forward)"},
+    {.type = PP_OPT_REAL, .name = "--gflops-lowp", .metavar = "Y", A(gflops_lowp), .lo = 1e-6, .hi = 1e12,
+     .def_str = "X", .group = COSTS, .help = "... and Y for bf16 / fp16"},
+    {.type = PP_OPT_STR, .name = "--link-gbps", .metavar = "Y", A(link), .group = LINKS,
+     .help = "GB/s between any two devices; or host=Y,network=Z (default: host at\n"
+             "the calibration's memcpy rate or 25 with GPUs, network 12.5)"},
+    {.type = PP_OPT_STR, .name = "--topology", .metavar = "FILE.xml", A(xml), .group = LINKS,
+     .help = "hosts look like this hwloc topology: its GPUs (or cores) are the\n"
+             "devices per host, ranks fill hosts in order (as onnxpipe place)"},
+    {.type = PP_OPT_STR, .name = "--synthetic", .metavar = "DESC", A(synthetic), .group = LINKS,
+     .help = "... an hwloc synthetic one, e.g. \"package:2 core:8 pu:1\""},
+    {.type = PP_OPT_INT, .name = "--devices-per-host", .metavar = "H", A(per_host), .lo = 1, .hi = 1 << 20,
+     .def_str = "one host", .group = LINKS, .help = "hosts of H devices without a topology"},
+    {.type = PP_OPT_REAL, .name = "--latency", .metavar = "S", A(latency), .lo = 0, .hi = 10, .def_str = "5e-6",
+     .group = LINKS, .help = "seconds per message"},
+    {.type = PP_OPT_CUSTOM, .name = "--pp", .metavar = "LIST", A(pp), .parse = opt_pp, .group = SEARCH,
+     .help = "allowed pipeline stages, e.g. --pp 1,2,4"},
+    {.type = PP_OPT_CUSTOM, .name = "--dp", .metavar = "LIST", A(dp), .parse = opt_dp, .group = SEARCH,
+     .help = "allowed data-parallel replicas"},
+    {.type = PP_OPT_INT, .name = "--max-pp", .metavar = "P", A(max_pp), .lo = 1, .hi = 4096, .def_str = "N",
+     .group = SEARCH, .help = "largest pp"},
+    {.type = PP_OPT_CUSTOM, .name = "--microbatches", .metavar = "LIST", A(mbs), .parse = opt_mbs, .group = SEARCH,
+     .help = "allowed microbatch counts per replica"},
+    {.type = PP_OPT_CUSTOM, .name = "--schedule", .metavar = "LIST", A(kinds), .parse = opt_schedules,
+     .group = SEARCH, .help = "of gpipe, 1f1b, interleaved, zb-h1, zb-v"},
+    {.type = PP_OPT_CUSTOM, .name = "--chunks", .metavar = "LIST", A(chunks), .parse = opt_chunks,
+     .def_str = "2", .group = SEARCH, .help = "interleaved's chunks per rank"},
+    {.type = PP_OPT_CUSTOM, .name = "--recompute", .metavar = "LIST", A(recompute), .parse = opt_recomputes,
+     .group = SEARCH, .help = "of none, selective, full"},
+    {.type = PP_OPT_CUSTOM, .name = "--precision", .metavar = "LIST", A(precs), .parse = opt_precisions,
+     .group = SEARCH, .help = "of fp32, bf16, fp16"},
+    {.type = PP_OPT_INT, .name = "--top", .metavar = "K", A(top), .lo = 1, .hi = 100000, .def_str = "5",
+     .group = SEARCH, .help = "layouts to print"},
+    {.type = PP_OPT_REAL, .name = "--max-seconds", .metavar = "S", A(max_seconds), .lo = 1e-3, .hi = 1e6,
+     .def_str = "60", .group = SEARCH, .help = "search budget"},
+    {.type = PP_OPT_FLAG, .name = "--json", A(json), .group = SEARCH, .help = "print JSON"},
+    {.type = PP_OPT_TABLE, .sub = pp_stage_option_table, A(train)},
+    {.type = PP_OPT_TABLE, .sub = pp_partition_option_table, A(train.partition)},
+    {0},
+};
+
+static const char *const groups[] = {
+    JOB, COSTS, LINKS, SEARCH, "what shapes a stage (and its memory):",
+    "what is trained (docs/exporting.md: the default):",
+    "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):", NULL,
+};
+
+static const cli_options options = {
+    .usage = "usage: onnxpipe plan --model M.onnx --devices N --batch B [options]\n"
+             "       onnxpipe plan --calibrate --model M.onnx [--costs FILE] [options]\n\n"
+             "Finds the fastest ways to train M on N devices: every pp x dp <= N, every microbatch count\n"
+             "that divides the batch, schedules gpipe, 1f1b, interleaved, zb-h1 and zb-v, recompute none,\n"
+             "selective and full, precision fp32, bf16 and fp16. Layouts whose memory per device does not\n"
+             "fit are dropped; the rest are simulated best-first by a lower bound on their step (per-stage\n"
+             "compute, pipeline sends and data-parallel all-reduces), and the winners' memory is checked\n"
+             "by the stage planner. Prints the top K with the step time, tokens/s, bubble, memory per\n"
+             "rank and the `mpirun ... onnxpipe train` command line. Reads shapes, not weights. The\n"
+             "stage's options are `onnxpipe train`'s, passed on to the command lines.\n",
+    .table = table,
+    .groups = groups,
+    .hint = "run 'onnxpipe plan --help' for the options",
+};
+
+/* 1: go on; else the exit code. */
 static int parse(int argc, char **argv, args *a)
 {
-    cli_train_defaults(&a->train);
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 2;
-        if (!strcmp(o, "--json")) { a->json = 1; continue; }
-        if (!strcmp(o, "--calibrate")) { a->calibrate = 1; continue; }
-        /* --recompute and --precision are lists here: the search's, not one stage's; --gflops
-         * and --link-gbps price every layout (the cost model's), not one split's balance */
-        int plan_own = !strcmp(o, "--recompute") || !strcmp(o, "--precision") || !strcmp(o, "--gflops") ||
-                       !strcmp(o, "--link-gbps");
-        if (!plan_own) {
-            if (!strcmp(o, "--optimizer")) a->have_optimizer = 1;
-            int taken = cli_stage_option(argc, argv, &i, &a->train);
-            if (taken < 0) return 0;
-            if (taken) continue;
-        }
-        size_t k = 0;
-        while (k < sizeof value_opts / sizeof value_opts[0] && strcmp(o, value_opts[k])) k++;
-        if (k == sizeof value_opts / sizeof value_opts[0])
-            return !cli_usage_error("run 'onnxpipe plan --help' for the options", "unknown option '%s'", o);
-        if (i + 1 >= argc) return !cli_usage_error(NULL, "%s needs a value", o);
-        const char *v = argv[++i];
-        int ok = 1;
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--devices")) ok = cli_parse_int(o, v, 1, 1 << 20, &a->devices);
-        else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, 1LL << 40, &a->batch);
-        else if (!strcmp(o, "--device-memory")) ok = parse_size(o, v, &a->memory), a->have_memory = 1;
-        else if (!strcmp(o, "--seq")) ok = cli_parse_int(o, v, 1, 1LL << 30, &a->seq);
-        else if (!strcmp(o, "--dim")) ok = add_dim(a, v);
-        else if (!strcmp(o, "--data")) a->data = v;
-        else if (!strcmp(o, "--costs")) a->costs = v;
-        else if (!strcmp(o, "--max-microbatch")) ok = cli_parse_int(o, v, 1, 1LL << 20, &a->max_mb);
-        else if (!strcmp(o, "--gflops")) ok = cli_parse_double(o, v, 1e-6, 1e12, &a->gflops);
-        else if (!strcmp(o, "--gflops-lowp")) ok = cli_parse_double(o, v, 1e-6, 1e12, &a->gflops_lowp);
-        else if (!strcmp(o, "--link-gbps")) a->link = v;
-        else if (!strcmp(o, "--topology")) a->xml = v;
-        else if (!strcmp(o, "--synthetic")) a->synthetic = v;
-        else if (!strcmp(o, "--devices-per-host")) ok = cli_parse_int(o, v, 1, 1 << 20, &a->per_host);
-        else if (!strcmp(o, "--latency")) ok = cli_parse_double(o, v, 0, 10, &a->latency);
-        else if (!strcmp(o, "--pp")) ok = parse_int_list(o, v, 1, 4096, a->pp, &a->npp);
-        else if (!strcmp(o, "--dp")) ok = parse_int_list(o, v, 1, 1 << 20, a->dp, &a->ndp);
-        else if (!strcmp(o, "--max-pp")) ok = cli_parse_int(o, v, 1, 4096, &a->max_pp);
-        else if (!strcmp(o, "--microbatches")) ok = parse_ints(o, v, 1, 1LL << 30, a->mbs, &a->nmbs);
-        else if (!strcmp(o, "--chunks")) ok = parse_int_list(o, v, 2, 64, a->chunks, &a->nchunks);
-        else if (!strcmp(o, "--top")) ok = cli_parse_int(o, v, 1, 100000, &a->top);
-        else if (!strcmp(o, "--max-seconds")) ok = cli_parse_double(o, v, 1e-3, 1e6, &a->max_seconds);
-        else if (!strcmp(o, "--schedule")) {
-            static const char *const n[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
-            static const int b[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZB_H1, PP_SCHED_ZB_V};
-            ok = parse_names(o, v, n, 5, b, &a->kinds);
-        } else if (!strcmp(o, "--recompute")) {
-            static const char *const n[] = {"none", "selective", "full"};
-            static const int b[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE, PP_RECOMPUTE_FULL};
-            ok = parse_names(o, v, n, 3, b, &a->recompute);
-        } else {   /* --precision */
-            static const char *const n[] = {"fp32", "bf16", "fp16"};
-            static const int b[] = {0, 1, 2};
-            unsigned bits = 0;
-            static const pp_dtype d[] = {PP_DTYPE_F32, PP_DTYPE_BF16, PP_DTYPE_F16};
-            ok = parse_names(o, v, n, 3, b, &bits);
-            a->nprecs = 0;
-            for (int q = 0; q < 3; q++)
-                if (bits & (1u << q)) a->precs[a->nprecs++] = d[q];
-        }
-        if (!ok) return 0;
-    }
-    if (!a->model) return !cli_usage_error("e.g. onnxpipe plan --model gpt.onnx --devices 8 --batch 64", "--model is required");
+    a->train = pp_trainer_config_default();
+    a->memory = 80.0 * (1ull << 30);
+    int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (!a->model) return cli_usage_error("e.g. onnxpipe plan --model gpt.onnx --devices 8 --batch 64", "--model is required");
     if (!a->calibrate || a->devices || a->batch) {
         if (!a->devices || !a->batch)
-            return !cli_usage_error("e.g. onnxpipe plan --model gpt.onnx --devices 8 --batch 64",
-                                    "--devices and --batch are required (or --calibrate alone)");
+            return cli_usage_error("e.g. onnxpipe plan --model gpt.onnx --devices 8 --batch 64",
+                                   "--devices and --batch are required (or --calibrate alone)");
     }
     if (a->gflops > 0 && (a->costs || a->calibrate))
-        return !cli_usage_error("--gflops gives flat costs; --costs and --calibrate measured ones",
-                                "--gflops cannot go with --costs or --calibrate");
-    if (a->gflops_lowp > 0 && !(a->gflops > 0)) return !cli_usage_error(NULL, "--gflops-lowp needs --gflops");
-    if (a->xml && a->synthetic) return !cli_usage_error(NULL, "give --topology or --synthetic, not both");
+        return cli_usage_error("--gflops gives flat costs; --costs and --calibrate measured ones",
+                               "--gflops cannot go with --costs or --calibrate");
+    if (a->gflops_lowp > 0 && !(a->gflops > 0)) return cli_usage_error(NULL, "--gflops-lowp needs --gflops");
+    if (a->xml && a->synthetic) return cli_usage_error(NULL, "give --topology or --synthetic, not both");
     if ((a->xml || a->synthetic) && a->per_host)
-        return !cli_usage_error("the topology says how many devices a host has",
-                                "--devices-per-host cannot go with --topology or --synthetic");
+        return cli_usage_error("the topology says how many devices a host has",
+                               "--devices-per-host cannot go with --topology or --synthetic");
     return 1;
 }
 
@@ -301,7 +321,7 @@ static int parse_links(const char *s, pp_plan_links *l)
  * when fixed. */
 static int bind_seq(args *a)
 {
-    pp_graph_options go = {.batch = 1, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1,
+    pp_graph_options go = {.batch = 1, .dims = a->train.dims, .ndims = a->train.ndims, .allow_unknown_dims = 1,
                            .params = a->train.params};
     pp_graph *g = NULL;
     pp_error err = {0};
@@ -313,12 +333,12 @@ static int bind_seq(args *a)
         ok = 1;
         if (v->shape.dims[1] >= 0 && v->shape.dims[1] != a->seq)
             rc = !cli_usage_error("drop --seq, or export the model with another length",
-                                  "--seq %lld: the model's input '%s' has a fixed length %lld", a->seq, v->name,
+                                  "--seq %lld: the model's input '%s' has a fixed length %lld", (long long)a->seq, v->name,
                                   (long long)v->shape.dims[1]);
         else if (v->shape.dims[1] < 0 && v->shape.syms[1]) {
             char spec[160];
-            snprintf(spec, sizeof spec, "%s=%lld", v->shape.syms[1], a->seq);
-            rc = add_dim(a, spec);
+            snprintf(spec, sizeof spec, "%s=%lld", v->shape.syms[1], (long long)a->seq);
+            rc = cli_options_set(&options, a, "--dim", spec);
         } else if (v->shape.dims[1] < 0)
             rc = !cli_usage_error(NULL, "--seq: the model's input '%s' has an unnamed dim 1", v->name);
     }
@@ -360,7 +380,7 @@ static int cache_path(uint64_t hash, const char *device, char *out, size_t len)
 
 static uint64_t model_hash(const args *a, pp_error *err, int *ok)
 {
-    pp_graph_options go = {.batch = 1, .dims = a->dims, .ndims = a->ndims, .allow_unknown_dims = 1,
+    pp_graph_options go = {.batch = 1, .dims = a->train.dims, .ndims = a->train.ndims, .allow_unknown_dims = 1,
                            .params = a->train.params};
     pp_graph *g = NULL;
     *ok = pp_graph_load(a->model, &go, &g, err) == PP_OK;
@@ -388,8 +408,8 @@ static int get_calibration(args *a, pp_device_kind kind, pp_calibration **out, c
     pp_dtype precs[3];
     int nprecs = 0;
     for (int q = 0; q < 3; q++)
-        for (int i = 0; i < (a->nprecs ? a->nprecs : 3); i++)
-            if ((a->nprecs ? a->precs[i] : all[i]) == all[q]) precs[nprecs++] = all[q];
+        for (int i = 0; i < (a->precs.n ? a->precs.n : 3); i++)
+            if ((a->precs.n ? a->precs.v[i] : all[i]) == all[q]) precs[nprecs++] = all[q];
     if (cached && !a->calibrate && access(path, R_OK) == 0 && pp_calibration_load(path, out, &err) == PP_OK) {
         int same = pp_calibration_model_hash(*out) == h, has = same;
         for (int i = 0; i < nprecs; i++) has &= pp_calibration_has_precision(*out, precs[i]);
@@ -407,7 +427,7 @@ static int get_calibration(args *a, pp_device_kind kind, pp_calibration **out, c
         *out = NULL;
     }
     long long max_mb = a->max_mb ? a->max_mb : a->batch ? (a->batch < 32 ? a->batch : 32) : 8;
-    pp_calibrate_options co = {.dims = a->dims, .ndims = a->ndims, .max_microbatch = max_mb, .precisions = precs,
+    pp_calibrate_options co = {.dims = a->train.dims, .ndims = a->train.ndims, .max_microbatch = max_mb, .precisions = precs,
                                .nprecisions = nprecs, .device = kind, .optim = a->train.optim, .loss = a->train.loss,
                                .progress = a->json ? stderr : stdout};
     fprintf(co.progress, "calibrating '%s' on this machine (%s; microbatches up to %lld)...\n", a->model,
@@ -434,11 +454,11 @@ static void command_line(const args *a, const pp_plan_entry *e, pp_device_kind k
     if (e->precision != PP_DTYPE_F32) ADD(" --precision %s", pp_precision_name(e->precision));
     if (e->recompute != PP_RECOMPUTE_NONE) ADD(" --recompute %s", pp_recompute_name(e->recompute));
     if (a->train.device && strcmp(a->train.device, "auto")) ADD(" --device %s", a->train.device);
-    if (a->have_optimizer) ADD(" --optimizer %s", pp_optim_kind_name(a->train.optim.kind));
+    if (a->train.optim.kind != PP_OPTIM_ADAMW) ADD(" --optimizer %s", pp_optim_kind_name(a->train.optim.kind));
     if (a->train.loss.logits || a->train.loss.labels)
         ADD(" --loss cross_entropy --logits %s --labels %s", a->train.loss.logits ? a->train.loss.logits : "?",
             a->train.loss.labels ? a->train.loss.labels : "?");
-    for (int i = 0; i < a->ndims; i++) ADD(" --dim %s=%lld", a->dims[i].name, (long long)a->dims[i].value);
+    for (int i = 0; i < a->train.ndims; i++) ADD(" --dim %s=%lld", a->train.dims[i].name, (long long)a->train.dims[i].value);
 #undef ADD
 }
 
@@ -578,14 +598,14 @@ static int run(args *a)
                             "are used for '%s' (--calibrate measures this one)\n", a->model);
     }
     pp_plan_options o = {
-        .devices = (int)a->devices, .batch = a->batch, .device_memory = a->have_memory ? a->memory : 80.0 * (1ull << 30),
+        .devices = (int)a->devices, .batch = a->batch, .device_memory = a->memory,
         .device = kind, .cost = {.calibration = cal, .gflops = a->gflops, .gflops_lowp = a->gflops_lowp},
         .links = {.latency_s = a->latency, .devices_per_host = (int)a->per_host},
-        .pp_values = a->npp ? a->pp : NULL, .npp = a->npp, .max_pp = (int)a->max_pp,
-        .dp_values = a->ndp ? a->dp : NULL, .ndp = a->ndp,
-        .microbatch_counts = a->nmbs ? a->mbs : NULL, .nmicrobatch_counts = a->nmbs,
-        .kinds = a->kinds, .chunks = a->nchunks ? a->chunks : NULL, .nchunks = a->nchunks, .recompute = a->recompute,
-        .precisions = a->nprecs ? a->precs : NULL, .nprecisions = a->nprecs, .top = (int)a->top,
+        .pp_values = a->pp.n ? a->pp.v : NULL, .npp = a->pp.n, .max_pp = (int)a->max_pp,
+        .dp_values = a->dp.n ? a->dp.v : NULL, .ndp = a->dp.n,
+        .microbatch_counts = a->mbs.n ? a->mbs.v : NULL, .nmicrobatch_counts = a->mbs.n,
+        .kinds = a->kinds, .chunks = a->chunks.n ? a->chunks.v : NULL, .nchunks = a->chunks.n, .recompute = a->recompute,
+        .precisions = a->precs.n ? a->precs.v : NULL, .nprecisions = a->precs.n, .top = (int)a->top,
         .max_seconds = a->max_seconds,
     };
     int gpus = 0;
@@ -603,10 +623,10 @@ static int run(args *a)
         pp_calibration_destroy(cal);
         return 2;
     }
-    pp_train_config tc = a->train;
+    pp_trainer_config tc = a->train;
     tc.batch = a->batch;
     o.stage = pp_train_stage_options(&tc);
-    pp_graph_options go = {.dims = a->dims, .ndims = a->ndims, .params = a->train.params};
+    pp_graph_options go = {.dims = a->train.dims, .ndims = a->train.ndims, .params = a->train.params};
     if (pp_plan_search(a->model, &go, &o, &r, &err) != PP_OK) {
         rc = cli_fail(&err);
     } else if (a->json) {
@@ -623,9 +643,8 @@ int cmd_plan(int argc, char **argv)
 {
     args a;
     memset(&a, 0, sizeof a);
-    int p = parse(argc, argv, &a), rc;
-    if (p == 2) usage(stdout);
-    rc = p == 1 ? run(&a) : p == 2 ? 0 : 2;
-    for (int i = 0; i < a.ndims; i++) free(a.dimbuf[i]);
+    int rc = parse(argc, argv, &a);
+    if (rc == 1) rc = run(&a);
+    cli_options_free(&options, &a);
     return rc;
 }

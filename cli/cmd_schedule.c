@@ -18,153 +18,134 @@
  * balance's default too). */
 #define DEFAULT_GFLOPS 100.0
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: onnxpipe schedule --pp P --microbatches M --kind gpipe|1f1b|interleaved|zb-h1|zb-v [options]\n"
-            "       onnxpipe schedule --load-csv FILE [options]\n\n"
-            "Generates a pipeline schedule, proves it deadlock-free, simulates one training step and\n"
-            "prints the timeline (one row per rank), the bubble against its closed form, the peak\n"
-            "stashed activations per rank and the critical path.\n\n"
-            "options:\n"
-            "  --pp P                pipeline ranks\n"
-            "  --microbatches M      microbatches per step\n"
-            "  --kind K              gpipe, 1f1b, interleaved (Megatron; M must be a multiple of P)\n"
-            "                        zb-h1 (zero bubble: backward split into input and weight passes)\n"
-            "                        or zb-v (zero bubble V: two stages per rank, r and 2P-1-r)\n"
-            "  --chunks V            virtual stages per rank for interleaved (default 2; zb-v has 2)\n"
-            "  --costs F,B,W[,SEND]  seconds per microbatch per virtual stage: forward, backward-input,\n"
-            "                        backward-weight (a full backward costs B+W), and per message\n"
-            "                        (default 1,1,1,0)\n"
-            "  --allreduce S         seconds of each stage's data-parallel gradient all-reduce (default 0)\n"
-            "  --optimizer S         seconds of the optimizer step (default 0)\n"
-            "  --model MODEL.onnx    take per-stage costs from the partition `onnxpipe train` makes of\n"
-            "                        this model (--balance, default params; see below): F = FLOPs /\n"
-            "                        --gflops, B = W = F; stash and message sizes from the partition\n"
-            "  --batch B             samples per microbatch (binds dim 0 of the model's inputs)\n"
-            "  --recompute KIND      none (default) | selective | full, for --model: the stash keeps\n"
-            "                        stage inputs and sends (selective: and MatMul/Gemm/Conv outputs), and\n"
-            "                        B grows by the forward FLOPs run again (onnxpipe train --recompute)\n"
-            "  --link-gbps B         link bandwidth for --model messages, GB/s (default: free links);\n"
-            "                        --bandwidth B is the same\n"
-            "  --latency S           seconds per message (overrides SEND of --costs)\n"
-            "  --load-csv FILE       read a schedule in PyTorch's CSV form (compute-only or with\n"
-            "                        SEND/RECV actions) instead of generating one\n"
-            "  --csv FILE            write the schedule as CSV (with communication)\n"
-            "  --csv-compute-only    write only FORWARD/BACKWARD actions to --csv (PyTorch compute_only)\n"
-            "  --trace FILE          write a Perfetto / chrome://tracing JSON of the simulated step\n"
-            "  --json                print the summary as JSON instead of text\n"
-            "  --width N             columns of the timeline (default 160)\n"
-            "with --model, the split (as `onnxpipe train` makes it with the same options):\n%s"
-            "and the memory estimate per stage and rank of `onnxpipe train --batch B x M --microbatches M`\n"
-            "on that partition, with its options:\n%s",
-            cli_partition_options_help, cli_stage_options_help);
-}
+/* --costs F,B,W[,SEND]: the seconds, and that they were given. */
+typedef struct costs_arg {
+    double v[4];
+    int given;
+} costs_arg;
 
 typedef struct args {
-    long long pp, microbatches, chunks, batch, width;
+    int64_t pp, microbatches, chunks, batch, width;
     const char *kind, *model, *trace, *csv, *load_csv;
-    double latency, allreduce, optimizer;
-    double costs[4];
-    int have_costs, have_latency, json, csv_compute_only, have_chunks;
-    pp_train_config train;      /* the stage options (cli_stage_option) */
+    double latency, allreduce, optimizer;   /* latency < 0: not given */
+    costs_arg costs;
+    int json, csv_compute_only;
+    pp_trainer_config train;    /* with --model: the split's and the stage's options */
 } args;
 
 /* "F,B,W[,SEND]": 3 or 4 numbers >= 0. */
-static int parse_costs(const char *s, double out[4])
+static int parse_costs(const char *s, void *field, pp_error *err)
 {
+    costs_arg *c = field;
     char *end;
-    int n = 0;
-    out[3] = 0;
-    for (const char *p = s; n < 4; n++) {
+    c->v[3] = 0;
+    for (int n = 0; n < 4; n++) {
         errno = 0;
-        out[n] = strtod(p, &end);
-        if (end == p || errno || !(out[n] >= 0) || out[n] > 1e12) break;
-        if (*end == 0 && n >= 2) return 1;
+        c->v[n] = strtod(s, &end);
+        if (end == s || errno || !(c->v[n] >= 0) || c->v[n] > 1e12) break;
+        if (*end == 0 && n >= 2) return c->given = 1;
         if (*end != ',') break;
-        p = end + 1;
+        s = end + 1;
     }
-    cli_usage_error("e.g. --costs 1,1,1 or --costs 2.0,1.5,1.5,0.1", "--costs expects F,B,W[,SEND] (seconds >= 0), got '%s'",
-                    s);
+    pp_error_set(err, PP_ERR_INVALID_ARG, "--costs expects F,B,W[,SEND] (seconds >= 0, e.g. 2.0,1.5,1.5,0.1)");
     return 0;
 }
 
-static int takes_value(const char *o)
-{
-    static const char *const opts[] = {"--pp", "--microbatches", "--chunks", "--batch", "--width",
-                                       "--bandwidth", "--latency", "--allreduce", "--costs",
-                                       "--kind", "--model", "--trace", "--csv", "--load-csv"};
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        if (!strcmp(o, opts[i])) return 1;
-    return 0;
-}
+#define OPTS "options:"
+#define A(f) PP_OPT_FIELD(args, f)
 
-/* 1: go on, 2: --help asked, 0: bad arguments (already reported). */
+static const pp_option table[] = {
+    {.type = PP_OPT_INT, .name = "--pp", .metavar = "P", A(pp), .lo = 1, .hi = 16384, .group = OPTS,
+     .help = "pipeline ranks"},
+    {.type = PP_OPT_INT, .name = "--microbatches", .metavar = "M", A(microbatches), .lo = 1, .hi = 1 << 20,
+     .group = OPTS, .help = "microbatches per step"},
+    {.type = PP_OPT_STR, .name = "--kind", .metavar = "K", A(kind), .group = OPTS,
+     .help = "gpipe, 1f1b, interleaved (Megatron; M must be a multiple of P)\n"
+             "zb-h1 (zero bubble: backward split into input and weight passes)\n"
+             "or zb-v (zero bubble V: two stages per rank, r and 2P-1-r)"},
+    {.type = PP_OPT_INT, .name = "--chunks", .metavar = "V", A(chunks), .lo = 1, .hi = 64, .group = OPTS,
+     .help = "virtual stages per rank for interleaved (default 2; zb-v has 2)"},
+    {.type = PP_OPT_CUSTOM, .name = "--costs", .metavar = "F,B,W[,SEND]", A(costs), .parse = parse_costs,
+     .def_str = "1,1,1,0", .group = OPTS,
+     .help = "seconds per microbatch per virtual stage: forward, backward-input,\n"
+             "backward-weight (a full backward costs B+W), and per message"},
+    {.type = PP_OPT_REAL, .name = "--allreduce", .metavar = "S", A(allreduce), .lo = 0, .hi = 1e9, .group = OPTS,
+     .help = "seconds of each stage's data-parallel gradient all-reduce"},
+    {.type = PP_OPT_REAL, .name = "--optimizer-time", .metavar = "S", A(optimizer), .lo = 0, .hi = 1e9,
+     .group = OPTS, .help = "seconds of the optimizer step"},
+    {.type = PP_OPT_REAL, .name = "--latency", .metavar = "S", A(latency), .lo = 0, .hi = 1e9, .def = -1,
+     .def_str = "SEND of --costs", .group = OPTS, .help = "seconds per message"},
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", A(model), .group = OPTS,
+     .help = "take per-stage costs from the partition `onnxpipe train` makes of\n"
+             "this model (--balance, default params; see below): F = FLOPs /\n"
+             "--gflops, B = W = F; stash and message sizes from the partition; messages\n"
+             "at --link-gbps"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", A(batch), .lo = 1, .hi = 1LL << 40, .group = OPTS,
+     .help = "samples per microbatch (binds dim 0 of the model's inputs)"},
+    {.type = PP_OPT_STR, .name = "--load-csv", .metavar = "FILE", A(load_csv), .group = OPTS,
+     .help = "read a schedule in PyTorch's CSV form (compute-only or with\n"
+             "SEND/RECV actions) instead of generating one"},
+    {.type = PP_OPT_STR, .name = "--csv", .metavar = "FILE", A(csv), .group = OPTS,
+     .help = "write the schedule as CSV (with communication)"},
+    {.type = PP_OPT_FLAG, .name = "--csv-compute-only", A(csv_compute_only), .group = OPTS,
+     .help = "write only FORWARD/BACKWARD actions to --csv (PyTorch compute_only)"},
+    {.type = PP_OPT_STR, .name = "--trace", .metavar = "FILE", A(trace), .group = OPTS,
+     .help = "write a Perfetto / chrome://tracing JSON of the simulated step"},
+    {.type = PP_OPT_FLAG, .name = "--json", A(json), .group = OPTS, .help = "print the summary as JSON instead of text"},
+    {.type = PP_OPT_INT, .name = "--width", .metavar = "N", A(width), .lo = 8, .hi = 100000, .def = 160,
+     .group = OPTS, .help = "columns of the timeline"},
+    {.type = PP_OPT_TABLE, .sub = pp_stage_option_table, A(train)},
+    {.type = PP_OPT_TABLE, .sub = pp_partition_option_table, A(train.partition)},
+    {0},
+};
+
+static const char *const groups[] = {
+    OPTS, "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):",
+    "what shapes a stage (and its memory):", "what is trained (docs/exporting.md: the default):", NULL,
+};
+
+static const cli_options options = {
+    .usage = "usage: onnxpipe schedule --pp P --microbatches M --kind gpipe|1f1b|interleaved|zb-h1|zb-v [options]\n"
+             "       onnxpipe schedule --load-csv FILE [options]\n\n"
+             "Generates a pipeline schedule, proves it deadlock-free, simulates one training step and\n"
+             "prints the timeline (one row per rank), the bubble against its closed form, the peak\n"
+             "stashed activations per rank and the critical path. With --model, the split and the\n"
+             "memory estimate per stage and rank are those of `onnxpipe train --batch B x M\n"
+             "--microbatches M` on that model, with the options below.\n",
+    .table = table,
+    .groups = groups,
+    .hint = "run 'onnxpipe schedule --help' for the options",
+};
+
+/* 1: go on; else the exit code. */
 static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
-    cli_train_defaults(&a->train);
-    a->chunks = 1;
-    a->width = 160;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) return 2;
-        if (!strcmp(o, "--json")) {
-            a->json = 1;
-            continue;
-        }
-        if (!strcmp(o, "--csv-compute-only")) {
-            a->csv_compute_only = 1;
-            continue;
-        }
-        if (o[0] != '-' || o[1] != '-')
-            return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unexpected argument '%s'", o), 0;
-        int taken = cli_stage_option(argc, argv, &i, &a->train);
-        if (taken < 0) return 0;
-        if (taken) continue;
-        if (!takes_value(o))
-            return cli_usage_error("run 'onnxpipe schedule --help' for the options", "unknown option '%s'", o), 0;
-        if (i + 1 >= argc) return cli_usage_error(NULL, "%s needs a value", o), 0;
-        const char *v = argv[++i];
-        int ok = 1;
-        if (!strcmp(o, "--pp")) ok = cli_parse_int(o, v, 1, 16384, &a->pp);
-        else if (!strcmp(o, "--microbatches")) ok = cli_parse_int(o, v, 1, 1 << 20, &a->microbatches);
-        else if (!strcmp(o, "--chunks")) ok = cli_parse_int(o, v, 1, 64, &a->chunks), a->have_chunks = 1;
-        else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
-        else if (!strcmp(o, "--width")) ok = cli_parse_int(o, v, 8, 100000, &a->width);
-        else if (!strcmp(o, "--bandwidth")) ok = cli_parse_double(o, v, 1e-9, 1e9, &a->train.partition.link_gbps);
-        else if (!strcmp(o, "--latency")) ok = cli_parse_double(o, v, 0, 1e9, &a->latency), a->have_latency = 1;
-        else if (!strcmp(o, "--allreduce")) ok = cli_parse_double(o, v, 0, 1e9, &a->allreduce);
-        else if (!strcmp(o, "--optimizer")) ok = cli_parse_double(o, v, 0, 1e9, &a->optimizer);
-        else if (!strcmp(o, "--costs")) ok = parse_costs(v, a->costs), a->have_costs = 1;
-        else if (!strcmp(o, "--kind")) a->kind = v;
-        else if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--trace")) a->trace = v;
-        else if (!strcmp(o, "--csv")) a->csv = v;
-        else a->load_csv = v;  /* --load-csv, the last of takes_value's list */
-        if (!ok) return 0;
-    }
+    pp_options_defaults(table, a);
+    a->train = pp_trainer_config_default();
+    int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : rc;
     if (a->load_csv) {
-        if (a->pp || a->microbatches || a->kind || a->have_chunks)
+        if (a->pp || a->microbatches || a->kind || a->chunks)
             return cli_usage_error("drop --pp, --microbatches, --kind and --chunks",
-                                   "--load-csv takes ranks, stages and microbatches from the file"), 0;
+                                   "--load-csv takes ranks, stages and microbatches from the file");
     } else if (!a->pp || !a->microbatches || !a->kind) {
         return cli_usage_error("e.g. onnxpipe schedule --pp 4 --microbatches 8 --kind 1f1b",
-                               "--pp, --microbatches and --kind are required (or --load-csv FILE)"), 0;
+                               "--pp, --microbatches and --kind are required (or --load-csv FILE)");
     }
-    if (a->model && a->have_costs)
-        return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs"), 0;
+    if (a->model && a->costs.given)
+        return cli_usage_error("use --gflops to scale model costs", "--costs and --model both set the stage costs");
     if (!a->model && (a->batch || a->train.partition.link_gbps > 0 || a->train.recompute != PP_RECOMPUTE_NONE))
-        return cli_usage_error(NULL, "--batch, --link-gbps (--bandwidth) and --recompute apply to --model"), 0;
+        return cli_usage_error(NULL, "--batch, --link-gbps and --recompute apply to --model");
     if (!a->train.partition.gflops) a->train.partition.gflops = DEFAULT_GFLOPS;
-    if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE"), 0;
+    if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE");
     return 1;
 }
 
 /* The job `onnxpipe train --batch B x M --microbatches M` would run with these options. */
-static pp_train_config job(const args *a, const pp_schedule *s)
+static pp_trainer_config job(const args *a, const pp_schedule *s)
 {
-    pp_train_config c = a->train;
+    pp_trainer_config c = a->train;
     c.microbatches = s->microbatches;
     c.batch = a->batch * c.microbatches;
     return c;
@@ -174,7 +155,7 @@ static pp_train_config job(const args *a, const pp_schedule *s)
 static pp_status model_partition(const args *a, const pp_graph *g, const pp_schedule *s, pp_partition **out,
                                  pp_error *err)
 {
-    pp_train_config c = job(a, s);
+    pp_trainer_config c = job(a, s);
     pp_device_kind kind = PP_DEVICE_CPU;
     pp_error why = {0};
     PP_CHECK(pp_device_choose(c.device, 0, &kind, &why, err));
@@ -202,7 +183,7 @@ static pp_status model_costs(const args *a, const pp_partition *part, const pp_s
 /* The memory estimate on that partition: text on stdout, or into ej as JSON. */
 static pp_status model_memory(const args *a, const pp_partition *part, const pp_schedule *s, FILE *ej, pp_error *err)
 {
-    pp_train_config c = job(a, s);
+    pp_trainer_config c = job(a, s);
     pp_json j;
     pp_json_init(&j, ej, 0);
     return cli_memory_estimate(s, part, &c, ej ? &j : NULL, stdout, err);
@@ -258,8 +239,7 @@ int cmd_schedule(int argc, char **argv)
 {
     args a;
     int parsed = parse_args(argc, argv, &a);
-    if (parsed == 2) usage(stdout);
-    if (parsed != 1) return parsed == 2 ? 0 : 2;
+    if (parsed != 1) return parsed;
     pp_error err = {0};
     pp_schedule *s = NULL;
     pp_sim_result *r = NULL;
@@ -281,7 +261,7 @@ int cmd_schedule(int argc, char **argv)
             rc = cli_usage_error("--kind is one of gpipe, 1f1b, interleaved, zb-h1, zb-v", "%s", err.msg);
             goto done;
         }
-        if (!a.have_chunks) a.chunks = pp_schedule_default_chunks(kind);
+        if (!a.chunks) a.chunks = pp_schedule_default_chunks(kind);
         if (pp_schedule_create(kind, (int)a.pp, (int)a.microbatches, (int)a.chunks, &s, &err) != PP_OK) {
             rc = cli_usage_error(kind == PP_SCHED_INTERLEAVED ? "interleaved needs --microbatches divisible by --pp"
                                                               : NULL,
@@ -291,13 +271,13 @@ int cmd_schedule(int argc, char **argv)
     }
     pp_costs costs;
     pp_costs_unit(&costs);
-    if (a.have_costs) {
-        costs.uniform.forward = a.costs[0];
-        costs.uniform.backward_input = a.costs[1];
-        costs.uniform.backward_weight = a.costs[2];
-        costs.send_latency = a.costs[3];
+    if (a.costs.given) {
+        costs.uniform.forward = a.costs.v[0];
+        costs.uniform.backward_input = a.costs.v[1];
+        costs.uniform.backward_weight = a.costs.v[2];
+        costs.send_latency = a.costs.v[3];
     }
-    if (a.have_latency) costs.send_latency = a.latency;
+    if (a.latency >= 0) costs.send_latency = a.latency;
     costs.allreduce = a.allreduce;
     costs.optimizer = a.optimizer;
     if (a.model) {

@@ -1,5 +1,4 @@
-/* The options that shape a stage and the partition, parsed in one place for `onnxpipe
- * train` and the previews, and the previews' memory estimate (`partition`, `schedule --model`): per
+/* The previews' memory estimate (`partition`, `schedule --model`): per
  * stage and per rank what `onnxpipe train` with the same options would allocate, from
  * the stage planner itself (pp_driver_estimate). */
 #include "cli.h"
@@ -9,102 +8,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-const char cli_stage_options_help[] =
-    "  --device KIND         auto | cpu | cuda (default auto): which kernels the stages plan with\n"
-    "  --optimizer NAME      sgd | adam | adamw | lamb (default adamw): its state per parameter\n"
-    "  --loss cross_entropy --logits NAME --labels NAME   the loss when the model ends without one\n"
-    "  --precision P         fp32 | bf16 | fp16 (default fp32): 16-bit activations halve the stash\n"
-    "  --reduce-dtype D      fp32 | bf16 (default fp32): bf16 adds a 16-bit staging copy of the\n"
-    "                        gradients to comm (a job with dp > 1)\n"
-    "  --trainable GLOB,...  train these initializers too (names, or the PyTorch names of the export\n"
-    "                        recipe's metadata; docs/exporting.md: what is trained by default)\n"
-    "  --frozen GLOB,...     never train these: no gradient, no optimizer state (fine-tuning)\n"
-    "  --untie GLOB,...      give each node reading these its own copy (an exporter's merge)\n"
-    "  --tie GLOB,...        keep these one parameter although they look like an exporter's merge\n";
-
-const char cli_partition_options_help[] =
-    "  --balance KIND        what the split equalizes: params (default) | flops | uniform (node count)\n"
-    "                        | memory (bytes a stage allocates: the stage planner's model, with the\n"
-    "                        driver's 1F1B stash slots, min(P-s, M), one more after stage 0) | time\n"
-    "                        (3 x forward FLOPs / --gflops + --op-overhead per node + its sends /\n"
-    "                        --link-gbps)\n"
-    "  --balance-tolerance F among the splits whose largest stage is within F of the optimum, the one\n"
-    "                        sending the fewest bytes across cuts (default 0.02; 0: optimal splits only)\n"
-    "  --order KIND          search (default): every order in which tensors flow forward, nodes that\n"
-    "                        read no activation kept with their first reader | graph: the file's order\n"
-    "  --gflops G            compute throughput per stage, GFLOP/s (default 100): the time balance's\n"
-    "                        (and schedule --model's stage costs)\n"
-    "  --link-gbps B         time balance: bandwidth between neighbouring stages, GB/s (default: free)\n"
-    "  --op-overhead S       time balance: seconds per node and microbatch on top of its FLOPs\n"
-    "                        (default 0; the cpu backend's forward + backward calls cost about 1e-6,\n"
-    "                        a GPU's kernel launches more)\n";
-
-void cli_train_defaults(pp_train_config *c)
-{
-    *c = (pp_train_config){
-        .pp = 1, .dp = 1, .schedule = PP_SCHED_1F1B, .batch = 8, .microbatches = 1, .steps = 10,
-        .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
-        .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
-        .loss = {.ignore_index = -100},
-        .partition = {.tolerance = 0.02}, .lock_wait_s = 60, .eos = -1,
-    };
-}
-
-/* The partition's options (cli_stage_option's second half): 1 taken, 0 not one, -1 bad. */
-static int partition_option(const char *o, const char *v, pp_partition_options *p)
-{
-    const char *const names[] = {"--balance", "--balance-tolerance", "--order", "--gflops", "--link-gbps",
-                                 "--op-overhead"};
-    size_t k = 0;
-    while (k < sizeof names / sizeof names[0] && strcmp(o, names[k])) k++;
-    if (k == sizeof names / sizeof names[0]) return 0;
-    if (!v) return cli_usage_error(NULL, "%s needs a value", o), -1;
-    if (k == 0 && !pp_balance_parse(v, &p->balance))
-        return cli_usage_error("choose params, flops, memory, time or uniform", "unknown --balance '%s'", v), -1;
-    if (k == 1 && !cli_parse_double(o, v, 0, 10, &p->tolerance)) return -1;
-    if (k == 2 && !pp_order_mode_parse(v, &p->order))
-        return cli_usage_error("choose search or graph", "unknown --order '%s'", v), -1;
-    if (k == 3 && !cli_parse_double(o, v, 1e-6, 1e12, &p->gflops)) return -1;
-    if (k == 4 && !cli_parse_double(o, v, 1e-9, 1e9, &p->link_gbps)) return -1;
-    if (k == 5 && !cli_parse_double(o, v, 0, 1e3, &p->op_overhead)) return -1;
-    return 1;
-}
-
-int cli_stage_option(int argc, char **argv, int *i, pp_train_config *c)
-{
-    const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    int part = partition_option(o, v, &c->partition);
-    if (part) {
-        if (part > 0) (*i)++;
-        return part;
-    }
-    const char *const names[] = {"--device", "--optimizer", "--loss",    "--logits",    "--labels", "--precision",
-                                 "--recompute", "--reduce-dtype", "--trainable", "--frozen", "--untie", "--tie"};
-    size_t k = 0;
-    while (k < sizeof names / sizeof names[0] && strcmp(o, names[k])) k++;
-    if (k == sizeof names / sizeof names[0]) return 0;
-    if (!v) return cli_usage_error(NULL, "%s needs a value", o), -1;
-    if (k == 0) c->device = v;
-    else if (k == 1 && !pp_optim_kind_parse(v, &c->optim.kind))
-        return cli_usage_error("use sgd, adam, adamw or lamb", "unknown optimizer '%s'", v), -1;
-    else if (k == 2 && strcmp(v, "cross_entropy"))
-        return cli_usage_error("the loss onnxpipe computes is cross_entropy", "unknown loss '%s'", v), -1;
-    else if (k == 3) c->loss.logits = v;
-    else if (k == 4) c->loss.labels = v;
-    else if (k == 5 && !pp_precision_parse(v, &c->precision))
-        return cli_usage_error("use fp32, bf16 or fp16", "unknown precision '%s'", v), -1;
-    else if (k == 6 && pp_recompute_parse(v, &c->recompute, &(pp_error){0}) != PP_OK)
-        return cli_usage_error(NULL, "unknown --recompute '%s': use none, selective or full", v), -1;
-    else if (k == 7 && (!pp_precision_parse(v, &c->reduce_dtype) || c->reduce_dtype == PP_DTYPE_F16))
-        return cli_usage_error(NULL, "unknown --reduce-dtype '%s': use fp32 or bf16", v), -1;
-    else if (k == 8) c->params.trainable = v;
-    else if (k == 9) c->params.frozen = v;
-    else if (k == 10) c->params.untie = v;
-    else if (k == 11) c->params.tie = v;
-    (*i)++;
-    return 1;
-}
 
 /* A rank's or stage's figures in the table's column order. */
 static void row(FILE *out, const pp_stage_bytes *b, int64_t comm, int64_t total)
@@ -131,7 +34,7 @@ static void json_bytes(pp_json *j, const pp_stage_bytes *b)
     pp_json_int(j, "port_max_bytes", b->port_max);     /* the largest tensor crossing a boundary */
 }
 
-static void write_json(pp_json *j, const pp_schedule *sch, const pp_train_config *c, pp_device_kind kind,
+static void write_json(pp_json *j, const pp_schedule *sch, const pp_trainer_config *c, pp_device_kind kind,
                        const pp_stage_bytes *st, const pp_driver_bytes *rk)
 {
     pp_json_begin_object(j, NULL);
@@ -161,7 +64,7 @@ static void write_json(pp_json *j, const pp_schedule *sch, const pp_train_config
     pp_json_end_object(j);
 }
 
-static void print_text(FILE *out, const pp_schedule *sch, const pp_train_config *c, pp_device_kind kind,
+static void print_text(FILE *out, const pp_schedule *sch, const pp_trainer_config *c, pp_device_kind kind,
                        const pp_stage_bytes *st, const pp_driver_bytes *rk)
 {
     fprintf(out, "\nmemory estimate per stage and rank (what `onnxpipe train` allocates on a %s device for %s "
@@ -187,7 +90,7 @@ static void print_text(FILE *out, const pp_schedule *sch, const pp_train_config 
                  "`onnxpipe train` prints the measured peak next to it.\n");
 }
 
-pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_train_config *c,
+pp_status cli_memory_estimate(const pp_schedule *sch, const pp_partition *part, const pp_trainer_config *c,
                               pp_json *json, FILE *out, pp_error *err)
 {
     pp_device_kind kind;

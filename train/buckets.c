@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *dim_name(const pp_train_config *c) { return c->bucket_dim ? c->bucket_dim : "seq"; }
+static const char *dim_name(const pp_trainer_config *c) { return c->bucket_dim ? c->bucket_dim : "seq"; }
 
 static int has_dim(const pp_graph *g, const char *name)
 {
@@ -21,7 +21,7 @@ static int has_dim(const pp_graph *g, const char *name)
     return 0;
 }
 
-static pp_status check_buckets(const pp_train_config *c, pp_error *err)
+static pp_status check_buckets(const pp_trainer_config *c, pp_error *err)
 {
     if (!c->model)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "sequence buckets need a model file with a symbolic dim '%s' "
@@ -39,7 +39,7 @@ static pp_status check_buckets(const pp_train_config *c, pp_error *err)
 
 pp_status train_load_buckets(pp_trainer *t, const pp_graph_options *gopt, pp_error *err)
 {
-    const pp_train_config *c = &t->c;
+    const pp_trainer_config *c = &t->c;
     PP_CHECK(check_buckets(c, err));
     int n = c->nbuckets;
     t->bucket_g = calloc((size_t)n, sizeof *t->bucket_g);

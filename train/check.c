@@ -240,7 +240,7 @@ static pp_status bind_from(const pp_value *v, const pp_dataset_array *a, const c
     return PP_OK;
 }
 
-pp_status train_data_dims(const pp_train_config *c, const pp_dataset *d, pp_dim_binding **dims, int *ndims,
+pp_status train_data_dims(const pp_trainer_config *c, const pp_dataset *d, pp_dim_binding **dims, int *ndims,
                           char *note, size_t note_len, pp_error *err)
 {
     *dims = NULL;

@@ -13,7 +13,7 @@ void pp_train_stage_costs(const pp_partition *part, double gflops, pp_stage_cost
         memset(costs, 0, (size_t)part->nstages * sizeof *costs);   /* unknown shapes: nothing to predict */
 }
 
-pp_status pp_train_partition(const pp_train_config *c, const pp_graph *g, int nstages, pp_device_kind kind,
+pp_status pp_train_partition(const pp_trainer_config *c, const pp_graph *g, int nstages, pp_device_kind kind,
                              pp_partition **out, pp_error *why, pp_error *err)
 {
     pp_partition_options o = c->partition;

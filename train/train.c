@@ -4,6 +4,7 @@
  * rank 0 prints the plan and the progress lines. */
 #include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/options.h>
 #include <onnxpipe/trainer.h>
 
 #include <onnxpipe/env.h>
@@ -51,8 +52,8 @@ static int64_t step_tokens(const run *r, int64_t step)
 {
     int64_t n = 0;
     if (!r->data->pack || !r->io.tokens_per_sample)
-        return r->cfg->batch * (r->io.tokens_per_sample ? r->io.tokens_per_sample : 1);
-    for (int64_t k = 0; k < r->cfg->batch; k++) n += ds_pack_tokens(r->data, pp_sampler_sample(&r->smp, step, k));
+        return r->cfg->trainer.batch * (r->io.tokens_per_sample ? r->io.tokens_per_sample : 1);
+    for (int64_t k = 0; k < r->cfg->trainer.batch; k++) n += ds_pack_tokens(r->data, pp_sampler_sample(&r->smp, step, k));
     return n;
 }
 
@@ -66,14 +67,14 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
     if (pp_stage_loss_labels(s, &l, NULL) != PP_OK) return PP_OK;
     const pp_dataset_array *a = pp_dataset_find(r->data, l.labels);
     if (!a || a->dtype != PP_DTYPE_I64) return PP_OK;
-    int64_t mb = r->t->mb, groups = r->cfg->batch / mb;
+    int64_t mb = r->t->mb, groups = r->cfg->trainer.batch / mb;
     if (!r->mb_weight && !(r->mb_weight = malloc((size_t)groups * sizeof *r->mb_weight))) return PP_NOMEM(err);
     if (r->counted_step != step) {
         size_t bytes = pp_dataset_sample_bytes(a, pp_sampler_len(&r->smp, r->data, step));   /* this step's length */
-        const int64_t *y = r->ahead ? train_prefetch_get(r->ahead, step, a, 0, r->cfg->batch) : NULL;
+        const int64_t *y = r->ahead ? train_prefetch_get(r->ahead, step, a, 0, r->cfg->trainer.batch) : NULL;
         if (!y) {
-            if (!r->labels && !(r->labels = malloc((size_t)r->cfg->batch * a->sample_bytes))) return PP_NOMEM(err);
-            pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->batch, r->labels);
+            if (!r->labels && !(r->labels = malloc((size_t)r->cfg->trainer.batch * a->sample_bytes))) return PP_NOMEM(err);
+            pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->trainer.batch, r->labels);
             y = r->labels;
         }
         r->counted_global = pp_loss_labels_weight(&l, y, groups, mb * (int64_t)(bytes / sizeof(int64_t)),
@@ -116,7 +117,7 @@ static pp_status log_summary(run *r, pp_error *err)
     size_t len = 0;
     FILE *mem = open_memstream(&plan, &len);
     if (!mem) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the plan summary");
-    fprintf(mem, "%s\n\n", r->cfg->command_line ? r->cfg->command_line : r->cfg->model);
+    fprintf(mem, "%s\n\n", r->cfg->command_line ? r->cfg->command_line : r->cfg->trainer.model);
     trainer_print_plan(r->t, mem);
     fclose(mem);
     /* the text plugin renders markdown: the plan as a code block, indented */
@@ -142,9 +143,9 @@ static pp_status setup_watch(run *r, pp_error *err)
     pp_trainer *t = r->t;
     pp_dataset_options dopt = pp_train_dataset_options(c);
     if (c->eval_data)
-        PP_CHECK(train_eval_open(c->eval_data, &dopt, t->g, &c->loss, c->batch, c->microbatches, c->dp, c->eval_batches,
+        PP_CHECK(train_eval_open(c->eval_data, &dopt, t->g, &c->trainer.loss, c->trainer.batch, c->trainer.microbatches, c->trainer.dp, c->trainer.eval_batches,
                                  &r->eval, err));
-    PP_CHECK(train_log_open(c, t->world, c->steps, r->io.tokens_per_sample > 0, &r->log, err));
+    PP_CHECK(train_log_open(c, t->world, c->trainer.steps, r->io.tokens_per_sample > 0, &r->log, err));
     if (c->straggler_warn > 0) PP_CHECK(train_straggler_open(c->straggler_warn, t->world, &r->straggler, err));
     PP_CHECK(train_prof_open(c, t->drv, t->world, t->sched, t->part, t->grid, &r->prof, err));
     for (int i = 0; i < pp_driver_num_stages(t->drv); i++) {
@@ -159,10 +160,7 @@ static pp_status setup_watch(run *r, pp_error *err)
  * gathers of logs and profiles): every rank must have the same. */
 static uint32_t job_hash(const pp_train_config *c)
 {
-    int64_t nums[] = {c->epochs, c->shuffle, c->eval_data != NULL, c->eval_every, c->eval_batches,
-                      c->logdir || c->metrics_out, c->log_every, c->log_histograms, c->profile_first,
-                      c->profile_last, c->trace_path != NULL, c->save_signals != 0};
-    return pp_crc32c(0, nums, sizeof nums);
+    return pp_options_hash(pp_train_option_table, c, 0);   /* the trainer's own rows: the trainer hashes them */
 }
 
 /* The trainer of the options (pp_trainer_create), made once the dataset is open: its
@@ -172,47 +170,45 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     r->conf = *cfg;
     r->cfg = &r->conf;
     pp_train_config *c = &r->conf;
-    PP_CHECK(trainer_check_config(c, err));
+    pp_trainer_config *job = &c->trainer;
+    if (job->steps < 1 && c->epochs < 1)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--steps %lld must be >= 1", (long long)job->steps);
+    if ((c->profile_first > 0) != (c->profile_out != NULL) || c->profile_last < c->profile_first)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "--profile-steps A:B (1 <= A <= B) and --profile FILE go "
+                            "together");
+    pp_trainer_config layout = *job;
+    if (c->epochs > 0) layout.steps = 1;   /* known once the data is open */
+    PP_CHECK(trainer_check_config(&layout, err));
     PP_CHECK(pp_comm_mpi_world(&r->world, err));
     pp_dataset_options dopt = pp_train_dataset_options(c);
     PP_CHECK(pp_dataset_open_with(c->data, &dopt, &r->data, err));
-    if (r->data->samples < c->batch)
+    if (r->data->samples < job->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
-                            c->data, (long long)r->data->samples, (long long)c->batch);
-    pp_sampler_init(&r->smp, r->data->samples, c->batch, c->shuffle, c->seed);
+                            c->data, (long long)r->data->samples, (long long)job->batch);
+    pp_sampler_init(&r->smp, r->data->samples, job->batch, c->shuffle, job->seed);
     if (r->data->nbuckets) pp_sampler_set_buckets(&r->smp, r->data->nbuckets, r->data->bucket_first);
     if (r->smp.steps_per_epoch == 0)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s': no sequence bucket holds a batch of %lld samples; "
-                            "use fewer buckets or a smaller --batch", c->data, (long long)c->batch);
-    if (c->epochs > 0) c->steps = c->epochs * r->smp.steps_per_epoch;
-    c->lr.steps = c->steps;
+                            "use fewer buckets or a smaller --batch", c->data, (long long)job->batch);
+    if (c->epochs > 0) job->steps = c->epochs * r->smp.steps_per_epoch;
+    job->lr.steps = job->steps;
     char bound[512];
-    PP_CHECK(train_data_dims(c, r->data, &r->dims, &r->ndims, bound, sizeof bound, err));
-    if (bound[0] && r->world->rank == 0 && !c->quiet) printf("dims from the data: %s\n\n", bound);
-    pp_trainer_config tc = {
-        .model = c->model, .pp = c->pp, .dp = c->dp, .device = c->device, .schedule = c->schedule,
-        .chunks = c->chunks, .batch = c->batch, .microbatches = c->microbatches, .steps = c->steps,
-        .dims = r->dims, .ndims = r->ndims, .buckets = c->buckets, .nbuckets = c->nbuckets, .bucket_dim = c->bucket_dim,
-        .params = c->params, .optim = c->optim, .lr = c->lr, .clip_norm = c->clip_norm, .bucket_bytes = c->bucket_bytes,
-        .skip_nonfinite = c->skip_nonfinite, .loss = c->loss, .seed = c->seed,
-        .precision = c->precision, .loss_scale = c->loss_scale, .loss_scale_window = c->loss_scale_window,
-        .reduce_dtype = c->reduce_dtype, .quiet = c->quiet, .save_dir = c->save_dir, .save_every = c->save_every, .keep = c->keep,
-        .save_sync = c->save_sync, .lock_wait_s = c->lock_wait_s, .resume = c->resume,
-        .recompute = c->recompute, .partition = c->partition,
-    };
-    PP_CHECK(pp_trainer_create(&tc, r->world, &r->t, err));
+    PP_CHECK(train_data_dims(job, r->data, &r->dims, &r->ndims, bound, sizeof bound, err));
+    if (bound[0] && r->world->rank == 0 && !job->quiet) printf("dims from the data: %s\n\n", bound);
+    job->dims = r->dims, job->ndims = r->ndims;
+    PP_CHECK(pp_trainer_create(job, r->world, &r->t, err));
     pp_trainer *t = r->t;
     PP_CHECK(trainer_agree(t, job_hash(c), err));
-    PP_CHECK(train_check_data(t->g, &c->loss, r->data, "--data", c->data, t->mb, &r->io, err));
+    PP_CHECK(train_check_data(t->g, &job->loss, r->data, "--data", c->data, t->mb, &r->io, err));
     char packed[256];
-    if (r->data->pack && t->world->rank == 0 && !c->quiet)
+    if (r->data->pack && t->world->rank == 0 && !job->quiet)
         printf("data: %s\n", pp_dataset_pack_summary(r->data, packed, sizeof packed));
     /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
      * batch that run had (and with --shuffle in the same permutation) */
     r->smp.start = t->ck.sample0;
     int64_t share = t->c.batch / t->c.dp;
     PP_CHECK(train_prefetch_open(r->data, &r->smp, t->drv, t->grid->replica * share, share, t->ck.resumed_step + 1,
-                                 c->steps, &r->ahead, err));
+                                 job->steps, &r->ahead, err));
     if (c->trace_path) PP_CHECK(pp_driver_record(t->drv, 1, err));
     if (c->losses_out && t->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
@@ -250,7 +246,7 @@ static void progress(const run *r, const pp_trainer_stats *st, double elapsed, d
     const pp_train_config *c = r->cfg;
     int64_t step = st->step;
     format_duration(elapsed, el, sizeof el);
-    format_duration(train_eta(step, r->cfg->steps, step - r->t->ck.resumed_step, train_s, c->eval_every, r->evals,
+    format_duration(train_eta(step, r->cfg->trainer.steps, step - r->t->ck.resumed_step, train_s, c->eval_every, r->evals,
                               r->eval_s, r->eval ? train_eval_batches(r->eval) : 0, r->eval != NULL),
                     eta, sizeof eta);
     if (r->evals) snprintf(ev, sizeof ev, "  eval %.4f", r->eval_loss);
@@ -263,10 +259,10 @@ static void progress(const run *r, const pp_trainer_stats *st, double elapsed, d
     if (r->slow.rank >= 0)
         snprintf(slow, sizeof slow, "  straggler rank %d (%.1fx its pipeline peers)", r->slow.rank, r->slow.ratio);
     printf("%sstep %lld/%lld%s  loss %.4f%s  lr %.3g%s  %.0f %s  elapsed %s  ETA %s%s%s%s", tty ? "\r" : "",
-           (long long)step, (long long)r->cfg->steps, ep, st->loss, ev, (double)st->lr, scale, rate,
+           (long long)step, (long long)r->cfg->trainer.steps, ep, st->loss, ev, (double)st->lr, scale, rate,
            r->io.tokens_per_sample ? "tok/s" : "samples/s", el, eta, st->skipped ? "  (skipped)" : "", slow,
            tty ? "   " : "\n");
-    if (tty && step == r->cfg->steps) putchar('\n');
+    if (tty && step == r->cfg->trainer.steps) putchar('\n');
     fflush(stdout);
 }
 
@@ -277,14 +273,14 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
     const pp_train_config *c = r->cfg;
     int64_t step = stats->step;
     train_eval_result ev, *evp = NULL;
-    if (r->eval && train_eval_due(step, r->cfg->steps, c->eval_every)) {
-        if (r->cfg->nbuckets) PP_CHECK(pp_trainer_set_bucket(r->t, r->cfg->nbuckets - 1, err));   /* full length */
+    if (r->eval && train_eval_due(step, r->cfg->trainer.steps, c->eval_every)) {
+        if (r->cfg->trainer.nbuckets) PP_CHECK(pp_trainer_set_bucket(r->t, r->cfg->trainer.nbuckets - 1, err));   /* full length */
         PP_CHECK(train_eval_run(r->eval, r->t, step, &ev, err));
         r->eval_s += ev.seconds;
         r->evals++;
         r->eval_loss = ev.loss;
         evp = &ev;
-        if (r->t->world->rank == 0 && !c->quiet && !r->log)
+        if (r->t->world->rank == 0 && !c->trainer.quiet && !r->log)
             pp_log(PP_LOG_INFO, "step %lld: eval loss %.6f over %lld samples", (long long)step, ev.loss,
                    (long long)ev.samples);
     }
@@ -295,7 +291,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
         .wait_s = stats->wait_s, .input_s = r->input_s, .input_read_s = r->read_s, .stage_bytes = r->stage_bytes, .skipped = stats->skipped,
         .loss_scale = stats->loss_scale,
         .rss_bytes = train_log_gathers(r->log, step) ? train_rss_peak_bytes() : 0,
-        .has_ckpt = c->save_dir != NULL, .ckpt_saves = r->t->ck.saves, .ckpt_stall_s = r->t->ck.stall_s,
+        .has_ckpt = c->trainer.save_dir != NULL, .ckpt_saves = r->t->ck.saves, .ckpt_stall_s = r->t->ck.stall_s,
         .has_straggler = r->straggler != NULL, .straggler = r->slow,
     };
     PP_CHECK(train_log_step(r->log, &sl, evp, err));
@@ -333,7 +329,7 @@ static pp_status preempt(run *r, int64_t step, pp_train_result *res, pp_error *e
     if (r->t->world->rank == 0)
         printf("SIG%s reached rank %d during step %lld: every rank finished the step and saved %s/step-%lld in %.2f s, "
                "%.2f s after the signal\n", sigabbrev_np(p.sig) ? sigabbrev_np(p.sig) : "?", p.rank, (long long)step,
-               r->cfg->save_dir, (long long)step, pp_now() - t0, res->preempt_s);
+               r->cfg->trainer.save_dir, (long long)step, pp_now() - t0, res->preempt_s);
     return PP_OK;
 }
 
@@ -351,21 +347,21 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     int64_t resumed = t->ck.resumed_step;
     res->first_step = resumed + 1;
     res->eval_loss = NAN;
-    if (rank0 && resumed >= cfg->steps)
+    if (rank0 && resumed >= cfg->trainer.steps)
         printf("checkpoint step %lld already reached --steps %lld; nothing to train\n", (long long)resumed,
-               (long long)cfg->steps);
+               (long long)cfg->trainer.steps);
     double t_poll = t0;
-    for (int64_t step = res->first_step; step <= cfg->steps; step++) {
+    for (int64_t step = res->first_step; step <= cfg->trainer.steps; step++) {
         pp_trainer_stats stats;
         PP_CHECK_GOTO(train_prof_begin(r.prof, step, err), st, done);
         /* the step, and a save due after it (before the logs, so they carry its cost) */
         r.input_s = 0;
-        if (cfg->nbuckets) PP_CHECK_GOTO(pp_trainer_set_bucket(t, pp_sampler_bucket(&r.smp, step), err), st, done);
+        if (cfg->trainer.nbuckets) PP_CHECK_GOTO(pp_trainer_set_bucket(t, pp_sampler_bucket(&r.smp, step), err), st, done);
         PP_CHECK_GOTO(pp_trainer_step(t, feed, &r, &stats, err), st, done);
         took_input(&r, step);
         pp_step_stats ps = {.loss = stats.loss, .grad_norm = stats.grad_norm, .skipped = stats.skipped,
                             .compute_s = stats.compute_s, .wait_s = stats.wait_s};
-        PP_CHECK_GOTO(train_prof_end(r.prof, step, cfg->steps, &ps, stats.seconds, err), st, done);
+        PP_CHECK_GOTO(train_prof_end(r.prof, step, cfg->trainer.steps, &ps, stats.seconds, err), st, done);
         PP_CHECK_GOTO(train_straggler_step(r.straggler, stats.seconds - stats.wait_s, t->grid->replica, &r.slow, err),
                       st, done);
         /* throughput over the training time: evaluations do not count */
@@ -386,8 +382,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
         if (r.evals) res->eval_loss = r.eval_loss;
         if (r.losses && (fprintf(r.losses, "%lld %.9g\n", (long long)step, stats.loss) < 0 || fflush(r.losses)))
             PP_CHECK_GOTO(pp_error_set(err, PP_ERR_IO, "--losses: cannot write '%s'", cfg->losses_out), st, done);
-        if (rank0 && !cfg->quiet) progress(&r, &stats, elapsed, rate, train_s, tty);
-        if (cfg->save_signals && step < cfg->steps) {
+        if (rank0 && !cfg->trainer.quiet) progress(&r, &stats, elapsed, rate, train_s, tty);
+        if (cfg->save_signals && step < cfg->trainer.steps) {
             train_preempt_step_took(pp_now() - t_poll);   /* the step with its evaluation, logs and save */
             t_poll = pp_now();
             PP_CHECK_GOTO(preempt(&r, step, res, err), st, done);
@@ -399,8 +395,8 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     PP_CHECK_GOTO(pp_trainer_wait_saves(t, err), st, done);
     res->saves = t->ck.saves;
     res->save_stall_s = t->ck.stall_s;
-    if (cfg->nbuckets) PP_CHECK_GOTO(pp_trainer_set_bucket(t, cfg->nbuckets - 1, err), st, done);   /* the largest's */
-    PP_CHECK_GOTO(train_report_memory(t, rank0 && !cfg->quiet, err), st, done);
+    if (cfg->trainer.nbuckets) PP_CHECK_GOTO(pp_trainer_set_bucket(t, cfg->trainer.nbuckets - 1, err), st, done);   /* the largest's */
+    PP_CHECK_GOTO(train_report_memory(t, rank0 && !cfg->trainer.quiet, err), st, done);
     if (cfg->trace_path) PP_CHECK_GOTO(write_trace(&r, err), st, done);
     if (cfg->export_path) PP_CHECK_GOTO(pp_trainer_export(t, cfg->export_path, err), st, done);
 done:

@@ -12,7 +12,7 @@
 
 /* What was trained (graph/params.c): the rules beyond the defaults, the trained element
  * count, and the initializers the job froze or untied (the tensors list names the trained). */
-static void params_json(pp_json *j, const pp_train_config *c, const pp_graph *g)
+static void params_json(pp_json *j, const pp_trainer_config *c, const pp_graph *g)
 {
     pp_json_begin_object(j, "params");
     const char *keys[] = {"trainable", "frozen_globs", "untie", "tie"},
@@ -34,7 +34,7 @@ static void params_json(pp_json *j, const pp_train_config *c, const pp_graph *g)
 
 /* The trainer's part of the manifest: the LR schedule and its position, the batch, the
  * fp16 loss scaler's state, what was trained. */
-static char *trainer_json(const pp_train_config *c, const pp_graph *g, pp_driver *drv, int64_t step)
+static char *trainer_json(const pp_trainer_config *c, const pp_graph *g, pp_driver *drv, int64_t step)
 {
     char *buf = NULL;
     size_t n = 0;
@@ -74,7 +74,7 @@ static char *trainer_json(const pp_train_config *c, const pp_graph *g, pp_driver
 
 /* The settings come from the command line; say which differ from the ones the checkpoint
  * was trained with (a user may mean it: a lower LR to go on with, say). */
-static void compare_settings(const pp_train_config *c, const pp_ckpt_info *in)
+static void compare_settings(const pp_trainer_config *c, const pp_ckpt_info *in)
 {
     const pp_optim_hparams *o = &in->meta.optim;
     const pp_jvalue *lr = in->trainer ? pp_json_get(in->trainer, "lr_schedule") : NULL;
@@ -126,7 +126,7 @@ static pp_status pick(train_ckpt *k, char *dir, size_t len, pp_error *err)
 
 pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err)
 {
-    const pp_train_config *c = k->cfg;
+    const pp_trainer_config *c = k->cfg;
     int rank0 = pp_comm_rank(k->world) == 0;
     pp_ckpt *ck = NULL;
     PP_CHECK(pp_ckpt_open(dir, &ck, err));
@@ -162,7 +162,7 @@ pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err)
 /* Picks the checkpoint (auto, or the one named), then every rank loads its own stages. */
 static pp_status resume(train_ckpt *k, pp_error *err)
 {
-    const pp_train_config *c = k->cfg;
+    const pp_trainer_config *c = k->cfg;
     char dir[4096] = "";
     if (!strcmp(c->resume, "auto")) PP_CHECK(pick(k, dir, sizeof dir, err));
     else snprintf(dir, sizeof dir, "%s", c->resume);
@@ -201,7 +201,7 @@ static pp_status lock_root(train_ckpt *k, const char *root, const char *id, pp_c
     return PP_OK;
 }
 
-pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *world, pp_driver *drv,
+pp_status train_ckpt_init(train_ckpt *k, const pp_trainer_config *cfg, pp_comm *world, pp_driver *drv,
                           const pp_partition *part, const pp_grid *grid, const pp_schedule *sched, pp_error *err)
 {
     memset(k, 0, sizeof *k);
@@ -236,7 +236,7 @@ pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *wo
 /* Step's checkpoint through writer w (root: where it goes, for the line printed). */
 static pp_status save(train_ckpt *k, pp_ckpt_writer *w, const char *root, int async, int64_t step, pp_error *err)
 {
-    const pp_train_config *c = k->cfg;
+    const pp_trainer_config *c = k->cfg;
     char *tj = trainer_json(c, k->part.partition->graph, k->drv, step);
     if (!tj) return PP_NOMEM(err);
     pp_ckpt_meta m = {
@@ -321,7 +321,7 @@ pp_status train_ckpt_save_to(train_ckpt *k, const char *root, int64_t step, pp_e
 
 pp_status train_ckpt_after_step(train_ckpt *k, int64_t step, pp_error *err)
 {
-    const pp_train_config *c = k->cfg;
+    const pp_trainer_config *c = k->cfg;
     if (!k->writer || step == k->last_saved) return PP_OK;
     if (step != c->steps && (c->save_every <= 0 || step % c->save_every)) return PP_OK;
     pp_error why = {0};

@@ -10,7 +10,7 @@
 #include <onnxpipe/train.h>
 
 typedef struct train_ckpt {
-    const pp_train_config *cfg;
+    const pp_trainer_config *cfg;
     pp_comm *world;
     pp_driver *drv;             /* its loss scaler's state goes into the manifest */
     const pp_schedule *sched;
@@ -30,7 +30,7 @@ typedef struct train_ckpt {
 
 /* Resumes when cfg->resume asks (collective over world) and opens the writer when
  * cfg->save_dir is set. cfg is borrowed until train_ckpt_free. */
-pp_status train_ckpt_init(train_ckpt *k, const pp_train_config *cfg, pp_comm *world, pp_driver *drv,
+pp_status train_ckpt_init(train_ckpt *k, const pp_trainer_config *cfg, pp_comm *world, pp_driver *drv,
                           const pp_partition *part, const pp_grid *grid, const pp_schedule *sched, pp_error *err);
 /* Loads checkpoint dir into this rank's stages and goes on from its step (collective). */
 pp_status train_ckpt_load(train_ckpt *k, const char *dir, pp_error *err);

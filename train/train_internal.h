@@ -26,11 +26,9 @@ typedef struct train_io {
 /* check.c: io found from the graph and the loss options alone (no dataset). */
 void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io);
 
-/* trainer.c: the job's state on this rank. pp_trainer_create fills c from its
- * pp_trainer_config (the fields of the training job alone stay 0); pp_train_run (train.c)
- * is one of its users. */
+/* trainer.c: the job's state on this rank; pp_train_run (train.c) is one of its users. */
 struct pp_trainer {
-    pp_train_config c;          /* the options: c.steps and c.lr.steps are the run's length */
+    pp_trainer_config c;        /* the options, defaults applied: c.steps and c.lr.steps are the run's length */
     pp_comm *world;             /* MPI: host-memory collectives */
     int owns_world;
     pp_comm *link;              /* device buffers: world on the cpu, its NCCL twin on cuda */
@@ -116,7 +114,7 @@ void train_free_buckets(pp_trainer *t);
 
 /* The options pp_trainer_create checks first (batch against dp x microbatches, steps,
  * profile steps). */
-pp_status trainer_check_config(const pp_train_config *c, pp_error *err);
+pp_status trainer_check_config(const pp_trainer_config *c, pp_error *err);
 /* Fails, naming the rank, unless every rank of t gives the same h (a hash of options
  * that make collectives beyond the trainer's own). Collective. */
 pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err);
@@ -134,7 +132,7 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_datas
  * bound from the per-sample shape of the --data array of the input's name; a disagreement
  * with --dim or between two arrays is an error naming both. note gets "seq = 256 (from
  * --data input_ids), ..." (empty: nothing bound). Free *dims with train_dims_free. */
-pp_status train_data_dims(const pp_train_config *c, const pp_dataset *d, pp_dim_binding **dims, int *ndims,
+pp_status train_data_dims(const pp_trainer_config *c, const pp_dataset *d, pp_dim_binding **dims, int *ndims,
                           char *note, size_t note_len, pp_error *err);
 void train_dims_free(pp_dim_binding *dims, int ndims);
 

@@ -5,6 +5,7 @@
 #include <onnxpipe/comm.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
+#include <onnxpipe/options.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/trainer.h>
 
@@ -14,66 +15,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-pp_trainer_config pp_trainer_config_default(void)
-{
-    return (pp_trainer_config){
-        .pp = 1, .dp = 1, .schedule = PP_SCHED_1F1B, .batch = 8, .microbatches = 1, .steps = 10,
-        .optim = {.kind = PP_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
-        .lr = {.kind = PP_LR_CONSTANT, .lr = 1e-3f, .power = 1.0f},
-        .loss = {.ignore_index = -100}, .lock_wait_s = 60,
-    };
-}
-
 static const char *model_name(const pp_trainer *t)
 {
     return t->c.model ? t->c.model : "(a graph in memory)";
 }
 
-pp_status trainer_check_config(const pp_train_config *c, pp_error *err)
+pp_status trainer_check_config(const pp_trainer_config *c, pp_error *err)
 {
     if (c->microbatches < 1 || c->batch < 1 || c->batch % ((int64_t)c->dp * c->microbatches))
         return pp_error_set(err, PP_ERR_INVALID_ARG,
                             "--batch %lld must be a positive multiple of dp x microbatches = %lld",
                             (long long)c->batch, (long long)c->dp * c->microbatches);
-    if (c->steps < 1 && c->epochs < 1)
+    if (c->steps < 1)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "--steps %lld must be >= 1", (long long)c->steps);
-    if ((c->profile_first > 0) != (c->profile_out != NULL) || c->profile_last < c->profile_first)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "--profile-steps A:B (1 <= A <= B) and --profile FILE go "
-                            "together");
     return PP_OK;
 }
 
 
-/* Every rank hashes the model's structure and the options; ranks that disagree with
- * rank 0 are named, on every rank, before anything else happens. */
+/* Every rank hashes the model's structure and the options (those its option table marks
+ * agree); ranks that disagree with rank 0 are named, on every rank, before anything else happens. */
 static pp_status agree(pp_trainer *t, pp_error *err)
 {
-    const pp_train_config *c = &t->c;
+    const pp_trainer_config *c = &t->c;
     const pp_graph *g = t->g;
-    uint32_t h = 0;
-    int64_t nums[] = {g->nnodes, g->nvalues, g->ninits, g->nparams, c->pp, c->dp, c->batch, c->microbatches,
-                      c->steps, c->schedule, c->chunks, (int64_t)c->seed, c->lr.warmup, c->lr.kind, c->optim.kind,
-                      c->optim.nesterov, c->ndims, c->skip_nonfinite, c->bucket_bytes, c->save_every, c->keep,
-                      c->save_sync, c->eval_batches, c->precision, c->loss_scale_window, c->reduce_dtype,
-                      c->recompute, c->partition.balance, c->partition.order, c->partition.ncuts, c->nbuckets};
-    float fl[] = {c->lr.lr, c->lr.min_lr, c->optim.momentum, c->optim.beta1, c->optim.beta2, c->optim.eps,
-                  c->optim.weight_decay, c->clip_norm, c->loss_scale};
-    double split[] = {c->partition.tolerance, c->partition.gflops, c->partition.link_gbps, c->partition.op_overhead};
-    h = pp_crc32c(h, nums, sizeof nums);
-    h = pp_crc32c(h, fl, sizeof fl);
-    h = pp_crc32c(h, split, sizeof split);
-    for (int i = 0; i < c->partition.ncuts; i++)
-        h = pp_crc32c(h, c->partition.cuts[i], strlen(c->partition.cuts[i]) + 1);
-    if (c->nbuckets) h = pp_crc32c(h, c->buckets, (size_t)c->nbuckets * sizeof *c->buckets);
-    for (int i = 0; i < c->ndims; i++) {
-        h = pp_crc32c(h, c->dims[i].name, strlen(c->dims[i].name));
-        h = pp_crc32c(h, &c->dims[i].value, sizeof c->dims[i].value);
-    }
-    const char *names[] = {c->loss.logits, c->loss.labels, c->device, c->save_dir, c->resume, c->bucket_dim,
-                           c->params.trainable,
-                           c->params.frozen, c->params.untie, c->params.tie};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i]) h = pp_crc32c(h, names[i], strlen(names[i]) + 1);
+    int64_t shape[] = {g->nnodes, g->nvalues, g->ninits, g->nparams};
+    uint32_t h = pp_options_hash(pp_trainer_option_table, c, pp_crc32c(0, shape, sizeof shape));
     for (int i = 0; i < g->nnodes; i++) {
         h = pp_crc32c(h, g->nodes[i].name, strlen(g->nodes[i].name));
         h = pp_crc32c(h, g->nodes[i].op_type, strlen(g->nodes[i].op_type));
@@ -107,7 +73,7 @@ pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err)
 
 void trainer_print_plan(const pp_trainer *t, FILE *out)
 {
-    const pp_train_config *c = &t->c;
+    const pp_trainer_config *c = &t->c;
     fprintf(out, "onnxpipe train: %s, %d rank%s = pp %d x dp %d, schedule %s", model_name(t), t->world->size,
             t->world->size == 1 ? "" : "s", c->pp, c->dp, pp_schedule_kind_name(t->sched->kind));
     if (t->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", t->sched->chunks);
@@ -142,7 +108,7 @@ void trainer_print_plan(const pp_trainer *t, FILE *out)
  * rank's cores (and GPU), and binds this process unless mpirun already did. */
 static pp_status place(pp_trainer *t, pp_error *err)
 {
-    const pp_train_config *c = &t->c;
+    const pp_trainer_config *c = &t->c;
     int64_t param_bytes[4096] = {0}, send_bytes[4096] = {0};
     for (int s = 0; s < t->part->nstages; s++) {
         int rank = t->sched->stage_rank[s];
@@ -350,12 +316,12 @@ static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, i
 
 /* Up to the process grid: checks cfg, loads the model (or borrows graph), agrees with
  * the other ranks, schedules, partitions, chooses and opens the device, places the ranks. */
-static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph *graph, pp_comm *world,
+static pp_status begin(pp_trainer *t, const pp_trainer_config *cfg, const pp_graph *graph, pp_comm *world,
                        pp_error *err)
 {
     memset(t, 0, sizeof *t);
     t->c = *cfg;
-    const pp_train_config *c = &t->c;
+    const pp_trainer_config *c = &t->c;
     t->world = world;
     if (!world) {
         PP_CHECK(pp_comm_mpi_world(&t->world, err));
@@ -385,7 +351,7 @@ static pp_status begin(pp_trainer *t, const pp_train_config *cfg, const pp_graph
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
 }
 
-pp_stage_options pp_train_stage_options(const pp_train_config *c)
+pp_stage_options pp_train_stage_options(const pp_trainer_config *c)
 {
     int64_t per = (int64_t)(c->dp > 0 ? c->dp : 1) * (c->microbatches > 0 ? c->microbatches : 1);
     return (pp_stage_options){.slots = 1, .microbatch = c->batch / per, .global_batch = c->batch, .optim = c->optim,
@@ -395,15 +361,15 @@ pp_stage_options pp_train_stage_options(const pp_train_config *c)
 
 pp_dataset_options pp_train_dataset_options(const pp_train_config *c)
 {
-    return (pp_dataset_options){.seq = c->seq, .labels = c->loss.labels, .token_dtype = c->token_dtype,
-                                .docs = c->docs, .eos = c->eos, .ignore_index = c->loss.ignore_index,
-                                .buckets = c->buckets, .nbuckets = c->nbuckets};
+    return (pp_dataset_options){.seq = c->seq, .labels = c->trainer.loss.labels, .token_dtype = c->token_dtype,
+                                .docs = c->docs, .eos = c->eos, .ignore_index = c->trainer.loss.ignore_index,
+                                .buckets = c->trainer.buckets, .nbuckets = c->trainer.nbuckets};
 }
 
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */
 static pp_status build(pp_trainer *t, pp_error *err)
 {
-    const pp_train_config *c = &t->c;
+    const pp_trainer_config *c = &t->c;
     t->c.lr.steps = c->steps;   /* what checkpoints record */
     t->lr = c->lr;
     pp_driver_config dc = {
@@ -458,20 +424,9 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
                             cfg->model ? "both were given" : "neither was");
     pp_trainer *t = calloc(1, sizeof *t);
     if (!t) return PP_NOMEM(err);
-    pp_train_config c = {
-        .model = cfg->model, .pp = cfg->pp, .dp = cfg->dp, .device = cfg->device, .schedule = cfg->schedule,
-        .chunks = cfg->chunks > 0 ? cfg->chunks : pp_schedule_default_chunks(cfg->schedule),
-        .batch = cfg->batch, .microbatches = cfg->microbatches, .steps = cfg->steps, .dims = cfg->dims,
-        .ndims = cfg->ndims, .buckets = cfg->buckets, .nbuckets = cfg->nbuckets, .bucket_dim = cfg->bucket_dim,
-        .params = cfg->params, .optim = cfg->optim, .lr = cfg->lr, .clip_norm = cfg->clip_norm,
-        .bucket_bytes = cfg->bucket_bytes, .skip_nonfinite = cfg->skip_nonfinite, .loss = cfg->loss,
-        .precision = cfg->precision, .loss_scale = cfg->loss_scale, .loss_scale_window = cfg->loss_scale_window,
-        .reduce_dtype = cfg->reduce_dtype, .seed = cfg->seed, .quiet = cfg->quiet, .save_dir = cfg->save_dir,
-        .save_every = cfg->save_every,
-        .keep = cfg->keep, .save_sync = cfg->save_sync, .lock_wait_s = cfg->lock_wait_s, .resume = cfg->resume,
-        .eval_batches = cfg->eval_batches > 0 ? cfg->eval_batches : 1,   /* hashed by agree: eval is collective */
-        .recompute = cfg->recompute, .partition = cfg->partition,
-    };
+    pp_trainer_config c = *cfg;
+    if (c.chunks <= 0) c.chunks = pp_schedule_default_chunks(c.schedule);
+    if (c.eval_batches <= 0) c.eval_batches = 1;   /* hashed by agree: eval is collective */
     pp_status st;
     PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);
     if (t->world->rank == 0 && !cfg->quiet) trainer_print_plan(t, stdout);

@@ -9,6 +9,7 @@
 #include <onnxpipe/partition.h>
 #include <onnxpipe/schedule.h>
 #include <onnxpipe/stage.h>
+#include <onnxpipe/trainer.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -171,82 +172,28 @@ PP_API pp_status pp_tb_close(pp_tb_writer *w, pp_error *err);   /* accepts NULL 
 /* TFRecord's checksum: CRC32C rotated right by 15 plus 0xa282ead8. Local. Thread-safe. */
 PP_API uint32_t pp_tb_masked_crc(const void *data, size_t n);
 
-/* ---- learning-rate schedules ------------------------------------------------ */
-typedef enum { PP_LR_CONSTANT = 0, PP_LR_LINEAR, PP_LR_COSINE, PP_LR_POLY } pp_lr_kind;
-typedef struct pp_lr_schedule {
-    pp_lr_kind kind;
-    float lr;               /* peak */
-    float min_lr;           /* reached at the last step (linear, cosine, poly) */
-    int64_t warmup;         /* linear warmup steps from 0 */
-    int64_t steps;          /* total steps */
-    float power;            /* poly */
-} pp_lr_schedule;
-/* LR of step (1-based); parsing and naming kinds ("constant", "linear", "cosine", "poly": static
- * strings). Local. Thread-safe. */
-PP_API float pp_lr_at(const pp_lr_schedule *s, int64_t step);
-PP_API int pp_lr_parse(const char *name, pp_lr_kind *out);
-PP_API const char *pp_lr_kind_name(pp_lr_kind k);
-
 /* ---- the training run ------------------------------------------------------- */
 typedef struct pp_train_config {
-    const char *model;
+    pp_trainer_config trainer;      /* the trainer's options (trainer.h): model, layout, optimizer,
+                                       precision, checkpoints, ...; its dims are bound from the data
+                                       too (--dim binds the rest), its steps from epochs, and its
+                                       eval_batches 0 is the whole eval dataset */
     const char *data;               /* the dataset (pp_dataset_open_with: a directory, .npy, a token
                                        stream, a Megatron indexed dataset) */
     int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
     pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
     pp_docs docs;                   /* --pack, --pad: documents into samples of seq (pp_dataset_options) */
     int64_t eos;                    /* --eos: a token stream's end-of-document token; -1: none */
-    int pp, dp;
-    const char *device;             /* "auto" (default: a GPU when one works, else the cpu), "cpu", "cuda" */
-    pp_schedule_kind schedule;      /* gpipe, 1f1b (default), interleaved, zb-h1, zb-v */
-    int chunks;                     /* virtual stages per rank (interleaved, zb-v: 2), else 1 */
-    int64_t batch;                  /* global batch: samples per optimizer step */
-    int64_t microbatches;           /* per replica and step */
-    int64_t steps;
-    pp_dim_binding *dims;
-    int ndims;
-    const int64_t *buckets;         /* sequence buckets (--seq-buckets), ascending: pp_trainer_config's */
-    int nbuckets;
-    const char *bucket_dim;
-    pp_param_rules params;          /* what is trained besides graph/params.c's rules (--trainable, ...) */
-    pp_optim_hparams optim;
-    pp_lr_schedule lr;
-    float clip_norm;                /* 0: no clipping */
-    int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB (--bucket-kb) */
-    int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
-    pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
-    pp_dtype reduce_dtype;          /* the data-parallel gradient all-reduce (pp_driver_config): 0 / F32
-                                       or BF16 (--reduce-dtype) */
-    float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
-    int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
-    pp_recompute recompute;         /* activation recomputation (stage.h); default none */
-    pp_partition_options partition; /* how the job splits the model (pp_train_partition): balance, tolerance,
-                                       order, the time model, manual cuts; its microbatches, recompute
-                                       and memory are set from the job's own */
-    pp_loss_spec loss;
-    uint64_t seed;
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */
     const char *export_path;        /* write the trained model here at the end (NULL: no) */
     const char *trace_path;         /* write a Perfetto trace of the last step here (NULL: no) */
-    /* checkpoints (ckpt.h): to save_dir/step-<N>/ every save_every steps and at the end */
-    const char *save_dir;           /* NULL: no checkpoints */
-    int64_t save_every;             /* 0: only at the end */
-    int keep;                       /* keep the newest K checkpoints; 0: all */
-    int save_sync;                  /* 1: write before training goes on (default: a thread writes) */
-    double lock_wait_s;             /* save_dir held by another live job: wait this long for it to
-                                       end, then fail naming it (ckpt.h's lock; --lock-wait, 60) */
     uint64_t save_signals;          /* bit s: signal s makes every rank finish its step, save and
                                        end the run (pp_train_result.preempted); 0: none */
-    const char *resume;             /* "auto": the newest checkpoint in save_dir that verifies (none:
-                                       start from scratch); a path: that checkpoint; NULL: no resume.
-                                       steps counts from the start of the run, not from the resume */
-    int quiet;                      /* no progress lines */
     /* the run a user watches: data order, evaluation, logs, profiling */
     int64_t epochs;                 /* > 0: steps = epochs x steps per epoch (samples / batch) */
     int shuffle;                    /* a seeded permutation of the samples per epoch (pp_sampler) */
     const char *eval_data;          /* evaluation dataset directory (NULL: none) */
     int64_t eval_every;             /* evaluate after every N steps, and after the last (0: last only) */
-    int64_t eval_batches;           /* global batches per evaluation (0: the whole eval dataset) */
     const char *logdir;             /* TensorBoard event files, written by rank 0 (NULL: none) */
     const char *metrics_out;        /* JSON lines, one object per step (NULL: none) */
     int64_t log_every;              /* per-rank figures (wait, memory, bubble) every N steps (0: 10) */
@@ -259,11 +206,15 @@ typedef struct pp_train_config {
     const char *command_line;       /* shown in the TensorBoard text summary */
 } pp_train_config;
 
+/* `onnxpipe train`'s defaults: pp_trainer_config_default's, eos -1, the rest zero. Local.
+ * Thread-safe. */
+PP_API pp_train_config pp_train_config_default(void);
+
 /* The options every stage of a job from c is built with (the microbatch is c->batch /
  * (dp x microbatches); the driver sets slots and first_sample). `onnxpipe partition` and
  * `onnxpipe schedule --model` estimate memory from the same, so an option that shapes a
  * stage reaches the previews too. Local; thread-safe. */
-PP_API pp_stage_options pp_train_stage_options(const pp_train_config *c);
+PP_API pp_stage_options pp_train_stage_options(const pp_trainer_config *c);
 /* How the job reads its datasets: c's seq and token dtype, the labels named as the loss's.
  * Local; thread-safe. */
 PP_API pp_dataset_options pp_train_dataset_options(const pp_train_config *c);
@@ -275,7 +226,7 @@ PP_API pp_dataset_options pp_train_dataset_options(const pp_train_config *c);
  * model without a loss named, unbound dims) the partitioner's own estimate, and *why (may be
  * NULL) says why. `onnxpipe train`, `partition` and `schedule --model` all split this way.
  * Local; the caller frees *out with pp_partition_destroy. */
-PP_API pp_status pp_train_partition(const pp_train_config *c, const pp_graph *g, int nstages, pp_device_kind kind,
+PP_API pp_status pp_train_partition(const pp_trainer_config *c, const pp_graph *g, int nstages, pp_device_kind kind,
                                     pp_partition **out, pp_error *why, pp_error *err);
 
 typedef struct pp_train_result {

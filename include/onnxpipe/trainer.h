@@ -15,15 +15,32 @@
 #include <onnxpipe/driver.h>
 #include <onnxpipe/graph.h>
 #include <onnxpipe/kernels.h>
+#include <onnxpipe/partition.h>
 #include <onnxpipe/schedule.h>
 #include <onnxpipe/stage.h>
-#include <onnxpipe/train.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct pp_trainer pp_trainer;
+
+/* ---- learning-rate schedules ------------------------------------------------ */
+typedef enum { PP_LR_CONSTANT = 0, PP_LR_LINEAR, PP_LR_COSINE, PP_LR_POLY } pp_lr_kind;
+typedef struct pp_lr_schedule {
+    pp_lr_kind kind;
+    float lr;               /* peak */
+    float min_lr;           /* reached at the last step (linear, cosine, poly) */
+    int64_t warmup;         /* linear warmup steps from 0 */
+    int64_t steps;          /* total steps */
+    float power;            /* poly */
+} pp_lr_schedule;
+/* LR of step (1-based); parsing and naming kinds ("constant", "linear", "cosine", "poly": static
+ * strings). Local. Thread-safe. */
+PP_API float pp_lr_at(const pp_lr_schedule *s, int64_t step);
+PP_API int pp_lr_parse(const char *name, pp_lr_kind *out);
+PP_API const char *pp_lr_kind_name(pp_lr_kind k);
+
 
 /* Strings and graph are borrowed until pp_trainer_destroy (export reloads the model file). */
 typedef struct pp_trainer_config {
@@ -66,10 +83,11 @@ typedef struct pp_trainer_config {
                                        losses and weights are bitwise the same; default none */
     pp_partition_options partition; /* how the model is split (pp_train_partition): balance, tolerance,
                                        order, time model, manual cuts; zeros: by parameters, the
-                                       orders searched, no tolerance */
+                                       orders searched, no tolerance (the default config's is 0.02) */
     pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
     uint64_t seed;                  /* Dropout draws */
-    int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 */
+    int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 (pp_train_run: 0 is
+                                       the whole eval dataset) */
     int quiet;                      /* 0: rank 0 prints the plan at create and a line per checkpoint */
     /* checkpoints (ckpt.h), besides pp_trainer_save: */
     const char *save_dir;           /* pp_trainer_step saves to save_dir/step-<N> after every
@@ -86,8 +104,9 @@ typedef struct pp_trainer_config {
                                        pp_trainer_steps_done says where it goes on */
 } pp_trainer_config;
 
-/* pp 1, dp 1, device auto, 1f1b, batch 8, 1 microbatch, 10 steps, AdamW (0.9, 0.999,
- * 1e-8) at a constant lr 1e-3, ignore_index -100, seed 0; no model. Local. Thread-safe. */
+/* The defaults `onnxpipe train` has (its option table, train/options.c): pp 1, dp 1, device
+ * auto, 1f1b, batch 8, 1 microbatch, 10 steps, AdamW (0.9, 0.999, 1e-8) at a constant lr
+ * 1e-3, ignore_index -100, seed 0, a balance tolerance of 0.02; no model. Local. Thread-safe. */
 PP_API pp_trainer_config pp_trainer_config_default(void);
 
 /* One graph input this rank needs for a microbatch: fill data with nbytes of it, laid

@@ -1,0 +1,206 @@
+/* The one command-line parser and --help printer: both read a command's option table
+ * (internal/onnxpipe/options.h). `--opt value` and `--opt=value` (cli/main.c splits the
+ * second) are the same everywhere; an unknown option, a missing value or one out of
+ * bounds is a usage error naming the option. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends n entries of size each to the list field p (its count at *count); the parser
+ * owns the array (cli_options_free). */
+static void *grow(void *p, int *count, int n, size_t size)
+{
+    void **list = p;
+    void *more = realloc(*list, (size_t)(*count + n) * size);
+    if (!more) return NULL;
+    *list = more;
+    return (char *)more + (size_t)*count * size;
+}
+
+static int store_int(const pp_option *r, const char *v, void *p)
+{
+    long long n;
+    if (!cli_parse_int(r->name, v, (long long)r->lo, (long long)r->hi, &n)) return 0;
+    n *= r->scale ? r->scale : 1;
+    if (r->size == sizeof(int64_t)) *(int64_t *)p = n;
+    else *(int *)p = (int)n;
+    return 1;
+}
+
+static int store_list(const pp_option *r, const char *v, void *base, void *p)
+{
+    int *count = (int *)((char *)base + r->count_offset);
+    if (r->type == PP_OPT_DIMS) {
+        const char *eq = strchr(v, '=');
+        long long n;
+        if (!eq || eq == v)
+            return !cli_usage_error("example: --dim seq=128", "%s expects NAME=VALUE, got '%s'", r->name, v);
+        if (*count >= (int)r->hi) return !cli_usage_error(NULL, "at most %d %s options", (int)r->hi, r->name);
+        if (!cli_parse_int(r->name, eq + 1, 1, 1LL << 40, &n)) return 0;
+        pp_dim_binding *d = grow(p, count, 1, sizeof *d);
+        if (!d || !(d->name = strndup(v, (size_t)(eq - v)))) return !cli_usage_error(NULL, "out of memory");
+        d->value = n;
+        (*count)++;
+        return 1;
+    }
+    char *copy = strdup(v), *save = NULL;
+    int ok = copy != NULL;
+    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; ok && tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*count >= (int)r->hi) {
+            ok = !cli_usage_error(NULL, "%s: at most %d entries", r->name, (int)r->hi);
+            break;
+        }
+        if (r->type == PP_OPT_INTS) {
+            long long n;
+            int64_t *e = NULL;
+            ok = cli_parse_int(r->name, tok, (long long)r->lo, 1LL << 40, &n) && (e = grow(p, count, 1, sizeof *e));
+            if (e) *e = n, (*count)++;
+        } else {
+            const char **e = grow(p, count, 1, sizeof *e);
+            ok = e && (*e = strdup(tok));
+            if (ok) (*count)++;
+        }
+    }
+    free(copy);
+    if (ok && !*count) return !cli_usage_error(NULL, "%s needs a comma-separated list, got '%s'", r->name, v);
+    return ok;
+}
+
+/* Stores v (NULL for a flag) into row r's field of the config at base: 1; or reports: 0. */
+static int store(const pp_option *r, const char *v, void *base)
+{
+    void *p = pp_option_field(r, base);
+    pp_error err = {0};
+    switch (r->type) {
+    case PP_OPT_FLAG: *(int *)p = r->set ? r->set : 1; return 1;
+    case PP_OPT_INT: return store_int(r, v, p);
+    case PP_OPT_REAL: {
+        double x;
+        if (!cli_parse_double(r->name, v, r->lo, r->hi, &x)) return 0;
+        if (r->size == sizeof(double)) *(double *)p = x;
+        else *(float *)p = (float)x;
+        return 1;
+    }
+    case PP_OPT_STR: *(const char **)p = v; return 1;
+    case PP_OPT_ENUM:
+    case PP_OPT_CUSTOM:
+        if (r->parse(v, p, &err)) return 1;
+        return err.msg[0] ? !cli_usage_error(NULL, "%s", err.msg) : 0;   /* empty: the parser reported it */
+    case PP_OPT_INTS:
+    case PP_OPT_NAMES:
+    case PP_OPT_DIMS: return store_list(r, v, base, p);
+    default: return 0;
+    }
+}
+
+int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, const char **pos, int max_pos,
+                      int *npos)
+{
+    if (npos) *npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cli_options_help(o, stdout);
+            return 1;
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (!npos || *npos >= max_pos)
+                return cli_usage_error(o->hint, "unexpected argument '%s'", a);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        void *at = NULL;
+        const pp_option *r = pp_option_find(o->table, a, base, &at);
+        if (!r) return cli_usage_error(o->hint, "unknown option '%s'", a);
+        const char *v = NULL;
+        if (r->type != PP_OPT_FLAG) {
+            if (i + 1 >= argc) return cli_usage_error(o->hint, "%s needs a value (%s)", a, r->metavar);
+            v = argv[++i];
+        }
+        if (!store(r, v, at)) return 2;
+    }
+    return 0;
+}
+
+int cli_options_set(const cli_options *o, void *base, const char *name, const char *value)
+{
+    void *at = NULL;
+    const pp_option *r = pp_option_find(o->table, name, base, &at);
+    return r && store(r, value, at);
+}
+
+static void free_lists(const pp_option *table, void *base)
+{
+    for (const pp_option *r = table; r->type != PP_OPT_END; r++) {
+        void *p = pp_option_field(r, base);
+        if (r->type == PP_OPT_TABLE) free_lists(r->sub, p);
+        if (r->type != PP_OPT_INTS && r->type != PP_OPT_NAMES && r->type != PP_OPT_DIMS) continue;
+        int n = *(int *)((char *)base + r->count_offset);
+        if (r->type == PP_OPT_NAMES)
+            for (int k = 0; k < n; k++) free((char *)(*(const char ***)p)[k]);
+        if (r->type == PP_OPT_DIMS)
+            for (int k = 0; k < n; k++) free((char *)(*(pp_dim_binding **)p)[k].name);
+        free(*(void **)p);
+        *(void **)p = NULL;
+    }
+}
+
+void cli_options_free(const cli_options *o, void *base) { free_lists(o->table, base); }
+
+/* "(default X)" of row r, or "" when it has none to show. */
+static const char *default_text(const pp_option *r, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (r->def_str) snprintf(buf, len, " (default %s)", r->def_str);
+    else if (r->def != 0 && r->type == PP_OPT_INT) snprintf(buf, len, " (default %lld)", (long long)r->def);
+    else if (r->def != 0 && r->type == PP_OPT_REAL) snprintf(buf, len, " (default %g)", r->def);
+    return buf;
+}
+
+/* Row r as "  --name META   help", the help's further lines under its first, and its
+ * default after the last (on a line of its own when it would pass column 100). */
+static void print_row(const pp_option *r, FILE *out)
+{
+    char def[96];
+    int w = fprintf(out, "  %s%s%s", r->name, r->metavar ? " " : "", r->metavar ? r->metavar : "");
+    if (w >= 25) fputc('\n', out), w = 0;
+    const char *h = r->help ? r->help : "";
+    for (;;) {
+        const char *nl = strchr(h, '\n');
+        int n = nl ? (int)(nl - h) : (int)strlen(h);
+        fprintf(out, "%*s%.*s", 25 - w, "", n, h);
+        w = 0;
+        if (nl) {
+            fputc('\n', out);
+            h = nl + 1;
+            continue;
+        }
+        const char *d = default_text(r, def, sizeof def);
+        if (*d && 25 + n + (int)strlen(d) > 100) fprintf(out, "\n%25s", ""), d++;
+        fprintf(out, "%s\n", d);
+        return;
+    }
+}
+
+/* The rows of table (its sub-tables' too) under heading group. */
+static int print_group(const pp_option *table, const char *group, FILE *out)
+{
+    int n = 0;
+    for (const pp_option *r = table; r->type != PP_OPT_END; r++) {
+        if (r->type == PP_OPT_TABLE) n += print_group(r->sub, group, out);
+        else if (r->name && r->group && !strcmp(r->group, group)) print_row(r, out), n++;
+    }
+    return n;
+}
+
+void cli_options_help(const cli_options *o, FILE *out)
+{
+    fputs(o->usage, out);
+    for (int g = 0; o->groups[g]; g++) {
+        fprintf(out, "\n%s\n", o->groups[g]);
+        print_group(o->table, o->groups[g], out);
+    }
+    if (o->epilog) fprintf(out, "\n%s", o->epilog);
+}

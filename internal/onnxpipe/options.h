@@ -1,0 +1,78 @@
+/* Option tables: one row per option of a config struct — its command-line name, type,
+ * place in the struct, default, bounds, help and whether the ranks of a job must agree
+ * on it. A command's table is the one description of its options: pp_options_defaults
+ * fills the struct's defaults from it, cli/options.c parses argv and prints --help from
+ * it, and pp_options_hash hashes the fields the ranks compare (the trainer's agreement
+ * check). Tables nest: a PP_OPT_TABLE row places another table's rows at an offset (the
+ * trainer's options inside pp_train_config, the partition's inside the trainer's).
+ * The engine is train/option_table.c, the training options' tables train/options.c; a preview command's own in
+ * its cli/cmd_*.c. Internal: the library and the CLI. */
+#ifndef ONNXPIPE_OPTIONS_H
+#define ONNXPIPE_OPTIONS_H
+
+#include <onnxpipe/core.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    PP_OPT_END = 0,    /* ends a table */
+    PP_OPT_TABLE,      /* the rows of sub at offset */
+    PP_OPT_FLAG,       /* an int set to `set` (1 when 0) by the bare option */
+    PP_OPT_INT,        /* int or int64_t (by size) in [lo, hi], stored times `scale` (1 when 0) */
+    PP_OPT_REAL,       /* float or double (by size) in [lo, hi] */
+    PP_OPT_STR,        /* const char *, borrowed from argv */
+    PP_OPT_ENUM,       /* an int-sized enum: parse names it, def is its default */
+    PP_OPT_INTS,       /* "A,B,..": const int64_t * at offset, its int count at count_offset */
+    PP_OPT_NAMES,      /* "A,B,..": const char *const * at offset, its int count at count_offset */
+    PP_OPT_DIMS,       /* NAME=V, repeatable: pp_dim_binding * at offset, its int count at count_offset */
+    PP_OPT_CUSTOM,     /* parse stores it */
+} pp_opt_type;
+
+typedef struct pp_option {
+    pp_opt_type type;
+    const char *name;           /* "--steps"; NULL: set by the library's callers only (defaults, hash) */
+    const char *metavar;        /* "N" in --help; flags have none */
+    size_t offset, size;        /* the field in the config (offsetof, sizeof) */
+    size_t count_offset;        /* INTS, NAMES, DIMS: the int count's offset */
+    double lo, hi;              /* INT, REAL, INTS: bounds; INTS, NAMES, DIMS: hi is the most entries */
+    double def;                 /* INT, REAL, FLAG (no: 0), ENUM: the default */
+    const char *def_str;        /* STR: the default; any type: --help's "(default ...)" text when the
+                                   number alone would not say it ("auto", "all", "off") */
+    int scale;                  /* INT: the field holds value x scale (--bucket-kb: bytes) */
+    int set;                    /* FLAG: the value it stores (1 when 0) */
+    int agree;                  /* the ranks of a job must agree on it: pp_options_hash hashes it */
+    /* ENUM, CUSTOM: stores v into field (the config's, at offset): 1; or says why not in err
+       (the whole message, naming the option; the CLI's own parsers may report it themselves
+       and leave err empty): 0 */
+    int (*parse)(const char *v, void *field, pp_error *err);
+    const char *help;           /* lines joined by \n */
+    const char *group;          /* --help's heading over it: the command lists its headings in order */
+    const struct pp_option *sub;    /* TABLE */
+} pp_option;
+
+/* Row makers: T the config type, f its field. */
+#define PP_OPT_FIELD(T, f) .offset = offsetof(T, f), .size = sizeof(((T *)0)->f)
+#define PP_OPT_COUNT(T, n) .count_offset = offsetof(T, n)
+
+/* The config at base gets every default of the table (the rest of it zero is the
+ * caller's). Local. Thread-safe. */
+void pp_options_defaults(const pp_option *table, void *base);
+/* h extended by every agree row's value in the config at base (strings by content, lists
+ * by their entries): equal configs hash equal on every rank. Local. Thread-safe. */
+uint32_t pp_options_hash(const pp_option *table, const void *base, uint32_t h);
+/* The field of row r in the config at base. */
+static inline void *pp_option_field(const pp_option *r, void *base) { return (char *)base + r->offset; }
+/* The row named name in table (its sub-tables searched, *base_out advanced to the
+ * sub-table's config), or NULL. */
+const pp_option *pp_option_find(const pp_option *table, const char *name, void *base, void **base_out);
+
+/* The training options' tables (train/options.c): the partition's (pp_partition_options),
+ * the stage's and the trainer's (pp_trainer_config; the trainer's holds the other two),
+ * the run's (pp_train_config, holding the trainer's). */
+extern const pp_option pp_partition_option_table[];
+extern const pp_option pp_stage_option_table[];
+extern const pp_option pp_trainer_option_table[];
+extern const pp_option pp_train_option_table[];
+
+#endif
