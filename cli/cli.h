@@ -43,8 +43,6 @@ int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, lo
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* "A,B,C": at most max integers in [lo, hi] into out, their count in *n (>= 1). */
 int cli_parse_int_list(const char *opt, const char *s, long long lo, long long hi, int max, int64_t *out, int *n);
-/* --token-dtype: uint16 or uint32 (a raw token stream's); 0 and a usage error otherwise. */
-int cli_parse_token_dtype(const char *s, pp_dtype *out);
 
 /* cli/options.c: a command's options, parsed and shown by its table (options.h). usage
  * opens --help, groups are its headings in order (each row names its own), epilog ends it;
@@ -61,7 +59,8 @@ typedef struct cli_options {
  * pos NULL: none taken). */
 int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, const char **pos, int max_pos,
                       int *npos);
-void cli_options_help(const cli_options *o, FILE *out);
+/* --help: usage, the rows by heading with the defaults base holds, epilog. */
+void cli_options_help(const cli_options *o, void *base, FILE *out);
 /* Stores value for the option name as if given on the command line: 1; 0: reported. */
 int cli_options_set(const cli_options *o, void *base, const char *name, const char *value);
 /* Frees the lists (--dim, --cut, ...) the parser allocated in base. */

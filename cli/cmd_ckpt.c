@@ -20,15 +20,53 @@ static void usage(FILE *out)
             "safetensors reader opens them; manifest.json names every tensor's file and offset.\n");
 }
 
+/* The subcommands' options: each its own table over one struct. */
+typedef struct ckpt_args {
+    int no_verify, json;
+    const char *model, *out;
+} ckpt_args;
+
+#define OPTS "options:"
+#define C(f) PP_OPT_FIELD(ckpt_args, f)
+
+static const pp_option list_table[] = {
+    {.type = PP_OPT_FLAG, .name = "--no-verify", C(no_verify), .group = OPTS,
+     .help = "do not check each checkpoint's files against its manifest"},
+    {0},
+};
+static const pp_option inspect_table[] = {
+    {.type = PP_OPT_FLAG, .name = "--json", C(json), .group = OPTS, .help = "print the manifest (JSON)"},
+    {0},
+};
+static const pp_option verify_table[] = {{0}};
+static const pp_option export_table[] = {
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", C(model), .group = OPTS,
+     .help = "the model the checkpoint trained"},
+    {.type = PP_OPT_STR, .name = "--out", .alias = "-o", .metavar = "OUT.onnx", C(out), .group = OPTS,
+     .help = "the inference model to write"},
+    {0},
+};
+
+static const char *const groups[] = {OPTS, NULL};
+
+/* Parses a subcommand's argv (argv[0] its name) into a and its one positional argument
+ * into *path: 0 to go on, else the exit code. */
+static int parse_sub(const pp_option *table, const char *usage, int argc, char **argv, ckpt_args *a,
+                     const char **path)
+{
+    const cli_options o = {.usage = usage, .table = table, .groups = groups, .hint = "run 'onnxpipe ckpt --help'"};
+    int npos = 0;
+    int rc = cli_options_parse(&o, a, argc, argv, path, 1, &npos);
+    return rc == 1 ? -1 : rc;
+}
+
 static int list(int argc, char **argv)
 {
     const char *root = NULL;
-    int verify = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-verify")) verify = 0;
-        else if (argv[i][0] == '-' || root) return cli_usage_error("run 'onnxpipe ckpt --help'", "unexpected '%s'", argv[i]);
-        else root = argv[i];
-    }
+    ckpt_args a = {0};
+    int rc = parse_sub(list_table, "usage: onnxpipe ckpt list DIR [--no-verify]\n", argc, argv, &a, &root);
+    if (rc) return rc < 0 ? 0 : rc;
+    int verify = !a.no_verify;
     if (!root) return cli_usage_error("example: onnxpipe ckpt list ckpts", "ckpt list needs a directory");
     pp_error err = {0};
     pp_ckpt_entry *e;
@@ -95,12 +133,10 @@ static void print_info(const pp_ckpt_info *in)
 static int inspect(int argc, char **argv)
 {
     const char *dir = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] == '-' || dir) return cli_usage_error("run 'onnxpipe ckpt --help'", "unexpected '%s'", argv[i]);
-        else dir = argv[i];
-    }
+    ckpt_args a = {0};
+    int rc = parse_sub(inspect_table, "usage: onnxpipe ckpt inspect CKPT [--json]\n", argc, argv, &a, &dir);
+    if (rc) return rc < 0 ? 0 : rc;
+    int json = a.json;
     if (!dir) return cli_usage_error("example: onnxpipe ckpt inspect ckpts/step-100", "ckpt inspect needs a checkpoint");
     pp_error err = {0};
     pp_ckpt *c = NULL;
@@ -127,15 +163,18 @@ static int inspect(int argc, char **argv)
 
 static int verify(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-')
-        return cli_usage_error("example: onnxpipe ckpt verify ckpts/step-100", "ckpt verify needs one checkpoint");
+    const char *dir = NULL;
+    ckpt_args a = {0};
+    int rc = parse_sub(verify_table, "usage: onnxpipe ckpt verify CKPT\n", argc, argv, &a, &dir);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!dir) return cli_usage_error("example: onnxpipe ckpt verify ckpts/step-100", "ckpt verify needs one checkpoint");
     pp_error err = {0};
-    if (pp_ckpt_verify(argv[1], &err) != PP_OK) return cli_fail(&err);
+    if (pp_ckpt_verify(dir, &err) != PP_OK) return cli_fail(&err);
     pp_ckpt *c = NULL;
-    if (pp_ckpt_open(argv[1], &c, &err) != PP_OK) return cli_fail(&err);
+    if (pp_ckpt_open(dir, &c, &err) != PP_OK) return cli_fail(&err);
     const pp_ckpt_info *in = pp_ckpt_inspect(c);
     char b[32];
-    printf("%s: ok (%d files, %d tensors, %s; sizes and crc32c checksums match the manifest)\n", argv[1], in->nfiles,
+    printf("%s: ok (%d files, %d tensors, %s; sizes and crc32c checksums match the manifest)\n", dir, in->nfiles,
            in->ntensors, pp_format_bytes((double)in->bytes, b, sizeof b));
     pp_ckpt_close(c);
     return 0;
@@ -143,14 +182,12 @@ static int verify(int argc, char **argv)
 
 static int export_(int argc, char **argv)
 {
-    const char *dir = NULL, *model = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--model") && v) model = argv[++i];
-        else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && v) out = argv[++i];
-        else if (argv[i][0] == '-' || dir) return cli_usage_error("run 'onnxpipe ckpt --help'", "unexpected '%s'", argv[i]);
-        else dir = argv[i];
-    }
+    const char *dir = NULL;
+    ckpt_args a = {0};
+    int rc = parse_sub(export_table, "usage: onnxpipe ckpt export CKPT --model MODEL.onnx -o OUT.onnx\n", argc, argv,
+                       &a, &dir);
+    if (rc) return rc < 0 ? 0 : rc;
+    const char *model = a.model, *out = a.out;
     if (!dir || !model || !out)
         return cli_usage_error("example: onnxpipe ckpt export ckpts/step-100 --model gpt.onnx -o trained.onnx",
                                "ckpt export needs a checkpoint, --model and -o");

@@ -9,21 +9,67 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: onnxpipe data text FILE -o DIR [--seq T] [--split F]\n"
-            "       onnxpipe data show DATA [--seq T] [--token-dtype D] [--labels NAME] [--pack|--pad [--eos ID]]\n"
-            "                               [--first I] [--count N]\n\n"
-            "show: the dataset's form, sample count and arrays, then samples I .. I+N-1 (default 0, 3)\n"
-            "as JSON lines, as training reads them (DATA: see 'onnxpipe train --help').\n\n"
-            "Writes a byte-level token dataset (vocab 256) from FILE: samples of T tokens\n"
-            "(input_ids, int64) with the next tokens as labels, in non-overlapping windows.\n\n"
-            "  -o, --out DIR   dataset directory (dataset.json + input_ids.bin + labels.bin)\n"
-            "  --seq T         tokens per sample (default 128; the model's sequence length)\n"
-            "  --split F       DIR/train from the first fraction F of FILE, DIR/valid from the rest\n"
-            "                  (for --eval-data), e.g. --split 0.9\n");
-}
+/* `data show`'s and `data text`'s options. */
+typedef struct show_args {
+    pp_dataset_options o;
+    int64_t first, count;
+} show_args;
+
+typedef struct text_args {
+    const char *out;
+    int64_t seq;
+    double split;
+} text_args;
+
+#define OPTS "options:"
+#define S(f) PP_OPT_FIELD(show_args, f)
+#define T(f) PP_OPT_FIELD(text_args, f)
+
+static const pp_option show_table[] = {
+    {.type = PP_OPT_TABLE, .sub = pp_dataset_option_table, S(o)},
+    {.type = PP_OPT_STR, .name = "--labels", .metavar = "NAME", S(o.labels), .shown = "labels", .group = OPTS,
+     .help = "the labels array's name (onnxpipe train --labels)"},
+    {.type = PP_OPT_INT, .name = "--first", .metavar = "I", S(first), .lo = 0, .hi = 1LL << 50, .group = OPTS,
+     .help = "the first sample shown"},
+    {.type = PP_OPT_INT, .name = "--count", .metavar = "N", S(count), .lo = 0, .hi = 1LL << 30, .def = 3,
+     .group = OPTS, .help = "samples shown"},
+    {.type = PP_OPT_INT, .name = NULL, S(o.ignore_index), .def = -100},
+    {0},
+};
+
+static const pp_option text_table[] = {
+    {.type = PP_OPT_STR, .name = "--out", .alias = "-o", .metavar = "DIR", T(out), .group = OPTS,
+     .help = "dataset directory (dataset.json + input_ids.bin + labels.bin)"},
+    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", T(seq), .lo = 1, .hi = 1 << 20, .def = 128,
+     .group = OPTS, .help = "tokens per sample (the model's sequence length)"},
+    {.type = PP_OPT_REAL, .name = "--split", .metavar = "F", T(split), .lo = 1e-9, .hi = 1.0, .def = 1.0,
+     .shown = "none", .group = OPTS,
+     .help = "DIR/train from the first fraction F of FILE, DIR/valid from the rest\n"
+             "(for --eval-data), e.g. --split 0.9"},
+    {0},
+};
+
+static const char *const show_groups[] = {"data (onnxpipe data --help):", OPTS, NULL};
+static const char *const text_groups[] = {OPTS, NULL};
+
+static const cli_options show_options = {
+    .usage = "usage: onnxpipe data show DATA [options]\n\n"
+             "The dataset's form, sample count and arrays, then samples I .. I+N-1 as JSON lines, as\n"
+             "training reads them (DATA: see 'onnxpipe train --help').\n",
+    .table = show_table,
+    .groups = show_groups,
+    .hint = "run 'onnxpipe data show --help'",
+};
+
+static const cli_options text_options = {
+    .usage = "usage: onnxpipe data text FILE -o DIR [options]\n"
+             "       onnxpipe data show DATA [options]   (onnxpipe data show --help)\n\n"
+             "Writes a byte-level token dataset (vocab 256) from FILE: samples of T tokens\n"
+             "(input_ids, int64) with the next tokens as labels, in non-overlapping windows.\n",
+    .table = text_table,
+    .groups = text_groups,
+    .hint = "run 'onnxpipe data --help'",
+};
 
 /* A sample's values of array a as a JSON list. */
 static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *buf)
@@ -44,38 +90,16 @@ static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t
 
 static int show(int argc, char **argv)
 {
-    const char *path = NULL, *labels = NULL;
-    long long seq = 0, first = 0, count = 3, eos = -1;
-    pp_docs docs = PP_DOCS_WINDOWS;
-    pp_dtype tok = PP_DTYPE_UNDEFINED;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--seq") && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 1 << 30, &seq)) return 2;
-        } else if (!strcmp(a, "--first") && v) {
-            if (!cli_parse_int(a, argv[++i], 0, 1LL << 50, &first)) return 2;
-        } else if (!strcmp(a, "--count") && v) {
-            if (!cli_parse_int(a, argv[++i], 0, 1LL << 30, &count)) return 2;
-        } else if (!strcmp(a, "--eos") && v) {
-            if (!cli_parse_int(a, argv[++i], 0, 1LL << 40, &eos)) return 2;
-        } else if (!strcmp(a, "--pack") || !strcmp(a, "--pad")) {
-            docs = a[4] == 'c' ? PP_DOCS_PACK : PP_DOCS_PAD;
-        } else if (!strcmp(a, "--labels") && v) {
-            labels = argv[++i];
-        } else if (!strcmp(a, "--token-dtype") && v) {
-            if (!cli_parse_token_dtype(argv[++i], &tok)) return 2;
-        } else if (a[0] == '-') {
-            return cli_usage_error("run 'onnxpipe data --help'", "unknown option '%s' (or it lacks its value)", a);
-        } else if (!path) {
-            path = a;
-        } else {
-            return cli_usage_error(NULL, "unexpected argument '%s'", a);
-        }
-    }
+    show_args a = {0};
+    pp_options_defaults(show_table, &a);
+    const char *path = NULL;
+    int npos = 0;
+    int rc = cli_options_parse(&show_options, &a, argc - 1, argv + 1, &path, 1, &npos);
+    if (rc) return rc == 1 ? 0 : rc;
     if (!path) return cli_usage_error("onnxpipe data show DATA", "need a dataset");
-    if (eos >= 0 && !docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
-    pp_dataset_options o = {.seq = seq, .labels = labels, .token_dtype = tok, .docs = docs, .eos = eos,
-                            .ignore_index = -100};
+    if (a.o.eos >= 0 && !a.o.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
+    const pp_dataset_options o = a.o;
+    long long first = a.first, count = a.count;
     pp_dataset *d;
     pp_error err = {0};
     if (pp_dataset_open_with(path, &o, &d, &err) != PP_OK) return cli_fail(&err);
@@ -106,46 +130,27 @@ static int show(int argc, char **argv)
 
 int cmd_data(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
-    }
     if (argc >= 2 && !strcmp(argv[1], "show")) return show(argc, argv);
-    if (argc < 2 || strcmp(argv[1], "text"))
+    text_args a = {0};
+    pp_options_defaults(text_table, &a);
+    const char *in = NULL;
+    int npos = 0, text = argc >= 2 && !strcmp(argv[1], "text");
+    int rc = cli_options_parse(&text_options, &a, argc - text, argv + text, &in, 1, &npos);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (!text)
         return cli_usage_error("run 'onnxpipe data --help'", "expected 'onnxpipe data text FILE -o DIR' or "
                                "'onnxpipe data show DATA'");
-    const char *in = NULL, *out = NULL;
-    long long seq = 128;
-    double split = 1.0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && i + 1 < argc) {
-            out = argv[++i];
-        } else if (!strcmp(a, "--seq") && i + 1 < argc) {
-            if (!cli_parse_int("--seq", argv[++i], 1, 1 << 20, &seq)) return 2;
-        } else if (!strcmp(a, "--split") && i + 1 < argc) {
-            if (!cli_parse_double("--split", argv[++i], 1e-9, 1.0, &split)) return 2;
-        } else if (a[0] == '-') {
-            return cli_usage_error("run 'onnxpipe data --help'", "unknown option '%s' (or it lacks its value)", a);
-        } else if (!in) {
-            in = a;
-        } else {
-            return cli_usage_error(NULL, "unexpected argument '%s'", a);
-        }
-    }
-    if (!in || !out) return cli_usage_error("onnxpipe data text FILE -o DIR", "need an input FILE and -o DIR");
+    if (!in || !a.out) return cli_usage_error("onnxpipe data text FILE -o DIR", "need an input FILE and -o DIR");
     pp_error err = {0};
-    if (pp_dataset_write_text_split(in, out, seq, split, &err) != PP_OK) return cli_fail(&err);
+    if (pp_dataset_write_text_split(in, a.out, a.seq, a.split, &err) != PP_OK) return cli_fail(&err);
     const char *parts[] = {"", "/train", "/valid"};
-    for (int k = split < 1 ? 1 : 0; k < (split < 1 ? 3 : 1); k++) {
+    for (int k = a.split < 1 ? 1 : 0; k < (a.split < 1 ? 3 : 1); k++) {
         char dir[4096];
-        snprintf(dir, sizeof dir, "%s%s", out, parts[k]);
+        snprintf(dir, sizeof dir, "%s%s", a.out, parts[k]);
         pp_dataset *d;
         if (pp_dataset_open(dir, &d, &err) != PP_OK) return cli_fail(&err);
-        printf("wrote %s: %lld samples of %lld tokens (vocab 256) from %s\n", dir, (long long)d->samples, seq, in);
+        printf("wrote %s: %lld samples of %lld tokens (vocab 256) from %s\n", dir, (long long)d->samples,
+               (long long)a.seq, in);
         pp_dataset_close(d);
     }
     return 0;

@@ -3,54 +3,52 @@
 
 #include <onnxpipe/train.h>
 
-#include <stdlib.h>
-#include <string.h>
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: onnxpipe eval --model MODEL.onnx --data DIR -o OUT_DIR [--batch B] [--samples N] [--dim NAME=V]\n"
-            "                     [--device auto|cpu|cuda]\n\n"
-            "Runs the model forward (inference mode) over the dataset DIR, B samples at a time,\n"
-            "and appends each graph output to OUT_DIR/<output name>.bin (raw, little-endian).\n");
-}
+#define OPTS "options:"
+#define E(f) PP_OPT_FIELD(pp_eval_config, f)
+
+static const pp_option table[] = {
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", E(model), .group = OPTS, .help = "the model"},
+    {.type = PP_OPT_STR, .name = "--data", .metavar = "DIR", E(data), .group = OPTS, .help = "the dataset"},
+    {.type = PP_OPT_STR, .name = "--out", .alias = "-o", .metavar = "OUT_DIR", E(out_dir), .group = OPTS,
+     .help = "where the outputs go: OUT_DIR/<output name>.bin"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", E(batch), .lo = 1, .hi = 1LL << 30, .def = 1,
+     .group = OPTS, .help = "samples per forward"},
+    {.type = PP_OPT_INT, .name = "--samples", .metavar = "N", E(samples), .lo = 1, .hi = 1LL << 40,
+     .shown = "the whole dataset, in whole batches", .group = OPTS, .help = "samples to run"},
+    {.type = PP_OPT_DIMS, .name = "--dim", .metavar = "NAME=V", E(dims), PP_OPT_COUNT(pp_eval_config, ndims),
+     .hi = 16, .group = OPTS, .help = "bind a symbolic dim of the model's inputs (repeatable)"},
+    {.type = PP_OPT_STR, .name = "--device", .metavar = "KIND", E(device), .shown = "auto", .group = OPTS,
+     .help = "auto | cpu | cuda"},
+    {0},
+};
+
+static const char *const groups[] = {OPTS, NULL};
+
+static const cli_options options = {
+    .usage = "usage: onnxpipe eval --model MODEL.onnx --data DIR -o OUT_DIR [options]\n\n"
+             "Runs the model forward (inference mode) over the dataset DIR, B samples at a time,\n"
+             "and appends each graph output to OUT_DIR/<output name>.bin (raw, little-endian).\n",
+    .table = table,
+    .groups = groups,
+    .hint = "run 'onnxpipe eval --help'",
+};
 
 int cmd_eval(int argc, char **argv)
 {
-    pp_dim_binding dims[16];
-    pp_eval_config c = {.batch = 1, .dims = dims};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long n;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) c.model = argv[++i];
-        else if (!strcmp(a, "--data") && v) c.data = argv[++i];
-        else if (!strcmp(a, "--device") && v) c.device = argv[++i];
-        else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && v) c.out_dir = argv[++i];
-        else if (!strcmp(a, "--batch")) {
-            if (!cli_parse_int("--batch", v, 1, 1LL << 30, &n)) return 2;
-            c.batch = n;
-            i++;
-        } else if (!strcmp(a, "--samples")) {
-            if (!cli_parse_int("--samples", v, 1, 1LL << 40, &n)) return 2;
-            c.samples = n;
-            i++;
-        } else if (!strcmp(a, "--dim") && v && strchr(v, '=') && c.ndims < 16) {
-            if (!cli_parse_int("--dim", strchr(v, '=') + 1, 1, 1LL << 40, &n)) return 2;
-            dims[c.ndims].name = strndup(v, (size_t)(strchr(v, '=') - v));
-            dims[c.ndims++].value = n;
-            i++;
-        } else
-            return cli_usage_error("run 'onnxpipe eval --help'", "unknown option '%s' (or it lacks its value)", a);
+    pp_eval_config c = {0};
+    pp_options_defaults(table, &c);
+    int rc = cli_options_parse(&options, &c, argc, argv, NULL, 0, NULL);
+    if (!rc && (!c.model || !c.data || !c.out_dir))
+        rc = cli_usage_error("run 'onnxpipe eval --help'", "--model, --data and -o are required");
+    if (rc) {
+        cli_options_free(&options, &c);
+        return rc == 1 ? 0 : rc;
     }
-    if (!c.model || !c.data || !c.out_dir)
-        return cli_usage_error("run 'onnxpipe eval --help'", "--model, --data and -o are required");
     pp_error err = {0};
     int64_t done = 0;
     pp_status st = pp_eval_run(&c, &done, &err);
-    for (int i = 0; i < c.ndims; i++) free((char *)dims[i].name);
+    cli_options_free(&options, &c);
     if (st != PP_OK) return cli_fail(&err);
     printf("evaluated %lld samples into %s\n", (long long)done, c.out_dir);
     return 0;

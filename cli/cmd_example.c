@@ -10,105 +10,102 @@
 
 #define MAX_DIM (1ll << 24)
 
-static const char gpt_usage[] =
-    "usage: onnxpipe example gpt [options] -o FILE\n\n"
-    "Writes a GPT-2 style model: tied token embedding, learned positions, pre-LN blocks of\n"
-    "causal self-attention and erf-GELU MLP. Inputs input_ids [batch, T] (and labels with\n"
-    "--loss); outputs logits [batch, T, V] (and the mean cross-entropy loss with --loss).\n\n"
-    "options:\n"
-    "  --layers L      transformer blocks (default 4)\n"
-    "  --d-model D     width, divisible by --heads (default 256)\n"
-    "  --heads H       attention heads (default 4)\n"
-    "  --vocab V       vocabulary size (default 256)\n"
-    "  --seq T         context length (default 128)\n"
-    "  --batch B       fixed batch size (default: symbolic dim 'batch')\n"
-    "  --seed S        weight RNG seed (default 0)\n"
-    "  --opset N       ai.onnx opset 13..21 (default 17; below 17 LayerNorm is decomposed)\n"
-    "  --loss          add the labels input and the loss output\n"
-    "  -o, --output F  the .onnx file to write (required)\n";
+/* The options of one example: its model's config and the file to write. */
+typedef struct gpt_args {
+    pp_gpt_config c;
+    const char *out;
+} gpt_args;
 
-static const char mlp_usage[] =
-    "usage: onnxpipe example mlp [options] -o FILE\n\n"
-    "Writes an MLP classifier: (Gemm, Relu) per hidden layer, then a Gemm to the logits.\n"
-    "Input x [batch, in] (and labels [batch] with --loss); outputs logits [batch, classes]\n"
-    "(and the mean cross-entropy loss with --loss).\n\n"
-    "options:\n"
-    "  --in N          input features (default 32)\n"
-    "  --hidden LIST   hidden widths, comma-separated (default 64,64)\n"
-    "  --classes C     classes (default 10)\n"
-    "  --batch B       fixed batch size (default: symbolic dim 'batch')\n"
-    "  --seed S        weight RNG seed (default 0)\n"
-    "  --opset N       ai.onnx opset 13..21 (default 17)\n"
-    "  --loss          add the labels input and the loss output\n"
-    "  -o, --output F  the .onnx file to write (required)\n";
+typedef struct mlp_args {
+    pp_mlp_config c;
+    const char *out;
+} mlp_args;
 
-/* An integer option: flag, where it goes, its bounds. */
-typedef struct int_opt {
-    const char *flag;
-    int64_t *dst;
-    long long lo, hi;
-} int_opt;
-
-/* Options both models share. */
-typedef struct common_opts {
-    const char *output;
-    int64_t seed;
-    int help;
-} common_opts;
-
-/* The value after argv[*i] (main.c has split "--flag=V"), advancing *i; NULL if missing. */
-static const char *option_value(int argc, char **argv, int *i)
+/* "64,64" -> the config's hidden widths (reports a bad list itself). */
+static int parse_hidden(const char *s, void *field, pp_error *err)
 {
-    if (*i + 1 >= argc) return NULL;
-    return argv[++*i];
-}
-
-/* "64,64" -> hidden widths; returns 0 after printing an error. */
-static int parse_hidden(const char *s, pp_mlp_config *c)
-{
+    (void)err;
+    pp_mlp_config *c = field;
     return cli_parse_int_list("--hidden", s, 1, MAX_DIM, PP_MLP_MAX_HIDDEN, c->hidden, &c->nhidden);
 }
 
-/* Parses argv[2..] into the integer options, --loss, --hidden (when mlp != NULL),
- * -o and --help. Returns 0 after printing an error. */
-static int parse_options(int argc, char **argv, const int_opt *opts, int nopts, int *loss,
-                         pp_mlp_config *mlp, common_opts *co)
+#define OPTS "options:"
+#define G(f) PP_OPT_FIELD(gpt_args, f)
+#define M(f) PP_OPT_FIELD(mlp_args, f)
+
+static const pp_option gpt_table[] = {
+    {.type = PP_OPT_INT, .name = "--layers", .metavar = "L", G(c.layers), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "transformer blocks"},
+    {.type = PP_OPT_INT, .name = "--d-model", .metavar = "D", G(c.d_model), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "width, divisible by --heads"},
+    {.type = PP_OPT_INT, .name = "--heads", .metavar = "H", G(c.heads), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "attention heads"},
+    {.type = PP_OPT_INT, .name = "--vocab", .metavar = "V", G(c.vocab), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "vocabulary size"},
+    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", G(c.seq), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "context length"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", G(c.batch), .lo = 1, .hi = MAX_DIM,
+     .shown = "symbolic dim 'batch'", .group = OPTS, .help = "fixed batch size"},
+    {.type = PP_OPT_INT, .name = "--seed", .metavar = "S", G(c.seed), .lo = 0, .hi = 1LL << 62, .shown = "0",
+     .group = OPTS, .help = "weight RNG seed"},
+    {.type = PP_OPT_INT, .name = "--opset", .metavar = "N", G(c.opset), .lo = 13, .hi = 21, .group = OPTS,
+     .help = "ai.onnx opset 13..21 (below 17 LayerNorm is decomposed)"},
+    {.type = PP_OPT_FLAG, .name = "--loss", G(c.with_loss), .group = OPTS,
+     .help = "add the labels input and the loss output"},
+    {.type = PP_OPT_STR, .name = "--out", .alias = "-o", .metavar = "FILE", G(out), .group = OPTS,
+     .help = "the .onnx file to write (required)"},
+    {0},
+};
+
+static const pp_option mlp_table[] = {
+    {.type = PP_OPT_INT, .name = "--in", .metavar = "N", M(c.in), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "input features"},
+    {.type = PP_OPT_CUSTOM, .name = "--hidden", .metavar = "LIST", M(c), .parse = parse_hidden,
+     .shown = "64,64", .group = OPTS, .help = "hidden widths, comma-separated"},
+    {.type = PP_OPT_INT, .name = "--classes", .metavar = "C", M(c.classes), .lo = 1, .hi = MAX_DIM, .group = OPTS,
+     .help = "classes"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", M(c.batch), .lo = 1, .hi = MAX_DIM,
+     .shown = "symbolic dim 'batch'", .group = OPTS, .help = "fixed batch size"},
+    {.type = PP_OPT_INT, .name = "--seed", .metavar = "S", M(c.seed), .lo = 0, .hi = 1LL << 62, .shown = "0",
+     .group = OPTS, .help = "weight RNG seed"},
+    {.type = PP_OPT_INT, .name = "--opset", .metavar = "N", M(c.opset), .lo = 13, .hi = 21, .group = OPTS,
+     .help = "ai.onnx opset 13..21"},
+    {.type = PP_OPT_FLAG, .name = "--loss", M(c.with_loss), .group = OPTS,
+     .help = "add the labels input and the loss output"},
+    {.type = PP_OPT_STR, .name = "--out", .alias = "-o", .metavar = "FILE", M(out), .group = OPTS,
+     .help = "the .onnx file to write (required)"},
+    {0},
+};
+
+static const char *const groups[] = {OPTS, NULL};
+
+static const cli_options gpt_options = {
+    .usage = "usage: onnxpipe example gpt [options] -o FILE\n\n"
+             "Writes a GPT-2 style model: tied token embedding, learned positions, pre-LN blocks of\n"
+             "causal self-attention and erf-GELU MLP. Inputs input_ids [batch, T] (and labels with\n"
+             "--loss); outputs logits [batch, T, V] (and the mean cross-entropy loss with --loss).\n",
+    .table = gpt_table,
+    .groups = groups,
+    .hint = "run 'onnxpipe example gpt --help' for the options",
+};
+
+static const cli_options mlp_options = {
+    .usage = "usage: onnxpipe example mlp [options] -o FILE\n\n"
+             "Writes an MLP classifier: (Gemm, Relu) per hidden layer, then a Gemm to the logits.\n"
+             "Input x [batch, in] (and labels [batch] with --loss); outputs logits [batch, classes]\n"
+             "(and the mean cross-entropy loss with --loss).\n",
+    .table = mlp_table,
+    .groups = groups,
+    .hint = "run 'onnxpipe example mlp --help' for the options",
+};
+
+/* Parses an example's argv (argv[1] its name) into base: 0 to go on, else the exit code. */
+static int parse_example(const cli_options *o, void *base, const char *const *out, int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            co->help = 1;
-            return 1;
-        }
-        if (!strcmp(a, "--loss")) {
-            *loss = 1;
-            continue;
-        }
-        const char *flag = !strcmp(a, "-o") ? "-o" : !strcmp(a, "--output") ? "--output" : NULL;
-        if (flag) {
-            if (!(co->output = option_value(argc, argv, &i)) || !*co->output)
-                return !cli_usage_error(NULL, "%s expects a file name", flag);
-            continue;
-        }
-        if (mlp && !strcmp(a, "--hidden")) {
-            const char *v = option_value(argc, argv, &i);
-            if (!v) return !cli_usage_error(NULL, "--hidden expects a list like 64,64");
-            if (!parse_hidden(v, mlp)) return 0;
-            continue;
-        }
-        int k = 0;
-        while (k < nopts && strcmp(a, opts[k].flag)) k++;
-        if (k == nopts)
-            return !cli_usage_error("run 'onnxpipe example <gpt|mlp> --help' for the options",
-                                    "unknown option '%s' for 'example %s'", a, argv[1]);
-        long long v;
-        if (!cli_parse_int(opts[k].flag, option_value(argc, argv, &i), opts[k].lo, opts[k].hi, &v))
-            return 0;
-        *opts[k].dst = v;
-    }
-    if (!co->output)
-        return !cli_usage_error("add -o FILE.onnx", "no output file given");
-    return 1;
+    int rc = cli_options_parse(o, base, argc - 1, argv + 1, NULL, 0, NULL);
+    if (rc) return rc == 1 ? -1 : rc;
+    if (!*out || !**out) return cli_usage_error("add -o FILE.onnx", "no output file given");
+    return 0;
 }
 
 /* Saves g and prints: what was built, nodes, parameters, bytes, path. */
@@ -132,24 +129,14 @@ static int save_and_report(pp_graph *g, const char *what, const char *path)
 
 static int example_gpt(int argc, char **argv)
 {
-    pp_gpt_config c = pp_gpt_config_default();
-    common_opts co = {0};
-    const int_opt opts[] = {
-        {"--layers", &c.layers, 1, MAX_DIM}, {"--d-model", &c.d_model, 1, MAX_DIM},
-        {"--heads", &c.heads, 1, MAX_DIM},   {"--vocab", &c.vocab, 1, MAX_DIM},
-        {"--seq", &c.seq, 1, MAX_DIM},       {"--batch", &c.batch, 1, MAX_DIM},
-        {"--seed", &co.seed, 0, INT64_MAX},  {"--opset", &c.opset, 13, 21},
-    };
-    if (!parse_options(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c.with_loss, NULL, &co)) return 2;
-    if (co.help) {
-        fputs(gpt_usage, stdout);
-        return 0;
-    }
+    gpt_args a = {.c = pp_gpt_config_default()};
+    int rc = parse_example(&gpt_options, &a, &a.out, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    pp_gpt_config c = a.c;
     if (c.d_model % c.heads)
         return cli_usage_error("pick --heads among the divisors of --d-model",
                                "--d-model %lld is not divisible by --heads %lld",
                                (long long)c.d_model, (long long)c.heads);
-    c.seed = (uint64_t)co.seed;
     pp_graph *g;
     pp_error err = {0};
     if (pp_example_gpt(&c, &g, &err) != PP_OK) return cli_fail(&err);
@@ -157,24 +144,15 @@ static int example_gpt(int argc, char **argv)
     snprintf(what, sizeof what, "gpt L=%lld D=%lld H=%lld V=%lld T=%lld opset %lld%s", (long long)c.layers,
              (long long)c.d_model, (long long)c.heads, (long long)c.vocab, (long long)c.seq,
              (long long)g->opset, c.with_loss ? " +loss" : "");
-    return save_and_report(g, what, co.output);
+    return save_and_report(g, what, a.out);
 }
 
 static int example_mlp(int argc, char **argv)
 {
-    pp_mlp_config c = pp_mlp_config_default();
-    common_opts co = {0};
-    const int_opt opts[] = {
-        {"--in", &c.in, 1, MAX_DIM},        {"--classes", &c.classes, 1, MAX_DIM},
-        {"--batch", &c.batch, 1, MAX_DIM},  {"--seed", &co.seed, 0, INT64_MAX},
-        {"--opset", &c.opset, 13, 21},
-    };
-    if (!parse_options(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c.with_loss, &c, &co)) return 2;
-    if (co.help) {
-        fputs(mlp_usage, stdout);
-        return 0;
-    }
-    c.seed = (uint64_t)co.seed;
+    mlp_args a = {.c = pp_mlp_config_default()};
+    int rc = parse_example(&mlp_options, &a, &a.out, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    pp_mlp_config c = a.c;
     pp_graph *g;
     pp_error err = {0};
     if (pp_example_mlp(&c, &g, &err) != PP_OK) return cli_fail(&err);
@@ -185,7 +163,7 @@ static int example_mlp(int argc, char **argv)
     if (n < (int)sizeof what)
         snprintf(what + n, sizeof what - (size_t)n, "%s classes=%lld%s", c.nhidden ? "" : "none",
                  (long long)c.classes, c.with_loss ? " +loss" : "");
-    return save_and_report(g, what, co.output);
+    return save_and_report(g, what, a.out);
 }
 
 int cmd_example(int argc, char **argv)
@@ -193,7 +171,11 @@ int cmd_example(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "gpt")) return example_gpt(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "mlp")) return example_mlp(argc, argv);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: onnxpipe example gpt|mlp [options] -o FILE\n\n%s\n%s", gpt_usage, mlp_usage);
+        gpt_args g = {.c = pp_gpt_config_default()};
+        mlp_args m = {.c = pp_mlp_config_default()};
+        cli_options_help(&gpt_options, &g, stdout);
+        putchar('\n');
+        cli_options_help(&mlp_options, &m, stdout);
         return 0;
     }
     if (argc < 2) return cli_usage_error("run 'onnxpipe example --help'", "which example? gpt or mlp");

@@ -23,9 +23,7 @@ static const char usage[] =
     "bfloat16 / float16 cuda kernels), a constant folder, and its precision class under\n"
     "--precision bf16 / fp16 (follow: its inputs' type; lowp: 16-bit operands, fp32 sums; fp32).\n"
     "A fold-only op has no kernel: it is supported where load folds it (constant inputs).\n"
-    "A cuda column reads 'n/a' when this build has no cuda backend.\n\n"
-    "options:\n"
-    "  --json   one JSON object instead of the table\n";
+    "A cuda column reads 'n/a' when this build has no cuda backend.\n";
 
 static const char *prec_name(pp_prec p)
 {
@@ -116,17 +114,20 @@ static void print_table(const pp_backend *cpu, const pp_backend *cuda)
     printf("%d ops\n", PP_OP_COUNT);
 }
 
+static const pp_option table[] = {
+    {.type = PP_OPT_FLAG, .name = "--json", .offset = 0, .size = sizeof(int), .group = "options:",
+     .help = "one JSON object instead of the table"},
+    {0},
+};
+
+static const char *const groups[] = {"options:", NULL};
+
 int cmd_ops(int argc, char **argv)
 {
+    const cli_options options = {.usage = usage, .table = table, .groups = groups, .hint = "run 'onnxpipe ops --help'"};
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        } else
-            return cli_usage_error("run 'onnxpipe ops --help'", "ops: unknown option '%s'", argv[i]);
-    }
+    int rc = cli_options_parse(&options, &json, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : rc;
     const pp_backend *cpu = pp_backend_get(PP_DEVICE_CPU), *cuda = pp_backend_get(PP_DEVICE_CUDA);
     if (json) print_json(cpu, cuda);
     else print_table(cpu, cuda);

@@ -12,41 +12,83 @@
 
 #define MAX_STAGES 4096
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: onnxpipe place --pp P --dp D [options]\n\n"
-            "Shows where each rank of a pipeline x data parallel job goes: host, stage, replica,\n"
-            "cores and GPU, and the bytes per step each grid order would move inside a PCIe switch,\n"
-            "a package, a host and over the network. The order that keeps the heavier traffic\n"
-            "(all-reduce ~2 x stage params, pipeline ~2 x activations x microbatches) closer wins.\n\n"
-            "options:\n"
-            "  --pp P, --dp D           pipeline stages and data-parallel replicas\n"
-            "  --topology FILE.xml      each host's hwloc XML topology (lstopo --of xml FILE.xml)\n"
-            "  --synthetic DESC         each host's synthetic topology, e.g. \"node:2 package:2 core:8 pu:1\"\n"
-            "                           (default: this machine)\n"
-            "  --hosts N                hosts with that topology, ranks in equal consecutive blocks (default 1)\n"
-            "  --param-bytes B,...      parameter bytes per stage (one value: every stage)\n"
-            "  --send-bytes B,...       activation bytes sent to the next stage per microbatch (default 0)\n"
-            "  --model MODEL.onnx       take both from the partition `onnxpipe train` makes by default\n"
-            "                           (needs --batch)\n"
-            "  --batch B                samples per microbatch (binds dim 0 of the model's inputs)\n"
-            "  --microbatches M         microbatches per step (default P)\n"
-            "  --order KIND             auto (default) | stage-major | replica-major\n"
-            "  --device KIND            auto (GPUs when there are) | cpu | gpu\n"
-            "  --json                   print JSON instead of the table\n"
-            "  --job                    under mpirun: the job's real hosts (ranks sharing memory) and this\n"
-            "                           machine's topology, as train computes it; rank 0 prints\n"
-            "  --bind                   with --job: bind each rank (PP_BIND=auto|none|force) and report it\n"
-            "  -h, --help               show this help\n");
-}
-
 typedef struct args {
-    long long pp, dp, hosts, batch, microbatches;
+    int64_t pp, dp, hosts, batch, microbatches;
     const char *xml, *synthetic, *model, *params, *sends;
     int order, json, job, bind;
     pp_place_device device;
 } args;
+
+static int parse_order(const char *v, void *f, pp_error *err)
+{
+    int *order = f;
+    if (!strcmp(v, "auto")) *order = -1;
+    else if (!strcmp(v, "stage-major")) *order = PP_GRID_STAGE_MAJOR;
+    else if (!strcmp(v, "replica-major")) *order = PP_GRID_REPLICA_MAJOR;
+    else return !pp_error_set(err, PP_ERR_INVALID_ARG, "unknown --order '%s': use auto, stage-major or replica-major", v);
+    return 1;
+}
+
+/* auto | cpu | cuda, as `onnxpipe train --device` spells them. */
+static int parse_device(const char *v, void *f, pp_error *err)
+{
+    pp_place_device *d = f;
+    if (!strcmp(v, "auto")) *d = PP_PLACE_AUTO;
+    else if (!strcmp(v, "cpu")) *d = PP_PLACE_CPU;
+    else if (!strcmp(v, "cuda")) *d = PP_PLACE_GPU;
+    else return !pp_error_set(err, PP_ERR_INVALID_ARG, "unknown --device '%s': use auto, cpu or cuda", v);
+    return 1;
+}
+
+#define OPTS "options:"
+#define A(f) PP_OPT_FIELD(args, f)
+
+static const pp_option table[] = {
+    {.type = PP_OPT_INT, .name = "--pp", .metavar = "P", A(pp), .lo = 1, .hi = MAX_STAGES, .group = OPTS,
+     .help = "pipeline stages"},
+    {.type = PP_OPT_INT, .name = "--dp", .metavar = "D", A(dp), .lo = 1, .hi = 1 << 16, .group = OPTS,
+     .help = "data-parallel replicas"},
+    {.type = PP_OPT_STR, .name = "--topology", .metavar = "FILE.xml", A(xml), .group = OPTS,
+     .help = "each host's hwloc XML topology (lstopo --of xml FILE.xml)"},
+    {.type = PP_OPT_STR, .name = "--synthetic", .metavar = "DESC", A(synthetic), .shown = "this machine",
+     .group = OPTS, .help = "each host's synthetic topology, e.g. \"node:2 package:2 core:8 pu:1\""},
+    {.type = PP_OPT_INT, .name = "--hosts", .metavar = "N", A(hosts), .lo = 1, .hi = 1 << 16, .def = 1,
+     .group = OPTS, .help = "hosts with that topology, ranks in equal consecutive blocks"},
+    {.type = PP_OPT_STR, .name = "--param-bytes", .metavar = "B,..", A(params), .group = OPTS,
+     .help = "parameter bytes per stage (one value: every stage)"},
+    {.type = PP_OPT_STR, .name = "--send-bytes", .metavar = "B,..", A(sends), .shown = "0", .group = OPTS,
+     .help = "activation bytes sent to the next stage per microbatch"},
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", A(model), .group = OPTS,
+     .help = "take both from the partition `onnxpipe train` makes by default\n(needs --batch)"},
+    {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", A(batch), .lo = 1, .hi = 1LL << 40, .group = OPTS,
+     .help = "samples per microbatch (binds dim 0 of the model's inputs)"},
+    {.type = PP_OPT_INT, .name = "--microbatches", .metavar = "M", A(microbatches), .lo = 1, .hi = 1 << 30,
+     .shown = "P", .group = OPTS, .help = "microbatches per step"},
+    {.type = PP_OPT_ENUM, .name = "--order", .metavar = "KIND", A(order), .parse = parse_order, .def = -1,
+     .shown = "auto", .group = OPTS, .help = "auto | stage-major | replica-major"},
+    {.type = PP_OPT_ENUM, .name = "--device", .metavar = "KIND", A(device), .parse = parse_device,
+     .shown = "auto: GPUs when there are", .group = OPTS, .help = "auto | cpu | cuda"},
+    {.type = PP_OPT_FLAG, .name = "--json", A(json), .group = OPTS, .help = "print JSON instead of the table"},
+    {.type = PP_OPT_FLAG, .name = "--job", A(job), .group = OPTS,
+     .help = "under mpirun: the job's real hosts (ranks sharing memory) and this\n"
+             "machine's topology, as train computes it; rank 0 prints"},
+    {.type = PP_OPT_FLAG, .name = "--bind", A(bind), .group = OPTS,
+     .help = "with --job: bind each rank (PP_BIND=auto|none|force) and report it"},
+    {0},
+};
+
+static const char *const groups[] = {OPTS, NULL};
+
+static const cli_options options = {
+    .usage = "usage: onnxpipe place --pp P --dp D [options]\n\n"
+             "Shows where each rank of a pipeline x data parallel job goes: host, stage, replica,\n"
+             "cores and GPU, and the bytes per step each grid order would move inside a PCIe switch,\n"
+             "a package, a host and over the network. The order that keeps the heavier traffic\n"
+             "(all-reduce ~2 x stage params, pipeline ~2 x activations x microbatches) closer wins.\n",
+    .table = table,
+    .groups = groups,
+    .hint = "run 'onnxpipe place --help'",
+};
 
 /* "B,B,..." into v[n]; one value fills every stage. */
 static int parse_list(const char *opt, const char *s, int n, int64_t *v)
@@ -61,45 +103,9 @@ static int parse_list(const char *opt, const char *s, int n, int64_t *v)
 /* Returns -1 to go on, else the exit code. */
 static int parse(int argc, char **argv, args *a)
 {
-    a->hosts = 1;
-    a->order = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            help(stdout);
-            return 0;
-        }
-        int *flag = !strcmp(o, "--json") ? &a->json : !strcmp(o, "--job") ? &a->job : !strcmp(o, "--bind") ? &a->bind : NULL;
-        if (flag) {
-            *flag = 1;
-            continue;
-        }
-        if (!v) return cli_usage_error("run 'onnxpipe place --help'", "option %s needs a value", o);
-        int ok = 1;
-        if (!strcmp(o, "--pp")) ok = cli_parse_int(o, v, 1, MAX_STAGES, &a->pp);
-        else if (!strcmp(o, "--dp")) ok = cli_parse_int(o, v, 1, 1 << 16, &a->dp);
-        else if (!strcmp(o, "--hosts")) ok = cli_parse_int(o, v, 1, 1 << 16, &a->hosts);
-        else if (!strcmp(o, "--batch")) ok = cli_parse_int(o, v, 1, INT64_MAX, &a->batch);
-        else if (!strcmp(o, "--microbatches")) ok = cli_parse_int(o, v, 1, 1 << 30, &a->microbatches);
-        else if (!strcmp(o, "--topology")) a->xml = v;
-        else if (!strcmp(o, "--synthetic")) a->synthetic = v;
-        else if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--param-bytes")) a->params = v;
-        else if (!strcmp(o, "--send-bytes")) a->sends = v;
-        else if (!strcmp(o, "--order")) {
-            if (!strcmp(v, "auto")) a->order = -1;
-            else if (!strcmp(v, "stage-major")) a->order = PP_GRID_STAGE_MAJOR;
-            else if (!strcmp(v, "replica-major")) a->order = PP_GRID_REPLICA_MAJOR;
-            else return cli_usage_error("choose auto, stage-major or replica-major", "unknown --order '%s'", v);
-        } else if (!strcmp(o, "--device")) {
-            if (!strcmp(v, "auto")) a->device = PP_PLACE_AUTO;
-            else if (!strcmp(v, "cpu")) a->device = PP_PLACE_CPU;
-            else if (!strcmp(v, "gpu")) a->device = PP_PLACE_GPU;
-            else return cli_usage_error("choose auto, cpu or gpu", "unknown --device '%s'", v);
-        } else return cli_usage_error("run 'onnxpipe place --help'", "unknown option '%s'", o);
-        if (!ok) return 2;
-        i++;
-    }
+    pp_options_defaults(table, a);
+    int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : rc;
     if (!a->pp || !a->dp) return cli_usage_error("e.g. onnxpipe place --pp 4 --dp 2 --param-bytes 4000000", "--pp and --dp are required");
     if (a->xml && a->synthetic) return cli_usage_error(NULL, "give --topology or --synthetic, not both");
     if (a->model && (a->params || a->sends))

@@ -69,28 +69,12 @@ static int parse_size(const char *opt, const char *s, double *out)
     return 0;
 }
 
-/* "a,b,c" into ints in [lo, hi]. */
-static int parse_ints(const char *opt, const char *s, long long lo, long long hi, int64_t *v, int *n)
-{
-    char buf[1024];
-    if (strlen(s) >= sizeof buf) return !cli_usage_error(NULL, "%s: list too long", opt);
-    strcpy(buf, s);
-    *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long long x;
-        if (*n == MAX_LIST) return !cli_usage_error(NULL, "%s: more than %d values", opt, MAX_LIST);
-        if (!cli_parse_int(opt, tok, lo, hi, &x)) return 0;
-        v[(*n)++] = x;
-    }
-    if (!*n) return !cli_usage_error(NULL, "%s: empty list", opt);
-    return 1;
-}
-
-static int parse_int_list(const char *opt, const char *s, long long lo, long long hi, int *v, int *n)
+/* "a,b,c" into l: ints in [lo, hi]. */
+static int parse_int_list(const char *opt, const char *s, long long lo, long long hi, int_list *l)
 {
     int64_t w[MAX_LIST];
-    if (!parse_ints(opt, s, lo, hi, w, n)) return 0;
-    for (int i = 0; i < *n; i++) v[i] = (int)w[i];
+    if (!cli_parse_int_list(opt, s, lo, hi, MAX_LIST, w, &l->n)) return 0;
+    for (int i = 0; i < l->n; i++) l->v[i] = (int)w[i];
     return 1;
 }
 
@@ -122,26 +106,23 @@ static int opt_size(const char *v, void *f, pp_error *e) { (void)e; return parse
 static int opt_pp(const char *v, void *f, pp_error *e)
 {
     (void)e;
-    int_list *l = f;
-    return parse_int_list("--pp", v, 1, 4096, l->v, &l->n);
+    return parse_int_list("--pp", v, 1, 4096, f);
 }
 static int opt_dp(const char *v, void *f, pp_error *e)
 {
     (void)e;
-    int_list *l = f;
-    return parse_int_list("--dp", v, 1, 1 << 20, l->v, &l->n);
+    return parse_int_list("--dp", v, 1, 1 << 20, f);
 }
 static int opt_chunks(const char *v, void *f, pp_error *e)
 {
     (void)e;
-    int_list *l = f;
-    return parse_int_list("--chunks", v, 2, 64, l->v, &l->n);
+    return parse_int_list("--chunks", v, 2, 64, f);
 }
 static int opt_mbs(const char *v, void *f, pp_error *e)
 {
     (void)e;
     count_list *l = f;
-    return parse_ints("--microbatches", v, 1, 1LL << 30, l->v, &l->n);
+    return cli_parse_int_list("--microbatches", v, 1, 1LL << 30, MAX_LIST, l->v, &l->n);
 }
 static int opt_schedules(const char *v, void *f, pp_error *e)
 {
@@ -188,12 +169,12 @@ static const pp_option table[] = {
     {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", A(batch), .lo = 1, .hi = 1LL << 40, .group = JOB,
      .help = "global batch: samples per optimizer step"},
     {.type = PP_OPT_CUSTOM, .name = "--device-memory", .metavar = "SIZE", A(memory), .parse = opt_size,
-     .def_str = "80GiB", .group = JOB, .help = "memory per device, e.g. 80GiB, 512MiB, 2e9"},
+     .shown = "80GiB", .group = JOB, .help = "memory per device, e.g. 80GiB, 512MiB, 2e9"},
     {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", A(seq), .lo = 1, .hi = 1LL << 30, .group = JOB,
      .help = "the sequence length: binds dim 1 of the model's [batch, T] token input"},
     {.type = PP_OPT_DIMS, .name = "--dim", .metavar = "NAME=V", A(train.dims), PP_OPT_COUNT(args, train.ndims),
      .hi = 16, .group = JOB, .help = "bind a symbolic dim of the model's inputs (repeatable)"},
-    {.type = PP_OPT_STR, .name = "--data", .metavar = "DIR", A(data), .def_str = "DATA", .group = JOB,
+    {.type = PP_OPT_STR, .name = "--data", .metavar = "DIR", A(data), .shown = "DATA", .group = JOB,
      .help = "the dataset to put in the command lines"},
     {.type = PP_OPT_STR, .name = "--costs", .metavar = "FILE", A(costs), .group = COSTS,
      .help = "a calibration file (with --calibrate: where to write it)"},
@@ -201,11 +182,11 @@ static const pp_option table[] = {
      .help = "time the model's ops now, on this machine's device (one core on the\n"
              "cpu: run it with OPENBLAS_NUM_THREADS=1, as the ranks run)"},
     {.type = PP_OPT_INT, .name = "--max-microbatch", .metavar = "N", A(max_mb), .lo = 1, .hi = 1LL << 20,
-     .def_str = "the batch, at most 32", .group = COSTS, .help = "calibrate microbatches 1, 2, 4, ... up to N"},
+     .shown = "the batch, at most 32", .group = COSTS, .help = "calibrate microbatches 1, 2, 4, ... up to N"},
     {.type = PP_OPT_REAL, .name = "--gflops", .metavar = "X", A(gflops), .lo = 1e-6, .hi = 1e12, .group = COSTS,
      .help = "flat costs instead: X GFLOP/s per device for fp32 (backward 2x forward)"},
     {.type = PP_OPT_REAL, .name = "--gflops-lowp", .metavar = "Y", A(gflops_lowp), .lo = 1e-6, .hi = 1e12,
-     .def_str = "X", .group = COSTS, .help = "... and Y for bf16 / fp16"},
+     .shown = "X", .group = COSTS, .help = "... and Y for bf16 / fp16"},
     {.type = PP_OPT_STR, .name = "--link-gbps", .metavar = "Y", A(link), .group = LINKS,
      .help = "GB/s between any two devices; or host=Y,network=Z (default: host at\n"
              "the calibration's memcpy rate or 25 with GPUs, network 12.5)"},
@@ -215,29 +196,29 @@ static const pp_option table[] = {
     {.type = PP_OPT_STR, .name = "--synthetic", .metavar = "DESC", A(synthetic), .group = LINKS,
      .help = "... an hwloc synthetic one, e.g. \"package:2 core:8 pu:1\""},
     {.type = PP_OPT_INT, .name = "--devices-per-host", .metavar = "H", A(per_host), .lo = 1, .hi = 1 << 20,
-     .def_str = "one host", .group = LINKS, .help = "hosts of H devices without a topology"},
-    {.type = PP_OPT_REAL, .name = "--latency", .metavar = "S", A(latency), .lo = 0, .hi = 10, .def_str = "5e-6",
+     .shown = "one host", .group = LINKS, .help = "hosts of H devices without a topology"},
+    {.type = PP_OPT_REAL, .name = "--latency", .metavar = "S", A(latency), .lo = 0, .hi = 10, .shown = "5e-6",
      .group = LINKS, .help = "seconds per message"},
     {.type = PP_OPT_CUSTOM, .name = "--pp", .metavar = "LIST", A(pp), .parse = opt_pp, .group = SEARCH,
      .help = "allowed pipeline stages, e.g. --pp 1,2,4"},
     {.type = PP_OPT_CUSTOM, .name = "--dp", .metavar = "LIST", A(dp), .parse = opt_dp, .group = SEARCH,
      .help = "allowed data-parallel replicas"},
-    {.type = PP_OPT_INT, .name = "--max-pp", .metavar = "P", A(max_pp), .lo = 1, .hi = 4096, .def_str = "N",
+    {.type = PP_OPT_INT, .name = "--max-pp", .metavar = "P", A(max_pp), .lo = 1, .hi = 4096, .shown = "N",
      .group = SEARCH, .help = "largest pp"},
     {.type = PP_OPT_CUSTOM, .name = "--microbatches", .metavar = "LIST", A(mbs), .parse = opt_mbs, .group = SEARCH,
      .help = "allowed microbatch counts per replica"},
     {.type = PP_OPT_CUSTOM, .name = "--schedule", .metavar = "LIST", A(kinds), .parse = opt_schedules,
      .group = SEARCH, .help = "of gpipe, 1f1b, interleaved, zb-h1, zb-v"},
     {.type = PP_OPT_CUSTOM, .name = "--chunks", .metavar = "LIST", A(chunks), .parse = opt_chunks,
-     .def_str = "2", .group = SEARCH, .help = "interleaved's chunks per rank"},
+     .shown = "2", .group = SEARCH, .help = "interleaved's chunks per rank"},
     {.type = PP_OPT_CUSTOM, .name = "--recompute", .metavar = "LIST", A(recompute), .parse = opt_recomputes,
      .group = SEARCH, .help = "of none, selective, full"},
     {.type = PP_OPT_CUSTOM, .name = "--precision", .metavar = "LIST", A(precs), .parse = opt_precisions,
      .group = SEARCH, .help = "of fp32, bf16, fp16"},
-    {.type = PP_OPT_INT, .name = "--top", .metavar = "K", A(top), .lo = 1, .hi = 100000, .def_str = "5",
+    {.type = PP_OPT_INT, .name = "--top", .metavar = "K", A(top), .lo = 1, .hi = 100000, .shown = "5",
      .group = SEARCH, .help = "layouts to print"},
     {.type = PP_OPT_REAL, .name = "--max-seconds", .metavar = "S", A(max_seconds), .lo = 1e-3, .hi = 1e6,
-     .def_str = "60", .group = SEARCH, .help = "search budget"},
+     .shown = "60", .group = SEARCH, .help = "search budget"},
     {.type = PP_OPT_FLAG, .name = "--json", A(json), .group = SEARCH, .help = "print JSON"},
     {.type = PP_OPT_TABLE, .sub = pp_stage_option_table, A(train)},
     {.type = PP_OPT_TABLE, .sub = pp_partition_option_table, A(train.partition)},

@@ -66,7 +66,7 @@ static const pp_option table[] = {
     {.type = PP_OPT_INT, .name = "--chunks", .metavar = "V", A(chunks), .lo = 1, .hi = 64, .group = OPTS,
      .help = "virtual stages per rank for interleaved (default 2; zb-v has 2)"},
     {.type = PP_OPT_CUSTOM, .name = "--costs", .metavar = "F,B,W[,SEND]", A(costs), .parse = parse_costs,
-     .def_str = "1,1,1,0", .group = OPTS,
+     .shown = "1,1,1,0", .group = OPTS,
      .help = "seconds per microbatch per virtual stage: forward, backward-input,\n"
              "backward-weight (a full backward costs B+W), and per message"},
     {.type = PP_OPT_REAL, .name = "--allreduce", .metavar = "S", A(allreduce), .lo = 0, .hi = 1e9, .group = OPTS,
@@ -74,7 +74,7 @@ static const pp_option table[] = {
     {.type = PP_OPT_REAL, .name = "--optimizer-time", .metavar = "S", A(optimizer), .lo = 0, .hi = 1e9,
      .group = OPTS, .help = "seconds of the optimizer step"},
     {.type = PP_OPT_REAL, .name = "--latency", .metavar = "S", A(latency), .lo = 0, .hi = 1e9, .def = -1,
-     .def_str = "SEND of --costs", .group = OPTS, .help = "seconds per message"},
+     .shown = "SEND of --costs", .group = OPTS, .help = "seconds per message"},
     {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", A(model), .group = OPTS,
      .help = "take per-stage costs from the partition `onnxpipe train` makes of\n"
              "this model (--balance, default params; see below): F = FLOPs /\n"

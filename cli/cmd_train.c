@@ -46,10 +46,10 @@ static int check(pp_train_config *c, int argc, char **argv)
     pp_trainer_config *job = &c->trainer;
     if (!job->model) return cli_usage_error("run 'onnxpipe train --help'", "--model is required");
     if (!c->data) return cli_usage_error("make one with 'onnxpipe data text FILE -o DIR'", "--data is required");
-    if (c->eos >= 0 && !c->docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
-    if (job->nbuckets && !c->docs)
+    if (c->dataset.eos >= 0 && !c->dataset.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
+    if (job->nbuckets && !c->dataset.docs)
         return cli_usage_error("add --pad (or --pack)", "--seq-buckets sorts documents by length: it needs --pad or --pack");
-    if (job->nbuckets && !c->seq) c->seq = job->buckets[job->nbuckets - 1];
+    if (job->nbuckets && !c->dataset.seq) c->dataset.seq = job->buckets[job->nbuckets - 1];
     if ((job->save_every || job->keep || job->save_sync || c->save_signals) && !job->save_dir)
         return cli_usage_error("add --save DIR", "--save-every, --keep, --save-sync and --save-on-signal need --save");
     int signals_given = 0;

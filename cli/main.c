@@ -100,17 +100,6 @@ int cli_parse_double(const char *opt, const char *s, double lo, double hi, doubl
     return 1;
 }
 
-int cli_parse_token_dtype(const char *s, pp_dtype *out)
-{
-    pp_dtype t = s ? pp_dtype_parse(s) : PP_DTYPE_UNDEFINED;
-    if (t != PP_DTYPE_U16 && t != PP_DTYPE_U32) {
-        cli_usage_error("use uint16 or uint32", "--token-dtype: '%s' is not a token type", s ? s : "");
-        return 0;
-    }
-    *out = t;
-    return 1;
-}
-
 /* Every command takes "--opt=value" as "--opt value": each such argument is split at its
  * first '=' before the command sees it, so that no parser handles the two spellings itself
  * (a value of its own, as --dim's NAME=VALUE, keeps its '='). The new argv's strings live as

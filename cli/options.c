@@ -45,23 +45,21 @@ static int store_list(const pp_option *r, const char *v, void *base, void *p)
         (*count)++;
         return 1;
     }
+    if (r->type == PP_OPT_INTS) {
+        int room = (int)r->hi - *count, k = 0;
+        int64_t *e = room > 0 ? grow(p, count, room, sizeof *e) : NULL;
+        if (!e) return !cli_usage_error(NULL, "%s: at most %d entries", r->name, (int)r->hi);
+        if (!cli_parse_int_list(r->name, v, (long long)r->lo, 1LL << 40, room, e, &k)) return 0;
+        *count += k;
+        return 1;
+    }
     char *copy = strdup(v), *save = NULL;
     int ok = copy != NULL;
     for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; ok && tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*count >= (int)r->hi) {
-            ok = !cli_usage_error(NULL, "%s: at most %d entries", r->name, (int)r->hi);
-            break;
-        }
-        if (r->type == PP_OPT_INTS) {
-            long long n;
-            int64_t *e = NULL;
-            ok = cli_parse_int(r->name, tok, (long long)r->lo, 1LL << 40, &n) && (e = grow(p, count, 1, sizeof *e));
-            if (e) *e = n, (*count)++;
-        } else {
-            const char **e = grow(p, count, 1, sizeof *e);
-            ok = e && (*e = strdup(tok));
-            if (ok) (*count)++;
-        }
+        const char **e = *count < (int)r->hi ? grow(p, count, 1, sizeof *e) : NULL;
+        ok = e && (*e = strdup(tok));
+        if (ok) (*count)++;
+        else cli_usage_error(NULL, "%s: at most %d names", r->name, (int)r->hi);
     }
     free(copy);
     if (ok && !*count) return !cli_usage_error(NULL, "%s needs a comma-separated list, got '%s'", r->name, v);
@@ -102,7 +100,7 @@ int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, c
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            cli_options_help(o, stdout);
+            cli_options_help(o, base, stdout);
             return 1;
         }
         if (a[0] != '-' || !a[1]) {
@@ -149,22 +147,27 @@ static void free_lists(const pp_option *table, void *base)
 
 void cli_options_free(const cli_options *o, void *base) { free_lists(o->table, base); }
 
-/* "(default X)" of row r, or "" when it has none to show. */
-static const char *default_text(const pp_option *r, char *buf, size_t len)
+/* "(default X)" of row r, whose field is at p in a config holding the defaults (the one
+ * being parsed: --help comes before the options it would change), or "" when it shows none. */
+static const char *default_text(const pp_option *r, const void *p, char *buf, size_t len)
 {
     buf[0] = 0;
-    if (r->def_str) snprintf(buf, len, " (default %s)", r->def_str);
-    else if (r->def != 0 && r->type == PP_OPT_INT) snprintf(buf, len, " (default %lld)", (long long)r->def);
-    else if (r->def != 0 && r->type == PP_OPT_REAL) snprintf(buf, len, " (default %g)", r->def);
+    int64_t n = r->size == sizeof(int64_t) ? *(const int64_t *)p : r->size == sizeof(int) ? *(const int *)p : 0;
+    double x = r->size == sizeof(double) ? *(const double *)p : r->size == sizeof(float) ? *(const float *)p : 0;
+    if (r->shown) snprintf(buf, len, " (default %s)", r->shown);
+    else if (r->type == PP_OPT_STR && *(const char *const *)p) snprintf(buf, len, " (default %s)", *(const char *const *)p);
+    else if (r->type == PP_OPT_INT && n) snprintf(buf, len, " (default %lld)", (long long)(n / (r->scale ? r->scale : 1)));
+    else if (r->type == PP_OPT_REAL && x != 0) snprintf(buf, len, " (default %g)", x);
     return buf;
 }
 
 /* Row r as "  --name META   help", the help's further lines under its first, and its
  * default after the last (on a line of its own when it would pass column 100). */
-static void print_row(const pp_option *r, FILE *out)
+static void print_row(const pp_option *r, const void *field, FILE *out)
 {
     char def[96];
-    int w = fprintf(out, "  %s%s%s", r->name, r->metavar ? " " : "", r->metavar ? r->metavar : "");
+    int w = fprintf(out, "  %s%s%s%s%s", r->alias ? r->alias : "", r->alias ? ", " : "", r->name, r->metavar ? " " : "",
+                    r->metavar ? r->metavar : "");
     if (w >= 25) fputc('\n', out), w = 0;
     const char *h = r->help ? r->help : "";
     for (;;) {
@@ -177,30 +180,32 @@ static void print_row(const pp_option *r, FILE *out)
             h = nl + 1;
             continue;
         }
-        const char *d = default_text(r, def, sizeof def);
+        const char *d = default_text(r, field, def, sizeof def);
         if (*d && 25 + n + (int)strlen(d) > 100) fprintf(out, "\n%25s", ""), d++;
         fprintf(out, "%s\n", d);
         return;
     }
 }
 
-/* The rows of table (its sub-tables' too) under heading group. */
-static int print_group(const pp_option *table, const char *group, FILE *out)
+/* The rows of table (its sub-tables' too) under heading group, the config at base; a row
+ * another of the command's rows shadows (found first by its name) is not the command's. */
+static void print_group(const cli_options *o, const pp_option *table, const char *group, void *base, void *top,
+                        FILE *out)
 {
-    int n = 0;
     for (const pp_option *r = table; r->type != PP_OPT_END; r++) {
-        if (r->type == PP_OPT_TABLE) n += print_group(r->sub, group, out);
-        else if (r->name && r->group && !strcmp(r->group, group)) print_row(r, out), n++;
+        void *at = NULL;
+        if (r->type == PP_OPT_TABLE) print_group(o, r->sub, group, pp_option_field(r, base), top, out);
+        else if (r->name && r->group && !strcmp(r->group, group) && pp_option_find(o->table, r->name, top, &at) == r)
+            print_row(r, pp_option_field(r, base), out);
     }
-    return n;
 }
 
-void cli_options_help(const cli_options *o, FILE *out)
+void cli_options_help(const cli_options *o, void *base, FILE *out)
 {
     fputs(o->usage, out);
     for (int g = 0; o->groups[g]; g++) {
         fprintf(out, "\n%s\n", o->groups[g]);
-        print_group(o->table, o->groups[g], out);
+        print_group(o, o->table, o->groups[g], base, base, out);
     }
     if (o->epilog) fprintf(out, "\n%s", o->epilog);
 }

@@ -57,7 +57,7 @@ expect_error "no output file" mlp --in 4
 expect_error "--hidden expects an integer" mlp --hidden 16,0 -o "$OUT/x.onnx"
 expect_error "unknown option '--bogus'" mlp --bogus -o "$OUT/x.onnx"
 expect_error "unknown example 'cnn'" cnn
-expect_error "-o expects a file name" gpt -o
+expect_error "-o needs a value" gpt -o
 "$ONNXPIPE" example gpt --help | grep -- "--d-model" >/dev/null && echo "ok   example gpt --help"
 "$ONNXPIPE" example mlp --help | grep -- "--hidden" >/dev/null && echo "ok   example mlp --help"
 echo "test_example: all checks passed"

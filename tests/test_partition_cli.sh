@@ -48,7 +48,7 @@ expect_error "--op-overhead expects a number in" gpt.onnx --stages 2 --op-overhe
 "$ONNXPIPE" partition gpt.onnx --stages=3 --batch=2 >table_eq.txt
 cmp table.txt table_eq.txt && echo "ok: --stages=3 --batch=2 prints what --stages 3 --batch 2 does"
 "$ONNXPIPE" partition gpt.onnx --stages=3 --dim=batch=2 >/dev/null
-"$ONNXPIPE" example gpt --layers=4 --d-model=64 --heads=2 --vocab=64 --seq=16 --output=gpt_eq.onnx >/dev/null
+"$ONNXPIPE" example gpt --layers=4 --d-model=64 --heads=2 --vocab=64 --seq=16 --out=gpt_eq.onnx >/dev/null
 cmp gpt.onnx gpt_eq.onnx && echo "ok: example gpt --layers=4 ... writes the same model"
 expect_error "--stages expects an integer" gpt.onnx --stages=0
 grep -Eq "optimal: no split into 3 stages in the orders searched|optimum .*within the tolerance 2%" table.txt

@@ -29,7 +29,7 @@ expect_error "no stage sizes given" --pp 2 --dp 2
 expect_error "--param-bytes has more than 2 values" --pp 2 --dp 2 --param-bytes 1,2,3
 expect_error "--param-bytes has 2 values for 3 stages" --pp 3 --dp 2 --param-bytes 1,2
 expect_error "do not split evenly over 3 hosts" --pp 2 --dp 2 --param-bytes 1 --hosts 3 --synthetic "core:4 pu:1"
-expect_error "has no NVIDIA GPU" --pp 2 --dp 1 --param-bytes 1 --device gpu --synthetic "core:4 pu:1"
+expect_error "has no NVIDIA GPU" --pp 2 --dp 1 --param-bytes 1 --device cuda --synthetic "core:4 pu:1"
 expect_error "--model needs --batch" --pp 2 --dp 1 --model x.onnx
 
 # the table on the GPU machine: rank 2 gets GPU 2 next to its NIC and package 1's cores

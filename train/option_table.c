@@ -96,7 +96,7 @@ const pp_option *pp_option_find(const pp_option *table, const char *name, void *
         if (r->type == PP_OPT_TABLE) {
             const pp_option *in = pp_option_find(r->sub, name, pp_option_field(r, base), base_out);
             if (in) return in;
-        } else if (r->name && !strcmp(r->name, name)) {
+        } else if (r->name && (!strcmp(r->name, name) || (r->alias && !strcmp(r->alias, name)))) {
             *base_out = base;
             return r;
         }

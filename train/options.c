@@ -120,7 +120,7 @@ static int parse_range(const char *v, void *f, pp_error *err)
 
 const pp_option pp_partition_option_table[] = {
     {.type = PP_OPT_ENUM, .name = "--balance", .metavar = "KIND", PO(balance), .parse = parse_balance,
-     .def_str = "params", .agree = 1, .group = SPLIT,
+     .shown = "params", .agree = 1, .group = SPLIT,
      .help = "what the split equalizes: params | flops | uniform (node count)\n"
              "| memory (bytes a stage allocates: the stage planner's model, with the\n"
              "driver's 1F1B stash slots, min(P-s, M), one more after stage 0) | time\n"
@@ -130,16 +130,16 @@ const pp_option pp_partition_option_table[] = {
      .def = 0.02, .agree = 1, .group = SPLIT,
      .help = "among the splits whose largest stage is within F of the optimum, the one\n"
              "sending the fewest bytes across cuts (0: optimal splits only)"},
-    {.type = PP_OPT_ENUM, .name = "--order", .metavar = "KIND", PO(order), .parse = parse_order, .def_str = "search",
+    {.type = PP_OPT_ENUM, .name = "--order", .metavar = "KIND", PO(order), .parse = parse_order, .shown = "search",
      .agree = 1, .group = SPLIT,
      .help = "search: every order in which tensors flow forward, nodes that\n"
              "read no activation kept with their first reader | graph: the file's order"},
-    {.type = PP_OPT_REAL, .name = "--gflops", .metavar = "G", PO(gflops), .lo = 1e-6, .hi = 1e12, .def_str = "100",
+    {.type = PP_OPT_REAL, .name = "--gflops", .metavar = "G", PO(gflops), .lo = 1e-6, .hi = 1e12, .shown = "100",
      .agree = 1, .group = SPLIT,
      .help = "compute throughput per stage, GFLOP/s: the time balance's\n"
              "(and schedule --model's stage costs)"},
     {.type = PP_OPT_REAL, .name = "--link-gbps", .metavar = "B", PO(link_gbps), .lo = 1e-9, .hi = 1e9,
-     .def_str = "free", .agree = 1, .group = SPLIT,
+     .shown = "free", .agree = 1, .group = SPLIT,
      .help = "time balance: bandwidth between neighbouring stages, GB/s"},
     {.type = PP_OPT_REAL, .name = "--op-overhead", .metavar = "S", PO(op_overhead), .lo = 0, .hi = 1e3, .agree = 1,
      .group = SPLIT,
@@ -161,18 +161,18 @@ const pp_option pp_stage_option_table[] = {
     {.type = PP_OPT_STR, .name = "--device", .metavar = "KIND", TC(device), .def_str = "auto", .agree = 1,
      .group = STAGE, .help = "auto | cpu | cuda (auto: a GPU when every rank has one)"},
     {.type = PP_OPT_ENUM, .name = "--optimizer", .metavar = "NAME", TC(optim.kind), .parse = parse_optimizer,
-     .def = PP_OPTIM_ADAMW, .def_str = "adamw", .agree = 1, .group = STAGE,
+     .def = PP_OPTIM_ADAMW, .shown = "adamw", .agree = 1, .group = STAGE,
      .help = "sgd | adam | adamw | lamb: the update and its state per parameter"},
     {.type = PP_OPT_ENUM, .name = "--precision", .metavar = "P", TC(precision), .parse = parse_precision,
-     .def_str = "fp32", .agree = 1, .group = STAGE,
+     .shown = "fp32", .agree = 1, .group = STAGE,
      .help = "fp32 | bf16 | fp16: 16-bit activations and matrix-product operands,\n"
              "fp32 master weights, gradients and optimizer state"},
     {.type = PP_OPT_ENUM, .name = "--reduce-dtype", .metavar = "D", TC(reduce_dtype), .parse = parse_reduce_dtype,
-     .def_str = "fp32", .agree = 1, .group = STAGE,
+     .shown = "fp32", .agree = 1, .group = STAGE,
      .help = "fp32 | bf16: the data-parallel gradient all-reduce; bf16 sends half\n"
              "the bytes, each partial sum rounded to bfloat16"},
     {.type = PP_OPT_ENUM, .name = "--recompute", .metavar = "KIND", TC(recompute), .parse = parse_recompute,
-     .def_str = "none", .agree = 1, .group = STAGE,
+     .shown = "none", .agree = 1, .group = STAGE,
      .help = "none | selective | full: stash only each stage's inputs (selective: and\n"
              "MatMul/Gemm/Conv outputs) and run the rest of the forward again before\n"
              "backward; same losses and weights, bit for bit"},
@@ -221,13 +221,13 @@ const pp_option pp_trainer_option_table[] = {
      .help = "bind a symbolic dim of the model's inputs (repeatable; a dataset's\n"
              "arrays bind the rest: an input's array gives its per-sample shape)"},
     {.type = PP_OPT_ENUM, .name = "--schedule", .metavar = "KIND", TC(schedule), .parse = parse_schedule,
-     .def = PP_SCHED_1F1B, .def_str = "1f1b", .agree = 1, .group = LAYOUT,
+     .def = PP_SCHED_1F1B, .shown = "1f1b", .agree = 1, .group = LAYOUT,
      .help = "gpipe | 1f1b | interleaved | zb-h1 | zb-v"},
     {.type = PP_OPT_INT, .name = "--chunks", .metavar = "V", TC(chunks), .lo = 1, .hi = 64, .agree = 1,
      .group = LAYOUT, .help = "virtual stages per rank (default 2 for interleaved and zb-v, which takes\n"
                               "only 2; else 1)"},
     {.type = PP_OPT_INT, .name = "--bucket-kb", .metavar = "N", TC(bucket_bytes), .lo = 1, .hi = 1LL << 30,
-     .scale = 1024, .def_str = "4096", .agree = 1, .group = LAYOUT,
+     .scale = 1024, .shown = "4096", .agree = 1, .group = LAYOUT,
      .help = "gradient all-reduce bucket; buckets start while backward runs"},
     {.type = PP_OPT_STR, .name = NULL, TC(bucket_dim), .agree = 1},
     {.type = PP_OPT_INTS, .name = NULL, TC(buckets), PP_OPT_COUNT(pp_trainer_config, nbuckets), .agree = 1},
@@ -238,7 +238,7 @@ const pp_option pp_trainer_option_table[] = {
     {.type = PP_OPT_REAL, .name = "--lr", .metavar = "X", TC(lr.lr), .lo = 0, .hi = 1e3, .def = 1e-3, .agree = 1,
      .group = TRAINING, .help = "peak learning rate"},
     {.type = PP_OPT_ENUM, .name = "--lr-schedule", .metavar = "NAME", TC(lr.kind), .parse = parse_lr_schedule,
-     .def_str = "constant", .agree = 1, .group = TRAINING, .help = "constant | linear | cosine | poly"},
+     .shown = "constant", .agree = 1, .group = TRAINING, .help = "constant | linear | cosine | poly"},
     {.type = PP_OPT_INT, .name = "--warmup", .metavar = "N", TC(lr.warmup), .lo = 0, .hi = 1LL << 40, .agree = 1,
      .group = TRAINING, .help = "linear warmup steps"},
     {.type = PP_OPT_REAL, .name = "--min-lr", .metavar = "X", TC(lr.min_lr), .lo = 0, .hi = 1e3, .agree = 1,
@@ -257,13 +257,13 @@ const pp_option pp_trainer_option_table[] = {
     {.type = PP_OPT_REAL, .name = "--weight-decay", .metavar = "X", TC(optim.weight_decay), .lo = 0, .hi = 1e3,
      .agree = 1, .group = TRAINING, .help = "decoupled for adamw and lamb"},
     {.type = PP_OPT_REAL, .name = "--clip-norm", .metavar = "X", TC(clip_norm), .lo = 0, .hi = 1e12,
-     .def_str = "off", .agree = 1, .group = TRAINING, .help = "clip the global gradient norm to X"},
+     .shown = "off", .agree = 1, .group = TRAINING, .help = "clip the global gradient norm to X"},
     {.type = PP_OPT_FLAG, .name = "--skip-nonfinite", TC(skip_nonfinite), .agree = 1, .group = TRAINING,
      .help = "skip steps whose gradients hold NaN/Inf instead of failing"},
     {.type = PP_OPT_INT, .name = "--seed", .metavar = "S", TC(seed), .lo = 0, .hi = 1LL << 62, .agree = 1,
      .group = TRAINING, .help = "seed for dropout"},
     {.type = PP_OPT_REAL, .name = "--loss-scale", .metavar = "X", TC(loss_scale), .lo = 1e-30, .hi = 1e30,
-     .def_str = "dynamic, from 65536", .agree = 1, .group = MEMORY, .help = "fp16: a fixed loss scale"},
+     .shown = "dynamic, from 65536", .agree = 1, .group = MEMORY, .help = "fp16: a fixed loss scale"},
     {.type = PP_OPT_INT, .name = "--loss-scale-window", .metavar = "N", TC(loss_scale_window), .lo = 1,
      .hi = 1LL << 40, .def = 2000, .agree = 1, .group = MEMORY,
      .help = "fp16 dynamic: clean steps before the scale doubles; an overflow on\n"
@@ -271,8 +271,8 @@ const pp_option pp_trainer_option_table[] = {
     {.type = PP_OPT_STR, .name = "--save", .metavar = "DIR", TC(save_dir), .agree = 1, .group = CKPT,
      .help = "save checkpoints to DIR/step-N (at the end, and every --save-every)"},
     {.type = PP_OPT_INT, .name = "--save-every", .metavar = "N", TC(save_every), .lo = 1, .hi = 1LL << 40,
-     .def_str = "only at the end", .agree = 1, .group = CKPT, .help = "save every N steps"},
-    {.type = PP_OPT_INT, .name = "--keep", .metavar = "K", TC(keep), .lo = 1, .hi = 1 << 20, .def_str = "all",
+     .shown = "only at the end", .agree = 1, .group = CKPT, .help = "save every N steps"},
+    {.type = PP_OPT_INT, .name = "--keep", .metavar = "K", TC(keep), .lo = 1, .hi = 1 << 20, .shown = "all",
      .agree = 1, .group = CKPT, .help = "keep the newest K checkpoints"},
     {.type = PP_OPT_FLAG, .name = "--save-sync", TC(save_sync), .agree = 1, .group = CKPT,
      .help = "write before training goes on (default: a thread writes while it trains)"},
@@ -285,31 +285,38 @@ const pp_option pp_trainer_option_table[] = {
      .help = "DIR is another live job's: wait up to S seconds for it to end, then\n"
              "fail naming it"},
     {.type = PP_OPT_INT, .name = "--eval-batches", .metavar = "K", TC(eval_batches), .lo = 1, .hi = 1LL << 40,
-     .def_str = "all of the eval data", .agree = 1, .group = EVAL, .help = "global batches per evaluation"},
+     .shown = "all of the eval data", .agree = 1, .group = EVAL, .help = "global batches per evaluation"},
     {.type = PP_OPT_FLAG, .name = "--quiet", TC(quiet), .group = OUTPUT, .help = "no progress lines"},
     {0},
 };
 
-#define TN(f) PP_OPT_FIELD(pp_train_config, f)
 #define DATA "data (onnxpipe data --help):"
+#define DO(f) PP_OPT_FIELD(pp_dataset_options, f)
+
+const pp_option pp_dataset_option_table[] = {
+    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", DO(seq), .lo = 1, .hi = 1LL << 30, .group = DATA,
+     .help = "tokens per sample of a token stream or indexed dataset"},
+    {.type = PP_OPT_ENUM, .name = "--token-dtype", .metavar = "D", DO(token_dtype), .parse = parse_token_dtype,
+     .shown = "uint16", .group = DATA, .help = "a raw .bin stream's tokens: uint16 or uint32"},
+    {.type = PP_OPT_FLAG, .name = "--pack", DO(docs), .set = PP_DOCS_PACK, .group = DATA,
+     .help = "pack the documents (a stream's split after each --eos token, or the\n"
+             "indexed dataset's) into samples of --seq tokens, longest first; labels\n"
+             "stop at each document's end, position_ids restart, and a model input\n"
+             "named *mask* of [batch, .., T, T] gets each document's causal mask"},
+    {.type = PP_OPT_FLAG, .name = "--pad", DO(docs), .set = PP_DOCS_PAD, .group = DATA,
+     .help = "one document per sample instead, padded to --seq (cut where longer)"},
+    {.type = PP_OPT_INT, .name = "--eos", .metavar = "ID", DO(eos), .lo = 0, .hi = 1LL << 40, .def = -1,
+     .shown = "none", .group = DATA, .help = "the token that ends a document in a stream (--pack, --pad)"},
+    {0},
+};
+
+#define TN(f) PP_OPT_FIELD(pp_train_config, f)
 #define LOGS "logs and profiles:"
 
 const pp_option pp_train_option_table[] = {
     {.type = PP_OPT_STR, .name = "--data", .metavar = "DATA", TN(data), .group = DATA,
      .help = "the dataset, read in place (see above)"},
-    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", TN(seq), .lo = 1, .hi = 1LL << 30, .group = DATA,
-     .help = "tokens per sample of a token stream or indexed dataset"},
-    {.type = PP_OPT_ENUM, .name = "--token-dtype", .metavar = "D", TN(token_dtype), .parse = parse_token_dtype,
-     .def_str = "uint16", .group = DATA, .help = "a raw .bin stream's tokens: uint16 or uint32"},
-    {.type = PP_OPT_FLAG, .name = "--pack", TN(docs), .set = PP_DOCS_PACK, .group = DATA,
-     .help = "pack the documents (a stream's split after each --eos token, or the\n"
-             "indexed dataset's) into samples of --seq tokens, longest first; labels\n"
-             "stop at each document's end, position_ids restart, and a model input\n"
-             "named *mask* of [batch, .., T, T] gets each document's causal mask"},
-    {.type = PP_OPT_FLAG, .name = "--pad", TN(docs), .set = PP_DOCS_PAD, .group = DATA,
-     .help = "one document per sample instead, padded to --seq (cut where longer)"},
-    {.type = PP_OPT_INT, .name = "--eos", .metavar = "ID", TN(eos), .lo = 0, .hi = 1LL << 40, .def = -1,
-     .def_str = "none", .group = DATA, .help = "the token that ends a document in a stream (--pack, --pad)"},
+    {.type = PP_OPT_TABLE, .sub = pp_dataset_option_table, TN(dataset)},
     {.type = PP_OPT_INTS, .name = "--seq-buckets", .metavar = "A,B,..", TN(trainer.buckets),
      PP_OPT_COUNT(pp_train_config, trainer.nbuckets), .lo = 1, .hi = 32, .group = DATA,
      .help = "with --pad or --pack: each sample in the shortest of these lengths\n"
@@ -322,14 +329,14 @@ const pp_option pp_train_option_table[] = {
     /* the trainer hashes its own options (pp_trainer_create) */
     {.type = PP_OPT_TABLE, .sub = pp_trainer_option_table, TN(trainer)},
     {.type = PP_OPT_CUSTOM, .name = "--save-on-signal", .metavar = "LIST", TN(save_signals), .parse = parse_signals,
-     .def_str = "SIGTERM with --save; none: off", .agree = 1, .group = CKPT,
+     .shown = "SIGTERM with --save; none: off", .agree = 1, .group = CKPT,
      .help = "signals that preempt the job: every rank finishes its step, saves it,\n"
              "and the job exits with status 75; under mpirun use SIGUSR1, which\n"
              "mpirun forwards (SIGTERM to mpirun kills the ranks a second later)"},
     {.type = PP_OPT_STR, .name = "--eval-data", .metavar = "DIR", TN(eval_data), .agree = 1, .group = EVAL,
      .help = "a dataset evaluated forward-only through the same pipeline"},
     {.type = PP_OPT_INT, .name = "--eval-every", .metavar = "N", TN(eval_every), .lo = 1, .hi = 1LL << 40,
-     .def_str = "after the last only", .agree = 1, .group = EVAL, .help = "after every N steps and after the last"},
+     .shown = "after the last only", .agree = 1, .group = EVAL, .help = "after every N steps and after the last"},
     {.type = PP_OPT_STR, .name = "--losses", .metavar = "FILE", TN(losses_out), .group = OUTPUT,
      .help = "write 'step loss' lines"},
     {.type = PP_OPT_STR, .name = "--export", .metavar = "FILE", TN(export_path), .group = OUTPUT,
@@ -341,10 +348,10 @@ const pp_option pp_train_option_table[] = {
     {.type = PP_OPT_STR, .name = "--metrics", .metavar = "FILE", TN(metrics_out), .agree = 1, .group = LOGS,
      .help = "the same values as JSON lines, one object per step"},
     {.type = PP_OPT_INT, .name = "--log-every", .metavar = "N", TN(log_every), .lo = 1, .hi = 1LL << 40,
-     .def_str = "10", .agree = 1, .group = LOGS,
+     .shown = "10", .agree = 1, .group = LOGS,
      .help = "gather per-rank figures (wait, memory, bubble) every N steps"},
     {.type = PP_OPT_REAL, .name = "--straggler-warn", .metavar = "F", TN(straggler_warn), .lo = 1, .hi = 1e6,
-     .def_str = "off", .agree = 1, .group = LOGS,
+     .shown = "off", .agree = 1, .group = LOGS,
      .help = "name a rank whose busy time per step (its step less the time it waits\n"
              "for peers), its median over 10 steps, exceeds F x the median of its\n"
              "pipeline peers' (the other stages of its replica; at pp 1 the other\n"

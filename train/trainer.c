@@ -361,9 +361,11 @@ pp_stage_options pp_train_stage_options(const pp_trainer_config *c)
 
 pp_dataset_options pp_train_dataset_options(const pp_train_config *c)
 {
-    return (pp_dataset_options){.seq = c->seq, .labels = c->trainer.loss.labels, .token_dtype = c->token_dtype,
-                                .docs = c->docs, .eos = c->eos, .ignore_index = c->trainer.loss.ignore_index,
-                                .buckets = c->trainer.buckets, .nbuckets = c->trainer.nbuckets};
+    pp_dataset_options o = c->dataset;
+    o.labels = c->trainer.loss.labels;
+    o.ignore_index = c->trainer.loss.ignore_index;
+    o.buckets = c->trainer.buckets, o.nbuckets = c->trainer.nbuckets;
+    return o;
 }
 
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */

@@ -180,10 +180,9 @@ typedef struct pp_train_config {
                                        eval_batches 0 is the whole eval dataset */
     const char *data;               /* the dataset (pp_dataset_open_with: a directory, .npy, a token
                                        stream, a Megatron indexed dataset) */
-    int64_t seq;                    /* a token stream's tokens per sample (--seq); 0: none */
-    pp_dtype token_dtype;           /* a raw token stream's tokens: U16 (0: default) or U32 */
-    pp_docs docs;                   /* --pack, --pad: documents into samples of seq (pp_dataset_options) */
-    int64_t eos;                    /* --eos: a token stream's end-of-document token; -1: none */
+    pp_dataset_options dataset;     /* how data is read: seq, token dtype, --pack / --pad, eos (-1:
+                                       none); pp_train_dataset_options adds the labels' name,
+                                       ignore_index and buckets from the trainer's options */
     const char *losses_out;         /* write "step loss" lines here (NULL: no) */
     const char *export_path;        /* write the trained model here at the end (NULL: no) */
     const char *trace_path;         /* write a Perfetto trace of the last step here (NULL: no) */

@@ -32,13 +32,15 @@ typedef enum {
 typedef struct pp_option {
     pp_opt_type type;
     const char *name;           /* "--steps"; NULL: set by the library's callers only (defaults, hash) */
+    const char *alias;          /* a short spelling of the same option ("-o"), or NULL */
     const char *metavar;        /* "N" in --help; flags have none */
     size_t offset, size;        /* the field in the config (offsetof, sizeof) */
     size_t count_offset;        /* INTS, NAMES, DIMS: the int count's offset */
     double lo, hi;              /* INT, REAL, INTS: bounds; INTS, NAMES, DIMS: hi is the most entries */
     double def;                 /* INT, REAL, FLAG (no: 0), ENUM: the default */
-    const char *def_str;        /* STR: the default; any type: --help's "(default ...)" text when the
-                                   number alone would not say it ("auto", "all", "off") */
+    const char *def_str;        /* STR: the default */
+    const char *shown;          /* --help's "(default ...)" text where def and def_str would not say
+                                   it ("all", "off", "this machine"); else theirs */
     int scale;                  /* INT: the field holds value x scale (--bucket-kb: bytes) */
     int set;                    /* FLAG: the value it stores (1 when 0) */
     int agree;                  /* the ranks of a job must agree on it: pp_options_hash hashes it */
@@ -67,9 +69,11 @@ static inline void *pp_option_field(const pp_option *r, void *base) { return (ch
  * sub-table's config), or NULL. */
 const pp_option *pp_option_find(const pp_option *table, const char *name, void *base, void **base_out);
 
-/* The training options' tables (train/options.c): the partition's (pp_partition_options),
+/* The training options' tables (train/options.c): the dataset's (pp_dataset_options: `onnxpipe
+ * train` and `data show`), the partition's (pp_partition_options),
  * the stage's and the trainer's (pp_trainer_config; the trainer's holds the other two),
  * the run's (pp_train_config, holding the trainer's). */
+extern const pp_option pp_dataset_option_table[];   /* pp_dataset_options, but its labels */
 extern const pp_option pp_partition_option_table[];
 extern const pp_option pp_stage_option_table[];
 extern const pp_option pp_trainer_option_table[];
