@@ -7,7 +7,7 @@
 #ifndef ONNXPIPE_OP_INFO_H
 #define ONNXPIPE_OP_INFO_H
 
-#include <onnxpipe/op.h>
+#include <onnxpipe/backend/op.h>
 #include <onnxpipe/tensor.h>
 
 #ifdef __cplusplus
