@@ -47,8 +47,8 @@ typedef struct pp_stage_cost {
     double send_time;        /* s per message across the boundary after this stage, on top
                                 of send_latency + send_bytes / bandwidth (a link of its own:
                                 the planner gives each boundary its link's time here) */
-    double allreduce;        /* s of this stage's data-parallel all-reduce, on top of
-                                pp_costs.allreduce (each stage's gradients are its own) */
+    double allreduce;        /* s of this stage's data-parallel all-reduce, on top of the
+                                schedule-wide one (each stage's gradients are its own) */
 } pp_stage_cost;
 
 #ifdef __cplusplus
