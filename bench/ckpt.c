@@ -9,6 +9,7 @@
 
 #include <onnxpipe/ckpt.h>
 #include <onnxpipe/example.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * applies, instead of cblas_sgemm) */
 #include "bench_util.h"
 
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 #include "smat.h"
 

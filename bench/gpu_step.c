@@ -6,8 +6,8 @@
  * MFU counts 6 N + 12 L T d FLOPs per token (PaLM appendix B) against PP_GPU_PEAK_TFLOPS
  * (default: H100/H200 SXM dense, 494.7 for TF32, 989.5 for BF16; H100 PCIe: 378, 756). */
 #include <onnxpipe/example.h>
-#include <onnxpipe/graph.h>
-#include <onnxpipe/stage.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <stdio.h>
 #include <stdlib.h>

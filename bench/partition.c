@@ -7,6 +7,7 @@
  * Usage: bench_partition [max_nodes]. */
 #include <onnxpipe/example.h>
 #include <onnxpipe/partition.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,9 @@
 #include "bench_util.h"
 
 #include <onnxpipe/example.h>
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 #include <onnxpipe/plan.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <stdio.h>
 #include <stdlib.h>

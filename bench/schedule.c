@@ -6,7 +6,8 @@
  * the machine is shared, and wall time then includes time spent waiting for a core. */
 #include "bench_util.h"
 
-#include <onnxpipe/schedule.h>
+#include <onnxpipe/schedule_lib.h>
+#include <onnxpipe/driver_lib.h>
 
 #include <stdlib.h>
 #include <string.h>

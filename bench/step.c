@@ -9,7 +9,8 @@
 #include <onnxpipe/example.h>
 #include <onnxpipe/op_info.h>
 #include <onnxpipe/partition.h>
-#include <onnxpipe/stage.h>
+#include <onnxpipe/stage_lib.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <cblas.h>
 #include <libgen.h>

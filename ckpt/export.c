@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/graph_ir.h>
 
 pp_status pp_ckpt_write_model(const pp_graph *g, pp_ckpt_value_fn value_of, void *user, const char *path,
                               pp_error *err)

@@ -5,6 +5,7 @@
 #include "ckpt_internal.h"
 
 #include <string.h>
+#include <onnxpipe/stage_lib.h>
 
 /* The tensor NAME[.state], checked against what the stage holds; its shard mapped and
  * checked whole. */

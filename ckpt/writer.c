@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/stage_lib.h>
 
 struct pp_ckpt_writer {
     pp_ckpt_writer_options opt;

@@ -6,6 +6,7 @@
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/options.h>
 #include <onnxpipe/train.h>
+#include <onnxpipe/driver_lib.h>
 
 /* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */
 typedef int (*cli_command_fn)(int argc, char **argv);

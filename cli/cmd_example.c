@@ -7,6 +7,7 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
+#include <onnxpipe/graph_ir.h>
 
 #define MAX_DIM (1ll << 24)
 

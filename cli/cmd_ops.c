@@ -1,4 +1,4 @@
-/* `onnxpipe ops [--json]`: the op registry (include/onnxpipe/op_list.h) as this build has it:
+/* `onnxpipe ops [--json]`: the op registry (include/onnxpipe/backend/op_list.h) as this build has it:
  * every op with the opsets read, backward, the cpu and cuda kernels (and the native 16-bit
  * ones), constant folding and the precision class. scripts/gen-ops-doc.py makes docs/ops.md from --json. */
 #include "cli.h"
@@ -9,7 +9,7 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
-#include <onnxpipe/op.h>
+#include <onnxpipe/backend/op.h>
 #include <onnxpipe/op_info.h>
 
 /* The newest ai.onnx opset the op list is written against (issue 24: exports at opsets

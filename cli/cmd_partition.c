@@ -6,7 +6,8 @@
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/report_json.h>
-#include <onnxpipe/schedule.h>
+#include <onnxpipe/schedule_lib.h>
+#include <onnxpipe/driver_lib.h>
 
 #include <stdlib.h>
 #include <string.h>

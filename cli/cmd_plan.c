@@ -8,6 +8,7 @@
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/plan.h>
 #include <onnxpipe/placement.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <errno.h>
 #include <hwloc.h>

@@ -9,6 +9,7 @@
 #include <onnxpipe/partition.h>
 #include <onnxpipe/plan.h>
 #include <onnxpipe/schedule.h>
+#include <onnxpipe/driver_lib.h>
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,6 +5,7 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #ifndef PP_DRIVER_INTERNAL_H
 #define PP_DRIVER_INTERNAL_H
 
-#include <onnxpipe/driver.h>
+#include <onnxpipe/driver_lib.h>
 
 #define MAX_PORTS 32    /* tensors crossing one stage boundary, and the shape header's tag */
 #define SHAPE_PORT (MAX_PORTS - 1)

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 /* Whether the schedule runs every backward of `stage` whole (no weight half apart). */
 static int whole_backward(const pp_schedule *sch, int stage)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <onnxpipe/kernels.h>
 
 /* The squared norm's terms: every parameter's sum of squares (one kernel call over its
  * own elements, the same call on every layout), from replica 0 and, for a tied one, from

@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 static int by_node(const void *a, const void *b)
 {

@@ -86,9 +86,9 @@ int main(int argc, char **argv)
     pp_status st = pp_trainer_create(&c, NULL, &t, &err);
     if (st == PP_OK) {
         const pp_graph *g = pp_trainer_graph(t);
-        for (int i = 0; i < g->noutputs; i++)
-            if (!strcmp(g->values[g->outputs[i]].name, "logits"))
-                d.vocab = g->values[g->outputs[i]].shape.dims[2];
+        for (int i = 0; i < pp_graph_num_outputs(g); i++)
+            if (!strcmp(pp_graph_value_name(g, pp_graph_output(g, i)), "logits"))
+                d.vocab = pp_graph_value_shape(g, pp_graph_output(g, i))->dims[2];
         pp_device_memory_stats m;
         pp_device_memory(pp_stage_device(pp_driver_stage(pp_trainer_driver(t), 0)), &m);
         printf("rank %d memory %lld bytes (stash %lld, scratch %lld, params %lld)\n", pp_trainer_rank(t),

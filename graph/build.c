@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 #define ARENA_BLOCK (1024 * 1024)
 #define ARENA_BLOCK_MAX (64 * 1024 * 1024)

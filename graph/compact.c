@@ -6,6 +6,7 @@
 #include "graph_internal.h"
 
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 /* 1 when every reader of v broadcasts it against another operand with dim d (counted from
  * the end, as numpy aligns shapes) of size n. */

@@ -8,6 +8,7 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
+#include <onnxpipe/graph_ir.h>
 
 #define LN_EPS 1e-5f
 #define INIT_STD 0.02

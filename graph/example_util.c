@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/graph_ir.h>
 
 static uint64_t splitmix64(uint64_t *state)
 {

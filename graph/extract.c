@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 /* Gives sub's value `name` the dtype and shape of g's value v (symbolic names copied). */
 static pp_status copy_type(pp_graph *sub, const pp_graph *g, int v, pp_error *err)

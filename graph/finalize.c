@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 /* Drops nodes whose op_type was cleared by a pass, keeping order. */
 static void compact_nodes(pp_graph *g)

@@ -1,4 +1,4 @@
-/* The fold-only ops (KINDS FOLD in include/onnxpipe/op_list.h): no kernel, only a shape rule
+/* The fold-only ops (KINDS FOLD in include/onnxpipe/backend/op_list.h): no kernel, only a shape rule
  * and a folder, for ops exporters write in shape and mask chains. Size reads only its
  * input's shape (torch.numel); NonZero's output length is its input's count of non-zero
  * elements, so it has a shape only where that input is a constant (torch.nonzero). Where

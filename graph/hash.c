@@ -2,7 +2,7 @@
  * nodes that read them, its inputs and outputs), never its weights, and the same for
  * every layout (dims bound to any microbatch size fold different shape chains, so
  * only nodes that read a parameter, which are never folded, take part). */
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <string.h>
 

@@ -6,6 +6,7 @@
 #include "graph_internal.h"
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 struct pp_infer_ctx {
     pp_graph *g;

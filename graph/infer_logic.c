@@ -1,4 +1,4 @@
-/* Shape rules of the comparisons, logic and more elementwise ops (include/onnxpipe/op_list.h's
+/* Shape rules of the comparisons, logic and more elementwise ops (include/onnxpipe/backend/op_list.h's
  * section of that name): And / Or / Xor on bool, Not / IsNaN / IsInf to bool, variadic Max / Min,
  * Mod's fmod attribute, PRelu's unidirectional broadcast of the slope. */
 #include "infer.h"

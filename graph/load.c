@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/graph_ir.h>
 
 static void *unpack_alloc(void *data, size_t size)
 {

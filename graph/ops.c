@@ -1,5 +1,5 @@
 /* The op registry (internal/onnxpipe/op_info.h): one entry per supported op with everything
- * that is not compute, made from the op list (include/onnxpipe/op_list.h), and the one
+ * that is not compute, made from the op list (include/onnxpipe/backend/op_list.h), and the one
  * FLOP model over it. Shape rules and folders live in graph/infer*.c and graph/fold*.c;
  * kernels in kernels/<device>/. */
 #include "infer.h"

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 #define MAX_READERS 4096   /* reading nodes of one initializer that an untie can give copies */
 

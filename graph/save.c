@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <onnxpipe/graph_ir.h>
 
 #define EXTERNAL_MIN_BYTES 1024            /* smaller initializers stay inline */
 #define EXTERNAL_ALIGN 4096                /* offsets in the data file */

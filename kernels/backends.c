@@ -3,7 +3,7 @@
  * in kernels/cpu/table.c, pp_backend_cuda in kernels/cuda/table.cu). Kernel lookup by
  * (op, device kind, dtype) goes through it, 16-bit dtypes falling back to kernels/lowp.c. */
 #include <onnxpipe/backend/device_backend.h>
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 #include "lowp.h"
 

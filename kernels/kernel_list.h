@@ -1,5 +1,5 @@
 /* Every backend's kernel prototypes and table slots, made from the op list
- * (include/onnxpipe/op_list.h): a row's kernel column names pp_cpu_<kernel>_forward and
+ * (include/onnxpipe/backend/op_list.h): a row's kernel column names pp_cpu_<kernel>_forward and
  * _backward in the cpu backend, pp_cu_<kernel>_... in the cuda one, and its KINDS column
  * (FB, F, G, FOLD) which of them exist. A backend declares them with
  *     #define DECL(ID, name, kernel, kinds, ...) PP_KERNEL_DECL_##kinds(pp_cpu, kernel)
@@ -10,7 +10,7 @@
 #ifndef PP_KERNELS_KERNEL_LIST_H
 #define PP_KERNELS_KERNEL_LIST_H
 
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 #define PP_KERNEL_FWD(pre, k) pre##_##k##_forward
 #define PP_KERNEL_BWD(pre, k) pre##_##k##_backward

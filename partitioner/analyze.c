@@ -5,6 +5,7 @@
 
 #include <string.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/graph_ir.h>
 
 typedef struct ivec {
     int *v;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 #define DEFAULT_GFLOPS 100.0
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 int64_t value_bytes(const pp_graph *g, int v)
 {

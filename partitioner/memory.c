@@ -7,6 +7,7 @@
 
 #include <string.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 #define ALIGN 64
 

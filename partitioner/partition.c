@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 static const char *const balance_names[] = {"params", "flops", "memory", "uniform", "time"};
 static const char *const order_names[] = {"search", "graph"};

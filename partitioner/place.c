@@ -6,6 +6,7 @@
 #include "partition_internal.h"
 
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 #define ORDER_WORDS ((int64_t)1 << 25)   /* 64-bit words of downset bitsets the search may write */
 

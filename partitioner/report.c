@@ -6,6 +6,7 @@
 #include <string.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/report_json.h>
+#include <onnxpipe/graph_ir.h>
 
 #define LIST_MAX 8   /* tensors listed per boundary in the text view (JSON lists all) */
 

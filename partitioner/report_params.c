@@ -5,6 +5,7 @@
 
 #include <string.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/graph_ir.h>
 
 /* The figures of one class of initializers (trained, frozen, constant). */
 typedef struct klass {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <onnxpipe/graph_ir.h>
 
 pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err)
 {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/report_json.h>
+#include <onnxpipe/stage_lib.h>
 
 #define FORMAT "onnxpipe-calibration"
 #define VERSION 1

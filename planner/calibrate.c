@@ -8,6 +8,8 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/device.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/stage_lib.h>
 
 #define DEFAULT_GFLOPS 100.0
 #define OPT_FLOPS_PER_PARAM 12.0   /* an Adam-family update: a dozen FLOPs and 16 bytes per parameter */

@@ -5,7 +5,8 @@
 #include "planner_internal.h"
 
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/driver.h>
+#include <onnxpipe/driver_lib.h>
+#include <onnxpipe/schedule_lib.h>
 
 #include <stdlib.h>
 #include <string.h>

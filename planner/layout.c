@@ -6,6 +6,8 @@
 
 #include <onnxpipe/comm.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/driver_lib.h>
+#include <onnxpipe/schedule_lib.h>
 
 #include <stdlib.h>
 #include <string.h>

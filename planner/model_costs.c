@@ -9,6 +9,7 @@
 #include <string.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 void plan_model_free(plan_model *m)
 {

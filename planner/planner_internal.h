@@ -6,6 +6,7 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/plan.h>
+#include <onnxpipe/driver_lib.h>
 
 /* One op type at one calibration point: totals over the timed runs' median. */
 typedef struct calib_op {

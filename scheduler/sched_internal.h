@@ -3,7 +3,8 @@
 #ifndef PP_SCHED_INTERNAL_H
 #define PP_SCHED_INTERNAL_H
 
-#include <onnxpipe/schedule.h>
+#include <onnxpipe/schedule_lib.h>
+#include <onnxpipe/driver_lib.h>
 
 /* How the engine runs a schedule.
  *   RUN_COMPUTE_ONLY  no SEND/RECV in the schedule: a stage waits directly for its

@@ -2,7 +2,7 @@
 
 usage: $PY scripts/gen-ops-doc.py [--onnxpipe BUILD/onnxpipe] [-o docs/ops.md]
 
-Merges `onnxpipe ops --json` (the op registry, include/onnxpipe/op_list.h, as a CUDA build
+Merges `onnxpipe ops --json` (the op registry, include/onnxpipe/backend/op_list.h, as a CUDA build
 has it) with onnx's op schemas (onnx.defs.get_all_schemas_with_history: each op's latest
 since_version). tests/test_ops_doc.sh regenerates it into a temp file and fails when
 docs/ops.md is stale. Defaults: $ONNXPIPE or build/onnxpipe, and docs/ops.md in this tree."""
@@ -57,7 +57,7 @@ def render(reg):
         "**precision**: its class under `--precision bf16|fp16` "
         "(follow: its inputs' type; lowp: 16-bit operands, fp32 accumulation; fp32: fp32 storage)",
         "",
-        "The op list is include/onnxpipe/op_list.h; `onnxpipe ops` prints it for a build.",
+        "The op list is include/onnxpipe/backend/op_list.h; `onnxpipe ops` prints it for a build.",
         "",
         "| op | onnx latest | onnxpipe opsets | backward | cpu | cuda | fold | precision |",
         "|---|---|---|---|---|---|---|---|",

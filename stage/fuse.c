@@ -35,6 +35,7 @@
 #include <string.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 /* The op that is the only reader of tslot t (graph-wide, so no later stage reads it
  * either), if it is an `op` and lies in this stage; else -1. */

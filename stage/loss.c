@@ -32,6 +32,7 @@
 #include <string.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 /* The seed of a microbatch when all microbatches weigh the same (see above). */
 static float default_seed(const pp_stage *s, int mean)

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 #define ALIGN 64
 

@@ -8,6 +8,7 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
 
 #define ALIGN 64
 

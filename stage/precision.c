@@ -10,6 +10,8 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 static int is_16bit(pp_dtype d) { return d == PP_DTYPE_BF16 || d == PP_DTYPE_F16; }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/stage_lib.h>
 
 struct stage_profile {
     int *type_of_op;            /* [nops] row index */

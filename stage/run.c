@@ -5,6 +5,8 @@
 #include <string.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 void *stage_ptr(pp_stage *s, int slot, place p)
 {

@@ -5,6 +5,7 @@
 #include "stage_internal.h"
 
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 /* The parameter tables, gradient uses and weight-gradient order of s and of the stage it
  * shares with agree, or an error names the first difference. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/backend/device_backend.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 /* A stage buffer is never empty (64 bytes then), so every pointer is distinct. */
 static size_t buf_bytes(size_t n) { return n ? n : 64; }

@@ -6,7 +6,8 @@
 #define PP_STAGE_INTERNAL_H
 
 #include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/stage.h>
+#include <onnxpipe/stage_lib.h>
+#include <onnxpipe/graph_ir.h>
 
 typedef enum {
     LOC_NONE = 0,

@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/kernels.h>
+#include <onnxpipe/stage_lib.h>
 
 /* Whether op o reads parameter p (its fp32 master or 16-bit copy) for a gradient. */
 static int reads_param(const pp_stage *s, const stage_op *op, int p)

@@ -24,9 +24,9 @@ int main(void)
         return 1;
     }
     int64_t own = p->stages[0].own_params + p->stages[1].own_params;
-    printf("example GPT: %lld parameters, %lld + %lld by stage\n", (long long)g->nparams,
+    printf("example GPT: %lld parameters, %lld + %lld by stage\n", (long long)pp_graph_num_params(g),
            (long long)p->stages[0].own_params, (long long)p->stages[1].own_params);
-    int ok = own == g->nparams && p->stages[0].own_params > 0 && p->stages[1].own_params > 0;
+    int ok = own == pp_graph_num_params(g) && p->stages[0].own_params > 0 && p->stages[1].own_params > 0;
     pp_partition_destroy(p);
     pp_graph_destroy(g);
     return ok ? 0 : 1;

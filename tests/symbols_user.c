@@ -39,10 +39,11 @@ int main(int argc, char **argv)
     if (pp_graph_load(argv[1], NULL, &back, &err) != PP_OK) return fail("pp_graph_load", &err);
     if (pp_partition_create(back, 2, NULL, &p, &err) != PP_OK) return fail("pp_partition_create", &err);
     int64_t own = p->stages[0].own_params + p->stages[1].own_params;
-    int ok = back->nparams == g->nparams && own == g->nparams && p->cut_bytes > 0;
+    int64_t params = pp_graph_num_params(g);
+    int ok = pp_graph_num_params(back) == params && own == params && p->cut_bytes > 0;
     printf("own definitions called; the library built, saved, loaded and partitioned a GPT of %lld parameters "
            "(%lld + %lld by stage, %lld bytes cut)\n",
-           (long long)g->nparams, (long long)p->stages[0].own_params, (long long)p->stages[1].own_params,
+           (long long)params, (long long)p->stages[0].own_params, (long long)p->stages[1].own_params,
            (long long)p->cut_bytes);
     pp_partition_destroy(p);
     pp_graph_destroy(back);

@@ -8,6 +8,7 @@
 #include <onnxpipe/ckpt.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -20,8 +20,10 @@
 
 #include <cmocka.h>
 
-#include <onnxpipe/driver.h>
+#include <onnxpipe/driver_lib.h>
 #include <onnxpipe/example.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/stage_lib.h>
 
 #include "thread_comm.h"
 

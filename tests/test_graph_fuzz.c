@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/report_json.h>
 

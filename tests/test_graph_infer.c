@@ -1,7 +1,7 @@
 /* Shape inference, dim binding, constant folding and Identity removal (graph/infer*.c,
  * graph/fold*.c): graphs built with the builder API, shapes checked against
  * hand-computed expectations, folded data against brute-force loops. */
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <math.h>
 #include <setjmp.h>

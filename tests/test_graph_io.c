@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include <onnx/onnx.pb-c.h>
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 #include "graph_internal.h"
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 #define N 3000   /* nodes: value types well past the thread's minimum */
 

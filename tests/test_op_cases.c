@@ -12,7 +12,7 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/device.h>
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 #include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>
 

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
-#include <onnxpipe/op.h>
+#include <onnxpipe/backend/op.h>
 #include <onnxpipe/op_info.h>
 
 #include <onnxpipe/element_ops.h>

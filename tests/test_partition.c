@@ -3,6 +3,7 @@
  * labels read by the last stage) against hand-computed facts, costs against closed
  * forms, random chains with skips and tied weights against brute force, and errors. */
 #include <onnxpipe/partition.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <math.h>
 #include <setjmp.h>

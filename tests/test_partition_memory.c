@@ -5,11 +5,11 @@
  * (the driver's own slot counts: min(P - s, M) at stage 0 and min(P - s + 1, M) after it,
  * where the next microbatch received holds a slot too): within TOL relative. And
  * the memory balance's largest dry-run stage is no larger than the params balance's. */
-#include <onnxpipe/driver.h>
+#include <onnxpipe/driver_lib.h>
 #include <onnxpipe/example.h>
 #include <onnxpipe/partition.h>
-#include <onnxpipe/schedule.h>
-#include <onnxpipe/stage.h>
+#include <onnxpipe/schedule_lib.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <math.h>
 #include <setjmp.h>

@@ -21,6 +21,8 @@
 
 #include <onnxpipe/example.h>
 #include <onnxpipe/plan.h>
+#include <onnxpipe/driver_lib.h>
+#include <onnxpipe/schedule_lib.h>
 
 #include "planner_internal.h"
 

@@ -14,7 +14,8 @@
 #include <cmocka.h>
 
 #include <onnxpipe/example.h>
-#include <onnxpipe/stage.h>
+#include <onnxpipe/stage_lib.h>
+#include <onnxpipe/graph_ir.h>
 
 #define B 4    /* samples per microbatch */
 #define IN 16

@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <onnxpipe/schedule.h>
+#include <onnxpipe/schedule_lib.h>
+#include <onnxpipe/driver_lib.h>
 
 #include <math.h>
 #include <stdlib.h>

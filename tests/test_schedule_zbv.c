@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <onnxpipe/schedule.h>
+#include <onnxpipe/schedule_lib.h>
+#include <onnxpipe/driver_lib.h>
 
 #include <stdio.h>
 #include <stdlib.h>

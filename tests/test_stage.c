@@ -19,7 +19,8 @@
 #include <cmocka.h>
 
 #include <onnxpipe/example.h>
-#include <onnxpipe/stage.h>
+#include <onnxpipe/stage_lib.h>
+#include <onnxpipe/graph_ir.h>
 
 #define B 3       /* samples per microbatch */
 #define IN 5

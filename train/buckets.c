@@ -3,6 +3,7 @@
  * and the bucket the following steps run at. The driver builds every bucket's stages
  * over one copy of the parameters (pp_driver_config.shapes). */
 #include <onnxpipe/trainer.h>
+#include <onnxpipe/graph_ir.h>
 
 #include "train_internal.h"
 

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 static int is_int(pp_dtype t) { return t == PP_DTYPE_I64 || t == PP_DTYPE_I32; }
 

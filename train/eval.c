@@ -2,6 +2,7 @@
  * `onnxpipe eval` runs, and how tests compare our forward with onnxruntime. */
 #include <onnxpipe/partition.h>
 #include <onnxpipe/train.h>
+#include <onnxpipe/graph_ir.h>
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/graph_ir.h>
 
 #define NB 30
 enum { R_VALUE, R_KIND, R_MIN, R_MAX, R_NUM, R_SUM, R_SUMSQ, R_COUNTS, REC = R_COUNTS + NB };

@@ -4,6 +4,7 @@
  * `onnxpipe train`). An option is added here, once: its parser, --help line, default and
  * place in the ranks' agreement check all come from its row. */
 #include <onnxpipe/options.h>
+#include <onnxpipe/stage_lib.h>
 #include <onnxpipe/train.h>
 
 #include <signal.h>

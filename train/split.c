@@ -3,6 +3,7 @@
  * simulator. */
 #include <onnxpipe/plan.h>
 #include <onnxpipe/train.h>
+#include <onnxpipe/stage_lib.h>
 
 #include <string.h>
 

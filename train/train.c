@@ -2,7 +2,6 @@
  * pp_trainer_create (trainer.c), fed from a dataset, stepped (saving at the options'
  * cadence) and evaluated through pp_trainer_eval, with the log cadence of the options;
  * rank 0 prints the plan and the progress lines. */
-#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/options.h>
 #include <onnxpipe/trainer.h>
@@ -194,14 +193,14 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     job->lr.steps = job->steps;
     char bound[512];
     PP_CHECK(train_data_dims(job, r->data, &r->dims, &r->ndims, bound, sizeof bound, err));
-    if (bound[0] && r->world->rank == 0 && !job->quiet) printf("dims from the data: %s\n\n", bound);
+    if (bound[0] && pp_comm_rank(r->world) == 0 && !job->quiet) printf("dims from the data: %s\n\n", bound);
     job->dims = r->dims, job->ndims = r->ndims;
     PP_CHECK(pp_trainer_create(job, r->world, &r->t, err));
     pp_trainer *t = r->t;
     PP_CHECK(trainer_agree(t, job_hash(c), err));
     PP_CHECK(train_check_data(t->g, &job->loss, r->data, "--data", c->data, t->mb, &r->io, err));
     char packed[256];
-    if (r->data->pack && t->world->rank == 0 && !job->quiet)
+    if (r->data->pack && pp_comm_rank(t->world) == 0 && !job->quiet)
         printf("data: %s\n", pp_dataset_pack_summary(r->data, packed, sizeof packed));
     /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
      * batch that run had (and with --shuffle in the same permutation) */
@@ -210,7 +209,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     PP_CHECK(train_prefetch_open(r->data, &r->smp, t->drv, t->grid->replica * share, share, t->ck.resumed_step + 1,
                                  job->steps, &r->ahead, err));
     if (c->trace_path) PP_CHECK(pp_driver_record(t->drv, 1, err));
-    if (c->losses_out && t->world->rank == 0 && !(r->losses = fopen(c->losses_out, "w")))
+    if (c->losses_out && pp_comm_rank(t->world) == 0 && !(r->losses = fopen(c->losses_out, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", c->losses_out);
     if (c->save_signals) PP_CHECK(train_preempt_install(c->save_signals, err));
     return setup_watch(r, err);
@@ -280,7 +279,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
         r->evals++;
         r->eval_loss = ev.loss;
         evp = &ev;
-        if (r->t->world->rank == 0 && !c->trainer.quiet && !r->log)
+        if (pp_comm_rank(r->t->world) == 0 && !c->trainer.quiet && !r->log)
             pp_log(PP_LOG_INFO, "step %lld: eval loss %.6f over %lld samples", (long long)step, ev.loss,
                    (long long)ev.samples);
     }
@@ -305,7 +304,7 @@ static pp_status watch_step(run *r, const pp_trainer_stats *stats, double rate, 
 static pp_status write_trace(run *r, pp_error *err)
 {
     FILE *f = NULL;
-    if (r->t->world->rank == 0 && !(f = fopen(r->cfg->trace_path, "w")))
+    if (pp_comm_rank(r->t->world) == 0 && !(f = fopen(r->cfg->trace_path, "w")))
         return pp_error_set(err, PP_ERR_IO, "cannot create '%s'", r->cfg->trace_path);
     pp_status st = pp_driver_write_trace(r->t->drv, r->t->world, f, err);
     if (f && fclose(f) && st == PP_OK) st = pp_error_set(err, PP_ERR_IO, "cannot write '%s'", r->cfg->trace_path);
@@ -326,7 +325,7 @@ static pp_status preempt(run *r, int64_t step, pp_train_result *res, pp_error *e
     res->preempt_s = p.since_s + (pp_now() - t0);
     res->saves = r->t->ck.saves;
     res->save_stall_s = r->t->ck.stall_s;
-    if (r->t->world->rank == 0)
+    if (pp_comm_rank(r->t->world) == 0)
         printf("SIG%s reached rank %d during step %lld: every rank finished the step and saved %s/step-%lld in %.2f s, "
                "%.2f s after the signal\n", sigabbrev_np(p.sig) ? sigabbrev_np(p.sig) : "?", p.rank, (long long)step,
                r->cfg->trainer.save_dir, (long long)step, pp_now() - t0, res->preempt_s);
@@ -342,7 +341,7 @@ pp_status pp_train_run(const pp_train_config *cfg, pp_train_result *res, pp_erro
     pp_trainer *t = r.t;
     cfg = r.cfg;
     /* mpirun hands ranks a pty: there, plain lines */
-    int tty = isatty(STDOUT_FILENO) && !pp_env_get("OMPI_COMM_WORLD_SIZE"), rank0 = t->world->rank == 0;
+    int tty = isatty(STDOUT_FILENO) && !pp_env_get("OMPI_COMM_WORLD_SIZE"), rank0 = pp_comm_rank(t->world) == 0;
     double t0 = pp_now();
     int64_t resumed = t->ck.resumed_step;
     res->first_step = resumed + 1;
@@ -403,7 +402,7 @@ done:
     /* A step that failed on one rank of a job may leave receives and reductions posted
      * into the stages' buffers, and MPI could still write into them: leave everything
      * allocated, since the caller ends the job (pp_comm_mpi_abort_world). */
-    if (st != PP_OK && r.world && r.world->size > 1) {
+    if (st != PP_OK && r.world && pp_comm_size(r.world) > 1) {
         train_prefetch_close(r.ahead);   /* its buffers are no message's: the reader ends on every path */
         return st;
     }

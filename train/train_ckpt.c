@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/graph_ir.h>
 
 /* What was trained (graph/params.c): the rules beyond the defaults, the trained element
  * count, and the initializers the job froze or untied (the tensors list names the trained). */

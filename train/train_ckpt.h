@@ -6,7 +6,7 @@
 
 #include <onnxpipe/ckpt.h>
 #include <onnxpipe/comm.h>
-#include <onnxpipe/driver.h>
+#include <onnxpipe/driver_lib.h>
 #include <onnxpipe/train.h>
 
 typedef struct train_ckpt {

@@ -6,7 +6,7 @@
 #define PP_TRAIN_INTERNAL_H
 
 #include <onnxpipe/comm.h>
-#include <onnxpipe/driver.h>
+#include <onnxpipe/driver_lib.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/train.h>
 #include <onnxpipe/trainer.h>

@@ -1,13 +1,14 @@
 /* The trainer object: everything a rank holds for a training job (model, partition,
  * schedule, placement, device, driver and stages, checkpoints) and the calls a trainer
  * makes on it: step, eval, save, load, export. pp_train_run (train.c) drives one. */
-#include <onnxpipe/backend/comm_backend.h>
 #include <onnxpipe/comm.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/driver.h>
 #include <onnxpipe/options.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/trainer.h>
+#include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 #include "train_internal.h"
 
@@ -54,16 +55,16 @@ static pp_status agree(pp_trainer *t, pp_error *err)
 
 pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err)
 {
-    uint32_t *all = malloc((size_t)t->world->size * sizeof *all);
+    uint32_t *all = malloc((size_t)pp_comm_size(t->world) * sizeof *all);
     if (!all) return PP_NOMEM(err);
     pp_status st = pp_comm_allgather(t->world, &h, all, sizeof h, err);
     if (st == PP_OK)
-        for (int k = 1; k < t->world->size; k++)
+        for (int k = 1; k < pp_comm_size(t->world); k++)
             if (all[k] != all[0]) {
                 st = pp_error_set(err, PP_ERR_INVALID_ARG,
                                   "rank %d was given a different model or different options than rank 0 (this is "
-                                  "rank %d, model '%s'); every rank must run the same command", k, t->world->rank,
-                                  model_name(t));
+                                  "rank %d, model '%s'); every rank must run the same command", k,
+                                  pp_comm_rank(t->world), model_name(t));
                 break;
             }
     free(all);
@@ -74,8 +75,8 @@ pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err)
 void trainer_print_plan(const pp_trainer *t, FILE *out)
 {
     const pp_trainer_config *c = &t->c;
-    fprintf(out, "onnxpipe train: %s, %d rank%s = pp %d x dp %d, schedule %s", model_name(t), t->world->size,
-            t->world->size == 1 ? "" : "s", c->pp, c->dp, pp_schedule_kind_name(t->sched->kind));
+    fprintf(out, "onnxpipe train: %s, %d rank%s = pp %d x dp %d, schedule %s", model_name(t), pp_comm_size(t->world),
+            pp_comm_size(t->world) == 1 ? "" : "s", c->pp, c->dp, pp_schedule_kind_name(t->sched->kind));
     if (t->sched->chunks > 1) fprintf(out, " (%d chunks per rank)", t->sched->chunks);
     fprintf(out, ", global batch %lld = %d replica%s x %lld microbatch%s x %lld sample%s\n\n", (long long)c->batch,
             c->dp, c->dp == 1 ? "" : "s", (long long)c->microbatches, c->microbatches == 1 ? "" : "es",
@@ -124,7 +125,7 @@ static pp_status place(pp_trainer *t, pp_error *err)
     };
     PP_CHECK(pp_topology_load(NULL, NULL, &t->topo, err));
     PP_CHECK(pp_placement_plan_job(t->world, &in, t->topo, &t->place, err));
-    return pp_placement_bind(t->place, t->world->rank, t->topo, &t->bind, err);
+    return pp_placement_bind(t->place, pp_comm_rank(t->world), t->topo, &t->bind, err);
 }
 
 /* The device, after placement: on cuda the GPU placement gave this rank (by PCI bus id),
@@ -132,7 +133,7 @@ static pp_status place(pp_trainer *t, pp_error *err)
 static pp_status open_device(pp_trainer *t, pp_error *err)
 {
     int index = 0;
-    PP_CHECK(pp_placement_device_index(t->place, t->world->rank, t->kind, &index, err));
+    PP_CHECK(pp_placement_device_index(t->place, pp_comm_rank(t->world), t->kind, &index, err));
     PP_CHECK(pp_device_create(t->kind, index, &t->dev, err));
     return pp_comm_for_device(t->world, t->dev, &t->link, err);
 }
@@ -143,23 +144,23 @@ static pp_status choose_device(pp_trainer *t, pp_error *err)
 {
     const char *name = t->c.device;
     int is_auto = !name || !strcmp(name, "auto"), local = 0, nlocal = 1;
-    if (is_auto && t->world->size > 1) {
+    if (is_auto && pp_comm_size(t->world) > 1) {
         pp_comm *node = NULL;
         PP_CHECK(pp_comm_mpi_node(t->world, &node, err));
-        local = node->rank, nlocal = node->size;
+        local = pp_comm_rank(node), nlocal = pp_comm_size(node);
         pp_comm_destroy(node);
     }
     PP_CHECK(pp_device_choose(name, local, &t->kind, &t->device_note, err));
-    if (!is_auto || t->world->size == 1) return PP_OK;
+    if (!is_auto || pp_comm_size(t->world) == 1) return PP_OK;
     if (t->kind == PP_DEVICE_CPU && local > 0)
-        pp_error_prefix(&t->device_note, "rank %d, rank %d of %d on its host, has no GPU %d: ", t->world->rank, local,
-                        nlocal, local);
+        pp_error_prefix(&t->device_note, "rank %d, rank %d of %d on its host, has no GPU %d: ",
+                        pp_comm_rank(t->world), local, nlocal, local);
     double gpus = t->kind == PP_DEVICE_CUDA;
     PP_CHECK(pp_comm_allreduce(t->world, &gpus, 1, PP_DTYPE_F64, err));
-    if (t->kind == PP_DEVICE_CUDA && gpus < t->world->size) {
+    if (t->kind == PP_DEVICE_CUDA && gpus < pp_comm_size(t->world)) {
         t->kind = PP_DEVICE_CPU;
         pp_error_set(&t->device_note, PP_ERR_DEVICE, "only %.0f of the %d ranks have a GPU of their own", gpus,
-                     t->world->size);
+                     pp_comm_size(t->world));
     }
     return PP_OK;
 }
@@ -233,7 +234,7 @@ pp_status pp_trainer_export(pp_trainer *t, const char *path, pp_error *err)
         }
     }
     PP_CHECK_GOTO(pp_comm_allreduce(t->world, all, (size_t)total, PP_DTYPE_F32, err), st, done);
-    if (t->world->rank == 0) {
+    if (pp_comm_rank(t->world) == 0) {
         pp_graph *model = NULL;
         pp_graph_options unbound = {.allow_unknown_dims = 1, .params = t->c.params};
         if (t->owned) st = pp_graph_load(t->c.model, &unbound, &model, err);
@@ -309,7 +310,7 @@ static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, i
         for (int i = 0; i < pp_stage_num_inputs(s); i++)
             if (pp_stage_input(s, i)->is_data)
                 return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: stage %d reads graph input '%s' but no feed "
-                                    "was given", t->world->rank, t->grid->stage, pp_stage_input(s, i)->name);
+                                    "was given", pp_comm_rank(t->world), t->grid->stage, pp_stage_input(s, i)->name);
     return train_feed_inputs(s, slot, &f, t->training ? t->feed : eval_feed_labels, t->training ? t->feed_user : t,
                              err);
 }
@@ -327,9 +328,9 @@ static pp_status begin(pp_trainer *t, const pp_trainer_config *cfg, const pp_gra
         PP_CHECK(pp_comm_mpi_world(&t->world, err));
         t->owns_world = 1;
     }
-    if (t->world->size > 1) {
+    if (pp_comm_size(t->world) > 1) {
         char prefix[32];
-        snprintf(prefix, sizeof prefix, "[rank %d] ", t->world->rank);
+        snprintf(prefix, sizeof prefix, "[rank %d] ", pp_comm_rank(t->world));
         pp_log_set_prefix(prefix);
     }
     PP_CHECK(trainer_check_config(c, err));
@@ -392,7 +393,7 @@ static pp_status build(pp_trainer *t, pp_error *err)
     PP_CHECK(train_ckpt_init(&t->ck, c, t->world, t->drv, t->part, t->grid, t->sched, err));
     t->step = t->ck.resumed_step;
     /* after the lock: the board goes in the save directory this job owns */
-    if (t->world->size > 1) PP_CHECK(pp_comm_board_open(t->world, c->save_dir, err));
+    if (pp_comm_size(t->world) > 1) PP_CHECK(pp_comm_board_open(t->world, c->save_dir, err));
     return PP_OK;
 }
 
@@ -402,7 +403,7 @@ static void trainer_free(pp_trainer *t)
     free(t->eval_labels);
     free(t->eval_nlabels);
     free(t->eval_logits);
-    if (t->world && t->world->size > 1) pp_comm_board_close();
+    if (t->world && pp_comm_size(t->world) > 1) pp_comm_board_close();
     train_ckpt_free(&t->ck);
     pp_driver_destroy(t->drv);
     train_free_buckets(t);
@@ -431,14 +432,14 @@ pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_tra
     if (c.eval_batches <= 0) c.eval_batches = 1;   /* hashed by agree: eval is collective */
     pp_status st;
     PP_CHECK_GOTO(begin(t, &c, cfg->graph, world, err), st, fail);
-    if (t->world->rank == 0 && !cfg->quiet) trainer_print_plan(t, stdout);
+    if (pp_comm_rank(t->world) == 0 && !cfg->quiet) trainer_print_plan(t, stdout);
     PP_CHECK_GOTO(build(t, err), st, fail);
     t->eval_batches = c.eval_batches;
     *out = t;
     return PP_OK;
 fail:
     /* on a job of several ranks a peer may still send into the stages: the caller ends the job */
-    if (!t->world || t->world->size == 1) pp_trainer_destroy(t);
+    if (!t->world || pp_comm_size(t->world) == 1) pp_trainer_destroy(t);
     return st;
 }
 
@@ -579,7 +580,7 @@ pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err)
 }
 
 int64_t pp_trainer_steps_done(const pp_trainer *t) { return t->step; }
-int pp_trainer_rank(const pp_trainer *t) { return t->world->rank; }
+int pp_trainer_rank(const pp_trainer *t) { return pp_comm_rank(t->world); }
 int pp_trainer_stage(const pp_trainer *t) { return t->grid->stage; }
 int pp_trainer_replica(const pp_trainer *t) { return t->grid->replica; }
 pp_driver *pp_trainer_driver(pp_trainer *t) { return t->drv; }

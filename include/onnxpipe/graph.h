@@ -6,94 +6,15 @@
 #define ONNXPIPE_GRAPH_H
 
 #include <onnxpipe/core.h>
-#include <onnxpipe/op.h>
 #include <onnxpipe/tensor.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct pp_node {
-    const char *name;       /* the ONNX name, or "<op_type>_<index>" when the file had none */
-    const char *op_type;
-    const char *domain;     /* "" for ai.onnx */
-    pp_op op;               /* the registry's op (op.h); set by pp_graph_finalize */
-    int *inputs;            /* value ids; -1 for an omitted optional input ("") */
-    int ninputs;
-    int *outputs;           /* value ids; -1 for an omitted optional output */
-    int noutputs;
-    pp_attr *attrs;
-    int nattrs;
-} pp_node;
-
-typedef enum {
-    PP_VALUE_NODE = 0,      /* produced by a node */
-    PP_VALUE_INPUT,         /* a graph input fed by the caller */
-    PP_VALUE_INITIALIZER,   /* a constant tensor (weights, folded constants) */
-} pp_value_kind;
-
-typedef struct pp_value {
-    const char *name;
-    pp_dtype dtype;
-    pp_shape shape;         /* after finalize: fully known for every used value */
-    pp_value_kind kind;
-    int producer;           /* node id, or -1 */
-    int *consumers;         /* node ids, one entry per use (a node using it twice appears twice) */
-    int nconsumers;
-    int init;               /* index into graph->inits, or -1 */
-    int is_output;          /* a graph output */
-    int is_param;           /* a trainable parameter (graph/params.c says which initializers are) */
-    int folded;             /* an initializer made from a Constant node or by folding: never trained */
-    int frozen;             /* a parameter by the rules that --frozen (pp_param_rules.frozen) froze:
-                               a constant to the stages (no gradient, no optimizer state) */
-    int untied_from;        /* an initializer the exporter merged, untied: 1 + the value id of the
-                               original (the original too); 0: not untied */
-    const char *param_names;/* the PyTorch parameters it holds ("a, b"), from the export recipe's
-                               metadata "onnxpipe.parameters"; NULL without */
-} pp_value;
-
-typedef struct pp_initializer {
-    int value;              /* value id */
-    pp_const_tensor t;      /* data may live in an mmapped external-data file */
-} pp_initializer;
-
-typedef struct pp_opset {
-    const char *domain;
-    int64_t version;
-} pp_opset;
-
-/* A metadata_props entry of the model (the export recipe's "onnxpipe.parameters", ...). */
-typedef struct pp_graph_meta {
-    const char *key, *value;
-} pp_graph_meta;
-
-typedef struct pp_graph_store pp_graph_store;   /* private: arena, mmaps */
-
-typedef struct pp_graph {
-    const char *path;           /* file it was loaded from, or NULL */
-    const char *name;
-    const char *producer_name;  /* e.g. "pytorch" */
-    int64_t ir_version;
-    int64_t opset;              /* version of the ai.onnx domain */
-    pp_opset *opsets;
-    int nopsets;
-    pp_node *nodes;             /* topological order after finalize */
-    int nnodes;
-    pp_value *values;
-    int nvalues;
-    pp_initializer *inits;
-    int ninits;
-    int *inputs;                /* value ids of graph inputs that are not initializers */
-    int ninputs;
-    int *outputs;               /* value ids of graph outputs */
-    int noutputs;
-    pp_graph_meta *meta;        /* the model's metadata_props, kept by save and export */
-    int nmeta;
-    int64_t nparams;            /* trainable elements, each tied initializer counted once */
-    int64_t param_bytes;
-    int finalized;
-    pp_graph_store *store;
-} pp_graph;
+/* A model: opaque here (its records are internal: internal/onnxpipe/graph_ir.h). Nodes and
+ * values are named by id, 0 .. count - 1; a value id is what pp_graph_find_value returns. */
+typedef struct pp_graph pp_graph;
 
 /* A symbolic dim bound to a value by the caller (--dim T=128). */
 typedef struct pp_dim_binding {
@@ -207,6 +128,23 @@ PP_API pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t ver
 PP_API pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *err);
 
 /* ---- queries ------------------------------------------------------------ */
+
+/* The graph inputs a trainer feeds (not initializers) and the graph outputs, in the model's
+ * order: how many, and the value id of the i-th (-1 outside 0 .. count - 1). Local;
+ * thread-safe on a finalized graph. */
+PP_API int pp_graph_num_inputs(const pp_graph *g);
+PP_API int pp_graph_input(const pp_graph *g, int i);
+PP_API int pp_graph_num_outputs(const pp_graph *g);
+PP_API int pp_graph_output(const pp_graph *g, int i);
+/* Value v's name, dtype and shape (fully known after finalize, except dims a preview left
+ * unbound: -1); owned by g, valid while g lives; NULL / PP_DTYPE_UNDEFINED for an id that
+ * is not a value. Local; thread-safe on a finalized graph. */
+PP_API const char *pp_graph_value_name(const pp_graph *g, int v);
+PP_API pp_dtype pp_graph_value_dtype(const pp_graph *g, int v);
+PP_API const pp_shape *pp_graph_value_shape(const pp_graph *g, int v);
+/* Trainable parameter elements, each tied initializer counted once. Local; thread-safe on a
+ * finalized graph. */
+PP_API int64_t pp_graph_num_params(const pp_graph *g);
 
 /* The constant data of a value (initializer), or NULL; owned by g, valid while g lives. Local; thread-safe
  * on a finalized graph. */

@@ -8,15 +8,15 @@
 #include <onnxpipe/version.h>     /* ONNXPIPE_VERSION_MAJOR/MINOR/PATCH/STRING; pp_version() in core.h */
 #include <onnxpipe/core.h>        /* status, errors, dtypes, logging, JSON */
 #include <onnxpipe/tensor.h>      /* shapes, tensors, attributes */
-#include <onnxpipe/graph.h>       /* the ONNX IR: load, build, save, extract */
+#include <onnxpipe/graph.h>       /* models: load, build, save, extract, accessors */
 #include <onnxpipe/example.h>     /* example models (GPT, MLP) */
 #include <onnxpipe/partition.h>   /* balanced pipeline partition and its preview */
-#include <onnxpipe/schedule.h>    /* pipeline schedules: generate, validate, simulate, render */
+#include <onnxpipe/schedule.h>    /* pipeline schedule kinds, stage costs */
 #include <onnxpipe/device.h>      /* cpu / cuda devices */
-#include <onnxpipe/kernels.h>     /* the op library and optimizer kernels */
+#include <onnxpipe/optim.h>       /* optimizer kinds and hyper-parameters */
 #include <onnxpipe/stage.h>       /* the stage executor: forward, backward, step */
 #include <onnxpipe/comm.h>        /* communicators (MPI, NCCL) and the process grid */
-#include <onnxpipe/driver.h>      /* runs a rank's schedule on its stages */
+#include <onnxpipe/driver.h>      /* the driver handle: a rank's stages */
 #include <onnxpipe/plan.h>        /* the layout planner: calibration, costs, search */
 #include <onnxpipe/ckpt.h>        /* sharded checkpoints: save, resume on any layout, verify, export */
 #include <onnxpipe/train.h>       /* datasets, LR schedules, the training job, export */

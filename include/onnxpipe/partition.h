@@ -117,8 +117,8 @@ PP_API const char *pp_order_mode_name(pp_order_mode m);
 PP_API int pp_order_mode_parse(const char *s, pp_order_mode *out);
 
 /* What the stage planner allocates, attributed to nodes, with the whole graph planned as
- * one stage (pp_stage_memory_profile, stage.h, makes it with the options a job trains with:
- * device, optimizer, precision, recompute): the memory balance's model. A stage's bytes are
+ * one stage (the library makes it with the options a job trains with: device, optimizer,
+ * precision, recompute): the memory balance's model. A stage's bytes are
  * (2 + optimizer_states) x its param_bytes + param_copy x its parameter elements + its
  * const_bytes + slots x (its slot_bytes + port_in of what it receives + port_out of what it
  * sends) + its arena_bytes + the largest fwd_live and bwd_live among its nodes (pp_partition_

@@ -1,8 +1,7 @@
-/* onnxpipe scheduler: the pipeline schedule IR (what every rank does in one training
- * step, in order), its generators, the lowering pass that inserts communication, the
- * validator that proves a schedule deadlock-free, an event-driven simulator, and
- * renderers (ASCII timeline, Perfetto/chrome://tracing JSON, PyTorch-style CSV).
- * Pure data and pure functions: no MPI, no devices. */
+/* Pipeline schedules as a trainer names them (public tier): the kinds (gpipe, 1f1b,
+ * interleaved, zb-h1, zb-v), their names and default chunks, and the per-stage costs the
+ * planner and the trainer's stage costs are given in. The schedule IR, its generators,
+ * validator, simulator and renderers are internal (internal/onnxpipe/schedule_lib.h). */
 #ifndef ONNXPIPE_SCHEDULE_H
 #define ONNXPIPE_SCHEDULE_H
 
@@ -11,78 +10,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------------------
- * The IR (a contract for the driver that runs it).
- *
- * Virtual stage s (0 .. num_stages-1) is a contiguous slice of the model; data flows
- * s -> s+1 forward and s+1 -> s backward. Rank r holds the stages with
- * stage_rank[s] == r. The generators place stage s on rank s % pp, Megatron's
- * "looped" placement (rank r holds stages r, r+pp, r+2pp, ...), except zb-v, whose
- * 2·pp stages go down and back up the ranks in a V (rank r holds stages r and
- * 2·pp-1-r; rank pp-1 holds the two middle stages, and the first and last stage share
- * rank 0).
- *
- * Every rank walks its own action array in order. Field meanings per kind:
- *   FORWARD          run stage `stage` forward on `microbatch` (its input is the model
- *                    input when stage == 0, else the activation received or computed
- *                    locally by stage-1); stash what backward needs.        peer = -1
- *   BACKWARD         full backward of (stage, microbatch): input gradient and weight
- *                    gradient (accumulated); frees the stash.                peer = -1
- *   BACKWARD_INPUT   zero-bubble split, part 1: gradient w.r.t. the stage input only
- *                    (what the previous stage waits for).                    peer = -1
- *   BACKWARD_WEIGHT  zero-bubble split, part 2: weight gradient of (stage, microbatch);
- *                    always after its BACKWARD_INPUT.                        peer = -1
- *   SEND_ACT         send the output activation of (stage, microbatch) to stage+1,
- *                    which lives on rank `peer`.
- *   RECV_ACT         receive the input activation of (stage, microbatch) from
- *                    stage-1 on rank `peer`.
- *   SEND_GRAD        send the input gradient of (stage, microbatch) to stage-1 on
- *                    rank `peer`.
- *   RECV_GRAD        receive the output gradient of (stage, microbatch) from stage+1
- *                    on rank `peer`.
- *   REDUCE_GRADS     by here the data-parallel all-reduce of stage `stage`'s gradients
- *                    is under way (microbatch = -1, peer = -1); placed after the stage's
- *                    last backward and the sends that follow it. The driver starts the
- *                    all-reduce earlier, bucket by bucket, from the gradient hook inside
- *                    that last backward as each bucket's gradients become final
- *                    (driver/driver.c: bucket_hook); this action starts any bucket the
- *                    hook left (none after a hooked backward) and nothing waits here.
- *                    DESIGN.md's name; text form "REDUCE_GRADS" (the CSV reader also
- *                    takes PyTorch's "REDUCE_GRAD").
- *   OPTIMIZER_STEP   the end of the rank's step (stage = -1, microbatch = -1, peer = -1),
- *                    its last action: wait for its all-reduce buckets, sum tied
- *                    gradients, the loss and the global gradient norm over the job, clip,
- *                    then the optimizer step of all its stages (driver/driver_step.c:
- *                    driver_optimizer_step). DESIGN.md's name, also its text form.
- * A SEND and its RECV name the same microbatch; their stages differ by one (SEND_ACT
- * of stage s matches RECV_ACT of stage s+1, SEND_GRAD of s matches RECV_GRAD of s-1).
- * Stages on the same rank exchange data without SEND/RECV.
- *
- * Deadlock freedom is proven for the worst case, where a send blocks until the
- * matching receive is posted and a receive blocks until data arrives (rendezvous):
- * a driver may use blocking or non-blocking point-to-point calls. */
-typedef enum {
-    PP_ACT_FORWARD = 0,
-    PP_ACT_BACKWARD,
-    PP_ACT_BACKWARD_INPUT,
-    PP_ACT_BACKWARD_WEIGHT,
-    PP_ACT_SEND_ACT,
-    PP_ACT_RECV_ACT,
-    PP_ACT_SEND_GRAD,
-    PP_ACT_RECV_GRAD,
-    PP_ACT_REDUCE_GRADS,
-    PP_ACT_OPTIMIZER_STEP,
-    PP_ACT_KIND_COUNT
-} pp_action_kind;
-
-/* Fixed size (16 bytes), plain data; kind holds a pp_action_kind. */
-typedef struct pp_action {
-    int32_t kind;
-    int32_t stage;       /* virtual stage index, -1 for OPTIMIZER_STEP */
-    int32_t microbatch;  /* 0 .. microbatches-1, -1 for REDUCE_GRADS / OPTIMIZER_STEP */
-    int32_t peer;        /* rank on the other side of a SEND/RECV, else -1 */
-} pp_action;
 
 typedef enum {
     PP_SCHED_GPIPE = 0,   /* all forwards, then all backwards; m activations in flight */
@@ -100,23 +27,6 @@ typedef enum {
     PP_SCHED_KIND_COUNT
 } pp_schedule_kind;
 
-/* Plain data; create with pp_schedule_create / pp_schedule_new, free with
- * pp_schedule_destroy. Fields may be read directly (the accessors below are
- * conveniences); change actions only through pp_schedule_append, or in place when
- * building deliberately broken schedules in tests. */
-typedef struct pp_schedule {
-    pp_schedule_kind kind;
-    int pp;             /* ranks in the pipeline */
-    int chunks;         /* virtual stages per rank (v); 1 except for interleaved and zb-v (2) */
-    int num_stages;     /* virtual stages in the model */
-    int microbatches;   /* m */
-    int lowered;        /* 1 when SEND/RECV, REDUCE_GRADS and OPTIMIZER_STEP are in */
-    int *stage_rank;    /* [num_stages] rank holding each virtual stage */
-    int *count;         /* [pp] actions per rank */
-    int *capacity;      /* [pp] allocated actions per rank */
-    pp_action **actions;/* [pp][count[r]] */
-} pp_schedule;
-
 /* Local; a static string. Thread-safe. */
 PP_API const char *pp_schedule_kind_name(pp_schedule_kind kind);  /* "gpipe", "1f1b", ... */
 /* Accepts the names above; the error lists the valid ones. Local. Thread-safe. */
@@ -124,74 +34,9 @@ PP_API pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out,
 /* The chunks (virtual stages per rank) a kind takes when the user names none: 2 for
  * interleaved and zb-v, else 1. Local. Thread-safe. */
 PP_API int pp_schedule_default_chunks(pp_schedule_kind kind);
-/* Local; a static string. Thread-safe. */
-PP_API const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "REDUCE_GRADS" */
 
-/* Generates, lowers and validates the schedule of `kind` for pp ranks, `microbatches`
- * microbatches and `chunks` virtual stages per rank (1, except interleaved: 2..64, and
- * zb-v: 2).
- * Invalid combinations fail with PP_ERR_INVALID_ARG and a message saying what holds
- * (e.g. interleaved needs microbatches % pp == 0). Local; the caller frees it with
- * pp_schedule_destroy. Thread-safe. */
-PP_API pp_status pp_schedule_create(pp_schedule_kind kind, int pp, int microbatches, int chunks,
-                                    pp_schedule **out, pp_error *err);
-/* The compute-only order (FORWARD/BACKWARD/... actions only, lowered = 0). Local; the caller frees
- * it with pp_schedule_destroy. Thread-safe. */
-PP_API pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, int chunks,
-                                      pp_schedule **out, pp_error *err);
-/* Inserts SEND/RECV pairs (placed in the order of a unit-cost simulation, so that no
- * two ranks wait on each other in a cycle), then REDUCE_GRADS after each stage's last
- * backward and OPTIMIZER_STEP at the end. In place; s must be compute-only. Local. */
-PP_API pp_status pp_schedule_lower(pp_schedule *s, pp_error *err);
-/* Adds only REDUCE_GRADS / OPTIMIZER_STEP to a schedule that already has its
- * communication (e.g. loaded from a compute+comms CSV without them). Local. */
-PP_API pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
-
-/* Simulates all ranks together with rendezvous message matching and checks: no
- * deadlock; stage -> rank consistency and correct peers; every (stage, microbatch)
- * forwarded exactly once and backwarded exactly once (BACKWARD, or BACKWARD_INPUT then
- * BACKWARD_WEIGHT); forward before backward; every send matched by exactly one
- * receive; REDUCE_GRADS once per stage after its backwards; OPTIMIZER_STEP last.
- * Compute-only schedules are checked for order and completeness (no communication).
- * On failure, when report is not NULL, prints the per-rank grid with the stuck or
- * offending actions marked. O(actions + stages * microbatches). Local. Thread-safe. */
-PP_API pp_status pp_schedule_validate(const pp_schedule *s, FILE *report, pp_error *err);
-
-/* An empty schedule to fill by hand: stage_rank [num_stages] is copied. Local (as are append
- * and destroy); the caller frees it with pp_schedule_destroy. */
-PP_API pp_status pp_schedule_new(int pp, int num_stages, int microbatches, const int *stage_rank,
-                                 pp_schedule **out, pp_error *err);
-PP_API pp_status pp_schedule_append(pp_schedule *s, int rank, pp_action a, pp_error *err);
-PP_API void pp_schedule_destroy(pp_schedule *s);  /* accepts NULL */
-
-/* The actions of one rank; *n receives their number. NULL for a bad rank. Local; owned by s, valid
- * until s changes. Thread-safe. */
-PP_API const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank, int *n);
-/* Total actions over all ranks. Local. Thread-safe. */
-PP_API long pp_schedule_action_count(const pp_schedule *s);
-/* PyTorch's text form: "0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1", "1SEND_B0",
- * "0RECV_B0"; REDUCE_GRADS prints as "3REDUCE_GRADS" (PyTorch: "3REDUCE_GRAD") and
- * OPTIMIZER_STEP, which PyTorch has not, as "OPTIMIZER_STEP".
- * Returns buf (the caller's). Local; thread-safe for distinct bufs. */
-PP_API const char *pp_action_format(const pp_action *a, char *buf, size_t len);
-
-/* ---------------------------------------------------------------------------
- * CSV in the text form of torch.distributed.pipelining (one row per rank, one action
- * per cell, empty cells are idle steps). compute_only = 1 writes FORWARD / BACKWARD
- * actions only (PyTorch's "compute_only" format), 0 writes everything but
- * OPTIMIZER_STEP, which is implied at the end of every rank ("compute_comms").
- * Local. */
-PP_API pp_status pp_schedule_write_csv(const pp_schedule *s, FILE *out, int compute_only, pp_error *err);
-/* Reads either format; pp = number of rows, stage -> rank from where stages appear.
- * "REDUCE_GRAD" (PyTorch's, and onnxpipe's files before it took DESIGN.md's name) reads
- * as REDUCE_GRADS.
- * A compute-only file is lowered; a compute+comms file gets REDUCE_GRADS and
- * OPTIMIZER_STEP where it has none. The result is not validated: call validate. Local; the caller
- * frees it with pp_schedule_destroy. */
-PP_API pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp_error *err);
-
-/* ---------------------------------------------------------------------------
- * Simulation. Costs are per microbatch per virtual stage, in seconds. */
+/* What one virtual stage costs per microbatch, in seconds, and what it stashes and sends
+ * (the simulator's and the planner's input). */
 typedef struct pp_stage_cost {
     double forward;          /* s */
     double backward_input;   /* s; a full BACKWARD costs backward_input + backward_weight */
@@ -202,109 +47,9 @@ typedef struct pp_stage_cost {
     double send_time;        /* s per message across the boundary after this stage, on top
                                 of send_latency + send_bytes / bandwidth (a link of its own:
                                 the planner gives each boundary its link's time here) */
-    double allreduce;        /* s of this stage's data-parallel all-reduce, on top of
-                                pp_costs.allreduce (each stage's gradients are its own) */
+    double allreduce;        /* s of this stage's data-parallel all-reduce, on top of the
+                                schedule-wide one (each stage's gradients are its own) */
 } pp_stage_cost;
-
-typedef struct pp_costs {
-    pp_stage_cost uniform;       /* used for every stage when `stage` is NULL */
-    const pp_stage_cost *stage;  /* [num_stages] or NULL */
-    int num_stages;              /* length of `stage` */
-    double send_latency;         /* s per message */
-    double bandwidth;            /* bytes/s between neighbours; 0 = infinite */
-    double allreduce;            /* s per REDUCE_GRADS (data-parallel all-reduce), plus the
-                                    stage's own pp_stage_cost.allreduce */
-    double optimizer;            /* s per OPTIMIZER_STEP */
-    const double *action;        /* NULL, or s of each FORWARD, BACKWARD, BACKWARD_INPUT and
-                                    BACKWARD_WEIGHT action in place of its stage's cost, by the
-                                    action's global index (rank r's i-th: the counts of ranks
-                                    before r, plus i; other entries unread); a negative entry
-                                    keeps the stage's cost: a replay of measured actions */
-} pp_costs;
-
-/* F = B = W = 1 s, nothing else costs anything. Local. */
-PP_API void pp_costs_unit(pp_costs *c);
-
-/* Model of execution: each rank runs its actions in order on one compute stream;
- * SEND is non-blocking (the message arrives send_latency + send_time + send_bytes /
- * bandwidth after it is issued, with the boundary's stage costs, as with MPI_Isend / NCCL
- * on a side stream); RECV posts the receive (MPI_Irecv) and the FORWARD/BACKWARD that
- * uses the data waits for it; REDUCE_GRADS starts an all-reduce that runs beside compute
- * for `allreduce` plus the stage's own `allreduce` seconds (the driver
- * starts it bucket by bucket during the stage's last backward: earlier than modelled);
- * OPTIMIZER_STEP waits for this rank's all-reduces. (The validator assumes the worst
- * case instead: blocking sends and receives.) */
-typedef struct pp_sim_result {
-    int pp;
-    double makespan;         /* s, end of the last action */
-    double bubble;           /* idle fraction over all ranks: 1 - sum(busy) / (pp * makespan) */
-    double *busy;            /* [pp] s of compute (F, B, I, W, OPTIMIZER_STEP) per rank */
-    double *rank_bubble;     /* [pp] 1 - busy / makespan */
-    int *peak_inflight;      /* [pp] most microbatches forwarded but not yet backwarded
-                                (BACKWARD or BACKWARD_INPUT), i.e. stashed activations */
-    double *peak_act_bytes;  /* [pp] bytes of those stashes at their peak */
-    int *peak_w_pending;     /* [pp] most BACKWARD_WEIGHT passes waiting (zero-bubble) */
-    int *offset;             /* [pp + 1] global index of rank r's first action */
-    double *start, *end;     /* [offset[pp]] time of every action (global index) */
-    int n_critical;
-    int *critical;           /* [n_critical] global action indices, first to last: the
-                                chain of dependencies that sets the makespan */
-} pp_sim_result;
-
-/* Local; the caller frees the result with pp_sim_result_destroy (which accepts NULL). Thread-safe. */
-PP_API pp_status pp_schedule_simulate(const pp_schedule *s, const pp_costs *costs,
-                                      pp_sim_result **out, pp_error *err);
-PP_API void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
-
-/* The textbook bubble fraction of s's kind for uniform stage costs and free
- * communication: gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v*m+p-1);
- * zb-h1 (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) with the costs' F, B, W, when
- * m >= p (with fewer microbatches the steady state never forms: NaN); zb-v
- * (p-1)F / (2m(F+B+W) + (p-1)F) when F = B = W and m >= 2p-1 (the lower bound of its
- * placement, met: NaN otherwise). F, B, W are the uniform costs, or the stages' means
- * where costs has per-stage ones. NaN for custom schedules. Local. Thread-safe. */
-PP_API double pp_schedule_closed_form_bubble(const pp_schedule *s, const pp_costs *costs);
-/* The same for a reader: "closed form (p-1)/(m+p-1) = 27.27% for equal stages and free
- * links", or where there is none
- * "no closed form: ..." saying why. buf >= 96 bytes (the caller's), returned. Local. */
-PP_API const char *pp_schedule_closed_form_text(const pp_schedule *s, const pp_costs *costs, char *buf,
-                                                size_t len);
-
-/* ---------------------------------------------------------------------------
- * Rendering. */
-
-/* ASCII timeline: one row per rank, one column per time quantum (the shortest compute
- * action, grown so that the row fits in max_cols columns), cells "F3" / "B3" / "I3" /
- * "W3" (with the stage in front, "1F3", when chunks > 1), '=' where an action goes on,
- * '.' for idle. Local. */
-PP_API void pp_schedule_print_timeline(const pp_schedule *s, const pp_sim_result *r, FILE *out,
-                                       int max_cols);
-/* Human-readable summary: per-stage costs (when costs->stage is given), step time,
- * bubble vs the closed form, per-rank busy time, bubble and peaks, critical path. Local. */
-PP_API void pp_sim_result_print_summary(const pp_schedule *s, const pp_costs *costs,
-                                        const pp_sim_result *r, FILE *out);
-/* Summary as one JSON object: schedule, makespan, bubble vs closed form, per-rank busy,
- * bubble and peaks, critical path. Local. */
-PP_API void pp_sim_result_write_json(const pp_schedule *s, const pp_costs *costs,
-                                     const pp_sim_result *r, FILE *out, int pretty);
-
-/* Perfetto / chrome://tracing JSON ("traceEvents"), streamed: one process per rank,
- * one thread (row) per activity; usable for simulated and for executed steps. */
-typedef struct pp_trace pp_trace;
-enum { PP_TRACE_ROW_COMPUTE = 0, PP_TRACE_ROW_COMM = 1 };
-/* Writes the header to out (t keeps it; the caller closes it after pp_trace_end). Local; the caller
- * frees t with pp_trace_end. */
-PP_API pp_status pp_trace_begin(FILE *out, pp_trace **t, pp_error *err);
-/* Names a track ("rank 3" / "compute"); row -1 names the rank's process. Local. */
-PP_API void pp_trace_name(pp_trace *t, int rank, int row, const char *name);
-/* One complete event; times in seconds from the start of the step. Local. */
-PP_API void pp_trace_event(pp_trace *t, int rank, int row, const char *name, double t_start,
-                           double t_end);
-/* Closes the JSON and frees t; reports a write error on out. Accepts NULL. Local. */
-PP_API pp_status pp_trace_end(pp_trace *t, pp_error *err);
-/* The simulated step as a trace: compute on row 0, SEND/RECV and all-reduce on row 1. Local. */
-PP_API pp_status pp_schedule_write_trace(const pp_schedule *s, const pp_sim_result *r, FILE *out,
-                                         pp_error *err);
 
 #ifdef __cplusplus
 }

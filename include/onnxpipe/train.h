@@ -5,7 +5,7 @@
 
 #include <onnxpipe/core.h>
 #include <onnxpipe/graph.h>
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/optim.h>
 #include <onnxpipe/partition.h>
 #include <onnxpipe/schedule.h>
 #include <onnxpipe/stage.h>

@@ -1,13 +1,13 @@
 /* The elementwise ops' math, written once: the cpu loops (kernels/cpu/elementwise.c), the
  * cuda functors (kernels/cuda/ew_ops.cuh) and the constant folder (graph/fold_math.c) all
  * expand these lists, and the registry (graph/ops.c) takes from them what each gradient
- * reads of the forward (EL_IN / EL_OUT in include/onnxpipe/op_list.h). An op here runs on
+ * reads of the forward (EL_IN / EL_OUT in include/onnxpipe/backend/op_list.h). An op here runs on
  * the kernels named `unary` or `binary` in the op list: a new one is a row here and a row
  * there. The functions the rows call are element.h's. */
 #ifndef PP_KERNELS_ELEMENT_OPS_H
 #define PP_KERNELS_ELEMENT_OPS_H
 
-#include <onnxpipe/op.h>
+#include <onnxpipe/backend/op.h>
 
 #include <onnxpipe/element.h>
 

@@ -2,12 +2,12 @@
  * every fact about the op that is not compute (graph/ops.c): its name and opsets, which
  * inputs carry gradients, its shape rule and constant folder, its cost rule (the one
  * FLOP model), what its backward reads, and what fusion and planning may do with it.
- * Kernels are found by (op, device, dtype) over this enum (kernels.h). The ops and
- * their facts are one list, op_list.h. */
+ * Kernels are found by (op, device, dtype) over this enum (pp_kernel_find,
+ * backend/kernels_backend.h). The ops and their facts are one list, op_list.h. */
 #ifndef ONNXPIPE_OP_INFO_H
 #define ONNXPIPE_OP_INFO_H
 
-#include <onnxpipe/op.h>
+#include <onnxpipe/backend/op.h>
 #include <onnxpipe/tensor.h>
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
 #ifndef PP_KERNELS_CPU_MATH_H
 #define PP_KERNELS_CPU_MATH_H
 
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 #include "kernel_list.h"
 #include "op_args.h"   /* pp_args_fail: node-named errors, shared with cuda */

@@ -3,7 +3,7 @@
 #ifndef PP_KERNELS_CPU_NN_UTIL_H
 #define PP_KERNELS_CPU_NN_UTIL_H
 
-#include <onnxpipe/kernels.h>
+#include <onnxpipe/backend/kernels_backend.h>
 
 #include "op_args.h"   /* pp_args_fail, pp_args_axis: node-named errors and axes, shared with cuda */
 

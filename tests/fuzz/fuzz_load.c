@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 #include <onnxpipe/partition.h>
 
 #include "../graph_mutate.h"

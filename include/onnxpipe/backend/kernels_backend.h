@@ -8,8 +8,8 @@
 #define ONNXPIPE_KERNELS_BACKEND_H
 
 #include <onnxpipe/backend/device_backend.h>
-#include <onnxpipe/kernels.h>
-#include <onnxpipe/op.h>
+#include <onnxpipe/backend/op.h>
+#include <onnxpipe/optim.h>
 #include <onnxpipe/tensor.h>
 
 #ifdef __cplusplus
@@ -133,7 +133,7 @@ PP_API const pp_backend *pp_backend_at(int i);
 PP_API const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
 /* The flat-buffer kernels of a device, in its backend (the cpu's as any other's); the
- * pp_kernel_* functions of kernels.h check the arguments and dispatch to them by the
+ * library's pp_kernel_* wrappers (kernels/dispatch.c) check the arguments and dispatch to them by the
  * device's kind (kernels/dispatch.c). */
 struct pp_flat_ops {
     pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
@@ -146,6 +146,18 @@ struct pp_flat_ops {
                          int64_t n, pp_error *err);  /* dtypes checked by pp_kernel_convert */
     pp_status (*unscale)(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err);
 };
+/* Scalars of one optimizer step, computed once on the host in double and rounded to
+ * float as torch does; every backend's update loop uses these. */
+typedef struct pp_optim_scalars {
+    float c1, c2;           /* 1 - beta1, 1 - beta2 */
+    float step_size;        /* Adam: lr / (1 - beta1^t) */
+    float bc2_sqrt;         /* Adam: sqrt(1 - beta2^t) */
+    float bc1, bc2;         /* LAMB: 1 - beta1^t, 1 - beta2^t */
+    float shrink;           /* AdamW: 1 - lr wd */
+    float l2;               /* Adam: wd added to the gradient (0 for AdamW) */
+} pp_optim_scalars;
+/* Local; pure. Thread-safe. */
+PP_API pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h);
 /* The flat ops of a device kind's backend, or an error naming it. Local; static. Thread-safe. */
 PP_API pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 

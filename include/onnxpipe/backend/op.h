@@ -1,12 +1,13 @@
-/* The ops onnxpipe supports: one enum value per op of op_list.h, the value a graph node
- * carries (pp_node.op). What the registry knows of each op (graph/ops.c: names, opsets,
- * gradients, shape rules, costs) is internal (internal/onnxpipe/op_info.h). */
+/* The ops onnxpipe supports (backend tier: the kernel tables are indexed by it): one enum
+ * value per op of op_list.h, the value a graph node carries (pp_node.op, graph_ir.h). What
+ * the registry knows of each op (graph/ops.c: names, opsets, gradients, shape rules, costs)
+ * is internal (internal/onnxpipe/op_info.h). */
 #ifndef ONNXPIPE_OP_H
 #define ONNXPIPE_OP_H
 
 #include <onnxpipe/core.h>
 #include <onnxpipe/tensor.h>
-#include <onnxpipe/op_list.h>
+#include <onnxpipe/backend/op_list.h>
 
 #ifdef __cplusplus
 extern "C" {
