@@ -187,17 +187,30 @@ static void print_row(const pp_option *r, const void *field, FILE *out)
     }
 }
 
-/* The rows of table (its sub-tables' too) under heading group, the config at base; a row
- * another of the command's rows shadows (found first by its name) is not the command's. */
-static void print_group(const cli_options *o, const pp_option *table, const char *group, void *base, void *top,
-                        FILE *out)
+static int listed(const cli_options *o, const char *group)
 {
+    for (int g = 0; o->groups[g]; g++)
+        if (group && !strcmp(o->groups[g], group)) return 1;
+    return 0;
+}
+
+/* Prints (out NULL: counts) the rows of table (its sub-tables' too) under heading group
+ * (NULL: under none of the command's headings), the config at base; a row another of the
+ * command's rows shadows (found first by its name) is not the command's. */
+static int print_group(const cli_options *o, const pp_option *table, const char *group, void *base, void *top,
+                       FILE *out)
+{
+    int n = 0;
     for (const pp_option *r = table; r->type != PP_OPT_END; r++) {
         void *at = NULL;
-        if (r->type == PP_OPT_TABLE) print_group(o, r->sub, group, pp_option_field(r, base), top, out);
-        else if (r->name && r->group && !strcmp(r->group, group) && pp_option_find(o->table, r->name, top, &at) == r)
-            print_row(r, pp_option_field(r, base), out);
+        if (r->type == PP_OPT_TABLE) n += print_group(o, r->sub, group, pp_option_field(r, base), top, out);
+        else if (r->name && (group ? r->group && !strcmp(r->group, group) : !listed(o, r->group)) &&
+                 pp_option_find(o->table, r->name, top, &at) == r) {
+            if (out) print_row(r, pp_option_field(r, base), out);
+            n++;
+        }
     }
+    return n;
 }
 
 void cli_options_help(const cli_options *o, void *base, FILE *out)
@@ -206,6 +219,10 @@ void cli_options_help(const cli_options *o, void *base, FILE *out)
     for (int g = 0; o->groups[g]; g++) {
         fprintf(out, "\n%s\n", o->groups[g]);
         print_group(o, o->table, o->groups[g], base, base, out);
+    }
+    if (print_group(o, o->table, NULL, base, base, NULL)) {   /* a row whose heading the command forgot */
+        fprintf(out, "\nother options:\n");
+        print_group(o, o->table, NULL, base, base, out);
     }
     if (o->epilog) fprintf(out, "\n%s", o->epilog);
 }
