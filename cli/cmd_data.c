@@ -49,7 +49,7 @@ static const pp_option text_table[] = {
     {0},
 };
 
-static const char *const show_groups[] = {"data (onnxpipe data --help):", OPTS, NULL};
+static const char *const show_groups[] = {PP_OPT_GROUP_DATA, OPTS, NULL};
 static const char *const text_groups[] = {OPTS, NULL};
 
 static const cli_options show_options = {

@@ -226,11 +226,7 @@ static const pp_option table[] = {
     {0},
 };
 
-static const char *const groups[] = {
-    JOB, COSTS, LINKS, SEARCH, "what shapes a stage (and its memory):",
-    "what is trained (docs/exporting.md: the default):",
-    "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):", NULL,
-};
+static const char *const groups[] = {JOB, COSTS, LINKS, SEARCH, PP_OPT_GROUPS_PREVIEW, NULL};
 
 static const cli_options options = {
     .usage = "usage: onnxpipe plan --model M.onnx --devices N --batch B [options]\n"

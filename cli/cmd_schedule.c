@@ -100,10 +100,7 @@ static const pp_option table[] = {
     {0},
 };
 
-static const char *const groups[] = {
-    OPTS, "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):",
-    "what shapes a stage (and its memory):", "what is trained (docs/exporting.md: the default):", NULL,
-};
+static const char *const groups[] = {OPTS, PP_OPT_GROUPS_PREVIEW, NULL};
 
 static const cli_options options = {
     .usage = "usage: onnxpipe schedule --pp P --microbatches M --kind gpipe|1f1b|interleaved|zb-h1|zb-v [options]\n"

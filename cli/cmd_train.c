@@ -8,12 +8,9 @@
 #include <string.h>
 
 static const char *const groups[] = {
-    "data (onnxpipe data --help):",
-    "layout (run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...):",
-    "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):",
-    "training:", "what shapes a stage (and its memory):", "mixed precision:",
-    "what is trained (docs/exporting.md: the default):", "output:", "checkpoints (onnxpipe ckpt --help):",
-    "evaluation:", "logs and profiles:", NULL,
+    PP_OPT_GROUP_DATA, PP_OPT_GROUP_LAYOUT, PP_OPT_GROUP_SPLIT, PP_OPT_GROUP_TRAINING, PP_OPT_GROUP_STAGE,
+    PP_OPT_GROUP_MEMORY, PP_OPT_GROUP_PARAMS, PP_OPT_GROUP_OUTPUT, PP_OPT_GROUP_CKPT, PP_OPT_GROUP_EVAL,
+    PP_OPT_GROUP_LOGS, NULL,
 };
 
 static const cli_options options = {

@@ -216,10 +216,11 @@ static int print_group(const cli_options *o, const pp_option *table, const char 
 void cli_options_help(const cli_options *o, void *base, FILE *out)
 {
     fputs(o->usage, out);
-    for (int g = 0; o->groups[g]; g++) {
-        fprintf(out, "\n%s\n", o->groups[g]);
-        print_group(o, o->table, o->groups[g], base, base, out);
-    }
+    for (int g = 0; o->groups[g]; g++)
+        if (print_group(o, o->table, o->groups[g], base, base, NULL)) {
+            fprintf(out, "\n%s\n", o->groups[g]);
+            print_group(o, o->table, o->groups[g], base, base, out);
+        }
     if (print_group(o, o->table, NULL, base, base, NULL)) {   /* a row whose heading the command forgot */
         fprintf(out, "\nother options:\n");
         print_group(o, o->table, NULL, base, base, out);

@@ -116,254 +116,243 @@ static int parse_range(const char *v, void *f, pp_error *err)
 
 /* ---- the tables ----------------------------------------------------------- */
 
-#define SPLIT "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):"
 #define PO(f) PP_OPT_FIELD(pp_partition_options, f)
 
 const pp_option pp_partition_option_table[] = {
     {.type = PP_OPT_ENUM, .name = "--balance", .metavar = "KIND", PO(balance), .parse = parse_balance,
-     .shown = "params", .agree = 1, .group = SPLIT,
+     .shown = "params", .agree = 1, .group = PP_OPT_GROUP_SPLIT,
      .help = "what the split equalizes: params | flops | uniform (node count)\n"
              "| memory (bytes a stage allocates: the stage planner's model, with the\n"
              "driver's 1F1B stash slots, min(P-s, M), one more after stage 0) | time\n"
              "(3 x forward FLOPs / --gflops + --op-overhead per node + its sends /\n"
              "--link-gbps)"},
     {.type = PP_OPT_REAL, .name = "--balance-tolerance", .metavar = "F", PO(tolerance), .lo = 0, .hi = 10,
-     .def = 0.02, .agree = 1, .group = SPLIT,
+     .def = 0.02, .agree = 1, .group = PP_OPT_GROUP_SPLIT,
      .help = "among the splits whose largest stage is within F of the optimum, the one\n"
              "sending the fewest bytes across cuts (0: optimal splits only)"},
     {.type = PP_OPT_ENUM, .name = "--order", .metavar = "KIND", PO(order), .parse = parse_order, .shown = "search",
-     .agree = 1, .group = SPLIT,
+     .agree = 1, .group = PP_OPT_GROUP_SPLIT,
      .help = "search: every order in which tensors flow forward, nodes that\n"
              "read no activation kept with their first reader | graph: the file's order"},
     {.type = PP_OPT_REAL, .name = "--gflops", .metavar = "G", PO(gflops), .lo = 1e-6, .hi = 1e12, .shown = "100",
-     .agree = 1, .group = SPLIT,
+     .agree = 1, .group = PP_OPT_GROUP_SPLIT,
      .help = "compute throughput per stage, GFLOP/s: the time balance's\n"
              "(and schedule --model's stage costs)"},
     {.type = PP_OPT_REAL, .name = "--link-gbps", .metavar = "B", PO(link_gbps), .lo = 1e-9, .hi = 1e9,
-     .shown = "free", .agree = 1, .group = SPLIT,
+     .shown = "free", .agree = 1, .group = PP_OPT_GROUP_SPLIT,
      .help = "time balance: bandwidth between neighbouring stages, GB/s"},
     {.type = PP_OPT_REAL, .name = "--op-overhead", .metavar = "S", PO(op_overhead), .lo = 0, .hi = 1e3, .agree = 1,
-     .group = SPLIT,
+     .group = PP_OPT_GROUP_SPLIT,
      .help = "time balance: seconds per node and microbatch on top of its FLOPs\n"
              "(the cpu backend's forward + backward calls cost about 1e-6,\n"
              "a GPU's kernel launches more)"},
     {.type = PP_OPT_NAMES, .name = "--cut", .metavar = "NAME,..", PO(cuts), PP_OPT_COUNT(pp_partition_options, ncuts),
-     .hi = 4096, .agree = 1, .group = SPLIT,
+     .hi = 4096, .agree = 1, .group = PP_OPT_GROUP_SPLIT,
      .help = "split right after these nodes (or the nodes making these tensors),\n"
              "in graph order, instead of balancing: stages - 1 names"},
     {0},
 };
 
 #define TC(f) PP_OPT_FIELD(pp_trainer_config, f)
-#define STAGE "what shapes a stage (and its memory):"
-#define PARAMS "what is trained (docs/exporting.md: the default):"
 
 const pp_option pp_stage_option_table[] = {
     {.type = PP_OPT_STR, .name = "--device", .metavar = "KIND", TC(device), .def_str = "auto", .agree = 1,
-     .group = STAGE, .help = "auto | cpu | cuda (auto: a GPU when every rank has one)"},
+     .group = PP_OPT_GROUP_STAGE, .help = "auto | cpu | cuda (auto: a GPU when every rank has one)"},
     {.type = PP_OPT_ENUM, .name = "--optimizer", .metavar = "NAME", TC(optim.kind), .parse = parse_optimizer,
-     .def = PP_OPTIM_ADAMW, .shown = "adamw", .agree = 1, .group = STAGE,
+     .def = PP_OPTIM_ADAMW, .shown = "adamw", .agree = 1, .group = PP_OPT_GROUP_STAGE,
      .help = "sgd | adam | adamw | lamb: the update and its state per parameter"},
     {.type = PP_OPT_ENUM, .name = "--precision", .metavar = "P", TC(precision), .parse = parse_precision,
-     .shown = "fp32", .agree = 1, .group = STAGE,
+     .shown = "fp32", .agree = 1, .group = PP_OPT_GROUP_STAGE,
      .help = "fp32 | bf16 | fp16: 16-bit activations and matrix-product operands,\n"
              "fp32 master weights, gradients and optimizer state"},
     {.type = PP_OPT_ENUM, .name = "--reduce-dtype", .metavar = "D", TC(reduce_dtype), .parse = parse_reduce_dtype,
-     .shown = "fp32", .agree = 1, .group = STAGE,
+     .shown = "fp32", .agree = 1, .group = PP_OPT_GROUP_STAGE,
      .help = "fp32 | bf16: the data-parallel gradient all-reduce; bf16 sends half\n"
              "the bytes, each partial sum rounded to bfloat16"},
     {.type = PP_OPT_ENUM, .name = "--recompute", .metavar = "KIND", TC(recompute), .parse = parse_recompute,
-     .shown = "none", .agree = 1, .group = STAGE,
+     .shown = "none", .agree = 1, .group = PP_OPT_GROUP_STAGE,
      .help = "none | selective | full: stash only each stage's inputs (selective: and\n"
              "MatMul/Gemm/Conv outputs) and run the rest of the forward again before\n"
              "backward; same losses and weights, bit for bit"},
-    {.type = PP_OPT_CUSTOM, .name = "--loss", .metavar = "cross_entropy", .parse = parse_loss, .group = STAGE,
+    {.type = PP_OPT_CUSTOM, .name = "--loss", .metavar = "cross_entropy", .parse = parse_loss, .group = PP_OPT_GROUP_STAGE,
      .help = "the loss, when the model does not end in SoftmaxCrossEntropyLoss:\n"
              "of --logits against --labels"},
-    {.type = PP_OPT_STR, .name = "--logits", .metavar = "NAME", TC(loss.logits), .agree = 1, .group = STAGE,
+    {.type = PP_OPT_STR, .name = "--logits", .metavar = "NAME", TC(loss.logits), .agree = 1, .group = PP_OPT_GROUP_STAGE,
      .help = "the value holding the logits [..., C]"},
-    {.type = PP_OPT_STR, .name = "--labels", .metavar = "NAME", TC(loss.labels), .agree = 1, .group = STAGE,
+    {.type = PP_OPT_STR, .name = "--labels", .metavar = "NAME", TC(loss.labels), .agree = 1, .group = PP_OPT_GROUP_STAGE,
      .help = "the graph input holding the int64 labels"},
     {.type = PP_OPT_INT, .name = NULL, TC(loss.ignore_index), .def = -100, .agree = 1},
     {.type = PP_OPT_STR, .name = "--trainable", .metavar = "GLOB,..", TC(params.trainable), .agree = 1,
-     .group = PARAMS,
+     .group = PP_OPT_GROUP_PARAMS,
      .help = "train these initializers too (names, or the PyTorch names of the export\n"
              "recipe's metadata)"},
-    {.type = PP_OPT_STR, .name = "--frozen", .metavar = "GLOB,..", TC(params.frozen), .agree = 1, .group = PARAMS,
+    {.type = PP_OPT_STR, .name = "--frozen", .metavar = "GLOB,..", TC(params.frozen), .agree = 1, .group = PP_OPT_GROUP_PARAMS,
      .help = "never train these: no gradient, no optimizer state (fine-tuning)"},
-    {.type = PP_OPT_STR, .name = "--untie", .metavar = "GLOB,..", TC(params.untie), .agree = 1, .group = PARAMS,
+    {.type = PP_OPT_STR, .name = "--untie", .metavar = "GLOB,..", TC(params.untie), .agree = 1, .group = PP_OPT_GROUP_PARAMS,
      .help = "give each node reading these its own copy (an exporter's merge)"},
-    {.type = PP_OPT_STR, .name = "--tie", .metavar = "GLOB,..", TC(params.tie), .agree = 1, .group = PARAMS,
+    {.type = PP_OPT_STR, .name = "--tie", .metavar = "GLOB,..", TC(params.tie), .agree = 1, .group = PP_OPT_GROUP_PARAMS,
      .help = "keep these one parameter although they look like an exporter's merge"},
     {0},
 };
 
-#define LAYOUT "layout (run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...):"
-#define TRAINING "training:"
-#define MEMORY "mixed precision:"
-#define CKPT "checkpoints (onnxpipe ckpt --help):"
-#define EVAL "evaluation:"
-#define OUTPUT "output:"
 
 const pp_option pp_trainer_option_table[] = {
-    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", TC(model), .group = LAYOUT,
+    {.type = PP_OPT_STR, .name = "--model", .metavar = "MODEL.onnx", TC(model), .group = PP_OPT_GROUP_LAYOUT,
      .help = "the model to train"},
     {.type = PP_OPT_INT, .name = "--pp", .metavar = "P", TC(pp), .lo = 1, .hi = 4096, .def = 1, .agree = 1,
-     .group = LAYOUT, .help = "pipeline stages"},
+     .group = PP_OPT_GROUP_LAYOUT, .help = "pipeline stages"},
     {.type = PP_OPT_INT, .name = "--dp", .metavar = "D", TC(dp), .lo = 1, .hi = 1 << 20, .def = 1, .agree = 1,
-     .group = LAYOUT, .help = "data-parallel replicas"},
+     .group = PP_OPT_GROUP_LAYOUT, .help = "data-parallel replicas"},
     {.type = PP_OPT_INT, .name = "--batch", .metavar = "B", TC(batch), .lo = 1, .hi = 1LL << 40, .def = 8,
-     .agree = 1, .group = LAYOUT, .help = "global batch: samples per optimizer step"},
+     .agree = 1, .group = PP_OPT_GROUP_LAYOUT, .help = "global batch: samples per optimizer step"},
     {.type = PP_OPT_INT, .name = "--microbatches", .metavar = "M", TC(microbatches), .lo = 1, .hi = 1 << 20,
-     .def = 1, .agree = 1, .group = LAYOUT,
+     .def = 1, .agree = 1, .group = PP_OPT_GROUP_LAYOUT,
      .help = "microbatches per replica and step; the microbatch is B / (D x M) samples"},
     {.type = PP_OPT_DIMS, .name = "--dim", .metavar = "NAME=V", TC(dims), PP_OPT_COUNT(pp_trainer_config, ndims),
-     .lo = 1, .hi = 64, .agree = 1, .group = LAYOUT,
+     .lo = 1, .hi = 64, .agree = 1, .group = PP_OPT_GROUP_LAYOUT,
      .help = "bind a symbolic dim of the model's inputs (repeatable; a dataset's\n"
              "arrays bind the rest: an input's array gives its per-sample shape)"},
     {.type = PP_OPT_ENUM, .name = "--schedule", .metavar = "KIND", TC(schedule), .parse = parse_schedule,
-     .def = PP_SCHED_1F1B, .shown = "1f1b", .agree = 1, .group = LAYOUT,
+     .def = PP_SCHED_1F1B, .shown = "1f1b", .agree = 1, .group = PP_OPT_GROUP_LAYOUT,
      .help = "gpipe | 1f1b | interleaved | zb-h1 | zb-v"},
     {.type = PP_OPT_INT, .name = "--chunks", .metavar = "V", TC(chunks), .lo = 1, .hi = 64, .agree = 1,
-     .group = LAYOUT, .help = "virtual stages per rank (default 2 for interleaved and zb-v, which takes\n"
+     .group = PP_OPT_GROUP_LAYOUT, .help = "virtual stages per rank (default 2 for interleaved and zb-v, which takes\n"
                               "only 2; else 1)"},
     {.type = PP_OPT_INT, .name = "--bucket-kb", .metavar = "N", TC(bucket_bytes), .lo = 1, .hi = 1LL << 30,
-     .scale = 1024, .shown = "4096", .agree = 1, .group = LAYOUT,
+     .scale = 1024, .shown = "4096", .agree = 1, .group = PP_OPT_GROUP_LAYOUT,
      .help = "gradient all-reduce bucket; buckets start while backward runs"},
     {.type = PP_OPT_STR, .name = NULL, TC(bucket_dim), .agree = 1},
     {.type = PP_OPT_INTS, .name = NULL, TC(buckets), PP_OPT_COUNT(pp_trainer_config, nbuckets), .agree = 1},
     {.type = PP_OPT_TABLE, .sub = pp_stage_option_table, .offset = 0, .agree = 1},
     {.type = PP_OPT_TABLE, .sub = pp_partition_option_table, TC(partition), .agree = 1},
     {.type = PP_OPT_INT, .name = "--steps", .metavar = "N", TC(steps), .lo = 1, .hi = 1LL << 40, .def = 10,
-     .agree = 1, .group = TRAINING, .help = "optimizer steps"},
+     .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "optimizer steps"},
     {.type = PP_OPT_REAL, .name = "--lr", .metavar = "X", TC(lr.lr), .lo = 0, .hi = 1e3, .def = 1e-3, .agree = 1,
-     .group = TRAINING, .help = "peak learning rate"},
+     .group = PP_OPT_GROUP_TRAINING, .help = "peak learning rate"},
     {.type = PP_OPT_ENUM, .name = "--lr-schedule", .metavar = "NAME", TC(lr.kind), .parse = parse_lr_schedule,
-     .shown = "constant", .agree = 1, .group = TRAINING, .help = "constant | linear | cosine | poly"},
+     .shown = "constant", .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "constant | linear | cosine | poly"},
     {.type = PP_OPT_INT, .name = "--warmup", .metavar = "N", TC(lr.warmup), .lo = 0, .hi = 1LL << 40, .agree = 1,
-     .group = TRAINING, .help = "linear warmup steps"},
+     .group = PP_OPT_GROUP_TRAINING, .help = "linear warmup steps"},
     {.type = PP_OPT_REAL, .name = "--min-lr", .metavar = "X", TC(lr.min_lr), .lo = 0, .hi = 1e3, .agree = 1,
-     .group = TRAINING, .help = "learning rate at the last step"},
+     .group = PP_OPT_GROUP_TRAINING, .help = "learning rate at the last step"},
     {.type = PP_OPT_REAL, .name = NULL, TC(lr.power), .def = 1, .agree = 1},
     {.type = PP_OPT_REAL, .name = "--momentum", .metavar = "X", TC(optim.momentum), .lo = 0, .hi = 1, .agree = 1,
-     .group = TRAINING, .help = "sgd momentum"},
-    {.type = PP_OPT_FLAG, .name = "--nesterov", TC(optim.nesterov), .agree = 1, .group = TRAINING,
+     .group = PP_OPT_GROUP_TRAINING, .help = "sgd momentum"},
+    {.type = PP_OPT_FLAG, .name = "--nesterov", TC(optim.nesterov), .agree = 1, .group = PP_OPT_GROUP_TRAINING,
      .help = "sgd: Nesterov momentum"},
     {.type = PP_OPT_REAL, .name = "--beta1", .metavar = "X", TC(optim.beta1), .lo = 0, .hi = 1, .def = 0.9,
-     .agree = 1, .group = TRAINING, .help = "Adam-family first moment"},
+     .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "Adam-family first moment"},
     {.type = PP_OPT_REAL, .name = "--beta2", .metavar = "X", TC(optim.beta2), .lo = 0, .hi = 1, .def = 0.999,
-     .agree = 1, .group = TRAINING, .help = "Adam-family second moment"},
+     .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "Adam-family second moment"},
     {.type = PP_OPT_REAL, .name = "--eps", .metavar = "X", TC(optim.eps), .lo = 0, .hi = 1, .def = 1e-8,
-     .agree = 1, .group = TRAINING, .help = "Adam-family epsilon"},
+     .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "Adam-family epsilon"},
     {.type = PP_OPT_REAL, .name = "--weight-decay", .metavar = "X", TC(optim.weight_decay), .lo = 0, .hi = 1e3,
-     .agree = 1, .group = TRAINING, .help = "decoupled for adamw and lamb"},
+     .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "decoupled for adamw and lamb"},
     {.type = PP_OPT_REAL, .name = "--clip-norm", .metavar = "X", TC(clip_norm), .lo = 0, .hi = 1e12,
-     .shown = "off", .agree = 1, .group = TRAINING, .help = "clip the global gradient norm to X"},
-    {.type = PP_OPT_FLAG, .name = "--skip-nonfinite", TC(skip_nonfinite), .agree = 1, .group = TRAINING,
+     .shown = "off", .agree = 1, .group = PP_OPT_GROUP_TRAINING, .help = "clip the global gradient norm to X"},
+    {.type = PP_OPT_FLAG, .name = "--skip-nonfinite", TC(skip_nonfinite), .agree = 1, .group = PP_OPT_GROUP_TRAINING,
      .help = "skip steps whose gradients hold NaN/Inf instead of failing"},
     {.type = PP_OPT_INT, .name = "--seed", .metavar = "S", TC(seed), .lo = 0, .hi = 1LL << 62, .agree = 1,
-     .group = TRAINING, .help = "seed for dropout"},
+     .group = PP_OPT_GROUP_TRAINING, .help = "seed for dropout"},
     {.type = PP_OPT_REAL, .name = "--loss-scale", .metavar = "X", TC(loss_scale), .lo = 1e-30, .hi = 1e30,
-     .shown = "dynamic, from 65536", .agree = 1, .group = MEMORY, .help = "fp16: a fixed loss scale"},
+     .shown = "dynamic, from 65536", .agree = 1, .group = PP_OPT_GROUP_MEMORY, .help = "fp16: a fixed loss scale"},
     {.type = PP_OPT_INT, .name = "--loss-scale-window", .metavar = "N", TC(loss_scale_window), .lo = 1,
-     .hi = 1LL << 40, .def = 2000, .agree = 1, .group = MEMORY,
+     .hi = 1LL << 40, .def = 2000, .agree = 1, .group = PP_OPT_GROUP_MEMORY,
      .help = "fp16 dynamic: clean steps before the scale doubles; an overflow on\n"
              "any rank skips the step everywhere and halves it"},
-    {.type = PP_OPT_STR, .name = "--save", .metavar = "DIR", TC(save_dir), .agree = 1, .group = CKPT,
+    {.type = PP_OPT_STR, .name = "--save", .metavar = "DIR", TC(save_dir), .agree = 1, .group = PP_OPT_GROUP_CKPT,
      .help = "save checkpoints to DIR/step-N (at the end, and every --save-every)"},
     {.type = PP_OPT_INT, .name = "--save-every", .metavar = "N", TC(save_every), .lo = 1, .hi = 1LL << 40,
-     .shown = "only at the end", .agree = 1, .group = CKPT, .help = "save every N steps"},
+     .shown = "only at the end", .agree = 1, .group = PP_OPT_GROUP_CKPT, .help = "save every N steps"},
     {.type = PP_OPT_INT, .name = "--keep", .metavar = "K", TC(keep), .lo = 1, .hi = 1 << 20, .shown = "all",
-     .agree = 1, .group = CKPT, .help = "keep the newest K checkpoints"},
-    {.type = PP_OPT_FLAG, .name = "--save-sync", TC(save_sync), .agree = 1, .group = CKPT,
+     .agree = 1, .group = PP_OPT_GROUP_CKPT, .help = "keep the newest K checkpoints"},
+    {.type = PP_OPT_FLAG, .name = "--save-sync", TC(save_sync), .agree = 1, .group = PP_OPT_GROUP_CKPT,
      .help = "write before training goes on (default: a thread writes while it trains)"},
-    {.type = PP_OPT_STR, .name = "--resume", .metavar = "auto|PATH", TC(resume), .agree = 1, .group = CKPT,
+    {.type = PP_OPT_STR, .name = "--resume", .metavar = "auto|PATH", TC(resume), .agree = 1, .group = PP_OPT_GROUP_CKPT,
      .help = "go on from the newest checkpoint in --save that verifies (none: start\n"
              "from scratch), or from PATH; any pp, dp, schedule and microbatches;\n"
              "--steps stays the total, counted from the first run's start"},
     {.type = PP_OPT_REAL, .name = "--lock-wait", .metavar = "S", TC(lock_wait_s), .lo = 0, .hi = 1e7, .def = 60,
-     .group = CKPT,
+     .group = PP_OPT_GROUP_CKPT,
      .help = "DIR is another live job's: wait up to S seconds for it to end, then\n"
              "fail naming it"},
     {.type = PP_OPT_INT, .name = "--eval-batches", .metavar = "K", TC(eval_batches), .lo = 1, .hi = 1LL << 40,
-     .shown = "all of the eval data", .agree = 1, .group = EVAL, .help = "global batches per evaluation"},
-    {.type = PP_OPT_FLAG, .name = "--quiet", TC(quiet), .group = OUTPUT, .help = "no progress lines"},
+     .shown = "all of the eval data", .agree = 1, .group = PP_OPT_GROUP_EVAL, .help = "global batches per evaluation"},
+    {.type = PP_OPT_FLAG, .name = "--quiet", TC(quiet), .group = PP_OPT_GROUP_OUTPUT, .help = "no progress lines"},
     {0},
 };
 
-#define DATA "data (onnxpipe data --help):"
 #define DO(f) PP_OPT_FIELD(pp_dataset_options, f)
 
 const pp_option pp_dataset_option_table[] = {
-    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", DO(seq), .lo = 1, .hi = 1LL << 30, .group = DATA,
+    {.type = PP_OPT_INT, .name = "--seq", .metavar = "T", DO(seq), .lo = 1, .hi = 1LL << 30, .group = PP_OPT_GROUP_DATA,
      .help = "tokens per sample of a token stream or indexed dataset"},
     {.type = PP_OPT_ENUM, .name = "--token-dtype", .metavar = "D", DO(token_dtype), .parse = parse_token_dtype,
-     .shown = "uint16", .group = DATA, .help = "a raw .bin stream's tokens: uint16 or uint32"},
-    {.type = PP_OPT_FLAG, .name = "--pack", DO(docs), .set = PP_DOCS_PACK, .group = DATA,
+     .shown = "uint16", .group = PP_OPT_GROUP_DATA, .help = "a raw .bin stream's tokens: uint16 or uint32"},
+    {.type = PP_OPT_FLAG, .name = "--pack", DO(docs), .set = PP_DOCS_PACK, .group = PP_OPT_GROUP_DATA,
      .help = "pack the documents (a stream's split after each --eos token, or the\n"
              "indexed dataset's) into samples of --seq tokens, longest first; labels\n"
              "stop at each document's end, position_ids restart, and a model input\n"
              "named *mask* of [batch, .., T, T] gets each document's causal mask"},
-    {.type = PP_OPT_FLAG, .name = "--pad", DO(docs), .set = PP_DOCS_PAD, .group = DATA,
+    {.type = PP_OPT_FLAG, .name = "--pad", DO(docs), .set = PP_DOCS_PAD, .group = PP_OPT_GROUP_DATA,
      .help = "one document per sample instead, padded to --seq (cut where longer)"},
     {.type = PP_OPT_INT, .name = "--eos", .metavar = "ID", DO(eos), .lo = 0, .hi = 1LL << 40, .def = -1,
-     .shown = "none", .group = DATA, .help = "the token that ends a document in a stream (--pack, --pad)"},
+     .shown = "none", .group = PP_OPT_GROUP_DATA, .help = "the token that ends a document in a stream (--pack, --pad)"},
     {0},
 };
 
 #define TN(f) PP_OPT_FIELD(pp_train_config, f)
-#define LOGS "logs and profiles:"
 
 const pp_option pp_train_option_table[] = {
-    {.type = PP_OPT_STR, .name = "--data", .metavar = "DATA", TN(data), .group = DATA,
+    {.type = PP_OPT_STR, .name = "--data", .metavar = "DATA", TN(data), .group = PP_OPT_GROUP_DATA,
      .help = "the dataset, read in place (see above)"},
     {.type = PP_OPT_TABLE, .sub = pp_dataset_option_table, TN(dataset)},
     {.type = PP_OPT_INTS, .name = "--seq-buckets", .metavar = "A,B,..", TN(trainer.buckets),
-     PP_OPT_COUNT(pp_train_config, trainer.nbuckets), .lo = 1, .hi = 32, .group = DATA,
+     PP_OPT_COUNT(pp_train_config, trainer.nbuckets), .lo = 1, .hi = 32, .group = PP_OPT_GROUP_DATA,
      .help = "with --pad or --pack: each sample in the shortest of these lengths\n"
              "that holds it (the last is --seq); a global batch has one length"},
     {.type = PP_OPT_INT, .name = "--epochs", .metavar = "E", TN(epochs), .lo = 1, .hi = 1LL << 30, .agree = 1,
-     .group = DATA, .help = "instead of --steps: E passes over the data (samples / batch steps each)"},
-    {.type = PP_OPT_FLAG, .name = "--shuffle", TN(shuffle), .agree = 1, .group = DATA,
+     .group = PP_OPT_GROUP_DATA, .help = "instead of --steps: E passes over the data (samples / batch steps each)"},
+    {.type = PP_OPT_FLAG, .name = "--shuffle", TN(shuffle), .agree = 1, .group = PP_OPT_GROUP_DATA,
      .help = "a seeded permutation of the samples per epoch (--seed), the same for\n"
              "every layout"},
     /* the trainer hashes its own options (pp_trainer_create) */
     {.type = PP_OPT_TABLE, .sub = pp_trainer_option_table, TN(trainer)},
     {.type = PP_OPT_CUSTOM, .name = "--save-on-signal", .metavar = "LIST", TN(save_signals), .parse = parse_signals,
-     .shown = "SIGTERM with --save; none: off", .agree = 1, .group = CKPT,
+     .shown = "SIGTERM with --save; none: off", .agree = 1, .group = PP_OPT_GROUP_CKPT,
      .help = "signals that preempt the job: every rank finishes its step, saves it,\n"
              "and the job exits with status 75; under mpirun use SIGUSR1, which\n"
              "mpirun forwards (SIGTERM to mpirun kills the ranks a second later)"},
-    {.type = PP_OPT_STR, .name = "--eval-data", .metavar = "DIR", TN(eval_data), .agree = 1, .group = EVAL,
+    {.type = PP_OPT_STR, .name = "--eval-data", .metavar = "DIR", TN(eval_data), .agree = 1, .group = PP_OPT_GROUP_EVAL,
      .help = "a dataset evaluated forward-only through the same pipeline"},
     {.type = PP_OPT_INT, .name = "--eval-every", .metavar = "N", TN(eval_every), .lo = 1, .hi = 1LL << 40,
-     .shown = "after the last only", .agree = 1, .group = EVAL, .help = "after every N steps and after the last"},
-    {.type = PP_OPT_STR, .name = "--losses", .metavar = "FILE", TN(losses_out), .group = OUTPUT,
+     .shown = "after the last only", .agree = 1, .group = PP_OPT_GROUP_EVAL, .help = "after every N steps and after the last"},
+    {.type = PP_OPT_STR, .name = "--losses", .metavar = "FILE", TN(losses_out), .group = PP_OPT_GROUP_OUTPUT,
      .help = "write 'step loss' lines"},
-    {.type = PP_OPT_STR, .name = "--export", .metavar = "FILE", TN(export_path), .group = OUTPUT,
+    {.type = PP_OPT_STR, .name = "--export", .metavar = "FILE", TN(export_path), .group = PP_OPT_GROUP_OUTPUT,
      .help = "write the trained model as ONNX at the end"},
-    {.type = PP_OPT_STR, .name = "--trace", .metavar = "FILE", TN(trace_path), .agree = 1, .group = OUTPUT,
+    {.type = PP_OPT_STR, .name = "--trace", .metavar = "FILE", TN(trace_path), .agree = 1, .group = PP_OPT_GROUP_OUTPUT,
      .help = "write the last step as executed (Perfetto / chrome://tracing JSON)"},
-    {.type = PP_OPT_STR, .name = "--logdir", .metavar = "DIR", TN(logdir), .agree = 1, .group = LOGS,
+    {.type = PP_OPT_STR, .name = "--logdir", .metavar = "DIR", TN(logdir), .agree = 1, .group = PP_OPT_GROUP_LOGS,
      .help = "TensorBoard event files (rank 0): train/, eval/, pipeline/, memory/ scalars"},
-    {.type = PP_OPT_STR, .name = "--metrics", .metavar = "FILE", TN(metrics_out), .agree = 1, .group = LOGS,
+    {.type = PP_OPT_STR, .name = "--metrics", .metavar = "FILE", TN(metrics_out), .agree = 1, .group = PP_OPT_GROUP_LOGS,
      .help = "the same values as JSON lines, one object per step"},
     {.type = PP_OPT_INT, .name = "--log-every", .metavar = "N", TN(log_every), .lo = 1, .hi = 1LL << 40,
-     .shown = "10", .agree = 1, .group = LOGS,
+     .shown = "10", .agree = 1, .group = PP_OPT_GROUP_LOGS,
      .help = "gather per-rank figures (wait, memory, bubble) every N steps"},
     {.type = PP_OPT_REAL, .name = "--straggler-warn", .metavar = "F", TN(straggler_warn), .lo = 1, .hi = 1e6,
-     .shown = "off", .agree = 1, .group = LOGS,
+     .shown = "off", .agree = 1, .group = PP_OPT_GROUP_LOGS,
      .help = "name a rank whose busy time per step (its step less the time it waits\n"
              "for peers), its median over 10 steps, exceeds F x the median of its\n"
              "pipeline peers' (the other stages of its replica; at pp 1 the other\n"
              "replicas): in the progress line, --metrics and --logdir"},
     {.type = PP_OPT_INT, .name = "--log-histograms", .metavar = "N", TN(log_histograms), .lo = 1, .hi = 1LL << 40,
-     .agree = 1, .group = LOGS, .help = "weight and gradient histograms every N steps (with --logdir)"},
+     .agree = 1, .group = PP_OPT_GROUP_LOGS, .help = "weight and gradient histograms every N steps (with --logdir)"},
     {.type = PP_OPT_CUSTOM, .name = "--profile-steps", .metavar = "A:B", TN(profile_first), .parse = parse_range,
-     .agree = 1, .group = LOGS,
+     .agree = 1, .group = PP_OPT_GROUP_LOGS,
      .help = "profile steps A..B: every op's forward/backward, messages and reductions"},
     {.type = PP_OPT_INT, .name = NULL, TN(profile_last), .agree = 1},
-    {.type = PP_OPT_STR, .name = "--profile", .metavar = "FILE", TN(profile_out), .agree = 1, .group = LOGS,
+    {.type = PP_OPT_STR, .name = "--profile", .metavar = "FILE", TN(profile_out), .agree = 1, .group = PP_OPT_GROUP_LOGS,
      .help = "... as Perfetto / chrome://tracing JSON, plus a per-op table on stdout"},
     {0},
 };

@@ -69,6 +69,21 @@ static inline void *pp_option_field(const pp_option *r, void *base) { return (ch
  * sub-table's config), or NULL. */
 const pp_option *pp_option_find(const pp_option *table, const char *name, void *base, void **base_out);
 
+/* The --help headings of the training options' rows, which commands list (cli_options.groups). */
+#define PP_OPT_GROUP_SPLIT "the split into stages (preview it with `onnxpipe partition MODEL --stages P` and the same options):"
+#define PP_OPT_GROUP_STAGE "what shapes a stage (and its memory):"
+#define PP_OPT_GROUP_PARAMS "what is trained (docs/exporting.md: the default):"
+#define PP_OPT_GROUP_LAYOUT "layout (run it under mpirun with pp x dp ranks: mpirun -np 4 onnxpipe train --pp 2 --dp 2 ...):"
+#define PP_OPT_GROUP_TRAINING "training:"
+#define PP_OPT_GROUP_MEMORY "mixed precision:"
+#define PP_OPT_GROUP_CKPT "checkpoints (onnxpipe ckpt --help):"
+#define PP_OPT_GROUP_EVAL "evaluation:"
+#define PP_OPT_GROUP_OUTPUT "output:"
+#define PP_OPT_GROUP_DATA "data (onnxpipe data --help):"
+#define PP_OPT_GROUP_LOGS "logs and profiles:"
+/* The previews' (partition, schedule --model, plan): the split's and the stage's. */
+#define PP_OPT_GROUPS_PREVIEW PP_OPT_GROUP_SPLIT, PP_OPT_GROUP_STAGE, PP_OPT_GROUP_PARAMS
+
 /* The training options' tables (train/options.c): the dataset's (pp_dataset_options: `onnxpipe
  * train` and `data show`), the partition's (pp_partition_options),
  * the stage's and the trainer's (pp_trainer_config; the trainer's holds the other two),
