@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/env.h>
 #include <onnxpipe/plan.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/graph_ir.h>
@@ -342,7 +343,7 @@ static int topology_hosts(const args *a, pp_device_kind kind, int *per_host, int
 /* Where an automatic calibration of this model lives: ~/.cache/onnxpipe/calibration/. */
 static int cache_path(uint64_t hash, const char *device, char *out, size_t len)
 {
-    const char *home = getenv("HOME");
+    const char *home = pp_env_get("HOME");
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     if (!home || !*home) return 0;

@@ -37,6 +37,8 @@ static const env_var vars[] = {
     {"LSB_JOBID", "", "as SLURM_JOB_ID, when those above are unset"},
     {"JOB_ID", "", "as SLURM_JOB_ID, when those above are unset"},
     {"FLUX_JOB_ID", "", "as SLURM_JOB_ID, when those above are unset"},
+    {"HOME", "", "`onnxpipe plan` caches each model's calibration in HOME/.cache/onnxpipe/calibration "
+                 "(cli/cmd_plan.c); unset: none is cached"},
 };
 
 /* The table's row of name, or NULL (tests/test_env_doc.sh checks that every name the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's "Environment variables" table names exactly the variables of core/env.c's
-# table, every pp_env_* call in the library names one of them, and no library file but
-# core/env.c calls getenv. Prints the names it compared.
+# table, every pp_env_* call in the library and the command names one of them, and no file
+# of theirs but core/env.c calls getenv. Prints the names it compared.
 set -euo pipefail
 : "${SRC_DIR:?}"
 python3 - "$SRC_DIR" <<'PYEOF'
@@ -28,7 +28,7 @@ for name in sorted(set(documented) - set(table)):
 for name in sorted({n for n in table if table.count(n) > 1} | {n for n in documented if documented.count(n) > 1}):
     print(f"FAIL: {name} is listed twice"); fail = 1
 
-modules = ["core", "graph", "partitioner", "scheduler", "driver", "stage", "comm", "kernels", "ckpt", "planner", "train"]
+modules = ["core", "graph", "partitioner", "scheduler", "driver", "stage", "comm", "kernels", "ckpt", "planner", "train", "cli"]
 files = 0
 for mod in modules:
     for root, _, names in os.walk(os.path.join(src, mod)):
@@ -45,7 +45,7 @@ for mod in modules:
             for name in re.findall(r'\bpp_env_\w+\s*\(\s*"([^"]+)"', code):
                 if name not in table:
                     print(f"FAIL: {rel} reads {name}, which core/env.c's table lacks"); fail = 1
-print(f"{files} library files searched for getenv and pp_env_* calls")
+print(f"{files} files of the library and the command searched for getenv and pp_env_* calls")
 sys.exit(fail)
 PYEOF
 echo "ok: the README lists exactly core/env.c's variables; only core/env.c calls getenv"
