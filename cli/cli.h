@@ -55,9 +55,10 @@ typedef struct cli_options {
     const char *epilog;
     const char *hint;
 } cli_options;
-/* Parses argv[1..] into the config at base (defaults already in it): 0. --help: prints it, 1.
- * A bad argument: reports it, 2. Arguments not starting with '-' go to pos (at most max_pos;
- * pos NULL: none taken). */
+/* Parses argv[1..] into the config at base (defaults already in it): -1 to go on, else the
+ * command's exit code: 0 after --help (printed), 2 after a bad argument (reported). Every
+ * command's parse follows the same convention. Arguments not starting with '-' go to pos
+ * (at most max_pos; pos NULL: none taken). */
 int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, const char **pos, int max_pos,
                       int *npos);
 /* --help: usage, the rows by heading with the defaults base holds, epilog. */

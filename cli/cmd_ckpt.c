@@ -50,14 +50,13 @@ static const pp_option export_table[] = {
 static const char *const groups[] = {OPTS, NULL};
 
 /* Parses a subcommand's argv (argv[0] its name) into a and its one positional argument
- * into *path: 0 to go on, else the exit code. */
+ * into *path: -1 to go on, else the exit code. */
 static int parse_sub(const pp_option *table, const char *usage, int argc, char **argv, ckpt_args *a,
                      const char **path)
 {
     const cli_options o = {.usage = usage, .table = table, .groups = groups, .hint = "run 'onnxpipe ckpt --help'"};
     int npos = 0;
-    int rc = cli_options_parse(&o, a, argc, argv, path, 1, &npos);
-    return rc == 1 ? -1 : rc;
+    return cli_options_parse(&o, a, argc, argv, path, 1, &npos);
 }
 
 static int list(int argc, char **argv)
@@ -65,7 +64,7 @@ static int list(int argc, char **argv)
     const char *root = NULL;
     ckpt_args a = {0};
     int rc = parse_sub(list_table, "usage: onnxpipe ckpt list DIR [--no-verify]\n", argc, argv, &a, &root);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     int verify = !a.no_verify;
     if (!root) return cli_usage_error("example: onnxpipe ckpt list ckpts", "ckpt list needs a directory");
     pp_error err = {0};
@@ -135,7 +134,7 @@ static int inspect(int argc, char **argv)
     const char *dir = NULL;
     ckpt_args a = {0};
     int rc = parse_sub(inspect_table, "usage: onnxpipe ckpt inspect CKPT [--json]\n", argc, argv, &a, &dir);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     int json = a.json;
     if (!dir) return cli_usage_error("example: onnxpipe ckpt inspect ckpts/step-100", "ckpt inspect needs a checkpoint");
     pp_error err = {0};
@@ -166,7 +165,7 @@ static int verify(int argc, char **argv)
     const char *dir = NULL;
     ckpt_args a = {0};
     int rc = parse_sub(verify_table, "usage: onnxpipe ckpt verify CKPT\n", argc, argv, &a, &dir);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!dir) return cli_usage_error("example: onnxpipe ckpt verify ckpts/step-100", "ckpt verify needs one checkpoint");
     pp_error err = {0};
     if (pp_ckpt_verify(dir, &err) != PP_OK) return cli_fail(&err);
@@ -186,7 +185,7 @@ static int export_(int argc, char **argv)
     ckpt_args a = {0};
     int rc = parse_sub(export_table, "usage: onnxpipe ckpt export CKPT --model MODEL.onnx -o OUT.onnx\n", argc, argv,
                        &a, &dir);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     const char *model = a.model, *out = a.out;
     if (!dir || !model || !out)
         return cli_usage_error("example: onnxpipe ckpt export ckpts/step-100 --model gpt.onnx -o trained.onnx",

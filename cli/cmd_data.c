@@ -95,7 +95,7 @@ static int show(int argc, char **argv)
     const char *path = NULL;
     int npos = 0;
     int rc = cli_options_parse(&show_options, &a, argc - 1, argv + 1, &path, 1, &npos);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!path) return cli_usage_error("onnxpipe data show DATA", "need a dataset");
     if (a.o.eos >= 0 && !a.o.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
     const pp_dataset_options o = a.o;
@@ -136,7 +136,7 @@ int cmd_data(int argc, char **argv)
     const char *in = NULL;
     int npos = 0, text = argc >= 2 && !strcmp(argv[1], "text");
     int rc = cli_options_parse(&text_options, &a, argc - text, argv + text, &in, 1, &npos);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!text)
         return cli_usage_error("run 'onnxpipe data --help'", "expected 'onnxpipe data text FILE -o DIR' or "
                                "'onnxpipe data show DATA'");

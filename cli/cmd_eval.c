@@ -39,11 +39,11 @@ int cmd_eval(int argc, char **argv)
     pp_eval_config c = {0};
     pp_options_defaults(table, &c);
     int rc = cli_options_parse(&options, &c, argc, argv, NULL, 0, NULL);
-    if (!rc && (!c.model || !c.data || !c.out_dir))
+    if (rc < 0 && (!c.model || !c.data || !c.out_dir))
         rc = cli_usage_error("run 'onnxpipe eval --help'", "--model, --data and -o are required");
-    if (rc) {
+    if (rc >= 0) {
         cli_options_free(&options, &c);
-        return rc == 1 ? 0 : rc;
+        return rc;
     }
     pp_error err = {0};
     int64_t done = 0;

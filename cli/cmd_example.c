@@ -100,13 +100,13 @@ static const cli_options mlp_options = {
     .hint = "run 'onnxpipe example mlp --help' for the options",
 };
 
-/* Parses an example's argv (argv[1] its name) into base: 0 to go on, else the exit code. */
+/* Parses an example's argv (argv[1] its name) into base: -1 to go on, else the exit code. */
 static int parse_example(const cli_options *o, void *base, const char *const *out, int argc, char **argv)
 {
     int rc = cli_options_parse(o, base, argc - 1, argv + 1, NULL, 0, NULL);
-    if (rc) return rc == 1 ? -1 : rc;
+    if (rc >= 0) return rc;
     if (!*out || !**out) return cli_usage_error("add -o FILE.onnx", "no output file given");
-    return 0;
+    return -1;
 }
 
 /* Saves g and prints: what was built, nodes, parameters, bytes, path. */
@@ -132,7 +132,7 @@ static int example_gpt(int argc, char **argv)
 {
     gpt_args a = {.c = pp_gpt_config_default()};
     int rc = parse_example(&gpt_options, &a, &a.out, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     pp_gpt_config c = a.c;
     if (c.d_model % c.heads)
         return cli_usage_error("pick --heads among the divisors of --d-model",
@@ -152,7 +152,7 @@ static int example_mlp(int argc, char **argv)
 {
     mlp_args a = {.c = pp_mlp_config_default()};
     int rc = parse_example(&mlp_options, &a, &a.out, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     pp_mlp_config c = a.c;
     pp_graph *g;
     pp_error err = {0};

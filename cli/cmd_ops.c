@@ -127,7 +127,7 @@ int cmd_ops(int argc, char **argv)
     const cli_options options = {.usage = usage, .table = table, .groups = groups, .hint = "run 'onnxpipe ops --help'"};
     int json = 0;
     int rc = cli_options_parse(&options, &json, argc, argv, NULL, 0, NULL);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     const pp_backend *cpu = pp_backend_get(PP_DEVICE_CPU), *cuda = pp_backend_get(PP_DEVICE_CUDA);
     if (json) print_json(cpu, cuda);
     else print_table(cpu, cuda);

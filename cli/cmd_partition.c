@@ -72,7 +72,7 @@ static int parse(int argc, char **argv, args *a)
     const char *pos[2];
     int npos = 0;
     int rc = cli_options_parse(&options, a, argc, argv, pos, 2, &npos);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (npos + (a->model != NULL) > 1)
         return cli_usage_error(NULL, "more than one model given ('%s', '%s')", a->model ? a->model : pos[0],
                                pos[npos - 1]);

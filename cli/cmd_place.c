@@ -105,7 +105,7 @@ static int parse(int argc, char **argv, args *a)
 {
     pp_options_defaults(table, a);
     int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!a->pp || !a->dp) return cli_usage_error("e.g. onnxpipe place --pp 4 --dp 2 --param-bytes 4000000", "--pp and --dp are required");
     if (a->xml && a->synthetic) return cli_usage_error(NULL, "give --topology or --synthetic, not both");
     if (a->model && (a->params || a->sends))

@@ -245,13 +245,13 @@ static const cli_options options = {
     .hint = "run 'onnxpipe plan --help' for the options",
 };
 
-/* 1: go on; else the exit code. */
+/* -1: go on; else the exit code. */
 static int parse(int argc, char **argv, args *a)
 {
     a->train = pp_trainer_config_default();
     a->memory = 80.0 * (1ull << 30);
     int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!a->model) return cli_usage_error("e.g. onnxpipe plan --model gpt.onnx --devices 8 --batch 64", "--model is required");
     if (!a->calibrate || a->devices || a->batch) {
         if (!a->devices || !a->batch)
@@ -266,7 +266,7 @@ static int parse(int argc, char **argv, args *a)
     if ((a->xml || a->synthetic) && a->per_host)
         return cli_usage_error("the topology says how many devices a host has",
                                "--devices-per-host cannot go with --topology or --synthetic");
-    return 1;
+    return -1;
 }
 
 /* The --link-gbps value: one number, or host=Y,network=Z. */
@@ -623,7 +623,7 @@ int cmd_plan(int argc, char **argv)
     args a;
     memset(&a, 0, sizeof a);
     int rc = parse(argc, argv, &a);
-    if (rc == 1) rc = run(&a);
+    if (rc < 0) rc = run(&a);
     cli_options_free(&options, &a);
     return rc;
 }

@@ -115,14 +115,14 @@ static const cli_options options = {
     .hint = "run 'onnxpipe schedule --help' for the options",
 };
 
-/* 1: go on; else the exit code. */
+/* -1: go on; else the exit code. */
 static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
     pp_options_defaults(table, a);
     a->train = pp_trainer_config_default();
     int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (a->load_csv) {
         if (a->pp || a->microbatches || a->kind || a->chunks)
             return cli_usage_error("drop --pp, --microbatches, --kind and --chunks",
@@ -137,7 +137,7 @@ static int parse_args(int argc, char **argv, args *a)
         return cli_usage_error(NULL, "--batch, --link-gbps and --recompute apply to --model");
     if (!a->train.partition.gflops) a->train.partition.gflops = DEFAULT_GFLOPS;
     if (a->csv_compute_only && !a->csv) return cli_usage_error(NULL, "--csv-compute-only needs --csv FILE");
-    return 1;
+    return -1;
 }
 
 /* The job `onnxpipe train --batch B x M --microbatches M` would run with these options. */
@@ -237,7 +237,7 @@ int cmd_schedule(int argc, char **argv)
 {
     args a;
     int parsed = parse_args(argc, argv, &a);
-    if (parsed != 1) return parsed;
+    if (parsed >= 0) return parsed;
     pp_error err = {0};
     pp_schedule *s = NULL;
     pp_sim_result *r = NULL;

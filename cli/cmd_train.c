@@ -37,7 +37,8 @@ static char *join_args(int argc, char **argv)
     return s;
 }
 
-/* What no one option's row can say: the options that need another. */
+/* What no one option's row can say: the options that need another. -1: all is well; else
+ * the exit code (reported). */
 static int check(pp_train_config *c, int argc, char **argv)
 {
     pp_trainer_config *job = &c->trainer;
@@ -55,17 +56,17 @@ static int check(pp_train_config *c, int argc, char **argv)
     if ((c->profile_first > 0) != (c->profile_out != NULL))
         return cli_usage_error("example: --profile-steps 5:7 --profile prof.json",
                                "--profile-steps and --profile go together");
-    return 0;
+    return -1;
 }
 
 int cmd_train(int argc, char **argv)
 {
     pp_train_config c = pp_train_config_default();
     int rc = cli_options_parse(&options, &c, argc, argv, NULL, 0, NULL);
-    if (!rc) rc = check(&c, argc, argv);
-    if (rc) {
+    if (rc < 0) rc = check(&c, argc, argv);
+    if (rc >= 0) {
         cli_options_free(&options, &c);
-        return rc == 1 ? 0 : rc;
+        return rc;
     }
     char *cmdline = join_args(argc, argv);
     c.command_line = cmdline;

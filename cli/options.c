@@ -4,7 +4,6 @@
  * bounds is a usage error naming the option. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +22,7 @@ static int store_int(const pp_option *r, const char *v, void *p)
 {
     long long n;
     if (!cli_parse_int(r->name, v, (long long)r->lo, (long long)r->hi, &n)) return 0;
-    n *= r->scale ? r->scale : 1;
-    if (r->size == sizeof(int64_t)) *(int64_t *)p = n;
-    else *(int *)p = (int)n;
+    pp_option_set_int(r, p, n * (r->scale ? r->scale : 1));
     return 1;
 }
 
@@ -77,8 +74,7 @@ static int store(const pp_option *r, const char *v, void *base)
     case PP_OPT_REAL: {
         double x;
         if (!cli_parse_double(r->name, v, r->lo, r->hi, &x)) return 0;
-        if (r->size == sizeof(double)) *(double *)p = x;
-        else *(float *)p = (float)x;
+        pp_option_set_real(r, p, x);
         return 1;
     }
     case PP_OPT_STR: *(const char **)p = v; return 1;
@@ -101,7 +97,7 @@ int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, c
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             cli_options_help(o, base, stdout);
-            return 1;
+            return 0;
         }
         if (a[0] != '-' || !a[1]) {
             if (!npos || *npos >= max_pos)
@@ -119,7 +115,7 @@ int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, c
         }
         if (!store(r, v, at)) return 2;
     }
-    return 0;
+    return -1;
 }
 
 int cli_options_set(const cli_options *o, void *base, const char *name, const char *value)
@@ -152,12 +148,12 @@ void cli_options_free(const cli_options *o, void *base) { free_lists(o->table, b
 static const char *default_text(const pp_option *r, const void *p, char *buf, size_t len)
 {
     buf[0] = 0;
-    int64_t n = r->size == sizeof(int64_t) ? *(const int64_t *)p : r->size == sizeof(int) ? *(const int *)p : 0;
-    double x = r->size == sizeof(double) ? *(const double *)p : r->size == sizeof(float) ? *(const float *)p : 0;
     if (r->shown) snprintf(buf, len, " (default %s)", r->shown);
     else if (r->type == PP_OPT_STR && *(const char *const *)p) snprintf(buf, len, " (default %s)", *(const char *const *)p);
-    else if (r->type == PP_OPT_INT && n) snprintf(buf, len, " (default %lld)", (long long)(n / (r->scale ? r->scale : 1)));
-    else if (r->type == PP_OPT_REAL && x != 0) snprintf(buf, len, " (default %g)", x);
+    else if (r->type == PP_OPT_INT && pp_option_get_int(r, p))
+        snprintf(buf, len, " (default %lld)", (long long)(pp_option_get_int(r, p) / (r->scale ? r->scale : 1)));
+    else if (r->type == PP_OPT_REAL && pp_option_get_real(r, p) != 0)
+        snprintf(buf, len, " (default %g)", pp_option_get_real(r, p));
     return buf;
 }
 

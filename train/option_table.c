@@ -7,16 +7,6 @@
 
 #include <string.h>
 
-static int64_t read_int(const void *p, size_t size)
-{
-    return size == sizeof(int64_t) ? *(const int64_t *)p : *(const int *)p;
-}
-
-static double read_real(const void *p, size_t size)
-{
-    return size == sizeof(double) ? *(const double *)p : *(const float *)p;
-}
-
 void pp_options_defaults(const pp_option *table, void *base)
 {
     for (const pp_option *r = table; r->type != PP_OPT_END; r++) {
@@ -24,16 +14,8 @@ void pp_options_defaults(const pp_option *table, void *base)
         switch (r->type) {
         case PP_OPT_TABLE: pp_options_defaults(r->sub, p); break;
         case PP_OPT_INT:
-        case PP_OPT_ENUM: {
-            int64_t v = (int64_t)r->def * (r->scale ? r->scale : 1);
-            if (r->size == sizeof(int64_t)) *(int64_t *)p = v;
-            else *(int *)p = (int)v;
-            break;
-        }
-        case PP_OPT_REAL:
-            if (r->size == sizeof(double)) *(double *)p = r->def;
-            else *(float *)p = (float)r->def;
-            break;
+        case PP_OPT_ENUM: pp_option_set_int(r, p, (int64_t)r->def * (r->scale ? r->scale : 1)); break;
+        case PP_OPT_REAL: pp_option_set_real(r, p, r->def); break;
         case PP_OPT_STR:
             if (r->def_str && r->size == sizeof(const char *)) *(const char **)p = r->def_str;
             break;
@@ -44,7 +26,7 @@ void pp_options_defaults(const pp_option *table, void *base)
 
 static uint32_t hash_str(uint32_t h, const char *s)
 {
-    return s ? pp_crc32c(h, s, strlen(s) + 1) : pp_crc32c(h, "", 0) ^ 0x5a5a5a5au;
+    return s ? pp_crc32c(h, s, strlen(s) + 1) : h ^ 0x5a5a5a5au;   /* NULL: unlike any string */
 }
 
 uint32_t pp_options_hash(const pp_option *table, const void *base, uint32_t h)
@@ -59,7 +41,7 @@ uint32_t pp_options_hash(const pp_option *table, const void *base, uint32_t h)
         int n = r->count_offset ? *(const int *)((const char *)base + r->count_offset) : 0;
         switch (r->type) {
         case PP_OPT_REAL: {
-            double v = read_real(p, r->size);
+            double v = pp_option_get_real(r, p);
             h = pp_crc32c(h, &v, sizeof v);
             break;
         }
@@ -81,7 +63,7 @@ uint32_t pp_options_hash(const pp_option *table, const void *base, uint32_t h)
             }
             break;
         default: {   /* flags, ints, enums and custom fields are integers of their size */
-            int64_t v = read_int(p, r->size);
+            int64_t v = pp_option_get_int(r, p);
             h = pp_crc32c(h, &v, sizeof v);
             break;
         }

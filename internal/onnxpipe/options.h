@@ -65,6 +65,26 @@ void pp_options_defaults(const pp_option *table, void *base);
 uint32_t pp_options_hash(const pp_option *table, const void *base, uint32_t h);
 /* The field of row r in the config at base. */
 static inline void *pp_option_field(const pp_option *r, void *base) { return (char *)base + r->offset; }
+/* An integer field (int or int64_t, by r->size) and a real one (float or double), read
+ * and written: what the defaults, the hash, the parser and --help share. */
+static inline int64_t pp_option_get_int(const pp_option *r, const void *p)
+{
+    return r->size == sizeof(int64_t) ? *(const int64_t *)p : *(const int *)p;
+}
+static inline void pp_option_set_int(const pp_option *r, void *p, int64_t v)
+{
+    if (r->size == sizeof(int64_t)) *(int64_t *)p = v;
+    else *(int *)p = (int)v;
+}
+static inline double pp_option_get_real(const pp_option *r, const void *p)
+{
+    return r->size == sizeof(double) ? *(const double *)p : *(const float *)p;
+}
+static inline void pp_option_set_real(const pp_option *r, void *p, double v)
+{
+    if (r->size == sizeof(double)) *(double *)p = v;
+    else *(float *)p = (float)v;
+}
 /* The row named name in table (its sub-tables searched, *base_out advanced to the
  * sub-table's config), or NULL. */
 const pp_option *pp_option_find(const pp_option *table, const char *name, void *base, void **base_out);
