@@ -3,6 +3,7 @@
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
  *    so does the tanh form as HF's gelu_new writes it (GPT-2: eight ops, match_gelu_tanh),
  *    as Gelu with approximate = 'tanh';
+ *  - SiLU as HF's Llama family exports it, x * Sigmoid(x), becomes one Swish op (fuse_swish);
  *  - RMSNorm as HF's Llama family exports it (Pow, ReduceMean, Add eps, Sqrt, Reciprocal or
  *    Div, Mul, Mul by the weight: match_rmsnorm) becomes one RMSNormalization op;
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul
@@ -136,6 +137,31 @@ static int match_gelu_tanh(const pp_stage *s, const int *op_of_node, int o, int 
     chain[6] = chain[7];
     chain[7] = last;
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
+}
+
+/* If op o is a Sigmoid of a float x whose result only a Mul by that same x reads (SiLU as
+ * HF's Llama family and torch export it), makes that Mul Swish(x) (alpha 1) and drops the
+ * Sigmoid: one pass over x forward and one backward, nothing saved but x. */
+static void fuse_swish(pp_stage *s, const pp_kernel *swish, const int *op_of_node, int o, char *gone)
+{
+    const stage_op *sig = &s->ops[o];
+    if (sig->op != PP_OP_SIGMOID || sig->nin != 1 || sig->nout != 1 || sig->in[0] < 0 ||
+        s->t[sig->in[0]].dtype != PP_DTYPE_F32)
+        return;
+    const int x = sig->in[0], mul = only_reader(s, op_of_node, sig->out[0], PP_OP_MUL);
+    if (mul < 0 || other_input(&s->ops[mul], sig->out[0]) != x) return;
+    stage_op *op = &s->ops[mul];
+    op->op = PP_OP_SWISH;
+    op->op_type = pp_op_get(PP_OP_SWISH)->name;
+    op->k = swish;
+    op->attrs = NULL;
+    op->nattrs = 0;
+    op->nin = 1;
+    op->in[0] = x;
+    if (op->host_in) op->host_in[0] = NULL;
+    gone[o] = 1;
+    s->t[sig->out[0]].view_of = x;   /* unused from now on */
+    pp_log(PP_LOG_DEBUG, "stage: fused '%s' * Sigmoid '%s' into one Swish", op->name, sig->name);
 }
 
 /* If op o is a MatMul (with a fused scale or none) whose result only an Add of a float
@@ -531,6 +557,7 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *rms = pp_kernel_find(PP_OP_RMS_NORMALIZATION, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *swish = pp_kernel_find(PP_OP_SWISH, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     float eps;
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
      * it is where a cut separates them: no epilogue fusion, so layouts round alike */
@@ -586,6 +613,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
             s->t[s->ops[chain[k]].out[0]].view_of = x;   /* unused from now on */
         }
     }
+    for (int o = 0; swish && o < s->nops; o++)
+        if (!gone[o]) fuse_swish(s, swish, op_of_node, o, gone);
     for (int o = 0; o < s->nops; o++)
         if (!gone[o]) reshape_to_view(s, o, gone);
     /* a fused MatMul sits where its Add or Mul was, under the MatMul's node */
