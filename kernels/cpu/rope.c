@@ -9,7 +9,7 @@
 static pp_status cache_row(const pp_kernel_ctx *c, const pp_rope_args *a, int64_t b, int64_t s, int64_t *row,
                            pp_error *err)
 {
-    *row = a->npos ? ((const int64_t *)c->in[3].data)[b * a->s + s] : b * a->s + s;
+    *row = a->npos ? ((const int64_t *)c->in[3].data)[b * a->s + s] : pp_rope_row(a, b, s);
     if (a->npos && (*row < 0 || *row >= a->npos))
         return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "position_ids[%lld, %lld] = %lld is outside the caches' "
                             "%lld rows", (long long)b, (long long)s, (long long)*row, (long long)a->npos);
@@ -27,7 +27,7 @@ static pp_status turn(const pp_kernel_ctx *c, const pp_rope_args *a, const float
         for (int64_t s = 0; s < a->s; s++) {
             int64_t row;
             PP_CHECK(cache_row(c, a, b, s, &row, err));
-            const float *cr = cosc + row * half, *sr = sinc + row * half;
+            const float *cr = cosc + row * a->crow, *sr = sinc + row * a->crow;
             for (int64_t h = 0; h < a->h; h++) {
                 const int64_t o = b * a->sb + h * a->sh + s * a->ss;
                 const float *xr = x + o;

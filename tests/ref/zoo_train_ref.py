@@ -223,7 +223,12 @@ def train(onnxpipe, path, data, dim, layout, work):
 # ----------------------------------------------------------------------------- main
 
 def export(name, exporter, path):
-    argv = [*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path]
+    return export_argv([*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path])
+
+
+def export_argv(argv):
+    """export_model.py run on argv, its output kept; the recipe it wrote (a failure: Miss)."""
+    path = argv[argv.index("-o") + 1]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         rc = ex.main(argv)
