@@ -254,6 +254,16 @@ void stage_fold_attr(stage_op *m, pp_attr a)
     m->attrs = m->folded;
 }
 
+/* Op m becomes a `id` op run by kernel k, with no attributes yet (stage_fold_attr adds them). */
+void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k)
+{
+    m->op = id;
+    m->op_type = pp_op_get(id)->name;
+    m->k = k;
+    m->attrs = NULL;
+    m->nattrs = 0;
+}
+
 /* The explicit perm of Transpose op t, rank >= 3, else NULL. */
 static const pp_attr *transpose_perm(const stage_op *t)
 {
@@ -477,11 +487,7 @@ static void fuse_rmsnorm(pp_stage *s, const pp_kernel *k, const int chain[7], in
     const void *hw = last->host_in ? last->host_in[last->in[0] == w ? 0 : 1] : NULL;
     pp_log(PP_LOG_DEBUG, "stage: fused RMSNorm '%s' .. '%s' into one RMSNormalization", s->ops[chain[0]].name,
            last->name);
-    last->op = PP_OP_RMS_NORMALIZATION;
-    last->op_type = pp_op_get(PP_OP_RMS_NORMALIZATION)->name;
-    last->k = k;
-    last->attrs = NULL;
-    last->nattrs = 0;
+    stage_op_become(last, PP_OP_RMS_NORMALIZATION, k);
     stage_fold_attr(last, (pp_attr){.name = "axis", .type = PP_ATTR_INT, .i = -1});
     stage_fold_attr(last, (pp_attr){.name = "epsilon", .type = PP_ATTR_FLOAT, .f = eps});
     last->in[0] = x;
@@ -575,11 +581,7 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         /* the last op of the chain becomes Gelu(x): x is defined before the chain, and
          * the readers of the result come after the last Mul */
         stage_op *last = &s->ops[chain[n - 1]];
-        last->op = PP_OP_GELU;
-        last->op_type = pp_op_get(PP_OP_GELU)->name;
-        last->k = gelu;
-        last->attrs = NULL;
-        last->nattrs = 0;
+        stage_op_become(last, PP_OP_GELU, gelu);
         if (n == 8) stage_fold_attr(last, (pp_attr){.name = "approximate", .type = PP_ATTR_STRING, .s = "tanh"});
         last->nin = 1;
         last->in[0] = x;

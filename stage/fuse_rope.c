@@ -9,7 +9,6 @@
 #include "stage_internal.h"
 
 #include <string.h>
-#include <onnxpipe/op_info.h>
 #include <onnxpipe/graph_ir.h>
 
 /* The op of this stage that makes tslot t, or -1. */
@@ -121,11 +120,7 @@ int stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int 
     stage_op *op = &s->ops[add];
     pp_log(PP_LOG_DEBUG, "stage: fused rotate_half '%s' .. '%s' into one RotaryEmbedding", s->ops[chain[0]].name,
            op->name);
-    op->op = PP_OP_ROTARY_EMBEDDING;
-    op->op_type = pp_op_get(PP_OP_ROTARY_EMBEDDING)->name;
-    op->k = k;
-    op->attrs = NULL;
-    op->nattrs = 0;
+    stage_op_become(op, PP_OP_ROTARY_EMBEDDING, k);
     stage_fold_attr(op, (pp_attr){.name = "hf_caches", .type = PP_ATTR_INT, .i = 1});
     if (s->t[x].rank == 3) stage_fold_attr(op, (pp_attr){.name = "num_heads", .type = PP_ATTR_INT, .i = 1});
     op->nin = 3;
