@@ -1,8 +1,8 @@
 /* HF's rotary embedding as both PyTorch exporters write it, x * cos + rotate_half(x) * sin
  * with rotate_half(x) = Concat(-x[..., D/2:], x[..., :D/2]) (Slice, Slice, Neg, Concat, Mul,
  * Mul, Add, for q and k in every layer), becomes one RotaryEmbedding (non-interleaved) over
- * x [B, H, S, D] (or [B, S, D], one head): y = x cos - x2 sin, x2 cos + x1 sin per pair
- * (x1, x2) = (x[k], x[k + D/2]), which is the chain's value when cos and sin are constants
+ * x [B, H, S, D]: y[k] = x1 c - x2 s, y[k + D/2] = x2 c + x1 s for (x1, x2) = (x[k],
+ * x[k + D/2]), k < D/2, which is the chain's value when cos and sin are constants
  * [1, .., 1, S, D] whose halves along the last axis are equal (HF's cat(freqs, freqs)). The
  * op reads those constants in place (attribute hf_caches: kernels/op_args_nn.h), so no new
  * constant is made. Part of stage_fuse (fuse.c). */
@@ -53,13 +53,15 @@ static int slices(const pp_stage *s, const stage_op *sl, int r, int64_t d, int64
     return step == 1 && (axis == -1 || axis == r - 1) && start == lo && end == hi;
 }
 
-/* Whether tslot t is a float constant (not trained) [1, .., 1, S, D] whose rows' halves are
- * equal, bit for bit. */
-static int hf_cache(const pp_stage *s, int t, int64_t S, int64_t D)
+/* Whether tslot t is a float constant (not trained) [1, .., 1, S, D] of rank at most r (so
+ * that it broadcasts to x [.., S, D] of rank r) whose rows' halves are equal, bit for bit. */
+static int hf_cache(const pp_stage *s, int t, int r, int64_t S, int64_t D)
 {
     if (t < 0 || s->t[t].value < 0 || s->g->values[s->t[t].value].is_param) return 0;
     const tslot *c = &s->t[t];
-    if (c->dtype != PP_DTYPE_F32 || c->rank < 2 || c->dims[c->rank - 2] != S || c->dims[c->rank - 1] != D) return 0;
+    if (c->dtype != PP_DTYPE_F32 || c->rank < 2 || c->rank > r || c->dims[c->rank - 2] != S ||
+        c->dims[c->rank - 1] != D)
+        return 0;
     for (int i = 0; i + 2 < c->rank; i++)
         if (c->dims[i] != 1) return 0;
     const pp_const_tensor *k = pp_graph_const(s->g, c->value);
@@ -84,7 +86,7 @@ static int match_rope(const pp_stage *s, const int *op_of_node, const char *gone
     const tslot *tx = &s->t[x];
     const int r = tx->rank;
     const int64_t D = r ? tx->dims[r - 1] : 0;
-    if (tx->dtype != PP_DTYPE_F32 || (r != 3 && r != 4) || D % 2 || !slices(s, &s->ops[sb], r, D, D / 2, D))
+    if (tx->dtype != PP_DTYPE_F32 || r != 4 || D % 2 || !slices(s, &s->ops[sb], r, D, D / 2, D))
         return -1;
     const int cc = stage_only_reader(s, op_of_node, neg->out[0], PP_OP_CONCAT);
     int64_t axis;
@@ -103,18 +105,18 @@ static int match_rope(const pp_stage *s, const int *op_of_node, const char *gone
     const int xc = stage_other_input(&s->ops[*add], s->ops[ms].out[0]), mc = producer(s, op_of_node, gone, xc);
     if (mc < 0 || s->ops[mc].op != PP_OP_MUL || stage_only_reader(s, op_of_node, xc, PP_OP_ADD) != *add) return -1;
     cs[0] = stage_other_input(&s->ops[mc], x);
-    if (cs[0] == x || !hf_cache(s, cs[0], tx->dims[r - 2], D) || !hf_cache(s, cs[1], tx->dims[r - 2], D) ||
+    if (cs[0] == x || !hf_cache(s, cs[0], r, tx->dims[r - 2], D) || !hf_cache(s, cs[1], r, tx->dims[r - 2], D) ||
         s->t[s->ops[*add].out[0]].nbytes != tx->nbytes)
         return -1;
     chain[0] = sa, chain[1] = sb, chain[2] = o, chain[3] = cc, chain[4] = ms, chain[5] = mc;
     return x;
 }
 
-int stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone)
+void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone)
 {
     int chain[6], add, cs[2];
     const int x = match_rope(s, op_of_node, gone, o, chain, &add, cs);
-    if (x < 0) return 0;
+    if (x < 0) return;
     /* the Add becomes RotaryEmbedding(x, cos, sin): x and the constants are defined before
      * it, its readers come after; its in and host_in hold 2 + 1 entries (places.c) */
     stage_op *op = &s->ops[add];
@@ -122,7 +124,6 @@ int stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int 
            op->name);
     stage_op_become(op, PP_OP_ROTARY_EMBEDDING, k);
     stage_fold_attr(op, (pp_attr){.name = "hf_caches", .type = PP_ATTR_INT, .i = 1});
-    if (s->t[x].rank == 3) stage_fold_attr(op, (pp_attr){.name = "num_heads", .type = PP_ATTR_INT, .i = 1});
     op->nin = 3;
     op->in[0] = x;
     op->in[1] = cs[0];
@@ -135,5 +136,4 @@ int stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int 
         s->t[s->ops[chain[i]].out[0]].view_of = x;   /* unused from now on */
         gone[chain[i]] = 1;
     }
-    return 1;
 }

@@ -208,8 +208,8 @@ int stage_other_input(const stage_op *op, int t);
 void stage_fold_attr(stage_op *m, pp_attr a);
 void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k);
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
- * one RotaryEmbedding (its chain's ops gone); 1 when it did, else 0. */
-int stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
+ * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
+void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
 /* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,
  * rerun: a forward run again by recompute) */
 typedef struct stage_profile stage_profile;
