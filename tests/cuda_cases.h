@@ -334,6 +334,9 @@ static const op_case cases[] = {
     /* 3-D, interleaved, half the head turned, caches indexed by position_ids */
     {"RotaryEmbedding", 23, 4, 1, {F(2, 6, 32), F(10, 2), F(10, 2), INTS(PP_DTYPE_I64, 0, 9, 2, 6)}, {OUT(2, 6, 32)},
      {A_INT("num_heads", 4), A_INT("rotary_embedding_dim", 4), A_INT("interleaved", 1)}, 1e-6f},
+    /* HF's caches [1, 1, S, D] shared by the batch, the first half of each row read (stage/fuse_rope.c) */
+    {"RotaryEmbedding", 23, 3, 1, {F(2, 4, 6, 8), F(1, 1, 6, 8), F(1, 1, 6, 8)}, {OUT(2, 4, 6, 8)},
+     {A_INT("hf_caches", 1)}, 1e-6f, .no_ort = "hf_caches is onnxpipe's own form (stage/fuse_rope.c)"},
     /* grouped-query, causal */
     {"Attention", 23, 3, 1, {F(2, 4, 8, 16), F(2, 2, 8, 16), F(2, 2, 8, 12)}, {OUT(2, 4, 8, 12)},
      {A_INT("is_causal", 1)}, 1e-4f},

@@ -53,9 +53,10 @@ MODELS = {  # name: export_model.py arguments
     "efficientnet": ["--model", "efficientnet_b0", *IMAGE, "--image-size", "64"],
 }
 # What stage/fuse.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
-# "fused ... into one OP"), per layer: SiLU as Swish, RMSNorm as RMSNormalization (and the final norm).
+# "fused ... into one OP"), per layer: SiLU as Swish, RMSNorm as RMSNormalization (and the
+# final norm), the rotary embedding of q and of k as RotaryEmbedding.
 LAYERS = int(TEXT[TEXT.index("--layers") + 1])
-DECODER_FUSIONS = {"Swish": LAYERS, "RMSNormalization": 2 * LAYERS + 1}
+DECODER_FUSIONS = {"Swish": LAYERS, "RMSNormalization": 2 * LAYERS + 1, "RotaryEmbedding": 2 * LAYERS}
 FUSIONS = {"llama": DECODER_FUSIONS, "qwen2": DECODER_FUSIONS, "mistral": DECODER_FUSIONS}
 EXPORTERS = ("torchscript", "dynamo")
 # Global batch 8 in microbatches of 2 in every layout, so that BatchNorm sees the same
@@ -242,7 +243,12 @@ def check_fusions(name, work):
 # ----------------------------------------------------------------------------- main
 
 def export(name, exporter, path):
-    argv = [*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path]
+    return export_argv([*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path])
+
+
+def export_argv(argv):
+    """export_model.py run on argv, its output kept; the recipe it wrote (a failure: Miss)."""
+    path = argv[argv.index("-o") + 1]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         rc = ex.main(argv)
