@@ -133,6 +133,7 @@ pp_status shape_logic(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_predicate(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_mod(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_prelu(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_swiglu(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 /* graph/infer_index.c */

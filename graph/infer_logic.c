@@ -83,3 +83,20 @@ pp_status shape_prelu(infer_ctx *c, const pp_node *n, pp_error *err)
     c->os[0] = *x;
     return PP_OK;
 }
+
+/* SwiGLU(A, B): A and B of one shape (ONNX broadcasts neither); alpha 1, the SiLU gate that
+ * HF's decoders use and stage/fuse.c makes (element_ops.h's row has no other). */
+pp_status shape_swiglu(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    PP_CHECK(shape_binary(c, n, err));
+    const pp_shape *a = infer_shape_of(c, n, 0), *b = infer_shape_of(c, n, 1);
+    int same = a->rank == b->rank;
+    for (int d = 0; same && d < a->rank; d++) same = a->dims[d] == b->dims[d];
+    if (!same) return infer_fail(n, PP_ERR_SHAPE, err, "A and B must have the same shape (SwiGLU does not broadcast)");
+    float alpha;
+    PP_CHECK(pp_attr_float(n->attrs, n->nattrs, "alpha", 1.f, &alpha, n->name, err));
+    if (alpha != 1.f)
+        return infer_fail(n, PP_ERR_UNSUPPORTED, err, "alpha=%g is not supported (only 1, the SiLU gate); write "
+                          "Swish(A, alpha) then Mul(., B) for another", (double)alpha);
+    return PP_OK;
+}

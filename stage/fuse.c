@@ -3,7 +3,8 @@
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
  *    so does the tanh form as HF's gelu_new writes it (GPT-2: eight ops, match_gelu_tanh),
  *    as Gelu with approximate = 'tanh';
- *  - SiLU as HF's Llama family exports it, x * Sigmoid(x), becomes one Swish op (fuse_swish);
+ *  - SiLU as HF's Llama family exports it, x * Sigmoid(x), becomes one Swish op (fuse_swish),
+ *    and the gated MLP's Swish(gate) * up one SwiGLU(gate, up) (fuse_swiglu);
  *  - RMSNorm as HF's Llama family exports it (Pow, ReduceMean, Add eps, Sqrt, Reciprocal or
  *    Div, Mul, Mul by the weight: match_rmsnorm) becomes one RMSNormalization op;
  *  - HF's rotary embedding, x * cos + rotate_half(x) * sin (Slice, Slice, Neg, Concat, Mul,
@@ -162,6 +163,29 @@ static void fuse_swish(pp_stage *s, const pp_kernel *swish, const int *op_of_nod
     gone[o] = 1;
     s->t[sig->out[0]].view_of = x;   /* unused from now on */
     pp_log(PP_LOG_DEBUG, "stage: fused '%s' * Sigmoid '%s' into one Swish", op->name, sig->name);
+}
+
+/* If op o is a Swish (alpha 1, fuse_swish's) whose result only a Mul by a float of its
+ * shape reads (HF's gated MLP: act(gate) * up), makes that Mul SwiGLU(gate, up) and drops
+ * the Swish: three passes over [tokens, ffn] forward instead of five, eight backward
+ * instead of eleven, and the Swish's output not kept. */
+static void fuse_swiglu(pp_stage *s, const pp_kernel *swiglu, const int *op_of_node, int o, char *gone)
+{
+    const stage_op *sw = &s->ops[o];
+    if (sw->op != PP_OP_SWISH || sw->nattrs != 0 || sw->nin != 1 || sw->nout != 1) return;
+    const int x = sw->in[0], y = sw->out[0], mul = stage_only_reader(s, op_of_node, y, PP_OP_MUL);
+    const int u = mul < 0 ? -1 : stage_other_input(&s->ops[mul], y);
+    if (u < 0 || s->t[u].dtype != PP_DTYPE_F32 || s->t[u].rank != s->t[x].rank ||
+        memcmp(s->t[u].dims, s->t[x].dims, (size_t)s->t[x].rank * sizeof s->t[x].dims[0]))
+        return;
+    stage_op *op = &s->ops[mul];
+    stage_op_become(op, PP_OP_SWIGLU, swiglu);
+    op->in[0] = x;
+    op->in[1] = u;
+    if (op->host_in) op->host_in[0] = op->host_in[1] = NULL;
+    gone[o] = 1;
+    s->t[y].view_of = x;   /* unused from now on */
+    pp_log(PP_LOG_DEBUG, "stage: fused Swish '%s' * '%s' into one SwiGLU", sw->name, op->name);
 }
 
 /* If op o is a MatMul (with a fused scale or none) whose result only an Add of a float
@@ -564,6 +588,7 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *rms = pp_kernel_find(PP_OP_RMS_NORMALIZATION, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *swish = pp_kernel_find(PP_OP_SWISH, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *swiglu = pp_kernel_find(PP_OP_SWIGLU, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *rope = pp_kernel_find(PP_OP_ROTARY_EMBEDDING, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     float eps;
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
@@ -618,6 +643,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     }
     for (int o = 0; swish && o < s->nops; o++)
         if (!gone[o]) fuse_swish(s, swish, op_of_node, o, gone);
+    for (int o = 0; swiglu && o < s->nops; o++)
+        if (!gone[o]) fuse_swiglu(s, swiglu, op_of_node, o, gone);
     for (int o = 0; o < s->nops; o++)
         if (!gone[o]) reshape_to_view(s, o, gone);
     /* a fused MatMul sits where its Add or Mul was, under the MatMul's node */

@@ -252,6 +252,7 @@ static const op_case cases[] = {
     {"HardSigmoid", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {A_FLOAT("alpha", 0.7f), A_FLOAT("beta", 0.4f)}, 1e-6f},
     {"Mish", 18, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
     {"Swish", 24, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {A_FLOAT("alpha", 1.7f)}, 1e-6f},
+    {"SwiGLU", 28, 2, 1, {F(16, 33), F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
     /* the broadcast input's gradient sums 16 rows, in another order on the GPU (H200: 1.4e-7) */
     {"Max", 0, 2, 1, {F(16, 33), F(33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
     {"Min", 0, 2, 1, {F(4, 1, 8), F(6, 1)}, {OUT(4, 6, 8)}, {{0}}, 1e-6f},

@@ -2,7 +2,7 @@
  * name) on the cpu: every differentiable one against central finite differences away from its
  * kinks (kernel_check.h, which also checks that backward accumulates and honours fresh), and at
  * the kinks and ties against PyTorch 1.13's autograd (the values below were printed by
- * torch.abs / F.elu / F.hardswish / F.silu / F.hardsigmoid / torch.clamp / F.softplus / F.mish /
+ * torch.abs / F.elu / F.hardswish / F.silu (Swish, SwiGLU) / F.hardsigmoid / torch.clamp / F.softplus / F.mish /
  * torch.maximum / torch.minimum / torch.fmod / F.prelu backward with a gradient of ones).
  * Forward against onnxruntime is test_logic_ops.sh's. */
 #include <setjmp.h>
@@ -47,6 +47,8 @@ static const kc_case cases[] = {
     U("ceil", "Ceil"), U("round", "Round"), U("softplus", "Softplus"), U("mish", "Mish", .opset = 18),
     U("elu", "Elu", .attrs = {A_F("alpha", 0.7f)}, .nattrs = 1), U("hard_swish", "HardSwish"),
     U("swish", "Swish", .opset = 24), U("swish_alpha", "Swish", .opset = 24, .attrs = {A_F("alpha", 1.7f)}, .nattrs = 1),
+    {.name = "swiglu", .op = "SwiGLU", .opset = 28, .nin = 2, .nout = 1, .in = {{T2(4, 6), SMOOTH}, {T2(4, 6)}},
+     .out = {{T2(4, 6)}}},
     U("hard_sigmoid", "HardSigmoid", .attrs = {A_F("alpha", 0.3f), A_F("beta", 0.6f)}, .nattrs = 2),
     {.name = "log", .op = "Log", .nin = 1, .nout = 1, .in = {{T2(3, 5), .fill = KC_POSITIVE}}, .out = {{T2(3, 5)}}},
     {.name = "max_bcast", .op = "Max", .nin = 2, .nout = 1, .in = {{T2(4, 6), SMOOTH}, {T1(6)}}, .out = {{T2(4, 6)}}},
@@ -197,6 +199,15 @@ static void test_kinks_match_torch(void **state)
     grads("Max", NULL, 0, 3, abc, &abc[0], gabc);
     bad += !same("Max of 3 ties, a", ga, max3_a, 4) + !same("Max of 3 ties, b", gb, max3_b, 4) +
            !same("Max of 3 ties, c", gc, max3_c, 4);
+    /* SwiGLU(a, b) = silu(a) b: d/da = silu'(a) b, d/db = silu(a) (torch: F.silu(a) * b) */
+    const float sb[NK] = {0.5f, -1, 2, 1, -0.25f, 3, 1.5f, -2};
+    const float want_sa[NK] = {-0.044052f, -0.072329f, 1.f, 0.5f, -0.18499f, 2.783012f, 1.632156f, -2.198802f};
+    const float want_sb[NK] = {-0.142278f, -0.268941f, 0, 0, 0.31123f, 0.731059f, 2.857723f, 2.310354f};
+    float gsa[NK], gsb[NK];
+    pp_tensor sab[2] = {x, vec(sb, NK)};
+    float *gs[2] = {gsa, gsb};
+    grads("SwiGLU", NULL, 0, 2, sab, &x, gs);
+    bad += !same("SwiGLU (F.silu(a) * b), a", gsa, want_sa, NK) + !same("SwiGLU, b", gsb, want_sb, NK);
     /* Mod fmod=1: d/da = 1, d/db = -trunc(a / b) */
     const float ma[5] = {5.5f, -5.5f, 5.5f, -5.5f, 3.f}, mb[5] = {2, 2, -2, -2, 1.5f};
     const float want_ma[5] = {1, 1, 1, 1, 1}, want_mb[5] = {-2, 2, 2, -2, -2};

@@ -71,6 +71,8 @@ typedef struct pp_el_params {
     B(MIN, pp_el_min(a, b), pp_el_min_grad(a, b), pp_el_min_grad(b, a))                                               \
     /* fmod=1, the only form ONNX allows on floats (graph/infer_logic.c checks) */                                    \
     B(MOD, fmodf(a, b), 1.f, pp_el_fmod_grad_b(a, b))                                                                 \
+    /* a: the gate, b: the value, the same shape; alpha 1 (graph/infer_logic.c checks) */                             \
+    B(SWIGLU, pp_el_swish(a, 1.f) * b, pp_el_swish_grad(a, 1.f) * b, pp_el_swish(a, 1.f))                             \
     /* b: the slope, broadcast to a (unidirectional: graph/infer_logic.c checks) */                                   \
     B(PRELU, pp_el_prelu(a, b), pp_el_prelu_grad_x(a, b), pp_el_prelu_grad_slope(a))
 

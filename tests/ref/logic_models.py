@@ -153,6 +153,10 @@ def bad_models():
     yield ("prelu_slope_wider", "does not broadcast to X",
            model("m", [h.make_node("PRelu", ["xw", "c"], ["y"], name="n")], out_shape=("N", 3, 4, K),
                  inits=[const("c", np.ones((3, 1, 1, 1)))])[1])
+    yield ("swiglu_alpha", "alpha=1.5 is not supported",
+           model("m", [h.make_node("SwiGLU", ["xw", "xw"], ["y"], name="n", alpha=1.5)], opset=28)[1])
+    yield ("swiglu_broadcast", "must have the same shape",
+           model("m", [h.make_node("SwiGLU", ["xw", "c"], ["y"], name="n")], opset=28, inits=[const("c", np.ones(K))])[1])
 
 
 def main():

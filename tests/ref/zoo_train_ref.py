@@ -53,10 +53,11 @@ MODELS = {  # name: export_model.py arguments
     "efficientnet": ["--model", "efficientnet_b0", *IMAGE, "--image-size", "64"],
 }
 # What stage/fuse.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
-# "fused ... into one OP"), per layer: SiLU as Swish, RMSNorm as RMSNormalization (and the
-# final norm), the rotary embedding of q and of k as RotaryEmbedding.
+# "fused ... into one OP"), per layer: SiLU as Swish and Swish(gate) * up as SwiGLU, RMSNorm
+# as RMSNormalization (and the final norm), the rotary embedding of q and of k as RotaryEmbedding.
 LAYERS = int(TEXT[TEXT.index("--layers") + 1])
-DECODER_FUSIONS = {"Swish": LAYERS, "RMSNormalization": 2 * LAYERS + 1, "RotaryEmbedding": 2 * LAYERS}
+DECODER_FUSIONS = {"Swish": LAYERS, "SwiGLU": LAYERS, "RMSNormalization": 2 * LAYERS + 1,
+                   "RotaryEmbedding": 2 * LAYERS}
 FUSIONS = {"llama": DECODER_FUSIONS, "qwen2": DECODER_FUSIONS, "mistral": DECODER_FUSIONS}
 EXPORTERS = ("torchscript", "dynamo")
 # Global batch 8 in microbatches of 2 in every layout, so that BatchNorm sees the same

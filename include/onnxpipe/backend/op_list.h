@@ -173,6 +173,10 @@
     /* d/da = 1; d/db = -trunc(a / b) */                                                                              \
     X(MOD, "Mod", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_FOLD_LARGE, ELEMENTWISE, 1, shape_mod,          \
       fold_binary, .saves_for_other = PP_BIT(0))                                                                      \
+    /* SwiGLU(A, B) = Swish(A) B, alpha 1 only (shape_swiglu): HF's Llama MLP becomes one (stage/fuse.c); */          \
+    /* d/dA reads A and B, d/dB reads A: B is kept for A's gradient only */                                           \
+    X(SWIGLU, "SwiGLU", binary, FB, 28, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 7, shape_swiglu, fold_binary,    \
+      .saves_for_other = PP_BIT(1))                                                                                   \
     /* d/dx reads x and the slope, d/dslope x */                                                                      \
     X(PRELU, "PRelu", binary, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, 0, ELEMENTWISE, 2, shape_prelu, NULL,              \
       .saves_for_other = PP_BIT(1))                                                                                   \
