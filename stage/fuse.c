@@ -241,13 +241,16 @@ static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp
     return PP_OK;
 }
 
-/* Adds attribute a to MatMul m (perm_A / perm_B / perm_Y, causal_Y / causal_A: read by
- * kernels/cpu/matmul.c); a MatMul has no attributes of its own. */
-static void fold_attr(stage_op *m, pp_attr a)
+/* Adds attribute a to op m after its own (a MatMul has none, a Softmax its axis): perm_A
+ * / perm_B / perm_Y, causal_Y / causal_A (read by kernels/cpu/matmul.c), a Softmax's
+ * causal (kernels/cpu/softmax.c). 0 (m unchanged) where they do not fit in m->folded. */
+static int fold_attr(stage_op *m, pp_attr a)
 {
-    if (m->attrs != m->folded) m->nattrs = 0;
+    if (m->nattrs >= (int)(sizeof m->folded / sizeof m->folded[0])) return 0;
+    if (m->attrs != m->folded && m->nattrs) memcpy(m->folded, m->attrs, (size_t)m->nattrs * sizeof *m->attrs);
     m->folded[m->nattrs++] = a;
     m->attrs = m->folded;
+    return 1;
 }
 
 /* The explicit perm of Transpose op t, rank >= 3, else NULL. */
@@ -383,8 +386,9 @@ static int only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_
 }
 
 /* If op o is a MatMul with a fused causal mask (causal_mask) whose result only a Softmax
- * over the last axis reads, marks it causal_Y, and the MatMul that alone reads the
- * Softmax's result (or views of it), as its input 0, causal_A. */
+ * over the last axis reads, marks it causal_Y, the Softmax causal where its kernel can
+ * (PP_KCAP_SOFTMAX_CAUSAL), and the MatMul that alone reads the Softmax's result (or views
+ * of it), as its input 0, causal_A. */
 static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, int o)
 {
     stage_op *mm = &s->ops[o];
@@ -398,12 +402,16 @@ static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, in
         pp_attr_int(s->ops[sm].attrs, s->ops[sm].nattrs, "axis", s->g->opset >= 13 ? -1 : 1, &axis, NULL, NULL) ||
         (axis != -1 && axis != y->rank - 1))
         return;
-    fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1});
-    pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
+    /* each mark is right without the others: what one op skips is the mask or exact zeros to them */
+    if (fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1}))
+        pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
+    if ((s->ops[sm].k->caps & PP_KCAP_SOFTMAX_CAUSAL) &&
+        fold_attr(&s->ops[sm], (pp_attr){.name = "causal", .type = PP_ATTR_INT, .i = 1}))
+        pp_log(PP_LOG_DEBUG, "stage: Softmax '%s' sums the causal triangle only", s->ops[sm].name);
     const int p = s->ops[sm].out[0], pv = only_reader_via_views(s, gone, p, PP_OP_MATMUL);
     if (pv < 0 || stage_base(s, s->ops[pv].in[0]) != p || stage_base(s, s->ops[pv].in[1]) == p) return;
-    fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1});
-    pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
+    if (fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1}))
+        pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
 }
 
 /* Whether ReduceMean op r averages over the last axis only (rank `rank`) and keeps it:

@@ -57,7 +57,8 @@ typedef struct stage_op {
     int *in, *out;          /* tslot ids, -1 omitted */
     const void **host_in;   /* [nin] host data of constant inputs (graph initializers), else NULL */
     pp_attr folded[4];      /* fuse.c: perm_A / perm_B / perm_Y of Transposes folded into a MatMul,
-                               and causal_Y or causal_A (attrs points here then) */
+                               and causal_Y or causal_A; a causal Softmax's axis and causal
+                               (attrs points here then) */
     place aux;
     size_t aux_bytes;
     size_t work_bytes;      /* the most its forward or backward call allocates for itself (pp_kernel.work_bytes) */
