@@ -22,9 +22,10 @@
  *    as a transposed operand (attribute trans_B);
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_CAUSAL), attention under a causal mask,
  *    MatMul + bias [T, T] that is <= -1e4 above its diagonal, then Softmax over the last
- *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A):
- *    exp underflows to exactly 0 above the diagonal, so the kernels skip that triangle
- *    (the same probabilities and gradients, about half the attention FLOPs); the
+ *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A) and,
+ *    where its kernel can (PP_KCAP_SOFTMAX_CAUSAL), the Softmax (causal): exp underflows
+ *    to exactly 0 above the diagonal, so the kernels skip that triangle (the same
+ *    probabilities and gradients, about half the attention FLOPs and exps); the
  *    probabilities may pass through views (a Cast, a Dropout of ratio 0) on the way.
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
