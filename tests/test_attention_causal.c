@@ -239,23 +239,17 @@ static void check(int T, int folded, pp_device *dev)
 
 static void test_causal(void **state)
 {
-    (void)state;
-    pp_device *dev = NULL;
-    pp_error err = {0};
-    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
+    pp_device *dev = *state;
     const int Ts[3] = {100, 64, 24};
     for (int t = 0; t < 3; t++)
         for (int folded = 0; folded < 2; folded++) check(Ts[t], folded, dev);
-    pp_device_destroy(dev);
 }
 
 /* A mark on a product that is not square is refused, naming the node. */
 static void test_causal_refused(void **state)
 {
-    (void)state;
-    pp_device *dev = NULL;
+    pp_device *dev = *state;
     pp_error err = {0};
-    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
     float x[6] = {0}, y[6] = {0}, z[4] = {0};
     const int64_t d23[2] = {2, 3}, d32[2] = {3, 2}, d22[2] = {2, 2};
     pp_tensor in[2] = {tensor(x, 2, d23), tensor(y, 2, d32)}, out = tensor(z, 2, d22);
@@ -267,7 +261,6 @@ static void test_causal_refused(void **state)
     printf("refused: %s\n", err.msg);
     assert_non_null(strstr(err.msg, "'pv'"));
     assert_non_null(strstr(err.msg, "square"));
-    pp_device_destroy(dev);
 }
 
 /* ---------------- the causal Softmax alone ---------------- */
@@ -348,23 +341,17 @@ static void check_softmax(int T, float fill, pp_device *dev)
 
 static void test_softmax_causal(void **state)
 {
-    (void)state;
-    pp_device *dev = NULL;
-    pp_error err = {0};
-    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
+    pp_device *dev = *state;
     const int Ts[4] = {256, 100, 37, 24};   /* HF Llama's; not multiples of 8 or of the 32 lanes; under 32 */
     const float fills[3] = {-1e9f, -3.4028234663852886e38f, -INFINITY};
     for (int t = 0; t < 4; t++) check_softmax(Ts[t], fills[t % 3], dev);
-    pp_device_destroy(dev);
 }
 
 /* causal on LogSoftmax, or on a Softmax whose last two dims differ, is refused, naming the node. */
 static void test_softmax_causal_refused(void **state)
 {
-    (void)state;
-    pp_device *dev = NULL;
+    pp_device *dev = *state;
     pp_error err = {0};
-    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
     float x[30] = {0}, y[30] = {0};
     const int64_t d235[3] = {2, 3, 5}, d255[3] = {2, 5, 5};
     const pp_attr mark = {.name = "causal", .type = PP_ATTR_INT, .i = 1};
@@ -382,7 +369,6 @@ static void test_softmax_causal_refused(void **state)
         assert_non_null(strstr(err.msg, "'p'"));
         assert_non_null(strstr(err.msg, cases[k].why));
     }
-    pp_device_destroy(dev);
 }
 
 /* ---------------- the fusion's marks ---------------- */
@@ -403,7 +389,6 @@ static void node(pp_graph *g, const char *op, const char *in0, const char *in1, 
  * causal_A on the second MatMul. Its forward is checked against the attention in double. */
 static void test_fusion_marks(void **state)
 {
-    (void)state;
     pp_graph *g = NULL;
     pp_error err = {0};
     const int64_t bhtd[4] = {NB, NH, FT, DH}, mdims[4] = {1, 1, FT, FT};
@@ -432,9 +417,8 @@ static void test_fusion_marks(void **state)
     assert_int_equal(pp_graph_add_output(g, "ctx", PP_DTYPE_F32, NULL, &err), PP_OK);
     if (pp_graph_finalize(g, NULL, &err) != PP_OK) fail_msg("%s", err.msg);
 
-    pp_device *dev = NULL;
+    pp_device *dev = *state;
     pp_stage *s = NULL;
-    assert_int_equal(pp_device_create(PP_DEVICE_CPU, 0, &dev, &err), PP_OK);
     pp_stage_options so = {.slots = 1, .microbatch = NB, .global_batch = NB};
     if (pp_stage_create_range(g, 0, g->nnodes, 1, dev, &so, &s, &err) != PP_OK) fail_msg("%s", err.msg);
     int marks[3] = {0};   /* causal_Y, causal, causal_A */
@@ -486,8 +470,23 @@ static void test_fusion_marks(void **state)
     printf("fused stage's ctx [%d,%d,%d,%d] vs causal attention in double: max rel diff %.2g\n", NB, NH, FT, DH, worst);
     assert_true(worst < 2e-6);
     pp_stage_destroy(s);
-    pp_device_destroy(dev);
     pp_graph_destroy(g);
+}
+
+/* one cpu device for every test */
+static int setup(void **state)
+{
+    pp_error err = {0};
+    pp_device *dev = NULL;
+    if (pp_device_create(PP_DEVICE_CPU, 0, &dev, &err) != PP_OK) fail_msg("%s", err.msg);
+    *state = dev;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    pp_device_destroy(*state);
+    return 0;
 }
 
 int main(void)
@@ -499,5 +498,5 @@ int main(void)
         cmocka_unit_test(test_softmax_causal_refused),
         cmocka_unit_test(test_fusion_marks),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }
