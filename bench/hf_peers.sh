@@ -19,7 +19,8 @@
 # when set.
 #
 # One JSON line per trainer and configuration (losses, loss_first, loss_last, median of the
-# timed steps, CPU time where one process on one core runs it, the load average), then
+# timed steps, CPU time where one process on one core runs it, the load average), the
+# GEMM yardstick per model (bench_gemm_mix on OpenBLAS and on PyTorch's MKL, 1 core), then
 # bench/peers/hf_summary.py's: per model, the losses against PyTorch eager's and best
 # onnxpipe / best peer on 1 core and on 2 (target 1.2x).
 #
@@ -164,6 +165,15 @@ peers() {
     done
 }
 
+# gemm_yardstick MODEL FILE: the export's products (every MatMul at one microbatch, forward
+# and both backward forms) on one core, by OpenBLAS (what onnxpipe runs) and by PyTorch's
+# MKL, one JSON line each (bench "gemm_mix"): how much of a gap is the GEMM library's
+gemm_yardstick() {
+    local tags="{\"model\": \"$1\", \"cores\": 1}" mix=("$BUILD/bench_gemm_mix" "$2" --batch $((BATCH / MB)) --dim seq="$SEQ")
+    OPENBLAS_NUM_THREADS=1 taskset -c 0 "${mix[@]}" | out "$tags"
+    "${mix[@]}" --list | taskset -c 0 "$PY" "$PEERDIR/torch_gemm_mix.py" --threads 1 2>/dev/null | out "$tags"
+}
+
 same_weights() {   # same_weights A.onnx B.onnx: their .safetensors hold equal tensors
     "$PY" - "${1%.onnx}.safetensors" "${2%.onnx}.safetensors" <<'EOF' 2>/dev/null
 import sys
@@ -214,6 +224,7 @@ for model in $MODELS; do
         for i in "${peer_idx[@]}"; do
             peers "$model" "$cores" "${files[$i]}" "${exps[$i]}"
         done
+        [ "$cores" = 1 ] && gemm_yardstick "$model" "${files[0]}"
     done
 done
 printf '{"bench": "hf_peers_end", "loadavg": "%s", "utc": "%s"}\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(date -u +%FT%TZ)" |

@@ -13,8 +13,11 @@
 #include <onnxpipe/op_info.h>
 
 /* The newest ai.onnx opset the op list is written against (issue 24: exports at opsets
- * 13-23): an op is read from its registry `since` up to this. */
+ * 13-23): an op is read from its registry `since` up to this, or at its `since` alone where
+ * that is newer (Swish, 24: what stage/fuse.c makes of SiLU). */
 #define OPSET_LATEST 23
+
+static int64_t until_of(const pp_op_info *o) { return o->since > OPSET_LATEST ? o->since : OPSET_LATEST; }
 
 static const char usage[] =
     "usage: onnxpipe ops [--json]\n\n"
@@ -63,7 +66,7 @@ static void print_json(const pp_backend *cpu, const pp_backend *cuda)
         pp_json_string(&j, "name", o->name);
         pp_json_string(&j, "domain", o->domain ? o->domain : "");
         pp_json_int(&j, "since", o->since);
-        pp_json_int(&j, "until", OPSET_LATEST);
+        pp_json_int(&j, "until", until_of(o));
         pp_json_bool(&j, "graph_only", (o->flags & PP_OPF_GRAPH_ONLY) != 0);
         pp_json_bool(&j, "fold_only", (o->flags & PP_OPF_FOLD_ONLY) != 0);
         pp_json_bool(&j, "backward", kc && kc->backward);
@@ -95,8 +98,11 @@ static void print_table(const pp_backend *cpu, const pp_backend *cuda)
     for (int i = 0; i < PP_OP_COUNT; i++) {
         const pp_op_info *o = pp_op_get((pp_op)i);
         const pp_kernel *kc = kernel_of(cpu, (pp_op)i, PP_DTYPE_F32);
-        char opsets[16], n16[64] = "-";
-        snprintf(opsets, sizeof opsets, "%lld-%d", (long long)o->since, OPSET_LATEST);
+        char opsets[48], n16[64] = "-";
+        if (o->since == until_of(o))
+            snprintf(opsets, sizeof opsets, "%lld", (long long)o->since);
+        else
+            snprintf(opsets, sizeof opsets, "%lld-%lld", (long long)o->since, (long long)until_of(o));
         pp_dtype dt[4];
         const int n = cuda ? native16(cuda, (pp_op)i, dt) : 0;
         if (!cuda) snprintf(n16, sizeof n16, "n/a");

@@ -75,8 +75,9 @@ pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err)
 {
     const pp_tensor *x = &c->in[0], *cosc = &c->in[1], *sinc = &c->in[2];
     const pp_tensor *pos = c->nin > 3 && c->in[3].data ? &c->in[3] : NULL;
-    int64_t interleaved, heads, rd;
+    int64_t interleaved, heads, rd, hf;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "interleaved", 0, &interleaved, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "hf_caches", 0, &hf, c->node, err));
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "num_heads", 0, &heads, c->node, err));
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "rotary_embedding_dim", 0, &rd, c->node, err));
     a->interleaved = interleaved != 0;
@@ -110,11 +111,19 @@ pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err)
             return pp_args_fail(c, PP_ERR_SHAPE, err, "with position_ids the caches must be [max_positions, %lld]",
                                 (long long)half);
         a->npos = cosc->dims[0];
+        a->crow = half;
+    } else if (hf) {
+        int lead = cosc->rank >= 2 && cosc->dims[cosc->rank - 2] == a->s && cosc->dims[cosc->rank - 1] == a->rd;
+        for (int i = 0; lead && i + 2 < cosc->rank; i++) lead = cosc->dims[i] == 1;
+        if (!lead || a->interleaved)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "HF's caches (hf_caches) must be [1, .., 1, S, rd] = [.., %lld, "
+                                "%lld], not interleaved", (long long)a->s, (long long)a->rd);
+        a->npos = 0, a->cb = 0, a->crow = a->rd;
     } else {
         if (cosc->rank != 3 || cosc->dims[0] != a->b || cosc->dims[1] != a->s || cosc->dims[2] != half)
             return pp_args_fail(c, PP_ERR_SHAPE, err, "without position_ids the caches must be [B, S, rd / 2] = "
                                 "[%lld, %lld, %lld]", (long long)a->b, (long long)a->s, (long long)half);
-        a->npos = 0;
+        a->npos = 0, a->cb = a->s, a->crow = half;
     }
     if (pp_tensor_numel(sinc) != pp_tensor_numel(cosc))
         return pp_args_fail(c, PP_ERR_SHAPE, err, "sin_cache and cos_cache differ in shape");

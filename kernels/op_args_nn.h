@@ -34,13 +34,21 @@ size_t pp_args_norm_aux(const pp_kernel_ctx *c);
 /* RotaryEmbedding (opset 23) on X [B, H, S, D] (or [B, S, H * D] with num_heads): element
  * (b, h, s, i) of X and Y at b * sb + h * sh + s * ss + i. The first rd elements of a head
  * turn in rd / 2 pairs (i, i + rd / 2), or (2 i, 2 i + 1) when interleaved; the rest pass.
- * cos / sin rows: position_ids[b, s] into [P, rd / 2] caches, else caches [B, S, rd / 2]. */
+ * cos / sin rows: position_ids[b, s] into [P, rd / 2] caches, else caches [B, S, rd / 2];
+ * or, with the attribute hf_caches = 1 that stage/fuse_rope.c sets on the RotaryEmbedding
+ * it makes of HF's rotate_half, HF's own caches [1, .., 1, S, rd], each row cat(freqs,
+ * freqs) (the fusion checked the halves equal): row s for every b, its first half read.
+ * Angle k of row r at r * crow + k. */
 typedef struct pp_rope_args {
     int64_t b, h, s, d, rd;
     int64_t sb, sh, ss;
     int64_t npos;           /* rows of the caches with position_ids, else 0 */
+    int64_t cb;             /* cache rows per b without position_ids: s, or 0 (HF's, shared) */
+    int64_t crow;           /* elements per cache row: rd / 2, or rd (HF's) */
     int interleaved;
 } pp_rope_args;
+/* the cache row of (b, s) without position_ids */
+static inline PP_HD int64_t pp_rope_row(const pp_rope_args *a, int64_t b, int64_t s) { return b * a->cb + s; }
 pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err);
 
 /* Attention (opset 23) without a past: Q [B, Hq, Sq, Dk], K [B, Hkv, Skv, Dk],

@@ -69,18 +69,19 @@ def render(reg):
         if not o:
             lines.append(f"| {name}{dep} | {since} | not supported | | | | | |")
             continue
+        span = str(o["since"]) if o["since"] == o["until"] else f"{o['since']}-{o['until']}"
         if o["fold_only"]:
-            lines.append(f"| {name}{dep} | {since} | {o['since']}-{o['until']} | no | fold-only: no kernel, "
+            lines.append(f"| {name}{dep} | {since} | {span} | no | fold-only: no kernel, "
                          f"folded at load | | {yes(o['fold'])} | |")
             continue
         if o["graph_only"]:
-            lines.append(f"| {name}{dep} | {since} | {o['since']}-{o['until']} | no | becomes an initializer "
+            lines.append(f"| {name}{dep} | {since} | {span} | no | becomes an initializer "
                          f"| | {yes(o['fold'])} | |")
             continue
         cuda = "n/a" if o["cuda"] is None else yes(o["cuda"])
         if o.get("cuda_native16"):
             cuda += f" (native {', '.join(o['cuda_native16'])})"
-        lines.append(f"| {name}{dep} | {since} | {o['since']}-{o['until']} | {yes(o['backward'])} | {yes(o['cpu'])} "
+        lines.append(f"| {name}{dep} | {since} | {span} | {yes(o['backward'])} | {yes(o['cpu'])} "
                      f"| {cuda} | {yes(o['fold'])} | {o['precision']} |")
     unknown = sorted(set(ours) - set(known))
     if other or unknown:

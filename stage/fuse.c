@@ -3,8 +3,12 @@
  *    elementwise ops, y = (x * (erf(x / sqrt2) + 1)) * 0.5; it becomes one Gelu op;
  *    so does the tanh form as HF's gelu_new writes it (GPT-2: eight ops, match_gelu_tanh),
  *    as Gelu with approximate = 'tanh';
+ *  - SiLU as HF's Llama family exports it, x * Sigmoid(x), becomes one Swish op (fuse_swish);
  *  - RMSNorm as HF's Llama family exports it (Pow, ReduceMean, Add eps, Sqrt, Reciprocal or
  *    Div, Mul, Mul by the weight: match_rmsnorm) becomes one RMSNormalization op;
+ *  - HF's rotary embedding, x * cos + rotate_half(x) * sin (Slice, Slice, Neg, Concat, Mul,
+ *    Mul, Add) with constant cos and sin of equal halves, becomes one RotaryEmbedding op
+ *    (fuse_rope.c);
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul
  *    followed by Mul by a scalar constant becomes one MatMul with the scalar as a fourth
  *    input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled or not) followed
@@ -40,7 +44,7 @@
 
 /* The op that is the only reader of tslot t (graph-wide, so no later stage reads it
  * either), if it is an `op` and lies in this stage; else -1. */
-static int only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op)
+int stage_only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op)
 {
     int v = s->t[t].value;
     if (v < 0) return -1;
@@ -70,7 +74,7 @@ static int is_const(const pp_stage *s, int t, double want)
 }
 
 /* The input of binary op o that is not t, or -2 when t is not an input. */
-static int other_input(const stage_op *op, int t)
+int stage_other_input(const stage_op *op, int t)
 {
     if (op->nin != 2 || op->nout != 1) return -2;
     return op->in[0] == t ? op->in[1] : op->in[1] == t ? op->in[0] : -2;
@@ -86,15 +90,15 @@ static int match_gelu(const pp_stage *s, const int *op_of_node, int o, int chain
         return -1;
     int x = div->in[0];
     chain[0] = o;
-    if ((chain[1] = only_reader(s, op_of_node, div->out[0], PP_OP_ERF)) < 0) return -1;
-    if ((chain[2] = only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
-        !is_const(s, other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), 1.0))
+    if ((chain[1] = stage_only_reader(s, op_of_node, div->out[0], PP_OP_ERF)) < 0) return -1;
+    if ((chain[2] = stage_only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
+        !is_const(s, stage_other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), 1.0))
         return -1;
-    if ((chain[3] = only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_MUL)) < 0 ||
-        other_input(&s->ops[chain[3]], s->ops[chain[2]].out[0]) != x)
+    if ((chain[3] = stage_only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_MUL)) < 0 ||
+        stage_other_input(&s->ops[chain[3]], s->ops[chain[2]].out[0]) != x)
         return -1;
-    if ((chain[4] = only_reader(s, op_of_node, s->ops[chain[3]].out[0], PP_OP_MUL)) < 0 ||
-        !is_const(s, other_input(&s->ops[chain[4]], s->ops[chain[3]].out[0]), 0.5))
+    if ((chain[4] = stage_only_reader(s, op_of_node, s->ops[chain[3]].out[0], PP_OP_MUL)) < 0 ||
+        !is_const(s, stage_other_input(&s->ops[chain[4]], s->ops[chain[3]].out[0]), 0.5))
         return -1;
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
 }
@@ -113,18 +117,19 @@ static int match_gelu_tanh(const pp_stage *s, const int *op_of_node, int o, int 
     static const double consts[6] = {0.044715, -1, 0.7978845608028654, 0, 1.0, -2};   /* -1: x, -2: h, 0: none */
     chain[0] = o;
     for (int k = 0; k < 6; k++) {
-        int c = only_reader(s, op_of_node, prev, ops[k]);
+        int c = stage_only_reader(s, op_of_node, prev, ops[k]);
         if (c < 0) return -1;
         const stage_op *op = &s->ops[c];
         if (ops[k] != PP_OP_TANH) {
-            int other = other_input(op, prev);
+            int other = stage_other_input(op, prev);
             if (other < 0 || (consts[k] > 0 && !is_const(s, other, consts[k])) || (consts[k] == -1 && other != x))
                 return -1;
             if (consts[k] == -2) {   /* h = Mul(x, 0.5), read by this Mul only */
                 int h = s->t[other].value >= 0 ? s->g->values[s->t[other].value].producer : -1;
                 int ho = h >= 0 && stage_side(s, h) == 0 ? op_of_node[h - s->first] : -1;
-                if (ho < 0 || s->ops[ho].op != PP_OP_MUL || other_input(&s->ops[ho], x) < 0 ||
-                    !is_const(s, other_input(&s->ops[ho], x), 0.5) || only_reader(s, op_of_node, other, PP_OP_MUL) != c)
+                if (ho < 0 || s->ops[ho].op != PP_OP_MUL || stage_other_input(&s->ops[ho], x) < 0 ||
+                    !is_const(s, stage_other_input(&s->ops[ho], x), 0.5) ||
+                    stage_only_reader(s, op_of_node, other, PP_OP_MUL) != c)
                     return -1;
                 chain[7] = ho;
             }
@@ -139,6 +144,27 @@ static int match_gelu_tanh(const pp_stage *s, const int *op_of_node, int o, int 
     return s->t[x].dtype == PP_DTYPE_F32 ? x : -1;
 }
 
+/* If op o is a Sigmoid of a float x whose result only a Mul by that same x reads (SiLU as
+ * HF's Llama family and torch export it), makes that Mul Swish(x) (alpha 1) and drops the
+ * Sigmoid: one pass over x forward and one backward, nothing saved but x. */
+static void fuse_swish(pp_stage *s, const pp_kernel *swish, const int *op_of_node, int o, char *gone)
+{
+    const stage_op *sig = &s->ops[o];
+    if (sig->op != PP_OP_SIGMOID || sig->nin != 1 || sig->nout != 1 || sig->in[0] < 0 ||
+        s->t[sig->in[0]].dtype != PP_DTYPE_F32)
+        return;
+    const int x = sig->in[0], mul = stage_only_reader(s, op_of_node, sig->out[0], PP_OP_MUL);
+    if (mul < 0 || stage_other_input(&s->ops[mul], sig->out[0]) != x) return;
+    stage_op *op = &s->ops[mul];
+    stage_op_become(op, PP_OP_SWISH, swish);
+    op->nin = 1;
+    op->in[0] = x;
+    if (op->host_in) op->host_in[0] = NULL;
+    gone[o] = 1;
+    s->t[sig->out[0]].view_of = x;   /* unused from now on */
+    pp_log(PP_LOG_DEBUG, "stage: fused '%s' * Sigmoid '%s' into one Swish", op->name, sig->name);
+}
+
 /* If op o is a MatMul (with a fused scale or none) whose result only an Add of a float
  * [N] or [M, N] (its last dims; or [1, .., 1, M, N]) reads, returns that Add's op and sets *bias; else -1. */
 static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias)
@@ -147,9 +173,9 @@ static int match_bias(const pp_stage *s, const int *op_of_node, int o, int *bias
     if (mm->op != PP_OP_MATMUL || (mm->nin != 2 && (mm->nin != 4 || mm->in[2] >= 0)) || mm->nout != 1 ||
         mm->in[0] < 0 || mm->in[1] < 0)
         return -1;
-    int y0 = mm->out[0], add = only_reader(s, op_of_node, y0, PP_OP_ADD);
+    int y0 = mm->out[0], add = stage_only_reader(s, op_of_node, y0, PP_OP_ADD);
     if (add < 0) return -1;
-    int b = other_input(&s->ops[add], y0), y = s->ops[add].out[0];
+    int b = stage_other_input(&s->ops[add], y0), y = s->ops[add].out[0];
     if (b < 0 || y < 0 || s->t[b].dtype != PP_DTYPE_F32 || s->t[y].nbytes != s->t[y0].nbytes) return -1;
     const tslot *tb = &s->t[b], *ty0 = &s->t[y0];
     if (tb->rank < 1 || ty0->rank < tb->rank) return -1;
@@ -170,9 +196,9 @@ static int match_scale(const pp_stage *s, const int *op_of_node, int o, int *sca
     float f;
     if (mm->op != PP_OP_MATMUL || mm->nin != 2 || mm->nout != 1 || mm->in[0] < 0 || mm->in[1] < 0)
         return -1;
-    int mul = only_reader(s, op_of_node, mm->out[0], PP_OP_MUL);
+    int mul = stage_only_reader(s, op_of_node, mm->out[0], PP_OP_MUL);
     if (mul < 0 || s->ops[mul].out[0] < 0) return -1;
-    *scale = other_input(&s->ops[mul], mm->out[0]);
+    *scale = stage_other_input(&s->ops[mul], mm->out[0]);
     return scalar_const(s, *scale, &f) ? mul : -1;
 }
 
@@ -242,16 +268,27 @@ static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp
     return PP_OK;
 }
 
-/* Adds attribute a to op m after its own (a MatMul has none, a Softmax its axis): perm_A
- * / perm_B / perm_Y, causal_Y / causal_A (read by kernels/cpu/matmul.c), a Softmax's
- * causal (kernels/cpu/softmax.c). 0 (m unchanged) where they do not fit in m->folded. */
-static int fold_attr(stage_op *m, pp_attr a)
+/* Adds attribute a to op m after its own (a MatMul has none, a Softmax its axis, an op of
+ * stage_op_become none): the marks perm_A / perm_B / perm_Y, causal_Y / causal_A, trans_B
+ * (read by kernels/cpu/matmul.c) and a Softmax's causal (kernels/cpu/softmax.c), and the
+ * attributes of fused ops. 0 (m unchanged) where they do not fit in m->folded. */
+int stage_fold_attr(stage_op *m, pp_attr a)
 {
     if (m->nattrs >= (int)(sizeof m->folded / sizeof m->folded[0])) return 0;
     if (m->attrs != m->folded && m->nattrs) memcpy(m->folded, m->attrs, (size_t)m->nattrs * sizeof *m->attrs);
     m->folded[m->nattrs++] = a;
     m->attrs = m->folded;
     return 1;
+}
+
+/* Op m becomes a `id` op run by kernel k, with no attributes yet (stage_fold_attr adds them). */
+void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k)
+{
+    m->op = id;
+    m->op_type = pp_op_get(id)->name;
+    m->k = k;
+    m->attrs = NULL;
+    m->nattrs = 0;
 }
 
 /* The explicit perm of Transpose op t, rank >= 3, else NULL. */
@@ -291,9 +328,9 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
         if (k < 2) {   /* operand k: Transpose(x) -> m */
             int v = s->t[m->in[k]].value, node = v >= 0 ? s->g->values[v].producer : -1;
             t = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
-            if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[k], PP_OP_MATMUL) != o) t = -1;
+            if (t < 0 || gone[t] || stage_only_reader(s, op_of_node, m->in[k], PP_OP_MATMUL) != o) t = -1;
         } else if (m->nin < 3 || m->in[2] < 0) {
-            t = only_reader(s, op_of_node, m->out[0], PP_OP_TRANSPOSE);
+            t = stage_only_reader(s, op_of_node, m->out[0], PP_OP_TRANSPOSE);
         }
         const pp_attr *perm = t >= 0 && !gone[t] ? transpose_perm(&s->ops[t]) : NULL;
         if (!perm || perm->n != s->t[m->out[0]].rank) continue;
@@ -311,7 +348,7 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
             s->t[m->out[0]].view_of = m->in[0];   /* unused from now on */
             m->out[0] = tr->out[0];
         }
-        fold_attr(m, (pp_attr){.name = names[k], .type = PP_ATTR_INTS, .n = r, .ints = perm->ints});
+        stage_fold_attr(m, (pp_attr){.name = names[k], .type = PP_ATTR_INTS, .n = r, .ints = perm->ints});
         gone[t] = 1;
         pp_log(PP_LOG_DEBUG, "stage: folded Transpose '%s' into MatMul '%s'", tr->name, m->name);
     }
@@ -329,7 +366,7 @@ static void fold_trans_b(pp_stage *s, const int *op_of_node, int o, char *gone)
         return;
     int v = s->t[m->in[1]].value, node = v >= 0 ? s->g->values[v].producer : -1;
     int t = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
-    if (t < 0 || gone[t] || only_reader(s, op_of_node, m->in[1], PP_OP_MATMUL) != o) return;
+    if (t < 0 || gone[t] || stage_only_reader(s, op_of_node, m->in[1], PP_OP_MATMUL) != o) return;
     const stage_op *tr = &s->ops[t];
     if (tr->op != PP_OP_TRANSPOSE || tr->nin != 1 || tr->nout != 1 || tr->in[0] < 0 || s->t[tr->in[0]].rank != 2 ||
         s->t[tr->in[0]].dtype != PP_DTYPE_F32)
@@ -339,7 +376,7 @@ static void fold_trans_b(pp_stage *s, const int *op_of_node, int o, char *gone)
     s->t[m->in[1]].view_of = tr->in[0];   /* unused from now on */
     m->in[1] = tr->in[0];
     if (m->host_in) m->host_in[1] = tr->host_in ? tr->host_in[0] : NULL;
-    fold_attr(m, (pp_attr){.name = "trans_B", .type = PP_ATTR_INT, .i = 1});
+    stage_fold_attr(m, (pp_attr){.name = "trans_B", .type = PP_ATTR_INT, .i = 1});
     gone[t] = 1;
     pp_log(PP_LOG_DEBUG, "stage: folded weight Transpose '%s' into MatMul '%s' (trans_B)", tr->name, m->name);
 }
@@ -397,21 +434,21 @@ static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, in
     const tslot *y = &s->t[mm->out[0]];
     if (y->rank < 2 || y->dims[y->rank - 2] != y->dims[y->rank - 1] || !causal_mask(s, mm->in[2], y->dims[y->rank - 1]))
         return;
-    int sm = only_reader(s, op_of_node, mm->out[0], PP_OP_SOFTMAX);
+    int sm = stage_only_reader(s, op_of_node, mm->out[0], PP_OP_SOFTMAX);
     int64_t axis;
     if (sm < 0 || s->ops[sm].out[0] < 0 ||
         pp_attr_int(s->ops[sm].attrs, s->ops[sm].nattrs, "axis", s->g->opset >= 13 ? -1 : 1, &axis, NULL, NULL) ||
         (axis != -1 && axis != y->rank - 1))
         return;
     /* each mark is right without the others: what one op skips is the mask or exact zeros to them */
-    if (fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1}))
+    if (stage_fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1}))
         pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
     if ((s->ops[sm].k->caps & PP_KCAP_SOFTMAX_CAUSAL) &&
-        fold_attr(&s->ops[sm], (pp_attr){.name = "causal", .type = PP_ATTR_INT, .i = 1}))
+        stage_fold_attr(&s->ops[sm], (pp_attr){.name = "causal", .type = PP_ATTR_INT, .i = 1}))
         pp_log(PP_LOG_DEBUG, "stage: Softmax '%s' sums the causal triangle only", s->ops[sm].name);
     const int p = s->ops[sm].out[0], pv = only_reader_via_views(s, gone, p, PP_OP_MATMUL);
     if (pv < 0 || stage_base(s, s->ops[pv].in[0]) != p || stage_base(s, s->ops[pv].in[1]) == p) return;
-    if (fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1}))
+    if (stage_fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1}))
         pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
 }
 
@@ -446,21 +483,21 @@ static int match_rmsnorm(const pp_stage *s, const int *op_of_node, const char *g
     const tslot *tx = &s->t[x];
     if (tx->dtype != PP_DTYPE_F32 || tx->rank < 1) return -1;
     chain[0] = o;
-    if ((chain[1] = only_reader(s, op_of_node, pw->out[0], PP_OP_REDUCE_MEAN)) < 0 ||
+    if ((chain[1] = stage_only_reader(s, op_of_node, pw->out[0], PP_OP_REDUCE_MEAN)) < 0 ||
         !mean_last_axis(s, &s->ops[chain[1]], tx->rank))
         return -1;
-    if ((chain[2] = only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
-        !scalar_const(s, other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), eps) || !(*eps >= 0.f))
+    if ((chain[2] = stage_only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
+        !scalar_const(s, stage_other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), eps) || !(*eps >= 0.f))
         return -1;
-    if ((chain[3] = only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_SQRT)) < 0) return -1;
+    if ((chain[3] = stage_only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_SQRT)) < 0) return -1;
     const int sq = s->ops[chain[3]].out[0];
-    if ((chain[4] = only_reader(s, op_of_node, sq, PP_OP_RECIPROCAL)) < 0) {
-        if ((chain[4] = only_reader(s, op_of_node, sq, PP_OP_DIV)) < 0 || s->ops[chain[4]].in[1] != sq ||
+    if ((chain[4] = stage_only_reader(s, op_of_node, sq, PP_OP_RECIPROCAL)) < 0) {
+        if ((chain[4] = stage_only_reader(s, op_of_node, sq, PP_OP_DIV)) < 0 || s->ops[chain[4]].in[1] != sq ||
             !is_const(s, s->ops[chain[4]].in[0], 1.0))
             return -1;
     }
-    if ((chain[5] = only_reader(s, op_of_node, s->ops[chain[4]].out[0], PP_OP_MUL)) < 0 ||
-        other_input(&s->ops[chain[5]], s->ops[chain[4]].out[0]) != x)
+    if ((chain[5] = stage_only_reader(s, op_of_node, s->ops[chain[4]].out[0], PP_OP_MUL)) < 0 ||
+        stage_other_input(&s->ops[chain[5]], s->ops[chain[4]].out[0]) != x)
         return -1;
     const int n = s->ops[chain[5]].out[0];
     if ((chain[6] = only_reader_via_views(s, gone, n, PP_OP_MUL)) < 0) return -1;
@@ -482,13 +519,9 @@ static void fuse_rmsnorm(pp_stage *s, const pp_kernel *k, const int chain[7], in
     const void *hw = last->host_in ? last->host_in[last->in[0] == w ? 0 : 1] : NULL;
     pp_log(PP_LOG_DEBUG, "stage: fused RMSNorm '%s' .. '%s' into one RMSNormalization", s->ops[chain[0]].name,
            last->name);
-    last->op = PP_OP_RMS_NORMALIZATION;
-    last->op_type = pp_op_get(PP_OP_RMS_NORMALIZATION)->name;
-    last->k = k;
-    last->attrs = NULL;
-    last->nattrs = 0;
-    fold_attr(last, (pp_attr){.name = "axis", .type = PP_ATTR_INT, .i = -1});
-    fold_attr(last, (pp_attr){.name = "epsilon", .type = PP_ATTR_FLOAT, .f = eps});
+    stage_op_become(last, PP_OP_RMS_NORMALIZATION, k);
+    stage_fold_attr(last, (pp_attr){.name = "axis", .type = PP_ATTR_INT, .i = -1});
+    stage_fold_attr(last, (pp_attr){.name = "epsilon", .type = PP_ATTR_FLOAT, .f = eps});
     last->in[0] = x;
     last->in[1] = w;
     if (last->host_in) last->host_in[0] = NULL, last->host_in[1] = hw;
@@ -540,6 +573,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     const pp_kernel *gelu = pp_kernel_find(PP_OP_GELU, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *matmul = pp_kernel_find(PP_OP_MATMUL, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     const pp_kernel *rms = pp_kernel_find(PP_OP_RMS_NORMALIZATION, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *swish = pp_kernel_find(PP_OP_SWISH, pp_device_get_kind(s->dev), PP_DTYPE_F32);
+    const pp_kernel *rope = pp_kernel_find(PP_OP_ROTARY_EMBEDDING, pp_device_get_kind(s->dev), PP_DTYPE_F32);
     float eps;
     /* under 16-bit precision a product is rounded before its scale and bias are applied, as
      * it is where a cut separates them: no epilogue fusion, so layouts round alike */
@@ -579,12 +614,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         /* the last op of the chain becomes Gelu(x): x is defined before the chain, and
          * the readers of the result come after the last Mul */
         stage_op *last = &s->ops[chain[n - 1]];
-        last->op = PP_OP_GELU;
-        last->op_type = pp_op_get(PP_OP_GELU)->name;
-        last->k = gelu;
-        last->attrs = NULL;
-        last->nattrs = 0;
-        if (n == 8) fold_attr(last, (pp_attr){.name = "approximate", .type = PP_ATTR_STRING, .s = "tanh"});
+        stage_op_become(last, PP_OP_GELU, gelu);
+        if (n == 8) stage_fold_attr(last, (pp_attr){.name = "approximate", .type = PP_ATTR_STRING, .s = "tanh"});
         last->nin = 1;
         last->in[0] = x;
         if (last->host_in) last->host_in[0] = NULL;
@@ -595,6 +626,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
             s->t[s->ops[chain[k]].out[0]].view_of = x;   /* unused from now on */
         }
     }
+    for (int o = 0; swish && o < s->nops; o++)
+        if (!gone[o]) fuse_swish(s, swish, op_of_node, o, gone);
     for (int o = 0; o < s->nops; o++)
         if (!gone[o]) reshape_to_view(s, o, gone);
     /* a fused MatMul sits where its Add or Mul was, under the MatMul's node */
@@ -607,6 +640,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
         int chain[7], w, x = gone[o] ? -1 : match_rmsnorm(s, op_of_node, gone, o, chain, &w, &eps);
         if (x >= 0) fuse_rmsnorm(s, rms, chain, x, w, eps, gone);
     }
+    for (int o = 0; rope && o < s->nops; o++)
+        if (!gone[o]) stage_fuse_rope(s, rope, op_of_node, o, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_TRANS_B) && o < s->nops; o++)
         if (!gone[o]) fold_trans_b(s, op_of_node, o, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)

@@ -200,6 +200,17 @@ void *stage_shared_buffer(const pp_stage *s, int which, size_t need);
 int stage_owns(const pp_stage *s, const void *p);
 /* fuse.c: replaces op patterns by one op (the exact-GELU chain by Gelu) after collect() */
 pp_status stage_fuse(pp_stage *s, pp_error *err);
+/* fuse.c's pattern helpers: the op (of this stage, an `op`) that alone reads tslot t, graph-wide,
+ * else -1 (op_of_node: op of node first + i, or -1); the input of binary op o that is not t,
+ * or -2 when t is not one; attribute a added after op m's own (stage_op.folded; 0 where
+ * they do not fit, else 1); op m made an `id` op run by kernel k, its attributes dropped. */
+int stage_only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op);
+int stage_other_input(const stage_op *op, int t);
+int stage_fold_attr(stage_op *m, pp_attr a);
+void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k);
+/* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
+ * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
+void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
 /* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,
  * rerun: a forward run again by recompute) */
 typedef struct stage_profile stage_profile;

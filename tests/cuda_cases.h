@@ -254,6 +254,7 @@ static const op_case cases[] = {
     {"HardSwish", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
     {"HardSigmoid", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {A_FLOAT("alpha", 0.7f), A_FLOAT("beta", 0.4f)}, 1e-6f},
     {"Mish", 18, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
+    {"Swish", 24, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {A_FLOAT("alpha", 1.7f)}, 1e-6f},
     /* the broadcast input's gradient sums 16 rows, in another order on the GPU (H200: 1.4e-7) */
     {"Max", 0, 2, 1, {F(16, 33), F(33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
     {"Min", 0, 2, 1, {F(4, 1, 8), F(6, 1)}, {OUT(4, 6, 8)}, {{0}}, 1e-6f},
@@ -336,6 +337,9 @@ static const op_case cases[] = {
     /* 3-D, interleaved, half the head turned, caches indexed by position_ids */
     {"RotaryEmbedding", 23, 4, 1, {F(2, 6, 32), F(10, 2), F(10, 2), INTS(PP_DTYPE_I64, 0, 9, 2, 6)}, {OUT(2, 6, 32)},
      {A_INT("num_heads", 4), A_INT("rotary_embedding_dim", 4), A_INT("interleaved", 1)}, 1e-6f},
+    /* HF's caches [1, 1, S, D] shared by the batch, the first half of each row read (stage/fuse_rope.c) */
+    {"RotaryEmbedding", 23, 3, 1, {F(2, 4, 6, 8), F(1, 1, 6, 8), F(1, 1, 6, 8)}, {OUT(2, 4, 6, 8)},
+     {A_INT("hf_caches", 1)}, 1e-6f, .no_ort = "hf_caches is onnxpipe's own form (stage/fuse_rope.c)"},
     /* grouped-query, causal */
     {"Attention", 23, 3, 1, {F(2, 4, 8, 16), F(2, 2, 8, 16), F(2, 2, 8, 12)}, {OUT(2, 4, 8, 12)},
      {A_INT("is_causal", 1)}, 1e-4f},

@@ -2,7 +2,7 @@
  * name) on the cpu: every differentiable one against central finite differences away from its
  * kinks (kernel_check.h, which also checks that backward accumulates and honours fresh), and at
  * the kinks and ties against PyTorch 1.13's autograd (the values below were printed by
- * torch.abs / F.elu / F.hardswish / F.hardsigmoid / torch.clamp / F.softplus / F.mish /
+ * torch.abs / F.elu / F.hardswish / F.silu / F.hardsigmoid / torch.clamp / F.softplus / F.mish /
  * torch.maximum / torch.minimum / torch.fmod / F.prelu backward with a gradient of ones).
  * Forward against onnxruntime is test_logic_ops.sh's. */
 #include <setjmp.h>
@@ -46,6 +46,7 @@ static const kc_case cases[] = {
     U("abs", "Abs"), U("sign", "Sign"), U("exp", "Exp"), U("sin", "Sin"), U("cos", "Cos"), U("floor", "Floor"),
     U("ceil", "Ceil"), U("round", "Round"), U("softplus", "Softplus"), U("mish", "Mish", .opset = 18),
     U("elu", "Elu", .attrs = {A_F("alpha", 0.7f)}, .nattrs = 1), U("hard_swish", "HardSwish"),
+    U("swish", "Swish", .opset = 24), U("swish_alpha", "Swish", .opset = 24, .attrs = {A_F("alpha", 1.7f)}, .nattrs = 1),
     U("hard_sigmoid", "HardSigmoid", .attrs = {A_F("alpha", 0.3f), A_F("beta", 0.6f)}, .nattrs = 2),
     {.name = "log", .op = "Log", .nin = 1, .nout = 1, .in = {{T2(3, 5), .fill = KC_POSITIVE}}, .out = {{T2(3, 5)}}},
     {.name = "max_bcast", .op = "Max", .nin = 2, .nout = 1, .in = {{T2(4, 6), SMOOTH}, {T1(6)}}, .out = {{T2(4, 6)}}},
@@ -157,6 +158,10 @@ static void test_kinks_match_torch(void **state)
         {"Softplus", "Softplus", {{0}}, 0,
          {0.047426f, 0.268941f, 0.5f, 0.5f, 0.622459f, 0.731059f, 0.952574f, 0.924142f}},
         {"Mish", "Mish", {{0}}, 0, {-0.093393f, 0.059217f, 0.6f, 0.6f, 0.886424f, 1.049036f, 1.021107f, 1.04113f}},
+        {"Swish (F.silu)", "Swish", {{0}}, 0,
+         {-0.088104f, 0.072329f, 0.5f, 0.5f, 0.739961f, 0.927671f, 1.088104f, 1.099401f}},
+        {"Swish alpha 1.7 (x * sigmoid(1.7 x))", "Swish", {A_F("alpha", 1.7f)}, 1,
+         {-0.024658f, -0.067565f, 0.5f, 0.5f, 0.878874f, 1.067564f, 1.024658f, 1.044866f}},
     };
     int bad = 0;
     float g[NK];

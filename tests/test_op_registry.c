@@ -33,7 +33,8 @@ static void test_every_op_has_its_facts(void **state)
             print_message("%s: lookup by name gives another op\n", op->name);
             bad++;
         }
-        if (op->since < 13 || op->since > 23 || strcmp(op->domain, "")) {
+        /* 13..23, what exporters write; 24 for Swish alone, which stage/fuse.c makes of SiLU */
+        if (op->since < 13 || op->since > (i == PP_OP_SWISH ? 24 : 23) || strcmp(op->domain, "")) {
             print_message("%s: opset %lld / domain '%s' outside what onnxpipe reads\n", op->name,
                           (long long)op->since, op->domain);
             bad++;

@@ -5,7 +5,8 @@ for each model:
   eager, 1 thread, on the module as exported): the largest relative difference, and each
   configuration's first and last loss;
 - hf_peers_summary: on 1 core and on 2, the best onnxpipe configuration and the best peer
-  configuration by tokens/s, their ratio against the target (1.2x), and the ranking.
+  configuration by tokens/s, their ratio against the target (1.2x), and the ranking; and
+  the GEMM yardstick (the export's products on OpenBLAS and on PyTorch's MKL, 1 core).
 
 usage: hf_summary.py LINES.jsonl"""
 import json
@@ -59,6 +60,12 @@ for model in dict.fromkeys(d["model"] for d in runs):
                 out[key]["by_cpu_time"] = {"best_onnxpipe": label(bo), "onnxpipe_tokens_per_cpu_s": bo["tokens_per_cpu_s"],
                                            "best_peer": label(bp), "peer_tokens_per_cpu_s": bp["tokens_per_cpu_s"],
                                            "ratio": round(bo["tokens_per_cpu_s"] / bp["tokens_per_cpu_s"], 3)}
+    gm = [d for d in lines if d.get("bench") == "gemm_mix" and d.get("model") == model and "error" not in d]
+    blas = next((d for d in gm if d.get("gemm", "").startswith("openblas")), None)
+    mkl = next((d for d in gm if "library" in d), None)
+    if blas and mkl:   # the export's products alone, 1 core: what the GEMM library gives each side
+        out["gemm_1_core"] = {"openblas_gflops": blas["gflops_median"], "torch_mkl_gflops": mkl["gflops_median"],
+                              "mkl_over_openblas": round(mkl["gflops_median"] / blas["gflops_median"], 3)}
     out["loadavg_1m_range"] = [min(loads), max(loads)] if loads else None
     out["failed"] = sorted({d.get("config", "?") for d in failed if d.get("model") == model})
     print(json.dumps(out), flush=True)

@@ -75,11 +75,11 @@ typedef struct pp_trainer_config {
     int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB */
     int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
     pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
-    pp_dtype reduce_dtype;          /* the data-parallel gradient all-reduce (pp_driver_config): 0 / F32
+    pp_dtype reduce_dtype;          /* the data-parallel gradient all-reduce's dtype: 0 / F32
                                        or BF16 (--reduce-dtype) */
     float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
-    pp_recompute recompute;         /* activation recomputation (stage.h): what the stash keeps;
+    pp_recompute recompute;         /* activation recomputation (partition.h): what the stash keeps;
                                        losses and weights are bitwise the same; default none */
     pp_partition_options partition; /* how the model is split (pp_train_partition): balance, tolerance,
                                        order, time model, manual cuts; zeros: by parameters, the

@@ -53,6 +53,8 @@ typedef struct pp_el_params {
     /* p.a: alpha */                                                                                                  \
     U(ELU, PP_EL_X, pp_el_elu(x, p.a), pp_el_elu_grad(x, p.a))                                                        \
     U(HARD_SWISH, PP_EL_X, pp_el_hard_swish(x), pp_el_hard_swish_grad(x))                                             \
+    /* p.a: alpha */                                                                                                  \
+    U(SWISH, PP_EL_X, pp_el_swish(x, p.a), pp_el_swish_grad(x, p.a))                                                  \
     /* p.a, p.b: alpha, beta */                                                                                       \
     U(HARD_SIGMOID, PP_EL_X, pp_el_hard_sigmoid(x, p.a, p.b), pp_el_hard_sigmoid_grad(x, p.a, p.b))                   \
     U(MISH, PP_EL_X, pp_el_mish(x), pp_el_mish_grad(x))
@@ -142,6 +144,7 @@ static inline pp_status pp_el_params_read(pp_op op, const pp_attr *attrs, int na
     }
     /* comparisons, logic, more elementwise functions */
     case PP_OP_ELU: return pp_attr_float(attrs, nattrs, "alpha", 1.f, &p->a, node, err);
+    case PP_OP_SWISH: return pp_attr_float(attrs, nattrs, "alpha", 1.f, &p->a, node, err);
     case PP_OP_HARD_SIGMOID:
         PP_CHECK(pp_attr_float(attrs, nattrs, "alpha", 0.2f, &p->a, node, err));
         return pp_attr_float(attrs, nattrs, "beta", 0.5f, &p->b, node, err);

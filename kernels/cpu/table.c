@@ -33,6 +33,7 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_SIN].caps = FRESH, [PP_OP_COS].caps = FRESH, [PP_OP_FLOOR].caps = FRESH, [PP_OP_CEIL].caps = FRESH,
     [PP_OP_ROUND].caps = FRESH, [PP_OP_SOFTPLUS].caps = FRESH, [PP_OP_ELU].caps = FRESH,
     [PP_OP_HARD_SWISH].caps = FRESH, [PP_OP_HARD_SIGMOID].caps = FRESH, [PP_OP_MISH].caps = FRESH,
+    [PP_OP_SWISH].caps = FRESH,
     [PP_OP_MAX].caps = FRESH, [PP_OP_MIN].caps = FRESH, [PP_OP_MOD].caps = FRESH, [PP_OP_PRELU].caps = FRESH,
 
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */

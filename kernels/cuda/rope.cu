@@ -26,11 +26,11 @@ __global__ void k_rope(const float *x, const float *cosc, const float *sinc, con
             const int64_t k = a.interleaved ? i / 2 : i % half;
             const int first = a.interleaved ? !(i & 1) : i < half;
             const int64_t i1 = a.interleaved ? 2 * k : k, i2 = a.interleaved ? 2 * k + 1 : k + half;
-            const int64_t row = pos ? pos[b * a.s + s] : b * a.s + s;
+            const int64_t row = pos ? pos[b * a.s + s] : pp_rope_row(&a, b, s);
             if (pos && (row < 0 || row >= a.npos)) {
                 out = nanf("");
             } else {
-                const float cs = cosc[row * half + k], sn = sign * sinc[row * half + k];
+                const float cs = cosc[row * a.crow + k], sn = sign * sinc[row * a.crow + k];
                 out = first ? pp_rope_re(x[o + i1], x[o + i2], cs, sn) : pp_rope_im(x[o + i1], x[o + i2], cs, sn);
             }
         }

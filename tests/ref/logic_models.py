@@ -78,6 +78,8 @@ def models():
     yield unary("HardSigmoid", pre=[3.0], alpha=0.3, beta=0.6)
     yield unary("HardSigmoid", pre=[3.0])
     yield unary("Mish", pre=[6.0], opset=18)
+    yield unary("Swish", pre=[6.0], opset=24)
+    yield unary("Swish", pre=[6.0], opset=24, alpha=1.7)
     yield model("max", [h.make_node("Max", ["xw", "c"], ["y"])], inits=[const("c", [0.5, -0.5, 0, 1, -1])])
     yield model("min_ties", [h.make_node("Round", ["xw"], ["r"]), h.make_node("Min", ["xw", "r"], ["y"])])
     yield model("min", [h.make_node("Min", ["xw", "c"], ["y"])], inits=[const("c", [[0.5], [-0.5], [0], [1]])])

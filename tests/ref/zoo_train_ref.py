@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -51,6 +52,12 @@ MODELS = {  # name: export_model.py arguments
     "mobilenetv3": ["--model", "mobilenetv3_small_050", *IMAGE, "--image-size", "64"],
     "efficientnet": ["--model", "efficientnet_b0", *IMAGE, "--image-size", "64"],
 }
+# What stage/fuse.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
+# "fused ... into one OP"), per layer: SiLU as Swish, RMSNorm as RMSNormalization (and the
+# final norm), the rotary embedding of q and of k as RotaryEmbedding.
+LAYERS = int(TEXT[TEXT.index("--layers") + 1])
+DECODER_FUSIONS = {"Swish": LAYERS, "RMSNormalization": 2 * LAYERS + 1, "RotaryEmbedding": 2 * LAYERS}
+FUSIONS = {"llama": DECODER_FUSIONS, "qwen2": DECODER_FUSIONS, "mistral": DECODER_FUSIONS}
 EXPORTERS = ("torchscript", "dynamo")
 # Global batch 8 in microbatches of 2 in every layout, so that BatchNorm sees the same
 # groups of samples everywhere: (tag, pp, dp, microbatches per replica).
@@ -216,14 +223,32 @@ def train(onnxpipe, path, data, dim, layout, work):
     if pp * dp > 1:
         cmd = ["timeout", 300, "mpirun", "--oversubscribe", "--bind-to", "none", "-np", pp * dp,
                "-x", "OPENBLAS_NUM_THREADS", "-x", "PP_COMM_TIMEOUT", *cmd]
+    else:
+        cmd = ["env", "PP_LOG=debug", *cmd]   # the fusions' lines, for check_fusions
     sh(cmd, os.path.join(work, f"train-{tag}.log"))
     return np.loadtxt(losses, ndmin=2)[:, 1]
+
+
+def check_fusions(name, work):
+    """The pp=1 run fused what FUSIONS says it must; returns the counts seen, as text. (The
+    run builds its stage more than once, for its memory estimate: distinct lines count.)"""
+    log = open(os.path.join(work, "train-pp1.log")).read()
+    got = {op: len(set(re.findall(rf"^.*stage: fused .* into one {op}$", log, re.M))) for op in FUSIONS.get(name, {})}
+    bad = [f"{op} {got[op]} (want {n})" for op, n in FUSIONS.get(name, {}).items() if got[op] != n]
+    if bad:
+        raise Miss("fusions at pp=1: " + ", ".join(bad))
+    return " ".join(f"{op} {n}" for op, n in got.items())
 
 
 # ----------------------------------------------------------------------------- main
 
 def export(name, exporter, path):
-    argv = [*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path]
+    return export_argv([*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path])
+
+
+def export_argv(argv):
+    """export_model.py run on argv, its output kept; the recipe it wrote (a failure: Miss)."""
+    path = argv[argv.index("-o") + 1]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         rc = ex.main(argv)
@@ -283,6 +308,8 @@ def run_model(a, name, rows, fails):
                         step = int(np.argmax(np.abs(losses - ref[1]) / np.abs(ref[1])))
                         raise Miss(f"step {step + 1}: loss {losses[step]:.8f} vs PyTorch {ref[1][step]:.8f} "
                                    f"(> {step_tol:g} relative; PyTorch float32 misses by {ref[2]:.2e})")
+                    if layout[1] * layout[2] == 1 and name in FUSIONS:
+                        print(f"  {name} {exporter}: fused {check_fusions(name, ework)}", flush=True)
                     lrow["status"] = "ok"
                 except Miss as e:
                     lrow["status"] = "FAIL"

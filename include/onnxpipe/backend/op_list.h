@@ -161,6 +161,8 @@
     X(ELU, "Elu", unary, FB, 13, 0, EL_IN(ELU), EL_OUT(ELU), 0, ELEMENTWISE, 4, shape_unary, fold_unary)              \
     X(HARD_SWISH, "HardSwish", unary, FB, 14, 0, EL_IN(HARD_SWISH), EL_OUT(HARD_SWISH), 0, ELEMENTWISE, 4,            \
       shape_unary, fold_unary)                                                                                        \
+    /* SiLU for alpha 1: HF's x * Sigmoid(x) becomes one (stage/fuse.c) */                                            \
+    X(SWISH, "Swish", unary, FB, 24, 0, EL_IN(SWISH), EL_OUT(SWISH), 0, ELEMENTWISE, 5, shape_unary, fold_unary)      \
     X(HARD_SIGMOID, "HardSigmoid", unary, FB, 13, 0, EL_IN(HARD_SIGMOID), EL_OUT(HARD_SIGMOID), 0, ELEMENTWISE, 3,    \
       shape_unary, fold_unary)                                                                                        \
     X(MISH, "Mish", unary, FB, 18, 0, EL_IN(MISH), EL_OUT(MISH), 0, ELEMENTWISE, 10, shape_unary, fold_unary)         \
