@@ -179,14 +179,23 @@ static int64_t prod(const int64_t *dims, int from, int to)
     return p;
 }
 
-pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, pp_error *err)
+pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, int *causal, pp_error *err)
 {
-    int64_t axis;
+    int64_t axis, cz;
     int ax = 0;
     PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "axis", c->opset < 13 ? 1 : -1, &axis, c->node, err));
+    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "causal", 0, &cz, c->node, err));
     PP_CHECK(pp_args_axis(c, axis, x->rank, &ax, err));
     const int end = c->opset < 13 ? x->rank : ax + 1;
     *r = (pp_rows){prod(x->dims, 0, ax), prod(x->dims, ax, end), prod(x->dims, end, x->rank)};
+    *causal = cz != 0;
+    if (*causal && c->op != PP_OP_SOFTMAX)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "attribute causal is Softmax's only");
+    if (*causal && (ax != x->rank - 1 || x->rank < 2 || x->dims[x->rank - 2] != x->dims[x->rank - 1]))
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "a causal Softmax runs over the last axis of square blocks, "
+                            "not axis %d of an input of rank %d (last dims %lld x %lld)", ax, x->rank,
+                            (long long)(x->rank > 1 ? x->dims[x->rank - 2] : 1),
+                            (long long)(x->rank > 0 ? x->dims[x->rank - 1] : 1));
     return PP_OK;
 }
 

@@ -55,8 +55,10 @@ pp_status pp_args_slice(const pp_kernel_ctx *c, const pp_tensor *x, const pp_ten
 pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduced, int *copy, pp_error *err);
 
 /* Softmax / LogSoftmax over x: opset >= 13 one axis (default -1); below, the input
- * coerced to 2-D at `axis` (default 1), so inner = 1. */
-pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, pp_error *err);
+ * coerced to 2-D at `axis` (default 1), so inner = 1. *causal: Softmax's attribute causal
+ * (PP_KCAP_SOFTMAX_CAUSAL, set by stage/fuse.c), checked: over the last axis of x, whose
+ * last two dims are equal (T x T blocks), so that row o is row o % n of its block. */
+pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, int *causal, pp_error *err);
 
 /* LayerNormalization: X (c->in[0]) as [m, d] with d = prod(dims[axis:]); epsilon;
  * stash_type 1 only. Checks that Scale / B hold d values and the Mean / InvStdDev

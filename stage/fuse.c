@@ -27,9 +27,10 @@
  *    as a transposed operand (attribute trans_B);
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_CAUSAL), attention under a causal mask,
  *    MatMul + bias [T, T] that is <= -1e4 above its diagonal, then Softmax over the last
- *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A):
- *    exp underflows to exactly 0 above the diagonal, so the kernels skip that triangle
- *    (the same probabilities and gradients, about half the attention FLOPs); the
+ *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A) and,
+ *    where its kernel can (PP_KCAP_SOFTMAX_CAUSAL), the Softmax (causal): exp underflows
+ *    to exactly 0 above the diagonal, so the kernels skip that triangle (the same
+ *    probabilities and gradients, about half the attention FLOPs and exps); the
  *    probabilities may pass through views (a Cast, a Dropout of ratio 0) on the way.
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
@@ -291,13 +292,17 @@ static pp_status fuse_bias(pp_stage *s, int o, int add, int bias, char *gone, pp
     return PP_OK;
 }
 
-/* Adds attribute a to MatMul m (perm_A / perm_B / perm_Y, causal_Y / causal_A: read by
- * kernels/cpu/matmul.c); a MatMul has no attributes of its own. */
-void stage_fold_attr(stage_op *m, pp_attr a)
+/* Adds attribute a to op m after its own (a MatMul has none, a Softmax its axis, an op of
+ * stage_op_become none): the marks perm_A / perm_B / perm_Y, causal_Y / causal_A, trans_B
+ * (read by kernels/cpu/matmul.c) and a Softmax's causal (kernels/cpu/softmax.c), and the
+ * attributes of fused ops. 0 (m unchanged) where they do not fit in m->folded. */
+int stage_fold_attr(stage_op *m, pp_attr a)
 {
-    if (m->attrs != m->folded) m->nattrs = 0;
+    if (m->nattrs >= (int)(sizeof m->folded / sizeof m->folded[0])) return 0;
+    if (m->attrs != m->folded && m->nattrs) memcpy(m->folded, m->attrs, (size_t)m->nattrs * sizeof *m->attrs);
     m->folded[m->nattrs++] = a;
     m->attrs = m->folded;
+    return 1;
 }
 
 /* Op m becomes a `id` op run by kernel k, with no attributes yet (stage_fold_attr adds them). */
@@ -443,8 +448,9 @@ static int only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_
 }
 
 /* If op o is a MatMul with a fused causal mask (causal_mask) whose result only a Softmax
- * over the last axis reads, marks it causal_Y, and the MatMul that alone reads the
- * Softmax's result (or views of it), as its input 0, causal_A. */
+ * over the last axis reads, marks it causal_Y, the Softmax causal where its kernel can
+ * (PP_KCAP_SOFTMAX_CAUSAL), and the MatMul that alone reads the Softmax's result (or views
+ * of it), as its input 0, causal_A. */
 static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, int o)
 {
     stage_op *mm = &s->ops[o];
@@ -458,12 +464,16 @@ static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, in
         pp_attr_int(s->ops[sm].attrs, s->ops[sm].nattrs, "axis", s->g->opset >= 13 ? -1 : 1, &axis, NULL, NULL) ||
         (axis != -1 && axis != y->rank - 1))
         return;
-    stage_fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1});
-    pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
+    /* each mark is right without the others: what one op skips is the mask or exact zeros to them */
+    if (stage_fold_attr(mm, (pp_attr){.name = "causal_Y", .type = PP_ATTR_INT, .i = 1}))
+        pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' computes the causal triangle only", mm->name);
+    if ((s->ops[sm].k->caps & PP_KCAP_SOFTMAX_CAUSAL) &&
+        stage_fold_attr(&s->ops[sm], (pp_attr){.name = "causal", .type = PP_ATTR_INT, .i = 1}))
+        pp_log(PP_LOG_DEBUG, "stage: Softmax '%s' sums the causal triangle only", s->ops[sm].name);
     const int p = s->ops[sm].out[0], pv = only_reader_via_views(s, gone, p, PP_OP_MATMUL);
     if (pv < 0 || stage_base(s, s->ops[pv].in[0]) != p || stage_base(s, s->ops[pv].in[1]) == p) return;
-    stage_fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1});
-    pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
+    if (stage_fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1}))
+        pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
 }
 
 /* Whether ReduceMean op r averages over the last axis only (rank `rank`) and keeps it:

@@ -163,7 +163,8 @@ void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out)
 {
     const stage_op *op = &s->ops[o];
     int gemm;
-    *out = (pp_stage_op_info){.name = op->name, .op_type = op->op_type, .flops = op_flops(s, op, &gemm)};
+    *out = (pp_stage_op_info){.name = op->name, .op_type = op->op_type, .flops = op_flops(s, op, &gemm),
+                              .attrs = op->attrs, .nattrs = op->nattrs};
     size_t n = 0, len = sizeof out->shapes;
     for (int k = 0; k < op->nin + op->nout && n + 1 < len; k++) {
         int t = k < op->nin ? op->in[k] : op->out[k - op->nin];

@@ -57,7 +57,8 @@ typedef struct stage_op {
     int *in, *out;          /* tslot ids, -1 omitted */
     const void **host_in;   /* [nin] host data of constant inputs (graph initializers), else NULL */
     pp_attr folded[4];      /* fuse.c: perm_A / perm_B / perm_Y of Transposes folded into a MatMul,
-                               and causal_Y or causal_A (attrs points here then) */
+                               and causal_Y or causal_A; a causal Softmax's axis and causal
+                               (attrs points here then) */
     place aux;
     size_t aux_bytes;
     size_t work_bytes;      /* the most its forward or backward call allocates for itself (pp_kernel.work_bytes) */
@@ -201,11 +202,11 @@ int stage_owns(const pp_stage *s, const void *p);
 pp_status stage_fuse(pp_stage *s, pp_error *err);
 /* fuse.c's pattern helpers: the op (of this stage, an `op`) that alone reads tslot t, graph-wide,
  * else -1 (op_of_node: op of node first + i, or -1); the input of binary op o that is not t,
- * or -2 when t is not one; attribute a added to op m's own (stage_op.folded); op m made an
- * `id` op run by kernel k, its attributes dropped. */
+ * or -2 when t is not one; attribute a added after op m's own (stage_op.folded; 0 where
+ * they do not fit, else 1); op m made an `id` op run by kernel k, its attributes dropped. */
 int stage_only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op);
 int stage_other_input(const stage_op *op, int t);
-void stage_fold_attr(stage_op *m, pp_attr a);
+int stage_fold_attr(stage_op *m, pp_attr a);
 void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k);
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
  * one RotaryEmbedding run by kernel k (the chain's other ops gone). */

@@ -196,13 +196,16 @@ pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err);
 const pp_stage_op_event *pp_stage_profile_get_events(const pp_stage *s, int *n);
 void pp_stage_profile_clear_events(pp_stage *s);
 /* Op o of the stage's forward (fused ops are one op): node name, op type, input and
- * output shapes ("[8,16,32] [32,32] -> [8,16,32]"), forward FLOPs of one call. */
+ * output shapes ("[8,16,32] [32,32] -> [8,16,32]"), forward FLOPs of one call, and the
+ * attributes its kernel gets (with the marks of stage/fuse.c: causal_Y, causal, trans_B, ..). */
 typedef struct pp_stage_op_info {
     const char *name, *op_type;
     char shapes[192];
     double flops;
+    const pp_attr *attrs;
+    int nattrs;
 } pp_stage_op_info;
-/* Local; out's name and op_type are owned by s, valid while s lives. */
+/* Local; out's name, op_type and attrs are owned by s, valid while s lives. */
 int pp_stage_num_ops(const pp_stage *s);
 void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
 

@@ -30,7 +30,9 @@ void nn_fill_output(const pp_tensor *y, const void *src, const int64_t *src_st, 
 void nn_add_strided(float *dst, const int64_t *dst_st, const float *src, const int64_t *src_st,
                     const int64_t *dims, int rank, float alpha);
 /* Row reductions over n floats at stride st, with NN_LANES independent partial results so
- * that they pipeline (and vectorise when st is 1 after inlining). */
+ * that they pipeline (and vectorise when st is 1 after inlining). Element i goes to partial
+ * i % NN_LANES, those of a last part block too: a row's sum is bitwise that of the row with
+ * zeros after it (softmax.c's causal rows against the full rows under the mask). */
 #define NN_LANES 32
 static inline float nn_row_sum(const float *x, int64_t n, int64_t st)
 {
@@ -38,7 +40,7 @@ static inline float nn_row_sum(const float *x, int64_t n, int64_t st)
     int64_t i = 0;
     for (; i + NN_LANES <= n; i += NN_LANES)
         for (int k = 0; k < NN_LANES; k++) acc[k] += x[(i + k) * st];
-    for (; i < n; i++) acc[0] += x[i * st];
+    for (int k = 0; i + k < n; k++) acc[k] += x[(i + k) * st];
     float s = 0;
     for (int k = 0; k < NN_LANES; k++) s += acc[k];
     return s;
@@ -49,7 +51,7 @@ static inline float nn_row_dot(const float *x, const float *y, int64_t n, int64_
     int64_t i = 0;
     for (; i + NN_LANES <= n; i += NN_LANES)
         for (int k = 0; k < NN_LANES; k++) acc[k] += x[(i + k) * st] * y[(i + k) * st];
-    for (; i < n; i++) acc[0] += x[i * st] * y[i * st];
+    for (int k = 0; i + k < n; k++) acc[k] += x[(i + k) * st] * y[(i + k) * st];
     float s = 0;
     for (int k = 0; k < NN_LANES; k++) s += acc[k];
     return s;
@@ -62,7 +64,7 @@ static inline float nn_row_max(const float *x, int64_t n, int64_t st)
     int64_t i = 0;
     for (; i + NN_LANES <= n; i += NN_LANES)
         for (int k = 0; k < NN_LANES; k++) acc[k] = x[(i + k) * st] > acc[k] ? x[(i + k) * st] : acc[k];
-    for (; i < n; i++) acc[0] = x[i * st] > acc[0] ? x[i * st] : acc[0];
+    for (int k = 0; i + k < n; k++) acc[k] = x[(i + k) * st] > acc[k] ? x[(i + k) * st] : acc[k];
     float m = acc[0];
     for (int k = 1; k < NN_LANES; k++) m = acc[k] > m ? acc[k] : m;
     return m;

@@ -7,6 +7,7 @@
 #define MATMUL_CAPS                                                                                       \
     (PP_KCAP_ASSIGNS_FRESH | PP_KCAP_MATMUL_ALPHA | PP_KCAP_MATMUL_BIAS | PP_KCAP_MATMUL_STRIDED |                  \
      PP_KCAP_MATMUL_CAUSAL | PP_KCAP_MATMUL_TRANS_B)
+#define SOFTMAX_CAPS (FRESH | PP_KCAP_SOFTMAX_CAUSAL)   /* LogSoftmax shares the kernel (and refuses causal) */
 
 #define SLOT(ID, name, kernel, kinds, ...) [PP_OP_##ID] = PP_KERNEL_SLOT_##kinds(pp_cpu, kernel),
 
@@ -20,7 +21,7 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_POW].caps = FRESH, [PP_OP_SQRT].caps = FRESH, [PP_OP_NEG].caps = FRESH, [PP_OP_RECIPROCAL].caps = FRESH,
     [PP_OP_RELU].caps = FRESH, [PP_OP_LEAKY_RELU].caps = FRESH, [PP_OP_SIGMOID].caps = FRESH,
     [PP_OP_TANH].caps = FRESH, [PP_OP_ERF].caps = FRESH, [PP_OP_GELU].caps = FRESH, [PP_OP_IDENTITY].caps = FRESH,
-    [PP_OP_SOFTMAX].caps = FRESH, [PP_OP_LOG_SOFTMAX].caps = FRESH, [PP_OP_TRANSPOSE].caps = FRESH,
+    [PP_OP_SOFTMAX].caps = SOFTMAX_CAPS, [PP_OP_LOG_SOFTMAX].caps = SOFTMAX_CAPS, [PP_OP_TRANSPOSE].caps = FRESH,
     [PP_OP_SPLIT].caps = FRESH,
     [PP_OP_MATMUL].caps = MATMUL_CAPS,
     [PP_OP_CONV].work_bytes = pp_cpu_conv_work_bytes,

@@ -29,6 +29,8 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     t[PP_OP_GROUP_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
     t[PP_OP_ATTENTION].aux_bytes = pp_cu_attention_aux;
     t[PP_OP_MATMUL].caps = PP_KCAP_MATMUL_TRANS_B;
+    t[PP_OP_SOFTMAX].caps = PP_KCAP_SOFTMAX_CAUSAL;   /* LogSoftmax shares the kernel (and refuses it) */
+    t[PP_OP_LOG_SOFTMAX].caps = PP_KCAP_SOFTMAX_CAUSAL;
 
     return t;
 }

@@ -70,6 +70,10 @@ enum {
                                          the kernel then skips */
     PP_KCAP_MATMUL_TRANS_B = 1u << 5, /* MatMul: attribute trans_B = 1 (stage/fuse.c) says B is
                                          stored transposed (Linear's weight, W (N, K)) */
+    PP_KCAP_SOFTMAX_CAUSAL = 1u << 6, /* Softmax: attribute causal = 1 (stage/fuse.c) says the
+                                         scores are under attention's causal mask, so row r of
+                                         each T x T block sums columns 0..r only and is 0 past
+                                         them (LogSoftmax shares the kernel and refuses it) */
 };
 
 /* One op on one backend in one compute dtype. The backend's table slot of an op says
