@@ -405,20 +405,27 @@ static void fold_trans_b(pp_stage *s, const int *op_of_node, int o, char *gone)
     pp_log(PP_LOG_DEBUG, "stage: folded weight Transpose '%s' into MatMul '%s' (trans_B)", tr->name, m->name);
 }
 
+const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C)
+{
+    if (t < 0) return NULL;
+    const tslot *m = &s->t[t];
+    if (m->value < 0 || s->g->values[m->value].is_param || m->dtype != PP_DTYPE_F32 || m->rank < 2 ||
+        m->dims[m->rank - 2] != R || m->dims[m->rank - 1] != C)
+        return NULL;
+    for (int d = 0; d + 2 < m->rank; d++)
+        if (m->dims[d] != 1) return NULL;
+    const pp_const_tensor *c = pp_graph_const(s->g, m->value);
+    if (!c || c->dtype != PP_DTYPE_F32 || c->nbytes != (size_t)(R * C) * sizeof(float)) return NULL;
+    return c->data;
+}
+
 /* A float constant [T, T] (or [1, .., 1, T, T]) whose entries above the diagonal are all <= -1e4 (or -inf): a
  * causal mask under which exp underflows to exactly 0 after Softmax subtracts the row's
  * maximum. */
 static int causal_mask(const pp_stage *s, int t, int64_t T)
 {
-    const tslot *m = &s->t[t];
-    if (m->value < 0 || s->g->values[m->value].is_param || m->rank < 2 || m->dims[m->rank - 2] != T ||
-        m->dims[m->rank - 1] != T)
-        return 0;
-    for (int d = 0; d + 2 < m->rank; d++)
-        if (m->dims[d] != 1) return 0;
-    const pp_const_tensor *c = pp_graph_const(s->g, m->value);
-    if (!c || c->dtype != PP_DTYPE_F32 || c->nbytes != (size_t)(T * T) * sizeof(float)) return 0;
-    const float *v = c->data;
+    const float *v = stage_const_matrix(s, t, T, T);
+    if (!v) return 0;
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = i + 1; j < T; j++)
             if (!(v[i * T + j] <= -1e4f)) return 0;

@@ -57,18 +57,10 @@ static int slices(const pp_stage *s, const stage_op *sl, int r, int64_t d, int64
  * that it broadcasts to x [.., S, D] of rank r) whose rows' halves are equal, bit for bit. */
 static int hf_cache(const pp_stage *s, int t, int r, int64_t S, int64_t D)
 {
-    if (t < 0 || s->t[t].value < 0 || s->g->values[s->t[t].value].is_param) return 0;
-    const tslot *c = &s->t[t];
-    if (c->dtype != PP_DTYPE_F32 || c->rank < 2 || c->rank > r || c->dims[c->rank - 2] != S ||
-        c->dims[c->rank - 1] != D)
-        return 0;
-    for (int i = 0; i + 2 < c->rank; i++)
-        if (c->dims[i] != 1) return 0;
-    const pp_const_tensor *k = pp_graph_const(s->g, c->value);
-    if (!k || k->dtype != PP_DTYPE_F32 || k->nbytes != (size_t)(S * D) * sizeof(float)) return 0;
-    const float *v = k->data;
-    for (int64_t r = 0; r < S; r++)
-        if (memcmp(v + r * D, v + r * D + D / 2, (size_t)(D / 2) * sizeof(float))) return 0;
+    const float *v = stage_const_matrix(s, t, S, D);
+    if (!v || s->t[t].rank > r) return 0;
+    for (int64_t row = 0; row < S; row++)
+        if (memcmp(v + row * D, v + row * D + D / 2, (size_t)(D / 2) * sizeof(float))) return 0;
     return 1;
 }
 

@@ -208,6 +208,9 @@ int stage_only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op)
 int stage_other_input(const stage_op *op, int t);
 int stage_fold_attr(stage_op *m, pp_attr a);
 void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k);
+/* The values of tslot t if it is a float32 constant (not trained) of shape [1, .., 1, R, C]
+ * (a mask, a rotary table), else NULL. */
+const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C);
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
  * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
 void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
