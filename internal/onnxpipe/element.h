@@ -68,13 +68,13 @@ static inline PP_HD float pp_el_swish_grad(float x, float alpha)
     const float s = 1.f / (1.f + pp_nn_expf(-alpha * x));
     return s * (1.f + alpha * x * (1.f - s));
 }
-/* SwiGLU(a, b) = Swish(a) b (alpha 1): both input gradients from one exp, rounded as the
- * binary list's factors pp_el_swish_grad(a, 1) b and pp_el_swish(a, 1) are */
+/* SwiGLU(a, b) = Swish(a) b (alpha 1): both input gradients at once, the binary list's
+ * factors pp_el_swish_grad(a, 1) b and pp_el_swish(a, 1); inlined, their common
+ * 1 + e^-a is computed once */
 static inline PP_HD void pp_el_swiglu_grads(float a, float b, float gy, float *ga, float *gb)
 {
-    const float d = 1.f + pp_nn_expf(-1.f * a), s = 1.f / d;
-    *ga = gy * (s * (1.f + 1.f * a * (1.f - s)) * b);
-    *gb = gy * (a / d);
+    *ga = gy * (pp_el_swish_grad(a, 1.f) * b);
+    *gb = gy * pp_el_swish(a, 1.f);
 }
 /* tanh as a clamped odd/even rational (Eigen's float tanh): a few ulp, no libm call, so
  * loops over it vectorise; tanhf/erff cost ~5x an expf on glibc. */
