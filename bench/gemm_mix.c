@@ -8,7 +8,7 @@
  * (--dim binds a symbolic dim, e.g. the exports' seq;
  * OPENBLAS_NUM_THREADS: threads; --list prints the products as a JSON line instead of
  * timing them, for another library's yardstick on the same shapes; --onnxpipe times the
- * same products through the cpu kernels' own smat_gemm, kernels/cpu/gemm512.c where it
+ * same products through the cpu kernels' own smat_gemm, kernels/cpu/gemm.c where it
  * applies, instead of cblas_sgemm) */
 #include "bench_util.h"
 

@@ -134,7 +134,7 @@ one_core_onnxpipe() {   # bound to core 0, bracketed by the GEMM-shape yardstick
     onnxpipe_run "$t1" "onnxpipe pp=1 1 core" 1 1 "$STEPS" 0 taskset -c 0 -- --pp 1
     OPENBLAS_NUM_THREADS=1 taskset -c 0 "$BUILD/bench_gemm_mix" "$TMP/gpt.onnx" --batch $((BATCH / MB)) |
         out "{\"round\": $round, \"cores\": 1, \"when\": \"after onnxpipe pp=1\"}"
-    # the same shapes on onnxpipe's own products (kernels/cpu/gemm512.c on AVX-512 cores)
+    # the same shapes on onnxpipe's own products (kernels/cpu/gemm.c on AVX-512 and AVX2 cores)
     OPENBLAS_NUM_THREADS=1 taskset -c 0 "$BUILD/bench_gemm_mix" "$TMP/gpt.onnx" --batch $((BATCH / MB)) --onnxpipe |
         out "{\"round\": $round, \"cores\": 1}"
 }

@@ -2,12 +2,13 @@
  * the same on a causal triangle (smat.h), cut into blocks of SMAT_BLOCK rows or columns. */
 #include "smat.h"
 
-#include "gemm512.h"
+#include "gemm.h"
 
 #include <cblas.h>
 
-/* gemm512.c where it applies (an AVX-512 core, one BLAS thread: it is single-threaded),
- * else OpenBLAS */
+/* gemm.c where it applies (one BLAS thread: it is single-threaded): on an AVX-512 core,
+ * or on AVX2+FMA where its 6 x 16 tile beats OpenBLAS (a row-major X; with a transposed
+ * X it runs at 0.8-0.9x of OpenBLAS on a Zen 3 core: docs/benchmarks.md); else OpenBLAS */
 static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
     enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
@@ -16,7 +17,9 @@ static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, s
         gemm(n, m, k, alpha, smat_t(Y), smat_t(X), beta, smat_t(Z));
         return;
     }
-    if (openblas_get_num_threads() == 1 && pp_gemm512(m, n, k, alpha, X, Y, beta, Z)) return;
+    if (openblas_get_num_threads() == 1 && (pp_gemm(PP_GEMM_AVX512, m, n, k, alpha, X, Y, beta, Z) ||
+                                            (!X.t && pp_gemm(PP_GEMM_AVX2, m, n, k, alpha, X, Y, beta, Z))))
+        return;
     cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
 }
 

@@ -1,6 +1,6 @@
 /* Private to kernels/cpu: a float matrix in memory, possibly transposed, and products of
- * them (gemm512.c on AVX-512 cores with one BLAS thread, else OpenBLAS sgemm), in full or
- * on the causal triangle (matmul.c). */
+ * them (gemm.c with one BLAS thread on AVX-512 or AVX2 cores, else OpenBLAS sgemm), in full
+ * or on the causal triangle (matmul.c). */
 #ifndef PP_KERNELS_CPU_SMAT_H
 #define PP_KERNELS_CPU_SMAT_H
 
@@ -27,7 +27,7 @@ typedef enum { SMAT_FULL, SMAT_TRI_Z_LOWER, SMAT_TRI_X_LOWER, SMAT_TRI_X_UPPER }
 /* The triangle's blocks: rows (columns) of a block product; below 2 SMAT_BLOCK rows the
  * product is computed in full. Measured on the six attention products of the example GPT
  * (T = 128, 64 per head, 4 heads): 315 us with 16 against 357 with 32 and 499 in full on
- * gemm512.c (16 is a whole vector of a tile's columns); on OpenBLAS 16 and 32 tie. */
+ * gemm.c (16 is a whole vector of a tile's columns); on OpenBLAS 16 and 32 tie. */
 #define SMAT_BLOCK 16
 
 /* Z (m, n) = alpha X (m, k) Y (k, n) + beta Z, in blocks of rows (columns for

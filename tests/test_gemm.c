@@ -1,14 +1,15 @@
-/* kernels/cpu/gemm512.c, the AVX-512 sgemm behind smat.c's products, against the same
- * product summed in double by loops and against OpenBLAS's cblas_sgemm, on shapes that
- * cross each of its edges: rows around its 6-row strips, the 192-row blocks of a packed
- * transposed X and the 96 rows up to which Y is read in place; columns around its
- * 16-column vectors, 64-column tiles and 512-column blocks; depths around its 256-deep
- * blocks; X and Y in both layouts with padded leading dimensions; alpha and beta, with
- * beta 0 over a NaN-filled Z (which must not be read). smat_gemm's full product (which
- * also takes a transposed Z) is checked the same way. A core without AVX-512 checks that
- * pp_gemm512 declines and that smat_gemm still computes on OpenBLAS. The bound is the
- * float rounding of a k-term sum, 2 k u (|alpha| sum |x y| + |beta z|), u = 2^-24: a lost
- * or doubled term is far above it. */
+/* kernels/cpu/gemm.c, the sgemm behind smat.c's products, on each of its register tiles
+ * (AVX-512's 6 x 64, AVX2+FMA's 6 x 16), against the same product summed in double by
+ * loops and against OpenBLAS's cblas_sgemm, on shapes that cross each of its edges: rows
+ * around its 6-row strips, the 192-row blocks of a packed transposed X and the 96 rows up
+ * to which Y is read in place; columns around its 8- and 16-column vectors, 16- and
+ * 64-column tiles and 512-column blocks; depths around its 256-deep blocks; X and Y in
+ * both layouts with padded leading dimensions; alpha and beta, with beta 0 over a
+ * NaN-filled Z (which must not be read). smat_gemm's full product (which also takes a
+ * transposed Z) is checked the same way. A core without a tile's ISA checks that pp_gemm
+ * declines it and that smat_gemm still computes (on the other tile or OpenBLAS). The
+ * bound is the float rounding of a k-term sum, 2 k u (|alpha| sum |x y| + |beta z|),
+ * u = 2^-24: a lost or doubled term is far above it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +23,7 @@
 
 #include <cblas.h>
 
-#include "gemm512.h"
+#include "gemm.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t next(void)
@@ -32,7 +33,13 @@ static uint32_t next(void)
 }
 static float uniform(void) { return (float)next() / 4294967296.0f * 2.f - 1.f; }
 
-static int have_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"); }
+static const char *const names[] = {"AVX-512", "AVX2"};
+static int have(pp_gemm_isa which)
+{
+    return which == PP_GEMM_AVX512 ? __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")
+                                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#define VIA_SMAT (-1)   /* check()'s via: smat_gemm, else a pp_gemm_isa */
 
 typedef struct shape {
     int m, n, k, xt, yt, zt;
@@ -51,9 +58,9 @@ static smat matrix(int r, int c, int t, int pad)
 }
 static float get(smat a, int i, int j) { return *smat_at(a, i, j).p; }
 
-/* Z = alpha X Y + beta Z through FN (pp_gemm512 or smat_gemm's full product) against the
- * double loops and cblas_sgemm; returns 0 when FN declined. */
-static int check(shape s, int use_smat)
+/* Z = alpha X Y + beta Z through VIA (pp_gemm on a tile, or smat_gemm's full product)
+ * against the double loops and cblas_sgemm; returns 0 when pp_gemm declined. */
+static int check(shape s, int via)
 {
     const int pad = (int)(next() % 3) * 5;
     smat X = matrix(s.m, s.k, s.xt, pad), Y = matrix(s.k, s.n, s.yt, pad), Z = matrix(s.m, s.n, s.zt, pad);
@@ -63,10 +70,10 @@ static int check(shape s, int use_smat)
     for (size_t i = 0; i < zlen; i++) z0[i] = zb[i] = s.beta == 0.f ? NAN : Z.p[i];
     for (size_t i = 0; i < zlen; i++) Z.p[i] = z0[i];
     int done = 1;
-    if (use_smat)
+    if (via == VIA_SMAT)
         smat_gemm(SMAT_FULL, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
     else
-        done = pp_gemm512(s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
+        done = pp_gemm((pp_gemm_isa)via, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
     if (done) {
         /* OpenBLAS on the same operands; a transposed Z as Z^T = Y^T X^T */
         const smat A = s.zt ? smat_t(Y) : X, B = s.zt ? smat_t(X) : Y;
@@ -100,15 +107,14 @@ static int check(shape s, int use_smat)
 }
 
 static const int rows[] = {1, 5, 6, 7, 13, 95, 96, 97, 191, 192, 200};
-static const int cols[] = {1, 15, 16, 17, 33, 63, 64, 65, 130, 512, 530};
+static const int cols[] = {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 130, 512, 530};
 static const int depths[] = {1, 7, 255, 256, 257, 600};
 #define LEN(a) ((int)(sizeof a / sizeof a[0]))
 
 /* every edge of each dimension with the others at random from their lists, in all four
- * operand layouts, alternately through pp_gemm512 and smat_gemm */
-static void test_edges(void **state)
+ * operand layouts, alternately through pp_gemm on WHICH's tile and smat_gemm */
+static void edges(pp_gemm_isa which)
 {
-    (void)state;
     int checked = 0, declined = 0, direct = 0;
     const float alphas[] = {1.f, -0.5f}, betas[] = {0.f, 1.f, 0.25f};
     for (int dim = 0; dim < 3; dim++) {
@@ -123,14 +129,16 @@ static void test_edges(void **state)
                 const int via_smat = (e + layout) & 1;
                 s.zt = via_smat && (next() & 1);
                 direct += !via_smat;
-                if (check(s, via_smat)) checked++;
+                if (check(s, via_smat ? VIA_SMAT : (int)which)) checked++;
                 else declined++;
             }
     }
-    printf("gemm512: %d products within the float bound of the double loops (and OpenBLAS), %d declined (%s)\n",
-           checked, declined, have_avx512() ? "AVX-512 core" : "no AVX-512: OpenBLAS ran them");
-    assert_int_equal(declined, have_avx512() ? 0 : direct);
+    printf("gemm %s tile: %d products within the float bound of the double loops (and OpenBLAS), %d declined (%s)\n",
+           names[which], checked, declined, have(which) ? "the core has it" : "the core lacks it: not run");
+    assert_int_equal(declined, have(which) ? 0 : direct);
 }
+static void test_edges_avx512(void **state) { (void)state, edges(PP_GEMM_AVX512); }
+static void test_edges_avx2(void **state) { (void)state, edges(PP_GEMM_AVX2); }
 
 /* The example GPT's own products (microbatch 4: 512 rows, d 256, 4 heads of 64, MLP 1024),
  * forward and both backward forms. */
@@ -143,17 +151,19 @@ static void test_model_shapes(void **state)
         {128, 128, 64, 0, 1, 0, 0.125f, 1.f}, {32, 64, 128, 0, 0, 0, 1.f, 0.f},  {32, 64, 96, 1, 0, 0, 1.f, 1.f},
         {96, 32, 64, 0, 1, 0, 0.125f, 0.f},
     };
-    int n = 0;
-    for (int i = 0; i < LEN(gpt); i++) n += check(gpt[i], 0);
-    printf("gemm512: %d of the example GPT's %d product forms checked\n", n, LEN(gpt));
-    assert_int_equal(n, have_avx512() ? LEN(gpt) : 0);
+    for (int which = 0; which < LEN(names); which++) {
+        int n = 0;
+        for (int i = 0; i < LEN(gpt); i++) n += check(gpt[i], which);
+        printf("gemm %s tile: %d of the example GPT's %d product forms checked\n", names[which], n, LEN(gpt));
+        assert_int_equal(n, have((pp_gemm_isa)which) ? LEN(gpt) : 0);
+    }
 }
 
 static void *in_thread(void *arg)
 {
     (void)arg;
     shape s = {40, 70, 300, 1, 1, 0, 1.f, 0.f};
-    return (void *)(intptr_t)check(s, 1);
+    return (void *)(intptr_t)check(s, VIA_SMAT);
 }
 
 /* Each thread has its own packing buffer, freed when it ends (ASan sees a misuse). */
@@ -172,7 +182,8 @@ static void test_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_edges_avx512),
+        cmocka_unit_test(test_edges_avx2),
         cmocka_unit_test(test_model_shapes),
         cmocka_unit_test(test_threads),
     };
