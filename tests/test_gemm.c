@@ -44,6 +44,7 @@ static int have(pp_gemm_isa which)
 typedef struct shape {
     int m, n, k, xt, yt, zt;
     float alpha, beta;
+    smat_tri tri;   /* SMAT_FULL unless named */
 } shape;
 
 /* A matrix (r x c) in the layout t with a padded leading dimension, random entries. */
@@ -58,12 +59,18 @@ static smat matrix(int r, int c, int t, int pad)
 }
 static float get(smat a, int i, int j) { return *smat_at(a, i, j).p; }
 
-/* Z = alpha X Y + beta Z through VIA (pp_gemm on a tile, or smat_gemm's full product)
- * against the double loops and cblas_sgemm; returns 0 when pp_gemm declined. */
+/* Z = alpha X Y + beta Z through VIA (pp_gemm on a tile, or smat_gemm) on s.tri against
+ * the double loops and cblas_sgemm of the full product; returns 0 when pp_gemm declined.
+ * Under X_LOWER (X_UPPER) X is 0 above (below) its diagonal, so the whole Z must match;
+ * under Z_LOWER an entry above the diagonal must be beta Z (a skipped tile; 0 when beta
+ * is 0) or the full product's (a tile the diagonal crosses). */
 static int check(shape s, int via)
 {
     const int pad = (int)(next() % 3) * 5;
     smat X = matrix(s.m, s.k, s.xt, pad), Y = matrix(s.k, s.n, s.yt, pad), Z = matrix(s.m, s.n, s.zt, pad);
+    for (int i = 0; i < s.m; i++)
+        for (int q = 0; q < s.k; q++)
+            if ((s.tri == SMAT_TRI_X_LOWER && q > i) || (s.tri == SMAT_TRI_X_UPPER && q < i)) *smat_at(X, i, q).p = 0.f;
     const size_t zlen = (size_t)(s.zt ? s.n : s.m) * Z.ld;
     float *z0 = malloc(zlen * sizeof *z0), *zb = malloc(zlen * sizeof *zb);
     assert_non_null(z0), assert_non_null(zb);
@@ -71,9 +78,9 @@ static int check(shape s, int via)
     for (size_t i = 0; i < zlen; i++) Z.p[i] = z0[i];
     int done = 1;
     if (via == VIA_SMAT)
-        smat_gemm(SMAT_FULL, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
+        smat_gemm(s.tri, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
     else
-        done = pp_gemm((pp_gemm_isa)via, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
+        done = pp_gemm((pp_gemm_isa)via, s.tri, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
     if (done) {
         /* OpenBLAS on the same operands; a transposed Z as Z^T = Y^T X^T */
         const smat A = s.zt ? smat_t(Y) : X, B = s.zt ? smat_t(X) : Y;
@@ -91,13 +98,16 @@ static int check(shape s, int via)
                 const double zi = s.beta == 0.f ? 0 : get(Z0, i, j);
                 const double ref = s.alpha * sum + s.beta * zi;
                 const double bound = 2.0 * (s.k + 2) * 0x1p-24 * (fabs(s.alpha) * mag + fabs(s.beta * zi)) + 1e-30;
-                const double e = fabs(get(Z, i, j) - ref) / bound, eb = fabs(get(Zb, i, j) - ref) / bound;
+                double e = fabs(get(Z, i, j) - ref) / bound;
+                const double eb = fabs(get(Zb, i, j) - ref) / bound;
+                if (s.tri == SMAT_TRI_Z_LOWER && j > i && get(Z, i, j) == (s.beta == 0.f ? 0.f : s.beta * get(Z0, i, j)))
+                    e = 0;
                 if (!(e <= worst)) worst = e;   /* NaN sticks */
                 if (eb > worst_blas) worst_blas = eb;
             }
         if (!(worst <= 1.0))
-            fprintf(stderr, "m %d n %d k %d X%s Y%s Z%s alpha %g beta %g: error %.3g of the bound (OpenBLAS %.3g)\n", s.m,
-                    s.n, s.k, s.xt ? "^T" : "", s.yt ? "^T" : "", s.zt ? "^T" : "", s.alpha, s.beta, worst,
+            fprintf(stderr, "m %d n %d k %d tri %d X%s Y%s Z%s alpha %g beta %g: error %.3g of the bound (OpenBLAS %.3g)\n", s.m,
+                    s.n, s.k, (int)s.tri, s.xt ? "^T" : "", s.yt ? "^T" : "", s.zt ? "^T" : "", s.alpha, s.beta, worst,
                     worst_blas);
         assert_true(worst <= 1.0);
         assert_true(worst_blas <= 1.0);
@@ -122,7 +132,7 @@ static void edges(pp_gemm_isa which)
         for (int e = 0; e < len; e++)
             for (int layout = 0; layout < 4; layout++) {
                 shape s = {rows[next() % LEN(rows)], cols[next() % LEN(cols)], depths[next() % LEN(depths)],
-                           layout & 1, layout >> 1, 0, alphas[next() % 2], betas[next() % 3]};
+                           layout & 1, layout >> 1, 0, alphas[next() % 2], betas[next() % 3], SMAT_FULL};
                 if (dim == 0) s.m = rows[e];
                 if (dim == 1) s.n = cols[e];
                 if (dim == 2) s.k = depths[e];
@@ -140,16 +150,45 @@ static void edges(pp_gemm_isa which)
 static void test_edges_avx512(void **state) { (void)state, edges(PP_GEMM_AVX512); }
 static void test_edges_avx2(void **state) { (void)state, edges(PP_GEMM_AVX2); }
 
+/* The causal triangles (smat.h) through pp_gemm on WHICH's tile in one pass and through
+ * smat_gemm (which takes them there where the tile applies, else cuts them into
+ * SMAT_BLOCK blocks): sides around the 6-row strips, 16-column tiles, 2 SMAT_BLOCK and
+ * the 256-deep blocks (a strip's depths then start or end in a later block), X and Y in
+ * both layouts, alpha and beta. */
+static void triangles(pp_gemm_isa which)
+{
+    static const int sides[] = {32, 37, 48, 96, 131, 256, 300};
+    const float betas[] = {0.f, 1.f, 0.25f};
+    int checked = 0, declined = 0, direct = 0;
+    for (int t = SMAT_TRI_Z_LOWER; t <= SMAT_TRI_X_UPPER; t++)
+        for (int e = 0; e < LEN(sides); e++)
+            for (int layout = 0; layout < 8; layout++) {
+                const int T = sides[e], other = 16 + (int)(next() % 80);
+                shape s = {T, t == SMAT_TRI_Z_LOWER ? T : other, t == SMAT_TRI_Z_LOWER ? other : T, layout & 1,
+                           (layout >> 1) & 1, 0, layout & 4 ? -0.5f : 1.f, betas[next() % 3], (smat_tri)t};
+                const int via_smat = layout & 4;
+                s.zt = via_smat && (next() & 1);
+                direct += !via_smat;
+                if (check(s, via_smat ? VIA_SMAT : (int)which)) checked++;
+                else declined++;
+            }
+    printf("gemm %s tile: %d triangle products within the float bound of the double loops, %d declined (%s)\n",
+           names[which], checked, declined, have(which) ? "the core has it" : "the core lacks it: not run");
+    assert_int_equal(declined, have(which) ? 0 : direct);
+}
+static void test_triangles_avx512(void **state) { (void)state, triangles(PP_GEMM_AVX512); }
+static void test_triangles_avx2(void **state) { (void)state, triangles(PP_GEMM_AVX2); }
+
 /* The example GPT's own products (microbatch 4: 512 rows, d 256, 4 heads of 64, MLP 1024),
  * forward and both backward forms. */
 static void test_model_shapes(void **state)
 {
     (void)state;
     static const shape gpt[] = {
-        {512, 768, 256, 0, 0, 0, 1.f, 0.f},  {512, 256, 768, 0, 1, 0, 1.f, 1.f},  {256, 768, 512, 1, 0, 0, 1.f, 1.f},
-        {512, 1024, 256, 0, 0, 0, 1.f, 1.f}, {512, 256, 1024, 0, 1, 0, 1.f, 0.f}, {1024, 256, 512, 1, 0, 0, 1.f, 1.f},
-        {128, 128, 64, 0, 1, 0, 0.125f, 1.f}, {32, 64, 128, 0, 0, 0, 1.f, 0.f},  {32, 64, 96, 1, 0, 0, 1.f, 1.f},
-        {96, 32, 64, 0, 1, 0, 0.125f, 0.f},
+        {512, 768, 256, 0, 0, 0, 1.f, 0.f, SMAT_FULL},  {512, 256, 768, 0, 1, 0, 1.f, 1.f, SMAT_FULL},  {256, 768, 512, 1, 0, 0, 1.f, 1.f, SMAT_FULL},
+        {512, 1024, 256, 0, 0, 0, 1.f, 1.f, SMAT_FULL}, {512, 256, 1024, 0, 1, 0, 1.f, 0.f, SMAT_FULL}, {1024, 256, 512, 1, 0, 0, 1.f, 1.f, SMAT_FULL},
+        {128, 128, 64, 0, 1, 0, 0.125f, 1.f, SMAT_FULL}, {32, 64, 128, 0, 0, 0, 1.f, 0.f, SMAT_FULL},  {32, 64, 96, 1, 0, 0, 1.f, 1.f, SMAT_FULL},
+        {96, 32, 64, 0, 1, 0, 0.125f, 0.f, SMAT_FULL},
     };
     for (int which = 0; which < LEN(names); which++) {
         int n = 0;
@@ -162,7 +201,7 @@ static void test_model_shapes(void **state)
 static void *in_thread(void *arg)
 {
     (void)arg;
-    shape s = {40, 70, 300, 1, 1, 0, 1.f, 0.f};
+    shape s = {40, 70, 300, 1, 1, 0, 1.f, 0.f, SMAT_FULL};
     return (void *)(intptr_t)check(s, VIA_SMAT);
 }
 
@@ -184,6 +223,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_edges_avx512),
         cmocka_unit_test(test_edges_avx2),
+        cmocka_unit_test(test_triangles_avx512),
+        cmocka_unit_test(test_triangles_avx2),
         cmocka_unit_test(test_model_shapes),
         cmocka_unit_test(test_threads),
     };

@@ -300,17 +300,38 @@ static void pack_xt(const float *x, long ld, int rows, int kc, float *dst)
         }
 }
 
+/* The depths [*k0, *k1) and columns [0, *n1) of Z that TRI leaves to compute for the Z
+ * rows [r0, r1) of a strip (smat.h: X and Z square where TRI names them). */
+static void strip_range(smat_tri tri, int r0, int r1, int n, int k, int *k0, int *k1, int *n1)
+{
+    *k0 = 0, *k1 = k, *n1 = n;
+    if (tri == SMAT_TRI_X_LOWER) *k1 = r1 < k ? r1 : k;       /* row i sums k <= i */
+    if (tri == SMAT_TRI_X_UPPER) *k0 = r0;                    /* row i sums k >= i */
+    if (tri == SMAT_TRI_Z_LOWER) *n1 = r1 < n ? r1 : n;       /* columns j <= i */
+}
+
+/* Z's rows [r0, r1), columns [j0, j1): beta Z (0 when beta is 0) */
+static void scale_z(smat Z, int r0, int r1, int j0, int j1, float beta)
+{
+    for (int i = r0; i < r1; i++)
+        for (int j = j0; j < j1; j++) {
+            float *z = Z.p + (long)i * Z.ld + j;
+            *z = beta == 0.f ? 0.f : beta * *z;
+        }
+}
+
 /* The product on blocks of I's sizes: Y kc x nc packed into ybuf (or read in place: a
  * few strips of X over a row-major Y), a transposed X MC x kc into xbuf (unless each
- * strip makes one tile). */
-static void gemm(const isa *I, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z, float *ybuf,
-                 float *xbuf)
+ * strip makes one tile). Under a triangle each 6-row strip sums only the depths, and
+ * writes only the 16-column tiles, that strip_range leaves; a skipped tile of Z_LOWER is
+ * beta Z. */
+static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z,
+                 float *ybuf, float *xbuf)
 {
     /* in place, a tile reads whole vectors of Y's rows: n a multiple of 16 stays inside them */
     const int ypack = Y.t || m > Y_IN_PLACE_ROWS || n % 16;
     for (int pc = 0; pc < k; pc += I->kc) {
         const int kc = k - pc < I->kc ? k - pc : I->kc;
-        const float b = pc ? 1.f : beta;
         for (int jc = 0; jc < n; jc += I->nc) {
             const int nc = n - jc < I->nc ? n - jc : I->nc, xpack = X.t && nc > I->nr;
             if (ypack) I->pack_y(smat_at(Y, pc, jc), kc, nc, ybuf);
@@ -320,14 +341,24 @@ static void gemm(const isa *I, int m, int n, int k, float alpha, smat X, smat Y,
                 const int mc = m - i0 < MC ? m - i0 : MC;
                 if (xpack) pack_xt(smat_at(X, i0, pc).p, X.ld, mc, kc, xbuf);
                 for (int ic = 0; ic < mc; ic += MR) {
-                    const int rows = mc - ic < MR ? mc - ic : MR;
-                    const float *x = xpack ? xbuf + (size_t)(ic / MR) * XSTRIP : smat_at(X, i0 + ic, pc).p;
+                    const int rows = mc - ic < MR ? mc - ic : MR, r0 = i0 + ic;
+                    int k0, k1, n1;
+                    strip_range(tri, r0, r0 + rows, n, k, &k0, &k1, &n1);
+                    const int a = k0 > pc ? k0 : pc, e = k1 < pc + kc ? k1 : pc + kc;   /* this block's depths */
+                    const float b = k0 >= pc ? beta : 1.f;   /* the strip's first block sets Z */
+                    const float *x = xpack ? xbuf + (size_t)(ic / MR) * XSTRIP + (size_t)(a - pc) * XK : smat_at(X, r0, a).p;
                     const long rs = xpack || X.t ? 1 : X.ld, cs = xpack ? XK : X.t ? X.ld : 1;
-                    float *z = Z.p + (long)(i0 + ic) * Z.ld + jc;
+                    float *z = Z.p + (long)r0 * Z.ld + jc;
                     for (int jr = 0; jr < nc; jr += I->nr) {
                         const int cols = nc - jr < I->nr ? nc - jr : I->nr;
-                        I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, kc, x, rs, cs, y + jr * panel,
-                                                                             ys, z + jr, Z.ld, alpha, b);
+                        if (jc + jr >= n1) {
+                            if (pc == 0) scale_z(Z, r0, r0 + rows, jc + jr, jc + jr + cols, beta);
+                            continue;
+                        }
+                        if (a >= e) continue;
+                        I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, e - a, x, rs, cs,
+                                                                             y + jr * panel + (a - pc) * ys, ys,
+                                                                             z + jr, Z.ld, alpha, b);
                     }
                 }
             }
@@ -335,22 +366,22 @@ static void gemm(const isa *I, int m, int n, int k, float alpha, smat X, smat Y,
     }
 }
 
-int pp_gemm(pp_gemm_isa which, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+int pp_gemm(pp_gemm_isa which, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
     (void)pthread_once(&once, setup);
     const isa *I = which == PP_GEMM_AVX512 && have_avx512 ? &avx512 : which == PP_GEMM_AVX2 && have_avx2 ? &avx2 : NULL;
     if (!I || Z.t || k <= 0) return 0;
     float *buf = pack_buffer();
     if (!buf) return 0;
-    gemm(I, m, n, k, alpha, X, Y, beta, Z, buf, buf + (size_t)KC_MAX * NC_MAX);
+    gemm(I, tri, m, n, k, alpha, X, Y, beta, Z, buf, buf + (size_t)KC_MAX * NC_MAX);
     return 1;
 }
 
 #else
 
-int pp_gemm(pp_gemm_isa which, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+int pp_gemm(pp_gemm_isa which, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
-    (void)which, (void)m, (void)n, (void)k, (void)alpha, (void)X, (void)Y, (void)beta, (void)Z;
+    (void)which, (void)tri, (void)m, (void)n, (void)k, (void)alpha, (void)X, (void)Y, (void)beta, (void)Z;
     return 0;
 }
 

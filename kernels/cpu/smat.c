@@ -6,9 +6,18 @@
 
 #include <cblas.h>
 
-/* gemm.c where it applies (one BLAS thread: it is single-threaded): on an AVX-512 core,
- * or on AVX2+FMA where its 6 x 16 tile beats OpenBLAS (a row-major X; with a transposed
- * X it runs at 0.8-0.9x of OpenBLAS on a Zen 3 core: docs/benchmarks.md); else OpenBLAS */
+/* gemm.c where it applies (one BLAS thread: it is single-threaded): on an AVX-512 core;
+ * on AVX2+FMA for products with a row-major X and for triangles (its 6 x 16 tile beats
+ * OpenBLAS there on a Zen 3 core; on a full product with a transposed X it runs at
+ * 0.8-0.9x of OpenBLAS: docs/benchmarks.md). 0 where it does not apply. */
+static int own_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+{
+    return openblas_get_num_threads() == 1 && (pp_gemm(PP_GEMM_AVX512, tri, m, n, k, alpha, X, Y, beta, Z) ||
+                                               ((!X.t || tri != SMAT_FULL) &&
+                                                pp_gemm(PP_GEMM_AVX2, tri, m, n, k, alpha, X, Y, beta, Z)));
+}
+
+/* the full product: gemm.c where it applies, else OpenBLAS */
 static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
     enum CBLAS_TRANSPOSE T = CblasTrans, NT = CblasNoTrans;
@@ -17,9 +26,7 @@ static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, s
         gemm(n, m, k, alpha, smat_t(Y), smat_t(X), beta, smat_t(Z));
         return;
     }
-    if (openblas_get_num_threads() == 1 && (pp_gemm(PP_GEMM_AVX512, m, n, k, alpha, X, Y, beta, Z) ||
-                                            (!X.t && pp_gemm(PP_GEMM_AVX2, m, n, k, alpha, X, Y, beta, Z))))
-        return;
+    if (own_gemm(SMAT_FULL, m, n, k, alpha, X, Y, beta, Z)) return;
     cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
 }
 
@@ -39,6 +46,7 @@ void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, f
         gemm(m, n, k, alpha, X, Y, beta, Z);
         return;
     }
+    if (own_gemm(tri, m, n, k, alpha, X, Y, beta, Z)) return;   /* the triangle in one pass */
     for (int b0 = 0; b0 < m; b0 += SMAT_BLOCK) {
         const int b1 = b0 + SMAT_BLOCK < m ? b0 + SMAT_BLOCK : m;
         switch (tri) {
