@@ -323,7 +323,7 @@ static void scale_z(smat Z, int r0, int r1, int j0, int j1, float beta)
 /* The product on blocks of I's sizes: Y kc x nc packed into ybuf (or read in place: a
  * few strips of X over a row-major Y), a transposed X MC x kc into xbuf (unless each
  * strip makes one tile). Under a triangle each 6-row strip sums only the depths, and
- * writes only the 16-column tiles, that strip_range leaves; a skipped tile of Z_LOWER is
+ * writes only the vectors of columns, that strip_range leaves; the columns it skips are
  * beta Z. */
 static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z,
                  float *ybuf, float *xbuf)
@@ -350,12 +350,12 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
                     const long rs = xpack || X.t ? 1 : X.ld, cs = xpack ? XK : X.t ? X.ld : 1;
                     float *z = Z.p + (long)r0 * Z.ld + jc;
                     for (int jr = 0; jr < nc; jr += I->nr) {
-                        const int cols = nc - jr < I->nr ? nc - jr : I->nr;
-                        if (jc + jr >= n1) {
-                            if (pc == 0) scale_z(Z, r0, r0 + rows, jc + jr, jc + jr + cols, beta);
-                            continue;
-                        }
-                        if (a >= e) continue;
+                        const int all = nc - jr < I->nr ? nc - jr : I->nr, want = n1 - (jc + jr);
+                        /* the whole vectors that hold the columns the strip needs */
+                        const int vecs = want <= 0 ? 0 : (want + I->vec - 1) / I->vec * I->vec;
+                        const int cols = vecs < all ? vecs : all;
+                        if (cols < all && pc == 0) scale_z(Z, r0, r0 + rows, jc + jr + cols, jc + jr + all, beta);
+                        if (cols == 0 || a >= e) continue;
                         I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, e - a, x, rs, cs,
                                                                              y + jr * panel + (a - pc) * ys, ys,
                                                                              z + jr, Z.ld, alpha, b);

@@ -1,5 +1,6 @@
 /* Matrix products on sgemm for matmul.c: a product of possibly transposed matrices, and
- * the same on a causal triangle (smat.h), cut into blocks of SMAT_BLOCK rows or columns. */
+ * the same on a causal triangle (smat.h): in one pass on gemm.c, else cut into blocks of
+ * SMAT_BLOCK rows or columns. */
 #include "smat.h"
 
 #include "gemm.h"

@@ -1,6 +1,6 @@
 /* Private to kernels/cpu: a float matrix in memory, possibly transposed, and products of
  * them (gemm.c with one BLAS thread on AVX-512 or AVX2 cores, else OpenBLAS sgemm), in full
- * or on the causal triangle (matmul.c). */
+ * or on a causal triangle (matmul.c). */
 #ifndef PP_KERNELS_CPU_SMAT_H
 #define PP_KERNELS_CPU_SMAT_H
 
@@ -24,17 +24,19 @@ static inline smat smat_at(smat m, int i, int j)
  *  SMAT_TRI_X_UPPER: X is 0 below its diagonal (X m x m), so row i sums k >= i only. */
 typedef enum { SMAT_FULL, SMAT_TRI_Z_LOWER, SMAT_TRI_X_LOWER, SMAT_TRI_X_UPPER } smat_tri;
 
-/* The triangle's blocks: rows (columns) of a block product; below 2 SMAT_BLOCK rows the
- * product is computed in full. Measured on the six attention products of the example GPT
- * (T = 128, 64 per head, 4 heads): 315 us with 16 against 357 with 32 and 499 in full on
- * gemm.c (16 is a whole vector of a tile's columns); on OpenBLAS 16 and 32 tie. */
+/* Below 2 SMAT_BLOCK rows a triangle's product is computed in full. Where gemm.c applies
+ * it takes the triangle in one pass (gemm.h); on OpenBLAS the triangle is cut into blocks
+ * of SMAT_BLOCK rows (columns for SMAT_TRI_Z_LOWER), each one sgemm call. Measured on the
+ * six attention products of the example GPT (T = 128, 64 per head, 4 heads) when gemm.c
+ * also took the blocks: 315 us with 16 against 357 with 32 and 499 in full; on OpenBLAS
+ * 16 and 32 tie. */
 #define SMAT_BLOCK 16
 
-/* Z (m, n) = alpha X (m, k) Y (k, n) + beta Z, in blocks of rows (columns for
- * SMAT_TRI_Z_LOWER) that skip what the triangle makes zero or unwanted; for
- * SMAT_TRI_Z_LOWER the blocks above the diagonal's are left as beta Z (0 when beta is
- * 0), those on it computed in full. The skipped terms are exact zeros, so what is kept
- * equals the full product up to the order in which sgemm sums. */
+/* Z (m, n) = alpha X (m, k) Y (k, n) + beta Z, skipping what the triangle makes zero or
+ * unwanted (in gemm.c's strips and tiles, or in blocks); for SMAT_TRI_Z_LOWER an entry
+ * above the diagonal is beta Z (0 when beta is 0) where its tile or block is skipped, the
+ * full product's where the diagonal crosses it. The skipped terms are exact zeros, so what
+ * is kept equals the full product up to the order in which sgemm sums. */
 void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z);
 
 #endif
