@@ -62,10 +62,13 @@ for model in dict.fromkeys(d["model"] for d in runs):
                                            "ratio": round(bo["tokens_per_cpu_s"] / bp["tokens_per_cpu_s"], 3)}
     gm = [d for d in lines if d.get("bench") == "gemm_mix" and d.get("model") == model and "error" not in d]
     blas = next((d for d in gm if d.get("gemm", "").startswith("openblas")), None)
+    ours = next((d for d in gm if d.get("gemm", "").startswith("onnxpipe")), None)
     mkl = next((d for d in gm if "library" in d), None)
     if blas and mkl:   # the export's products alone, 1 core: what the GEMM library gives each side
         out["gemm_1_core"] = {"openblas_gflops": blas["gflops_median"], "torch_mkl_gflops": mkl["gflops_median"],
                               "mkl_over_openblas": round(mkl["gflops_median"] / blas["gflops_median"], 3)}
+        if ours:
+            out["gemm_1_core"]["onnxpipe_gflops"] = ours["gflops_median"]
     out["loadavg_1m_range"] = [min(loads), max(loads)] if loads else None
     out["failed"] = sorted({d.get("config", "?") for d in failed if d.get("model") == model})
     print(json.dumps(out), flush=True)
