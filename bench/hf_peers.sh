@@ -14,7 +14,11 @@
 #     PP_MICROBATCHES microbatches, each schedule of PP_SCHEDULES), ranks bound to cores;
 #     PyTorch on 2 threads.
 #
-# The 1-core onnxpipe runs of Llama profile 2 more steps after the timed ones (not timed):
+# Each core count runs every configuration ROUNDS times, round after round (this machine's
+# speed drifts by 10-25% over tens of seconds, so one run of each, one after the other, can
+# favour either side); the summary takes each configuration's median over the rounds.
+#
+# The first round's 1-core onnxpipe runs of Llama profile 2 more steps after the timed ones (not timed):
 # their per-op table as a JSON line (bench "hf_profile"), the raw table also in PROFILE_DIR
 # when set.
 #
@@ -30,7 +34,7 @@
 # Usage: bench/hf_peers.sh [BUILD_DIR]   (a Release build)
 # Env: LAYERS (4), DIM (256), HEADS (4), SEQ (256), BATCH (16), MICROBATCHES (4; the peers'
 # and pp=1's; dp=2 runs half per replica), PP_MICROBATCHES (8), PP_SCHEDULES ("1f1b"),
-# WARMUP (2), STEPS (3), MODELS ("gpt2 llama"), EXPORTERS ("torchscript dynamo"),
+# WARMUP (2), STEPS (3), ROUNDS (3), MODELS ("gpt2 llama"), EXPORTERS ("torchscript dynamo"),
 # PEERS ("eager compile"; empty: onnxpipe only), ATTN ("eager sdpa"), PROFILE (1: profile the
 # Llama exports), PROFILE_DIR (keep the raw per-op tables there), WORK (keep the exports and
 # data in this folder and reuse those already made with the same arguments; default: a
@@ -43,7 +47,7 @@ OP=$BUILD/onnxpipe
 LAYERS=${LAYERS:-4} DIM=${DIM:-256} HEADS=${HEADS:-4} SEQ=${SEQ:-256} VOCAB=256
 BATCH=${BATCH:-16} MB=${MICROBATCHES:-4} PP_MB=${PP_MICROBATCHES:-8}
 PP_SCHEDULES=${PP_SCHEDULES:-1f1b}
-WARMUP=${WARMUP:-2} STEPS=${STEPS:-3}
+WARMUP=${WARMUP:-2} STEPS=${STEPS:-3} ROUNDS=${ROUNDS:-3}
 MODELS=${MODELS:-gpt2 llama} EXPORTERS=${EXPORTERS:-torchscript dynamo}
 PEERS=${PEERS-eager compile} ATTN=${ATTN:-eager sdpa} PROFILE=${PROFILE:-1}
 TMP=$(mktemp -d)
@@ -61,23 +65,25 @@ fail() { printf '{"bench": "hf_peers", "error": "%s"}\n' "$1"; exit 1; }
 [ $((BATCH % MB)) = 0 ] && [ $((MB % 2)) = 0 ] && [ $((BATCH % PP_MB)) = 0 ] ||
     fail "BATCH $BATCH must split into MICROBATCHES $MB (even, for dp=2) and into PP_MICROBATCHES $PP_MB"
 
-# out TAGS_JSON: the JSON lines of stdin with TAGS added, to stdout and the lines file
+# out TAGS_JSON: the JSON lines of stdin with TAGS (and "round": ROUND while a round runs)
+# added, to stdout and the lines file
+ROUND=
 out() {
     python3 -c '
 import json, sys
-tags = json.loads(sys.argv[1])
+tags = {**json.loads(sys.argv[1]), **({"round": int(sys.argv[2])} if sys.argv[2] else {})}
 for l in sys.stdin:
     if l.startswith("{"):
-        print(json.dumps({**json.loads(l), **tags}), flush=True)' "$1" | tee -a "$LINES_FILE" ${LINES:+-a "$LINES"}
+        print(json.dumps({**json.loads(l), **tags}), flush=True)' "$1" "$ROUND" | tee -a "$LINES_FILE" ${LINES:+-a "$LINES"}
 }
 
 VENV=$("$SRC/scripts/export-venv.sh" 2>"$TMP/venv.err" | tail -1)
 PY=$VENV/bin/python
 [ -x "$PY" ] || fail "no export venv (scripts/export-venv.sh): $(tail -c 300 "$TMP/venv.err" | tr '\n"\\' '   ')"
 versions=$("$PY" -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")' 2>/dev/null)
-printf '{"bench": "hf_peers_machine", "cores": %d, "cpu": "%s", "versions": "%s", "layers": %d, "d_model": %d, "heads": %d, "vocab": %d, "seq": %d, "global_batch": %d, "microbatches": %d, "warmup_steps": %d, "timed_steps": %d, "loadavg": "%s", "utc": "%s"}\n' \
+printf '{"bench": "hf_peers_machine", "cores": %d, "cpu": "%s", "versions": "%s", "layers": %d, "d_model": %d, "heads": %d, "vocab": %d, "seq": %d, "global_batch": %d, "microbatches": %d, "warmup_steps": %d, "timed_steps": %d, "rounds": %d, "loadavg": "%s", "utc": "%s"}\n' \
     "$(nproc)" "$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" "$versions" "$LAYERS" "$DIM" "$HEADS" \
-    "$VOCAB" "$SEQ" "$BATCH" "$MB" "$WARMUP" "$STEPS" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(date -u +%FT%TZ)" | out '{}'
+    "$VOCAB" "$SEQ" "$BATCH" "$MB" "$WARMUP" "$STEPS" "$ROUNDS" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(date -u +%FT%TZ)" | out '{}'
 
 # the data: the GPL-3 text as sequences of SEQ bytes, labels the next bytes
 DATA=$WORK/data-$SEQ
@@ -198,34 +204,37 @@ for model in $MODELS; do
         [ "$i" -gt 0 ] && ! same_weights "${files[0]}" "${files[$i]}" && peer_idx+=("$i")
     done
     for cores in 1 2; do
-        for i in "${!files[@]}"; do
-            f=${files[$i]} e=${exps[$i]}
-            tags="{\"model\": \"$model\", \"exporter\": \"$e\", \"cores\": $cores}"
-            if [ "$cores" = 1 ]; then
-                prof=0
-                [ "$model" = llama ] && [ "$PROFILE" = 1 ] && prof=1
-                onnxpipe_run "$tags" "onnxpipe pp=1 1 core" 1 $prof "$f" taskset -c 0 -- --pp 1 --microbatches "$MB"
-                # where onnxpipe's time goes on Llama: the per-op table of the 2 profiled steps
-                if [ $prof = 1 ]; then
-                    python3 "$PEERDIR/hf_profile.py" "$TMP/run/stdout0" "$model" "$e" \
-                        --steps "$((NSTEPS + 1)):$((NSTEPS + 2))" \
-                        --extra "{\"cores\": 1, \"global_batch\": $BATCH, \"seq\": $SEQ}" | out '{}'
-                    if [ -n "${PROFILE_DIR:-}" ]; then
-                        mkdir -p "$PROFILE_DIR" && cp "$TMP/run/stdout0" "$PROFILE_DIR/hf-profile-$model-$e.txt"
+        for ROUND in $(seq "$ROUNDS"); do
+            for i in "${!files[@]}"; do
+                f=${files[$i]} e=${exps[$i]}
+                tags="{\"model\": \"$model\", \"exporter\": \"$e\", \"cores\": $cores}"
+                if [ "$cores" = 1 ]; then
+                    prof=0
+                    [ "$model" = llama ] && [ "$PROFILE" = 1 ] && [ "$ROUND" = 1 ] && prof=1
+                    onnxpipe_run "$tags" "onnxpipe pp=1 1 core" 1 $prof "$f" taskset -c 0 -- --pp 1 --microbatches "$MB"
+                    # where onnxpipe's time goes on Llama: the per-op table of the 2 profiled steps
+                    if [ $prof = 1 ]; then
+                        python3 "$PEERDIR/hf_profile.py" "$TMP/run/stdout0" "$model" "$e" \
+                            --steps "$((NSTEPS + 1)):$((NSTEPS + 2))" \
+                            --extra "{\"cores\": 1, \"global_batch\": $BATCH, \"seq\": $SEQ}" | out '{}'
+                        if [ -n "${PROFILE_DIR:-}" ]; then
+                            mkdir -p "$PROFILE_DIR" && cp "$TMP/run/stdout0" "$PROFILE_DIR/hf-profile-$model-$e.txt"
+                        fi
                     fi
+                else
+                    onnxpipe_run "${tags%\}}, \"microbatches_per_replica\": $((MB / 2))}" "onnxpipe pp=1 x dp=2" 2 0 "$f" \
+                        mpirun -np 2 --bind-to core -- --pp 1 --dp 2 --microbatches $((MB / 2))
+                    for s in $PP_SCHEDULES; do
+                        onnxpipe_run "${tags%\}}, \"schedule\": \"$s\", \"microbatches\": $PP_MB}" "onnxpipe pp=2 $s" 2 0 "$f" \
+                            mpirun -np 2 --bind-to core -- --pp 2 --dp 1 --schedule "$s" --microbatches "$PP_MB"
+                    done
                 fi
-            else
-                onnxpipe_run "${tags%\}}, \"microbatches_per_replica\": $((MB / 2))}" "onnxpipe pp=1 x dp=2" 2 0 "$f" \
-                    mpirun -np 2 --bind-to core -- --pp 1 --dp 2 --microbatches $((MB / 2))
-                for s in $PP_SCHEDULES; do
-                    onnxpipe_run "${tags%\}}, \"schedule\": \"$s\", \"microbatches\": $PP_MB}" "onnxpipe pp=2 $s" 2 0 "$f" \
-                        mpirun -np 2 --bind-to core -- --pp 2 --dp 1 --schedule "$s" --microbatches "$PP_MB"
-                done
-            fi
+            done
+            for i in "${peer_idx[@]}"; do
+                peers "$model" "$cores" "${files[$i]}" "${exps[$i]}"
+            done
         done
-        for i in "${peer_idx[@]}"; do
-            peers "$model" "$cores" "${files[$i]}" "${exps[$i]}"
-        done
+        ROUND=
         [ "$cores" = 1 ] && gemm_yardstick "$model" "${files[0]}"
     done
 done
