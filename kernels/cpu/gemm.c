@@ -39,6 +39,12 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512vl")))
 #define AVX2 __attribute__((target("avx2,fma")))
+/* The register tiles run uninstrumented in the sanitizer build (CMake PP_SANITIZE), as
+ * OpenBLAS's kernels always did: instrumented, every broadcast and load of the inner loop
+ * is checked, and the ASan suite ran 6 minutes longer. What a tile reads is the driver's
+ * rows and columns (test_gemm checks every edge of them against padded operands); the
+ * packing and the driver stay instrumented. */
+#define TILE_FN __attribute__((no_sanitize("address", "undefined")))
 
 /* Z (R x cols, row stride ldz) = alpha X (R x kc; element (i, k) at x[i rs + k cs]) times
  * a panel of Y (kc x NR, row stride ys; cols <= NR) + beta Z; beta 0 does not read Z. */
@@ -147,7 +153,7 @@ AVX512 static void pack_y512(smat Y, int kc, int nc, float *dst)
 /* Z (R x cols, row stride ldz) = alpha X (R x kc; element (i, k) at x[i rs + k cs]) times
  * the packed panel y (kc x 64, of which V vectors are read: cols <= 16 V) + beta Z;
  * beta 0 does not read Z. R and V are constants where it is inlined (tiles512 below). */
-AVX512 static inline __attribute__((always_inline)) void tile512(const int R, const int V, int cols, int kc,
+AVX512 TILE_FN static inline __attribute__((always_inline)) void tile512(const int R, const int V, int cols, int kc,
                                                               const float *x, long rs, long cs, const float *y,
                                                               long ys, float *z, long ldz, float alpha, float beta)
 {
@@ -187,7 +193,7 @@ AVX512 static inline __attribute__((always_inline)) void tile512(const int R, co
 }
 
 #define TILE512(R, V)                                                                                        \
-    AVX512 static void tile512_##R##_##V(int cols, int kc, const float *x, long rs, long cs, const float *y, \
+    AVX512 TILE_FN static void tile512_##R##_##V(int cols, int kc, const float *x, long rs, long cs, const float *y, \
                                       long ys, float *z, long ldz, float alpha, float beta)               \
     {                                                                                                     \
         tile512(R, V, cols, kc, x, rs, cs, y, ys, z, ldz, alpha, beta);                                      \
@@ -209,7 +215,7 @@ AVX2 static inline __m256i first_lanes8(int n)
 }
 
 /* as tile512, on the panel y (kc x 16, of which V vectors are read: cols <= 8 V) */
-AVX2 static inline __attribute__((always_inline)) void tile2(const int R, const int V, int cols, int kc,
+AVX2 TILE_FN static inline __attribute__((always_inline)) void tile2(const int R, const int V, int cols, int kc,
                                                             const float *x, long rs, long cs, const float *y,
                                                             long ys, float *z, long ldz, float alpha, float beta)
 {
@@ -250,7 +256,7 @@ AVX2 static inline __attribute__((always_inline)) void tile2(const int R, const 
 }
 
 #define TILE2(R, V)                                                                                       \
-    AVX2 static void tile2_##R##_##V(int cols, int kc, const float *x, long rs, long cs, const float *y, \
+    AVX2 TILE_FN static void tile2_##R##_##V(int cols, int kc, const float *x, long rs, long cs, const float *y, \
                                      long ys, float *z, long ldz, float alpha, float beta)               \
     {                                                                                                     \
         tile2(R, V, cols, kc, x, rs, cs, y, ys, z, ldz, alpha, beta);                                    \
