@@ -41,7 +41,8 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 /* The register tiles run uninstrumented in the sanitizer build (CMake PP_SANITIZE), as
  * OpenBLAS's kernels always did: instrumented, every broadcast and load of the inner loop
- * is checked, and the ASan suite ran 6 minutes longer. What a tile reads is the driver's
+ * is checked (the CI suite took 25 min with them instrumented, 20 without, on a machine
+ * whose speed drifts by 10-25%, so the share is uncertain). What a tile reads is the driver's
  * rows and columns (test_gemm checks every edge of them against padded operands); the
  * packing and the driver stay instrumented. */
 #define TILE_FN __attribute__((no_sanitize("address", "undefined")))
