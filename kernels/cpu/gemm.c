@@ -317,16 +317,6 @@ static void strip_range(smat_tri tri, int r0, int r1, int n, int k, int *k0, int
     if (tri == SMAT_TRI_Z_LOWER) *n1 = r1 < n ? r1 : n;       /* columns j <= i */
 }
 
-/* Z's rows [r0, r1), columns [j0, j1): beta Z (0 when beta is 0) */
-static void scale_z(smat Z, int r0, int r1, int j0, int j1, float beta)
-{
-    for (int i = r0; i < r1; i++)
-        for (int j = j0; j < j1; j++) {
-            float *z = Z.p + (long)i * Z.ld + j;
-            *z = beta == 0.f ? 0.f : beta * *z;
-        }
-}
-
 /* The product on blocks of I's sizes: Y kc x nc packed into ybuf (or read in place: a
  * few strips of X over a row-major Y), a transposed X MC x kc into xbuf (unless each
  * strip makes one tile). Under a triangle each 6-row strip sums only the depths, and
@@ -361,7 +351,7 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
                         /* the whole vectors that hold the columns the strip needs */
                         const int vecs = want <= 0 ? 0 : (want + I->vec - 1) / I->vec * I->vec;
                         const int cols = vecs < all ? vecs : all;
-                        if (cols < all && pc == 0) scale_z(Z, r0, r0 + rows, jc + jr + cols, jc + jr + all, beta);
+                        if (cols < all && pc == 0) smat_scale(Z, r0, r0 + rows, jc + jr + cols, jc + jr + all, beta);
                         if (cols == 0 || a >= e) continue;
                         I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, e - a, x, rs, cs,
                                                                              y + jr * panel + (a - pc) * ys, ys,

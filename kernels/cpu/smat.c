@@ -31,16 +31,6 @@ static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, s
     cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
 }
 
-/* Z's block rows [i0, i1), columns [j0, j1): beta Z */
-static void scale_block(smat Z, int i0, int i1, int j0, int j1, float beta)
-{
-    for (int i = i0; i < i1; i++)
-        for (int j = j0; j < j1; j++) {
-            float *z = smat_at(Z, i, j).p;
-            *z = beta == 0.f ? 0.f : beta * *z;
-        }
-}
-
 void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
 {
     if (tri == SMAT_FULL || m < 2 * SMAT_BLOCK) {
@@ -53,7 +43,7 @@ void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, f
         switch (tri) {
         case SMAT_TRI_Z_LOWER:   /* columns [b0, b1) from row b0 down; above them beta Z */
             gemm(m - b0, b1 - b0, k, alpha, smat_at(X, b0, 0), smat_at(Y, 0, b0), beta, smat_at(Z, b0, b0));
-            if (beta != 1.f) scale_block(Z, 0, b0, b0, b1, beta);
+            smat_scale(Z, 0, b0, b0, b1, beta);
             break;
         case SMAT_TRI_X_LOWER:   /* rows [b0, b1) sum k < b1 */
             gemm(b1 - b0, n, b1 < k ? b1 : k, alpha, smat_at(X, b0, 0), Y, beta, smat_at(Z, b0, 0));

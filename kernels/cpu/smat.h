@@ -18,6 +18,18 @@ static inline smat smat_at(smat m, int i, int j)
     return (smat){m.p + (m.t ? (long)j * m.ld + i : (long)i * m.ld + j), m.t, m.ld};
 }
 
+/* Z's rows [i0, i1), columns [j0, j1): beta Z (0 when beta is 0; nothing to do when 1).
+ * What a triangle's product leaves in the entries it skips. */
+static inline void smat_scale(smat Z, int i0, int i1, int j0, int j1, float beta)
+{
+    if (beta == 1.f) return;
+    for (int i = i0; i < i1; i++)
+        for (int j = j0; j < j1; j++) {
+            float *z = smat_at(Z, i, j).p;
+            *z = beta == 0.f ? 0.f : beta * *z;
+        }
+}
+
 /* Which triangle of a square matrix of a product is all that matters:
  *  SMAT_TRI_Z_LOWER: only Z's entries on and below the diagonal are wanted (Z m x m);
  *  SMAT_TRI_X_LOWER: X is 0 above its diagonal (X m x m), so row i sums k <= i only;
