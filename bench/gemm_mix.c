@@ -1,15 +1,22 @@
 /* The sgemm yardstick on a model's own matrix products: every MatMul/Gemm of MODEL at
  * microbatch B as OpenBLAS runs it in one training step (forward C = A·B, backward
- * dA = dC·Bᵀ and dB = Aᵀ·dC, batched products as one sgemm per matrix), timed pass after
+ * dA = dC·Bᵀ and dB = Aᵀ·dC, batched products as one sgemm per matrix; a weight that a
+ * Transpose feeds read transposed, as the stage folds it), timed pass after
  * pass in model order on this process's BLAS threads. Prints one JSON line: the FLOPs of
  * a pass (3 x the forward products' FLOPs, the model FLOPs onnxpipe's profiler and
  * bench_step count), and GFLOP/s of the median and the best pass, by wall and CPU time.
  * Usage: bench_gemm_mix MODEL.onnx --batch B [--dim NAME=N]... [--seconds S] [--list] [--onnxpipe]
+ *        [--compare]
  * (--dim binds a symbolic dim, e.g. the exports' seq;
  * OPENBLAS_NUM_THREADS: threads; --list prints the products as a JSON line instead of
  * timing them, for another library's yardstick on the same shapes; --onnxpipe times the
  * same products through the cpu kernels' own smat_gemm, kernels/cpu/gemm.c where it
- * applies, instead of cblas_sgemm) */
+ * applies, instead of cblas_sgemm; --compare times each distinct product both ways, call
+ * by call in alternating order for S seconds (default 1), and prints per product the
+ * speedup of smat_gemm over cblas_sgemm (median and quartiles of the paired calls), then
+ * the pass's speedup from those times: a machine whose speed drifts by 10-25% over tens of
+ * seconds (docs/benchmarks.md) moves two separate runs apart by more than the difference,
+ * and each pair of calls sees the same speed) */
 #include "bench_util.h"
 
 #include <onnxpipe/graph_ir.h>
@@ -43,10 +50,88 @@ static int add_product(gemm *out, int n, const pp_shape *a, const pp_shape *b, i
     } else {                            /* batched: one sgemm per matrix */
         for (int i = 0; i < a->rank - 2; i++) count *= a->dims[i];
     }
-    out[n++] = (gemm){(int)M, (int)N, (int)K, ta, tb, (int)count};     /* C = A·B */
-    out[n++] = (gemm){(int)M, (int)K, (int)N, 0, 1, (int)count};       /* dA = dC·Bᵀ */
-    out[n++] = (gemm){(int)K, (int)N, (int)M, 1, 0, (int)count};       /* dB = Aᵀ·dC */
+    out[n++] = (gemm){(int)M, (int)N, (int)K, ta, tb, (int)count};   /* C = op(A)·op(B) */
+    /* the gradients of A and B as stored: dA = dC·op(B)ᵀ (transA: its transpose op(B)·dCᵀ),
+     * dB = op(A)ᵀ·dC (transB: dCᵀ·op(A)) */
+    out[n++] = ta ? (gemm){(int)K, (int)M, (int)N, tb, 1, (int)count} : (gemm){(int)M, (int)K, (int)N, 0, !tb, (int)count};
+    out[n++] = tb ? (gemm){(int)N, (int)K, (int)M, 1, ta, (int)count} : (gemm){(int)K, (int)N, (int)M, !ta, 0, (int)count};
     return n;
+}
+
+/* Whether value v is what stage/fuse.c's fold_trans_b folds into the MatMul that reads it:
+ * a float Transpose (perm [1, 0] or none) of a rank-2 tensor, read only by that MatMul; the
+ * stage then runs the product on the untransposed tensor with sgemm's transpose flag. */
+static int weight_transpose(const pp_graph *g, int v)
+{
+    const int t = g->values[v].producer;
+    if (t < 0 || g->values[v].nconsumers != 1) return 0;
+    const pp_node *tr = &g->nodes[t];
+    if (tr->op != PP_OP_TRANSPOSE || tr->ninputs != 1 || g->values[tr->inputs[0]].shape.rank != 2 ||
+        g->values[tr->inputs[0]].dtype != PP_DTYPE_F32)
+        return 0;
+    const pp_attr *perm = pp_attr_find(tr->attrs, tr->nattrs, "perm");
+    return !perm || (perm->type == PP_ATTR_INTS && perm->n == 2 && perm->ints[0] == 1 && perm->ints[1] == 0);
+}
+
+/* One product as the pass runs it (count matrices), on smat_gemm (ours) or cblas_sgemm. */
+static void run_product(const gemm *p, int ours, const float *A, const float *B, float *C)
+{
+    const int lda = p->ta ? p->M : p->K, ldb = p->tb ? p->K : p->N;
+    for (int k = 0; k < p->count; k++)
+        if (ours)
+            smat_gemm(SMAT_FULL, p->M, p->N, p->K, 1.f, (smat){(float *)A, p->ta, lda}, (smat){(float *)B, p->tb, ldb},
+                      0.f, (smat){C, 0, p->N});
+        else
+            cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, p->M,
+                        p->N, p->K, 1.f, A, lda, B, ldb, 0.f, C, p->N);
+}
+
+static int same_product(const gemm *a, const gemm *b)
+{
+    return a->M == b->M && a->N == b->N && a->K == b->K && a->ta == b->ta && a->tb == b->tb && a->count == b->count;
+}
+
+#define MAX_PAIRS 100000
+
+/* --compare: per distinct product, pairs of calls (cblas_sgemm, smat_gemm), the order
+ * alternating from pair to pair, for `seconds`; one JSON line each, then the pass's. */
+static int compare(const char *path, int64_t batch, const gemm *gs, int n, double seconds, const float *A,
+                   const float *B, float *C)
+{
+    double *ratio = malloc(MAX_PAIRS * sizeof *ratio), pass[2] = {0, 0};
+    if (!ratio) return 1;
+    for (int i = 0; i < n; i++) {
+        int uses = 0, seen = 0;
+        for (int j = 0; j < n; j++) uses += same_product(&gs[j], &gs[i]), seen |= j < i && same_product(&gs[j], &gs[i]);
+        if (seen) continue;
+        double t[2] = {0, 0};
+        int pairs = 0;
+        run_product(&gs[i], 0, A, B, C), run_product(&gs[i], 1, A, B, C);   /* warm */
+        for (const double start = pp_now(); pairs < MAX_PAIRS && (pairs < 10 || pp_now() - start < seconds); pairs++) {
+            double d[2];
+            for (int s = 0; s < 2; s++) {
+                const int ours = (pairs + s) % 2;
+                const double t0 = pp_now();
+                run_product(&gs[i], ours, A, B, C);
+                d[ours] = pp_now() - t0;
+            }
+            t[0] += d[0], t[1] += d[1], ratio[pairs] = d[0] / d[1];
+        }
+        const double flop = 2.0 * gs[i].M * gs[i].N * gs[i].K * gs[i].count * pairs;
+        const double med = median(ratio, pairs);   /* sorts ratio */
+        printf("{\"bench\": \"gemm_compare\", \"model\": \"%s\", \"microbatch\": %lld, \"M\": %d, \"N\": %d, \"K\": %d, "
+               "\"transA\": %d, \"transB\": %d, \"count\": %d, \"uses_per_pass\": %d, \"pairs\": %d, "
+               "\"openblas_gflops\": %.2f, \"onnxpipe_gflops\": %.2f, \"speedup_median\": %.3f, "
+               "\"speedup_q1\": %.3f, \"speedup_q3\": %.3f}\n",
+               path, (long long)batch, gs[i].M, gs[i].N, gs[i].K, gs[i].ta, gs[i].tb, gs[i].count, uses, pairs,
+               flop / t[0] * 1e-9, flop / t[1] * 1e-9, med, ratio[pairs / 4], ratio[3 * pairs / 4]);
+        pass[0] += uses * t[0] / pairs, pass[1] += uses * t[1] / pairs;
+    }
+    printf("{\"bench\": \"gemm_compare_pass\", \"model\": \"%s\", \"microbatch\": %lld, \"openblas_ms\": %.2f, "
+           "\"onnxpipe_ms\": %.2f, \"speedup\": %.3f, \"openblas_core\": \"%s\", \"loadavg_1m\": %.2f}\n",
+           path, (long long)batch, pass[0] * 1e3, pass[1] * 1e3, pass[0] / pass[1], openblas_get_corename(), loadavg());
+    free(ratio);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -54,13 +139,15 @@ int main(int argc, char **argv)
     const char *path = NULL;
     int64_t batch = 0;
     double seconds = 3.0;
-    int list = 0, ours = 0, ndims = 0;
+    int seconds_set = 0;
+    int list = 0, ours = 0, cmp = 0, ndims = 0;
     pp_dim_binding dims[8];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list")) list = 1;
         else if (!strcmp(argv[i], "--onnxpipe")) ours = 1;
+        else if (!strcmp(argv[i], "--compare")) cmp = 1;
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]), seconds_set = 1;
         else if (!strcmp(argv[i], "--dim") && i + 1 < argc && ndims < 8 && strchr(argv[i + 1], '=')) {
             char *eq = strchr(argv[++i], '=');
             *eq = '\0';
@@ -69,7 +156,7 @@ int main(int argc, char **argv)
         else path = argv[i];
     }
     if (!path || batch <= 0) {
-        fprintf(stderr, "usage: bench_gemm_mix MODEL.onnx --batch B [--dim NAME=N]... [--seconds S] [--list] [--onnxpipe]\n");
+        fprintf(stderr, "usage: bench_gemm_mix MODEL.onnx --batch B [--dim NAME=N]... [--seconds S] [--list] [--onnxpipe] [--compare]\n");
         return 2;
     }
     pp_error err = {0};
@@ -92,7 +179,12 @@ int main(int argc, char **argv)
             printf("{\"bench\": \"gemm_mix\", \"error\": \"%s\"}\n", err.msg);
             return 1;
         }
-        n = add_product(gs, n, &g->values[nd->inputs[0]].shape, &g->values[nd->inputs[1]].shape, (int)ta, (int)tb);
+        int b = nd->inputs[1];
+        if (nd->op == PP_OP_MATMUL && weight_transpose(g, b)) {   /* as the stage runs it: W read transposed */
+            b = g->nodes[g->values[b].producer].inputs[0];
+            tb = 1;
+        }
+        n = add_product(gs, n, &g->values[nd->inputs[0]].shape, &g->values[b].shape, (int)ta, (int)tb);
         products++;
     }
     if (list) {   /* [M, N, K, transA, transB, count] per sgemm, in pass order */
@@ -122,23 +214,19 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < bmax; i++) B[i] = (float)(i % 13) * 0.01f;
     memset(C, 0, cmax * sizeof *C);
 
+    if (cmp) {
+        const int rc = compare(path, batch, gs, n, seconds_set ? seconds : 1.0, A, B, C);
+        free(A), free(B), free(C), free(gs);
+        pp_graph_destroy(g);
+        return rc;
+    }
     int cap = 4096, passes = 0;
     double *wall = malloc((size_t)cap * sizeof *wall), *cpu = malloc((size_t)cap * sizeof *cpu);
     if (!wall || !cpu) return 1;
     double start = pp_now();
     while (passes < cap && (passes < 5 || pp_now() - start < seconds)) {
         double t0 = pp_now(), c0 = cpu_now();
-        for (int i = 0; i < n; i++) {
-            const gemm *p = &gs[i];
-            const int lda = p->ta ? p->M : p->K, ldb = p->tb ? p->K : p->N;
-            for (int k = 0; k < p->count; k++)
-                if (ours)
-                    smat_gemm(SMAT_FULL, p->M, p->N, p->K, 1.f, (smat){A, p->ta, lda}, (smat){B, p->tb, ldb}, 0.f,
-                              (smat){C, 0, p->N});
-                else
-                    cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans,
-                                p->M, p->N, p->K, 1.f, A, lda, B, ldb, 0.f, C, p->N);
-        }
+        for (int i = 0; i < n; i++) run_product(&gs[i], ours, A, B, C);
         wall[passes] = pp_now() - t0;
         cpu[passes] = cpu_now() - c0;
         passes++;
