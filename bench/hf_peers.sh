@@ -24,7 +24,8 @@
 #
 # One JSON line per trainer and configuration (losses, loss_first, loss_last, median of the
 # timed steps, CPU time where one process on one core runs it, the load average), the
-# GEMM yardstick per model (bench_gemm_mix on OpenBLAS, on onnxpipe's smat_gemm and on PyTorch's MKL, 1 core), then
+# GEMM yardstick per model (bench_gemm_mix on OpenBLAS, on onnxpipe's smat_gemm and on PyTorch's MKL, 1 core;
+# smat_gemm against OpenBLAS call by call), then
 # bench/peers/hf_summary.py's: per model, the losses against PyTorch eager's and best
 # onnxpipe / best peer on 1 core and on 2 (target 1.2x).
 #
@@ -174,11 +175,15 @@ peers() {
 # gemm_yardstick MODEL FILE: the export's products (every MatMul at one microbatch, forward
 # and both backward forms, in full) on one core, by OpenBLAS, by onnxpipe's own products
 # (smat_gemm: kernels/cpu/gemm.c where it applies, OpenBLAS the rest) and by PyTorch's MKL,
-# one JSON line each (bench "gemm_mix"): how much of a gap is the GEMM library's
+# one JSON line each (bench "gemm_mix"): how much of a gap is the GEMM library's; then
+# smat_gemm against OpenBLAS call by call (bench_gemm_mix --compare: a line per distinct
+# product, "gemm_compare", and the pass's, "gemm_compare_pass"), which the drift between
+# the two separate runs above does not move
 gemm_yardstick() {
     local tags="{\"model\": \"$1\", \"cores\": 1}" mix=("$BUILD/bench_gemm_mix" "$2" --batch $((BATCH / MB)) --dim seq="$SEQ")
     OPENBLAS_NUM_THREADS=1 taskset -c 0 "${mix[@]}" | out "$tags"
     OPENBLAS_NUM_THREADS=1 taskset -c 0 "${mix[@]}" --onnxpipe | out "$tags"
+    OPENBLAS_NUM_THREADS=1 taskset -c 0 "${mix[@]}" --compare | out "$tags"
     "${mix[@]}" --list | taskset -c 0 "$PY" "$PEERDIR/torch_gemm_mix.py" --threads 1 2>/dev/null | out "$tags"
 }
 

@@ -83,6 +83,9 @@ for model in dict.fromkeys(d["model"] for d in runs):
                               "mkl_over_openblas": round(mkl["gflops_median"] / blas["gflops_median"], 3)}
         if ours:
             out["gemm_1_core"]["onnxpipe_gflops"] = ours["gflops_median"]
+        paired = next((d for d in lines if d.get("bench") == "gemm_compare_pass" and d.get("model") == model), None)
+        if paired:   # the same products on smat_gemm and OpenBLAS call by call: drift moves both
+            out["gemm_1_core"]["onnxpipe_over_openblas_paired"] = paired["speedup"]
     out["loadavg_1m_range"] = [min(loads), max(loads)] if loads else None
     out["failed"] = sorted({d.get("config", "?") for d in failed if d.get("model") == model})
     print(json.dumps(out), flush=True)
