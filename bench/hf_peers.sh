@@ -35,7 +35,7 @@
 # Usage: bench/hf_peers.sh [BUILD_DIR]   (a Release build)
 # Env: LAYERS (4), DIM (256), HEADS (4), SEQ (256), BATCH (16), MICROBATCHES (4; the peers'
 # and pp=1's; dp=2 runs half per replica), PP_MICROBATCHES (8), PP_SCHEDULES ("1f1b"),
-# WARMUP (2), STEPS (3), ROUNDS (3), MODELS ("gpt2 llama"), EXPORTERS ("torchscript dynamo"),
+# WARMUP (2), STEPS (3), ROUNDS (3), CORES ("1 2"), MODELS ("gpt2 llama"), EXPORTERS ("torchscript dynamo"),
 # PEERS ("eager compile"; empty: onnxpipe only), ATTN ("eager sdpa"), PROFILE (1: profile the
 # Llama exports), PROFILE_DIR (keep the raw per-op tables there), WORK (keep the exports and
 # data in this folder and reuse those already made with the same arguments; default: a
@@ -50,7 +50,7 @@ BATCH=${BATCH:-16} MB=${MICROBATCHES:-4} PP_MB=${PP_MICROBATCHES:-8}
 PP_SCHEDULES=${PP_SCHEDULES:-1f1b}
 WARMUP=${WARMUP:-2} STEPS=${STEPS:-3} ROUNDS=${ROUNDS:-3}
 MODELS=${MODELS:-gpt2 llama} EXPORTERS=${EXPORTERS:-torchscript dynamo}
-PEERS=${PEERS-eager compile} ATTN=${ATTN:-eager sdpa} PROFILE=${PROFILE:-1}
+PEERS=${PEERS-eager compile} ATTN=${ATTN:-eager sdpa} PROFILE=${PROFILE:-1} CORES=${CORES:-1 2}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 WORK=${WORK:-$TMP/work}
@@ -208,7 +208,7 @@ for model in $MODELS; do
     for i in "${!files[@]}"; do
         [ "$i" -gt 0 ] && ! same_weights "${files[0]}" "${files[$i]}" && peer_idx+=("$i")
     done
-    for cores in 1 2; do
+    for cores in $CORES; do
         for ROUND in $(seq "$ROUNDS"); do
             for i in "${!files[@]}"; do
                 f=${files[$i]} e=${exps[$i]}
