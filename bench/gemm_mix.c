@@ -102,7 +102,8 @@ static int compare(const char *path, int64_t batch, const gemm *gs, int n, doubl
     if (!ratio) return 1;
     for (int i = 0; i < n; i++) {
         int uses = 0, seen = 0;
-        for (int j = 0; j < n; j++) uses += same_product(&gs[j], &gs[i]), seen |= j < i && same_product(&gs[j], &gs[i]);
+        for (int j = 0; j < n; j++)
+            if (same_product(&gs[j], &gs[i])) uses++, seen |= j < i;
         if (seen) continue;
         double t[2] = {0, 0};
         int pairs = 0;
