@@ -332,26 +332,6 @@ static tile_fn *const tiles2[MR][4] = {ROW2(1), ROW2(2), ROW2(3), ROW2(4), ROW2(
 static const isa avx512 = {NR512, 16, 256, 512, tiles512, pack_y512};
 static const isa avx2 = {NR2, 8, 256, 512, tiles2, pack_y2};
 
-/* A transposed X's rows [0, rows) x columns [0, kc) (element (i, k) at x[k ld + i]) as
- * 6-row strips, each k-major: strip s's element (i, k) at dst[s XSTRIP + XK k + i], so
- * each k is one aligned 8-float copy (6 of them used; past X's last row, only the rows
- * there are). X's rows are read in order (read strip by strip, a stride of 4 KiB would
- * hit one L1 set); XSTRIP's extra line keeps the strips being written in different sets. */
-static void pack_xt(const float *x, long ld, int rows, int kc, float *dst)
-{
-    for (int k = 0; k < kc; k++, x += ld) {
-        if (k + XT_PREFETCH_ROWS < kc)
-            for (int c = 0; c < rows; c += 16) __builtin_prefetch(x + XT_PREFETCH_ROWS * ld + c, 0, 3);
-        for (int i0 = 0, s = 0; i0 < rows; i0 += MR, s++) {
-            float *d = dst + (size_t)s * XSTRIP + k * XK;
-            if (rows - i0 >= XK)
-                memcpy(d, x + i0, XK * sizeof *d);
-            else
-                memcpy(d, x + i0, (size_t)(rows - i0) * sizeof *d);
-        }
-    }
-}
-
 /* The depths [*k0, *k1) and columns [0, *n1) of Z that TRI leaves to compute for the Z
  * rows [r0, r1) of a strip (smat.h: X and Z square where TRI names them). */
 static void strip_range(smat_tri tri, int r0, int r1, int n, int k, int *k0, int *k1, int *n1)
@@ -360,6 +340,34 @@ static void strip_range(smat_tri tri, int r0, int r1, int n, int k, int *k0, int
     if (tri == SMAT_TRI_X_LOWER) *k1 = r1 < k ? r1 : k;       /* row i sums k <= i */
     if (tri == SMAT_TRI_X_UPPER) *k0 = r0;                    /* row i sums k >= i */
     if (tri == SMAT_TRI_Z_LOWER) *n1 = r1 < n ? r1 : n;       /* columns j <= i */
+}
+
+/* A transposed X's rows [i0, i0 + rows) x depths [pc, pc + kc) (element (i, k) at
+ * x[(k - pc) ld + i - i0]) as 6-row strips, each k-major: strip s's element (i, k) at
+ * dst[s XSTRIP + XK (k - pc) + i - i0 - 6 s], so each k is one aligned 8-float copy (6 of
+ * them used; past X's last row, only the rows there are). Under a triangle a strip gets
+ * only the depths strip_range leaves it (X_UPPER: half of X). X's rows are read in order
+ * (read strip by strip, a stride of 4 KiB would hit one L1 set); XSTRIP's extra line keeps
+ * the strips being written in different sets. */
+static void pack_xt(smat_tri tri, const float *x, long ld, int i0, int rows, int pc, int kc, int k, float *dst)
+{
+    int lo[MC / MR], hi[MC / MR], n1;   /* strip s packs the depths [pc + lo[s], pc + hi[s]) */
+    for (int r = 0, s = 0; r < rows; r += MR, s++) {
+        strip_range(tri, i0 + r, i0 + (rows - r < MR ? rows : r + MR), 0, k, &lo[s], &hi[s], &n1);
+        lo[s] -= pc, hi[s] -= pc;
+    }
+    for (int kk = 0; kk < kc; kk++, x += ld) {
+        if (kk + XT_PREFETCH_ROWS < kc)
+            for (int c = 0; c < rows; c += 16) __builtin_prefetch(x + XT_PREFETCH_ROWS * ld + c, 0, 3);
+        for (int r = 0, s = 0; r < rows; r += MR, s++) {
+            if (kk < lo[s] || kk >= hi[s]) continue;
+            float *d = dst + (size_t)s * XSTRIP + kk * XK;
+            if (rows - r >= XK)
+                memcpy(d, x + r, XK * sizeof *d);
+            else
+                memcpy(d, x + r, (size_t)(rows - r) * sizeof *d);
+        }
+    }
 }
 
 /* The product on blocks of I's sizes: Y kc x nc packed into ybuf (or read in place: a
@@ -381,7 +389,7 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
             const long ys = ypack ? I->nr : Y.ld, panel = ypack ? kc : 1;   /* panel p at y + NR p panel */
             for (int i0 = 0; i0 < m; i0 += MC) {
                 const int mc = m - i0 < MC ? m - i0 : MC;
-                if (xpack) pack_xt(smat_at(X, i0, pc).p, X.ld, mc, kc, xbuf);
+                if (xpack) pack_xt(tri, smat_at(X, i0, pc).p, X.ld, i0, mc, pc, kc, k, xbuf);
                 for (int ic = 0; ic < mc; ic += MR) {
                     const int rows = mc - ic < MR ? mc - ic : MR, r0 = i0 + ic;
                     int k0, k1, n1;
@@ -391,13 +399,12 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
                     const float *x = xpack ? xbuf + (size_t)(ic / MR) * XSTRIP + (size_t)(a - pc) * XK : smat_at(X, r0, a).p;
                     const long rs = xpack || X.t ? 1 : X.ld, cs = xpack ? XK : X.t ? X.ld : 1;
                     float *z = Z.p + (long)r0 * Z.ld + jc;
-                    for (int jr = 0; jr < nc; jr += I->nr) {
-                        const int all = nc - jr < I->nr ? nc - jr : I->nr, want = n1 - (jc + jr);
-                        /* the whole vectors that hold the columns the strip needs */
-                        const int vecs = want <= 0 ? 0 : (want + I->vec - 1) / I->vec * I->vec;
-                        const int cols = vecs < all ? vecs : all;
-                        if (cols < all && pc == 0) smat_scale(Z, r0, r0 + rows, jc + jr + cols, jc + jr + all, beta);
-                        if (cols == 0 || a >= e) continue;
+                    /* this block's columns the strip computes: the whole vectors that hold those it needs */
+                    const int vecs = n1 <= jc ? 0 : (n1 - jc + I->vec - 1) / I->vec * I->vec;
+                    const int w = vecs < nc ? vecs : nc;
+                    if (pc == 0) smat_scale(Z, r0, r0 + rows, jc + w, jc + nc, beta);   /* one call: a row is a memset */
+                    for (int jr = 0; jr < w && a < e; jr += I->nr) {
+                        const int cols = w - jr < I->nr ? w - jr : I->nr;
                         I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, e - a, x, rs, cs,
                                                                              y + jr * panel + (a - pc) * ys, ys,
                                                                              z + jr, Z.ld, alpha, b);

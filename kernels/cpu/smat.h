@@ -4,6 +4,8 @@
 #ifndef PP_KERNELS_CPU_SMAT_H
 #define PP_KERNELS_CPU_SMAT_H
 
+#include <string.h>
+
 /* Element (i, j) at p[t ? j ld + i : i ld + j]. */
 typedef struct smat {
     float *p;
@@ -22,12 +24,18 @@ static inline smat smat_at(smat m, int i, int j)
  * What a triangle's product leaves in the entries it skips. */
 static inline void smat_scale(smat Z, int i0, int i1, int j0, int j1, float beta)
 {
-    if (beta == 1.f) return;
-    for (int i = i0; i < i1; i++)
-        for (int j = j0; j < j1; j++) {
-            float *z = smat_at(Z, i, j).p;
-            *z = beta == 0.f ? 0.f : beta * *z;
-        }
+    if (beta == 1.f || i0 >= i1 || j0 >= j1) return;
+    if (Z.t) {   /* the same entries of Z^T, row-major */
+        smat_scale(smat_t(Z), j0, j1, i0, i1, beta);
+        return;
+    }
+    for (int i = i0; i < i1; i++) {   /* row by row: a memset, or a loop that vectorises */
+        float *z = Z.p + (long)i * Z.ld;
+        if (beta == 0.f)
+            memset(z + j0, 0, (size_t)(j1 - j0) * sizeof *z);
+        else
+            for (int j = j0; j < j1; j++) z[j] *= beta;
+    }
 }
 
 /* Which triangle of a square matrix of a product is all that matters:
