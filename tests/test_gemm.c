@@ -5,7 +5,8 @@
  * to which Y is read in place; columns around its 8- and 16-column vectors, 16- and
  * 64-column tiles and 512-column blocks; depths around its 256-deep blocks; X and Y in
  * both layouts with padded leading dimensions; alpha and beta, with beta 0 over a
- * NaN-filled Z (which must not be read). smat_gemm's full product (which also takes a
+ * NaN-filled Z (which must not be read); a bias row added in the epilogue (bitwise equal to
+ * Z filled with it and the product added with beta 1, the roundings of (X Y) + b). smat_gemm's full product (which also takes a
  * transposed Z) is checked the same way. A core without a tile's ISA checks that pp_gemm
  * declines it and that smat_gemm still computes (on the other tile or OpenBLAS). The
  * bound is the float rounding of a k-term sum, 2 k u (|alpha| sum |x y| + |beta z|),
@@ -45,6 +46,7 @@ typedef struct shape {
     int m, n, k, xt, yt, zt;
     float alpha, beta;
     smat_tri tri;   /* SMAT_FULL unless named */
+    int bias;       /* Z also gets a bias row (n floats) added to every row; smat_gemm_bias when beta is 0 */
 } shape;
 
 /* A matrix (r x c) in the layout t with a padded leading dimension, random entries. */
@@ -76,17 +78,39 @@ static int check(shape s, int via)
     assert_non_null(z0), assert_non_null(zb);
     for (size_t i = 0; i < zlen; i++) z0[i] = zb[i] = s.beta == 0.f ? NAN : Z.p[i];
     for (size_t i = 0; i < zlen; i++) Z.p[i] = z0[i];
+    float *bias = NULL;
+    if (s.bias) {
+        bias = malloc((size_t)s.n * sizeof *bias);
+        assert_non_null(bias);
+        for (int j = 0; j < s.n; j++) bias[j] = uniform();
+    }
     int done = 1;
-    if (via == VIA_SMAT)
+    if (via == VIA_SMAT && s.bias)
+        smat_gemm_bias(s.m, s.n, s.k, s.alpha, X, Y, bias, Z);
+    else if (via == VIA_SMAT)
         smat_gemm(s.tri, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
     else
-        done = pp_gemm((pp_gemm_isa)via, s.tri, s.m, s.n, s.k, s.alpha, X, Y, s.beta, Z);
+        done = pp_gemm((pp_gemm_isa)via, s.tri, s.m, s.n, s.k, s.alpha, X, Y, s.beta, bias, Z);
+    if (done && s.bias && s.beta == 0.f && !s.zt) {   /* bitwise: the bias rows, then the product with beta 1 */
+        float *zf = malloc(zlen * sizeof *zf);
+        assert_non_null(zf);
+        for (int i = 0; i < s.m; i++)
+            for (int j = 0; j < s.n; j++) zf[(size_t)i * Z.ld + j] = bias[j];
+        const smat Zf = {zf, 0, Z.ld};
+        if (via == VIA_SMAT) smat_gemm(SMAT_FULL, s.m, s.n, s.k, s.alpha, X, Y, 1.f, Zf);
+        else assert_true(pp_gemm((pp_gemm_isa)via, SMAT_FULL, s.m, s.n, s.k, s.alpha, X, Y, 1.f, NULL, Zf));
+        for (int i = 0; i < s.m; i++)
+            for (int j = 0; j < s.n; j++) assert_true(get(Z, i, j) == get(Zf, i, j));
+        free(zf);
+    }
     if (done) {
         /* OpenBLAS on the same operands; a transposed Z as Z^T = Y^T X^T */
         const smat A = s.zt ? smat_t(Y) : X, B = s.zt ? smat_t(X) : Y;
         cblas_sgemm(CblasRowMajor, A.t ? CblasTrans : CblasNoTrans, B.t ? CblasTrans : CblasNoTrans, s.zt ? s.n : s.m,
                     s.zt ? s.m : s.n, s.k, s.alpha, A.p, A.ld, B.p, B.ld, s.beta, zb, Z.ld);
         const smat Zb = {zb, s.zt, Z.ld}, Z0 = {z0, s.zt, Z.ld};
+        for (int i = 0; i < s.m && bias; i++)
+            for (int j = 0; j < s.n; j++) *smat_at(Zb, i, j).p += bias[j];
         double worst = 0, worst_blas = 0;
         for (int i = 0; i < s.m; i++)
             for (int j = 0; j < s.n; j++) {
@@ -96,8 +120,10 @@ static int check(shape s, int via)
                     sum += t, mag += fabs(t);
                 }
                 const double zi = s.beta == 0.f ? 0 : get(Z0, i, j);
-                const double ref = s.alpha * sum + s.beta * zi;
-                const double bound = 2.0 * (s.k + 2) * 0x1p-24 * (fabs(s.alpha) * mag + fabs(s.beta * zi)) + 1e-30;
+                const double bj = bias ? bias[j] : 0;
+                const double ref = s.alpha * sum + s.beta * zi + bj;
+                const double bound =
+                    2.0 * (s.k + 3) * 0x1p-24 * (fabs(s.alpha) * mag + fabs(s.beta * zi) + fabs(bj)) + 1e-30;
                 double e = fabs(get(Z, i, j) - ref) / bound;
                 const double eb = fabs(get(Zb, i, j) - ref) / bound;
                 if (s.tri == SMAT_TRI_Z_LOWER && j > i && get(Z, i, j) == (s.beta == 0.f ? 0.f : s.beta * get(Z0, i, j)))
@@ -106,13 +132,13 @@ static int check(shape s, int via)
                 if (eb > worst_blas) worst_blas = eb;
             }
         if (!(worst <= 1.0))
-            fprintf(stderr, "m %d n %d k %d tri %d X%s Y%s Z%s alpha %g beta %g: error %.3g of the bound (OpenBLAS %.3g)\n", s.m,
-                    s.n, s.k, (int)s.tri, s.xt ? "^T" : "", s.yt ? "^T" : "", s.zt ? "^T" : "", s.alpha, s.beta, worst,
-                    worst_blas);
+            fprintf(stderr, "m %d n %d k %d tri %d X%s Y%s Z%s alpha %g beta %g bias %d: error %.3g of the bound (OpenBLAS %.3g)\n",
+                    s.m, s.n, s.k, (int)s.tri, s.xt ? "^T" : "", s.yt ? "^T" : "", s.zt ? "^T" : "", s.alpha, s.beta,
+                    s.bias, worst, worst_blas);
         assert_true(worst <= 1.0);
         assert_true(worst_blas <= 1.0);
     }
-    free(X.p), free(Y.p), free(Z.p), free(z0), free(zb);
+    free(X.p), free(Y.p), free(Z.p), free(z0), free(zb), free(bias);
     return done;
 }
 
@@ -125,26 +151,29 @@ static const int depths[] = {1, 7, 255, 256, 257, 600};
  * operand layouts, alternately through pp_gemm on WHICH's tile and smat_gemm */
 static void edges(pp_gemm_isa which)
 {
-    int checked = 0, declined = 0, direct = 0;
+    int checked = 0, declined = 0, direct = 0, biased = 0;
     const float alphas[] = {1.f, -0.5f}, betas[] = {0.f, 1.f, 0.25f};
     for (int dim = 0; dim < 3; dim++) {
         const int len = dim == 0 ? LEN(rows) : dim == 1 ? LEN(cols) : LEN(depths);
         for (int e = 0; e < len; e++)
             for (int layout = 0; layout < 4; layout++) {
                 shape s = {rows[next() % LEN(rows)], cols[next() % LEN(cols)], depths[next() % LEN(depths)],
-                           layout & 1, layout >> 1, 0, alphas[next() % 2], betas[next() % 3], SMAT_FULL};
+                           layout & 1, layout >> 1, 0, alphas[next() % 2], betas[next() % 3], SMAT_FULL, 0};
                 if (dim == 0) s.m = rows[e];
                 if (dim == 1) s.n = cols[e];
                 if (dim == 2) s.k = depths[e];
                 const int via_smat = (e + layout) & 1;
                 s.zt = via_smat && (next() & 1);
+                s.bias = next() % 3 == 0;
+                if (s.bias && via_smat) s.beta = 0.f;   /* smat_gemm_bias: Z = alpha X Y + bias */
                 direct += !via_smat;
+                biased += s.bias;
                 if (check(s, via_smat ? VIA_SMAT : (int)which)) checked++;
                 else declined++;
             }
     }
-    printf("gemm %s tile: %d products within the float bound of the double loops (and OpenBLAS), %d declined (%s)\n",
-           names[which], checked, declined, have(which) ? "the core has it" : "the core lacks it: not run");
+    printf("gemm %s tile: %d products (%d with a bias row) within the float bound of the double loops (and OpenBLAS), %d declined (%s)\n",
+           names[which], checked, biased, declined, have(which) ? "the core has it" : "the core lacks it: not run");
     assert_int_equal(declined, have(which) ? 0 : direct);
 }
 static void test_edges_avx512(void **state) { (void)state, edges(PP_GEMM_AVX512); }
@@ -165,7 +194,7 @@ static void triangles(pp_gemm_isa which)
             for (int layout = 0; layout < 8; layout++) {
                 const int T = sides[e], other = 16 + (int)(next() % 80);
                 shape s = {T, t == SMAT_TRI_Z_LOWER ? T : other, t == SMAT_TRI_Z_LOWER ? other : T, layout & 1,
-                           (layout >> 1) & 1, 0, layout & 4 ? -0.5f : 1.f, betas[next() % 3], (smat_tri)t};
+                           (layout >> 1) & 1, 0, layout & 4 ? -0.5f : 1.f, betas[next() % 3], (smat_tri)t, 0};
                 const int via_smat = layout & 4;
                 s.zt = via_smat && (next() & 1);
                 direct += !via_smat;
@@ -180,15 +209,17 @@ static void test_triangles_avx512(void **state) { (void)state, triangles(PP_GEMM
 static void test_triangles_avx2(void **state) { (void)state, triangles(PP_GEMM_AVX2); }
 
 /* The example GPT's own products (microbatch 4: 512 rows, d 256, 4 heads of 64, MLP 1024),
- * forward and both backward forms. */
+ * forward (with and without a bias row) and both backward forms. */
 static void test_model_shapes(void **state)
 {
     (void)state;
     static const shape gpt[] = {
-        {512, 768, 256, 0, 0, 0, 1.f, 0.f, SMAT_FULL},  {512, 256, 768, 0, 1, 0, 1.f, 1.f, SMAT_FULL},  {256, 768, 512, 1, 0, 0, 1.f, 1.f, SMAT_FULL},
-        {512, 1024, 256, 0, 0, 0, 1.f, 1.f, SMAT_FULL}, {512, 256, 1024, 0, 1, 0, 1.f, 0.f, SMAT_FULL}, {1024, 256, 512, 1, 0, 0, 1.f, 1.f, SMAT_FULL},
-        {128, 128, 64, 0, 1, 0, 0.125f, 1.f, SMAT_FULL}, {32, 64, 128, 0, 0, 0, 1.f, 0.f, SMAT_FULL},  {32, 64, 96, 1, 0, 0, 1.f, 1.f, SMAT_FULL},
-        {96, 32, 64, 0, 1, 0, 0.125f, 0.f, SMAT_FULL},
+        {512, 768, 256, 0, 0, 0, 1.f, 0.f, SMAT_FULL, 0},  {512, 256, 768, 0, 1, 0, 1.f, 1.f, SMAT_FULL, 0},  {256, 768, 512, 1, 0, 0, 1.f, 1.f, SMAT_FULL, 0},
+        {512, 1024, 256, 0, 0, 0, 1.f, 1.f, SMAT_FULL, 0}, {512, 256, 1024, 0, 1, 0, 1.f, 0.f, SMAT_FULL, 0}, {1024, 256, 512, 1, 0, 0, 1.f, 1.f, SMAT_FULL, 0},
+        {128, 128, 64, 0, 1, 0, 0.125f, 1.f, SMAT_FULL, 0}, {32, 64, 128, 0, 0, 0, 1.f, 0.f, SMAT_FULL, 0},  {32, 64, 96, 1, 0, 0, 1.f, 1.f, SMAT_FULL, 0},
+        {96, 32, 64, 0, 1, 0, 0.125f, 0.f, SMAT_FULL, 0},
+        /* Linear's bias row in the epilogue: forward, and past the 256-deep blocks */
+        {512, 768, 256, 0, 0, 0, 1.f, 0.f, SMAT_FULL, 1}, {512, 256, 1024, 0, 1, 0, 1.f, 0.f, SMAT_FULL, 1},
     };
     for (int which = 0; which < LEN(names); which++) {
         int n = 0;
@@ -201,7 +232,7 @@ static void test_model_shapes(void **state)
 static void *in_thread(void *arg)
 {
     (void)arg;
-    shape s = {40, 70, 300, 1, 1, 0, 1.f, 0.f, SMAT_FULL};
+    shape s = {40, 70, 300, 1, 1, 0, 1.f, 0.f, SMAT_FULL, 0};
     return (void *)(intptr_t)check(s, VIA_SMAT);
 }
 

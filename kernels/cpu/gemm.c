@@ -1,5 +1,6 @@
-/* sgemm on x86 cores with AVX-512 or AVX2+FMA, for smat.c: Z = alpha X Y + beta Z with X
- * and Y in either layout and Z row-major. The blocking, packing and driver are shared;
+/* sgemm on x86 cores with AVX-512 or AVX2+FMA, for smat.c: Z = alpha X Y + beta Z (+ a
+ * bias row added to every row, in the tiles' epilogue) with X and Y in either layout and Z
+ * row-major. The blocking, packing and driver are shared;
  * what differs per ISA is the register tile (and AVX-512's packing of a transposed Y),
  * chosen at run time by cpuid and compiled with target attributes.
  *
@@ -52,9 +53,10 @@
 #define TILE_FN __attribute__((no_sanitize("address", "undefined")))
 
 /* Z (R x cols, row stride ldz) = alpha X (R x kc; element (i, k) at x[i rs + k cs]) times
- * a panel of Y (kc x NR, row stride ys; cols <= NR) + beta Z; beta 0 does not read Z. */
+ * a panel of Y (kc x NR, row stride ys; cols <= NR) + beta Z + bias (the tile's cols of a
+ * row added to every row; NULL: none); beta 0 does not read Z. */
 typedef void tile_fn(int cols, int kc, const float *x, long rs, long cs, const float *y, long ys, float *z,
-                     long ldz, float alpha, float beta);
+                     long ldz, float alpha, float beta, const float *bias);
 
 /* One ISA's part: its tiles, tiles[R - 1][V - 1] for R rows and V vectors (of NR / 4 or
  * NR / 2 columns), its packing of Y's kc x nc block into NR-column panels (panel p:
@@ -156,11 +158,13 @@ AVX512 static void pack_y512(smat Y, int kc, int nc, float *dst)
 }
 
 /* Z (R x cols, row stride ldz) = alpha X (R x kc; element (i, k) at x[i rs + k cs]) times
- * the packed panel y (kc x 64, of which V vectors are read: cols <= 16 V) + beta Z;
- * beta 0 does not read Z. R and V are constants where it is inlined (tiles512 below). */
+ * the packed panel y (kc x 64, of which V vectors are read: cols <= 16 V) + beta Z + bias
+ * (as tile_fn); beta 0 does not read Z. R and V are constants where it is inlined
+ * (tiles512 below). */
 AVX512 TILE_FN static inline __attribute__((always_inline)) void tile512(const int R, const int V, int cols, int kc,
                                                               const float *x, long rs, long cs, const float *y,
-                                                              long ys, float *z, long ldz, float alpha, float beta)
+                                                              long ys, float *z, long ldz, float alpha, float beta,
+                                                              const float *bias)
 {
     __m512 acc[MR][4];
 #pragma GCC unroll 6
@@ -183,6 +187,8 @@ AVX512 TILE_FN static inline __attribute__((always_inline)) void tile512(const i
     __mmask16 m[4];
     for (int v = 0; v < V; v++) m[v] = first_lanes(cols - 16 * v);
     const __m512 a = _mm512_set1_ps(alpha), b = _mm512_set1_ps(beta);
+    __m512 bv[4];
+    for (int v = 0; v < V; v++) bv[v] = bias ? _mm512_maskz_loadu_ps(m[v], bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
@@ -190,6 +196,7 @@ AVX512 TILE_FN static inline __attribute__((always_inline)) void tile512(const i
             float *p = z + i * ldz + 16 * v;
             __m512 r = _mm512_mul_ps(a, acc[i][v]);
             if (beta != 0.f) r = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m[v], p), r);
+            if (bias) r = _mm512_add_ps(r, bv[v]);
             if (m[v] == 0xffff)   /* a masked store is slow on Zen 4 */
                 _mm512_storeu_ps(p, r);
             else
@@ -199,9 +206,9 @@ AVX512 TILE_FN static inline __attribute__((always_inline)) void tile512(const i
 
 #define TILE512(R, V)                                                                                        \
     AVX512 TILE_FN static void tile512_##R##_##V(int cols, int kc, const float *x, long rs, long cs, const float *y, \
-                                      long ys, float *z, long ldz, float alpha, float beta)               \
+                                      long ys, float *z, long ldz, float alpha, float beta, const float *bias) \
     {                                                                                                     \
-        tile512(R, V, cols, kc, x, rs, cs, y, ys, z, ldz, alpha, beta);                                      \
+        tile512(R, V, cols, kc, x, rs, cs, y, ys, z, ldz, alpha, beta, bias);                                \
     }
 #define TILES512(R) TILE512(R, 1) TILE512(R, 2) TILE512(R, 3) TILE512(R, 4)
 TILES512(1) TILES512(2) TILES512(3) TILES512(4) TILES512(5) TILES512(6)
@@ -222,7 +229,8 @@ AVX2 static inline __m256i first_lanes8(int n)
 /* as tile512, on the panel y (kc x 16, of which V vectors are read: cols <= 8 V) */
 AVX2 TILE_FN static inline __attribute__((always_inline)) void tile2(const int R, const int V, int cols, int kc,
                                                             const float *x, long rs, long cs, const float *y,
-                                                            long ys, float *z, long ldz, float alpha, float beta)
+                                                            long ys, float *z, long ldz, float alpha, float beta,
+                                                            const float *bias)
 {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
@@ -246,6 +254,8 @@ AVX2 TILE_FN static inline __attribute__((always_inline)) void tile2(const int R
     __m256i m[2];
     for (int v = 0; v < V; v++) m[v] = first_lanes8(cols - 8 * v);
     const __m256 a = _mm256_set1_ps(alpha), b = _mm256_set1_ps(beta);
+    __m256 bv[2];
+    for (int v = 0; v < V; v++) bv[v] = bias ? _mm256_maskload_ps(bias + 8 * v, m[v]) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 2
@@ -253,6 +263,7 @@ AVX2 TILE_FN static inline __attribute__((always_inline)) void tile2(const int R
             float *p = z + i * ldz + 8 * v;
             __m256 r = _mm256_mul_ps(a, acc[i][v]);
             if (beta != 0.f) r = _mm256_fmadd_ps(b, _mm256_maskload_ps(p, m[v]), r);
+            if (bias) r = _mm256_add_ps(r, bv[v]);
             if (cols - 8 * v >= 8)
                 _mm256_storeu_ps(p, r);
             else
@@ -318,9 +329,9 @@ AVX2 static void pack_y2(smat Y, int kc, int nc, float *dst)
 
 #define TILE2(R, V)                                                                                       \
     AVX2 TILE_FN static void tile2_##R##_##V(int cols, int kc, const float *x, long rs, long cs, const float *y, \
-                                     long ys, float *z, long ldz, float alpha, float beta)               \
+                                     long ys, float *z, long ldz, float alpha, float beta, const float *bias) \
     {                                                                                                     \
-        tile2(R, V, cols, kc, x, rs, cs, y, ys, z, ldz, alpha, beta);                                    \
+        tile2(R, V, cols, kc, x, rs, cs, y, ys, z, ldz, alpha, beta, bias);                              \
     }
 #define TILES2(R) TILE2(R, 1) TILE2(R, 2)
 TILES2(1) TILES2(2) TILES2(3) TILES2(4) TILES2(5) TILES2(6)
@@ -375,8 +386,8 @@ static void pack_xt(smat_tri tri, const float *x, long ld, int i0, int rows, int
  * strip makes one tile). Under a triangle each 6-row strip sums only the depths, and
  * writes only the vectors of columns, that strip_range leaves; the columns it skips are
  * beta Z. */
-static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z,
-                 float *ybuf, float *xbuf)
+static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta,
+                 const float *bias, smat Z, float *ybuf, float *xbuf)
 {
     /* in place, a tile reads whole vectors of Y's rows: n a multiple of 16 stays inside them */
     const int ypack = Y.t || m > Y_IN_PLACE_ROWS || n % 16;
@@ -395,7 +406,8 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
                     int k0, k1, n1;
                     strip_range(tri, r0, r0 + rows, n, k, &k0, &k1, &n1);
                     const int a = k0 > pc ? k0 : pc, e = k1 < pc + kc ? k1 : pc + kc;   /* this block's depths */
-                    const float b = k0 >= pc ? beta : 1.f;   /* the strip's first block sets Z */
+                    const float b = k0 >= pc ? beta : 1.f;   /* the strip's first block sets Z, and adds the bias */
+                    const float *bz = k0 >= pc && bias ? bias + jc : NULL;
                     const float *x = xpack ? xbuf + (size_t)(ic / MR) * XSTRIP + (size_t)(a - pc) * XK : smat_at(X, r0, a).p;
                     const long rs = xpack || X.t ? 1 : X.ld, cs = xpack ? XK : X.t ? X.ld : 1;
                     float *z = Z.p + (long)r0 * Z.ld + jc;
@@ -407,7 +419,7 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
                         const int cols = w - jr < I->nr ? w - jr : I->nr;
                         I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, e - a, x, rs, cs,
                                                                              y + jr * panel + (a - pc) * ys, ys,
-                                                                             z + jr, Z.ld, alpha, b);
+                                                                             z + jr, Z.ld, alpha, b, bz ? bz + jr : NULL);
                     }
                 }
             }
@@ -415,22 +427,24 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
     }
 }
 
-int pp_gemm(pp_gemm_isa which, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+int pp_gemm(pp_gemm_isa which, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta,
+            const float *bias, smat Z)
 {
     (void)pthread_once(&once, setup);
     const isa *I = which == PP_GEMM_AVX512 && have_avx512 ? &avx512 : which == PP_GEMM_AVX2 && have_avx2 ? &avx2 : NULL;
-    if (!I || Z.t || k <= 0) return 0;
+    if (!I || Z.t || k <= 0 || (bias && tri != SMAT_FULL)) return 0;
     float *buf = pack_buffer();
     if (!buf) return 0;
-    gemm(I, tri, m, n, k, alpha, X, Y, beta, Z, buf, buf + (size_t)KC_MAX * NC_MAX);
+    gemm(I, tri, m, n, k, alpha, X, Y, beta, bias, Z, buf, buf + (size_t)KC_MAX * NC_MAX);
     return 1;
 }
 
 #else
 
-int pp_gemm(pp_gemm_isa which, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+int pp_gemm(pp_gemm_isa which, smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta,
+            const float *bias, smat Z)
 {
-    (void)which, (void)tri, (void)m, (void)n, (void)k, (void)alpha, (void)X, (void)Y, (void)beta, (void)Z;
+    (void)which, (void)tri, (void)m, (void)n, (void)k, (void)alpha, (void)X, (void)Y, (void)beta, (void)bias, (void)Z;
     return 0;
 }
 

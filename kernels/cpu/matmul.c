@@ -40,15 +40,22 @@ static pp_status bias_rows(const pp_kernel_ctx *c, int64_t M, int64_t N, int64_t
     return PP_OK;
 }
 
-/* Y (M, N) = the bias rows (bias_rows: 1 or M of N floats), before sgemm adds with beta 1:
- * the same roundings as (A B) + bias. */
-static void fill_bias(smat Y, const float *bias, int64_t rows, int64_t M, int64_t N)
+/* Y (M, N) = alpha A B + the fused bias (bias_rows: 1 or M of N floats; NULL: none): a
+ * row [N] in sgemm's epilogue (smat_gemm_bias), an [M, N] one filled first and added to
+ * with beta 1; either way the roundings of (alpha A B) + bias. */
+static void mm_bias(smat_tri tri, int M, int N, int K, float alpha, smat A, smat B, const float *bias,
+                    int64_t rows, smat Y)
 {
-    for (int64_t i = 0; i < M; i++) {
+    if (bias && rows == 1 && tri == SMAT_FULL) {
+        smat_gemm_bias(M, N, K, alpha, A, B, bias, Y);
+        return;
+    }
+    for (int64_t i = 0; bias && i < M; i++) {
         const float *b = bias + (i % rows) * N;
         if (!Y.t) memcpy(Y.p + i * Y.ld, b, (size_t)N * sizeof *b);
         else for (int64_t j = 0; j < N; j++) Y.p[j * Y.ld + i] = b[j];
     }
+    smat_gemm(tri, M, N, K, alpha, A, B, bias ? 1.f : 0.f, Y);
 }
 
 /* Matrix ib of B (or of its gradient), stored (K, N) or, under trans_B, (N, K). */
@@ -232,8 +239,8 @@ static pp_status perm_forward(const pp_kernel_ctx *c, pp_error *err)
         PP_CHECK(sview_mat(&p.a, c->in[0].data, idx, &A, c->node, err));
         PP_CHECK(sview_mat(&p.b, c->in[1].data, idx, &B, c->node, err));
         PP_CHECK(sview_mat(&p.y, c->out[0].data, idx, &Y, c->node, err));
-        if (p.bias_rows) fill_bias(Y, c->in[2].data, p.bias_rows, p.M, p.N);
-        smat_gemm(causal_fwd(p.causal), (int)p.M, (int)p.N, (int)p.K, p.alpha, A, B, p.bias_rows ? 1.f : 0.f, Y);
+        mm_bias(causal_fwd(p.causal), (int)p.M, (int)p.N, (int)p.K, p.alpha, A, B,
+                p.bias_rows ? c->in[2].data : NULL, p.bias_rows, Y);
     }
     return PP_OK;
 }
@@ -270,27 +277,22 @@ PP_FWD(pp_cpu_matmul_forward)
     if (has_perms(c)) return perm_forward(c, err);
     mm_plan p;
     PP_CHECK(mm_plan_make(c, &c->out[0], &p, err));
-    const float *A = c->in[0].data, *B = c->in[1].data, *bias = c->nin > 2 ? c->in[2].data : NULL;
+    const float *A = c->in[0].data, *B = c->in[1].data, *bias = p.bias_rows ? c->in[2].data : NULL;
     const float alpha = p.alpha;
     float *Y = c->out[0].data;
     int64_t M = p.m.M, K = p.m.K, N = p.m.N;
-    float beta = 0.f;
-    if (bias) {   /* Y matrices = bias, then Y += A B */
-        for (int64_t b = 0; b < p.m.batch; b++) fill_bias((smat){Y + b * M * N, 0, (int)N}, bias, p.bias_rows, M, N);
-        beta = 1.f;
-    }
     mm_causal z;
     PP_CHECK(causal_make(c, M, K, N, &z, err));
-    if (p.m.fold_a && !z.y && !z.a) {
-        smat_gemm(SMAT_FULL, (int)(p.m.batch * M), (int)N, (int)K, alpha, (smat){(float *)A, 0, (int)K},
-                  b_mat(&p.m, B, 0), beta, (smat){Y, 0, (int)N});
+    if (p.m.fold_a && !z.y && !z.a) {   /* the batch's rows as one matrix: an [M, N] bias repeats every M rows */
+        mm_bias(SMAT_FULL, (int)(p.m.batch * M), (int)N, (int)K, alpha, (smat){(float *)A, 0, (int)K},
+                b_mat(&p.m, B, 0), bias, p.bias_rows, (smat){Y, 0, (int)N});
         return PP_OK;
     }
     for (int64_t b = 0; b < p.m.batch; b++) {
         int64_t ia, ib;
         pp_matmul_batch_index(&p.m, b, &ia, &ib);
-        smat_gemm(causal_fwd(z), (int)M, (int)N, (int)K, alpha, (smat){(float *)A + ia * M * K, 0, (int)K},
-                  b_mat(&p.m, B, ib), beta, (smat){Y + b * M * N, 0, (int)N});
+        mm_bias(causal_fwd(z), (int)M, (int)N, (int)K, alpha, (smat){(float *)A + ia * M * K, 0, (int)K},
+                b_mat(&p.m, B, ib), bias, p.bias_rows, (smat){Y + b * M * N, 0, (int)N});
     }
     return PP_OK;
 }
@@ -388,6 +390,12 @@ PP_FWD(pp_cpu_gemm_forward)
     gemm_plan g;
     PP_CHECK(gemm_plan_make(c, &c->out[0], &g, err));
     float *Y = c->out[0].data;
+    const smat A = {c->in[0].data, g.ta, g.ta ? g.M : g.K}, B = {c->in[1].data, g.tb, g.tb ? g.K : g.N};
+    if (g.has_c && g.beta == 1.f && c->in[2].rank <= 2 && pp_tensor_numel(&c->in[2]) == g.N &&
+        (c->in[2].rank == 0 ? g.N == 1 : c->in[2].dims[c->in[2].rank - 1] == g.N)) {   /* Linear's bias row */
+        smat_gemm_bias(g.M, g.N, g.K, g.alpha, A, B, c->in[2].data, (smat){Y, 0, g.N});
+        return PP_OK;
+    }
     if (g.has_c) {
         /* Y = C broadcast to (M, N), then sgemm with beta */
         pp_bcast b = {0};
@@ -400,13 +408,13 @@ PP_FWD(pp_cpu_gemm_forward)
             for (int64_t j = 0; j < b.inner; j++) Y[r * b.inner + j] = C[off + j * b.inner_stride[0]];
         }
     }
-    smat_gemm(SMAT_FULL, g.M, g.N, g.K, g.alpha, (smat){c->in[0].data, g.ta, g.ta ? g.M : g.K},
-              (smat){c->in[1].data, g.tb, g.tb ? g.K : g.N}, g.has_c ? g.beta : 0.f, (smat){Y, 0, g.N});
+    smat_gemm(SMAT_FULL, g.M, g.N, g.K, g.alpha, A, B, g.has_c ? g.beta : 0.f, (smat){Y, 0, g.N});
     return PP_OK;
 }
 
 /* With A' = op(A), B' = op(B): dA' = alpha dY B'^T and dB' = alpha A'^T dY; the stored
- * gradient is the transpose of dA' (dB') when transA (transB) is set. */
+ * gradient is the transpose of dA' (dB') when transA (transB) is set; dC is beta dY summed
+ * over what C broadcasts. Each adds to its gradient, or assigns a fresh one (grad_fresh). */
 PP_BWD(pp_cpu_gemm_backward)
 {
     const float *GY = grad_out[0].data;
@@ -415,13 +423,18 @@ PP_BWD(pp_cpu_gemm_backward)
     PP_CHECK(gemm_plan_make(c, &grad_out[0], &g, err));
     const smat A = {c->in[0].data, g.ta, g.ta ? g.M : g.K}, B = {c->in[1].data, g.tb, g.tb ? g.K : g.N};
     const smat dy = {(float *)GY, 0, g.N};
+    const unsigned fresh = c->grad_fresh;
     if (grad_in[0].data)
-        smat_gemm(SMAT_FULL, g.M, g.K, g.N, g.alpha, dy, smat_t(B), 1.f,
+        smat_gemm(SMAT_FULL, g.M, g.K, g.N, g.alpha, dy, smat_t(B), fresh & 1 ? 0.f : 1.f,
                   (smat){grad_in[0].data, g.ta, g.ta ? g.M : g.K});
     if (grad_in[1].data)
-        smat_gemm(SMAT_FULL, g.K, g.N, g.M, g.alpha, smat_t(A), dy, 1.f,
+        smat_gemm(SMAT_FULL, g.K, g.N, g.M, g.alpha, smat_t(A), dy, fresh >> 1 & 1 ? 0.f : 1.f,
                   (smat){grad_in[1].data, g.tb, g.tb ? g.K : g.N});
-    if (c->nin > 2 && grad_in[2].data && g.beta != 0.f)
-        PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], g.beta, 0, c->node, err));
+    if (c->nin > 2 && grad_in[2].data) {
+        if (g.beta != 0.f)
+            PP_CHECK(pp_bcast_reduce_add(&grad_in[2], &grad_out[0], g.beta, fresh >> 2 & 1, c->node, err));
+        else if (fresh >> 2 & 1)   /* C is not read: its gradient is 0 */
+            memset(grad_in[2].data, 0, pp_tensor_nbytes(&grad_in[2]));
+    }
     return PP_OK;
 }

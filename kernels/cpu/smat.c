@@ -11,11 +11,12 @@
  * on AVX2+FMA for products with a row-major X and for triangles (its 6 x 16 tile beats
  * OpenBLAS there on a Zen 3 core; on a full product with a transposed X it runs at
  * 0.8-0.9x of OpenBLAS: docs/benchmarks.md). 0 where it does not apply. */
-static int own_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z)
+static int own_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, const float *bias,
+                    smat Z)
 {
-    return openblas_get_num_threads() == 1 && (pp_gemm(PP_GEMM_AVX512, tri, m, n, k, alpha, X, Y, beta, Z) ||
+    return openblas_get_num_threads() == 1 && (pp_gemm(PP_GEMM_AVX512, tri, m, n, k, alpha, X, Y, beta, bias, Z) ||
                                                ((!X.t || tri != SMAT_FULL) &&
-                                                pp_gemm(PP_GEMM_AVX2, tri, m, n, k, alpha, X, Y, beta, Z)));
+                                                pp_gemm(PP_GEMM_AVX2, tri, m, n, k, alpha, X, Y, beta, bias, Z)));
 }
 
 /* the full product: gemm.c where it applies, else OpenBLAS */
@@ -27,7 +28,7 @@ static void gemm(int m, int n, int k, float alpha, smat X, smat Y, float beta, s
         gemm(n, m, k, alpha, smat_t(Y), smat_t(X), beta, smat_t(Z));
         return;
     }
-    if (own_gemm(SMAT_FULL, m, n, k, alpha, X, Y, beta, Z)) return;
+    if (own_gemm(SMAT_FULL, m, n, k, alpha, X, Y, beta, NULL, Z)) return;
     cblas_sgemm(CblasRowMajor, X.t ? T : NT, Y.t ? T : NT, m, n, k, alpha, X.p, X.ld, Y.p, Y.ld, beta, Z.p, Z.ld);
 }
 
@@ -37,7 +38,7 @@ void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, f
         gemm(m, n, k, alpha, X, Y, beta, Z);
         return;
     }
-    if (own_gemm(tri, m, n, k, alpha, X, Y, beta, Z)) return;   /* the triangle in one pass */
+    if (own_gemm(tri, m, n, k, alpha, X, Y, beta, NULL, Z)) return;   /* the triangle in one pass */
     for (int b0 = 0; b0 < m; b0 += SMAT_BLOCK) {
         const int b1 = b0 + SMAT_BLOCK < m ? b0 + SMAT_BLOCK : m;
         switch (tri) {
@@ -54,4 +55,14 @@ void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, f
         case SMAT_FULL: break;
         }
     }
+}
+
+void smat_gemm_bias(int m, int n, int k, float alpha, smat X, smat Y, const float *bias, smat Z)
+{
+    if (m <= 0 || n <= 0 || own_gemm(SMAT_FULL, m, n, k, alpha, X, Y, 0.f, bias, Z)) return;
+    for (int i = 0; i < m; i++) {   /* Z = the bias rows, then Z += alpha X Y */
+        if (!Z.t) memcpy(Z.p + (long)i * Z.ld, bias, (size_t)n * sizeof *bias);
+        else for (int j = 0; j < n; j++) Z.p[(long)j * Z.ld + i] = bias[j];
+    }
+    gemm(m, n, k, alpha, X, Y, 1.f, Z);
 }
