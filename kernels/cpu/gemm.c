@@ -41,6 +41,11 @@
  * few lines in its own 4 KiB page when X's rows are 1024 floats, which the hardware
  * prefetcher does not run ahead into (+5% on 1024 x 256 x 1024 on a Zen 3 core) */
 #define XT_PREFETCH_ROWS 8
+/* rows of a row-major Y that pack_y asks for ahead of the one it copies: a weight
+ * gradient's Y is the output gradient (1024 x 768 floats for GPT-2's c_attn), read from L3
+ * a few lines per row; packing it was 8% of 256 x 768 x 1024 on a Zen 4 core, 4-5% with
+ * this (AVX2's tile there: 10-14%, 8.5-9.5%) */
+#define Y_PREFETCH_ROWS 16
 
 #define AVX512 __attribute__((target("avx512f,avx512vl")))
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -137,6 +142,8 @@ AVX512 static void pack_y512(smat Y, int kc, int nc, float *dst)
         if (!Y.t) {   /* rows of Y are contiguous */
             for (int k = 0; k < kc; k++) {
                 const float *s = Y.p + (long)k * Y.ld + j0;
+                for (int v = 0; k + Y_PREFETCH_ROWS < kc && v < (w + 15) / 16; v++)
+                    __builtin_prefetch(s + Y_PREFETCH_ROWS * Y.ld + 16 * v, 0, 3);
                 for (int v = 0; v < (w + 15) / 16; v++) {
                     _mm512_store_ps(dst + k * NR512 + 16 * v, _mm512_maskz_loadu_ps(first_lanes(w - 16 * v), s + 16 * v));
                 }
@@ -303,6 +310,9 @@ AVX2 static void pack_y2(smat Y, int kc, int nc, float *dst)
             for (int k = 0; k < kc; k++) {
                 const float *s = Y.p + (long)k * Y.ld + j0;
                 float *d = dst + k * NR2;
+                if (k + Y_PREFETCH_ROWS < kc)   /* the row's 16 floats: one or two lines */
+                    __builtin_prefetch(s + Y_PREFETCH_ROWS * Y.ld, 0, 3),
+                        __builtin_prefetch(s + Y_PREFETCH_ROWS * Y.ld + NR2 - 1, 0, 3);
                 if (w == NR2) {
                     memcpy(d, s, NR2 * sizeof *d);
                 } else {
