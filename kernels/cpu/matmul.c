@@ -50,11 +50,7 @@ static void mm_bias(smat_tri tri, int M, int N, int K, float alpha, smat A, smat
         smat_gemm_bias(M, N, K, alpha, A, B, bias, Y);
         return;
     }
-    for (int64_t i = 0; bias && i < M; i++) {
-        const float *b = bias + (i % rows) * N;
-        if (!Y.t) memcpy(Y.p + i * Y.ld, b, (size_t)N * sizeof *b);
-        else for (int64_t j = 0; j < N; j++) Y.p[j * Y.ld + i] = b[j];
-    }
+    if (bias) smat_fill_rows(Y, M, N, bias, (int)rows);
     smat_gemm(tri, M, N, K, alpha, A, B, bias ? 1.f : 0.f, Y);
 }
 

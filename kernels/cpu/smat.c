@@ -57,12 +57,18 @@ void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, f
     }
 }
 
+void smat_fill_rows(smat Z, int m, int n, const float *b, int rows)
+{
+    for (int i = 0; i < m; i++) {
+        const float *r = b + (long)(i % rows) * n;
+        if (!Z.t) memcpy(Z.p + (long)i * Z.ld, r, (size_t)n * sizeof *r);
+        else for (int j = 0; j < n; j++) Z.p[(long)j * Z.ld + i] = r[j];
+    }
+}
+
 void smat_gemm_bias(int m, int n, int k, float alpha, smat X, smat Y, const float *bias, smat Z)
 {
     if (m <= 0 || n <= 0 || own_gemm(SMAT_FULL, m, n, k, alpha, X, Y, 0.f, bias, Z)) return;
-    for (int i = 0; i < m; i++) {   /* Z = the bias rows, then Z += alpha X Y */
-        if (!Z.t) memcpy(Z.p + (long)i * Z.ld, bias, (size_t)n * sizeof *bias);
-        else for (int j = 0; j < n; j++) Z.p[(long)j * Z.ld + i] = bias[j];
-    }
+    smat_fill_rows(Z, m, n, bias, 1);   /* Z = the bias rows, then Z += alpha X Y */
     gemm(m, n, k, alpha, X, Y, 1.f, Z);
 }

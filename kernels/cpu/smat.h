@@ -59,6 +59,9 @@ typedef enum { SMAT_FULL, SMAT_TRI_Z_LOWER, SMAT_TRI_X_LOWER, SMAT_TRI_X_UPPER }
  * is kept equals the full product up to the order in which sgemm sums. */
 void smat_gemm(smat_tri tri, int m, int n, int k, float alpha, smat X, smat Y, float beta, smat Z);
 
+/* Z (m, n) = the ROWS rows of n floats at B, repeated: row i is B's row i % ROWS. */
+void smat_fill_rows(smat Z, int m, int n, const float *b, int rows);
+
 /* Z (m, n) = alpha X (m, k) Y (k, n) + BIAS, the n floats of BIAS added to every row: in
  * gemm.c's epilogue where it applies (Z is then written once, not filled first and read
  * back), else Z filled with the bias rows and the product added. Either way each entry is
