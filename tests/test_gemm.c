@@ -6,8 +6,8 @@
  * 64-column tiles and 512-column blocks; depths around its 256-deep blocks; X and Y in
  * both layouts with padded leading dimensions; alpha and beta, with beta 0 over a
  * NaN-filled Z (which must not be read); a bias row added in the epilogue (bitwise equal to
- * Z filled with it and the product added with beta 1, the roundings of (X Y) + b). smat_gemm's full product (which also takes a
- * transposed Z) is checked the same way. A core without a tile's ISA checks that pp_gemm
+ * Z filled with it and the product added with beta 1, the roundings of (X Y) + b).
+ * smat_gemm's full product (which also takes a transposed Z) is checked the same way. A core without a tile's ISA checks that pp_gemm
  * declines it and that smat_gemm still computes (on the other tile or OpenBLAS). The
  * bound is the float rounding of a k-term sum, 2 k u (|alpha| sum |x y| + |beta z|),
  * u = 2^-24: a lost or doubled term is far above it. */
@@ -132,7 +132,8 @@ static int check(shape s, int via)
                 if (eb > worst_blas) worst_blas = eb;
             }
         if (!(worst <= 1.0))
-            fprintf(stderr, "m %d n %d k %d tri %d X%s Y%s Z%s alpha %g beta %g bias %d: error %.3g of the bound (OpenBLAS %.3g)\n",
+            fprintf(stderr,
+                    "m %d n %d k %d tri %d X%s Y%s Z%s alpha %g beta %g bias %d: error %.3g of the bound (OpenBLAS %.3g)\n",
                     s.m, s.n, s.k, (int)s.tri, s.xt ? "^T" : "", s.yt ? "^T" : "", s.zt ? "^T" : "", s.alpha, s.beta,
                     s.bias, worst, worst_blas);
         assert_true(worst <= 1.0);
@@ -172,7 +173,8 @@ static void edges(pp_gemm_isa which)
                 else declined++;
             }
     }
-    printf("gemm %s tile: %d products (%d with a bias row) within the float bound of the double loops (and OpenBLAS), %d declined (%s)\n",
+    printf("gemm %s tile: %d products (%d with a bias row) within the float bound of the double loops (and OpenBLAS), "
+           "%d declined (%s)\n",
            names[which], checked, biased, declined, have(which) ? "the core has it" : "the core lacks it: not run");
     assert_int_equal(declined, have(which) ? 0 : direct);
 }

@@ -429,7 +429,8 @@ static void gemm(const isa *I, smat_tri tri, int m, int n, int k, float alpha, s
                         const int cols = w - jr < I->nr ? w - jr : I->nr;
                         I->tiles[rows - 1][(cols + I->vec - 1) / I->vec - 1](cols, e - a, x, rs, cs,
                                                                              y + jr * panel + (a - pc) * ys, ys,
-                                                                             z + jr, Z.ld, alpha, b, bz ? bz + jr : NULL);
+                                                                             z + jr, Z.ld, alpha, b,
+                                                                             bz ? bz + jr : NULL);
                     }
                 }
             }

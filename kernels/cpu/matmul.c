@@ -387,8 +387,9 @@ PP_FWD(pp_cpu_gemm_forward)
     PP_CHECK(gemm_plan_make(c, &c->out[0], &g, err));
     float *Y = c->out[0].data;
     const smat A = {c->in[0].data, g.ta, g.ta ? g.M : g.K}, B = {c->in[1].data, g.tb, g.tb ? g.K : g.N};
-    if (g.has_c && g.beta == 1.f && c->in[2].rank <= 2 && pp_tensor_numel(&c->in[2]) == g.N &&
-        (c->in[2].rank == 0 ? g.N == 1 : c->in[2].dims[c->in[2].rank - 1] == g.N)) {   /* Linear's bias row */
+    const pp_tensor *ct = &c->in[2];
+    if (g.has_c && g.beta == 1.f && ct->rank <= 2 && pp_tensor_numel(ct) == g.N &&
+        (ct->rank == 0 || ct->dims[ct->rank - 1] == g.N)) {   /* Linear's bias row: [N], [1, N] */
         smat_gemm_bias(g.M, g.N, g.K, g.alpha, A, B, c->in[2].data, (smat){Y, 0, g.N});
         return PP_OK;
     }
