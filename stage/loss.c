@@ -33,6 +33,7 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
 #include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 /* The seed of a microbatch when all microbatches weigh the same (see above). */
 static float default_seed(const pp_stage *s, int mean)
@@ -178,8 +179,26 @@ pp_status stage_place_loss(pp_stage *s, pp_error *err)
 pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err)
 {
     if (s->loss_t < 0) return PP_OK;
+    float *g = stage_grad_data(s, slot, s->loss_t);
+    if (s->seeds) {   /* the driver's, on the device: seed x loss_scale rounded once, as below */
+        PP_CHECK(pp_device_copy(s->dev, g, s->seeds + s->slot_mb[slot], sizeof(float), err));
+        return s->loss_scale != 1.0f ? pp_kernel_scale(s->dev, g, 1, s->loss_scale, err) : PP_OK;
+    }
     float seed = s->slot_seed[slot] * s->loss_scale;
-    return pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &seed, sizeof(float), err);
+    return pp_device_copy_from_host(s->dev, g, &seed, sizeof(float), err);
+}
+
+void pp_stage_seed_from(pp_stage *s, const float *seeds) { s->seeds = seeds; }
+
+float *pp_stage_loss_data(pp_stage *s, int slot)
+{
+    if (s->loss_t < 0 || slot < 0 || slot >= s->opt.slots) return NULL;
+    return stage_tensor_data(s, slot, s->loss_t);
+}
+
+float pp_stage_loss_seed(const pp_stage *s, int slot)
+{
+    return slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0f;
 }
 
 void pp_stage_set_loss_scale(pp_stage *s, float scale) { s->loss_scale = scale; }
