@@ -203,7 +203,7 @@ int main(int argc, char **argv)
         /* the vocabulary (ids are drawn below it) and a name: the file's, from the graph */
         pp_graph *g = NULL;
         pp_dim_binding seq = {"seq", b.seq};
-        pp_graph_options go = {.dims = &seq, .ndims = 1};
+        pp_graph_options go = {.batch = 1, .dims = &seq, .ndims = 1};
         if (pp_graph_load(b.model, &go, &g, &err) != PP_OK) {
             printf("{\"bench\":\"gpu_step\",\"error\":\"%s\"}\n", err.msg);
             return 1;
