@@ -19,9 +19,10 @@
  * Backward starts from the seed (stage_seed_backward), so the gradients summed over
  * microbatches and replicas (the driver's all-reduce sums; nothing divides afterwards) are
  * dL/dparameters. The reported loss follows the same rule: L = sum over microbatches and
- * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms
- * (pp_stage_loss_share) and driver/driver_step.c: driver_optimizer_step sums them over the
- * world in the all-reduce it makes anyway. Evaluation (train/eval_loop.c) weighs its
+ * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms on the
+ * device (the driver's seeds and sums: pp_kernel_loss_add; pp_stage_loss_share is the
+ * host's form) and driver/driver_step.c sums them over the world in the all-reduce it
+ * makes anyway. Evaluation (train/eval_loop.c) weighs its
  * microbatches' losses by W_m the same way. The kernel counts W_m again, to divide by it,
  * and neither count can stand in for the other: the seed needs W, over every replica's
  * labels, before any backward, which only the data gives without a message; the kernel's
