@@ -231,6 +231,7 @@ int main(int argc, char **argv)
         step(&b, 100 + i, parts, &cpu, &err);
         wall += parts[0] + parts[1] + parts[2];
     }
+    if (pp_stage_profile_flush(b.s, &err)) die(&err);
     int n;
     const pp_stage_op_profile *rows = pp_stage_profile_get(b.s, &n);
     double gemm_s = 0, gemm_flops = 0, kernels_s = 0;

@@ -23,6 +23,8 @@ static const env_var vars[] = {
                         "never (none), or always (force) (comm/placement_job.c)"},
     {"PP_PREFETCH", "1", "0 reads the training data at each microbatch instead of a step ahead on a thread "
                          "(train/prefetch.c)"},
+    {"PP_CUDA_GRAPHS", "1", "0 runs every step's kernels one by one instead of as one captured graph where the "
+                            "device and the layout allow one (driver/driver_graph.c)"},
     {"PP_DEBUG_SLOW_RANK", "", "RANK:SECONDS: that rank sleeps so long each step, to test the straggler warning "
                                "and hang reports (train/straggler.c)"},
     {"OMPI_COMM_WORLD_SIZE", "", "set by mpirun: the progress line is plain text, not redrawn (train/train.c)"},

@@ -6,7 +6,8 @@
  * none is free, or at the end of the step. */
 #include "driver_internal.h"
 
-#include <math.h>
+#include <onnxpipe/kernels.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,26 +142,42 @@ static pp_status copy_local_grads(pp_driver *d, vstage *from, vstage *to, int mb
     return try_release(d, from, mb, err);
 }
 
+/* A microbatch's data inputs into the slot: fed (and, on the last stage, its loss seed
+ * copied to the device), or, in a graph, copied from what was fed before it ran. */
+static pp_status take_inputs(pp_driver *d, vstage *v, int slot, int mb, int64_t step, pp_error *err)
+{
+    if (d->in_graph) {
+        size_t at = (size_t)mb * v->data_bytes;
+        for (int i = 0; i < pp_stage_num_inputs(v->s); i++) {
+            const pp_stage_port *p = pp_stage_input(v->s, i);
+            if (!p->is_data) continue;
+            PP_CHECK(pp_device_copy(d->cfg.dev, pp_stage_input_buffer(v->s, slot, i), (char *)v->staging + at, p->nbytes,
+                                    err));
+            at += p->nbytes;
+        }
+        return PP_OK;
+    }
+    if (d->cfg.feed) PP_CHECK(d->cfg.feed(d->cfg.feed_user, v->s, slot, step, mb, err));
+    if (!pp_stage_loss_data(v->s, slot)) return PP_OK;
+    const float seed = pp_stage_loss_seed(v->s, slot);
+    return pp_device_copy_from_host(d->cfg.dev, d->seeds + mb, &seed, sizeof seed, err);
+}
+
 static pp_status do_forward(pp_driver *d, vstage *v, int mb, int64_t step, pp_error *err)
 {
     PP_CHECK(touch(d, v, mb, err));
     int slot = v->slot_of_mb[mb];
     PP_CHECK(driver_check_shape(d, v, mb, 0, err));
     PP_CHECK(driver_wait_all(d, v->recv_act + (size_t)mb * MAX_PORTS, MAX_PORTS, err));
-    if (d->cfg.feed) PP_CHECK(d->cfg.feed(d->cfg.feed_user, v->s, slot, step, mb, err));
+    PP_CHECK(take_inputs(d, v, slot, mb, step, err));
     double t0 = pp_now();
     PP_CHECK(pp_stage_forward(v->s, slot, step, mb, err));
     d->compute_s += pp_now() - t0;
-    if (v->index == d->num_stages - 1) {
-        double loss = pp_stage_loss(v->s, slot);
-        /* say where it came from (under loss scaling an overflow only skips the step) */
-        if (!isfinite(loss) && !d->cfg.skip_nonfinite && !d->loss_scale) {
-            PP_CHECK(pp_stage_diagnose(v->s, slot, step, mb, err));
-            return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %d: the loss is %g", (long long)step, mb,
-                                loss);
-        }
-        d->loss_sum += pp_stage_loss_share(v->s, slot, loss);   /* summed over the world by driver_optimizer_step */
-    }
+    /* the loss's share, and whether it was NaN or Inf, into the step's sums on the device:
+     * read once at the step's end (driver_read_sums), which names a bad loss's node then */
+    const float *loss = pp_stage_loss_data(v->s, slot);
+    if (v->index == d->num_stages - 1 && loss)
+        PP_CHECK(pp_kernel_loss_add(d->cfg.dev, d->stats, loss, d->seeds + mb, mb, err));
     vstage *next = driver_local(d, v->index + 1);
     if (next) PP_CHECK(copy_local_acts(d, v, next, mb, err));
     return PP_OK;
@@ -324,16 +341,13 @@ static pp_status run_action(pp_driver *d, const pp_action *a, int64_t step, pp_e
     }
 }
 
-pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
+pp_status driver_walk(pp_driver *d, int64_t step, pp_error *err)
 {
-    memset(stats, 0, sizeof *stats);
-    d->loss_sum = 0;
-    d->compute_s = d->wait_s = 0;
+    PP_CHECK(pp_device_memset(d->cfg.dev, d->stats, 0, (ST_TERMS + (size_t)d->nnorm) * sizeof *d->stats, err));
     for (int i = 0; i < d->nvs; i++) {
         PP_CHECK(pp_stage_zero_grads(d->vs[i].s, err));
         pp_stage_set_loss_scale(d->vs[i].s, d->loss_scale ? d->loss_scale : 1.0f);
     }
-    stats->loss_scale = d->loss_scale;
     driver_trace_begin(d);
     char label[32];
     for (int k = 0; k < d->nacts; k++) {
@@ -347,7 +361,34 @@ pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *st
             return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld, action %s: ", d->grid->rank,
                                    d->grid->stage, d->grid->replica, (long long)step, label);
     }
+    return PP_OK;
+}
+
+void driver_reset_walk(pp_driver *d)
+{
+    const size_t m = (size_t)d->microbatches;
+    for (int i = 0; i < d->nvs; i++) {
+        vstage *v = &d->vs[i];
+        for (size_t k = 0; k < m; k++) v->slot_of_mb[k] = -1;
+        memset(v->bw_done, 0, m);
+        memset(v->grad_sent, 0, m);
+        for (int k = 0; k < v->nslots; k++) v->free_slots[k] = v->nslots - 1 - k;
+        v->nfree = v->nslots;
+        v->ndrain = 0;
+    }
+}
+
+pp_status pp_driver_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err)
+{
+    memset(stats, 0, sizeof *stats);
+    d->compute_s = d->wait_s = 0;
+    stats->loss_scale = d->loss_scale;
+    int ran = 0;
+    PP_CHECK(driver_graph_step(d, step, lr, stats, &ran, err));
+    if (ran) return PP_OK;
+    PP_CHECK(driver_walk(d, step, err));
     double ts = pp_now();
+    char label[32];
     const pp_action finish = {PP_ACT_OPTIMIZER_STEP, -1, -1, -1};
     pp_comm_board_begin(step, pp_action_format(&finish, label, sizeof label));
     pp_status st = driver_drain(d, err);

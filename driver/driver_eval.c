@@ -1,6 +1,8 @@
-/* Forward-only passes through the pipeline (evaluation): every local stage runs its
- * microbatches in order, (microbatch, stage) ascending on every rank, so receives match
- * sends without a schedule; nothing is kept for backward and no gradient is made. */
+/* Forward-only passes through the pipeline: evaluation, and the diagnosis of a step whose
+ * loss was NaN or Inf (one microbatch again, every op's outputs checked). Every local
+ * stage runs its microbatches in order, (microbatch, stage) ascending on every rank, so
+ * receives match sends without a schedule; nothing is kept for backward and no gradient
+ * is made. */
 #include "driver_internal.h"
 
 #include <string.h>
@@ -40,10 +42,13 @@ static pp_status eval_outputs(pp_driver *d, vstage *v, int slot, int mb, pp_erro
     return next ? PP_OK : driver_send_shape(d, v, mb, 0, peer, err);
 }
 
-static pp_status eval_walk(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
-                           pp_observe_fn observe, void *observe_user, pp_error *err)
+/* What runs on each stage's slot once its inputs are there (then its outputs go on). */
+typedef pp_status (*walk_fn)(pp_driver *d, vstage *v, int slot, int64_t mb, void *user, pp_error *err);
+
+static pp_status walk(pp_driver *d, int64_t key, int64_t mb0, int64_t mb1, pp_feed_fn feed, void *feed_user,
+                      walk_fn run, void *user, pp_error *err)
 {
-    for (int64_t mb = 0; mb < microbatches; mb++) {
+    for (int64_t mb = mb0; mb < mb1; mb++) {
         for (int k = 0; k < d->num_stages; k++) {
             vstage *v = driver_local(d, k);
             if (!v) continue;
@@ -52,8 +57,7 @@ static pp_status eval_walk(pp_driver *d, int64_t key, int64_t microbatches, pp_f
             PP_CHECK(driver_wait_all(d, v->sends + (size_t)slot * 2 * MAX_PORTS, 2 * MAX_PORTS, err));
             PP_CHECK(eval_inputs(d, v, slot, (int)mb, err));
             if (feed) PP_CHECK(feed(feed_user, v->s, slot, key, mb, err));
-            PP_CHECK(pp_stage_forward(v->s, slot, key, mb, err));
-            if (k == d->num_stages - 1 && observe) PP_CHECK(observe(observe_user, v->s, slot, mb, err));
+            PP_CHECK(run(d, v, slot, mb, user, err));
             PP_CHECK(eval_outputs(d, v, slot, (int)mb, err));
         }
     }
@@ -64,14 +68,60 @@ static pp_status eval_walk(pp_driver *d, int64_t key, int64_t microbatches, pp_f
     return PP_OK;
 }
 
+typedef struct eval_run {
+    int64_t key;
+    pp_observe_fn observe;
+    void *user;
+} eval_run;
+
+static pp_status eval_one(pp_driver *d, vstage *v, int slot, int64_t mb, void *user, pp_error *err)
+{
+    const eval_run *e = user;
+    PP_CHECK(pp_stage_forward(v->s, slot, e->key, mb, err));
+    if (v->index == d->num_stages - 1 && e->observe) PP_CHECK(e->observe(e->user, v->s, slot, mb, err));
+    return PP_OK;
+}
+
 pp_status pp_driver_forward(pp_driver *d, int64_t key, int64_t microbatches, pp_feed_fn feed, void *feed_user,
                             pp_observe_fn observe, void *observe_user, pp_error *err)
 {
     for (int i = 0; i < d->nvs; i++) pp_stage_set_training(d->vs[i].s, 0);
-    pp_status st = eval_walk(d, key, microbatches, feed, feed_user, observe, observe_user, err);
+    eval_run e = {key, observe, observe_user};
+    pp_status st = walk(d, key, 0, microbatches, feed, feed_user, eval_one, &e, err);
     for (int i = 0; i < d->nvs; i++) pp_stage_set_training(d->vs[i].s, d->cfg.stage_options.training);
     if (st != PP_OK)
         return pp_error_prefix(err, "rank %d (stage %d, replica %d), forward-only pass: ", d->grid->rank,
                                d->grid->stage, d->grid->replica);
+    return PP_OK;
+}
+
+typedef struct diagnosis {
+    int64_t step;
+    pp_error *found;    /* this rank's first finding */
+} diagnosis;
+
+/* The stage's forward, every op's outputs checked; a finding is kept (the first) and the
+ * walk goes on, so that the later stages get their inputs and the ranks stay together. */
+static pp_status diagnose_one(pp_driver *d, vstage *v, int slot, int64_t mb, void *user, pp_error *err)
+{
+    (void)d;
+    diagnosis *x = user;
+    pp_error here = {0};
+    pp_status st = pp_stage_diagnose(v->s, slot, x->step, mb, &here);
+    if (st == PP_ERR_NUMERIC) {
+        if (!x->found->msg[0]) *x->found = here;
+        return PP_OK;
+    }
+    if (st != PP_OK) *err = here;
+    return st;
+}
+
+pp_status driver_diagnose_walk(pp_driver *d, int64_t step, int mb, pp_error *found, pp_error *err)
+{
+    diagnosis x = {step, found};
+    pp_status st = walk(d, step, mb, mb + 1, d->cfg.feed, d->cfg.feed_user, diagnose_one, &x, err);
+    if (st != PP_OK)
+        return pp_error_prefix(err, "rank %d (stage %d, replica %d), step %lld, diagnosing microbatch %d's NaN/Inf "
+                               "loss: ", d->grid->rank, d->grid->stage, d->grid->replica, (long long)step, mb);
     return PP_OK;
 }

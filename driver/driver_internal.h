@@ -29,6 +29,9 @@ typedef struct vstage {
     pp_request **hdr_send;  /* [microbatches x 2] shape headers on their way (driver_shape.c) */
     pp_request **hdr_recv;  /* [microbatches x 2] shape headers expected */
     int64_t *hdr_in;        /* [microbatches x 2 x 2] where they arrive */
+    void *staging;          /* graph steps: [microbatches][data_bytes] the data inputs, fed before
+                               the graph runs (driver_graph.c), else NULL */
+    size_t data_bytes;      /* the stage's data inputs' bytes per microbatch */
 } vstage;
 
 /* A contiguous range of a stage's flat gradient buffer, all-reduced across the
@@ -79,7 +82,13 @@ struct pp_driver {
     int *norm_index;        /* [graph values] a parameter's place in the norm's sum (driver_step.c), or -1 */
     int *norm_stage;        /* [graph values] the stage counting a tied parameter, or -1 */
     int nnorm;
-    double *norm_sums;      /* [2 + nnorm] the step's world reduction: loss, bad flag, the squares */
+    double *stats;          /* device memory [ST_TERMS + nnorm]: the step's sums (below), read once at its end */
+    double *stats_host;     /* [ST_TERMS + nnorm] where they are read */
+    float *seeds;           /* device memory [microbatches]: each microbatch's loss seed (the last stage's) */
+    double *norm_sums;      /* [2 + dp + nnorm] the step's world reduction (host): loss, bad losses, the
+                               first bad microbatch + 1 of each replica (0: none), the squares */
+    struct driver_graph *graph;     /* a step as one graph (driver_graph.c), or NULL: eager */
+    int in_graph;           /* the step being walked is captured: inputs from staging, no host */
     void *zeros, *scratch;  /* gradients a side does not compute / does not need */
     pp_driver_event *trace;     /* [trace_cap] when recording (pp_driver_record), else NULL */
     int ntrace, trace_cap;
@@ -87,13 +96,18 @@ struct pp_driver {
     vstage *hooked;         /* the stage whose last backward is running with the bucket hook */
     pp_status hook_status;  /* the first error a bucket all-reduce met inside the hook */
     pp_error hook_err;
-    double loss_sum, compute_s, wait_s;
+    double compute_s, wait_s;
     double last_progress;   /* when driver_progress last tested a message */
     float loss_scale;       /* the loss scaler (driver_step.c); 0: off */
     int64_t clean_steps;    /* steps since the last overflow or doubling */
     int nshapes, shape;     /* cfg.shapes' count (0: one shape) and the one steps run at */
     int64_t shape_hdr[2];   /* what this rank's messages carry: its shape, its rank */
 };
+
+/* d->stats, the step's sums in device memory: the loss (sum of seed x microbatch loss), the
+ * microbatch losses that were NaN or Inf and the first of them, then one sum of squares per
+ * trained parameter (its place: norm_index). */
+enum { ST_LOSS, ST_BAD_LOSSES, ST_FIRST_BAD, ST_TERMS };
 
 vstage *driver_local(pp_driver *d, int stage);
 /* driver.c: waits for every slot still draining (its sends under way) and frees it. */
@@ -128,9 +142,32 @@ void driver_free_shapes(pp_driver *d, vstage *v);
 pp_status driver_init_tied(pp_driver *d, pp_error *err);
 pp_status driver_reduce_tied(pp_driver *d, tied_group *g, pp_error *err);
 void driver_free_tied(pp_driver *d);
-/* After the walk: wait for the reductions, sum tied gradients, the loss and the
- * global norm, check for NaN/Inf, clip, and step the optimizer (driver_step.c). */
+/* driver.c: the walk of a step's actions (the step's sums and gradients zeroed first),
+ * eager or captured (d->in_graph), up to the optimizer; and putting the walk's state back
+ * as it is between steps (after a capture that failed). */
+pp_status driver_walk(pp_driver *d, int64_t step, pp_error *err);
+void driver_reset_walk(pp_driver *d);
+/* driver_step.c. After the walk: wait for the reductions, sum tied gradients, add the
+ * squares into the step's sums, read them (the step's one read), reduce them over the
+ * world, and driver_finish_step. */
 pp_status driver_optimizer_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, pp_error *err);
+/* The part of the end of a step that stays on the device (a graph's): tied sums, the
+ * squares, the optimizer's decision (pp_kernel_optim_decide) and update from d->stats. */
+pp_status driver_device_tail(pp_driver *d, int64_t step, pp_error *err);
+/* d->stats read into norm_sums (host layout), then reduced over control. */
+pp_status driver_read_sums(pp_driver *d, pp_error *err);
+/* From the reduced sums: loss, norm, clipping, the scaler, NaN/Inf (an error naming where,
+ * or a skipped step), and, when update, the optimizer step (after before_update). */
+pp_status driver_finish_step(pp_driver *d, int64_t step, float lr, int update, pp_step_stats *stats, pp_error *err);
+/* driver_eval.c: after a step whose loss was NaN or Inf, each rank of replicas with a bad
+ * microbatch runs that microbatch's forward again on its stages checking every op
+ * (pp_stage_diagnose, fed and received as in the step); *found gets this rank's first
+ * finding (found->msg empty: none). Collective over the replica's ranks. */
+pp_status driver_diagnose_walk(pp_driver *d, int64_t step, int mb, pp_error *found, pp_error *err);
+/* driver_graph.c: a step as one graph where the device and the layout allow (see there):
+ * *ran 1 when it ran the step (stats filled), 0 when the caller runs it eagerly. */
+pp_status driver_graph_step(pp_driver *d, int64_t step, float lr, pp_step_stats *stats, int *ran, pp_error *err);
+void driver_graph_free(pp_driver *d);
 /* Starts the all-reduce of every bucket of v that is final after `done` weight-gradient
  * ops (all of them when done < 0); driver_step.c. */
 pp_status driver_start_buckets(pp_driver *d, vstage *v, int done, pp_error *err);

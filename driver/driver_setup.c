@@ -163,6 +163,9 @@ static pp_status init_vstage(pp_driver *d, vstage *v, int stage, pp_error *err)
     so.first_sample = (int64_t)d->grid->replica * (so.global_batch / d->grid->dp);   /* replicas split the batch in order */
     PP_CHECK(pp_stage_create(d->cfg.partition, stage, d->cfg.dev, &so, &v->s, err));
     pp_stage_set_progress_hook(v->s, driver_progress, d);
+    pp_stage_seed_from(v->s, d->seeds);
+    for (int i = 0; i < pp_stage_num_inputs(v->s); i++)
+        if (pp_stage_input(v->s, i)->is_data) v->data_bytes += pp_stage_input(v->s, i)->nbytes;
     if (pp_stage_num_inputs(v->s) > SHAPE_PORT || pp_stage_num_outputs(v->s) > SHAPE_PORT)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "stage %d: more than %d tensors cross a boundary", stage, SHAPE_PORT);
     PP_CHECK(driver_init_shapes(d, v, &so, err));
@@ -202,8 +205,12 @@ static pp_status init_norm(pp_driver *d, pp_error *err)
         d->norm_stage[v] = -1;
     }
     for (int t = 0; t < p->ntied; t++) d->norm_stage[p->tied[t].value] = p->tied[t].stages[0];
-    d->norm_sums = calloc((size_t)d->nnorm + 2, sizeof *d->norm_sums);
-    return d->norm_sums ? PP_OK : PP_NOMEM(err);
+    d->norm_sums = calloc((size_t)d->nnorm + 2 + (size_t)d->grid->dp, sizeof *d->norm_sums);
+    d->stats_host = calloc((size_t)d->nnorm + ST_TERMS, sizeof *d->stats_host);
+    if (!d->norm_sums || !d->stats_host) return PP_NOMEM(err);
+    /* the step's sums on the device (a few bytes a parameter: counted as the driver's comm) */
+    return pp_device_alloc_as(d->cfg.dev, PP_MEM_COMM, ((size_t)d->nnorm + ST_TERMS) * sizeof *d->stats,
+                              (void **)&d->stats, err);
 }
 
 /* cfg.shapes: partitions of the same split, partition among them (the shape steps start at). */
@@ -264,6 +271,9 @@ pp_status pp_driver_create(const pp_driver_config *cfg, pp_driver **out, pp_erro
     for (int s = 0; s < d->num_stages; s++)
         d->local[s] = sch->stage_rank[s] == cfg->grid->stage ? d->nvs++ : -1;
     PP_CHECK_GOTO(init_shape_list(d, err), st, fail);
+    /* each microbatch's loss seed, where the last stage's backward copies it from */
+    PP_CHECK_GOTO(pp_device_alloc_as(cfg->dev, PP_MEM_COMM, (size_t)d->microbatches * sizeof *d->seeds,
+                                     (void **)&d->seeds, err), st, fail);
     size_t maxport = 0;
     for (int s = 0, i = 0; s < d->num_stages; s++) {
         if (d->local[s] < 0) continue;
@@ -309,8 +319,12 @@ void pp_driver_destroy(pp_driver *d)
         if (v->reduce_buf) pp_device_free(d->cfg.dev, v->reduce_buf);
     }
     driver_free_tied(d);
+    driver_graph_free(d);
     if (d->zeros) pp_device_free(d->cfg.dev, d->zeros);
     if (d->scratch) pp_device_free(d->cfg.dev, d->scratch);
+    pp_device_free(d->cfg.dev, d->stats);
+    pp_device_free(d->cfg.dev, d->seeds);
+    free(d->stats_host);
     free(d->norm_index);
     free(d->norm_stage);
     free(d->norm_sums);

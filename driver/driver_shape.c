@@ -32,6 +32,7 @@ pp_status driver_init_shapes(pp_driver *d, vstage *v, const pp_stage_options *so
         pp_status st = pp_stage_create(d->cfg.shapes[k], v->index, d->cfg.dev, &shared, &v->shape_s[k], err);
         if (st != PP_OK) return pp_error_prefix(err, "shape %d: ", k);
         pp_stage_set_progress_hook(v->shape_s[k], driver_progress, d);
+        pp_stage_seed_from(v->shape_s[k], d->seeds);
         if (pp_stage_num_inputs(v->shape_s[k]) != pp_stage_num_inputs(v->s) ||
             pp_stage_num_outputs(v->shape_s[k]) != pp_stage_num_outputs(v->s))
             return pp_error_set(err, PP_ERR_INVALID_ARG, "stage %d: %d inputs and %d outputs at shape %d, %d and %d at "

@@ -1,12 +1,15 @@
 /* Device creation through the backend list (kernels/backends.c) and the checked
- * wrappers around a backend's vtable, which keep the device's memory counters: bytes
- * by category, current and peak, from a table of the live pointers. */
+ * wrappers around a backend's vtable, which keep the device's memory counters (bytes by
+ * category, current and peak, from a table of the live pointers) and its call counters
+ * (allocations, host reads and writes, synchronisations), and refuse what a graph capture
+ * cannot hold. */
 #include <onnxpipe/backend/device_backend.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/kernels.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +25,23 @@ struct pp_device_mem {
     mem_entry *e;
     size_t n, cap;
     pp_device_memory_stats st;
+    atomic_llong allocs, frees, host_reads, host_writes, syncs;   /* pp_device_counters */
+    int capturing;          /* between pp_device_capture_begin and _end */
+    void *work;             /* pp_device_work: the largest size reserved */
+    size_t work_size;
 };
+
+/* Counts one call (no counters: a device made without pp_device_create). */
+#define COUNT(d, field) \
+    do { if ((d)->mem) atomic_fetch_add_explicit(&(d)->mem->field, 1, memory_order_relaxed); } while (0)
+
+/* What a graph cannot record: the host waiting for the device, or new memory. */
+static pp_status refuse_in_capture(const pp_device *d, const char *what, pp_error *err)
+{
+    if (!d->mem || !d->mem->capturing) return PP_OK;
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s device: %s while capturing a graph (a graph replays device work "
+                        "only; this step runs eagerly)", pp_device_kind_name(d->kind), what);
+}
 
 static const char *const category_names[PP_MEM_CATEGORY_COUNT] = {"params", "grads",   "optimizer", "stash",
                                                                   "scratch", "comm", "other"};
@@ -142,6 +161,7 @@ pp_status pp_device_choose(const char *name, int index, pp_device_kind *kind, pp
 void pp_device_destroy(pp_device *d)
 {
     if (!d) return;
+    if (d->mem && d->mem->work) d->i->free(d, d->mem->work);
     if (d->mem) {
         pthread_mutex_destroy(&d->mem->lock);
         free(d->mem->e);
@@ -157,7 +177,9 @@ pp_status pp_device_alloc_as(pp_device *d, pp_mem_category c, size_t nbytes, voi
     if ((int)c < 0 || c >= PP_MEM_CATEGORY_COUNT)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "memory category %d out of range (0..%d)", (int)c,
                             PP_MEM_CATEGORY_COUNT - 1);
+    PP_CHECK(refuse_in_capture(d, "an allocation", err));
     PP_CHECK(d->i->alloc(d, nbytes, out, err));
+    COUNT(d, allocs);
     if (!d->mem) return PP_OK;
     pthread_mutex_lock(&d->mem->lock);
     int ok = mem_add(d->mem, *out, nbytes, c);
@@ -177,6 +199,7 @@ pp_status pp_device_alloc(pp_device *d, size_t nbytes, void **out, pp_error *err
 void pp_device_free(pp_device *d, void *p)
 {
     if (!p) return;
+    COUNT(d, frees);
     if (d->mem) {
         pthread_mutex_lock(&d->mem->lock);
         mem_remove(d->mem, p);
@@ -206,12 +229,18 @@ void pp_device_memory_reset_peak(pp_device *d)
 
 pp_status pp_device_copy_from_host(pp_device *d, void *dst, const void *src_host, size_t n, pp_error *err)
 {
-    return n ? d->i->copy_from_host(d, dst, src_host, n, err) : PP_OK;
+    if (!n) return PP_OK;
+    PP_CHECK(refuse_in_capture(d, "a copy from the host", err));
+    COUNT(d, host_writes);
+    return d->i->copy_from_host(d, dst, src_host, n, err);
 }
 
 pp_status pp_device_copy_to_host(pp_device *d, void *dst_host, const void *src, size_t n, pp_error *err)
 {
-    return n ? d->i->copy_to_host(d, dst_host, src, n, err) : PP_OK;
+    if (!n) return PP_OK;
+    PP_CHECK(refuse_in_capture(d, "a read into the host", err));
+    COUNT(d, host_reads);
+    return d->i->copy_to_host(d, dst_host, src, n, err);
 }
 
 pp_status pp_device_copy(pp_device *d, void *dst, const void *src, size_t n, pp_error *err)
@@ -226,5 +255,93 @@ pp_status pp_device_memset(pp_device *d, void *p, int value, size_t n, pp_error 
 
 pp_status pp_device_synchronize(pp_device *d, pp_error *err)
 {
+    PP_CHECK(refuse_in_capture(d, "a synchronisation", err));
+    COUNT(d, syncs);
     return d->i->synchronize ? d->i->synchronize(d, err) : PP_OK;
+}
+
+pp_status pp_device_work_reserve(pp_device *d, size_t n, pp_error *err)
+{
+    if (!d->mem) return pp_error_set(err, PP_ERR_INVALID_ARG, "work memory needs a device from pp_device_create");
+    if (n <= d->mem->work_size) return PP_OK;
+    pp_device_free(d, d->mem->work);   /* in the device's work order: nothing queued still uses it after this */
+    d->mem->work = NULL;
+    d->mem->work_size = 0;
+    PP_CHECK(pp_device_alloc_as(d, PP_MEM_SCRATCH, n, &d->mem->work, err));
+    d->mem->work_size = n;
+    return PP_OK;
+}
+
+void *pp_device_work(const pp_device *d, size_t *size)
+{
+    *size = d->mem ? d->mem->work_size : 0;
+    return d->mem ? d->mem->work : NULL;
+}
+
+void pp_device_get_counters(pp_device *d, pp_device_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!d->mem) return;
+    struct pp_device_mem *m = d->mem;
+    *out = (pp_device_counters){atomic_load(&m->allocs), atomic_load(&m->frees), atomic_load(&m->host_reads),
+                                atomic_load(&m->host_writes), atomic_load(&m->syncs)};
+}
+
+/* ---- timers and graphs: optional hooks, checked here ---- */
+
+static pp_status no_hook(const pp_device *d, const char *what, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "the %s device has no %s", pp_device_kind_name(d->kind), what);
+}
+
+pp_status pp_device_timer_create(pp_device *d, void **timer, pp_error *err)
+{
+    *timer = NULL;
+    return d->i->timer_create ? d->i->timer_create(d, timer, err) : no_hook(d, "timers", err);
+}
+
+void pp_device_timer_destroy(pp_device *d, void *timer)
+{
+    if (timer && d->i->timer_destroy) d->i->timer_destroy(d, timer);
+}
+
+pp_status pp_device_timer_record(pp_device *d, void *timer, pp_error *err)
+{
+    return d->i->timer_record ? d->i->timer_record(d, timer, err) : no_hook(d, "timers", err);
+}
+
+pp_status pp_device_timer_elapsed(pp_device *d, void *from, void *to, double *seconds, pp_error *err)
+{
+    *seconds = 0;
+    return d->i->timer_elapsed ? d->i->timer_elapsed(d, from, to, seconds, err) : no_hook(d, "timers", err);
+}
+
+pp_status pp_device_capture_begin(pp_device *d, pp_error *err)
+{
+    if (!d->i->capture_begin || !d->mem) return no_hook(d, "graphs", err);
+    if (d->mem->capturing) return pp_error_set(err, PP_ERR_INVALID_ARG, "a graph capture is already under way");
+    PP_CHECK(d->i->capture_begin(d, err));
+    d->mem->capturing = 1;
+    return PP_OK;
+}
+
+pp_status pp_device_capture_end(pp_device *d, void **graph, pp_error *err)
+{
+    *graph = NULL;
+    if (!d->mem || !d->mem->capturing)
+        return pp_error_set(err, PP_ERR_INVALID_ARG, "no graph capture is under way");
+    d->mem->capturing = 0;
+    return d->i->capture_end(d, graph, err);
+}
+
+int pp_device_capturing(const pp_device *d) { return d->mem && d->mem->capturing; }
+
+pp_status pp_device_graph_launch(pp_device *d, void *graph, pp_error *err)
+{
+    return d->i->graph_launch ? d->i->graph_launch(d, graph, err) : no_hook(d, "graphs", err);
+}
+
+void pp_device_graph_destroy(pp_device *d, void *graph)
+{
+    if (graph && d->i->graph_destroy) d->i->graph_destroy(d, graph);
 }

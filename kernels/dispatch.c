@@ -30,16 +30,30 @@ static pp_status want_n(const char *what, int64_t n, pp_error *err)
         return ops->fn(dev, __VA_ARGS__, err);                       \
     } while (0)
 
-pp_status pp_kernel_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
-                                 float *state, int64_t n, pp_error *err)
+pp_status pp_kernel_optim_update(pp_device *dev, const pp_optim_hparams *h, const pp_optim_step *step, float *param,
+                                 const float *grad, float *state, int64_t n, pp_error *err)
 {
     PP_CHECK(pp_optim_check(h, state, n, err));
-    DISPATCH("optimizer update", optim_update, h, param, grad, state, n);
+    DISPATCH("optimizer update", optim_update, h, step, param, grad, state, n);
 }
 
+pp_status pp_kernel_sumsq_add(pp_device *dev, const float *x, int64_t n, double *acc, pp_error *err)
+{
+    DISPATCH("sumsq", sumsq_add, x, n, acc);
+}
+
+/* The device sum read back: a double of device memory for the call (tests and off-step
+ * callers; a step adds into its own sums and reads them once). */
 pp_status pp_kernel_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
 {
-    DISPATCH("sumsq", sumsq, x, n, out);
+    double *acc = NULL;
+    *out = 0;
+    PP_CHECK(pp_device_alloc(dev, sizeof *acc, (void **)&acc, err));
+    pp_status st = pp_device_memset(dev, acc, 0, sizeof *acc, err);
+    if (st == PP_OK) st = pp_kernel_sumsq_add(dev, x, n, acc, err);
+    if (st == PP_OK) st = pp_device_copy_to_host(dev, out, acc, sizeof *out, err);
+    pp_device_free(dev, acc);
+    return st;
 }
 
 pp_status pp_kernel_scale(pp_device *dev, float *x, int64_t n, float s, pp_error *err)
@@ -57,9 +71,18 @@ pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, in
     DISPATCH("find_nonfinite", find_nonfinite, x, n, index);
 }
 
-pp_status pp_kernel_unscale(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err)
+pp_status pp_kernel_loss_add(pp_device *dev, double *acc, const float *loss, const float *weight, int64_t microbatch,
+                             pp_error *err)
 {
-    DISPATCH("unscale", unscale, x, n, inv_scale, found_inf);
+    const pp_flat_ops *ops;
+    PP_CHECK(pp_kernel_flat_ops(dev->kind, "loss_add", &ops, err));
+    return ops->loss_add(dev, acc, loss, weight, microbatch, err);
+}
+
+pp_status pp_kernel_optim_decide(pp_device *dev, const double *terms, int64_t n, const double *bad_losses,
+                                 float clip_norm, pp_optim_step *step, pp_error *err)
+{
+    DISPATCH("optim_decide", optim_decide, terms, n, bad_losses, clip_norm, step);
 }
 
 static int is_lowp_or_f32(pp_dtype t) { return t == PP_DTYPE_F32 || t == PP_DTYPE_BF16 || t == PP_DTYPE_F16; }

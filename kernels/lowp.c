@@ -1,7 +1,8 @@
 /* The generic 16-bit kernel of every op (lowp.h): bfloat16 / float16 tensors of a call get
  * fp32 shadows (inputs converted exactly), the backend's F32 kernel runs on an all-F32 view,
  * and 16-bit outputs and gradients are rounded back; F32 tensors pass as they are. Backend-
- * agnostic: it only allocates device memory and calls pp_kernel_convert. */
+ * agnostic: it takes the shadows from the call's work memory (or allocates them) and calls
+ * pp_kernel_convert. */
 #include "lowp.h"
 
 #include "op_args.h"
@@ -20,11 +21,18 @@ typedef struct lowp_call {
     int n;
     pp_tensor *t;
     void **shadow;
+    char *work;             /* the rest of the call's work memory (c->work), shadows first */
+    size_t left;
+    int owned;              /* the shadows were allocated (no work memory was passed) */
 } lowp_call;
+
+/* A shadow's bytes: whole 256-byte blocks, so that each one (and the F32 kernel's own work
+ * after them) is aligned as an allocation would be. */
+static size_t shadow_size(int64_t n) { return ((size_t)(n ? n : 1) * sizeof(float) + 255) / 256 * 256; }
 
 static void call_free(lowp_call *v)
 {
-    for (int s = 0; v->shadow && s < v->n; s++) pp_device_free(v->dev, v->shadow[s]);
+    for (int s = 0; v->owned && v->shadow && s < v->n; s++) pp_device_free(v->dev, v->shadow[s]);
     free(v->shadow);
     free(v->t);
 }
@@ -38,7 +46,17 @@ static pp_status call_slot(lowp_call *v, int s, const pp_tensor *src, int read, 
     v->t[s].dtype = PP_DTYPE_F32;
     if (!src->data) return PP_OK;
     const int64_t n = pp_tensor_numel(src);
-    PP_CHECK(pp_device_alloc(v->dev, (size_t)(n ? n : 1) * sizeof(float), &v->shadow[s], err));
+    const size_t bytes = shadow_size(n);
+    if (v->owned) {
+        PP_CHECK(pp_device_alloc(v->dev, bytes, &v->shadow[s], err));
+    } else {
+        if (bytes > v->left)   /* work_bytes asked for every shadow: a caller passed less */
+            return pp_error_set(err, PP_ERR_INTERNAL, "16-bit adapter: %zu bytes of work memory left, a shadow "
+                                "needs %zu", v->left, bytes);
+        v->shadow[s] = v->work;
+        v->work += bytes;
+        v->left -= bytes;
+    }
     v->t[s].data = v->shadow[s];
     return read ? pp_kernel_convert(v->dev, v->shadow[s], PP_DTYPE_F32, src->data, src->dtype, n, err) : PP_OK;
 }
@@ -54,6 +72,9 @@ static pp_status call_init(lowp_call *v, const pp_kernel_ctx *c, int n, pp_error
 {
     v->dev = c->dev;
     v->n = n;
+    v->work = c->work;
+    v->left = c->work ? c->work_size : 0;
+    v->owned = !c->work;
     v->t = calloc((size_t)(n ? n : 1), sizeof *v->t);
     v->shadow = calloc((size_t)(n ? n : 1), sizeof *v->shadow);
     if (!v->t || !v->shadow) return PP_NOMEM(err);
@@ -92,6 +113,7 @@ pp_status pp_lowp_forward(const pp_kernel_ctx *c, pp_error *err)
         pp_kernel_ctx f = *c;
         f.in = v.t;
         f.out = v.t + c->nin;
+        f.work = v.work, f.work_size = v.left;
         st = k->forward(&f, err);
     }
     for (int o = 0; st == PP_OK && o < c->nout; o++) st = call_round(&v, c->nin + o, &c->out[o], err);
@@ -117,6 +139,7 @@ pp_status pp_lowp_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp
         pp_kernel_ctx f = *c;
         f.in = v.t;
         f.out = v.t + nin;
+        f.work = v.work, f.work_size = v.left;
         st = k->backward(&f, v.t + nin + nout, v.t + gi, err);
     }
     for (int i = 0; st == PP_OK && i < nin; i++) st = call_round(&v, gi + i, &grad_in[i], err);
@@ -161,7 +184,7 @@ static size_t shadow_bytes(const pp_tensor *t, int n)
     size_t b = 0;
     for (int i = 0; i < n; i++) {
         const int64_t e = pp_tensor_numel(&t[i]);
-        if (is_lowp(t[i].dtype) && t[i].data) b += (size_t)(e ? e : 1) * sizeof(float);
+        if (is_lowp(t[i].dtype) && t[i].data) b += shadow_size(e);
     }
     return b;
 }

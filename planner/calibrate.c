@@ -142,6 +142,7 @@ static pp_status time_point(timed *t, int nstages, int reps, calib_point *pt, do
             double t3 = pp_now();
             run += t2 - t1;
             opt += (t1 - t0) + (t3 - t2);
+            if (st == PP_OK) st = pp_stage_profile_flush(s, err);   /* the calls' device times */
             if (st != PP_OK || rep < 0) continue;
             int n = 0;
             const pp_stage_op_profile *rows = pp_stage_profile_get(s, &n);

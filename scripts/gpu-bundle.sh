@@ -5,24 +5,70 @@
 # with the components a singleton or a one-node mpirun needs, and the launcher
 # (scripts/gpu-run.sh). docs/gpu.md says how to run it; scripts/gpu-check.sh runs it.
 #
-# usage: scripts/gpu-bundle.sh [--build DIR] [--out DIR] [--max-mib N]
+# usage: scripts/gpu-bundle.sh [--build DIR] [--out DIR] [--max-mib N] [--llama FILE | --no-llama]
 #   --build DIR  pack from this CUDA build tree as it is built (the CI rehearsal packs the
-#                test build); default: build and pack build-bundle, Release for sm_90 + PTX
+#                test build, without the Llama model unless --llama names one); default:
+#                build and pack build-bundle, Release for sm_90 + PTX, with the Llama model
 #   --out DIR    the bundle folder (default gpu-bundle, git-ignored); replaced
 #   --max-mib N  fail when the folder is larger (default 48: the device carry is 64 MiB)
+#   --llama FILE the model bench_gpu_step's Llama lines train (models/llama.onnx in the
+#                bundle); by default build-bundle/llama/llama.onnx, made once by
+#                examples/export/export_model.py in the export venv (scripts/export-venv.sh):
+#                an HF LlamaForCausalLM of random init, 12 layers, C 768, 12 heads, SwiGLU
+#                2048, vocabulary 32000, T 1024, untied head (134M parameters, GPT-2 small's
+#                size), with its matrices zeroed so that it packs to under a MiB (the bench
+#                draws them again: bench_gpu_step MODEL 0.02); --no-llama leaves it out
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=
 OUT=$SRC/gpu-bundle
 MAX_MIB=48
+LLAMA=default
 while [ $# -gt 0 ]; do
     case $1 in
         --build) BUILD=$(realpath "$2"); shift 2 ;;
         --out) OUT=$(realpath -m "$2"); shift 2 ;;
         --max-mib) MAX_MIB=$2; shift 2 ;;
+        --llama) LLAMA=$(realpath "$2"); shift 2 ;;
+        --no-llama) LLAMA=; shift ;;
         *) echo "gpu-bundle.sh: unknown argument '$1' (see the usage at the top of $0)" >&2; exit 2 ;;
     esac
 done
+[ "$LLAMA" = default ] && { [ -n "$BUILD" ] && LLAMA= || LLAMA=$SRC/build-bundle/llama/llama.onnx; }
+
+# the Llama model of the benchmark, exported once (a few minutes on a small machine)
+make_llama() {  # OUT.onnx
+    local venv dir
+    dir=$(dirname "$1")
+    mkdir -p "$dir"
+    venv=$("$SRC/scripts/export-venv.sh" | tail -1)
+    echo "gpu-bundle.sh: exporting the random-init Llama for bench_gpu_step into $1" >&2
+    "$venv/bin/python" "$SRC/examples/export/export_model.py" --model llama --layers 12 --d-model 768 --heads 12 \
+        --ffn 2048 --vocab 32000 --seq 1024 --batch 1 --exporter torchscript --no-check -o "$dir/full.onnx" >&2
+    # the trained matrices (the recipe's metadata names the parameters) zeroed: they compress
+    # to nothing, and the bench draws them again; norms and the rotary tables stay
+    "$venv/bin/python" - "$dir/full.onnx" "$1" <<'EOF'
+import json, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+params = json.loads({p.key: p.value for p in m.metadata_props}["onnxpipe.parameters"])
+zeroed = 0
+for t in m.graph.initializer:
+    if t.name in params and len(t.dims) >= 2:
+        a = numpy_helper.to_array(t)
+        t.CopyFrom(numpy_helper.from_array(np.zeros_like(a), t.name))
+        zeroed += a.size
+onnx.save(m, sys.argv[2])
+print(f"gpu-bundle.sh: {sys.argv[2]}: {zeroed} matrix elements zeroed", file=sys.stderr)
+EOF
+    rm -f "$dir/full.onnx"
+}
+if [ -n "$LLAMA" ] && [ ! -f "$LLAMA" ]; then
+    [ "$LLAMA" = "$SRC/build-bundle/llama/llama.onnx" ] || { echo "gpu-bundle.sh: --llama $LLAMA: no such file" >&2; exit 1; }
+    make_llama "$LLAMA"
+fi
 
 # the gpu-labelled test programs: names ending in _gpu, as CMakeLists.txt labels them
 mapfile -t GPU_TESTS < <(cd "$SRC/tests" && ls test_*_gpu.c | sed 's/\.c$//')
@@ -39,7 +85,7 @@ fi
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 R=$STAGE/root
-mkdir -p "$R"/{bin,lib/openmpi,lib/pmix,share/openmpi,share/pmix,etc,tests/ref,data}
+mkdir -p "$R"/{bin,lib/openmpi,lib/pmix,share/openmpi,share/pmix,etc,tests/ref,data,models}
 
 # --- our binaries (debug info stripped: an ASan test build carries a lot of it)
 # the gpu-labelled tests' programs into bin/, their scripts with the helpers they source or
@@ -53,6 +99,7 @@ cp "$SRC"/tests/test_*_gpu.sh "$R/tests/"
 cp -r "$SRC/tests/lib" "$R/tests/"
 cp "$SRC"/tests/ref/*.py "$R/tests/ref/"
 cp /usr/share/common-licenses/GPL-3 "$R/data/"
+[ -z "$LLAMA" ] || cp "$LLAMA" "$R/models/llama.onnx"
 
 # --- Open MPI and PMIx, from the folders this machine's installation reports
 ompi_path() { ompi_info --path "$1" | sed 's/.*: *//'; }

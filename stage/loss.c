@@ -19,9 +19,10 @@
  * Backward starts from the seed (stage_seed_backward), so the gradients summed over
  * microbatches and replicas (the driver's all-reduce sums; nothing divides afterwards) are
  * dL/dparameters. The reported loss follows the same rule: L = sum over microbatches and
- * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms
- * (pp_stage_loss_share) and driver/driver_step.c: driver_optimizer_step sums them over the
- * world in the all-reduce it makes anyway. Evaluation (train/eval_loop.c) weighs its
+ * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms on the
+ * device (the driver's seeds and sums: pp_kernel_loss_add; pp_stage_loss_share is the
+ * host's form) and driver/driver_step.c sums them over the world in the all-reduce it
+ * makes anyway. Evaluation (train/eval_loop.c) weighs its
  * microbatches' losses by W_m the same way. The kernel counts W_m again, to divide by it,
  * and neither count can stand in for the other: the seed needs W, over every replica's
  * labels, before any backward, which only the data gives without a message; the kernel's
@@ -33,6 +34,7 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
 #include <onnxpipe/graph_ir.h>
+#include <onnxpipe/kernels.h>
 
 /* The seed of a microbatch when all microbatches weigh the same (see above). */
 static float default_seed(const pp_stage *s, int mean)
@@ -178,8 +180,26 @@ pp_status stage_place_loss(pp_stage *s, pp_error *err)
 pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err)
 {
     if (s->loss_t < 0) return PP_OK;
+    float *g = stage_grad_data(s, slot, s->loss_t);
+    if (s->seeds) {   /* the driver's, on the device: seed x loss_scale rounded once, as below */
+        PP_CHECK(pp_device_copy(s->dev, g, s->seeds + s->slot_mb[slot], sizeof(float), err));
+        return s->loss_scale != 1.0f ? pp_kernel_scale(s->dev, g, 1, s->loss_scale, err) : PP_OK;
+    }
     float seed = s->slot_seed[slot] * s->loss_scale;
-    return pp_device_copy_from_host(s->dev, stage_grad_data(s, slot, s->loss_t), &seed, sizeof(float), err);
+    return pp_device_copy_from_host(s->dev, g, &seed, sizeof(float), err);
+}
+
+void pp_stage_seed_from(pp_stage *s, const float *seeds) { s->seeds = seeds; }
+
+float *pp_stage_loss_data(pp_stage *s, int slot)
+{
+    if (s->loss_t < 0 || slot < 0 || slot >= s->opt.slots) return NULL;
+    return stage_tensor_data(s, slot, s->loss_t);
+}
+
+float pp_stage_loss_seed(const pp_stage *s, int slot)
+{
+    return slot >= 0 && slot < s->opt.slots ? s->slot_seed[slot] : 0.0f;
 }
 
 void pp_stage_set_loss_scale(pp_stage *s, float scale) { s->loss_scale = scale; }

@@ -1,16 +1,27 @@
-/* Per-op-type profile of a stage: wall time and FLOPs of every forward and backward
- * kernel call, summed by op type, while profiling is on, and on request every call as an
- * event (op, pass, start, end). Off (the default) it costs the run loop one NULL test per
- * op. FLOPs are the op registry's (graph/ops.c: pp_op_flops), as the partitioner counts
- * them: MatMul/Gemm 2·M·N·K per product (backward: one product per requested gradient of
- * A or B); other ops by their rule (e.g. LayerNorm 8 per element). */
+/* Per-op-type profile of a stage: time and FLOPs of every forward and backward kernel
+ * call, summed by op type, while profiling is on, and on request every call as an event
+ * (op, pass, start, end). Times are the device's own: a pair of the device's timers around
+ * each call (cuda: timing events on the compute stream, so a kernel's time, not its
+ * launch's; the cpu: the host clock), read by pp_stage_profile_flush once the device has
+ * run them. Off (the default) it costs the run loop one NULL test per op. FLOPs are the op
+ * registry's (graph/ops.c: pp_op_flops), as the partitioner counts them: MatMul/Gemm
+ * 2·M·N·K per product (backward: one product per requested gradient of A or B); other ops
+ * by their rule (e.g. LayerNorm 8 per element). */
 #include "stage_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/core_util.h>
+#include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>
 #include <onnxpipe/stage_lib.h>
+
+/* A call whose timers the device may not have reached yet. */
+typedef struct pending_call {
+    int op, kind;               /* kind: 0 forward, 1 backward, 2 recompute */
+    int start, end;             /* timer indices */
+    double flops;
+} pending_call;
 
 struct stage_profile {
     int *type_of_op;            /* [nops] row index */
@@ -21,6 +32,11 @@ struct stage_profile {
     int nrows;
     pp_stage_op_event *events;  /* [nevents of cap] when events are kept */
     int nevents, cap, keep_events;
+    void **timers;              /* [ntimers] the device's, reused after each flush; 0: the anchor */
+    int ntimers, ctimers, used; /* created, room for, recorded since the last flush */
+    double anchor_host;         /* pp_now() when timer 0 was recorded (the device idle or close to it) */
+    pending_call *pend;         /* [npend of cpend] */
+    int npend, cpend;
 };
 
 /* Forward FLOPs of op o by the registry's FLOP model (graph/ops.c: pp_op_flops) over its
@@ -44,9 +60,14 @@ static double op_flops(const pp_stage *s, const stage_op *op, int *gemm)
     return f > 0 && !over ? (double)f : 0;
 }
 
-void stage_profile_free(stage_profile *p)
+void stage_profile_free(pp_stage *s)
 {
+    stage_profile *p = s->prof;
+    s->prof = NULL;
     if (!p) return;
+    for (int i = 0; i < p->ntimers; i++) pp_device_timer_destroy(s->dev, p->timers[i]);
+    free(p->timers);
+    free(p->pend);
     free(p->type_of_op);
     free(p->flops_of_op);
     free(p->is_gemm);
@@ -58,8 +79,7 @@ void stage_profile_free(stage_profile *p)
 
 pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err)
 {
-    stage_profile_free(s->prof);
-    s->prof = NULL;
+    stage_profile_free(s);
     if (!on) return PP_OK;
     stage_profile *p = calloc(1, sizeof *p);
     int n = s->nops > 0 ? s->nops : 1;
@@ -71,7 +91,8 @@ pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err)
         p->sorted = calloc((size_t)n, sizeof *p->sorted);
     }
     if (!p || !p->type_of_op || !p->flops_of_op || !p->is_gemm || !p->rows || !p->sorted) {
-        stage_profile_free(p);
+        s->prof = p;
+        stage_profile_free(s);
         return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the stage profile (%d ops)", s->nops);
     }
     for (int o = 0; o < s->nops; o++) {
@@ -85,6 +106,8 @@ pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err)
     s->prof = p;
     return PP_OK;
 }
+
+int pp_stage_profiling(const pp_stage *s) { return s->prof != NULL; }
 
 void pp_stage_profile_reset(pp_stage *s)
 {
@@ -108,26 +131,79 @@ static void keep_event(stage_profile *p, int o, int backward, double t_start, do
     p->events[p->nevents++] = (pp_stage_op_event){o, backward, t_start, t_end, flops};
 }
 
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, double t_start, double t_end)
+/* Records the next timer of the pool (made the first time it is needed); the first of a
+ * span is the anchor, whose host time maps the device's clock onto pp_now(). */
+static pp_status mark(pp_stage *s, int *index, pp_error *err)
 {
     stage_profile *p = s->prof;
-    pp_stage_op_profile *row = &p->rows[p->type_of_op[o]];
-    double f = p->flops_of_op[o], seconds = t_end - t_start;
-    if (rerun) {
-        row->recompute_calls++;
-        row->recompute_s += seconds;
-    } else if (!grad_in) {
-        row->forward_calls++;
-        row->forward_s += seconds;
-        row->forward_flops += f;
-    } else {
-        if (p->is_gemm[o]) /* one product per requested gradient of A, B (Gemm's C: ignored) */
-            f *= (double)((grad_in[0].data != NULL) + (s->ops[o].nin > 1 && grad_in[1].data != NULL));
-        row->backward_calls++;
-        row->backward_s += seconds;
-        row->backward_flops += f;
+    if (p->used == 0) p->anchor_host = pp_now();
+    for (int want = p->used == 0 ? 2 : 1; p->ntimers < p->used + want;) {
+        if (p->ntimers == p->ctimers) {
+            int cap = p->ctimers ? 2 * p->ctimers : 512;
+            void **t = pp_realloc_array(p->timers, (size_t)cap, sizeof *t);
+            if (!t) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the profiler's timers");
+            p->timers = t;
+            p->ctimers = cap;
+        }
+        PP_CHECK(pp_device_timer_create(s->dev, &p->timers[p->ntimers], err));
+        p->ntimers++;
     }
-    if (p->keep_events) keep_event(p, o, rerun ? 2 : grad_in != NULL, t_start, t_end, f);
+    if (p->used == 0) PP_CHECK(pp_device_timer_record(s->dev, p->timers[p->used++], err));
+    *index = p->used;
+    return pp_device_timer_record(s->dev, p->timers[p->used++], err);
+}
+
+pp_status stage_profile_begin(pp_stage *s, int *start, pp_error *err) { return mark(s, start, err); }
+
+pp_status stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, int start, pp_error *err)
+{
+    stage_profile *p = s->prof;
+    int end;
+    PP_CHECK(mark(s, &end, err));
+    double f = p->flops_of_op[o];
+    if (grad_in && p->is_gemm[o]) /* one product per requested gradient of A, B (Gemm's C: ignored) */
+        f *= (double)((grad_in[0].data != NULL) + (s->ops[o].nin > 1 && grad_in[1].data != NULL));
+    if (p->npend == p->cpend) {
+        int cap = p->cpend ? 2 * p->cpend : 1024;
+        pending_call *c = pp_realloc_array(p->pend, (size_t)cap, sizeof *c);
+        if (!c) return pp_error_set(err, PP_ERR_NOMEM, "out of memory for the profiler's calls");
+        p->pend = c;
+        p->cpend = cap;
+    }
+    p->pend[p->npend++] = (pending_call){o, rerun ? 2 : grad_in != NULL, start, end, f};
+    return PP_OK;
+}
+
+pp_status pp_stage_profile_flush(pp_stage *s, pp_error *err)
+{
+    stage_profile *p = s->prof;
+    if (!p) return PP_OK;
+    pp_status st = PP_OK;
+    for (int i = 0; i < p->npend && st == PP_OK; i++) {
+        const pending_call *c = &p->pend[i];
+        double from_anchor = 0, seconds = 0;
+        st = pp_device_timer_elapsed(s->dev, p->timers[0], p->timers[c->start], &from_anchor, err);
+        if (st == PP_OK) st = pp_device_timer_elapsed(s->dev, p->timers[c->start], p->timers[c->end], &seconds, err);
+        if (st != PP_OK) break;
+        pp_stage_op_profile *row = &p->rows[p->type_of_op[c->op]];
+        if (c->kind == 2) {
+            row->recompute_calls++;
+            row->recompute_s += seconds;
+        } else if (c->kind == 0) {
+            row->forward_calls++;
+            row->forward_s += seconds;
+            row->forward_flops += c->flops;
+        } else {
+            row->backward_calls++;
+            row->backward_s += seconds;
+            row->backward_flops += c->flops;
+        }
+        const double t0 = p->anchor_host + from_anchor;
+        if (p->keep_events) keep_event(p, c->op, c->kind, t0, t0 + seconds, c->flops);
+    }
+    p->npend = 0;
+    p->used = 0;
+    return st;
 }
 
 pp_status pp_stage_profile_events(pp_stage *s, int on, pp_error *err)

@@ -91,6 +91,8 @@ static pp_status make_ctx(pp_stage *s, int o, int slot, int backward, pp_kernel_
         .rng = {s->opt.seed, (uint64_t)step, (uint64_t)(s->opt.first_sample + mb * s->opt.microbatch),
                 (uint64_t)(op->node >= 0 ? op->node : s->g->nnodes), (uint64_t)s->opt.microbatch},
     };
+    /* what the kernel needs for itself: the device's work memory, reserved at creation */
+    if (slot >= 0 && op->work_bytes) c->work = pp_device_work(s->dev, &c->work_size);
     return PP_OK;
 }
 
@@ -113,9 +115,10 @@ pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64
     pp_tensor in[MAX_IO], out[MAX_IO];
     pp_kernel_ctx c;
     PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
-    double t0 = s->prof ? pp_now() : 0;
+    int t0 = 0;
+    if (s->prof) PP_CHECK(stage_profile_begin(s, &t0, err));
     pp_status st = s->ops[o].k->forward(&c, err);
-    if (s->prof) stage_profile_add(s, o, NULL, rerun, t0, pp_now());
+    if (s->prof && st == PP_OK) st = stage_profile_add(s, o, NULL, rerun, t0, err);
     if (s->progress) s->progress(s->progress_user);
     if (st != PP_OK)
         return pp_error_prefix(err, "step %lld, microbatch %lld%s: ", (long long)step, (long long)microbatch,
@@ -225,9 +228,10 @@ static pp_status run_backward_op(pp_stage *s, int o, int slot, int want_act, int
     PP_CHECK(make_ctx(s, o, slot, 1, &c, in, out, s->slot_step[slot], s->slot_mb[slot], err));
     make_grads(s, o, slot, want_act, want_weight, gout, gin);
     PP_CHECK(fresh_or_zero(s, o, slot, first, gin, &c.grad_fresh, err));
-    double t0 = s->prof ? pp_now() : 0;
+    int t0 = 0;
+    if (s->prof) PP_CHECK(stage_profile_begin(s, &t0, err));
     pp_status st = op->k->backward(&c, gout, gin, err);
-    if (s->prof) stage_profile_add(s, o, gin, 0, t0, pp_now());
+    if (s->prof && st == PP_OK) st = stage_profile_add(s, o, gin, 0, t0, err);
     if (st != PP_OK) return pp_error_prefix(err, "backward of node '%s': ", op->name);
     return PP_OK;
 }
@@ -328,31 +332,33 @@ static pp_status nonfinite_at(pp_stage *s, const pp_tensor *t, int64_t *bad, pp_
 pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
-    s->recomp_owner = -1;   /* it writes the arena and may stop halfway */
+    s->recomp_owner = -1;   /* it writes the arena */
+    pp_error found = {0};
     int64_t bad;
     for (int i = 0; i < s->ninputs; i++) {
         pp_tensor t = tensor_of(&s->t[s->input_t[i]], stage_tensor_data(s, slot, s->input_t[i]));
         PP_CHECK(nonfinite_at(s, &t, &bad, err));
-        if (bad >= 0)
-            return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %lld: input '%s' of the stage holds NaN or "
-                                "Inf (element %lld)%s", (long long)step, (long long)microbatch, s->inputs[i].name,
-                                (long long)bad, s->inputs[i].is_data ? "" : "; it comes from the previous stage");
+        if (bad >= 0 && found.status == PP_OK)   /* the first finding is kept */
+            pp_error_set(&found, PP_ERR_NUMERIC, "step %lld, microbatch %lld: input '%s' of the stage holds NaN or "
+                         "Inf (element %lld)%s", (long long)step, (long long)microbatch, s->inputs[i].name,
+                         (long long)bad, s->inputs[i].is_data ? "" : "; it comes from the previous stage");
     }
+    /* every op runs, so the outputs a later stage gets are this forward's */
     pp_tensor in[MAX_IO], out[MAX_IO];
     pp_kernel_ctx c;
     for (int o = 0; o < s->nops; o++) {
         PP_CHECK(make_ctx(s, o, slot, 0, &c, in, out, step, microbatch, err));
         PP_CHECK(s->ops[o].k->forward(&c, err));
-        for (int k = 0; k < s->ops[o].nout; k++) {
+        for (int k = 0; k < s->ops[o].nout && found.status == PP_OK; k++) {
             PP_CHECK(nonfinite_at(s, &out[k], &bad, err));
-            if (bad >= 0)
-                return pp_error_set(err, PP_ERR_NUMERIC, "step %lld, microbatch %lld: node '%s' (%s) produced NaN or "
-                                    "Inf in '%s' (element %lld)", (long long)step, (long long)microbatch,
-                                    s->ops[o].name, s->ops[o].op_type,
-                                    s->t[s->ops[o].out[k]].value >= 0 ? s->g->values[s->t[s->ops[o].out[k]].value].name
-                                                                      : "the loss",
-                                    (long long)bad);
+            if (bad < 0) continue;
+            const int v = s->t[s->ops[o].out[k]].value;
+            pp_error_set(&found, PP_ERR_NUMERIC, "step %lld, microbatch %lld: node '%s' (%s) produced NaN or Inf in "
+                         "'%s' (element %lld)", (long long)step, (long long)microbatch, s->ops[o].name,
+                         s->ops[o].op_type, v >= 0 ? s->g->values[v].name : "the loss", (long long)bad);
         }
     }
-    return PP_OK;
+    if (found.status == PP_OK) return PP_OK;
+    if (err) *err = found;
+    return PP_ERR_NUMERIC;
 }

@@ -3,6 +3,7 @@
 #include "stage_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/backend/device_backend.h>
@@ -22,6 +23,11 @@ static size_t param16_bytes(const pp_stage *s)
 
 /* The flat gradients and, after them, the later uses' (uses.c). */
 static size_t grad_bytes(const pp_stage *s) { return (size_t)(s->param_elems + s->use_elems) * sizeof(float); }
+
+/* The optimizer state's slots and, after them, the step's pp_optim_step (what the update
+ * kernels read: pp_stage_set_step). */
+static size_t optim_state_bytes(const pp_stage *s) { return (size_t)s->param_elems * sizeof(float) * (size_t)s->optim_slots; }
+static size_t optim_bytes(const pp_stage *s) { return optim_state_bytes(s) + sizeof(pp_optim_step); }
 
 static pp_status alloc_zeroed(pp_device *dev, pp_mem_category c, size_t n, void **out, pp_error *err)
 {
@@ -92,8 +98,8 @@ static pp_status stage_build(const pp_graph *g, int first, int end, signed char 
     size_t pbytes = (size_t)s->param_elems * sizeof(float);
     PP_CHECK_GOTO(alloc_or_share(s, SHARE_PARAMS, PP_MEM_PARAMS, pbytes, (void **)&s->param_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_or_share(s, SHARE_GRADS, PP_MEM_GRADS, grad_bytes(s), (void **)&s->grad_buf, err), st, fail);
-    PP_CHECK_GOTO(alloc_or_share(s, SHARE_OPTIM, PP_MEM_OPTIMIZER, pbytes * (size_t)s->optim_slots,
-                                 (void **)&s->optim_buf, err), st, fail);
+    PP_CHECK_GOTO(alloc_or_share(s, SHARE_OPTIM, PP_MEM_OPTIMIZER, optim_bytes(s), (void **)&s->optim_buf, err), st,
+                  fail);
     PP_CHECK_GOTO(alloc_zeroed(dev, PP_MEM_OTHER, s->const_bytes, &s->const_buf, err), st, fail);
     PP_CHECK_GOTO(alloc_or_share(s, SHARE_STASH, PP_MEM_STASH, s->slot_bytes * (size_t)opt->slots, &s->slot_buf, err),
                   st, fail);
@@ -104,6 +110,7 @@ static pp_status stage_build(const pp_graph *g, int first, int end, signed char 
     if (s->recomp_bytes)
         PP_CHECK_GOTO(alloc_or_share(s, SHARE_RECOMP, PP_MEM_STASH, s->recomp_bytes, &s->recomp_buf, err), st, fail);
     s->recomp_owner = -1;
+    if (s->work_bytes) PP_CHECK_GOTO(pp_device_work_reserve(dev, s->work_bytes, err), st, fail);
     PP_CHECK_GOTO(load_persistent(s, err), st, fail);
     s->param16_stale = 1;
     s->loss_scale = 1.0f;
@@ -211,7 +218,7 @@ void pp_stage_destroy(pp_stage *s)
     free(s->slot_mb);
     for (int i = 0; i < s->nnames; i++) free(s->names[i]);
     free(s->names);
-    stage_profile_free(s->prof);
+    stage_profile_free(s);
     free(s->side);
     free(s);
 }
@@ -226,7 +233,7 @@ void pp_stage_allocation(const pp_stage *s, pp_stage_bytes *out)
     for (int i = 0; i < s->noutputs; i++) port = s->outputs[i].nbytes > port ? s->outputs[i].nbytes : port;
     *out = (pp_stage_bytes){
         .params = (int64_t)buf_bytes(p), .grads = (int64_t)buf_bytes(grad_bytes(s)),
-        .optimizer = (int64_t)buf_bytes(p * (size_t)s->optim_slots), .slots = s->opt.slots,
+        .optimizer = (int64_t)buf_bytes(optim_bytes(s)), .slots = s->opt.slots,
         .stash = (int64_t)buf_bytes(s->slot_bytes * (size_t)s->opt.slots),
         .scratch = (int64_t)(buf_bytes(s->fwd_bytes) + buf_bytes(s->bwd_bytes) + s->work_bytes),
         .constants = (int64_t)buf_bytes(s->const_bytes), .port_max = (int64_t)port,
@@ -334,19 +341,49 @@ pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err)
+pp_status pp_stage_set_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err)
 {
-    if (grad_scale != 1.0f) PP_CHECK(pp_kernel_scale(s->dev, s->grad_buf, s->param_elems, grad_scale, err));
     pp_optim_hparams h = s->opt.optim;
     h.lr = lr;
     h.step = step;
+    PP_CHECK(pp_optim_check(&h, s->optim_buf, s->param_elems, err));
+    const pp_optim_step t = pp_optim_step_at(&h, grad_scale);
+    s->step_lr = lr;
+    return pp_device_copy_from_host(s->dev, pp_stage_optim_step(s), &t, sizeof t, err);
+}
+
+pp_optim_step *pp_stage_optim_step(pp_stage *s) { return (pp_optim_step *)((char *)s->optim_buf + optim_state_bytes(s)); }
+
+pp_status pp_stage_update(pp_stage *s, int64_t step, pp_error *err)
+{
+    pp_optim_hparams h = s->opt.optim;
+    h.lr = s->step_lr;
+    h.step = step;
+    const pp_optim_step *t = pp_stage_optim_step(s);
     for (int i = 0; i < s->nparams; i++) {
         const pp_stage_param *p = &s->params[i];
         /* a tensor's state slots (Adam: m then v) lie back to back at slots x offset */
         float *state = s->optim_buf + (size_t)s->optim_slots * (size_t)p->offset;
-        PP_CHECK(pp_kernel_optim_update(s->dev, &h, s->param_buf + p->offset, s->grad_buf + p->offset, state,
+        PP_CHECK(pp_kernel_optim_update(s->dev, &h, t, s->param_buf + p->offset, s->grad_buf + p->offset, state,
                                         p->numel, err));
     }
     s->param16_stale = 1;
     return PP_OK;
+}
+
+pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err)
+{
+    PP_CHECK(pp_stage_set_step(s, lr, grad_scale, step, err));
+    return pp_stage_update(s, step, err);
+}
+
+int pp_stage_graph_refusal(const pp_stage *s, char *why, size_t len)
+{
+    for (int o = 0; s->opt.training && o < s->nops; o++)
+        if (s->ops[o].k && (s->ops[o].k->caps & PP_KCAP_STEP_RANDOM)) {
+            snprintf(why, len, "node '%s' (%s) draws random numbers keyed by the step", s->ops[o].name,
+                     s->ops[o].op_type);
+            return 1;
+        }
+    return 0;
 }

@@ -61,7 +61,8 @@ typedef struct stage_op {
                                (attrs points here then) */
     place aux;
     size_t aux_bytes;
-    size_t work_bytes;      /* the most its forward or backward call allocates for itself (pp_kernel.work_bytes) */
+    size_t work_bytes;      /* the most its forward or backward call needs for itself (pp_kernel.work_bytes),
+                               taken from the device's work memory (pp_device_work) */
     int backward;           /* runs in backward */
     int has_weight;         /* some input is a parameter that needs a gradient */
     int has_act;            /* some non-parameter input needs a gradient */
@@ -98,7 +99,9 @@ struct pp_stage {
     pp_stage_param *params;
     int nparams;
     int64_t param_elems;
-    float *param_buf, *grad_buf, *optim_buf;
+    float *param_buf, *grad_buf, *optim_buf;   /* optim_buf: the state slots, then the step's
+                                                  pp_optim_step (pp_stage_optim_step) */
+    float step_lr;          /* the lr pp_stage_set_step wrote (pp_stage_update checks it) */
     int optim_slots;
     stage_use *uses;
     int nuses;
@@ -116,8 +119,9 @@ struct pp_stage {
     size_t fwd_bytes, bwd_bytes;
     void *recomp_buf;
     size_t recomp_bytes;    /* one microbatch's recomputed tensors (0: no recompute) */
-    size_t work_bytes;      /* the most device memory one kernel call allocates for itself
-                               (pp_kernel.work_bytes), part of the estimate's scratch */
+    size_t work_bytes;      /* the most device memory one kernel call needs for itself
+                               (pp_kernel.work_bytes): reserved in the device's work memory
+                               at creation, part of the estimate's scratch */
     int recomp_owner;       /* slot whose forward the recompute arena holds, or -1 */
     pp_stage_recompute_stats recomp_stats;
 
@@ -133,6 +137,7 @@ struct pp_stage {
     int loss_t;             /* tslot of the scalar loss (last stage), or -1 */
     float loss_seed;        /* dL_global / d(loss of a microbatch), equal microbatches */
     float *slot_seed;       /* [slots] the seed each slot's backward uses */
+    const float *seeds;     /* or, when set (pp_stage_seed_from), [microbatch] in device memory */
     float loss_scale;       /* the seed is multiplied by it (fp16 loss scaling); 1 otherwise */
     const char *loss_labels;    /* graph input (or --labels name) of the labels; NULL: unknown */
     int64_t loss_ignore;    /* INT64_MIN: none */
@@ -214,11 +219,13 @@ const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C);
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
  * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
 void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
-/* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,
- * rerun: a forward run again by recompute) */
+/* profile.c: a timer recorded before a kernel call (*start: its index), and after it the
+ * call of op o (grad_in NULL: forward; rerun: a forward run again by recompute) with its
+ * end timer, read at pp_stage_profile_flush; freeing s->prof (NULL after). */
 typedef struct stage_profile stage_profile;
-void stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, double t_start, double t_end);
-void stage_profile_free(stage_profile *p);
+pp_status stage_profile_begin(pp_stage *s, int *start, pp_error *err);
+pp_status stage_profile_add(pp_stage *s, int o, const pp_tensor *grad_in, int rerun, int start, pp_error *err);
+void stage_profile_free(pp_stage *s);
 /* Where node lies: -1 in an earlier stage, 0 in this one, 1 in a later one. */
 static inline int stage_side(const pp_stage *s, int node)
 {

@@ -92,8 +92,14 @@ static void test_flat(void **state)
         float *hp = malloc((size_t)n * 4), *hs = malloc((size_t)n * 8);
         memcpy(hp, p.data, (size_t)n * 4);
         memcpy(hs, st.data, (size_t)n * 8);
-        assert_int_equal(pp_kernel_optim_update(cpu, &h, hp, g.data, hs, n, &err), PP_OK);
-        assert_int_equal(pp_kernel_optim_update(gpu, &h, dp.data, dg.data, ds.data, n, &err), PP_OK);
+        /* clipped (gradients x 0.5) and, on the gpu, read from device memory as a graph would */
+        const pp_optim_step ts = pp_optim_step_at(&h, 0.5f);
+        void *dts;
+        assert_int_equal(pp_device_alloc(gpu, sizeof ts, &dts, &err), PP_OK);
+        assert_int_equal(pp_device_copy_from_host(gpu, dts, &ts, sizeof ts, &err), PP_OK);
+        assert_int_equal(pp_kernel_optim_update(cpu, &h, &ts, hp, g.data, hs, n, &err), PP_OK);
+        assert_int_equal(pp_kernel_optim_update(gpu, &h, dts, dp.data, dg.data, ds.data, n, &err), PP_OK);
+        pp_device_free(gpu, dts);
         float *back = malloc((size_t)n * 4);
         assert_int_equal(pp_device_copy_to_host(gpu, back, dp.data, (size_t)n * 4, &err), PP_OK);
         double d = max_rel(back, hp, n);
@@ -117,7 +123,7 @@ static void test_flat(void **state)
     assert_int_equal(pp_device_copy_from_host(gpu, (float *)dg.data + 777, &inf, 4, &err), PP_OK);
     assert_int_equal(pp_kernel_find_nonfinite(gpu, dg.data, n, &bad, &err), PP_OK);
     assert_int_equal(bad, 777);
-    /* 16-bit conversions give the cpu's bits; unscale scales and flags the Inf at 777 */
+    /* 16-bit conversions give the cpu's bits */
     const pp_dtype lp[2] = {PP_DTYPE_BF16, PP_DTYPE_F16};
     uint16_t *hc = malloc((size_t)n * 2), *gc = malloc((size_t)n * 2);
     void *d16;
@@ -131,12 +137,41 @@ static void test_flat(void **state)
         print_message("convert float32 -> %s: cuda %s the cpu's bits\n", pp_dtype_name(lp[t]), same ? "=" : "!=");
         assert_true(same);
     }
-    int found = 0;
-    assert_int_equal(pp_kernel_unscale(gpu, dg.data, n, 0.5f, &found, &err), PP_OK);
-    assert_int_equal(found, 1);
-    float v = 0;
-    assert_int_equal(pp_device_copy_to_host(gpu, &v, dg.data, 4, &err), PP_OK);
-    assert_true(v == ((float *)g.data)[0] * 0.5f);
+    /* the step's sums on the device: two losses (the second NaN) into acc, and the decision
+     * from two squares (t 1: one is Inf, so the step is skipped), as the cpu's */
+    enum { ACC = 0, TERMS = 3, NONE = 5, NDOUBLE = 6 };
+    double h[NDOUBLE] = {0}, back_acc[3];
+    const float loss[2] = {2.5f, NAN}, weight = 0.25f;
+    void *dd, *dstep;
+    assert_int_equal(pp_device_alloc(gpu, NDOUBLE * sizeof(double) + 3 * sizeof(float), &dd, &err), PP_OK);
+    assert_int_equal(pp_device_alloc(gpu, sizeof(pp_optim_step), &dstep, &err), PP_OK);
+    double *gd = dd;
+    float *gl = (float *)(gd + NDOUBLE);
+    assert_int_equal(pp_device_memset(gpu, dd, 0, NDOUBLE * sizeof(double), &err), PP_OK);
+    assert_int_equal(pp_device_copy_from_host(gpu, gl, loss, sizeof loss, &err), PP_OK);
+    assert_int_equal(pp_device_copy_from_host(gpu, gl + 2, &weight, sizeof weight, &err), PP_OK);
+    for (int m = 0; m < 2; m++) {
+        assert_int_equal(pp_kernel_loss_add(cpu, h + ACC, &loss[m], &weight, 3 + m, &err), PP_OK);
+        assert_int_equal(pp_kernel_loss_add(gpu, gd + ACC, gl + m, gl + 2, 3 + m, &err), PP_OK);
+    }
+    assert_int_equal(pp_device_copy_to_host(gpu, back_acc, gd + ACC, sizeof back_acc, &err), PP_OK);
+    print_message("loss_add: cpu %g, %g bad (first %g); cuda %g, %g bad (first %g)\n", h[0], h[1], h[2], back_acc[0],
+                  back_acc[1], back_acc[2]);
+    assert_true(isnan(back_acc[0]) && back_acc[1] == 1 && back_acc[2] == 4 && h[1] == 1 && h[2] == 4);
+    for (int t = 0; t < 2; t++) {
+        pp_optim_step hs = {0}, gs = {0};
+        assert_int_equal(pp_kernel_sumsq(cpu, g.data, n, &h[TERMS], &err), PP_OK);
+        h[TERMS + 1] = t ? INFINITY : 1.0;
+        assert_int_equal(pp_device_copy_from_host(gpu, gd + TERMS, h + TERMS, 2 * sizeof(double), &err), PP_OK);
+        assert_int_equal(pp_kernel_optim_decide(cpu, h + TERMS, 2, h + NONE, 1.0f, &hs, &err), PP_OK);
+        assert_int_equal(pp_kernel_optim_decide(gpu, gd + TERMS, 2, gd + NONE, 1.0f, dstep, &err), PP_OK);
+        assert_int_equal(pp_device_copy_to_host(gpu, &gs, dstep, sizeof gs, &err), PP_OK);
+        print_message("optim_decide (%s): cpu scale %.9g skip %d, cuda scale %.9g skip %d\n",
+                      t ? "an Inf square" : "finite", hs.grad_scale, hs.skip, gs.grad_scale, gs.skip);
+        assert_true(hs.grad_scale == gs.grad_scale && hs.skip == gs.skip && hs.skip == t);
+    }
+    pp_device_free(gpu, dstep);
+    pp_device_free(gpu, dd);
     pp_device_free(gpu, d16);
     free(hc);
     free(gc);

@@ -1,8 +1,9 @@
 /* The 16-bit kernels on the cpu: bfloat16 / float16 conversions against references computed
  * here in double (every 16-bit pattern, random and edge floats), F16C against the portable
- * path bit for bit, pp_kernel_convert and pp_kernel_unscale, and the adapter
- * (kernels/lowp.c): each op's BF16 / F16 kernel equals, bit for bit, the F32 kernel run on
- * the 16-bit values with its outputs and 16-bit gradients rounded. */
+ * path bit for bit, pp_kernel_convert, and the adapter (kernels/lowp.c): each op's BF16 /
+ * F16 kernel equals, bit for bit, the F32 kernel run on the 16-bit values with its outputs
+ * and 16-bit gradients rounded, whether it takes its shadows from the call's work memory
+ * (bfloat16 cases: then it allocates nothing) or allocates them (float16 cases). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <onnxpipe/kernels.h>
 #include <onnxpipe/op_info.h>
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -168,27 +170,6 @@ static void test_convert(void **state)
     assert_int_equal(pp_kernel_convert(cpu, a, PP_DTYPE_BF16, x, PP_DTYPE_F32, -1, &err), PP_ERR_INVALID_ARG);
 }
 
-static void test_unscale(void **state)
-{
-    (void)state;
-    pp_error err = {0};
-    enum { N = 37 };
-    float x[N], want[N];
-    const float bad_values[] = {NAN, INFINITY, -INFINITY, 3e38f};   /* the last overflows once scaled */
-    for (int k = -1; k < 4; k++) {
-        for (int i = 0; i < N; i++) x[i] = uniform(-1e4f, 1e4f);
-        if (k >= 0) x[5 + 7 * k] = bad_values[k];
-        const float inv = k == 3 ? 10.f : 1.f / 65536.f;
-        for (int i = 0; i < N; i++) want[i] = x[i] * inv;
-        int found = -1;
-        assert_int_equal(pp_kernel_unscale(cpu, x, N, inv, &found, &err), PP_OK);
-        print_message("unscale with %s: found_inf %d\n", k < 0 ? "finite values" : k == 3 ? "3e38 * 10" :
-                      k == 0 ? "a NaN" : k == 1 ? "+Inf" : "-Inf", found);
-        assert_int_equal(found, k >= 0);
-        for (int i = 0; i < N; i++) assert_true(same_value(x[i], want[i]));
-    }
-}
-
 /* ---------------- the adapter against the F32 kernel ---------------- */
 
 enum { LP = 100 };                  /* a spec dtype: the 16-bit dtype under test */
@@ -339,6 +320,14 @@ static int64_t run_case(const lcase *k, pp_dtype lp, int64_t *n)
     assert_int_equal(kl->aux_bytes ? kl->aux_bytes(&ct) : 0, aux);
     void *aux_t = calloc(1, aux + 1), *aux_r = calloc(1, aux + 1);
     ct.aux = aux_t, cr.aux = aux_r;
+    /* bfloat16: the work memory the stage would pass, as large as work_bytes says and no larger */
+    const int with_work = lp == PP_DTYPE_BF16;
+    const size_t wf = kl->work_bytes ? kl->work_bytes(&ct, NULL, NULL) : 0,
+                 wb = kl->work_bytes && kl->backward ? kl->work_bytes(&ct, tgo, tgi) : 0;
+    void *work = with_work ? malloc((wf > wb ? wf : wb) + 1) : NULL;
+    pp_device_counters c0, c1;
+    pp_device_get_counters(cpu, &c0);
+    ct.work = work, ct.work_size = wf;
     if (kl->forward(&ct, &err) != PP_OK || kf->forward(&cr, &err) != PP_OK) fail_msg("%s forward: %s", k->op, err.msg);
     int64_t bad = 0;
     *n = 0;
@@ -349,6 +338,7 @@ static int64_t run_case(const lcase *k, pp_dtype lp, int64_t *n)
     }
     assert_true((kl->backward != NULL) == (kf->backward != NULL));
     if (kl->backward) {
+        ct.work_size = wb;
         if (kl->backward(&ct, tgo, tgi, &err) != PP_OK || kf->backward(&cr, rgo, rgi, &err) != PP_OK)
             fail_msg("%s backward: %s", k->op, err.msg);
         for (int i = 0; i < k->nin; i++) {
@@ -365,6 +355,10 @@ static int64_t run_case(const lcase *k, pp_dtype lp, int64_t *n)
         free_pair(&out[o]);
         free_pair(&gout[o]);
     }
+    pp_device_get_counters(cpu, &c1);
+    if (with_work && c1.allocs != c0.allocs)
+        fail_msg("%s bfloat16 with work memory allocated %lld times", k->op, (long long)(c1.allocs - c0.allocs));
+    free(work);
     free(aux_t);
     free(aux_r);
     return bad;
@@ -451,7 +445,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_patterns_round_trip),       cmocka_unit_test(test_round_against_double),
         cmocka_unit_test(test_f16c_is_portable),          cmocka_unit_test(test_convert),
-        cmocka_unit_test(test_unscale),                   cmocka_unit_test(test_adapter_equals_f32_kernel),
+        cmocka_unit_test(test_adapter_equals_f32_kernel),
         cmocka_unit_test(test_adapter_fresh_gradient),    cmocka_unit_test(test_adapter_cast_and_constants),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

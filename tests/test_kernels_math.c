@@ -542,7 +542,8 @@ static void test_optim_vs_torch(void **state)
             for (step = 1; step <= OPT_STEPS; step++) {
                 for (i = 0; i < n; i++) g[i] = opt_grad(t, i, step);
                 h.step = step;
-                assert_int_equal(pp_kernel_optim_update(dev, &h, p, g, slots ? st : NULL, n, &err), PP_OK);
+                const pp_optim_step ts = pp_optim_step_at(&h, 1.0f);   /* the cpu's device memory is the host's */
+                assert_int_equal(pp_kernel_optim_update(dev, &h, &ts, p, g, slots ? st : NULL, n, &err), PP_OK);
                 for (i = 0; i < n; i++) {
                     assert_true(seen[c][step - 1][t][i]);
                     double r = ref[c][step - 1][t][i];

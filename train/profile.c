@@ -134,10 +134,11 @@ static void take_driver_events(train_prof *p, int64_t step)
     }
 }
 
-static void take_op_events(train_prof *p, int64_t step)
+static pp_status take_op_events(train_prof *p, int64_t step, pp_error *err)
 {
     for (int i = 0; i < pp_driver_num_stages(p->drv); i++) {
         pp_stage *s = pp_driver_stage(p->drv, i);
+        PP_CHECK(pp_stage_profile_flush(s, err));   /* the device's times of the step's calls */
         int n;
         const pp_stage_op_event *ev = pp_stage_profile_get_events(s, &n);
         for (int k = 0; k < n; k++) {
@@ -155,6 +156,7 @@ static void take_op_events(train_prof *p, int64_t step)
         }
         pp_stage_profile_clear_events(s);
     }
+    return PP_OK;
 }
 
 void train_prof_span(train_prof *p, int64_t step, const char *what, double t_start, double t_end)
@@ -176,7 +178,7 @@ pp_status train_prof_end(train_prof *p, int64_t step, int64_t last_step, const p
 {
     if (!p || !p->started || p->done) return PP_OK;
     take_driver_events(p, step);
-    take_op_events(p, step);
+    PP_CHECK(take_op_events(p, step, err));
     p->step_s += step_s, p->compute_s += st->compute_s, p->wait_s += st->wait_s;
     p->nsteps++;
     if (step < p->last && step < last_step) return PP_OK;

@@ -26,6 +26,15 @@ typedef struct train_io {
 /* check.c: io found from the graph and the loss options alone (no dataset). */
 void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io);
 
+/* The host buffers feeds fill (feed.c: train_feed_inputs), kept from call to call. */
+typedef struct train_feed_buf {
+    pp_trainer_input *in;
+    int *port;
+    int cap;
+    void *host;
+    size_t bytes;
+} train_feed_buf;
+
 /* trainer.c: the job's state on this rank; pp_train_run (train.c) is one of its users. */
 struct pp_trainer {
     pp_trainer_config c;        /* the options, defaults applied: c.steps and c.lr.steps are the run's length */
@@ -53,6 +62,7 @@ struct pp_trainer {
     pp_trainer_feed_fn feed;
     void *feed_user;
     int training;
+    train_feed_buf feed_buf;    /* what the feeds fill on a device the host cannot write */
     train_io io;                /* logits, labels, tokens: what pp_trainer_eval reports on */
     double eval_sum[4];         /* pp_trainer_eval: loss x weight, weight, correct, counted labels */
     int64_t **eval_labels;      /* [eval_slots] each slot's fed labels (eval_feed_labels), or none: */
@@ -137,10 +147,13 @@ pp_status train_data_dims(const pp_trainer_config *c, const pp_dataset *d, pp_di
 void train_dims_free(pp_dim_binding *dims, int ndims);
 
 /* feed.c: hands stage s's data inputs of slot to fn as host buffers (the device's own
- * on a host-memory device, else staging copied in after fn); fn is not called when the
- * stage reads no graph input. f: the microbatch, inputs and stage filled in here. */
-pp_status train_feed_inputs(pp_stage *s, int slot, pp_trainer_feed *f, pp_trainer_feed_fn fn, void *user,
-                            pp_error *err);
+ * on a host-memory device, else b's staging, copied in after fn); fn is not called when the
+ * stage reads no graph input. f: the microbatch, inputs and stage filled in here. b keeps
+ * the staging and the input table from call to call (a step allocates none after its
+ * first); train_feed_buf_free frees them. */
+pp_status train_feed_inputs(train_feed_buf *b, pp_stage *s, int slot, pp_trainer_feed *f, pp_trainer_feed_fn fn,
+                            void *user, pp_error *err);
+void train_feed_buf_free(train_feed_buf *b);
 /* f's inputs from the samples at places f->offset .. + f->samples - 1 of step's global
  * batch under smp: copied from what pf read ahead, or read now (pf NULL, or not its). */
 typedef struct train_prefetch train_prefetch;

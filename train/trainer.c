@@ -311,8 +311,8 @@ static pp_status trainer_feed(void *user, pp_stage *s, int slot, int64_t step, i
             if (pp_stage_input(s, i)->is_data)
                 return pp_error_set(err, PP_ERR_INVALID_ARG, "rank %d: stage %d reads graph input '%s' but no feed "
                                     "was given", pp_comm_rank(t->world), t->grid->stage, pp_stage_input(s, i)->name);
-    return train_feed_inputs(s, slot, &f, t->training ? t->feed : eval_feed_labels, t->training ? t->feed_user : t,
-                             err);
+    return train_feed_inputs(&t->feed_buf, s, slot, &f, t->training ? t->feed : eval_feed_labels,
+                             t->training ? t->feed_user : t, err);
 }
 
 /* Up to the process grid: checks cfg, loads the model (or borrows graph), agrees with
@@ -403,6 +403,7 @@ static void trainer_free(pp_trainer *t)
     free(t->eval_labels);
     free(t->eval_nlabels);
     free(t->eval_logits);
+    train_feed_buf_free(&t->feed_buf);
     if (t->world && pp_comm_size(t->world) > 1) pp_comm_board_close();
     train_ckpt_free(&t->ck);
     pp_driver_destroy(t->drv);

@@ -168,8 +168,9 @@ PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);   /* Local */
  * caller running a stage alone adds them with pp_stage_sum_uses after the step's last
  * backward, before reading gradients or pp_stage_step. Local. */
 PP_API pp_status pp_stage_sum_uses(pp_stage *s, pp_error *err);
-/* One optimizer step with learning rate lr; gradients are multiplied by grad_scale first
- * (global-norm clipping: min(1, max_norm / norm)); step counts from 1. Local. */
+/* One optimizer step with learning rate lr; the update multiplies the gradients by
+ * grad_scale as it reads them (global-norm clipping: min(1, max_norm / norm); the gradient
+ * buffer keeps them as they were); step counts from 1. Local. */
 PP_API pp_status pp_stage_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
 
 #ifdef __cplusplus

@@ -153,6 +153,27 @@ void pp_driver_set_loss_scale(pp_driver *d, double scale, int64_t clean_steps);
 pp_status pp_driver_set_shape(pp_driver *d, int shape, pp_error *err);
 int pp_driver_shape(const pp_driver *d);   /* Local */
 
+/* What decides whether a step runs as one captured graph (driver/driver_graph.c): the
+ * device must capture graphs and the step must need nothing of the host between its
+ * launch and its end. */
+typedef struct pp_graph_facts {
+    unsigned device_caps;           /* PP_DEVICE_CAP_* of the driver's device */
+    int ranks;                      /* in the job (the world): messages and the norm's reduction
+                                       between ranks go through the host */
+    int shapes;                     /* sequence buckets: a step's shape is chosen on the host */
+    int recording;                  /* a trace (pp_driver_record) or a stage's profile is on: both
+                                       time each call on the host */
+    int loss_scaling;               /* the fp16 scaler decides on the host */
+    int disabled;                   /* PP_CUDA_GRAPHS=0 */
+    const char *stage_refusal;      /* a stage's op that depends on the step (pp_stage_graph_refusal) */
+} pp_graph_facts;
+/* NULL when a step can be one graph, else why not (a static string, or stage_refusal).
+ * Local. Thread-safe. */
+const char *pp_graph_refusal(const pp_graph_facts *f);
+/* How this driver's steps run: "graph" (captured at its second step, replayed after),
+ * "eager: <why>", or "eager: first step" before it knows. Local; owned by d. */
+const char *pp_driver_step_mode(const pp_driver *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 #ifndef ONNXPIPE_STAGE_LIB_H
 #define ONNXPIPE_STAGE_LIB_H
 
+#include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/stage.h>
 
 #ifdef __cplusplus
@@ -48,10 +49,35 @@ const char *pp_precision_name(pp_dtype precision);
  * every gradient comes out scale times too large (the driver unscales the flat gradient
  * buffer before the optimizer). 1 turns it off. Local. */
 void pp_stage_set_loss_scale(pp_stage *s, float scale);
-/* After a forward whose loss is NaN or Inf: runs the slot's forward again checking every
- * input and every op's outputs, and fails with PP_ERR_NUMERIC naming step, microbatch,
- * node and tensor of the first non-finite value (PP_OK if it finds none). Local. */
+/* After a step whose loss was NaN or Inf: runs the slot's forward (its inputs fed or
+ * received again) checking every input and every op's outputs, and fails with
+ * PP_ERR_NUMERIC naming step, microbatch, node and tensor of the first non-finite value
+ * (PP_OK if it finds none); it stops there, its outputs are then partly computed. Local. */
 pp_status pp_stage_diagnose(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
+
+/* What a step needs of the last stage without reading the device (the driver keeps the
+ * step's sums on it, driver/driver_step.c): the slot's loss (one float of device memory,
+ * NULL without a loss), the seed its backward will use (pp_stage_set_loss_weight's, before
+ * the loss scale), and where the seeds come from: seeds[microbatch] in device memory,
+ * copied by each backward (so a graph replays any step's weights), or NULL: the host's
+ * seed of the slot, written at each backward. Local. */
+float *pp_stage_loss_data(pp_stage *s, int slot);
+float pp_stage_loss_seed(const pp_stage *s, int slot);
+void pp_stage_seed_from(pp_stage *s, const float *seeds);
+
+/* The optimizer step in two parts (pp_stage_step is both): set_step writes the step's
+ * pp_optim_step (lr, step, clipping factor) into the stage's device memory, where the
+ * update kernels read it; optim_step (the device's copy, which optim_decide may change
+ * first) is that memory; update runs the kernels over every parameter (step is checked
+ * only). Local. */
+pp_status pp_stage_set_step(pp_stage *s, float lr, float grad_scale, int64_t step, pp_error *err);
+pp_optim_step *pp_stage_optim_step(pp_stage *s);
+pp_status pp_stage_update(pp_stage *s, int64_t step, pp_error *err);
+
+/* Why the stage's step cannot be captured into a graph and replayed (an op whose result
+ * depends on the step: PP_KCAP_STEP_RANDOM, Dropout's draws while training), into why;
+ * 0 when it can. Local. */
+int pp_stage_graph_refusal(const pp_stage *s, char *why, size_t len);
 
 /* The optimizer state (device memory) and hyperparameters, owned by s. Local. */
 float *pp_stage_optim_state(pp_stage *s);          /* slots x param_elems floats: parameter p's
@@ -107,7 +133,7 @@ typedef struct pp_stage_use {
 } pp_stage_use;
 /* Local; grad is device memory owned by s, valid while s lives. */
 int pp_stage_param_uses(pp_stage *s, int value, pp_stage_use *out, int cap);
-/* sum of squared gradients of this stage's parameters (clipping sums it across stages). Local. */
+/* sum of squared gradients of this stage's parameters, read on the host. Local. */
 pp_status pp_stage_grad_sumsq(pp_stage *s, double *out, pp_error *err);
 /* Checks gradients for NaN/Inf; names the parameter and step. Local. */
 pp_status pp_stage_check_grads(pp_stage *s, int64_t step, pp_error *err);
@@ -162,8 +188,8 @@ typedef struct pp_stage_recompute_stats {
 /* Local. */
 void pp_stage_recompute_get(const pp_stage *s, pp_stage_recompute_stats *out);
 
-/* Profiling: wall time and FLOPs of the stage's kernel calls, summed per op type.
- * Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as
+/* Profiling: device time (stage/profile.c: the device's timers around each call) and
+ * FLOPs of the stage's kernel calls, summed per op type. Off by default (it then costs one pointer test per op). FLOPs count MatMul/Gemm as
  * 2·M·N·K per product (backward: one product per gradient asked for), other ops one
  * per output element. The optimizer step and gradient zeroing are not kernel calls. */
 typedef struct pp_stage_op_profile {
@@ -178,13 +204,19 @@ typedef struct pp_stage_op_profile {
 /* on = 1 starts (and zeroes) the counters, on = 0 stops and frees them. Local (both). */
 pp_status pp_stage_profile_enable(pp_stage *s, int on, pp_error *err);
 void pp_stage_profile_reset(pp_stage *s);
-/* One row per op type of the stage, by total time, largest first; *n rows. NULL when
- * profiling is off. Local; owned by s, valid until the next call on s. */
+int pp_stage_profiling(const pp_stage *s);   /* 1 while enabled. Local. */
+/* Reads the device's timers of the calls made since the last flush into the rows and
+ * events (cuda: waits for the last call's end event). Call it once the device has run
+ * them (after a step's end, or a synchronisation). Local. */
+pp_status pp_stage_profile_flush(pp_stage *s, pp_error *err);
+/* One row per op type of the stage, by total time, largest first; *n rows (the calls
+ * flushed so far). NULL when profiling is off. Local; owned by s, valid until the next call on s. */
 const pp_stage_op_profile *pp_stage_profile_get(pp_stage *s, int *n);
 
 /* Every kernel call one by one while profiling is on and events are kept (on = 1):
- * op index (pp_stage_op_describe), forward or backward, start and end (pp_now seconds),
- * FLOPs of the call. Events are cleared by pp_stage_profile_clear_events. */
+ * op index (pp_stage_op_describe), forward or backward, start and end (seconds on the
+ * pp_now clock: the device's timers, anchored at the host time of the first call after a
+ * flush), FLOPs of the call. Events are cleared by pp_stage_profile_clear_events. */
 typedef struct pp_stage_op_event {
     int op;
     int backward;           /* 0 forward, 1 backward, 2 a forward run again by recompute */

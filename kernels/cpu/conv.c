@@ -102,11 +102,21 @@ size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out,
     return col_bytes(&p);
 }
 
+/* The columns: the call's work memory (the stage's), else an allocation col_free frees. */
 static pp_status col_alloc(const pp_kernel_ctx *c, const conv_plan *p, float **col, pp_error *err)
 {
     *col = NULL;
     if (p->direct) return PP_OK;
+    if (c->work && c->work_size >= col_bytes(p)) {
+        *col = c->work;
+        return PP_OK;
+    }
     return pp_device_alloc(c->dev, col_bytes(p), (void **)col, err);
+}
+
+static void col_free(const pp_kernel_ctx *c, float *col)
+{
+    if (col != c->work) pp_device_free(c->dev, col);
 }
 
 PP_FWD(pp_cpu_conv_forward)
@@ -131,7 +141,7 @@ PP_FWD(pp_cpu_conv_forward)
                 for (int64_t m = 0; m < p.Mg; m++)
                     for (int64_t i = 0; i < p.OHW; i++) yg[m * p.OHW + i] += B[g * p.Mg + m];
         }
-    pp_device_free(c->dev, col);
+    col_free(c, col);
     return PP_OK;
 }
 
@@ -179,6 +189,6 @@ PP_BWD(pp_cpu_conv_backward)
                 }
             }
         }
-    pp_device_free(c->dev, col);
+    col_free(c, col);
     return PP_OK;
 }

@@ -37,8 +37,8 @@ void pp_cpu_f16_from_f32(uint16_t *dst, const float *src, int64_t n, int f16c);
 void pp_cpu_f32_from_f16(float *dst, const uint16_t *src, int64_t n, int f16c);
 
 /* optim.c: the cpu's optimizer update (pp_flat_ops.optim_update; h checked by the dispatcher) */
-pp_status pp_cpu_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
-                              float *state, int64_t n, pp_error *err);
+pp_status pp_cpu_optim_update(pp_device *dev, const pp_optim_hparams *h, const pp_optim_step *step, float *param,
+                              const float *grad, float *state, int64_t n, pp_error *err);
 
 /* device_cpu.c */
 pp_status pp_device_cpu_create(int index, pp_device **out, pp_error *err);

@@ -1,7 +1,8 @@
 /* The cpu's flat-buffer kernels (its pp_flat_ops; kernels/dispatch.c checks the arguments
  * and calls them): sum of squares (gradient clipping), scaling, accumulation, the NaN/Inf
- * scan (loss scaling, divergence checks), the fused unscale of fp16 loss scaling, and
- * float32 <-> bfloat16 / float16 conversion; the optimizer update is optim.c's. */
+ * scan (divergence checks), a microbatch's loss into the step's sums, the optimizer's
+ * decision from them, and float32 <-> bfloat16 / float16 conversion; the optimizer update is
+ * optim.c's. The cpu's "device memory" is host memory: results are written in place. */
 #include "cpu_math.h"
 #include <onnxpipe/element.h>
 
@@ -12,7 +13,7 @@
 #include <onnxpipe/backend/device_backend.h>
 #endif
 
-static pp_status cpu_sumsq(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err)
+static pp_status cpu_sumsq_add(pp_device *dev, const float *x, int64_t n, double *acc, pp_error *err)
 {
     (void)dev, (void)err;
     /* four partial sums keep the loop vectorisable without giving up double accumulation */
@@ -21,7 +22,7 @@ static pp_status cpu_sumsq(pp_device *dev, const float *x, int64_t n, double *ou
     for (; i + 4 <= n; i += 4)
         for (int k = 0; k < 4; k++) s[k] += (double)x[i + k] * x[i + k];
     for (; i < n; i++) s[0] += (double)x[i] * x[i];
-    *out = (s[0] + s[1]) + (s[2] + s[3]);
+    *acc += (s[0] + s[1]) + (s[2] + s[3]);
     return PP_OK;
 }
 
@@ -58,17 +59,24 @@ static pp_status cpu_find_nonfinite(pp_device *dev, const float *x, int64_t n, i
     return PP_OK;
 }
 
-static pp_status cpu_unscale(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err)
+static pp_status cpu_loss_add(pp_device *dev, double *acc, const float *loss, const float *weight,
+                              int64_t microbatch, pp_error *err)
 {
     (void)dev, (void)err;
-    /* y is NaN or Inf whenever x was (Inf * 0 is NaN): checking y covers both; bits, so it vectorises */
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const float y = x[i] * inv_scale;
-        x[i] = y;
-        bad |= (pp_el_bits(y) & 0x7f800000u) == 0x7f800000u;
-    }
-    *found_inf = bad != 0;
+    acc[0] += (double)*weight * (double)*loss;
+    if (isfinite(*loss)) return PP_OK;
+    if (acc[1] == 0) acc[2] = (double)microbatch;
+    acc[1] += 1;
+    return PP_OK;
+}
+
+static pp_status cpu_optim_decide(pp_device *dev, const double *terms, int64_t n, const double *bad_losses,
+                                  float clip_norm, pp_optim_step *step, pp_error *err)
+{
+    (void)dev, (void)err;
+    double sumsq = 0;
+    for (int64_t i = 0; i < n; i++) sumsq += terms[i];
+    pp_optim_step_decide(sumsq, *bad_losses, clip_norm, step);
     return PP_OK;
 }
 
@@ -145,10 +153,11 @@ static pp_status cpu_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, cons
 
 const pp_flat_ops pp_cpu_flat_ops = {
     /* .optim_update   = */ pp_cpu_optim_update,
-    /* .sumsq          = */ cpu_sumsq,
+    /* .sumsq_add      = */ cpu_sumsq_add,
     /* .scale          = */ cpu_scale,
     /* .accumulate     = */ cpu_accumulate,
     /* .find_nonfinite = */ cpu_find_nonfinite,
     /* .convert        = */ cpu_convert,
-    /* .unscale        = */ cpu_unscale,
+    /* .loss_add       = */ cpu_loss_add,
+    /* .optim_decide   = */ cpu_optim_decide,
 };

@@ -56,12 +56,14 @@ pp_status pp_optim_check(const pp_optim_hparams *h, const float *state, int64_t 
     return PP_OK;
 }
 
-static void update_sgd(const pp_optim_hparams *h, float *p, const float *g, float *buf, int64_t n)
+static void update_sgd(const pp_optim_hparams *h, const pp_optim_step *t, float *p, const float *g, float *buf,
+                       int64_t n)
 {
-    int first = h->step == 1;
+    const float gs = t->grad_scale;
     for (int64_t i = 0; i < n; i++) {
         float dummy = 0.f;
-        p[i] = pp_el_sgd(p[i], g[i], buf ? &buf[i] : &dummy, h->lr, h->momentum, h->nesterov, h->weight_decay, first);
+        p[i] = pp_el_sgd(p[i], g[i] * gs, buf ? &buf[i] : &dummy, t->lr, h->momentum, h->nesterov, h->weight_decay,
+                         t->first);
     }
 }
 
@@ -80,18 +82,26 @@ pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h)
     return k;
 }
 
+pp_optim_step pp_optim_step_at(const pp_optim_hparams *h, float grad_scale)
+{
+    return (pp_optim_step){.k = pp_optim_scalars_of(h), .lr = h->lr, .grad_scale = grad_scale, .first = h->step == 1,
+                           .skip = 0};
+}
+
 /* Adam (L2 decay added to the gradient: l2 != 0) and AdamW (decoupled: p *= shrink =
- * 1 - lr wd first; shrink is 1 for Adam). It runs over every parameter each step:
- * PP_CPU_CLONES, and vectorised because this file is compiled without errno for sqrtf
- * (CMakeLists.txt); vector sqrt and division round as the scalar ones. */
-PP_CPU_CLONES static void adam_loop(const pp_optim_hparams *h, const pp_optim_scalars *ks, float *restrict p,
-                                const float *restrict g, float *restrict m, float *restrict v, int64_t n)
+ * 1 - lr wd first; shrink is 1 for Adam); the gradient is multiplied by gs (clipping) as it
+ * is read. It runs over every parameter each step: PP_CPU_CLONES, and vectorised because
+ * this file is compiled without errno for sqrtf (CMakeLists.txt); vector sqrt and division
+ * round as the scalar ones. */
+PP_CPU_CLONES static void adam_loop(const pp_optim_hparams *h, const pp_optim_scalars *ks, float gs,
+                                    float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                                    int64_t n)
 {
     const pp_optim_scalars k = *ks;
     const float b1 = h->beta1, b2 = h->beta2, eps = h->eps;
     if (k.l2 != 0.f) {
         for (int64_t i = 0; i < n; i++) {
-            float pi = p[i] * k.shrink, gi = g[i] + k.l2 * pi;
+            float pi = p[i] * k.shrink, gi = g[i] * gs + k.l2 * pi;
             pp_el_adam_moments(gi, &m[i], &v[i], b1, k.c1, b2, k.c2);
             p[i] = pp_el_adam_apply(pi, m[i], v[i], k.step_size, k.bc2_sqrt, eps);
         }
@@ -99,26 +109,21 @@ PP_CPU_CLONES static void adam_loop(const pp_optim_hparams *h, const pp_optim_sc
     }
     for (int64_t i = 0; i < n; i++) {
         float pi = p[i] * k.shrink;
-        pp_el_adam_moments(g[i], &m[i], &v[i], b1, k.c1, b2, k.c2);
+        pp_el_adam_moments(g[i] * gs, &m[i], &v[i], b1, k.c1, b2, k.c2);
         p[i] = pp_el_adam_apply(pi, m[i], v[i], k.step_size, k.bc2_sqrt, eps);
     }
 }
 
-static void update_adam(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
-{
-    const pp_optim_scalars k = pp_optim_scalars_of(h);
-    adam_loop(h, &k, p, g, m, v, n);
-}
-
 /* LAMB: pass 1 updates the moments and measures ||p|| and ||u||; pass 2 recomputes u
  * (p is unchanged until then) and steps p -= lr * trust * u. */
-static void update_lamb(const pp_optim_hparams *h, float *p, const float *g, float *m, float *v, int64_t n)
+static void update_lamb(const pp_optim_hparams *h, const pp_optim_step *t, float *p, const float *g, float *m,
+                        float *v, int64_t n)
 {
-    const pp_optim_scalars k = pp_optim_scalars_of(h);
-    const float c1 = k.c1, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2;
+    const pp_optim_scalars k = t->k;
+    const float c1 = k.c1, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2, gs = t->grad_scale;
     double pn = 0, un = 0;
     for (int64_t i = 0; i < n; i++) {
-        pp_el_adam_moments(g[i], &m[i], &v[i], h->beta1, c1, h->beta2, c2);
+        pp_el_adam_moments(g[i] * gs, &m[i], &v[i], h->beta1, c1, h->beta2, c2);
         float u = pp_el_lamb_dir(p[i], m[i], v[i], bc1, bc2, h->eps, h->weight_decay);
         pn += (double)p[i] * p[i];
         un += (double)u * u;
@@ -126,19 +131,20 @@ static void update_lamb(const pp_optim_hparams *h, float *p, const float *g, flo
     pn = sqrt(pn);
     un = sqrt(un);
     double trust = pn > 0 && un > 0 ? pn / un : 1.0;
-    float step = (float)((double)h->lr * trust);
+    float step = (float)((double)t->lr * trust);
     for (int64_t i = 0; i < n; i++) p[i] -= step * pp_el_lamb_dir(p[i], m[i], v[i], bc1, bc2, h->eps, h->weight_decay);
 }
 
-pp_status pp_cpu_optim_update(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
-                              float *state, int64_t n, pp_error *err)
+pp_status pp_cpu_optim_update(pp_device *dev, const pp_optim_hparams *h, const pp_optim_step *step, float *param,
+                              const float *grad, float *state, int64_t n, pp_error *err)
 {
     (void)dev, (void)err;
+    if (step->skip) return PP_OK;
     switch (h->kind) {
-    case PP_OPTIM_SGD: update_sgd(h, param, grad, h->momentum != 0.f ? state : NULL, n); break;
+    case PP_OPTIM_SGD: update_sgd(h, step, param, grad, h->momentum != 0.f ? state : NULL, n); break;
     case PP_OPTIM_ADAM:
-    case PP_OPTIM_ADAMW: update_adam(h, param, grad, state, state + n, n); break;
-    case PP_OPTIM_LAMB: update_lamb(h, param, grad, state, state + n, n); break;
+    case PP_OPTIM_ADAMW: adam_loop(h, &step->k, step->grad_scale, param, grad, state, state + n, n); break;
+    case PP_OPTIM_LAMB: update_lamb(h, step, param, grad, state, state + n, n); break;
     }
     return PP_OK;
 }

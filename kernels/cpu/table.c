@@ -22,7 +22,7 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_RELU].caps = FRESH, [PP_OP_LEAKY_RELU].caps = FRESH, [PP_OP_SIGMOID].caps = FRESH,
     [PP_OP_TANH].caps = FRESH, [PP_OP_ERF].caps = FRESH, [PP_OP_GELU].caps = FRESH, [PP_OP_IDENTITY].caps = FRESH,
     [PP_OP_SOFTMAX].caps = SOFTMAX_CAPS, [PP_OP_LOG_SOFTMAX].caps = SOFTMAX_CAPS, [PP_OP_TRANSPOSE].caps = FRESH,
-    [PP_OP_SPLIT].caps = FRESH,
+    [PP_OP_SPLIT].caps = FRESH, [PP_OP_DROPOUT].caps = PP_KCAP_STEP_RANDOM,
     [PP_OP_MATMUL].caps = MATMUL_CAPS, [PP_OP_GEMM].caps = FRESH,
     [PP_OP_CONV].work_bytes = pp_cpu_conv_work_bytes,
     [PP_OP_MAX_POOL].aux_bytes = pp_cpu_maxpool_aux,

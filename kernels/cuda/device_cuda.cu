@@ -2,7 +2,8 @@
  * and cuDNN handles bound to it, a caching allocator over cudaMalloc (the stage allocates
  * once; blocks are reused, never returned to the driver until destroy), a growing
  * workspace, pinned staging for device -> host reads and a pinned ring for host -> device
- * copies (no stream drain per upload), and a ring of events. */
+ * copies (no stream drain per upload), a ring of events, timing events for the profiler
+ * and CUDA Graphs captured from the stream. */
 #include "cuda_internal.h"
 
 #include <onnxpipe/backend/kernels_backend.h>
@@ -249,6 +250,77 @@ static pp_status cu_stream_wait_event(pp_device *d, void *stream, void *event, p
     return PP_OK;
 }
 
+/* ---------------- timers (timing events on the compute stream) ---------------- */
+
+static pp_status cu_timer_create(pp_device *d, void **timer, pp_error *err)
+{
+    cudaEvent_t e;
+    DEV_TRY(cudaSetDevice(cu_of(d)->ordinal));
+    DEV_TRY(cudaEventCreate(&e));   /* default flags: it records a time */
+    *timer = e;
+    return PP_OK;
+}
+
+static void cu_timer_destroy(pp_device *d, void *timer)
+{
+    (void)d;
+    cudaEventDestroy((cudaEvent_t)timer);
+}
+
+static pp_status cu_timer_record(pp_device *d, void *timer, pp_error *err)
+{
+    DEV_TRY(cudaEventRecord((cudaEvent_t)timer, cu_of(d)->stream));
+    return PP_OK;
+}
+
+static pp_status cu_timer_elapsed(pp_device *d, void *from, void *to, double *seconds, pp_error *err)
+{
+    (void)d;
+    float ms = 0;
+    DEV_TRY(cudaEventSynchronize((cudaEvent_t)to));
+    DEV_TRY(cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to));
+    *seconds = 1e-3 * (double)ms;
+    return PP_OK;
+}
+
+/* ---------------- graphs: the stream captured, instantiated, replayed ---------------- */
+
+/* Thread-local mode: a call that could synchronise is an error on this thread only (the
+ * NCCL watchdog's thread may query its events meanwhile). */
+static pp_status cu_capture_begin(pp_device *d, pp_error *err)
+{
+    DEV_TRY(cudaStreamBeginCapture(cu_of(d)->stream, cudaStreamCaptureModeThreadLocal));
+    return PP_OK;
+}
+
+static pp_status cu_capture_end(pp_device *d, void **graph, pp_error *err)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    *graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(cu_of(d)->stream, &g);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
+    if (g) cudaGraphDestroy(g);   /* the executable graph keeps what it needs */
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();   /* an invalidated capture leaves its error behind */
+        return pp_cu_fail(NULL, err, "CUDA", "cudaStreamEndCapture / cudaGraphInstantiate", cudaGetErrorString(e));
+    }
+    *graph = x;
+    return PP_OK;
+}
+
+static pp_status cu_graph_launch(pp_device *d, void *graph, pp_error *err)
+{
+    DEV_TRY(cudaGraphLaunch((cudaGraphExec_t)graph, cu_of(d)->stream));
+    return PP_OK;
+}
+
+static void cu_graph_destroy(pp_device *d, void *graph)
+{
+    (void)d;
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 static void cu_destroy(pp_device *d)
 {
     pp_cuda *cu = cu_of(d);
@@ -288,6 +360,14 @@ static const pp_device_i cuda_device_i = {
     /* .event_record      = */ cu_event_record,
     /* .stream_wait_event = */ cu_stream_wait_event,
     /* .destroy           = */ cu_destroy,
+    /* .timer_create      = */ cu_timer_create,
+    /* .timer_destroy     = */ cu_timer_destroy,
+    /* .timer_record      = */ cu_timer_record,
+    /* .timer_elapsed     = */ cu_timer_elapsed,
+    /* .capture_begin     = */ cu_capture_begin,
+    /* .capture_end       = */ cu_capture_end,
+    /* .graph_launch      = */ cu_graph_launch,
+    /* .graph_destroy     = */ cu_graph_destroy,
 };
 
 /* Fails cleanly with "no CUDA device: <reason>" where there is no driver or GPU. */

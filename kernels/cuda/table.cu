@@ -31,6 +31,7 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     t[PP_OP_MATMUL].caps = PP_KCAP_MATMUL_TRANS_B;
     t[PP_OP_SOFTMAX].caps = PP_KCAP_SOFTMAX_CAUSAL;   /* LogSoftmax shares the kernel (and refuses it) */
     t[PP_OP_LOG_SOFTMAX].caps = PP_KCAP_SOFTMAX_CAUSAL;
+    t[PP_OP_DROPOUT].caps = PP_KCAP_STEP_RANDOM;   /* its draws are keyed by the step: no graph */
 
     return t;
 }
@@ -56,7 +57,7 @@ extern const pp_flat_ops pp_cuda_flat_ops;
 extern "C" const pp_backend pp_backend_cuda = {
     /* .name    = */ "cuda",
     /* .kind    = */ PP_DEVICE_CUDA,
-    /* .caps    = */ 0,
+    /* .caps    = */ PP_DEVICE_CAP_GRAPHS,
     /* .create  = */ pp_device_cuda_create,
     /* .tables  = */ tables,
     /* .ntables = */ (int)(sizeof tables / sizeof tables[0]),

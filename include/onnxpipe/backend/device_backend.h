@@ -27,6 +27,22 @@ typedef struct pp_device_i {
     pp_status (*event_record)(pp_device *d, void *stream, void **event, pp_error *err);
     pp_status (*stream_wait_event)(pp_device *d, void *stream, void *event, pp_error *err);
     void (*destroy)(pp_device *d);
+    /* Timers (the profiler): a mark of the device's clock where it falls in the device's
+     * work order (cuda: a timing event recorded on the compute stream; the cpu, whose work
+     * is synchronous: the host clock, at once). elapsed waits until `to` has been reached. */
+    pp_status (*timer_create)(pp_device *d, void **timer, pp_error *err);
+    void (*timer_destroy)(pp_device *d, void *timer);
+    pp_status (*timer_record)(pp_device *d, void *timer, pp_error *err);
+    pp_status (*timer_elapsed)(pp_device *d, void *from, void *to, double *seconds, pp_error *err);
+    /* Graphs (PP_DEVICE_CAP_GRAPHS; NULL elsewhere): the work queued between capture_begin
+     * and capture_end is recorded, not run, into one graph that graph_launch runs whole, in
+     * the device's work order, as often as asked. capture_end always ends the capture; on
+     * an error it returns no graph. While capturing, the pp_device_* wrappers refuse copies
+     * to and from the host, synchronisation and allocation (kernels/device.c). */
+    pp_status (*capture_begin)(pp_device *d, pp_error *err);
+    pp_status (*capture_end)(pp_device *d, void **graph, pp_error *err);
+    pp_status (*graph_launch)(pp_device *d, void *graph, pp_error *err);
+    void (*graph_destroy)(pp_device *d, void *graph);
 } pp_device_i;
 
 struct pp_device {
@@ -43,6 +59,7 @@ struct pp_device {
 enum {
     PP_DEVICE_CAP_HOST_MEMORY = 1u << 0,  /* its memory is host memory: the host reads and writes
                                              tensors in place (no staging copies, no stream) */
+    PP_DEVICE_CAP_GRAPHS = 1u << 1,       /* it captures queued work into graphs (the capture hooks) */
 };
 /* The capability bits (PP_DEVICE_CAP_*) of a device kind's backend (kernels/backends.c), 0
  * when this build lacks it; of a device, its kind's. Local. Thread-safe. */

@@ -12,6 +12,8 @@
 #include <onnxpipe/optim.h>
 #include <onnxpipe/tensor.h>
 
+#include <math.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,6 +58,11 @@ typedef struct pp_kernel_ctx {
                                    holds garbage and this call is its first writer, so the kernel
                                    assigns (=) every element instead of adding (the stage's first
                                    writer of a gradient skips zeroing it); 0 everywhere else */
+    void *work;                 /* NULL, or work_size bytes of device scratch this call may use as
+                                   it likes (the stage's work arena, sized by pp_kernel.work_bytes):
+                                   a kernel that needs memory for itself takes it here instead of
+                                   allocating, so a step allocates nothing */
+    size_t work_size;
 } pp_kernel_ctx;
 
 /* What a kernel can do beyond its op's ONNX form (pp_kernel.caps), for the stage's plan. */
@@ -74,6 +81,8 @@ enum {
                                          scores are under attention's causal mask, so row r of
                                          each T x T block sums columns 0..r only and is 0 past
                                          them (LogSoftmax shares the kernel and refuses it) */
+    PP_KCAP_STEP_RANDOM = 1u << 7,    /* its result depends on the step (c->rng.step: Dropout's
+                                         draws), so a graph captured at one step cannot replay it */
 };
 
 /* One op on one backend in one compute dtype. The backend's table slot of an op says
@@ -91,9 +100,10 @@ typedef struct pp_kernel {
     pp_status (*backward)(const pp_kernel_ctx *c, const pp_tensor *grad_out, pp_tensor *grad_in,
                           pp_error *err);
     unsigned caps;              /* PP_KCAP_* */
-    /* Bytes of device memory one call allocates for itself and frees before it returns (the
-     * cpu Conv's im2col columns, the 16-bit adapter's fp32 shadows), which the stage's memory
-     * estimate adds to its scratch (NULL: none). grad_out NULL: a forward call; else a
+    /* Bytes of device memory one call needs for itself (the cpu Conv's im2col columns, the
+     * 16-bit adapter's fp32 shadows): it takes them from c->work when the caller passes that
+     * (the stage does), else allocates and frees them before it returns; the stage's memory
+     * estimate counts them in its scratch (NULL: none). grad_out NULL: a forward call; else a
      * backward one, with grad_out / grad_in as backward gets them. Called at plan time with
      * shapes and dtypes set and data a non-NULL placeholder wherever the call has data. */
     size_t (*work_bytes)(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
@@ -136,20 +146,6 @@ PP_API const pp_backend *pp_backend_at(int i);
  * are). Local; static. Thread-safe. */
 PP_API const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype);
 
-/* The flat-buffer kernels of a device, in its backend (the cpu's as any other's); the
- * library's pp_kernel_* wrappers (kernels/dispatch.c) check the arguments and dispatch to them by the
- * device's kind (kernels/dispatch.c). */
-struct pp_flat_ops {
-    pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, float *param, const float *grad,
-                              float *state, int64_t n, pp_error *err);
-    pp_status (*sumsq)(pp_device *dev, const float *x, int64_t n, double *out, pp_error *err);
-    pp_status (*scale)(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
-    pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
-    pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
-    pp_status (*convert)(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
-                         int64_t n, pp_error *err);  /* dtypes checked by pp_kernel_convert */
-    pp_status (*unscale)(pp_device *dev, float *x, int64_t n, float inv_scale, int *found_inf, pp_error *err);
-};
 /* Scalars of one optimizer step, computed once on the host in double and rounded to
  * float as torch does; every backend's update loop uses these. */
 typedef struct pp_optim_scalars {
@@ -162,6 +158,55 @@ typedef struct pp_optim_scalars {
 } pp_optim_scalars;
 /* Local; pure. Thread-safe. */
 PP_API pp_optim_scalars pp_optim_scalars_of(const pp_optim_hparams *h);
+
+/* What changes from one optimizer step to the next, in device memory, where the update
+ * kernels read it (so that a graph captured at one step replays any step): the step's
+ * scalars (its lr and step number), and what the step's checks decided. */
+typedef struct pp_optim_step {
+    pp_optim_scalars k;     /* pp_optim_scalars_of(h) at this step's lr and step */
+    float lr;
+    float grad_scale;       /* gradients are multiplied by it (global-norm clipping); 1: as they are */
+    int32_t first;          /* step 1 (SGD's momentum buffer starts as the gradient) */
+    int32_t skip;           /* nonzero: a gradient or a loss was NaN or Inf: nothing changes */
+} pp_optim_step;
+
+/* The checks' decision, one function for the host and the device (a graph decides as the
+ * host would): sumsq is the squared global gradient norm (NaN or Inf when a gradient is:
+ * squares of floats summed in double cannot overflow), bad_losses the microbatch losses
+ * that were NaN or Inf. Sets s->grad_scale (min(1, clip_norm / norm); clip_norm 0: off)
+ * and s->skip. */
+static inline PP_HD void pp_optim_step_decide(double sumsq, double bad_losses, float clip_norm, pp_optim_step *s)
+{
+    const double norm = sqrt(sumsq);
+    s->skip = bad_losses > 0 || !(norm <= 1.7976931348623157e308);   /* NaN fails the comparison */
+    s->grad_scale = clip_norm > 0 && norm > (double)clip_norm ? (float)((double)clip_norm / norm) : 1.0f;
+}
+
+/* The flat-buffer kernels of a device, in its backend (the cpu's as any other's); the
+ * library's pp_kernel_* wrappers (kernels/dispatch.c) check the arguments and dispatch to
+ * them by the device's kind. Results said to be in device memory stay there, so that a
+ * step's checks need no read until its end, and a graph can hold them. */
+struct pp_flat_ops {
+    /* step: the step's pp_optim_step, in device memory (h: the hyper-parameters that stay) */
+    pp_status (*optim_update)(pp_device *dev, const pp_optim_hparams *h, const pp_optim_step *step, float *param,
+                              const float *grad, float *state, int64_t n, pp_error *err);
+    /* *acc (device memory) += the sum of x[i]^2 in double, in an order fixed by n alone */
+    pp_status (*sumsq_add)(pp_device *dev, const float *x, int64_t n, double *acc, pp_error *err);
+    pp_status (*scale)(pp_device *dev, float *x, int64_t n, float s, pp_error *err);
+    pp_status (*accumulate)(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
+    pp_status (*find_nonfinite)(pp_device *dev, const float *x, int64_t n, int64_t *index, pp_error *err);
+    pp_status (*convert)(pp_device *dev, void *dst, pp_dtype dst_dtype, const void *src, pp_dtype src_dtype,
+                         int64_t n, pp_error *err);  /* dtypes checked by pp_kernel_convert */
+    /* A microbatch's loss into the step's sums (device memory): acc[0] += weight[0] x loss[0]
+     * in double; when the loss is NaN or Inf, acc[1] += 1 and, for the first such, acc[2] =
+     * microbatch. loss and weight: one float each, in device memory. */
+    pp_status (*loss_add)(pp_device *dev, double *acc, const float *loss, const float *weight, int64_t microbatch,
+                          pp_error *err);
+    /* step->grad_scale and step->skip (device memory) by pp_optim_step_decide from the sum
+     * of terms[0..n) in index order and bad_losses[0] (device memory) */
+    pp_status (*optim_decide)(pp_device *dev, const double *terms, int64_t n, const double *bad_losses,
+                              float clip_norm, pp_optim_step *step, pp_error *err);
+};
 /* The flat ops of a device kind's backend, or an error naming it. Local; static. Thread-safe. */
 PP_API pp_status pp_kernel_flat_ops(pp_device_kind kind, const char *what, const pp_flat_ops **out, pp_error *err);
 
