@@ -72,9 +72,9 @@ static const cli_options text_options = {
 };
 
 /* A sample's values of array a as a JSON list. */
-static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *buf)
+static pp_status print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *buf, pp_error *err)
 {
-    pp_dataset_read(d, a, s, 1, buf);
+    PP_CHECK(pp_dataset_read(d, a, s, 1, buf, err));
     int64_t n = (int64_t)(a->sample_bytes / pp_dtype_size(a->dtype));
     printf("\"%s\": [", a->name);
     for (int64_t k = 0; k < n; k++) {
@@ -86,6 +86,7 @@ static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t
         else printf("\"?\"");
     }
     printf("]");
+    return PP_OK;
 }
 
 static int show(int argc, char **argv)
@@ -115,17 +116,18 @@ static int show(int argc, char **argv)
         if (a->sample_bytes > most) most = a->sample_bytes;
     }
     void *buf = malloc(most + 1);
-    for (long long s = first; buf && s < first + count && s < d->samples; s++) {
+    pp_status st = buf ? PP_OK : PP_NOMEM(&err);
+    for (long long s = first; st == PP_OK && s < first + count && s < d->samples; s++) {
         printf("{\"sample\": %lld", s);
-        for (int i = 0; i < d->narrays; i++) {
+        for (int i = 0; st == PP_OK && i < d->narrays; i++) {
             printf(", ");
-            print_sample(d, &d->arrays[i], s, buf);
+            st = print_sample(d, &d->arrays[i], s, buf, &err);
         }
         printf("}\n");
     }
     free(buf);
     pp_dataset_close(d);
-    return 0;
+    return st == PP_OK ? 0 : cli_fail(&err);
 }
 
 int cmd_data(int argc, char **argv)
