@@ -33,6 +33,9 @@ static const pp_option show_table[] = {
      .help = "the first sample shown"},
     {.type = PP_OPT_INT, .name = "--count", .metavar = "N", S(count), .lo = 0, .hi = 1LL << 30, .def = 3,
      .group = OPTS, .help = "samples shown"},
+    {.type = PP_OPT_INTS, .name = "--seq-buckets", .metavar = "A,B,..", S(o.buckets), PP_OPT_COUNT(show_args, o.nbuckets),
+     .lo = 1, .hi = 32, .group = OPTS, .help = "with --pack or --pad: the samples in order of their bucket\n"
+     "(onnxpipe train --seq-buckets)"},
     {.type = PP_OPT_INT, .name = NULL, S(o.ignore_index), .def = -100},
     {0},
 };

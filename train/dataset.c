@@ -247,16 +247,19 @@ const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name)
 
 void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst)
 {
-    for (int64_t k = 0; k < n; k++)
-        switch (stored) {
-        case PP_DTYPE_U8: dst[k] = ((const uint8_t *)src)[k]; break;
-        case PP_DTYPE_U16: dst[k] = ((const uint16_t *)src)[k]; break;
-        case PP_DTYPE_I16: dst[k] = ((const int16_t *)src)[k]; break;
-        case PP_DTYPE_I32: dst[k] = ((const int32_t *)src)[k]; break;
-        case PP_DTYPE_U32: dst[k] = ((const uint32_t *)src)[k]; break;
-        case PP_DTYPE_I64: dst[k] = ((const int64_t *)src)[k]; break;
-        default: dst[k] = ((const int8_t *)src)[k]; break;
-        }
+#define WIDEN(T)                                                       \
+    for (int64_t k = 0; k < n; k++) dst[k] = ((const T *)src)[k];      \
+    return   /* a loop per type, so each vectorises */
+    switch (stored) {
+    case PP_DTYPE_U8: WIDEN(uint8_t);
+    case PP_DTYPE_U16: WIDEN(uint16_t);
+    case PP_DTYPE_I16: WIDEN(int16_t);
+    case PP_DTYPE_I32: WIDEN(int32_t);
+    case PP_DTYPE_U32: WIDEN(uint32_t);
+    case PP_DTYPE_I64: WIDEN(int64_t);
+    default: WIDEN(int8_t);
+    }
+#undef WIDEN
 }
 
 size_t pp_dataset_sample_bytes(const pp_dataset_array *a, int64_t len)

@@ -60,6 +60,7 @@ pp_status ds_write(ds_writer *w, const void *p, size_t n, pp_error *err)
 
 pp_status ds_write_at(ds_writer *w, int64_t off, const void *p, size_t n, pp_error *err)
 {
+    PP_CHECK(flush(w, err));   /* what is appended may lie there */
     return put(w, (int64_t)(DS_HDR * sizeof(int64_t)) + off, p, n, err);
 }
 

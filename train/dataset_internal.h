@@ -89,7 +89,7 @@ pp_status ds_cache_get(pp_dataset *d, const ds_cache *c, const int64_t **counts,
                        pp_error *err);
 /* The key's first fields for data of size bytes and mtime (ns) of file. */
 pp_status ds_cache_source(const pp_dataset *d, int file, int64_t *size, int64_t *mtime_ns, pp_error *err);
-/* Appends n bytes to the body; writes n bytes at body offset off (past what is appended). */
+/* Appends n bytes to the body; writes n bytes at body offset off (over what was appended there). */
 pp_status ds_write(ds_writer *w, const void *p, size_t n, pp_error *err);
 pp_status ds_write_at(ds_writer *w, int64_t off, const void *p, size_t n, pp_error *err);
 

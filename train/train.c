@@ -96,7 +96,6 @@ static pp_status feed(void *user, const pp_trainer_feed *f, pp_error *err)
     double t0 = pp_now();
     pp_status st = train_feed_dataset(r->data, &r->smp, r->ahead, f->step, f, err);
     if (st == PP_OK) st = weigh_loss(r, f->stage, f->slot, f->step, f->offset, err);
-    if (st != PP_OK) pp_error_prefix(err, "step %lld: ", (long long)f->step);
     double t1 = pp_now();
     r->input_s += t1 - t0;
     train_prof_span(r->prof, f->step, "input", t0, t1);
