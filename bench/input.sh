@@ -3,10 +3,10 @@
 # global batch 8 in 4 microbatches) at pp=2 1f1b under mpirun, one BLAS thread per rank,
 # trained --shuffle from a 1 GiB uint16 token stream on disk read cold: the stream is
 # written under /tmp, flushed and dropped from the page cache (posix_fadvise
-# POSIX_FADV_DONTNEED on the file alone, before each run) and deleted at the end. The
-# check before step 1 reads every label (train/check.c), which would leave the whole stream
-# cached; so each run is in a memory cgroup (v1, memory.limit_in_bytes MEM_MB, default 384)
-# that cannot hold it, and the figure says when no cgroup could be made. Shuffled samples
+# POSIX_FADV_DONTNEED on the file alone, before each run) and deleted at the end. Each run
+# is in a memory cgroup (v1, memory.limit_in_bytes MEM_MB, default 384) that cannot hold the
+# stream, so what was read stays no cheaper to read again (the start-up reads no sample since
+# issue 42), and the figure says when no cgroup could be made. Shuffled samples
 # land anywhere in the file, so each is a page fault to the disk. The figure is the
 # share of each rank's step time its feeds take (waiting for the data and copying it:
 # --metrics input_s_per_rank / step_s_per_rank), the largest rank's, over steps 2..N; the
@@ -54,7 +54,7 @@ if mkdir "$CG" 2>/dev/null && echo $((MEM_MB << 20)) >"$CG/memory.limit_in_bytes
     trap 'rmdir "$CG"; rm -rf "$TMP"' EXIT
     CACHE="memory cgroup of $MEM_MB MiB"
 else
-    CG= CACHE="no memory cgroup: the check before step 1 leaves the stream cached"
+    CG= CACHE="no memory cgroup: pages read stay cached"
 fi
 for mode in ahead direct; do
     evict || fail "posix_fadvise failed"

@@ -33,6 +33,9 @@ static const pp_option show_table[] = {
      .help = "the first sample shown"},
     {.type = PP_OPT_INT, .name = "--count", .metavar = "N", S(count), .lo = 0, .hi = 1LL << 30, .def = 3,
      .group = OPTS, .help = "samples shown"},
+    {.type = PP_OPT_INTS, .name = "--seq-buckets", .metavar = "A,B,..", S(o.buckets), PP_OPT_COUNT(show_args, o.nbuckets),
+     .lo = 1, .hi = 32, .group = OPTS, .help = "with --pack or --pad: the samples in order of their bucket\n"
+     "(onnxpipe train --seq-buckets)"},
     {.type = PP_OPT_INT, .name = NULL, S(o.ignore_index), .def = -100},
     {0},
 };
@@ -72,9 +75,9 @@ static const cli_options text_options = {
 };
 
 /* A sample's values of array a as a JSON list. */
-static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *buf)
+static pp_status print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t s, void *buf, pp_error *err)
 {
-    pp_dataset_read(d, a, s, 1, buf);
+    PP_CHECK(pp_dataset_read(d, a, s, 1, buf, err));
     int64_t n = (int64_t)(a->sample_bytes / pp_dtype_size(a->dtype));
     printf("\"%s\": [", a->name);
     for (int64_t k = 0; k < n; k++) {
@@ -86,6 +89,7 @@ static void print_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t
         else printf("\"?\"");
     }
     printf("]");
+    return PP_OK;
 }
 
 static int show(int argc, char **argv)
@@ -115,17 +119,18 @@ static int show(int argc, char **argv)
         if (a->sample_bytes > most) most = a->sample_bytes;
     }
     void *buf = malloc(most + 1);
-    for (long long s = first; buf && s < first + count && s < d->samples; s++) {
+    pp_status st = buf ? PP_OK : PP_NOMEM(&err);
+    for (long long s = first; st == PP_OK && s < first + count && s < d->samples; s++) {
         printf("{\"sample\": %lld", s);
-        for (int i = 0; i < d->narrays; i++) {
+        for (int i = 0; st == PP_OK && i < d->narrays; i++) {
             printf(", ");
-            print_sample(d, &d->arrays[i], s, buf);
+            st = print_sample(d, &d->arrays[i], s, buf, &err);
         }
         printf("}\n");
     }
     free(buf);
     pp_dataset_close(d);
-    return 0;
+    return st == PP_OK ? 0 : cli_fail(&err);
 }
 
 int cmd_data(int argc, char **argv)

@@ -1,6 +1,6 @@
 /* Every environment variable the library reads, in one table, and the only getenv of the
- * library (the CLI reads HOME for its calibration cache; tests and benchmarks read their
- * own). The README's "Environment variables" section lists the same names
+ * library (HOME: the CLI's calibration cache and the datasets' index cache; tests and
+ * benchmarks read their own). The README's "Environment variables" section lists the same names
  * (tests/test_env_doc.sh checks it, and that no other library file calls getenv). */
 #include <onnxpipe/env.h>
 
@@ -40,7 +40,8 @@ static const env_var vars[] = {
     {"JOB_ID", "", "as SLURM_JOB_ID, when those above are unset"},
     {"FLUX_JOB_ID", "", "as SLURM_JOB_ID, when those above are unset"},
     {"HOME", "", "`onnxpipe plan` caches each model's calibration in HOME/.cache/onnxpipe/calibration "
-                 "(cli/cmd_plan.c); unset: none is cached"},
+                 "(cli/cmd_plan.c); unset: none is cached; --pack/--pad cache their index in "
+                 "HOME/.cache/onnxpipe/data where the data's folder is read-only (train/dataset_cache.c)"},
 };
 
 /* The table's row of name, or NULL (tests/test_env_doc.sh checks that every name the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark and prints their JSON lines: bench_partition, bench_schedule, bench_plan,
 # bench_comm (mpirun -np 2), bench_step, bench_watch, bench_ckpt, bench/pipeline.sh,
-# bench/memory.sh, bench/input.sh, bench/pack.sh (--pack against --pad), bench/peers.sh (PyTorch 2.x and ONNX Runtime training on the same job, from
+# bench/memory.sh, bench/input.sh, bench/data_start.sh (start-up on 1-32 GiB streams), bench/pack.sh (--pack against --pad), bench/peers.sh (PyTorch 2.x and ONNX Runtime training on the same job, from
 # their own venv, which scripts/bench-venv.sh sets up on first use) and bench/paper.sh (the
 # simulator on a GPT-2-XL-sized job). A benchmark that is missing or fails prints a JSON line
 # saying so, and the others still run.
@@ -52,6 +52,7 @@ rm -rf "$ckdir"
 run pipeline "$SRC/bench/pipeline.sh" "$BUILD"
 run memory "$SRC/bench/memory.sh" "$BUILD"
 run input "$SRC/bench/input.sh" "$BUILD"   # writes and deletes a 1 GiB token stream under TMPDIR
+run data_start "$SRC/bench/data_start.sh" "$BUILD"   # streams of 1, 8, 32 GiB (SIZES) one at a time under TMPDIR
 run peers "$SRC/bench/peers.sh" "$BUILD"
 run hf_peers "$SRC/bench/hf_peers.sh" "$BUILD"   # HF Llama and GPT-2 exports against PyTorch (export venv)
 run pack "$SRC/bench/pack.sh" "$BUILD"           # --pack against --pad on a corpus of mixed lengths

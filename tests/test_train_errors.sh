@@ -4,7 +4,8 @@
 # batch, data whose shape does not fit the model, bad options, and NaN/Inf in the loss
 # (named by step, microbatch and node or input) or in the gradients (step, parameter).
 # Every dataset/model mismatch (also of --eval-data) is found before step 1 with what to
-# change: a missing array, dtype, per-sample shape, a fixed batch dim, labels out of range.
+# change: a missing array, dtype, per-sample shape, a fixed batch dim; labels out of range
+# when the step (or evaluation) that reads them does, naming the file and byte.
 set -uo pipefail
 : "${SRC_DIR:?}" "${BUILD_DIR:?}" "${ONNXPIPE:?}" "${PY:?}"
 OUT=$BUILD_DIR/test-out/train-errors
@@ -110,7 +111,7 @@ expect "a wrong dtype" "array 'x' is float64 \[8\] per sample, but the model's i
 expect "eval data that does not fit is found at start" "^onnxpipe: error: --eval-data '[^']*d8': array 'input_ids' is int64 \[8\]" \
     "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" --eval-data "$OUT/d8" "${L[@]}" --batch 8 --steps 1 --quiet
 expect "eval labels out of range" "--eval-data .*label 4 .*out of range \[0, 4\)" \
-    "$ONNXPIPE" train --model "$OUT/mlp.onnx" --data "$OUT/mlp-nan" --eval-data "$OUT/mlp-bad" --batch 8 --steps 1 --quiet
+    "$ONNXPIPE" train --model "$OUT/mlp.onnx" --data "$OUT/mlp-nan" --eval-data "$OUT/mlp-bad" --batch 4 --steps 1 --quiet
 expect "eval data shorter than a global batch" "--eval-data '[^']*' holds 6 samples, fewer than one global batch of 8" \
     "$ONNXPIPE" train --model "$OUT/gpt.onnx" --data "$OUT/d16" --eval-data "$OUT/dshort" "${L[@]}" --batch 8 --steps 1 --quiet
 expect "--profile-steps without --profile" "--profile-steps and --profile go together" \

@@ -1,7 +1,8 @@
 /* Checks at start: every way the dataset can fail to fit the model is found before step 1
- * on every rank (each rank holds the whole graph and the whole dataset), with a message
- * that says what to change; what counts as a token for tokens/s; and the symbolic dims
- * the data binds (a sequence length the arrays already say). */
+ * on every rank (each rank holds the whole graph and opens the whole dataset, reading no
+ * sample: the labels' range is checked as they are read), with a message that says what
+ * to change; what counts as a token for tokens/s; and the symbolic dims the data binds (a
+ * sequence length the arrays already say). */
 #include "train_internal.h"
 
 #include <stdlib.h>
@@ -115,34 +116,17 @@ static pp_status check_free_labels(const pp_graph *g, const train_io *io, const 
                         g->values[io->logits].name, have);
 }
 
-/* Every label of the dataset in [0, classes) or ignore_index. */
-static pp_status check_label_range(const pp_graph *g, const train_io *io, const pp_dataset *d, const char *opt,
+/* Every label read in [0, classes) or ignore_index: checked as the samples are read
+ * (pp_dataset_read), so a bad token fails the step that reads it, naming its file and byte,
+ * and start-up reads nothing of a corpus of any size. */
+static pp_status check_label_range(const pp_graph *g, const train_io *io, pp_dataset *d, const char *opt,
                                    const char *dir, pp_error *err)
 {
     const pp_dataset_array *a = pp_dataset_find(d, io->labels);
     if (!a || a->dtype != PP_DTYPE_I64 || io->classes < 1) return PP_OK;
-    int64_t per = (int64_t)(a->sample_bytes / sizeof(int64_t)), chunk = per ? ((1 << 16) + per - 1) / per : 1;
-    int64_t *y = malloc((size_t)chunk * a->sample_bytes + 1);
-    if (!y) return PP_NOMEM(err);
-    for (int64_t s0 = 0; s0 < d->samples; s0 += chunk) {   /* as read: token streams widen to int64 */
-        int64_t n = d->samples - s0 < chunk ? d->samples - s0 : chunk;
-        pp_dataset_read(d, a, s0, n, y);
-        for (int64_t i = 0; i < n * per; i++) {
-            if ((y[i] >= 0 && y[i] < io->classes) || y[i] == io->ignore_index) continue;
-            char ig[64] = "";
-            if (io->ignore_index != INT64_MIN)
-                snprintf(ig, sizeof ig, " (or ignore_index %lld)", (long long)io->ignore_index);
-            pp_status st = pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s': array '%s' holds label %lld (sample %lld), "
-                                        "out of range [0, %lld)%s for the %lld classes of the logits '%s': fix the "
-                                        "labels, or give the model as many classes as the data has", opt, dir, a->name,
-                                        (long long)y[i], (long long)(s0 + i / (per ? per : 1)), (long long)io->classes,
-                                        ig, (long long)io->classes, g->values[io->logits].name);
-            free(y);
-            return st;
-        }
-    }
-    free(y);
-    return PP_OK;
+    char who[4200];
+    snprintf(who, sizeof who, "%s '%s'", opt, dir);
+    return ds_check_labels(d, a, io->classes, io->ignore_index, who, g->values[io->logits].name, err);
 }
 
 /* A packed or padded dataset's inputs the model takes beyond input_ids, labels and

@@ -1,8 +1,8 @@
 /* Datasets: onnxpipe's own (a JSON header naming the graph inputs plus one raw binary
- * array per input), the forms dataset_formats.c reads, all mmapped; reading samples
- * (widening token ids to int64); and the byte-level text converter behind
- * `onnxpipe data text`. */
-#include "train_internal.h"
+ * array per input), the forms dataset_formats.c reads; their files, read with pread only
+ * where a sample is asked for (widening token ids to int64), and the labels checked as
+ * they are read; and the byte-level text converter behind `onnxpipe data text`. */
+#include "dataset_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,38 +61,90 @@ static pp_status open_array(pp_dataset *d, pp_dataset_array *arr, const pp_jvalu
                             hdr, file->str);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", d->dir, file->str);
-    size_t need = arr->sample_bytes * (size_t)d->samples, have;
-    const void *m;
-    PP_CHECK(ds_map_file(d, path, &m, &have, err));
-    if (have < need)
-        return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %zu bytes, but %lld samples of '%s' need %zu", path, have,
-                            (long long)d->samples, arr->name, need);
-    arr->data = m;
+    size_t need = arr->sample_bytes * (size_t)d->samples;
+    int64_t have;
+    PP_CHECK(ds_file_open(d, path, &arr->file, &have, err));
+    if ((size_t)have < need)
+        return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %lld bytes, but %lld samples of '%s' need %zu", path,
+                            (long long)have, (long long)d->samples, arr->name, need);
     arr->stored = arr->dtype;
     arr->stride = arr->sample_bytes;
     return PP_OK;
 }
 
-pp_status ds_map_file(pp_dataset *d, const char *path, const void **out, size_t *len, pp_error *err)
+pp_status ds_file_open(pp_dataset *d, const char *path, int *file, int64_t *size, pp_error *err)
 {
-    int fd = open(path, O_RDONLY);
+    struct pp_dataset_files *f = d->files;
+    struct ds_file *more = pp_realloc_array(f->file, (size_t)f->nfiles + 1, sizeof *more);
+    if (!more) return PP_NOMEM(err);
+    f->file = more;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return pp_error_set(err, PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat stt;
-    fstat(fd, &stt);
-    size_t n = (size_t)stt.st_size;
-    void *m = mmap(NULL, n ? n : 1, PROT_READ, MAP_PRIVATE, fd, 0);
+    char *name = pp_strdup(path);
+    if (fstat(fd, &stt) != 0 || !name) {
+        close(fd);
+        free(name);
+        return name ? pp_error_set(err, PP_ERR_IO, "cannot stat '%s': %s", path, strerror(errno)) : PP_NOMEM(err);
+    }
+    f->file[f->nfiles] = (struct ds_file){.fd = fd, .path = name};
+    *file = f->nfiles++;
+    *size = (int64_t)stt.st_size;
+    return PP_OK;
+}
+
+const char *ds_file_path(const pp_dataset *d, int file) { return d->files->file[file].path; }
+int ds_file_fd(const pp_dataset *d, int file) { return d->files->file[file].fd; }
+
+pp_status ds_pread(const pp_dataset *d, int file, int64_t offset, size_t n, void *dst, pp_error *err)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t got = pread(ds_file_fd(d, file), (char *)dst + done, n - done, (off_t)(offset + (int64_t)done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+            return pp_error_set(err, PP_ERR_IO, "cannot read %zu bytes at byte %lld of '%s': %s", n - done,
+                                (long long)(offset + (int64_t)done), ds_file_path(d, file),
+                                got < 0 ? strerror(errno) : "the file ends there (was it cut short?)");
+        done += (size_t)got;
+    }
+    return PP_OK;
+}
+
+pp_status ds_read_tokens(const pp_dataset *d, int file, int64_t offset, pp_dtype stored, int64_t n, int64_t *dst,
+                         pp_error *err)
+{
+    size_t es = pp_dtype_size(stored);
+    _Alignas(8) unsigned char buf[16384];   /* the stored tokens of a chunk, widened into dst */
+    int64_t chunk = (int64_t)(sizeof buf / es);
+    for (int64_t i = 0; i < n; i += chunk) {
+        int64_t m = n - i < chunk ? n - i : chunk;
+        PP_CHECK(ds_pread(d, file, offset + i * (int64_t)es, (size_t)m * es, buf, err));
+        ds_widen(stored, buf, m, dst + i);
+    }
+    return PP_OK;
+}
+
+pp_status ds_map_file(pp_dataset *d, const char *path, const void **out, size_t *len, pp_error *err)
+{
+    struct pp_dataset_files *f = d->files;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return pp_error_set(err, PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat stt;
+    if (fstat(fd, &stt) != 0) {
+        close(fd);
+        return pp_error_set(err, PP_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    }
+    size_t n = (size_t)stt.st_size, mapped = n ? n : 1;
+    void *m = mmap(NULL, mapped, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED) return pp_error_set(err, PP_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-    void **maps = pp_realloc_array(d->maps, (size_t)d->nmaps + 1, sizeof *maps);
-    if (maps) d->maps = maps;
-    size_t *lens = pp_realloc_array(d->map_lens, (size_t)d->nmaps + 1, sizeof *lens);
-    if (lens) d->map_lens = lens;
-    if (!maps || !lens) {
-        munmap(m, n ? n : 1);
+    struct ds_map *more = pp_realloc_array(f->map, (size_t)f->nmaps + 1, sizeof *more);
+    if (!more) {
+        munmap(m, mapped);
         return PP_NOMEM(err);
     }
-    d->maps[d->nmaps] = m;
-    d->map_lens[d->nmaps++] = n ? n : 1;
+    f->map = more;
+    f->map[f->nmaps++] = (struct ds_map){.p = m, .len = mapped};
     *out = m;
     *len = n;
     return PP_OK;
@@ -105,6 +157,7 @@ pp_dataset_array *ds_add_array(pp_dataset *d, const char *name, pp_error *err)
     d->arrays = a;
     a = &d->arrays[d->narrays];
     memset(a, 0, sizeof *a);
+    a->file = -1;
     if (!(a->name = pp_strdup(name))) return PP_NOMEM(err), NULL;
     d->narrays++;
     return a;
@@ -140,10 +193,12 @@ pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp
     *out = NULL;
     pp_dataset_options none = {0};
     pp_dataset *d = calloc(1, sizeof *d);
-    if (!d || !(d->dir = pp_strdup(path))) {
+    if (!d || !(d->files = calloc(1, sizeof *d->files)) || !(d->dir = pp_strdup(path))) {
+        if (d) free(d->files);
         free(d);
         return PP_NOMEM(err);
     }
+    d->files->check = -1;
     char hdr[4096];
     snprintf(hdr, sizeof hdr, "%s/dataset.json", path);
     pp_status st = access(hdr, F_OK) == 0 ? open_own(d, hdr, err) : ds_open_format(d, path, o ? o : &none, err);
@@ -169,11 +224,13 @@ pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err)
 void pp_dataset_close(pp_dataset *d)
 {
     if (!d) return;
-    for (int i = 0; i < d->nmaps; i++) munmap(d->maps[i], d->map_lens[i]);
+    struct pp_dataset_files *f = d->files;
+    for (int i = 0; i < f->nmaps; i++) munmap(f->map[i].p, f->map[i].len);
+    for (int i = 0; i < f->nfiles; i++) close(f->file[i].fd), free(f->file[i].path);
+    free(f->map), free(f->file), free(f->who), free(f->logits);
+    free(f);
     for (int i = 0; i < d->narrays; i++) free(d->arrays[i].name);
     free(d->arrays);
-    free(d->maps);
-    free(d->map_lens);
     ds_pack_free(d->pack);
     free(d->bucket_len);
     free(d->bucket_first);
@@ -190,16 +247,19 @@ const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name)
 
 void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst)
 {
-    for (int64_t k = 0; k < n; k++)
-        switch (stored) {
-        case PP_DTYPE_U8: dst[k] = ((const uint8_t *)src)[k]; break;
-        case PP_DTYPE_U16: dst[k] = ((const uint16_t *)src)[k]; break;
-        case PP_DTYPE_I16: dst[k] = ((const int16_t *)src)[k]; break;
-        case PP_DTYPE_I32: dst[k] = ((const int32_t *)src)[k]; break;
-        case PP_DTYPE_U32: dst[k] = ((const uint32_t *)src)[k]; break;
-        case PP_DTYPE_I64: dst[k] = ((const int64_t *)src)[k]; break;
-        default: dst[k] = ((const int8_t *)src)[k]; break;
-        }
+#define WIDEN(T)                                                       \
+    for (int64_t k = 0; k < n; k++) dst[k] = ((const T *)src)[k];      \
+    return   /* a loop per type, so each vectorises */
+    switch (stored) {
+    case PP_DTYPE_U8: WIDEN(uint8_t);
+    case PP_DTYPE_U16: WIDEN(uint16_t);
+    case PP_DTYPE_I16: WIDEN(int16_t);
+    case PP_DTYPE_I32: WIDEN(int32_t);
+    case PP_DTYPE_U32: WIDEN(uint32_t);
+    case PP_DTYPE_I64: WIDEN(int64_t);
+    default: WIDEN(int8_t);
+    }
+#undef WIDEN
 }
 
 size_t pp_dataset_sample_bytes(const pp_dataset_array *a, int64_t len)
@@ -210,23 +270,77 @@ size_t pp_dataset_sample_bytes(const pp_dataset_array *a, int64_t len)
     return mask ? n / (size_t)a->shape.dims[a->shape.rank - 1] * (size_t)(len * len) : n * (size_t)len;
 }
 
-void pp_dataset_read_len(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, int64_t len,
-                         void *dst)
+/* Samples first .. first+count-1 of a file array (no wrap), one pread where they lie back to
+ * back (windows of a stream: each sample's tokens run on into the next's). */
+static pp_status read_run(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, char *out,
+                          pp_error *err)
 {
-    size_t bytes = pp_dataset_sample_bytes(a, len);
-    for (int64_t i = 0; i < count; i++) {
-        int64_t s = (first + i) % d->samples;
-        const char *src = (const char *)a->data + (size_t)s * a->stride;
-        char *out = (char *)dst + (size_t)i * bytes;
-        if (a->packed) ds_pack_read(d, a, s, len > 0 ? len : a->shape.dims[a->shape.rank - 1], out);
-        else if (a->stored == a->dtype) memcpy(out, src, a->sample_bytes);
-        else ds_widen(a->stored, src, (int64_t)(a->sample_bytes / sizeof(int64_t)), (int64_t *)out);
-    }
+    int64_t per = (int64_t)(a->sample_bytes / pp_dtype_size(a->dtype));   /* elements per sample */
+    int64_t at = a->offset + first * (int64_t)a->stride;
+    if (a->stored == a->dtype && a->stride == a->sample_bytes)
+        return ds_pread(d, a->file, at, (size_t)count * a->sample_bytes, out, err);
+    if (a->stride == (size_t)per * pp_dtype_size(a->stored))
+        return ds_read_tokens(d, a->file, at, a->stored, count * per, (int64_t *)out, err);
+    for (int64_t i = 0; i < count; i++)
+        PP_CHECK(ds_read_tokens(d, a->file, at + i * (int64_t)a->stride, a->stored, per,
+                                (int64_t *)(out + (size_t)i * a->sample_bytes), err));
+    return PP_OK;
 }
 
-void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst)
+/* Sample s of the checked array, as read into y (n values): each in [0, classes) or ignore. */
+static pp_status check_sample(const pp_dataset *d, const pp_dataset_array *a, int64_t s, const int64_t *y, int64_t n,
+                              pp_error *err)
 {
-    pp_dataset_read_len(d, a, first, count, 0, dst);
+    const struct pp_dataset_files *f = d->files;
+    int64_t j = 0;
+    while (j < n && ((y[j] >= 0 && y[j] < f->classes) || y[j] == f->ignore)) j++;
+    if (j == n) return PP_OK;
+    int file = a->file;
+    int64_t byte = a->offset + s * (int64_t)a->stride + j * (int64_t)pp_dtype_size(a->stored);
+    char where[4200] = "";
+    if (!a->packed || ds_pack_locate(d, s, j, &file, &byte))
+        snprintf(where, sizeof where, ": '%s' byte %lld", ds_file_path(d, file), (long long)byte);
+    char ig[64] = "";
+    if (f->ignore != INT64_MIN) snprintf(ig, sizeof ig, " (or ignore_index %lld)", (long long)f->ignore);
+    return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: array '%s' holds label %lld (sample %lld, position %lld%s), out "
+                        "of range [0, %lld)%s for the %lld classes of the logits '%s': fix the labels there, or give "
+                        "the model as many classes as the data has", f->who, a->name, (long long)y[j], (long long)s,
+                        (long long)j, where, (long long)f->classes, ig, (long long)f->classes, f->logits);
+}
+
+pp_status pp_dataset_read_len(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count,
+                              int64_t len, void *dst, pp_error *err)
+{
+    size_t bytes = pp_dataset_sample_bytes(a, len);
+    for (int64_t i = 0; i < count;) {
+        int64_t s = (first + i) % d->samples, n = 1;
+        char *out = (char *)dst + (size_t)i * bytes;
+        if (a->packed) PP_CHECK(ds_pack_read(d, a, s, len > 0 ? len : a->shape.dims[a->shape.rank - 1], out, err));
+        else PP_CHECK(read_run(d, a, s, n = count - i < d->samples - s ? count - i : d->samples - s, out, err));
+        for (int64_t k = 0; d->files->check >= 0 && a == &d->arrays[d->files->check] && k < n; k++)
+            PP_CHECK(check_sample(d, a, s + k, (const int64_t *)(out + (size_t)k * bytes),
+                                  (int64_t)(bytes / sizeof(int64_t)), err));
+        i += n;
+    }
+    return PP_OK;
+}
+
+pp_status pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst,
+                          pp_error *err)
+{
+    return pp_dataset_read_len(d, a, first, count, 0, dst, err);
+}
+
+pp_status ds_check_labels(pp_dataset *d, const pp_dataset_array *a, int64_t classes, int64_t ignore, const char *who,
+                          const char *logits, pp_error *err)
+{
+    struct pp_dataset_files *f = d->files;
+    free(f->who), free(f->logits);
+    f->who = pp_strdup(who), f->logits = pp_strdup(logits);
+    if (!f->who || !f->logits) return PP_NOMEM(err);
+    f->check = (int)(a - d->arrays);
+    f->classes = classes, f->ignore = ignore;
+    return PP_OK;
 }
 
 static pp_status write_bytes(const char *path, const void *data, size_t n, pp_error *err)

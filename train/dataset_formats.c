@@ -1,10 +1,10 @@
-/* The datasets users already have, read in place (mmapped): NumPy .npy arrays (a folder of
- * them matched by name, or one file), flat token streams (nanoGPT's raw uint16 .bin,
- * llm.c's .bin with its 1024-byte header) and Megatron-LM's indexed datasets (PREFIX.bin
- * + PREFIX.idx). A stream is windowed into samples of seq tokens: input_ids at stride
- * seq, and the labels the same window one token on, both delivered as int64. Every
- * mismatch names the file and what to change. */
-#include "train_internal.h"
+/* The datasets users already have, read in place: NumPy .npy arrays (a folder of them
+ * matched by name, or one file), flat token streams (nanoGPT's raw uint16 .bin, llm.c's
+ * .bin with its 1024-byte header) and Megatron-LM's indexed datasets (PREFIX.bin +
+ * PREFIX.idx). Opening reads headers only; a stream is windowed into samples of seq tokens:
+ * input_ids at stride seq, and the labels the same window one token on, both delivered as
+ * int64. Every mismatch names the file and what to change. */
+#include "dataset_internal.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -48,19 +48,22 @@ static const char *npy_field(const char *hdr, const char *key)
 /* path: an array [N, ...] named name (NPY format 1.0-3.0, C order, little-endian). */
 static pp_status open_npy(pp_dataset *d, const char *path, const char *name, pp_error *err)
 {
-    const void *m;
-    size_t len;
-    PP_CHECK(ds_map_file(d, path, &m, &len, err));
-    const unsigned char *b = m;
-    if (len < 10 || memcmp(b, "\x93NUMPY", 6))
+    int file;
+    int64_t size;
+    unsigned char b[12] = {0};
+    PP_CHECK(ds_file_open(d, path, &file, &size, err));
+    if (size < 10 || ds_pread(d, file, 0, size < 12 ? 10 : 12, b, err) != PP_OK || memcmp(b, "\x93NUMPY", 6))
         return pp_error_set(err, PP_ERR_PARSE, "'%s' is not a NumPy .npy file (no \\x93NUMPY magic)", path);
+    size_t len = (size_t)size;
     size_t hlen = b[6] == 1 ? (size_t)(b[8] | b[9] << 8) : (size_t)(b[8] | b[9] << 8 | b[10] << 16 | (size_t)b[11] << 24);
     size_t start = (b[6] == 1 ? 10 : 12) + hlen;
     if (b[6] < 1 || b[6] > 3 || start > len)
         return pp_error_set(err, PP_ERR_PARSE, "'%s': a .npy header of version %d.%d and %zu bytes does not fit the file",
                             path, b[6], b[7], hlen);
     char hdr[4096];
-    snprintf(hdr, sizeof hdr, "%.*s", (int)(hlen < sizeof hdr ? hlen : sizeof hdr - 1), (const char *)b + start - hlen);
+    size_t shown = hlen < sizeof hdr ? hlen : sizeof hdr - 1;
+    PP_CHECK(ds_pread(d, file, (int64_t)(start - hlen), shown, hdr, err));
+    hdr[shown] = 0;
     const char *descr = npy_field(hdr, "descr"), *order = npy_field(hdr, "fortran_order"), *shape = npy_field(hdr, "shape");
     char dt[16] = "";
     if (descr && *descr == '\'') sscanf(descr + 1, "%15[^']", dt);
@@ -97,7 +100,8 @@ static pp_status open_npy(pp_dataset *d, const char *path, const char *name, pp_
                             "header, it has %zu", path, (long long)dims[0], a->sample_bytes,
                             a->sample_bytes * (size_t)dims[0], len - start);
     a->stride = a->sample_bytes;
-    a->data = b + start;
+    a->file = file;
+    a->offset = (int64_t)start;
     if (d->samples && d->samples != dims[0])
         return pp_error_set(err, PP_ERR_SHAPE, "'%s' holds %lld samples, the dataset's other arrays %lld: every array "
                             "needs one row per sample", path, (long long)dims[0], (long long)d->samples);
@@ -143,13 +147,13 @@ static pp_status open_npy_dir(pp_dataset *d, const char *dir, pp_error *err)
 
 /* ---- token streams ----------------------------------------------------------- */
 
-/* input_ids and labels over ntok tokens of type t at base, in samples of o->seq tokens
- * (labels one token on): (ntok - 1) / seq samples. With --pack or --pad: the documents,
- * split after each --eos, packed or padded (dataset_pack.c). */
-static pp_status window(pp_dataset *d, const char *path, const void *base, int64_t ntok, pp_dtype t,
+/* input_ids and labels over ntok tokens of type t at byte base of file, in samples of o->seq
+ * tokens (labels one token on): (ntok - 1) / seq samples. With --pack or --pad: the
+ * documents, split after each --eos, packed or padded (dataset_pack.c). */
+static pp_status window(pp_dataset *d, const char *path, int file, int64_t base, int64_t ntok, pp_dtype t,
                         const pp_dataset_options *o, pp_error *err)
 {
-    if (o->docs) return ds_pack_open(d, path, base, ntok, t, NULL, 0, o, err);
+    if (o->docs) return ds_pack_open(d, path, file, base, ntok, t, NULL, o, err);
     if (o->seq < 1)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "'%s' is a token stream: pass --seq T, the tokens per sample "
                             "(the model's sequence length)", path);
@@ -167,7 +171,8 @@ static pp_status window(pp_dataset *d, const char *path, const void *base, int64
         a->shape.dims[0] = o->seq;
         a->sample_bytes = (size_t)o->seq * sizeof(int64_t);
         a->stride = (size_t)o->seq * es;
-        a->data = (const char *)base + (size_t)k * es;
+        a->file = file;
+        a->offset = base + k * (int64_t)es;
     }
     d->samples = (ntok - 1) / o->seq;
     return PP_OK;
@@ -180,10 +185,12 @@ static pp_status window(pp_dataset *d, const char *path, const void *base, int64
  * or raw tokens of o->token_dtype (default uint16, nanoGPT's). */
 static pp_status open_stream(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err)
 {
-    const void *m;
-    size_t len;
-    PP_CHECK(ds_map_file(d, path, &m, &len, err));
-    const int32_t *h = m;
+    int file;
+    int64_t size;
+    int32_t h[3] = {0};
+    PP_CHECK(ds_file_open(d, path, &file, &size, err));
+    size_t len = (size_t)size;
+    if (len >= LLMC_HEADER) PP_CHECK(ds_pread(d, file, 0, sizeof h, h, err));
     if (len >= LLMC_HEADER && h[0] == LLMC_MAGIC) {
         pp_dtype t = h[1] == 1 ? PP_DTYPE_U16 : h[1] == 2 ? PP_DTYPE_U32 : PP_DTYPE_UNDEFINED;
         if (!t)
@@ -194,7 +201,7 @@ static pp_status open_stream(pp_dataset *d, const char *path, const pp_dataset_o
             return pp_error_set(err, PP_ERR_PARSE, "'%s': its header says %lld tokens, the file holds %zu bytes after it",
                                 path, (long long)ntok, len - LLMC_HEADER);
         d->format = "llm.c";
-        return window(d, path, (const char *)m + LLMC_HEADER, ntok, t, o, err);
+        return window(d, path, file, LLMC_HEADER, ntok, t, o, err);
     }
     pp_dtype t = o->token_dtype ? o->token_dtype : PP_DTYPE_U16;
     if (t != PP_DTYPE_U16 && t != PP_DTYPE_U32)
@@ -203,7 +210,7 @@ static pp_status open_stream(pp_dataset *d, const char *path, const pp_dataset_o
         return pp_error_set(err, PP_ERR_PARSE, "'%s' has %zu bytes, not a whole number of %s tokens: is it of another "
                             "token type (--token-dtype)?", path, len, pp_dtype_name(t));
     d->format = "tokens";
-    return window(d, path, m, (int64_t)(len / pp_dtype_size(t)), t, o, err);
+    return window(d, path, file, 0, (int64_t)(len / pp_dtype_size(t)), t, o, err);
 }
 
 /* ---- Megatron-LM indexed datasets ------------------------------------------- */
@@ -219,14 +226,16 @@ static pp_dtype megatron_dtype(int code)
 
 /* prefix.idx: header, version 1, dtype code, sequence and document counts, the int32
  * lengths, int64 byte pointers and int64 document indices; prefix.bin: the sequences
- * back to back, read as one stream of documents. */
+ * back to back, read as one stream of documents. Only the header and the last sequence's
+ * place are read here (the stream's length); --pack and --pad walk the documents once
+ * to build their cached plan (dataset_pack.c). */
 static pp_status open_megatron(pp_dataset *d, const char *prefix, const pp_dataset_options *o, pp_error *err)
 {
     char idx[4096], bin[4096];
     snprintf(idx, sizeof idx, "%s.idx", prefix);
     snprintf(bin, sizeof bin, "%s.bin", prefix);
-    const void *mi, *mb;
-    size_t li, lb;
+    const void *mi;
+    size_t li;
     PP_CHECK(ds_map_file(d, idx, &mi, &li, err));
     const unsigned char *p = mi;
     if (li < 34 || memcmp(p, MEGATRON_HEADER, 9))
@@ -241,47 +250,29 @@ static pp_status open_megatron(pp_dataset *d, const char *prefix, const pp_datas
                             (unsigned long long)version);
     if (!t)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "'%s': token dtype code %d is not an integer type", idx, p[17]);
-    if (34 + nseq * 12 + ndoc * 8 > li)
+    if (nseq > li || ndoc > li || 34 + nseq * 12 + ndoc * 8 > li)
         return pp_error_set(err, PP_ERR_PARSE, "'%s' is truncated: %llu sequences and %llu documents need %llu bytes, "
                             "it has %zu", idx, (unsigned long long)nseq, (unsigned long long)ndoc,
                             (unsigned long long)(34 + nseq * 12 + ndoc * 8), li);
-    int64_t ntok = 0;
-    for (uint64_t i = 0; i < nseq; i++) {   /* the int32 lengths start at byte 34: unaligned */
+    size_t es = pp_dtype_size(t);
+    int64_t ntok = 0, lb;
+    if (nseq > 0) {   /* the sequences lie back to back: the last one's end is the stream's */
         int32_t len;
-        memcpy(&len, p + 34 + 4 * i, sizeof len);
-        ntok += len;
+        int64_t ptr;
+        memcpy(&len, p + 34 + 4 * (nseq - 1), sizeof len);   /* the int32 lengths start at byte 34: unaligned */
+        memcpy(&ptr, p + 34 + 4 * nseq + 8 * (nseq - 1), sizeof ptr);
+        ntok = ptr / (int64_t)es + len;
     }
-    PP_CHECK(ds_map_file(d, bin, &mb, &lb, err));
-    if ((size_t)ntok * pp_dtype_size(t) != lb)
-        return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %zu bytes, but its index '%s' counts %lld tokens of %s (%zu "
-                            "bytes): the two files are not of one dataset", bin, lb, idx, (long long)ntok,
-                            pp_dtype_name(t), (size_t)ntok * pp_dtype_size(t));
+    int file;
+    PP_CHECK(ds_file_open(d, bin, &file, &lb, err));
+    if (ntok < 0 || ntok * (int64_t)es != lb)
+        return pp_error_set(err, PP_ERR_PARSE, "'%s' holds %lld bytes, but its index '%s' counts %lld tokens of %s (%lld "
+                            "bytes): the two files are not of one dataset", bin, (long long)lb, idx, (long long)ntok,
+                            pp_dtype_name(t), (long long)ntok * (long long)es);
     d->format = "megatron";
-    if (!o->docs) return window(d, bin, mb, ntok, t, o, err);
-    int64_t *first = malloc((size_t)(ndoc > 0 ? ndoc : 1) * sizeof *first);
-    if (!first) return PP_NOMEM(err);
-    pp_status st = PP_OK;
-    for (uint64_t k = 0; k < ndoc && st == PP_OK; k++) {   /* document k: sequences doc_idx[k] .. doc_idx[k + 1] */
-        int64_t seqi, ptr;
-        memcpy(&seqi, p + 34 + 12 * nseq + 8 * k, sizeof seqi);
-        if (seqi < 0 || (uint64_t)seqi > nseq)
-            st = pp_error_set(err, PP_ERR_PARSE, "'%s': document %llu starts at sequence %lld of %llu", idx,
-                              (unsigned long long)k, (long long)seqi, (unsigned long long)nseq);
-        else if ((uint64_t)seqi == nseq)
-            first[k] = ntok;
-        else
-            memcpy(&ptr, p + 34 + 4 * nseq + 8 * (uint64_t)seqi, sizeof ptr), first[k] = ptr / (int64_t)pp_dtype_size(t);
-        if (st == PP_OK && k > 0 && first[k] < first[k - 1])
-            st = pp_error_set(err, PP_ERR_PARSE, "'%s': document %llu starts before the one before it", idx,
-                              (unsigned long long)k);
-    }
-    if (st == PP_OK && ndoc > 0 && first[ndoc - 1] != ntok)
-        st = pp_error_set(err, PP_ERR_PARSE, "'%s': its document index ends at token %lld of %lld", idx,
-                          (long long)first[ndoc - 1], (long long)ntok);
-    if (st == PP_OK)
-        st = ds_pack_open(d, bin, mb, ntok, t, first, ndoc > 0 ? (int64_t)ndoc - 1 : 0, o, err);
-    free(first);
-    return st;
+    if (!o->docs) return window(d, bin, file, 0, ntok, t, o, err);
+    ds_docs x = {.n = ndoc > 0 ? (int64_t)ndoc - 1 : 0, .idx = p, .nseq = nseq, .ntok = ntok, .es = es, .path = idx};
+    return ds_pack_open(d, bin, file, 0, ntok, t, &x, o, err);
 }
 
 pp_status ds_open_format(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err)

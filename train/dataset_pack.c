@@ -14,149 +14,66 @@
  *   padding); an attention mask (ds_pack_add_mask) lets a token see the tokens of its own
  *   piece up to itself, and a padding token only itself (no row is empty); a padding mask
  *   [seq] is 1 for tokens, 0 for padding.
- * Every rank packs the same way at open, so every layout reads the same samples. */
-#include "train_internal.h"
+ * The plan is built once (dataset_plan.c), cached beside the data and mapped by every rank
+ * and later job, so every layout reads the same samples; a sample's tokens are read when
+ * it is. */
+#include "dataset_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <onnxpipe/core_util.h>
 
 enum { PACK_INPUT = 1, PACK_LABELS, PACK_POSITIONS, PACK_MASK, PACK_PADDING_MASK };
 
-typedef struct piece {
-    int64_t doc;                /* the document's first token in the stream */
-    int64_t doc_len;
-    int64_t off;                /* the piece's first token within the document */
-    int64_t len;
-} piece;
-
 struct pp_dataset_pack {
-    const void *tokens;
+    ds_docs docs;
+    int file;                   /* the tokens: token t at byte base + t x es of file */
+    int64_t base;
     pp_dtype stored;
     int64_t seq, pad, ignore;
-    int64_t *first;             /* [samples + 1]: sample s holds pieces[first[s] .. first[s + 1]) */
-    piece *pieces;
-    int64_t npieces;
+    int64_t region, region_first;   /* the plan (dataset_internal.h), mapped */
+    const int64_t *region_before, *efirst, *epieces;
 };
+
+/* Tokens [start, start + len) of the stream; cont: the token after them is their document's. */
+typedef struct piece {
+    int64_t start, len;
+    int cont;
+} piece;
+
+/* Sample s: a region sample (first -1) is the piece at token off of document doc; an
+ * explicit one the last pieces of documents epieces[first .. first + n). */
+typedef struct sample_ref {
+    int64_t n, first, doc, off;
+} sample_ref;
 
 const char *ds_docs_flag(pp_docs docs) { return docs == PP_DOCS_PAD ? "--pad" : "--pack"; }
 
-void ds_pack_free(pp_dataset_pack *p)
-{
-    if (!p) return;
-    free(p->first);
-    free(p->pieces);
-    free(p);
-}
+void ds_pack_free(pp_dataset_pack *p) { free(p); }
 
-/* Document boundaries: token offsets [ndocs + 1], from the caller's index or split after
- * each eos in the stream. */
-static pp_status split_docs(const void *tokens, pp_dtype t, int64_t ntok, int64_t eos, int64_t **out, int64_t *ndocs,
-                            pp_error *err)
+static sample_ref ref_of(const pp_dataset_pack *p, int64_t s)
 {
-    int64_t n = 0, cap = 1024, *b = malloc((size_t)cap * sizeof *b), chunk[4096];
-    if (!b) return PP_NOMEM(err);
-    b[n++] = 0;
-    for (int64_t i = 0; i < ntok; i += 4096) {
-        int64_t m = ntok - i < 4096 ? ntok - i : 4096;
-        ds_widen(t, (const char *)tokens + (size_t)i * pp_dtype_size(t), m, chunk);
-        for (int64_t k = 0; k < m; k++) {
-            if (chunk[k] != eos && i + k + 1 != ntok) continue;
-            if (n == cap) {
-                int64_t *nb = pp_realloc_array(b, (size_t)(cap *= 2), sizeof *b);
-                if (!nb) return free(b), PP_NOMEM(err);
-                b = nb;
-            }
-            b[n++] = i + k + 1;
+    int64_t i = s - p->region_first;
+    if (i >= 0 && i < p->region) {   /* the document: the last k with region_before[k] <= i */
+        int64_t lo = 0, hi = p->docs.n;
+        while (hi - lo > 1) {
+            int64_t mid = lo + (hi - lo) / 2;
+            *(p->region_before[mid] <= i ? &lo : &hi) = mid;
         }
+        return (sample_ref){.n = 1, .first = -1, .doc = lo, .off = (i - p->region_before[lo]) * p->seq};
     }
-    *out = b;
-    *ndocs = n - 1;
-    return PP_OK;
+    int64_t e = i < 0 ? s : s - p->region;
+    return (sample_ref){.n = p->efirst[e + 1] - p->efirst[e], .first = p->efirst[e]};
 }
 
-static int by_length(const void *x, const void *y)
+static piece piece_at(const pp_dataset_pack *p, const sample_ref *r, int64_t j)
 {
-    const piece *a = x, *b = y;
-    if (a->len != b->len) return a->len > b->len ? -1 : 1;
-    return a->doc < b->doc ? -1 : a->doc > b->doc ? 1 : (a->off > b->off) - (a->off < b->off);
-}
-
-/* First-fit decreasing over a max tree of the sequences' free room: the first sequence
- * with room for len is found in log(sequences) steps. Unused sequences have room seq,
- * so the first of them is where a piece nothing else takes goes. bin[i]: piece i's. */
-static int64_t first_fit(pp_dataset_pack *p, int64_t *room, int64_t leaves, int64_t *bin)
-{
-    qsort(p->pieces, (size_t)p->npieces, sizeof *p->pieces, by_length);
-    for (int64_t i = 0; i < 2 * leaves; i++) room[i] = p->seq;
-    int64_t used = 0;
-    for (int64_t i = 0; i < p->npieces; i++) {
-        int64_t node = 1, len = p->pieces[i].len;
-        while (node < leaves) node = room[2 * node] >= len ? 2 * node : 2 * node + 1;
-        bin[i] = node - leaves;
-        if (bin[i] + 1 > used) used = bin[i] + 1;
-        for (room[node] -= len, node /= 2; node >= 1; node /= 2)
-            room[node] = room[2 * node] > room[2 * node + 1] ? room[2 * node] : room[2 * node + 1];
-    }
-    return used;
-}
-
-/* The smallest of the n buckets (ascending) that holds len tokens. */
-static int bucket_of(const int64_t *buckets, int n, int64_t len)
-{
-    int b = 0;
-    while (b < n - 1 && buckets[b] < len) b++;
-    return b;
-}
-
-/* Pieces into samples (--pack: first_fit; --pad: one each, in document order), then the
- * samples in order of their bucket (stable; d->bucket_first[b] is bucket b's first), and
- * p->first / p->pieces in that order. */
-static pp_status place(pp_dataset *d, pp_dataset_pack *p, const pp_dataset_options *o, pp_error *err)
-{
-    int64_t leaves = 1, n = p->npieces, used = n;
-    while (leaves < n) leaves *= 2;
-    int64_t *bin = malloc((size_t)n * sizeof *bin), *work = malloc((size_t)(2 * leaves + 1) * sizeof *work);
-    piece *sorted = malloc((size_t)n * sizeof *sorted);
-    p->first = calloc((size_t)n + 1, sizeof *p->first);
-    int nb = o->nbuckets > 0 ? o->nbuckets : 1;
-    d->bucket_first = calloc((size_t)nb + 1, sizeof *d->bucket_first);
-    if (!bin || !work || !sorted || !p->first || !d->bucket_first) {
-        free(bin), free(work), free(sorted);
-        return PP_NOMEM(err);
-    }
-    if (o->docs == PP_DOCS_PAD)
-        for (int64_t i = 0; i < n; i++) bin[i] = i;
-    else
-        used = first_fit(p, work, leaves, bin);
-    /* fill of each sample (in work), its bucket, and its place: bucket by bucket */
-    memset(work, 0, (size_t)used * sizeof *work);
-    for (int64_t i = 0; i < n; i++) work[bin[i]] += p->pieces[i].len;
-    for (int64_t s = 0; s < used; s++) {
-        work[s] = o->nbuckets > 0 ? bucket_of(o->buckets, o->nbuckets, work[s]) : 0;
-        d->bucket_first[work[s] + 1]++;
-    }
-    for (int b = 0; b < nb; b++) d->bucket_first[b + 1] += d->bucket_first[b];
-    int64_t *at = calloc((size_t)nb, sizeof *at), *order = malloc((size_t)used * sizeof *order);
-    if (!at || !order) {
-        free(bin), free(work), free(sorted), free(at), free(order);
-        return PP_NOMEM(err);
-    }
-    for (int64_t s = 0; s < used; s++) order[s] = d->bucket_first[work[s]] + at[work[s]]++;
-    /* p->first by counting pieces per sample, then the pieces in sample order */
-    for (int64_t i = 0; i < n; i++) p->first[order[bin[i]] + 1]++;
-    for (int64_t s = 0; s < used; s++) p->first[s + 1] += p->first[s];
-    memcpy(work, p->first, (size_t)used * sizeof *work);
-    for (int64_t i = 0; i < n; i++) sorted[work[order[bin[i]]]++] = p->pieces[i];
-    free(p->pieces);
-    p->pieces = sorted;
-    d->samples = used;
-    free(bin), free(work), free(at), free(order);
-    if (!(d->bucket_len = malloc((size_t)nb * sizeof *d->bucket_len))) return PP_NOMEM(err);
-    for (int b = 0; b < nb; b++) d->bucket_len[b] = o->nbuckets > 0 ? o->buckets[b] : p->seq;
-    d->nbuckets = o->nbuckets;
-    return PP_OK;
+    int64_t doc = r->first < 0 ? r->doc : p->epieces[r->first + j];
+    int64_t a = ds_docs_first(&p->docs, doc), n = ds_docs_first(&p->docs, doc + 1) - a;
+    int64_t off = r->first < 0 ? r->off : n / p->seq * p->seq, len = n - off < p->seq ? n - off : p->seq;
+    return (piece){.start = a + off, .len = len, .cont = off + len < n};
 }
 
 static pp_status add(pp_dataset *d, const char *name, int role, int64_t seq, pp_error *err)
@@ -170,8 +87,34 @@ static pp_status add(pp_dataset *d, const char *name, int role, int64_t seq, pp_
     return PP_OK;
 }
 
-pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int64_t ntok, pp_dtype t,
-                       const int64_t *doc_first, int64_t ndocs, const pp_dataset_options *o, pp_error *err)
+/* The plan of x under o: cached beside the data, keyed by the data's (and the .idx's) size
+ * and mtime and the options that shape it. */
+static pp_status open_plan(pp_dataset *d, const char *path, int file, int64_t base, int64_t ntok, pp_dtype t,
+                           const ds_docs *x, const pp_dataset_options *o, const int64_t **counts, const int64_t **body,
+                           size_t *len, pp_error *err)
+{
+    char suffix[96], eos[32] = "", buckets[16] = "";
+    if (!x->idx) snprintf(eos, sizeof eos, ".eos%lld", (long long)o->eos);
+    uint32_t bcrc = pp_crc32c(0, o->buckets, (size_t)o->nbuckets * sizeof *o->buckets);
+    if (o->nbuckets) snprintf(buckets, sizeof buckets, ".b%08x", bcrc);
+    snprintf(suffix, sizeof suffix, "%s.%s%lld%s.samples", eos, o->docs == PP_DOCS_PAD ? "pad" : "pack",
+             (long long)o->seq, buckets);
+    ds_plan_args args = {.x = x, .o = o};
+    ds_cache c = {.data = path, .suffix = suffix, .what = "sample plan", .dir = o->cache_dir, .build = ds_plan_build,
+                  .user = &args,
+                  .key = {2, 0, 0, 0, 0, t, base, ntok, x->idx ? -1 : o->eos, o->seq, o->docs, o->nbuckets * 4294967296LL + bcrc}};
+    PP_CHECK(ds_cache_source(d, file, &c.key[1], &c.key[2], err));
+    struct stat st;
+    if (x->idx && stat(x->path, &st) == 0)
+        c.key[3] = (int64_t)st.st_size, c.key[4] = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    const char *b;
+    PP_CHECK(ds_cache_get(d, &c, counts, &b, len, err));
+    *body = (const int64_t *)b;
+    return PP_OK;
+}
+
+pp_status ds_pack_open(pp_dataset *d, const char *path, int file, int64_t base, int64_t ntok, pp_dtype t,
+                       const ds_docs *x, const pp_dataset_options *o, pp_error *err)
 {
     const char *flag = ds_docs_flag(o->docs);
     if (o->seq < 1)
@@ -182,39 +125,41 @@ pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int6
             (b == o->nbuckets - 1 && o->buckets[b] != o->seq))
             return pp_error_set(err, PP_ERR_INVALID_ARG, "--seq-buckets: the lengths must rise and the last be --seq "
                                 "%lld (bucket %d is %lld)", (long long)o->seq, b + 1, (long long)o->buckets[b]);
-    if (!doc_first && o->eos < 0)
+    if (!x && o->eos < 0)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' is a flat token stream; pass --eos ID, the token "
                             "that ends each document (e.g. 50256 for GPT-2's <|endoftext|>)", flag, path);
-    int64_t *split = NULL;
-    if (!doc_first) {
-        PP_CHECK(split_docs(tokens, t, ntok, o->eos, &split, &ndocs, err));
-        doc_first = split;
-    }
     pp_dataset_pack *p = calloc(1, sizeof *p);
-    int64_t npieces = 0;
-    for (int64_t i = 0; i < ndocs; i++) npieces += (doc_first[i + 1] - doc_first[i] + o->seq - 1) / o->seq;
-    if (p) p->pieces = malloc((size_t)(npieces > 0 ? npieces : 1) * sizeof *p->pieces);
-    if (!p || !p->pieces) {
-        free(split);
-        ds_pack_free(p);
-        return PP_NOMEM(err);
-    }
+    if (!p) return PP_NOMEM(err);
     d->pack = p;
     d->docs = o->docs;
-    *p = (pp_dataset_pack){.tokens = tokens, .stored = t, .seq = o->seq, .pad = o->eos >= 0 ? o->eos : 0,
-                           .ignore = o->ignore_index, .pieces = p->pieces};
-    for (int64_t i = 0; i < ndocs; i++) {
-        int64_t len = doc_first[i + 1] - doc_first[i];
-        for (int64_t off = 0; off < len; off += o->seq)
-            p->pieces[p->npieces++] = (piece){.doc = doc_first[i], .doc_len = len, .off = off,
-                                              .len = len - off < o->seq ? len - off : o->seq};
-        d->documents += len > 0;
-        d->real_tokens += len;
-    }
-    free(split);
-    if (p->npieces == 0)
-        return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' holds no tokens", flag, path);
-    PP_CHECK(place(d, p, o, err));
+    *p = (pp_dataset_pack){.file = file, .base = base, .stored = t, .seq = o->seq, .pad = o->eos >= 0 ? o->eos : 0,
+                           .ignore = o->ignore_index};
+    if (x) p->docs = *x;
+    else PP_CHECK(ds_docs_of_stream(d, path, file, base, ntok, t, o, &p->docs, err));
+    const int64_t *c, *body;
+    size_t len;
+    PP_CHECK(open_plan(d, path, file, base, ntok, t, &p->docs, o, &c, &body, &len, err));
+    p->docs.path = NULL;   /* the caller's: for the build's messages only */
+    int nb = o->nbuckets > 0 ? o->nbuckets : 1;
+    if (c[DS_PLAN_DOCS] != p->docs.n || c[DS_PLAN_BUCKETS] != nb ||
+        len != (size_t)(nb + 1 + c[DS_PLAN_DOCS] + 1 + c[DS_PLAN_EXPLICIT] + 1 + c[DS_PLAN_PIECES]) * sizeof *body)
+        return pp_error_set(err, PP_ERR_PARSE, "the %s sample plan of '%s' does not fit its documents: remove its "
+                            "file (it is rebuilt)", flag, path);
+    if (c[DS_PLAN_SAMPLES] == 0) return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%s' holds no tokens", flag, path);
+    p->region = c[DS_PLAN_REGION];
+    p->region_first = body[nb - 1];
+    p->region_before = body + nb + 1;
+    p->efirst = p->region_before + p->docs.n + 1;
+    p->epieces = p->efirst + c[DS_PLAN_EXPLICIT] + 1;
+    d->samples = c[DS_PLAN_SAMPLES];
+    d->documents = c[DS_PLAN_DOCUMENTS];
+    d->real_tokens = c[DS_PLAN_TOKENS];
+    d->nbuckets = o->nbuckets;
+    d->bucket_first = malloc((size_t)(nb + 1) * sizeof *d->bucket_first);
+    d->bucket_len = malloc((size_t)nb * sizeof *d->bucket_len);
+    if (!d->bucket_first || !d->bucket_len) return PP_NOMEM(err);
+    memcpy(d->bucket_first, body, (size_t)(nb + 1) * sizeof *body);
+    for (int b = 0; b < nb; b++) d->bucket_len[b] = o->nbuckets > 0 ? o->buckets[b] : o->seq;
     PP_CHECK(add(d, "input_ids", PACK_INPUT, o->seq, err));
     PP_CHECK(add(d, o->labels ? o->labels : "labels", PACK_LABELS, o->seq, err));
     return add(d, "position_ids", PACK_POSITIONS, o->seq, err);
@@ -254,7 +199,7 @@ static void fill(char *dst, const void *v, size_t es, int64_t count)
 /* One sample's mask at length n: row i may see column j when both are in one piece and
  * j <= i; a padding row sees only itself. Written for one [n, n] block, row by row,
  * copied to the leading dims' others. */
-static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int64_t s, int64_t n, char *dst)
+static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, const sample_ref *r, int64_t n, char *dst)
 {
     int64_t lead = 1, i = 0;
     for (int k = 0; k < a->shape.rank - 2; k++) lead *= a->shape.dims[k];
@@ -263,11 +208,14 @@ static void write_mask(const pp_dataset_pack *p, const pp_dataset_array *a, int6
     int64_t keep_i = 1, drop_i = 0;   /* little-endian: its low bytes are a bool's or an int32's 1 and 0 */
     const void *keep = a->dtype == PP_DTYPE_F32 ? (const void *)&keep_f : &keep_i;
     const void *drop = a->dtype == PP_DTYPE_F32 ? (const void *)&drop_f : &drop_i;
-    for (int64_t k = p->first[s], b = 0; k < p->first[s + 1]; b += p->pieces[k++].len)
-        for (; i < b + p->pieces[k].len; i++) {   /* row i sees its piece's columns b .. i */
+    for (int64_t k = 0, b = 0; k < r->n; k++) {
+        int64_t len = piece_at(p, r, k).len;
+        for (; i < b + len; i++) {   /* row i sees its piece's columns b .. i */
             fill(dst + (size_t)i * row, drop, es, n);
             fill(dst + (size_t)i * row + (size_t)b * es, keep, es, i - b + 1);
         }
+        b += len;
+    }
     for (; i < n; i++) {   /* padding sees itself */
         fill(dst + (size_t)i * row, drop, es, n);
         memcpy(dst + (size_t)i * row + (size_t)i * es, keep, es);
@@ -288,19 +236,39 @@ const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len)
 int64_t ds_pack_tokens(const pp_dataset *d, int64_t s)
 {
     const pp_dataset_pack *p = d->pack;
+    sample_ref r = ref_of(p, s);
     int64_t n = 0;
-    for (int64_t k = p->first[s]; k < p->first[s + 1]; k++) n += p->pieces[k].len;
+    for (int64_t k = 0; k < r.n; k++) n += piece_at(p, &r, k).len;
     return n;
 }
 
 void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index) { d->pack->ignore = ignore_index; }
 
-void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int64_t len, void *dst)
+int ds_pack_locate(const pp_dataset *d, int64_t s, int64_t j, int *file, int64_t *byte)
 {
     const pp_dataset_pack *p = d->pack;
+    sample_ref r = ref_of(p, s);
+    for (int64_t k = 0, at = 0; k < r.n; k++) {
+        piece c = piece_at(p, &r, k);
+        if (j < at + c.len) {
+            if (j == at + c.len - 1 && !c.cont) return 0;   /* a document's end */
+            *file = p->file;
+            *byte = p->base + (c.start + j - at + 1) * (int64_t)pp_dtype_size(p->stored);
+            return 1;
+        }
+        at += c.len;
+    }
+    return 0;
+}
+
+pp_status ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int64_t len, void *dst,
+                       pp_error *err)
+{
+    const pp_dataset_pack *p = d->pack;
+    sample_ref r = ref_of(p, s);
     if (a->packed == PACK_MASK) {
-        write_mask(p, a, s, len, dst);
-        return;
+        write_mask(p, a, &r, len, dst);
+        return PP_OK;
     }
     if (a->packed == PACK_PADDING_MASK) {   /* 1 (in the mask's dtype) for tokens, 0 for padding */
         size_t es = pp_dtype_size(a->dtype);
@@ -308,24 +276,23 @@ void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int
         int64_t one_i = 1;
         memset(dst, 0, (size_t)len * es);
         fill(dst, a->dtype == PP_DTYPE_F32 ? (const void *)&one_f : &one_i, es, ds_pack_tokens(d, s));
-        return;
+        return PP_OK;
     }
-    int64_t *out = dst, at = 0;
-    size_t es = pp_dtype_size(p->stored);
-    for (int64_t k = p->first[s]; k < p->first[s + 1]; k++) {
-        const piece *c = &p->pieces[k];
-        const char *tok = (const char *)p->tokens + (size_t)(c->doc + c->off) * es;
+    int64_t *out = dst, at = 0, es = (int64_t)pp_dtype_size(p->stored);
+    for (int64_t k = 0; k < r.n; k++) {
+        piece c = piece_at(p, &r, k);
         if (a->packed == PACK_INPUT) {
-            ds_widen(p->stored, tok, c->len, out + at);
-        } else if (a->packed == PACK_LABELS) {
-            int64_t have = c->doc_len - c->off - 1 < c->len ? c->doc_len - c->off - 1 : c->len;
-            ds_widen(p->stored, tok + es, have, out + at);
-            for (int64_t j = have; j < c->len; j++) out[at + j] = p->ignore;
+            PP_CHECK(ds_read_tokens(d, p->file, p->base + c.start * es, p->stored, c.len, out + at, err));
+        } else if (a->packed == PACK_LABELS) {   /* the next tokens of the document */
+            PP_CHECK(ds_read_tokens(d, p->file, p->base + (c.start + 1) * es, p->stored, c.len - 1 + c.cont, out + at,
+                                    err));
+            if (!c.cont) out[at + c.len - 1] = p->ignore;
         } else {
-            for (int64_t j = 0; j < c->len; j++) out[at + j] = j;
+            for (int64_t j = 0; j < c.len; j++) out[at + j] = j;
         }
-        at += c->len;
+        at += c.len;
     }
     int64_t fill = a->packed == PACK_INPUT ? p->pad : a->packed == PACK_LABELS ? p->ignore : 0;
     for (; at < len; at++) out[at] = fill;
+    return PP_OK;
 }

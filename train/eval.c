@@ -72,7 +72,8 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
                                   p->nbytes / (size_t)cfg->batch);
                 goto done;
             }
-            pp_dataset_read(d, a, first, cfg->batch, host);   /* staged: device memory may not be host memory */
+            /* staged: device memory may not be host memory */
+            PP_CHECK_GOTO(pp_dataset_read(d, a, first, cfg->batch, host, err), st, done);
             PP_CHECK_GOTO(pp_device_copy_from_host(dev, pp_stage_input_buffer(s, 0, i), host, p->nbytes, err), st, done);
         }
         PP_CHECK_GOTO(pp_stage_forward(s, 0, 0, first / cfg->batch, err), st, done);

@@ -22,15 +22,16 @@ static pp_status eval_feed(void *user, const pp_trainer_feed *f, pp_error *err)
     return train_feed_dataset(e->data, &e->smp, NULL, f->step, f, err);
 }
 
-pp_status train_eval_open(const char *dir, const pp_dataset_options *dopt, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,
-                          int64_t microbatches, int dp, int64_t batches, train_eval **out, pp_error *err)
+pp_status train_eval_open(pp_comm *world, const char *dir, const pp_dataset_options *dopt, const pp_graph *g,
+                          const pp_loss_spec *loss, int64_t batch, int64_t microbatches, int dp, int64_t batches,
+                          train_eval **out, pp_error *err)
 {
     *out = NULL;
     train_eval *e = calloc(1, sizeof *e);
     if (!e) return PP_NOMEM(err);
     pp_status st;
     int64_t mb = batch / dp / microbatches;
-    PP_CHECK_GOTO(pp_dataset_open_with(dir, dopt, &e->data, err), st, fail);
+    PP_CHECK_GOTO(train_open_data(world, dir, dopt, &e->data, err), st, fail);
     PP_CHECK_GOTO(train_check_data(g, loss, e->data, "--eval-data", dir, mb, &e->io, err), st, fail);
     int64_t whole = e->data->samples / batch;
     if (whole < 1) {

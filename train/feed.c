@@ -74,9 +74,10 @@ pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_p
         if (!a || bytes * (size_t)f->samples != p->nbytes)   /* train_check_data said why before step 1 */
             return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %zu bytes per sample",
                                 d->dir, p->name, p->nbytes / (size_t)(f->samples > 0 ? f->samples : 1));
-        const void *ahead = pf ? train_prefetch_get(pf, step, a, f->offset, f->samples) : NULL;
+        const void *ahead = NULL;
+        if (pf) PP_CHECK(train_prefetch_get(pf, step, a, f->offset, f->samples, &ahead, err));
         if (ahead) memcpy(p->data, ahead, p->nbytes);
-        else pp_sampler_read(smp, d, a, step, f->offset, f->samples, p->data);
+        else PP_CHECK(pp_sampler_read(smp, d, a, step, f->offset, f->samples, p->data, err));
     }
     return PP_OK;
 }

@@ -298,6 +298,11 @@ const pp_option pp_dataset_option_table[] = {
      .help = "one document per sample instead, padded to --seq (cut where longer)"},
     {.type = PP_OPT_INT, .name = "--eos", .metavar = "ID", DO(eos), .lo = 0, .hi = 1LL << 40, .def = -1,
      .shown = "none", .group = PP_OPT_GROUP_DATA, .help = "the token that ends a document in a stream (--pack, --pad)"},
+    {.type = PP_OPT_STR, .name = "--data-cache", .metavar = "DIR", DO(cache_dir), .shown = "beside the data",
+     .group = PP_OPT_GROUP_DATA,
+     .help = "where --pack and --pad cache the document index and sample plan they\n"
+             "build once (default: beside the data, or HOME/.cache/onnxpipe/data\n"
+             "where its folder is read-only)"},
     {0},
 };
 

@@ -33,6 +33,8 @@ struct train_prefetch {
     int64_t gen;                /* bumped when the feed asks out of order: the read in flight is dropped */
     _Atomic int64_t held[2];    /* the step each slot holds; 0: none (being written). Written under mu */
     double span[2][2];          /* each slot's read, start and end (pp_now) */
+    pp_status st[2];            /* each slot's read: its failure is the feed's of that step */
+    pp_error err[2];
     int stop;
 };
 
@@ -50,13 +52,15 @@ static void *reader(void *arg)
         atomic_store(&p->held[slot], 0);
         pthread_mutex_unlock(&p->mu);
         double t0 = pp_now();
-        for (int i = 0; i < p->narrays; i++) {
+        pp_status st = PP_OK;
+        for (int i = 0; i < p->narrays && st == PP_OK; i++) {
             const pf_array *x = &p->arrays[i];
-            pp_sampler_read(&p->smp, p->d, x->a, step, x->first, x->count, x->buf[slot]);
+            st = pp_sampler_read(&p->smp, p->d, x->a, step, x->first, x->count, x->buf[slot], &p->err[slot]);
         }
         double t1 = pp_now();
         pthread_mutex_lock(&p->mu);
         if (gen != p->gen) continue;   /* the feed went elsewhere meanwhile */
+        p->st[slot] = st;
         atomic_store(&p->held[slot], step);
         p->span[slot][0] = t0, p->span[slot][1] = t1;
         p->next = step + 1;
@@ -139,16 +143,9 @@ pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_dri
     return PP_OK;
 }
 
-const void *train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_array *a, int64_t offset,
-                               int64_t count)
+/* Until the thread holds step in slot (asking for it when the feed went out of order). */
+static void wait_for(train_prefetch *p, int64_t step, int slot)
 {
-    const pf_array *x = p->arrays;
-    while (x < p->arrays + p->narrays && x->a != a) x++;
-    if (x == p->arrays + p->narrays || offset < x->first || offset + count > x->first + x->count) return NULL;
-    int slot = (int)(step & 1);
-    size_t bytes = pp_dataset_sample_bytes(a, pp_sampler_len(&p->smp, p->d, step));   /* at the step's length */
-    const void *out = x->buf[slot] + (size_t)(offset - x->first) * bytes;
-    if (p->want == step && atomic_load(&p->held[slot]) == step) return out;   /* only the feed writes want */
     pthread_mutex_lock(&p->mu);
     if (p->want != step) {
         p->want = step;
@@ -157,7 +154,25 @@ const void *train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset
     }
     while (atomic_load(&p->held[slot]) != step) pthread_cond_wait(&p->cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
-    return out;
+}
+
+pp_status train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_array *a, int64_t offset,
+                             int64_t count, const void **out, pp_error *err)
+{
+    const pf_array *x = p->arrays;
+    *out = NULL;
+    while (x < p->arrays + p->narrays && x->a != a) x++;
+    if (x == p->arrays + p->narrays || offset < x->first || offset + count > x->first + x->count) return PP_OK;
+    int slot = (int)(step & 1);
+    size_t bytes = pp_dataset_sample_bytes(a, pp_sampler_len(&p->smp, p->d, step));   /* at the step's length */
+    const void *at = x->buf[slot] + (size_t)(offset - x->first) * bytes;
+    if (p->want != step || atomic_load(&p->held[slot]) != step) wait_for(p, step, slot);   /* only the feed writes want */
+    if (p->st[slot] != PP_OK) {
+        if (err) *err = p->err[slot];
+        return p->st[slot];
+    }
+    *out = at;
+    return PP_OK;
 }
 
 int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end)

@@ -107,15 +107,15 @@ int64_t pp_sampler_len(const pp_sampler *s, const pp_dataset *d, int64_t step)
     return s->nbuckets > 0 ? d->bucket_len[pp_sampler_bucket(s, step)] : 0;
 }
 
-void pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
-                     int64_t offset, int64_t count, void *dst)
+pp_status pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
+                          int64_t offset, int64_t count, void *dst, pp_error *err)
 {
     int64_t per_epoch = s->steps_per_epoch * s->batch, len = pp_sampler_len(s, d, step);
-    if (!s->shuffle && position(s, step, offset) % per_epoch + count <= per_epoch) {   /* contiguous: one copy */
-        pp_dataset_read_len(d, a, pp_sampler_sample(s, step, offset), count, len, dst);
-        return;
-    }
+    if (!s->shuffle && position(s, step, offset) % per_epoch + count <= per_epoch)   /* contiguous: one read */
+        return pp_dataset_read_len(d, a, pp_sampler_sample(s, step, offset), count, len, dst, err);
     size_t bytes = pp_dataset_sample_bytes(a, len);
     for (int64_t k = 0; k < count; k++)
-        pp_dataset_read_len(d, a, pp_sampler_sample(s, step, offset + k), 1, len, (char *)dst + (size_t)k * bytes);
+        PP_CHECK(pp_dataset_read_len(d, a, pp_sampler_sample(s, step, offset + k), 1, len,
+                                     (char *)dst + (size_t)k * bytes, err));
+    return PP_OK;
 }

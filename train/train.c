@@ -70,10 +70,12 @@ static pp_status weigh_loss(run *r, pp_stage *s, int slot, int64_t step, int64_t
     if (!r->mb_weight && !(r->mb_weight = malloc((size_t)groups * sizeof *r->mb_weight))) return PP_NOMEM(err);
     if (r->counted_step != step) {
         size_t bytes = pp_dataset_sample_bytes(a, pp_sampler_len(&r->smp, r->data, step));   /* this step's length */
-        const int64_t *y = r->ahead ? train_prefetch_get(r->ahead, step, a, 0, r->cfg->trainer.batch) : NULL;
+        const void *ahead = NULL;
+        if (r->ahead) PP_CHECK(train_prefetch_get(r->ahead, step, a, 0, r->cfg->trainer.batch, &ahead, err));
+        const int64_t *y = ahead;
         if (!y) {
             if (!r->labels && !(r->labels = malloc((size_t)r->cfg->trainer.batch * a->sample_bytes))) return PP_NOMEM(err);
-            pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->trainer.batch, r->labels);
+            PP_CHECK(pp_sampler_read(&r->smp, r->data, a, step, 0, r->cfg->trainer.batch, r->labels, err));
             y = r->labels;
         }
         r->counted_global = pp_loss_labels_weight(&l, y, groups, mb * (int64_t)(bytes / sizeof(int64_t)),
@@ -142,8 +144,8 @@ static pp_status setup_watch(run *r, pp_error *err)
     pp_trainer *t = r->t;
     pp_dataset_options dopt = pp_train_dataset_options(c);
     if (c->eval_data)
-        PP_CHECK(train_eval_open(c->eval_data, &dopt, t->g, &c->trainer.loss, c->trainer.batch, c->trainer.microbatches, c->trainer.dp, c->trainer.eval_batches,
-                                 &r->eval, err));
+        PP_CHECK(train_eval_open(t->world, c->eval_data, &dopt, t->g, &c->trainer.loss, c->trainer.batch,
+                                 c->trainer.microbatches, c->trainer.dp, c->trainer.eval_batches, &r->eval, err));
     PP_CHECK(train_log_open(c, t->world, c->trainer.steps, r->io.tokens_per_sample > 0, &r->log, err));
     if (c->straggler_warn > 0) PP_CHECK(train_straggler_open(c->straggler_warn, t->world, &r->straggler, err));
     PP_CHECK(train_prof_open(c, t->drv, t->world, t->sched, t->part, t->grid, &r->prof, err));
@@ -180,7 +182,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     PP_CHECK(trainer_check_config(&layout, err));
     PP_CHECK(pp_comm_mpi_world(&r->world, err));
     pp_dataset_options dopt = pp_train_dataset_options(c);
-    PP_CHECK(pp_dataset_open_with(c->data, &dopt, &r->data, err));
+    PP_CHECK(train_open_data(r->world, c->data, &dopt, &r->data, err));
     if (r->data->samples < job->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
                             c->data, (long long)r->data->samples, (long long)job->batch);

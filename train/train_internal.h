@@ -78,28 +78,24 @@ struct pp_trainer {
     int bucket;
 };
 
-/* dataset.c, dataset_formats.c: d maps path whole (unmapped with d); a new array named
- * name (zeroed); the forms other than onnxpipe's own directory (npy, token streams,
- * Megatron's indexed datasets). */
-pp_status ds_map_file(pp_dataset *d, const char *path, const void **out, size_t *len, pp_error *err);
-pp_dataset_array *ds_add_array(pp_dataset *d, const char *name, pp_error *err);
-pp_status ds_open_format(pp_dataset *d, const char *path, const pp_dataset_options *o, pp_error *err);
-/* n integers of type stored at src as int64. */
-void ds_widen(pp_dtype stored, const void *src, int64_t n, int64_t *dst);
-/* dataset_pack.c: --pack or --pad over ntok tokens of type t: documents [doc_first[i], doc_first[i + 1])
- * (ndocs of them), or, doc_first NULL, split after each o->eos; fills d's samples and its
- * input_ids, labels and position_ids. add_mask adds the attention mask a model input of
- * per-sample shape [..., seq, seq] and dtype t takes. read builds sample s of a packed array at
- * len tokens (its bucket's length or more: what is past its pieces is padding);
- * set_ignore sets the label of padding and document ends (o->ignore_index at open). */
-pp_status ds_pack_open(pp_dataset *d, const char *path, const void *tokens, int64_t ntok, pp_dtype t,
-                       const int64_t *doc_first, int64_t ndocs, const pp_dataset_options *o, pp_error *err);
+/* The dataset as the job sees it (the rest is train/dataset_internal.h's). --pack or --pad:
+ * add_mask adds the attention mask a model input of per-sample shape [..., seq, seq] (or
+ * its [seq] padding mask) and dtype t takes; set_ignore sets the label of padding and
+ * document ends (o->ignore_index at open); tokens: sample s's tokens that are not padding.
+ * check_labels: every later read of array a fails unless its values are in [0, classes) or
+ * ignore, naming the file and byte offset of the first that is not (the labels are checked
+ * as they are read, so no rank reads the corpus whole; who: "--data 'DIR'"). */
 pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_sample, pp_dtype t, pp_error *err);
-void ds_pack_read(const pp_dataset *d, const pp_dataset_array *a, int64_t s, int64_t len, void *dst);
 void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index);
-int64_t ds_pack_tokens(const pp_dataset *d, int64_t s);   /* sample s's tokens that are not padding */
-void ds_pack_free(pp_dataset_pack *p);
+int64_t ds_pack_tokens(const pp_dataset *d, int64_t s);
 const char *ds_docs_flag(pp_docs docs);   /* "--pack", "--pad" */
+pp_status ds_check_labels(pp_dataset *d, const pp_dataset_array *a, int64_t classes, int64_t ignore, const char *who,
+                          const char *logits, pp_error *err);
+/* dataset_job.c: pp_dataset_open_with on every rank of world, rank 0 first (it builds what
+ * --pack/--pad cache beside the data while the others wait, without a timeout), then the
+ * others; a failure on any rank is every rank's, with its message. Collective over world. */
+pp_status train_open_data(pp_comm *world, const char *path, const pp_dataset_options *o, pp_dataset **out,
+                          pp_error *err);
 
 /* preempt.c: --save-on-signal. Install catches the signals of the mask (bit s: signal s);
  * poll, collective over world after a step, says whether any rank got one: the signal,
@@ -165,15 +161,15 @@ pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_p
  * batch of the labels of a stage's mean loss. Steps first_step .. last_step, one after the
  * other; a step asked out of order is read then. *out NULL when no stage of drv reads d, or
  * PP_PREFETCH=0. get: places offset .. offset+count-1 of array a of step's global batch,
- * pp_sampler_read's bytes, waiting for the thread; valid until a get of another step or
- * done; NULL where it does not read them. done: after step (its feeds), so the thread reads
+ * pp_sampler_read's bytes (or its error), waiting for the thread; valid until a get of
+ * another step or done; *out NULL where it does not read them. done: after step (its feeds), so the thread reads
  * step + 2 while step + 1 runs (waking it there, not in a feed); when the thread read step
  * (pp_now), if it holds it. close joins the thread; accepts NULL. */
 pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_driver *drv, int64_t first,
                               int64_t count, int64_t first_step, int64_t last_step, train_prefetch **out,
                               pp_error *err);
-const void *train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_array *a, int64_t offset,
-                               int64_t count);
+pp_status train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_array *a, int64_t offset,
+                             int64_t count, const void **out, pp_error *err);
 int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end);
 void train_prefetch_close(train_prefetch *p);
 
@@ -183,8 +179,9 @@ pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_
                            int64_t offset, int64_t count, pp_error *err);
 
 /* eval_loop.c: the eval dataset under the training layout (batch, microbatches per
- * replica, dp), checked like the training data; batches: global batches per evaluation
- * (0 or more than it holds: all of it). */
+ * replica, dp), opened on every rank of world (train_open_data) and checked like the
+ * training data; batches: global batches per evaluation (0 or more than it holds: all of
+ * it). Collective over world. */
 typedef struct train_eval train_eval;
 typedef struct train_eval_result {
     int64_t step;               /* the training step after which it ran */
@@ -195,8 +192,9 @@ typedef struct train_eval_result {
     int64_t samples;
     double seconds;
 } train_eval_result;
-pp_status train_eval_open(const char *dir, const pp_dataset_options *dopt, const pp_graph *g, const pp_loss_spec *loss, int64_t batch,
-                          int64_t microbatches, int dp, int64_t batches, train_eval **out, pp_error *err);
+pp_status train_eval_open(pp_comm *world, const char *dir, const pp_dataset_options *dopt, const pp_graph *g,
+                          const pp_loss_spec *loss, int64_t batch, int64_t microbatches, int dp, int64_t batches,
+                          train_eval **out, pp_error *err);
 int64_t train_eval_batches(const train_eval *e);
 /* pp_trainer_eval of t fed from the eval dataset, after training step `step`.
  * Collective (every rank of t). */

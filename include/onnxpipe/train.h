@@ -23,7 +23,8 @@ extern "C" {
 typedef enum { PP_DOCS_WINDOWS = 0, PP_DOCS_PACK, PP_DOCS_PAD } pp_docs;
 
 /* ---- datasets ---------------------------------------------------------------
- * A dataset is read in place (mmapped) from what users have:
+ * A dataset is read in place from what users have, only the samples asked for (pread; the
+ * corpus is never mapped or scanned whole, docs/data.md):
  * - onnxpipe's own directory with dataset.json:
  *     {"format": "onnxpipe-dataset-1", "samples": N,
  *      "arrays": [{"name": "input_ids", "dtype": "int64", "shape": [T], "file": "input_ids.bin"}, ...]}
@@ -35,13 +36,16 @@ typedef enum { PP_DOCS_WINDOWS = 0, PP_DOCS_PACK, PP_DOCS_PAD } pp_docs;
  *   tokens: input_ids, and as labels the next tokens;
  * - a Megatron-LM indexed dataset (PREFIX.bin + PREFIX.idx, as megatron-core's
  *   IndexedDatasetBuilder writes): its documents one after another, windowed the same way.
- * Array names are the graph inputs they feed; token ids are delivered as int64. */
+ * Array names are the graph inputs they feed; token ids are delivered as int64. With --pack
+ * or --pad the documents' index and the samples they make are built once and cached beside
+ * the data (train/dataset_cache.c). */
 typedef struct pp_dataset_array {
     char *name;
     pp_dtype dtype;             /* what a read delivers */
     pp_shape shape;             /* per sample */
     size_t sample_bytes;        /* per sample, as delivered */
-    const void *data;           /* sample s starts at data + s x stride */
+    int file;                   /* the dataset's file it is read from (packed: -1): sample s */
+    int64_t offset;             /* starts at byte offset + s x stride of it */
     pp_dtype stored;            /* the file's element type (token streams: uint16, uint32, ... widened to int64) */
     size_t stride;              /* bytes from one sample to the next in the file */
     int packed;                 /* 0: read from the file as above; else which array of a packed
@@ -55,9 +59,7 @@ typedef struct pp_dataset {
     int64_t samples;
     pp_dataset_array *arrays;
     int narrays;
-    void **maps;
-    size_t *map_lens;
-    int nmaps;
+    struct pp_dataset_files *files;   /* its open files and maps, the labels' check (train/dataset_internal.h) */
     const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
     pp_docs docs;               /* how documents became samples */
     pp_dataset_pack *pack;      /* --pack, --pad: the documents and the samples they were placed in */
@@ -78,24 +80,31 @@ typedef struct pp_dataset_options {
     int64_t ignore_index;       /* the labels of padding and document ends (packed or padded) */
     const int64_t *buckets;     /* --seq-buckets (packed or padded): ascending lengths, the last seq; */
     int nbuckets;               /* a sample's bucket is the shortest that holds its tokens */
+    const char *cache_dir;      /* --data-cache: where --pack/--pad's index files go (NULL: beside
+                                   the data, or HOME/.cache/onnxpipe/data where that is read-only) */
 } pp_dataset_options;
 
 /* Local. The caller frees it with pp_dataset_close; the arrays belong to d. find is Thread-safe. */
 PP_API pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err);
-/* Any of the forms above (o may be NULL: no token streams). Local. */
+/* Any of the forms above (o may be NULL: no token streams). With --pack or --pad, a missing or
+ * stale index (the data's size or mtime changed) is built first, to a temporary file renamed
+ * into place, so processes that open the same data at once all get a whole one. Local. */
 PP_API pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp_dataset **out, pp_error *err);
 PP_API void pp_dataset_close(pp_dataset *d);
 PP_API const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name);
 /* A packed or padded dataset's line "packed D documents (N tokens) into S samples of T tokens:
  * P% padding" into buf; "" for others. Local. Thread-safe. */
 PP_API const char *pp_dataset_pack_summary(const pp_dataset *d, char *buf, size_t len);
-/* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Local. Thread-safe. */
-PP_API void pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count, void *dst);
+/* Copies samples first .. first+count-1 (wrapping around the end) of array a into dst. Fails
+ * naming the file and byte offset on a read error, or on a label the job's check refuses
+ * (train/check.c). Local. Thread-safe. */
+PP_API pp_status pp_dataset_read(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count,
+                                 void *dst, pp_error *err);
 /* The same at sequence length len (packed or padded samples of a bucket no longer than len:
  * token arrays [len], masks [.., len, len]); len 0: the full length. sample_bytes: one
  * sample's bytes at len. Local. Thread-safe. */
-PP_API void pp_dataset_read_len(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count,
-                                int64_t len, void *dst);
+PP_API pp_status pp_dataset_read_len(const pp_dataset *d, const pp_dataset_array *a, int64_t first, int64_t count,
+                                     int64_t len, void *dst, pp_error *err);
 PP_API size_t pp_dataset_sample_bytes(const pp_dataset_array *a, int64_t len);
 /* Byte-level language-model data from any file: vocab 256, samples of seq tokens
  * (input_ids) with the next tokens as labels, non-overlapping windows. Local. */
@@ -138,9 +147,9 @@ PP_API int64_t pp_sampler_sample(const pp_sampler *s, int64_t step, int64_t offs
  * without buckets (the dataset's own). Local. Thread-safe (pure). */
 PP_API int64_t pp_sampler_len(const pp_sampler *s, const pp_dataset *d, int64_t step);
 /* Copies the samples at places offset .. offset+count-1 of step's global batch into dst, at
- * the step's length (pp_sampler_len). Local. Thread-safe. */
-PP_API void pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
-                            int64_t offset, int64_t count, void *dst);
+ * the step's length (pp_sampler_len); pp_dataset_read's errors. Local. Thread-safe. */
+PP_API pp_status pp_sampler_read(const pp_sampler *s, const pp_dataset *d, const pp_dataset_array *a, int64_t step,
+                                 int64_t offset, int64_t count, void *dst, pp_error *err);
 /* A permutation of [0, n) drawn from (seed, epoch): where index i goes (Feistel network
  * with cycle walking; O(1) time and no memory). Local. Thread-safe. */
 PP_API uint64_t pp_shuffle_index(uint64_t seed, uint64_t epoch, uint64_t i, uint64_t n);

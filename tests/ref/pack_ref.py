@@ -61,19 +61,32 @@ def pack(lengths, seq, pad=False):
     return bins
 
 
+def sample(docs, pieces, seq, pad):
+    """One sample's input_ids, labels and position_ids from its pieces [(document, offset,
+    length), ...] (docs: arrays, or numpy/megatron memmaps of any size)."""
+    out = {"input_ids": np.full(seq, pad, np.int64), "labels": np.full(seq, IGNORE, np.int64),
+           "position_ids": np.zeros(seq, np.int64)}
+    at = 0
+    for d, off, length in pieces:
+        doc = docs[d]
+        out["input_ids"][at:at + length] = doc[off:off + length]
+        nxt = doc[off + 1:off + length + 1]
+        out["labels"][at:at + len(nxt)] = nxt
+        out["position_ids"][at:at + length] = np.arange(length)
+        at += length
+    return out
+
+
 def arrays(docs, seq, pad, pad_only=False):
     bins = pack([len(d) for d in docs], seq, pad_only)
     n = len(bins)
     out = {"input_ids": np.full((n, seq), pad, np.int64), "labels": np.full((n, seq), IGNORE, np.int64),
            "position_ids": np.zeros((n, seq), np.int64), "attention_mask": np.zeros((n, 1, seq, seq), np.int64)}
     for s, pieces in enumerate(bins):
+        for k, v in sample(docs, pieces, seq, pad).items():
+            out[k][s] = v
         at = 0
-        for d, off, length in pieces:
-            doc = docs[d]
-            out["input_ids"][s, at:at + length] = doc[off:off + length]
-            nxt = doc[off + 1:off + length + 1]
-            out["labels"][s, at:at + len(nxt)] = nxt
-            out["position_ids"][s, at:at + length] = np.arange(length)
+        for _, _, length in pieces:
             out["attention_mask"][s, 0, at:at + length, at:at + length] = np.tril(np.ones((length, length), np.int64))
             at += length
         for i in range(at, seq):
