@@ -116,6 +116,12 @@ pp_status infer_const_ints(const infer_ctx *c, const pp_node *n, int k, const ch
     const pp_value *v = &c->g->values[n->inputs[k]];
     const pp_const_tensor *t = infer_const(c, n->inputs[k]);
     if (!t) {
+        int np = infer_part_ints(c, n->inputs[k], vals, NULL, max), all = np >= 0;
+        for (int i = 0; i < np; i++) all &= vals[i] != INFER_UNKNOWN;
+        if (all && v->shape.rank <= 1) {   /* shape arithmetic known in full, dims unbound */
+            *nvals = np;
+            return PP_OK;
+        }
         if (!c->opt->allow_unknown_dims)
             return pp_error_set(err, PP_ERR_SHAPE,
                                 "%s input of %s '%s' is not constant after folding; export with static "
