@@ -99,6 +99,9 @@ pp_status infer_part_node(infer_ctx *c, const pp_node *n, pp_error *err);
 /* Multidirectional (numpy) broadcast of a and b; unknown dims (-1) carry through. */
 pp_status infer_broadcast(const pp_node *n, const pp_shape *a, const pp_shape *b, pp_shape *out,
                           pp_error *err);
+/* 1 when b broadcasts to a's shape (bc: the broadcast): equal to a wherever a's dim is known;
+ * where it is not (dims unbound), bc has b's size for it, and the bound load checks it. */
+int infer_fits(const pp_node *n, const pp_shape *a, const pp_shape *b, pp_shape *bc);
 /* Output k = shape and dtype of input i. */
 void infer_copy(infer_ctx *c, const pp_node *n, int k, int i);
 /* An all-unknown shape of the given rank (allow_unknown_dims). */

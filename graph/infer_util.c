@@ -196,6 +196,14 @@ pp_status infer_broadcast(const pp_node *n, const pp_shape *a, const pp_shape *b
     return PP_OK;
 }
 
+int infer_fits(const pp_node *n, const pp_shape *a, const pp_shape *b, pp_shape *bc)
+{
+    if (infer_broadcast(n, a, b, bc, NULL) != PP_OK || bc->rank != a->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] >= 0 && bc->dims[i] != a->dims[i]) return 0;
+    return 1;
+}
+
 void infer_copy(infer_ctx *c, const pp_node *n, int k, int i)
 {
     const pp_value *v = &c->g->values[n->inputs[i]];

@@ -431,6 +431,10 @@ static void test_unbound_shape_arithmetic(void **state)
                                 "op Concat s,e sh axis=0; op Reshape x,sh z; out z", "[B, T, 8]"},
         {"-1 is the named dim", "in x f32 B,T,8; init r i64 3 = -1,4,2; op Shape x s end=1; "
                                 "op Concat s,r sh axis=0; op Reshape x,sh z; out z", "[B, T, 4, 2]"},
+        /* a checked dim that is not known defers to the bound load: LayerNorm's normalized dim
+           takes the scale's size, Gemm's C is checked once M is known */
+        {"LayerNorm over D", "in x f32 B,T,D; init sc f32 8; op LayerNormalization x,sc z; out z", "[B, T, 8]"},
+        {"Gemm's C of M rows", "in a f32 M,4; init w f32 4,3; init cc f32 5,3; op Gemm a,w,cc z; out z", "[M, 3]"},
         /* Swin: pad H = 6 to whole windows of 4, (4 - H % 4) % 4 = 2, then H' / 4 windows */
         {"padded windows", "in x f32 B,6,6,3; init ws i64 - = 4; init i1 i64 - = 1; init ax i64 1 = 0; "
                            "init z5 i64 5 = 0,0,0,0,0; init z1 i64 1 = 0; init m1 i64 1 = -1; init w i64 1 = 4; "
