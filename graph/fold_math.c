@@ -100,6 +100,17 @@ static int unary_f(pp_op op, pp_el_params p, float x, float *out)
     }
 }
 
+/* The same on integers: element_ops.h's integer unary list; 0 when the op has none there. */
+static int unary_i(pp_op op, int64_t x, int64_t *out)
+{
+    switch (op) {
+#define INT_CASE(ID, EXPR) case PP_OP_##ID: *out = (EXPR); return 1;
+    PP_EL_INT_UNARY_LIST(INT_CASE)
+#undef INT_CASE
+    default: return 0;
+    }
+}
+
 /* The unary ops of kernels/element_ops.h on floats (computed in float32, as the kernels
  * do), and those of its integer unary list on integers. */
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err)
@@ -116,19 +127,8 @@ pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *
         }
     } else if (is_int(x->dtype)) {
         for (int64_t i = 0; i < cnt; i++) {
-            const int64_t x_i = const_i64(x, i);
             int64_t r;
-            switch (n->op) {
-#define INT_CASE(ID, EXPR)                                                                                            \
-    case PP_OP_##ID: {                                                                                                \
-        const int64_t x = x_i;                                                                                        \
-        r = (EXPR);                                                                                                   \
-        break;                                                                                                        \
-    }
-                PP_EL_INT_UNARY_LIST(INT_CASE)
-#undef INT_CASE
-            default: return PP_OK;
-            }
+            if (!unary_i(n->op, const_i64(x, i), &r)) return PP_OK;
             const_store(out->dtype, (void *)out->data, i, (double)r, r);
         }
     } else {
@@ -168,6 +168,32 @@ static pp_status binary_i(const pp_node *n, pp_op op, pp_el_params p, int64_t a,
 #undef CMP_CASE
     default: return infer_fail(n, PP_ERR_INTERNAL, err, "no integer function to fold");
     }
+    return PP_OK;
+}
+
+pp_status fold_element(const pp_node *n, int fl, int unary, double a, double b, double *r, int *ok, pp_error *err)
+{
+    pp_el_params p;
+    PP_CHECK(pp_el_params_read(n->op, n->attrs, n->nattrs, n->name, &p, err));
+    *ok = 1;
+    if (unary) {
+        float f;
+        int64_t i;
+        *ok = fl ? unary_f(n->op, p, (float)a, &f) : unary_i(n->op, infer_i64(a), &i);
+        *r = fl ? f : (double)i;
+        return PP_OK;
+    }
+    if (fl) {
+        *r = binary_f(n->op, (float)a, (float)b);
+        return PP_OK;
+    }
+    int64_t i = 0;
+    if ((n->op == PP_OP_DIV || n->op == PP_OP_MOD) && !infer_i64(b)) {
+        *ok = 0;   /* no value (a constant's fold names the node: binary_i) */
+        return PP_OK;
+    }
+    PP_CHECK(binary_i(n, n->op, p, infer_i64(a), infer_i64(b), &i, err));
+    *r = (double)i;
     return PP_OK;
 }
 

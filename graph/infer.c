@@ -366,6 +366,7 @@ static pp_status infer_one(infer_ctx *c, pp_node *n, int *changed, pp_error *err
     int ok, folded = 0;
     PP_CHECK(foldable(c, n, op, &ok, err));
     if (ok) PP_CHECK(evaluate(c, n, op, &folded, err));
+    if (!folded && unbound) PP_CHECK(infer_part_node(c, n, err));
     *changed |= folded;
     if (fold_only && !unbound && n->noutputs > 0 && n->outputs[0] >= 0 && !infer_const(c, n->outputs[0]))
         return fold_only_refusal(c, n, -1, err);
@@ -426,6 +427,8 @@ done:
     free(c.consts);
     free(c.side);
     free(c.grad_live);
+    free(c.part_of);
+    free(c.parts);
     pp_json_free(c.params_meta);
     free(c.os);
     free(c.odt);

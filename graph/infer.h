@@ -8,6 +8,23 @@
 #include <onnxpipe/op_info.h>
 #include <onnxpipe/graph_ir.h>
 
+/* A small tensor known in part (graph/infer_part.c): the shape arithmetic of a model whose
+ * dims are not bound. */
+#define INFER_PART_MAX 16                 /* elements: shape vectors, pads */
+#define INFER_UNKNOWN INT64_MIN           /* an element infer_part_ints does not know */
+typedef struct infer_part {
+    int n;                                /* elements */
+    double v[INFER_PART_MAX];             /* NAN where not known */
+    const char *sym[INFER_PART_MAX];      /* the named dim an unknown element is, or NULL */
+} infer_part;
+
+/* An element of a part as int64: beyond int64's range it is its end (INT64_MAX, Slice's "to
+ * the end", reads back as itself). */
+static inline int64_t infer_i64(double v)
+{
+    return v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775807.0 ? -INT64_MAX : (int64_t)v;
+}
+
 struct pp_infer_ctx {
     pp_graph *g;
     const pp_graph_options *opt;
@@ -21,6 +38,10 @@ struct pp_infer_ctx {
     int nconsts, consts_cap;
     /* Per value: 1 when a gradient flows from it to a graph output (computed lazily). */
     unsigned char *grad_live;
+    /* Values known in part (allow_unknown_dims): value -> index in parts, or -1. */
+    int *part_of;
+    infer_part *parts;
+    int nparts, parts_cap;
     pp_jvalue *params_meta;     /* the model's "onnxpipe.parameters", parsed (NULL: none) */
 };
 typedef struct pp_infer_ctx infer_ctx;
@@ -65,9 +86,22 @@ pp_status infer_const_ints(const infer_ctx *c, const pp_node *n, int k, const ch
 pp_status infer_axes(const infer_ctx *c, const pp_node *n, const char *name, int k,
                      int64_t *vals, int *nvals, int *known, pp_error *err);
 
+/* The elements of integer value `value` as far as they are known (a constant, or shape
+ * arithmetic known in part): vals[i], INFER_UNKNOWN where not known (syms[i] then the named
+ * dim it is, or NULL; syms may be NULL). The count, or -1 when none of it is known or it has
+ * more than max elements. */
+int infer_part_ints(const infer_ctx *c, int value, int64_t *vals, const char **syms, int max);
+/* The same as a shape (unknown elements -1, with their names): 0 when none of it is known. */
+int infer_part_shape(const infer_ctx *c, int value, pp_shape *s);
+/* Records what is known of node n's output when it did not fold (graph/infer_part.c). */
+pp_status infer_part_node(infer_ctx *c, const pp_node *n, pp_error *err);
+
 /* Multidirectional (numpy) broadcast of a and b; unknown dims (-1) carry through. */
 pp_status infer_broadcast(const pp_node *n, const pp_shape *a, const pp_shape *b, pp_shape *out,
                           pp_error *err);
+/* 1 when b broadcasts to a's shape (bc: the broadcast): equal to a wherever a's dim is known;
+ * where it is not (dims unbound), bc has b's size for it, and the bound load checks it. */
+int infer_fits(const pp_node *n, const pp_shape *a, const pp_shape *b, pp_shape *bc);
 /* Output k = shape and dtype of input i. */
 void infer_copy(infer_ctx *c, const pp_node *n, int k, int i);
 /* An all-unknown shape of the given rank (allow_unknown_dims). */
@@ -167,6 +201,10 @@ pp_status fold_cast(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *d
 pp_status fold_unary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 pp_status fold_binary(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
 pp_status fold_where(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);
+/* One element of node n's binary op or comparison (unary: its unary op) on a and b, as
+ * fold_binary and fold_unary compute it (fl: floats, in float32; else int64); *ok = 0 where
+ * the op has no such function or an integer divisor is 0. */
+pp_status fold_element(const pp_node *n, int fl, int unary, double a, double b, double *r, int *ok, pp_error *err);
 
 /* folders: comparisons, logic, more elementwise functions (graph/fold_logic.c) */
 pp_status fold_predicate(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);

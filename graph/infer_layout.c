@@ -16,6 +16,37 @@ static pp_status shape_error(const pp_node *n, pp_error *err, const char *what, 
                       pp_shape_format(b, sb, sizeof sb));
 }
 
+/* r's dim at `skip` (a -1) from x's dims where not all are known: the unknown dims of x and
+ * of r's others that are the same named dims cancel, so [batch, seq, 4, 8] to [batch, seq, -1]
+ * gives 32, and [batch, seq, 32] to [batch, -1, 4, 8] gives seq (whatever batch and seq are). */
+static void cancel_named(const pp_shape *x, pp_shape *r, int skip)
+{
+    int64_t px = 1, pr = 1;
+    int used[PP_MAX_RANK] = {0}, left = -1;
+    r->dims[skip] = -1;
+    r->syms[skip] = NULL;
+    for (int i = 0; i < r->rank; i++) {
+        if (i == skip) continue;
+        if (r->dims[i] >= 0) {
+            pr *= r->dims[i];
+            continue;
+        }
+        int j = 0;
+        while (j < x->rank && (used[j] || x->dims[j] >= 0 || !r->syms[i] || !x->syms[j] ||
+                               strcmp(x->syms[j], r->syms[i])))
+            j++;
+        if (j == x->rank) return;
+        used[j] = 1;
+    }
+    for (int j = 0; j < x->rank; j++) {
+        if (x->dims[j] >= 0) px *= x->dims[j];
+        else if (!used[j] && (left >= 0 || !x->syms[j])) return;   /* two left, or one without a name */
+        else if (!used[j]) left = j;
+    }
+    if (left < 0 && pr > 0 && px % pr == 0) r->dims[skip] = px / pr;
+    if (left >= 0 && px == pr) r->syms[skip] = x->syms[left];
+}
+
 /* Reshape(data, shape): 0 copies the input dim (unless allowzero), -1 is inferred. */
 pp_status shape_reshape(infer_ctx *c, const pp_node *n, pp_error *err)
 {
@@ -25,15 +56,26 @@ pp_status shape_reshape(infer_ctx *c, const pp_node *n, pp_error *err)
     PP_CHECK(infer_const_ints(c, n, 1, "shape", sh, &ns, PP_MAX_RANK, &known, err));
     PP_CHECK(pp_attr_int(n->attrs, n->nattrs, "allowzero", 0, &allowzero, n->name, err));
     const pp_shape *x = infer_shape_of(c, n, 0);
+    const char *syms[PP_MAX_RANK];
     c->odt[0] = infer_dtype_of(c, n, 0);
-    if (!known) {
-        c->os[0] = infer_unknown(ns);
-        return PP_OK;
+    if (!known) {   /* the target known in part (dims unbound): its unknown dims stay unknown */
+        int np = infer_part_ints(c, n->inputs[1], sh, syms, PP_MAX_RANK);
+        if (np < 0) {
+            c->os[0] = infer_unknown(ns);
+            return PP_OK;
+        }
+        ns = np;
     }
     pp_shape r = pp_shape_make(ns, sh);
     int infer_at = -1;
     int64_t prod = 1;
     for (int i = 0; i < ns; i++) {
+        if (!known && sh[i] == INFER_UNKNOWN) {
+            r.dims[i] = -1;
+            r.syms[i] = syms[i];
+            prod = -1;
+            continue;
+        }
         if (sh[i] == 0 && !allowzero) {
             if (i >= x->rank) return infer_fail(n, PP_ERR_SHAPE, err, "shape[%d] = 0 copies a dim the input lacks", i);
             r.dims[i] = x->dims[i];
@@ -51,7 +93,7 @@ pp_status shape_reshape(infer_ctx *c, const pp_node *n, pp_error *err)
     }
     int64_t total = pp_shape_numel(x);
     if (infer_at >= 0) {
-        if (total < 0 || prod < 0) r.dims[infer_at] = -1;
+        if (total < 0 || prod < 0) cancel_named(x, &r, infer_at);
         else if (prod == 0 || total % prod) return shape_error(n, err, "cannot reshape", x, &r);
         else r.dims[infer_at] = total / prod;
     } else if (total >= 0 && prod >= 0 && total != prod) {
@@ -347,12 +389,12 @@ pp_status shape_expand(infer_ctx *c, const pp_node *n, pp_error *err)
     PP_CHECK(infer_need(c, n, 0, 0, err));
     PP_CHECK(infer_const_ints(c, n, 1, "shape", sh, &ns, PP_MAX_RANK, &known, err));
     c->odt[0] = infer_dtype_of(c, n, 0);
-    if (!known) {
+    pp_shape s = pp_shape_make(ns, sh);
+    if (!known && !infer_part_shape(c, n->inputs[1], &s)) {
         const pp_shape *x = infer_shape_of(c, n, 0);
         c->os[0] = infer_unknown(ns < 0 ? -1 : (ns > x->rank ? ns : x->rank));
         return PP_OK;
     }
-    pp_shape s = pp_shape_make(ns, sh);
     return infer_broadcast(n, infer_shape_of(c, n, 0), &s, &c->os[0], err);
 }
 
@@ -367,6 +409,7 @@ pp_status shape_const_of_shape(infer_ctx *c, const pp_node *n, pp_error *err)
         return infer_fail(n, PP_ERR_PARSE, err, "attribute value must be a one-element tensor");
     c->odt[0] = v ? v->t.dtype : PP_DTYPE_F32;
     c->os[0] = known ? pp_shape_make(ns, sh) : infer_unknown(ns);
+    if (!known) infer_part_shape(c, n->inputs[0], &c->os[0]);   /* in part, or all unknown */
     for (int i = 0; known && i < ns; i++)
         if (sh[i] < 0) return infer_fail(n, PP_ERR_SHAPE, err, "shape[%d] = %lld is negative", i, (long long)sh[i]);
     return PP_OK;

@@ -146,7 +146,7 @@ pp_status shape_gemm(infer_ctx *c, const pp_node *n, pp_error *err)
     if (infer_has_input(n, 2)) {
         PP_CHECK(infer_need(c, n, 2, 0, err));
         pp_shape bc;
-        if (infer_broadcast(n, &r, infer_shape_of(c, n, 2), &bc, NULL) != PP_OK || !pp_shape_equal(&bc, &r)) {
+        if (!infer_fits(n, &r, infer_shape_of(c, n, 2), &bc)) {
             char s[256];
             return infer_fail(n, PP_ERR_SHAPE, err, "C of shape %s does not broadcast to (M, N)",
                               pp_shape_format(infer_shape_of(c, n, 2), s, sizeof s));
@@ -167,6 +167,7 @@ pp_status shape_layernorm(infer_ctx *c, const pp_node *n, pp_error *err)
     PP_CHECK(pp_attr_int(n->attrs, n->nattrs, "axis", -1, &axis, n->name, err));
     const pp_shape *x = infer_shape_of(c, n, 0);
     PP_CHECK(infer_axis(n, axis, x->rank, &ax, err));
+    infer_copy(c, n, 0, 0);
     for (int k = 1; k < 3 && k < n->ninputs; k++) {
         if (!infer_has_input(n, k)) continue;
         PP_CHECK(infer_need(c, n, k, 0, err));
@@ -174,15 +175,23 @@ pp_status shape_layernorm(infer_ctx *c, const pp_node *n, pp_error *err)
         pp_shape tail = *x, bc;
         tail.rank = x->rank - ax;
         memmove(tail.dims, x->dims + ax, (size_t)tail.rank * sizeof tail.dims[0]);
-        if (infer_broadcast(n, &tail, p, &bc, NULL) != PP_OK || !pp_shape_equal(&bc, &tail)) {
+        memmove(tail.syms, x->syms + ax, (size_t)tail.rank * sizeof tail.syms[0]);
+        if (infer_fits(n, &tail, p, &bc)) {
+            /* a normalized dim not known here (dims unbound) is the parameter's where that is
+               known (and not 1) */
+            for (int i = 0; i < tail.rank; i++)
+                if (tail.dims[i] < 0 && bc.dims[i] >= 0) {
+                    c->os[0].dims[ax + i] = bc.dims[i];
+                    c->os[0].syms[ax + i] = NULL;
+                }
+        } else {
             char s1[256], s2[256];
             return infer_fail(n, PP_ERR_SHAPE, err, "%s of shape %s does not fit normalized dims %s",
                               k == 1 ? "scale" : "bias", pp_shape_format(p, s1, sizeof s1),
                               pp_shape_format(&tail, s2, sizeof s2));
         }
     }
-    infer_copy(c, n, 0, 0);
-    pp_shape stat = *x;
+    pp_shape stat = c->os[0];
     for (int i = ax; i < x->rank; i++) {
         stat.dims[i] = 1;
         stat.syms[i] = NULL;

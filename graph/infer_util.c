@@ -116,6 +116,12 @@ pp_status infer_const_ints(const infer_ctx *c, const pp_node *n, int k, const ch
     const pp_value *v = &c->g->values[n->inputs[k]];
     const pp_const_tensor *t = infer_const(c, n->inputs[k]);
     if (!t) {
+        int np = infer_part_ints(c, n->inputs[k], vals, NULL, max), all = np >= 0;
+        for (int i = 0; i < np; i++) all &= vals[i] != INFER_UNKNOWN;
+        if (all && v->shape.rank <= 1) {   /* shape arithmetic known in full, dims unbound */
+            *nvals = np;
+            return PP_OK;
+        }
         if (!c->opt->allow_unknown_dims)
             return pp_error_set(err, PP_ERR_SHAPE,
                                 "%s input of %s '%s' is not constant after folding; export with static "
@@ -188,6 +194,14 @@ pp_status infer_broadcast(const pp_node *n, const pp_shape *a, const pp_shape *b
     }
     *out = r;
     return PP_OK;
+}
+
+int infer_fits(const pp_node *n, const pp_shape *a, const pp_shape *b, pp_shape *bc)
+{
+    if (infer_broadcast(n, a, b, bc, NULL) != PP_OK || bc->rank != a->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] >= 0 && bc->dims[i] != a->dims[i]) return 0;
+    return 1;
 }
 
 void infer_copy(infer_ctx *c, const pp_node *n, int k, int i)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The order search on PyTorch's ResNet-18 exports (tests/ref/export_models.py): for 2..8
-# stages by parameters, the largest stage found over the searched orders is at most the
-# exact optimum of the file's own node order (tests/ref/file_order_split.py, from the file
-# alone) and of onnxpipe's graph order (--order graph); a reordered split's stage files
+# The order search on PyTorch's exports (tests/ref/export_models.py: ResNet-18 with BatchNorm
+# folded, kept, and as torchvision makes it fresh, whose zero biases the exporter merges and
+# names again by Identity nodes at the file's head; a GPT whose tied embedding is read through
+# a Transpose): for 2..8 stages by parameters, the largest stage found over the searched
+# orders is at most the exact optimum of the file's own node order (a brute force,
+# tests/ref/file_order_split.py, weighing each node by the parameters it reads) and of
+# onnxpipe's graph order (--order graph); a reordered split's stage files
 # reproduce the model in onnxruntime (tests/ref/run_chain.py), and training on it under
 # mpirun gives the single-rank run's losses and weights (tests/ref/compare_runs.py).
 # And `onnxpipe train` splits as the preview does with the same options (--balance time).
@@ -17,32 +20,38 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 
 "$PY" "$REF/export_models.py" "$OUT" >/dev/null
 STAGES="2 3 4 5 6 7 8"
-for model in resnet18 resnet18_bn; do
-    "$PY" "$REF/file_order_split.py" $model.onnx $STAGES >$model.file.json
+MODELS="resnet18 resnet18_bn resnet18_fresh gpt_op17_static_nofold"
+for model in $MODELS; do
     for n in $STAGES; do
         for order in search graph; do
             "$ONNXPIPE" partition $model.onnx --stages "$n" --order $order --balance-tolerance 0 --json \
                 >$model-$n-$order.json
         done
+        "$ONNXPIPE" partition $model.onnx --stages "$n" --json >$model-$n-tol.json   # the default 0.02
     done
+    "$PY" "$REF/file_order_split.py" $model.onnx $model-2-search.json $STAGES >$model.file.json
 done
-"$PY" - $STAGES <<'PYEOF'
+"$PY" - $MODELS -- $STAGES <<'PYEOF'
 import json, sys
-stages = sys.argv[1:]
+models, stages = sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
 gains = 0
-for model in ("resnet18", "resnet18_bn"):
+for model in models:
     file_opt = json.load(open(f"{model}.file.json"))
     print(f"{model}: stages, largest stage (params): searched orders / onnxpipe's graph order / the file's order")
     for n in stages:
-        s, g = (json.load(open(f"{model}-{n}-{o}.json")) for o in ("search", "graph"))
-        bs, bg, bf = s["bottleneck"]["largest"], g["bottleneck"]["largest"], file_opt[n]
+        s, g, t = (json.load(open(f"{model}-{n}-{o}.json")) for o in ("search", "graph", "tol"))
+        bs, bg, bf, bt = s["bottleneck"]["largest"], g["bottleneck"]["largest"], file_opt[n], t["bottleneck"]["largest"]
         assert s["order"]["searched"] and not g["order"]["searched"], n
         assert bs == s["bottleneck"]["optimum"] and bg == g["bottleneck"]["optimum"], n
+        # the graph's order is the file's (as file_order_split.py reads it), solved exactly
+        assert bg == bf, (model, n, bg, bf)
         assert bs <= bg and bs <= bf and bs >= s["bottleneck"]["lower_bound"], (model, n, bs, bg, bf)
+        # with the default tolerance, within 2% of the optimum, so of the file's order's
+        assert t["bottleneck"]["optimum"] == bs and bt <= bs + int(bs * 0.02), (model, n, bt, bs)
         gains += bs < bf
         print(f"  {n}: {bs:>9} / {bg:>9} / {bf:>9}   {bf - bs:>7} lighter than the file's order, "
-              f"{s['order']['moved']} node(s) moved")
-assert gains, "the search never beat the file's order on ResNet-18"
+              f"{s['order']['moved']} node(s) moved; tolerance 0.02: {bt}")
+assert gains, "the search never beat the file's order"
 PYEOF
 
 # a reordered split runs: its stage files chain in onnxruntime, and it trains as one rank does

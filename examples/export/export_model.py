@@ -67,6 +67,7 @@ HF_MODELS = {
     "bert-mlm": ("masked-lm", "BertConfig", "BertForMaskedLM"),
     "bert-cls": ("seq-cls", "BertConfig", "BertForSequenceClassification"),
     "hf-vit": ("image-cls", "ViTConfig", "ViTForImageClassification"),
+    "opt": ("causal-lm", "OPTConfig", "OPTForCausalLM"),
 }
 TEXT_KINDS = ("causal-lm", "masked-lm", "seq-cls")
 
@@ -105,6 +106,12 @@ def hf_config(args):
                   num_attention_heads=H, num_key_value_heads=args.kv_heads or H,
                   vocab_size=args.vocab, max_position_embeddings=maxpos,
                   attention_dropout=p, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    elif args.model == "opt":
+        # pad_token_id 0 as the other recipes (nn.Embedding's padding row gets no gradient)
+        kw = dict(hidden_size=d, num_hidden_layers=L, num_attention_heads=H, ffn_dim=ffn,
+                  word_embed_proj_dim=d, vocab_size=args.vocab, max_position_embeddings=maxpos,
+                  dropout=p, attention_dropout=p, layerdrop=0.0, pad_token_id=0, bos_token_id=0,
+                  eos_token_id=0)
     elif args.model in ("bert-mlm", "bert-cls"):
         kw = dict(hidden_size=d, num_hidden_layers=L, num_attention_heads=H,
                   intermediate_size=ffn, vocab_size=args.vocab, max_position_embeddings=maxpos,
@@ -136,6 +143,10 @@ def timm_kwargs(args):
             kw["embed_dim"] = args.d_model
         if args.heads_given:
             kw["num_heads"] = args.heads
+    elif name.startswith("swin"):
+        # the window attention is built for one image size: --image-size's (the rest by --set:
+        # embed_dim, depths, num_heads, window_size, patch_size, drop_path_rate)
+        kw["img_size"] = args.image_size
     for key, value in args.set:
         kw[key] = value
     return kw

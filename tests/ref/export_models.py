@@ -6,7 +6,8 @@ usage: export_models.py OUTDIR
 Files: gpt_op13_static, gpt_op17_static, gpt_op17_dynamic (axes "batch", "T"),
 gpt_op17_static_nofold (exported without constant folding: the tie survives), mlp,
 resnet18 (eval mode, BatchNorm folded into Conv by the exporter), resnet18_bn (eval
-mode, BatchNormalization kept). Deterministic: every model is built right after
+mode, BatchNormalization kept), resnet18_fresh (torchvision's defaults, fresh init: merged
+zero biases). Deterministic: every model is built right after
 torch.manual_seed(0). Each export is checked against torch in onnxruntime, and the
 parameters the file holds (count_params.py) against a count derived from torch's."""
 import json
@@ -171,6 +172,18 @@ def main(outdir):
     diff = export(r, (torch.randn(1, 3, 64, 64),), os.path.join(outdir, "resnet18_bn.onnx"), 17,
                   fold=False, training=torch.onnx.TrainingMode.PRESERVE)
     record("resnet18_bn.onnx", r, torch_params(r), "BatchNormalization kept: every torch parameter", diff)
+
+    # torchvision's ResNet-18 as a user exports it (fresh init, 1000 classes, eval mode): its
+    # BatchNorms fold into all-zero Conv biases, which the exporter merges into one initializer
+    # per channel count, named again for each Conv by Identity nodes at the head of the file
+    torch.manual_seed(0)
+    r = torchvision.models.resnet18(weights=None)
+    diff = export(r, (torch.randn(1, 3, 64, 64),), os.path.join(outdir, "resnet18_fresh.onnx"), 17)
+    widths = [mod.num_features for mod in r.modules() if isinstance(mod, nn.BatchNorm2d)]
+    merged = sum(widths) - sum(set(widths))
+    record("resnet18_fresh.onnx", r, torch_params(r) - 2 * sum(widths) + sum(set(widths)),
+           f"BatchNorm folded into zero Conv biases, merged: torch {torch_params(r)} - {sum(widths)} - {merged} "
+           "(one initializer per channel count)", diff)
 
     with open(os.path.join(outdir, "params.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
