@@ -24,7 +24,8 @@ static const int64_t *perm4(const int64_t p[4])
 
 /* One attention chain: the ops that go, the op that becomes Attention, its tensors. */
 typedef struct attn_match {
-    int gone[12], ngone;
+    int gone[14], ngone;
+    int unrepeated;             /* K and V read without HF's repeat_kv (its Expands gone) */
     int last;                   /* the chain's last op (P V or the output's Transpose) */
     int t[4];                   /* Q, K, V as stored, Y */
     const int64_t *perm[4];     /* perm_Q / _K / _V / _Y (op_args_nn.c), NULL: the tensor is [B, H, S, D] */
@@ -54,6 +55,31 @@ static int fold_operand(const pp_stage *s, const int *op_of_node, const char *go
     }
     m->gone[m->ngone++] = p;
     return s->ops[p].in[0];
+}
+
+/* HF's repeat_kv, K or V [B, Hkv, S, D] -> Unsqueeze(2) -> Expand [B, Hkv, rep, S, D] -> Reshape
+ * [B, Hkv rep, S, D], both reshapes views by now: when t is that Reshape, read for the product
+ * alone, the Expand goes and the Attention takes the kv heads themselves (grouped-query: the
+ * kernels sum the gradients of the query heads sharing one, as the Expand's backward did);
+ * else t. */
+static int unrepeat(const pp_stage *s, const int *op_of_node, const char *gone, int t, attn_match *m)
+{
+    const int e = stage_base(s, t), ex = stage_producer(s, op_of_node, gone, e);
+    if (e == t || ex < 0 || s->ops[ex].op != PP_OP_EXPAND || s->ops[ex].in[0] < 0 || s->t[e].value < 0) return t;
+    const pp_value *ve = &s->g->values[s->t[e].value], *vt = &s->g->values[s->t[t].value];
+    const int x = s->ops[ex].in[0], k = stage_base(s, x);
+    const tslot *te = &s->t[e], *tx = &s->t[x], *tk = &s->t[k], *tt = &s->t[t];
+    if (ve->nconsumers != 1 || ve->is_output || vt->nconsumers != 1 || vt->is_output || te->rank != 5 ||
+        tx->rank != 5 || tx->dims[2] != 1 || tk->rank != 4 || tt->rank != 4 || tk->dtype != PP_DTYPE_F32)
+        return t;
+    const int64_t want[5] = {tk->dims[0], tk->dims[1], te->dims[2], tk->dims[2], tk->dims[3]};
+    for (int d = 0; d < 5; d++)
+        if (te->dims[d] != want[d] || (d != 2 && tx->dims[d] != want[d])) return t;
+    if (tt->dims[0] != want[0] || tt->dims[1] != want[1] * want[2] || tt->dims[2] != want[3] || tt->dims[3] != want[4])
+        return t;
+    m->gone[m->ngone++] = ex;
+    m->unrepeated++;
+    return k;
 }
 
 /* Whether float tslot b broadcasts (numpy) onto the scores [B, H, Sq, Skv]. */
@@ -131,6 +157,8 @@ static int match(const pp_stage *s, const int *op_of_node, const char *gone, int
     if (!m->perm[1] || m->perm[1][3] != 3) return 0;
     if (m->perm[1] == perms4[0]) m->perm[1] = NULL;
     m->t[2] = fold_operand(s, op_of_node, gone, pv, s->ops[pv].in[1], 1, m, &m->perm[2]);
+    for (int i = 1; i < 3; i++)
+        if (!m->perm[i]) m->t[i] = unrepeat(s, op_of_node, gone, m->t[i], m);
     m->last = pv;
     m->t[3] = s->ops[pv].out[0];
     const int ty = stage_only_reader(s, op_of_node, m->t[3], PP_OP_TRANSPOSE);
@@ -193,7 +221,8 @@ static pp_status rewrite(pp_stage *s, const pp_kernel *k, const attn_match *m, c
     const void **host_in = realloc(op->host_in, 4 * sizeof *host_in);
     if (host_in) op->host_in = host_in;
     if (!in || !host_in) return pp_error_set(err, PP_ERR_NOMEM, "out of memory fusing attention");
-    pp_log(PP_LOG_DEBUG, "stage: fused attention '%s' .. '%s' into one Attention", s->ops[m->gone[0]].name, op->name);
+    pp_log(PP_LOG_DEBUG, "stage: fused attention '%s' .. '%s'%s into one Attention", s->ops[m->gone[0]].name,
+           op->name, m->unrepeated ? " (grouped-query heads: repeat_kv's Expands dropped)" : "");
     const int q = m->t[0];
     stage_op_become(op, PP_OP_ATTENTION, k);
     pp_attr attrs[6];

@@ -121,7 +121,8 @@ pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void 
                         float alpha, float beta, const void *bias, int bias_type, int *done, pp_error *err)
 {
     cu_lt *lt = cu_of(c->dev)->lt;
-    *done = 0;
+    *done = !g->m || !g->n;   /* nothing to write; k = 0 (C = beta C) is cuBLAS's */
+    if (*done || !g->k) return PP_OK;
     const pp_cu_lt k = pp_cu_lt_of(g, bias ? bias_type : -1, yp, xp, cp, bias);
     cu_lt_entry *x = NULL;
     for (int i = 0; i < lt->n && !x; i++)

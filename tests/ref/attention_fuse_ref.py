@@ -3,7 +3,7 @@ Llama (grouped-query heads) exports from both PyTorch exporters (examples/export
 trained on the cpu with --fused-attention on against the same export with --fused-attention off
 (the unfused chain: MatMul, scale, mask, Softmax, MatMul, the heads' Transposes). Checked per
 model and exporter: the stage fuses every layer's attention (its info line counts the blocks, the
-debug lines name them); the fused run's first loss equals onnxruntime's forward + a numpy
+debug lines name them), Llama's reading its 2 kv heads without HF's repeat_kv (the Expands go); the fused run's first loss equals onnxruntime's forward + a numpy
 cross-entropy within 1e-5 relative; and one AdamW step with beta1 = 0 (the checkpoint's exp_avg
 is then the gradient) gives the same loss and every parameter's gradient within 1e-5 (relative to
 the tensor's largest) as the unfused run.
@@ -22,13 +22,14 @@ import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
+import rope_fuse_ref as rf  # noqa: E402
 import zoo_train_ref as z  # noqa: E402
 
 LAYERS = 2
 TEXT = ["--layers", str(LAYERS), "--d-model", "64", "--vocab", "256", "--seq", "32"]
 MODELS = {"gpt2": ["--model", "gpt2", *TEXT, "--heads", "4"],
           "llama": ["--model", "llama", *TEXT, "--heads", "4", "--kv-heads", "2"]}
-TOL = 1e-5
+TOL = rf.TOL
 
 
 def train(onnxpipe, path, data, fused, work):
@@ -43,12 +44,14 @@ def train(onnxpipe, path, data, fused, work):
     z.sh(cmd, log)
     with open(log) as f:
         text = f.read()
-    chains = set(re.findall(r"fused attention '[^']*' \.\. '([^']*)' into one Attention", text))
+    chains = set(re.findall(r"fused attention '[^']*' \.\. '([^']*)'(?: \(grouped-query[^)]*\))? into one Attention",
+                            text))
+    gqa = set(re.findall(r"fused attention '[^']*' \.\. '([^']*)' \(grouped-query", text))
     blocks = set(re.findall(r"stage: (\d+) attention blocks fused into Attention ops", text))
     loss = float(np.loadtxt(os.path.join(work, "losses.txt"), ndmin=2)[0, 1])
     t = load_file(os.path.join(ck, "step-1", "shard-s000-r000.safetensors"))
     grads = {k[:-len(".exp_avg")]: v for k, v in t.items() if k.endswith(".exp_avg")}
-    return loss, chains, blocks, grads
+    return loss, chains, gqa, blocks, grads
 
 
 def check(a, name, exporter, fails):
@@ -65,30 +68,22 @@ def check(a, name, exporter, fails):
     for tag in ("fused", "unfused"):
         os.makedirs(os.path.join(work, tag), exist_ok=True)
         runs[tag] = train(a.onnxpipe, path, data, tag == "fused", os.path.join(work, tag))
-    (loss, chains, blocks, grads), (loss_u, chains_u, _, grads_u) = runs["fused"], runs["unfused"]
+    (loss, chains, gqa, blocks, grads), (loss_u, chains_u, _, _, grads_u) = runs["fused"], runs["unfused"]
     first = z.ort_first_loss(path, arrays)
     tag = f"{name} {exporter}"
+    want_gqa = LAYERS if "--kv-heads" in MODELS[name] else 0
     print(f"  {tag}: fused {len(chains)} attention blocks into Attention ops (want {LAYERS}; the stage's count: "
-          f"{', '.join(sorted(blocks)) or 'none'}), unfused run {len(chains_u)}")
-    if len(chains) != LAYERS or chains_u or blocks != {str(LAYERS)}:
-        fails.append(f"{tag}: fused {len(chains)} attention blocks (want {LAYERS}), the unfused run {len(chains_u)}")
+          f"{', '.join(sorted(blocks)) or 'none'}), {len(gqa)} of them reading the kv heads without repeat_kv "
+          f"(want {want_gqa}), unfused run {len(chains_u)}")
+    if len(chains) != LAYERS or chains_u or blocks != {str(LAYERS)} or len(gqa) != want_gqa:
+        fails.append(f"{tag}: fused {len(chains)} attention blocks (want {LAYERS}), {len(gqa)} grouped-query "
+                     f"(want {want_gqa}), the unfused run {len(chains_u)}")
     rel = abs(loss - first) / abs(first)
     rel_u = abs(loss - loss_u) / abs(loss_u)
     print(f"  {tag}: loss {loss:.8f}, onnxruntime {first:.8f} (rel {rel:.1e}), unfused {loss_u:.8f} (rel {rel_u:.1e})")
     if rel > TOL or rel_u > TOL:
         fails.append(f"{tag}: loss {loss:.8f} vs onnxruntime {first:.8f}, unfused {loss_u:.8f} (> {TOL:g})")
-    if grads.keys() != grads_u.keys() or not grads:
-        fails.append(f"{tag}: the runs' parameters differ: {sorted(grads.keys() ^ grads_u.keys())}")
-        return
-    worst, where = 0.0, ""
-    for k in grads:
-        d = float(np.max(np.abs(grads[k] - grads_u[k])) / max(float(np.max(np.abs(grads_u[k]))), 1e-30))
-        if d > worst:
-            worst, where = d, k
-    print(f"  {tag}: {len(grads)} parameters' gradients vs unfused: max rel {worst:.1e} ({where}), "
-          f"{time.time() - t0:.0f} s")
-    if worst > TOL:
-        fails.append(f"{tag}: gradient of {where} differs from the unfused run's by {worst:.1e} (> {TOL:g})")
+    rf.compare_grads(tag, grads, grads_u, t0, fails)
 
 
 def main():
