@@ -91,6 +91,28 @@ static int fits_scores(const tslot *b, const tslot *sc)
     return 1;
 }
 
+/* The Attention op's mask carries no gradient: a mask that a trained parameter reaches (through
+ * the producers of its value, walked back) keeps the chain. */
+static int mask_is_data(const pp_stage *s, int t)
+{
+    const pp_graph *g = s->g;
+    char *seen = calloc((size_t)g->nvalues + 1, 1);
+    int *todo = malloc(((size_t)g->nvalues + 1) * sizeof *todo), n = 0, found = 0;
+    if (!seen || !todo || s->t[t].value < 0) found = 1;   /* out of memory: keep the chain */
+    else seen[todo[n++] = s->t[t].value] = 1;
+    while (n && !found) {
+        const int v = todo[--n], node = g->values[v].producer;
+        found = g->values[v].is_param;
+        for (int i = 0; node >= 0 && i < g->nodes[node].ninputs; i++) {
+            const int u = g->nodes[node].inputs[i];
+            if (u >= 0 && !seen[u]) seen[todo[n++] = u] = 1;
+        }
+    }
+    free(seen);
+    free(todo);
+    return !found;
+}
+
 /* Whether constant causal mask t [.., T, T] is 0 on and below its diagonal: causal alone. */
 static int causal_only(const pp_stage *s, int t, int64_t T)
 {
@@ -169,6 +191,7 @@ static int match(const pp_stage *s, const int *op_of_node, const char *gone, int
     }
     for (int i = 0; i < 4; i++)
         if (s->t[m->t[i]].rank != 4 || s->t[m->t[i]].dtype != PP_DTYPE_F32) return 0;
+    if (m->mask >= 0 && !mask_is_data(s, m->mask)) return 0;
     const int64_t T = sc->dims[3];
     m->causal = m->mask >= 0 && sc->dims[2] == T && stage_causal_mask(s, m->mask, T);
     if (m->causal && causal_only(s, m->mask, T)) m->mask = -1;

@@ -1,9 +1,10 @@
-"""Attention fused into one Attention op (stage/fuse_attention.c) on small random-init HF GPT-2 and
-Llama (grouped-query heads) exports from both PyTorch exporters (examples/export/export_model.py),
-trained on the cpu with --fused-attention on against the same export with --fused-attention off
-(the unfused chain: MatMul, scale, mask, Softmax, MatMul, the heads' Transposes). Checked per
-model and exporter: the stage fuses every layer's attention (its info line counts the blocks, the
-debug lines name them), Llama's reading its 2 kv heads without HF's repeat_kv (the Expands go); the fused run's first loss equals onnxruntime's forward + a numpy
+"""Attention fused into one Attention op (stage/fuse_attention.c) on small random-init HF GPT-2, Llama
+(grouped-query heads) and BERT (a padding mask) exports from both PyTorch exporters
+(examples/export/export_model.py), trained on the cpu with --fused-attention on against the same
+export with --fused-attention off (the unfused chain: MatMul, scale, mask, Softmax, MatMul, the
+heads' Transposes). Checked per model and exporter: the stage fuses every layer's attention (its
+info line counts the blocks, the debug lines name them), Llama's reading its 2 kv heads without
+HF's repeat_kv (the Expands go); the fused run's first loss equals onnxruntime's forward + a numpy
 cross-entropy within 1e-5 relative; and one AdamW step with beta1 = 0 (the checkpoint's exp_avg
 is then the gradient) gives the same loss and every parameter's gradient within 1e-5 (relative to
 the tensor's largest) as the unfused run.
@@ -28,7 +29,9 @@ import zoo_train_ref as z  # noqa: E402
 LAYERS = 2
 TEXT = ["--layers", str(LAYERS), "--d-model", "64", "--vocab", "256", "--seq", "32"]
 MODELS = {"gpt2": ["--model", "gpt2", *TEXT, "--heads", "4"],
-          "llama": ["--model", "llama", *TEXT, "--heads", "4", "--kv-heads", "2"]}
+          "llama": ["--model", "llama", *TEXT, "--heads", "4", "--kv-heads", "2"],
+          # not causal: a padding mask [B, 1, 1, S] from the attention_mask input, added to the scores
+          "bert-mlm": ["--model", "bert-mlm", *TEXT, "--heads", "4", "--attention-mask"]}
 TOL = rf.TOL
 
 
@@ -63,7 +66,7 @@ def check(a, name, exporter, fails):
     args = z.ex.parser().parse_args(recipe["argv"])
     z.ex.finish_args(args)
     data = os.path.join(work, "data")
-    arrays = z.make_data(data, "causal-lm", args)
+    arrays = z.make_data(data, recipe["kind"], args)
     runs = {}
     for tag in ("fused", "unfused"):
         os.makedirs(os.path.join(work, tag), exist_ok=True)
