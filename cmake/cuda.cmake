@@ -1,6 +1,6 @@
 # The CUDA backend (included by CMakeLists.txt when nvcc is found): kernels/cuda/*.cu
-# (device, cuBLAS/cuDNN kernels, fused optimizer) and comm/nccl*.c into libonnxpipe,
-# cudart linked statically, cuBLAS/cuDNN/NCCL as shared libraries. The libcuda stub is
+# (device, cuBLAS/cuBLASLt/cuDNN kernels, fused optimizer) and comm/nccl*.c into libonnxpipe,
+# cudart linked statically, cuBLAS/cuBLASLt/cuDNN/NCCL as shared libraries. The libcuda stub is
 # never linked: cudart loads the driver at run time, so a binary built here still starts
 # (and runs on the CPU) on a machine with no GPU driver.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -42,4 +42,5 @@ target_link_libraries(onnxpipe_cuda PRIVATE CUDA::toolkit)
 
 target_sources(onnxpipe_internal PRIVATE $<TARGET_OBJECTS:onnxpipe_cuda> ${PP_NCCL_SRC})
 target_include_directories(onnxpipe_internal PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
-target_link_libraries(onnxpipe_deps INTERFACE CUDA::cudart_static CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} stdc++)
+target_link_libraries(onnxpipe_deps INTERFACE CUDA::cudart_static CUDA::cublas CUDA::cublasLt ${CUDNN_LIBRARY}
+                      ${NCCL_LIBRARY} stdc++)

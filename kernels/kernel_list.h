@@ -23,10 +23,10 @@
 #define PP_KERNEL_DECL_G(pre, k)
 #define PP_KERNEL_DECL_FOLD(pre, k)
 
-/* {aux_bytes, forward, backward, caps, work_bytes} */
-#define PP_KERNEL_SLOT_FB(pre, k) {0, PP_KERNEL_FWD(pre, k), PP_KERNEL_BWD(pre, k), 0, 0}
-#define PP_KERNEL_SLOT_F(pre, k) {0, PP_KERNEL_FWD(pre, k), 0, 0, 0}
-#define PP_KERNEL_SLOT_G(pre, k) {0, 0, 0, 0, 0}
-#define PP_KERNEL_SLOT_FOLD(pre, k) {0, 0, 0, 0, 0}
+/* {aux_bytes, forward, backward, caps, work_bytes, prepare} */
+#define PP_KERNEL_SLOT_FB(pre, k) {0, PP_KERNEL_FWD(pre, k), PP_KERNEL_BWD(pre, k), 0, 0, 0}
+#define PP_KERNEL_SLOT_F(pre, k) {0, PP_KERNEL_FWD(pre, k), 0, 0, 0, 0}
+#define PP_KERNEL_SLOT_G(pre, k) {0, 0, 0, 0, 0, 0}
+#define PP_KERNEL_SLOT_FOLD(pre, k) {0, 0, 0, 0, 0, 0}
 
 #endif

@@ -218,7 +218,7 @@ static void fill_adapters(void)
             const pp_kernel *k = pp_kernel_find((pp_op)op, (pp_device_kind)d, PP_DTYPE_F32);
             if (!k) continue;
             adapters[d][op] = (pp_kernel){k->aux_bytes ? lowp_aux_bytes : NULL, pp_lowp_forward,
-                                          k->backward ? pp_lowp_backward : NULL, k->caps, lowp_work_bytes};
+                                          k->backward ? pp_lowp_backward : NULL, k->caps, lowp_work_bytes, NULL};
         }
 }
 

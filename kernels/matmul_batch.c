@@ -46,18 +46,23 @@ pp_status pp_matmul_batch_make(const pp_tensor *A, const pp_tensor *B, const pp_
 
 pp_status pp_matmul_batch_of(const pp_kernel_ctx *c, const pp_tensor *Y, pp_matmul_batch *p, pp_error *err)
 {
-    int64_t tb;
-    PP_CHECK(pp_attr_int(c->attrs, c->nattrs, "trans_B", 0, &tb, c->node, err));
-    pp_tensor B = c->in[1];
-    if (tb && B.rank < 2)
-        return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): trans_B needs B of rank >= 2 (got %d)", c->node,
-                            B.rank);
-    if (tb) {   /* plan on B's logical shape */
-        B.dims[B.rank - 2] = c->in[1].dims[B.rank - 1];
-        B.dims[B.rank - 1] = c->in[1].dims[B.rank - 2];
+    int64_t t[2];
+    pp_tensor op[2] = {c->in[0], c->in[1]};
+    static const char *const names[2] = {"trans_A", "trans_B"};
+    for (int k = 0; k < 2; k++) {
+        PP_CHECK(pp_attr_int(c->attrs, c->nattrs, names[k], 0, &t[k], c->node, err));
+        if (t[k] && op[k].rank < 2)
+            return pp_error_set(err, PP_ERR_SHAPE, "node '%s' (MatMul): %s needs an operand of rank >= 2 (got %d)",
+                                c->node, names[k], op[k].rank);
+        if (t[k]) {   /* plan on the operand's logical shape */
+            op[k].dims[op[k].rank - 2] = c->in[k].dims[op[k].rank - 1];
+            op[k].dims[op[k].rank - 1] = c->in[k].dims[op[k].rank - 2];
+        }
     }
-    PP_CHECK(pp_matmul_batch_make(&c->in[0], &B, Y, p, c->node, err));
-    p->tb = tb != 0;
+    PP_CHECK(pp_matmul_batch_make(&op[0], &op[1], Y, p, c->node, err));
+    p->ta = t[0] != 0;
+    p->tb = t[1] != 0;
+    p->fold_a = p->fold_a && !p->ta;   /* a transposed A's matrices are no one (batch M, K) matrix */
     return PP_OK;
 }
 

@@ -18,6 +18,7 @@ typedef struct pp_matmul_batch {
     int64_t bstr[PP_MAX_RANK];
     int64_t a_mats, b_mats;         /* matrices stored in A and in B */
     int fold_a;                     /* B is one matrix and A is not broadcast: one GEMM with M' = batch M */
+    int ta;                         /* A's matrices are stored transposed, (..., K, M) (no fold) */
     int tb;                         /* B's matrices are stored transposed, (..., N, K) */
 } pp_matmul_batch;
 
@@ -25,9 +26,10 @@ typedef struct pp_matmul_batch {
  * Errors name the node and the shapes. */
 pp_status pp_matmul_batch_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_matmul_batch *p,
                           const char *node, pp_error *err);
-/* The same for a MatMul kernel call: A = c->in[0], B = c->in[1], stored transposed when
- * the node has attribute trans_B = 1 (stage/fuse.c folds Linear's Transpose(W) so:
- * PP_KCAP_MATMUL_TRANS_B). */
+/* The same for a MatMul kernel call: A = c->in[0], B = c->in[1], each stored with its last
+ * two dims swapped when the node has attribute trans_A / trans_B = 1 (stage/fuse.c folds
+ * Linear's Transpose(W), and other Transposes of an operand's last two dims, so:
+ * PP_KCAP_MATMUL_TRANS_A / _B). */
 pp_status pp_matmul_batch_of(const pp_kernel_ctx *c, const pp_tensor *Y, pp_matmul_batch *p, pp_error *err);
 /* Matrix indices of A and B that output matrix b reads. */
 void pp_matmul_batch_index(const pp_matmul_batch *p, int64_t b, int64_t *ia, int64_t *ib);

@@ -130,14 +130,40 @@ pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err)
     return PP_OK;
 }
 
-/* the strides of (b, h, s) of a 4-D [B, H, S, D] or 3-D [B, S, H * D] tensor */
-static void bhs_strides(const pp_tensor *t, int64_t heads, int64_t hd, int64_t *st)
+/* The strides of (b, h, s) of a 3-D [B, S, H * D] tensor. */
+static void bsh_strides(const pp_tensor *t, int64_t heads, int64_t hd, int64_t *st)
 {
-    if (t->rank == 4) {
-        st[0] = t->dims[1] * t->dims[2] * t->dims[3], st[1] = t->dims[2] * t->dims[3], st[2] = t->dims[3];
-    } else {
-        st[0] = t->dims[1] * t->dims[2], st[1] = hd, st[2] = heads * hd;
+    st[0] = t->dims[1] * t->dims[2], st[1] = hd, st[2] = heads * hd;
+}
+
+static const char *const attn_perms[4] = {"perm_Q", "perm_K", "perm_V", "perm_Y"};
+
+/* The logical [B, H, S, D] dims and (b, h, s) strides of 4-D tensor t (0 Q, 1 K, 2 V, 3 Y).
+ * Without its attribute perm_<t> the tensor is that view itself; with it (stage/fuse_attention.c
+ * folds the exporters' head Transposes so) an input is stored X with logical dim j = X's dim
+ * perm[j], and Y is stored as Transpose(logical, perm): its dim j is logical dim perm[j].
+ * D must stay the stored last dim (unit stride). */
+static pp_status bhsd_view(const pp_kernel_ctx *c, int t, const pp_tensor *x, int64_t dims[4], int64_t st[3],
+                           pp_error *err)
+{
+    int64_t cst[4], s = 1, perm[4] = {0, 1, 2, 3};
+    for (int d = 3; d >= 0; d--) cst[d] = s, s *= x->dims[d];
+    const pp_attr *p = pp_attr_find(c->attrs, c->nattrs, attn_perms[t]);
+    if (p) {
+        unsigned seen = 0;
+        for (int j = 0; p->type == PP_ATTR_INTS && p->n == 4 && j < 4; j++)
+            if (p->ints[j] >= 0 && p->ints[j] < 4) seen |= 1u << p->ints[j], perm[j] = p->ints[j];
+        if (p->type != PP_ATTR_INTS || p->n != 4 || seen != 15u || perm[3] != 3)
+            return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "%s must be a permutation of 4 dims that keeps the "
+                                "last (head) dim last", attn_perms[t]);
     }
+    int64_t lst[4];
+    for (int j = 0; j < 4; j++) {
+        if (t < 3) dims[j] = x->dims[perm[j]], lst[j] = cst[perm[j]];
+        else dims[perm[j]] = x->dims[j], lst[perm[j]] = cst[j];
+    }
+    for (int j = 0; j < 3; j++) st[j] = lst[j];
+    return PP_OK;
 }
 
 pp_status pp_args_attention(const pp_kernel_ctx *c, pp_attn_args *a, pp_error *err)
@@ -168,10 +194,19 @@ pp_status pp_args_attention(const pp_kernel_ctx *c, pp_attn_args *a, pp_error *e
                             "or all 3 ([B, S, H * D])", q->rank, k->rank, v->rank);
     a->b = q->dims[0];
     if (q->rank == 4) {
-        a->hq = q->dims[1], a->sq = q->dims[2], a->dk = q->dims[3];
-        a->hkv = k->dims[1], a->skv = k->dims[2], a->dv = v->dims[3];
-        if (k->dims[3] != a->dk || v->dims[1] != a->hkv || v->dims[2] != a->skv)
-            return pp_args_fail(c, PP_ERR_SHAPE, err, "K [B, Hkv, Skv, Dk] and V [B, Hkv, Skv, Dv] do not fit Q");
+        int64_t d[4][4];
+        const pp_tensor *x[4] = {q, k, v, &c->out[0]};
+        if (c->out[0].rank != 4)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "4-D Q, K, V need a 4-D output Y (got rank %d)", c->out[0].rank);
+        for (int t = 0; t < 4; t++) PP_CHECK(bhsd_view(c, t, x[t], d[t], a->st[t], err));
+        a->b = d[0][0], a->hq = d[0][1], a->sq = d[0][2], a->dk = d[0][3];
+        a->hkv = d[1][1], a->skv = d[1][2], a->dv = d[2][3];
+        if (d[1][0] != a->b || d[2][0] != a->b || d[1][3] != a->dk || d[2][1] != a->hkv || d[2][2] != a->skv)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "K [B, Hkv, Skv, Dk] and V [B, Hkv, Skv, Dv] do not fit Q "
+                                "[B, Hq, Sq, Dk] (after the %s, %s, %s of their layouts)", attn_perms[0],
+                                attn_perms[1], attn_perms[2]);
+        if (d[3][0] != a->b || d[3][1] != a->hq || d[3][2] != a->sq || d[3][3] != a->dv)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "output Y is not [B, Hq, Sq, Dv] (after perm_Y)");
     } else {
         if (qh <= 0 || kvh <= 0 || q->dims[2] % qh || k->dims[2] % kvh || v->dims[2] % kvh)
             return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "3-D Q, K, V need q_num_heads and kv_num_heads that "
@@ -180,14 +215,14 @@ pp_status pp_args_attention(const pp_kernel_ctx *c, pp_attn_args *a, pp_error *e
         a->hkv = kvh, a->skv = k->dims[1], a->dv = v->dims[2] / kvh;
         if (k->dims[2] / kvh != a->dk || v->dims[1] != a->skv)
             return pp_args_fail(c, PP_ERR_SHAPE, err, "K and V do not fit Q (head sizes or sequence lengths)");
+        bsh_strides(q, a->hq, a->dk, a->st[0]);
+        bsh_strides(k, a->hkv, a->dk, a->st[1]);
+        bsh_strides(v, a->hkv, a->dv, a->st[2]);
+        bsh_strides(&c->out[0], a->hq, a->dv, a->st[3]);
     }
-    if (k->dims[0] != a->b || v->dims[0] != a->b || a->hkv <= 0 || a->hq % a->hkv)
+    if ((q->rank == 3 && (k->dims[0] != a->b || v->dims[0] != a->b)) || a->hkv <= 0 || a->hq % a->hkv)
         return pp_args_fail(c, PP_ERR_SHAPE, err, "batch sizes differ, or kv heads %lld do not divide q heads %lld",
                             (long long)a->hkv, (long long)a->hq);
-    bhs_strides(q, a->hq, a->dk, a->st[0]);
-    bhs_strides(k, a->hkv, a->dk, a->st[1]);
-    bhs_strides(v, a->hkv, a->dv, a->st[2]);
-    bhs_strides(&c->out[0], a->hq, a->dv, a->st[3]);
     if (pp_tensor_numel(&c->out[0]) != a->b * a->hq * a->sq * a->dv)
         return pp_args_fail(c, PP_ERR_SHAPE, err, "output Y has %lld elements, expected B * Hq * Sq * Dv = %lld",
                             (long long)pp_tensor_numel(&c->out[0]), (long long)(a->b * a->hq * a->sq * a->dv));

@@ -53,7 +53,9 @@ pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err);
 
 /* Attention (opset 23) without a past: Q [B, Hq, Sq, Dk], K [B, Hkv, Skv, Dk],
  * V [B, Hkv, Skv, Dv], Y [B, Hq, Sq, Dv] (or the 3-D [B, S, H * D] forms with q_num_heads,
- * kv_num_heads); query head h reads kv head h / (Hq / Hkv). Element (b, h, s, i) of tensor t
+ * kv_num_heads; or 4-D tensors in another order, with onnxpipe's attributes perm_Q, perm_K,
+ * perm_V, perm_Y that stage/fuse_attention.c sets: the exporters' head Transposes read in
+ * place); query head h reads kv head h / (Hq / Hkv). Element (b, h, s, i) of tensor t
  * (0 Q, 1 K, 2 V, 3 Y) at b * st[t][0] + h * st[t][1] + s * st[t][2] + i. The mask (bool:
  * true attends; float: added) is broadcast to [B, Hq, Sq, Skv] with element strides mst. */
 typedef struct pp_attn_args {

@@ -10,6 +10,10 @@
  *  - HF's rotary embedding, x * cos + rotate_half(x) * sin (Slice, Slice, Neg, Concat, Mul,
  *    Mul, Add) with constant cos and sin of equal halves, becomes one RotaryEmbedding op
  *    (fuse_rope.c);
+ *  - attention, Q K^T, scale, mask, Softmax, P V and the Transposes of its heads, becomes one
+ *    Attention op where --fused-attention and the device's kernel say so (fuse_attention.c:
+ *    cuDNN's flash attention under bf16/fp16 by default); it runs after the views below and
+ *    takes the scores' MatMul with or without the scale and mask the cpu's MatMul fused;
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_ALPHA, _BIAS: the cpu's), MatMul
  *    followed by Mul by a scalar constant becomes one MatMul with the scalar as a fourth
  *    input (kernels/cpu/matmul.c: sgemm's alpha), and a MatMul (scaled or not) followed
@@ -22,9 +26,10 @@
  *    rank >= 3) whose only reader is a MatMul operand, or that is the only reader of a
  *    MatMul's result, folds into the MatMul as a strided operand or output (attention's
  *    heads: no copies; kernels/cpu/matmul.c);
- *  - where the MatMul kernel can (PP_KCAP_MATMUL_TRANS_B), Linear's MatMul(x,
- *    Transpose(W)) with W of rank 2 (the HF exports' every projection) reads W in place
- *    as a transposed operand (attribute trans_B);
+ *  - where the MatMul kernel can (PP_KCAP_MATMUL_TRANS_B, _TRANS_A), a Transpose of an
+ *    operand's last two dims, Linear's MatMul(x, Transpose(W)) (the HF exports' every
+ *    projection) and, where no strided form took it, attention's K^T, is read in place as a
+ *    transposed operand (attributes trans_B, trans_A);
  *  - where the MatMul kernel can (PP_KCAP_MATMUL_CAUSAL), attention under a causal mask,
  *    MatMul + bias [T, T] that is <= -1e4 above its diagonal, then Softmax over the last
  *    axis, then MatMul of the probabilities, marks both products (causal_Y, causal_A) and,
@@ -57,8 +62,7 @@ int stage_only_reader(const pp_stage *s, const int *op_of_node, int t, pp_op op)
     return o >= 0 && s->ops[o].op == op ? o : -1;
 }
 
-/* A float scalar constant (not a trained one): 1 and its value in *f, else 0. */
-static int scalar_const(const pp_stage *s, int t, float *f)
+int stage_scalar_const(const pp_stage *s, int t, float *f)
 {
     if (t < 0 || s->t[t].value < 0 || s->g->values[s->t[t].value].is_param) return 0;   /* trained: keep */
     const pp_const_tensor *c = pp_graph_const(s->g, s->t[t].value);
@@ -71,7 +75,14 @@ static int scalar_const(const pp_stage *s, int t, float *f)
 static int is_const(const pp_stage *s, int t, double want)
 {
     float f;
-    return scalar_const(s, t, &f) && fabs((double)f - want) <= 1e-6 * fabs(want);
+    return stage_scalar_const(s, t, &f) && fabs((double)f - want) <= 1e-6 * fabs(want);
+}
+
+int stage_producer(const pp_stage *s, const int *op_of_node, const char *gone, int t)
+{
+    const int v = t >= 0 ? s->t[t].value : -1, node = v >= 0 ? s->g->values[v].producer : -1;
+    const int o = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
+    return o >= 0 && !gone[o] ? o : -1;
 }
 
 /* The input of binary op o that is not t, or -2 when t is not an input. */
@@ -223,7 +234,7 @@ static int match_scale(const pp_stage *s, const int *op_of_node, int o, int *sca
     int mul = stage_only_reader(s, op_of_node, mm->out[0], PP_OP_MUL);
     if (mul < 0 || s->ops[mul].out[0] < 0) return -1;
     *scale = stage_other_input(&s->ops[mul], mm->out[0]);
-    return scalar_const(s, *scale, &f) ? mul : -1;
+    return stage_scalar_const(s, *scale, &f) ? mul : -1;
 }
 
 /* The Mul at position mul becomes MatMul(A, B, -, scale) -> the Mul's output. */
@@ -378,31 +389,37 @@ static void fold_transposes(pp_stage *s, const int *op_of_node, int o, char *gon
     }
 }
 
-/* Folds Linear's weight Transpose into MatMul op o as attribute trans_B: the MatMul has
- * no attributes yet, and its input 1 is a float Transpose of a rank-2 tensor (perm [1, 0]
- * or none) that only it reads. The kernel then reads W (N, K) through sgemm's transpose
- * flag and writes W's gradient the same way: no copy of W per microbatch forward, none of
- * its gradient backward. */
-static void fold_trans_b(pp_stage *s, const int *op_of_node, int o, char *gone)
+/* Folds a Transpose of the last two dims of MatMul op o's input k into it as attribute trans_A
+ * (k 0) or trans_B (k 1): the MatMul has no attributes but these, and its input k is a float
+ * Transpose that only it reads, of a tensor of rank >= 2, swapping its last two dims only (perm
+ * [1, 0] or none at rank 2: Linear's MatMul(x, Transpose(W)), the HF exports' every projection;
+ * [0, .., r-1, r-2] above: attention's K^T where the kernel cannot take it as a strided operand).
+ * The kernel then reads the tensor, and writes its gradient, through the GEMM's transpose flag:
+ * no copy per microbatch forward, none of the gradient backward. */
+static void fold_trans(pp_stage *s, const int *op_of_node, int o, int k, char *gone)
 {
+    static const char *const names[2] = {"trans_A", "trans_B"};
     stage_op *m = &s->ops[o];
-    if (m->op != PP_OP_MATMUL || m->nattrs || m->nout != 1 || m->in[0] < 0 || m->in[1] < 0 || m->in[0] == m->in[1])
-        return;
-    int v = s->t[m->in[1]].value, node = v >= 0 ? s->g->values[v].producer : -1;
+    if (m->op != PP_OP_MATMUL || m->nout != 1 || m->in[0] < 0 || m->in[1] < 0 || m->in[0] == m->in[1]) return;
+    for (int i = 0; i < m->nattrs; i++)
+        if (strcmp(m->attrs[i].name, names[0]) && strcmp(m->attrs[i].name, names[1])) return;
+    int v = s->t[m->in[k]].value, node = v >= 0 ? s->g->values[v].producer : -1;
     int t = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
-    if (t < 0 || gone[t] || stage_only_reader(s, op_of_node, m->in[1], PP_OP_MATMUL) != o) return;
+    if (t < 0 || gone[t] || stage_only_reader(s, op_of_node, m->in[k], PP_OP_MATMUL) != o) return;
     const stage_op *tr = &s->ops[t];
-    if (tr->op != PP_OP_TRANSPOSE || tr->nin != 1 || tr->nout != 1 || tr->in[0] < 0 || s->t[tr->in[0]].rank != 2 ||
-        s->t[tr->in[0]].dtype != PP_DTYPE_F32)
-        return;
+    const int r = tr->nin == 1 && tr->in[0] >= 0 ? s->t[tr->in[0]].rank : 0;
+    if (tr->op != PP_OP_TRANSPOSE || tr->nout != 1 || r < 2 || s->t[tr->in[0]].dtype != PP_DTYPE_F32) return;
     const pp_attr *perm = pp_attr_find(tr->attrs, tr->nattrs, "perm");
-    if (perm && (perm->type != PP_ATTR_INTS || perm->n != 2 || perm->ints[0] != 1 || perm->ints[1] != 0)) return;
-    s->t[m->in[1]].view_of = tr->in[0];   /* unused from now on */
-    m->in[1] = tr->in[0];
-    if (m->host_in) m->host_in[1] = tr->host_in ? tr->host_in[0] : NULL;
-    stage_fold_attr(m, (pp_attr){.name = "trans_B", .type = PP_ATTR_INT, .i = 1});
+    if (perm && (perm->type != PP_ATTR_INTS || perm->n != r)) return;
+    if (!perm && r != 2) return;   /* no perm reverses every dim */
+    for (int d = 0; perm && d < r; d++)
+        if (perm->ints[d] != (d < r - 2 ? d : d == r - 2 ? r - 1 : r - 2)) return;
+    s->t[m->in[k]].view_of = tr->in[0];   /* unused from now on */
+    m->in[k] = tr->in[0];
+    if (m->host_in) m->host_in[k] = tr->host_in ? tr->host_in[0] : NULL;
+    stage_fold_attr(m, (pp_attr){.name = names[k], .type = PP_ATTR_INT, .i = 1});
     gone[t] = 1;
-    pp_log(PP_LOG_DEBUG, "stage: folded weight Transpose '%s' into MatMul '%s' (trans_B)", tr->name, m->name);
+    pp_log(PP_LOG_DEBUG, "stage: folded Transpose '%s' into MatMul '%s' (%s)", tr->name, m->name, names[k]);
 }
 
 const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C)
@@ -419,10 +436,7 @@ const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C)
     return c->data;
 }
 
-/* A float constant [T, T] (or [1, .., 1, T, T]) whose entries above the diagonal are all <= -1e4 (or -inf): a
- * causal mask under which exp underflows to exactly 0 after Softmax subtracts the row's
- * maximum. */
-static int causal_mask(const pp_stage *s, int t, int64_t T)
+int stage_causal_mask(const pp_stage *s, int t, int64_t T)
 {
     const float *v = stage_const_matrix(s, t, T, T);
     if (!v) return 0;
@@ -432,10 +446,7 @@ static int causal_mask(const pp_stage *s, int t, int64_t T)
     return 1;
 }
 
-/* The one live op that reads tslot t or a view of it (through Casts and Dropouts that
- * became views: HF's torchscript export writes Softmax, Cast, Dropout, MatMul), if it is
- * an `op` and neither t nor those views leave the stage; else -1. */
-static int only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_op op)
+int stage_only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_op op)
 {
     for (int u = 0; u < s->nt; u++) {
         if (stage_base(s, u) != t || s->t[u].value < 0) continue;
@@ -463,7 +474,8 @@ static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, in
     stage_op *mm = &s->ops[o];
     if (mm->op != PP_OP_MATMUL || mm->nin < 3 || mm->in[2] < 0 || mm->nout != 1 || mm->out[0] < 0) return;
     const tslot *y = &s->t[mm->out[0]];
-    if (y->rank < 2 || y->dims[y->rank - 2] != y->dims[y->rank - 1] || !causal_mask(s, mm->in[2], y->dims[y->rank - 1]))
+    if (y->rank < 2 || y->dims[y->rank - 2] != y->dims[y->rank - 1] ||
+        !stage_causal_mask(s, mm->in[2], y->dims[y->rank - 1]))
         return;
     int sm = stage_only_reader(s, op_of_node, mm->out[0], PP_OP_SOFTMAX);
     int64_t axis;
@@ -477,7 +489,7 @@ static void mark_causal(pp_stage *s, const int *op_of_node, const char *gone, in
     if ((s->ops[sm].k->caps & PP_KCAP_SOFTMAX_CAUSAL) &&
         stage_fold_attr(&s->ops[sm], (pp_attr){.name = "causal", .type = PP_ATTR_INT, .i = 1}))
         pp_log(PP_LOG_DEBUG, "stage: Softmax '%s' sums the causal triangle only", s->ops[sm].name);
-    const int p = s->ops[sm].out[0], pv = only_reader_via_views(s, gone, p, PP_OP_MATMUL);
+    const int p = s->ops[sm].out[0], pv = stage_only_reader_via_views(s, gone, p, PP_OP_MATMUL);
     if (pv < 0 || stage_base(s, s->ops[pv].in[0]) != p || stage_base(s, s->ops[pv].in[1]) == p) return;
     if (stage_fold_attr(&s->ops[pv], (pp_attr){.name = "causal_A", .type = PP_ATTR_INT, .i = 1}))
         pp_log(PP_LOG_DEBUG, "stage: MatMul '%s' skips the causal zeros of its input 0", s->ops[pv].name);
@@ -518,7 +530,7 @@ static int match_rmsnorm(const pp_stage *s, const int *op_of_node, const char *g
         !mean_last_axis(s, &s->ops[chain[1]], tx->rank))
         return -1;
     if ((chain[2] = stage_only_reader(s, op_of_node, s->ops[chain[1]].out[0], PP_OP_ADD)) < 0 ||
-        !scalar_const(s, stage_other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), eps) || !(*eps >= 0.f))
+        !stage_scalar_const(s, stage_other_input(&s->ops[chain[2]], s->ops[chain[1]].out[0]), eps) || !(*eps >= 0.f))
         return -1;
     if ((chain[3] = stage_only_reader(s, op_of_node, s->ops[chain[2]].out[0], PP_OP_SQRT)) < 0) return -1;
     const int sq = s->ops[chain[3]].out[0];
@@ -531,7 +543,7 @@ static int match_rmsnorm(const pp_stage *s, const int *op_of_node, const char *g
         stage_other_input(&s->ops[chain[5]], s->ops[chain[4]].out[0]) != x)
         return -1;
     const int n = s->ops[chain[5]].out[0];
-    if ((chain[6] = only_reader_via_views(s, gone, n, PP_OP_MUL)) < 0) return -1;
+    if ((chain[6] = stage_only_reader_via_views(s, gone, n, PP_OP_MUL)) < 0) return -1;
     const stage_op *m = &s->ops[chain[6]];
     if (m->nin != 2 || m->nout != 1 || m->in[0] < 0 || m->in[1] < 0 || m->out[0] < 0) return -1;
     *w = stage_base(s, m->in[0]) == n ? m->in[1] : m->in[0];
@@ -668,6 +680,10 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     for (int i = 0; i < span; i++) op_of_node[i] = -1;
     for (int o = 0; o < s->nops; o++)
         if (!gone[o] && s->ops[o].node >= s->first && s->ops[o].node < s->end) op_of_node[s->ops[o].node - s->first] = o;
+    if (stage_fuse_attention(s, op_of_node, gone, err) < 0) {
+        st = err ? err->status : PP_ERR_NOMEM;
+        goto done;
+    }
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_STRIDED) && o < s->nops; o++)
         if (!gone[o] && foldable_matmul(s, &s->ops[o])) fold_transposes(s, op_of_node, o, gone);
     for (int o = 0; rms && o < s->nops; o++) {
@@ -676,8 +692,10 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
     }
     for (int o = 0; rope && o < s->nops; o++)
         if (!gone[o]) stage_fuse_rope(s, rope, op_of_node, o, gone);
-    for (int o = 0; (mm_caps & PP_KCAP_MATMUL_TRANS_B) && o < s->nops; o++)
-        if (!gone[o]) fold_trans_b(s, op_of_node, o, gone);
+    for (int o = 0; (mm_caps & (PP_KCAP_MATMUL_TRANS_A | PP_KCAP_MATMUL_TRANS_B)) && o < s->nops; o++)
+        for (int k = 0; k < 2; k++)
+            if (!gone[o] && (mm_caps & (k ? PP_KCAP_MATMUL_TRANS_B : PP_KCAP_MATMUL_TRANS_A)))
+                fold_trans(s, op_of_node, o, k, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)
         if (!gone[o]) mark_causal(s, op_of_node, gone, o);
     int n = 0;

@@ -11,14 +11,6 @@
 #include <string.h>
 #include <onnxpipe/graph_ir.h>
 
-/* The op of this stage that makes tslot t, or -1. */
-static int producer(const pp_stage *s, const int *op_of_node, const char *gone, int t)
-{
-    const int v = t >= 0 ? s->t[t].value : -1, node = v >= 0 ? s->g->values[v].producer : -1;
-    const int o = node >= 0 && stage_side(s, node) == 0 ? op_of_node[node - s->first] : -1;
-    return o >= 0 && !gone[o] ? o : -1;
-}
-
 /* The one-element integer constant tslot t holds: 1 and its value in *v, else 0. */
 static int int_const(const pp_stage *s, int t, int64_t *v)
 {
@@ -72,7 +64,7 @@ static int match_rope(const pp_stage *s, const int *op_of_node, const char *gone
 {
     const stage_op *neg = &s->ops[o];
     if (neg->op != PP_OP_NEG || neg->nin != 1 || neg->nout != 1 || neg->out[0] < 0) return -1;
-    const int sb = producer(s, op_of_node, gone, neg->in[0]);
+    const int sb = stage_producer(s, op_of_node, gone, neg->in[0]);
     if (sb < 0 || s->ops[sb].in[0] < 0 || stage_only_reader(s, op_of_node, neg->in[0], PP_OP_NEG) != o) return -1;
     const int x = s->ops[sb].in[0];
     const tslot *tx = &s->t[x];
@@ -85,7 +77,7 @@ static int match_rope(const pp_stage *s, const int *op_of_node, const char *gone
     if (cc < 0 || s->ops[cc].nin != 2 || s->ops[cc].in[0] != neg->out[0] || s->ops[cc].out[0] < 0 ||
         pp_attr_int(s->ops[cc].attrs, s->ops[cc].nattrs, "axis", 0, &axis, NULL, NULL) || (axis != -1 && axis != r - 1))
         return -1;
-    const int half1 = s->ops[cc].in[1], sa = producer(s, op_of_node, gone, half1);
+    const int half1 = s->ops[cc].in[1], sa = stage_producer(s, op_of_node, gone, half1);
     if (sa < 0 || s->ops[sa].in[0] != x || !slices(s, &s->ops[sa], r, D, 0, D / 2) ||
         stage_only_reader(s, op_of_node, half1, PP_OP_CONCAT) != cc)
         return -1;
@@ -94,7 +86,7 @@ static int match_rope(const pp_stage *s, const int *op_of_node, const char *gone
     cs[1] = stage_other_input(&s->ops[ms], rot);
     *add = stage_only_reader(s, op_of_node, s->ops[ms].out[0], PP_OP_ADD);
     if (*add < 0 || s->ops[*add].out[0] < 0) return -1;
-    const int xc = stage_other_input(&s->ops[*add], s->ops[ms].out[0]), mc = producer(s, op_of_node, gone, xc);
+    const int xc = stage_other_input(&s->ops[*add], s->ops[ms].out[0]), mc = stage_producer(s, op_of_node, gone, xc);
     if (mc < 0 || s->ops[mc].op != PP_OP_MUL || stage_only_reader(s, op_of_node, xc, PP_OP_ADD) != *add) return -1;
     cs[0] = stage_other_input(&s->ops[mc], x);
     if (cs[0] == x || !hf_cache(s, cs[0], r, tx->dims[r - 2], D) || !hf_cache(s, cs[1], r, tx->dims[r - 2], D) ||

@@ -56,9 +56,9 @@ typedef struct stage_op {
     int nin, nout;
     int *in, *out;          /* tslot ids, -1 omitted */
     const void **host_in;   /* [nin] host data of constant inputs (graph initializers), else NULL */
-    pp_attr folded[4];      /* fuse.c: perm_A / perm_B / perm_Y of Transposes folded into a MatMul,
-                               and causal_Y or causal_A; a causal Softmax's axis and causal
-                               (attrs points here then) */
+    pp_attr folded[8];      /* fuse.c: perm_A / perm_B / perm_Y of Transposes folded into a MatMul,
+                               and causal_Y or causal_A; a causal Softmax's axis and causal; a
+                               fused Attention's (fuse_attention.c; attrs points here then) */
     place aux;
     size_t aux_bytes;
     size_t work_bytes;      /* the most its forward or backward call needs for itself (pp_kernel.work_bytes),
@@ -216,6 +216,21 @@ void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k);
 /* The values of tslot t if it is a float32 constant (not trained) of shape [1, .., 1, R, C]
  * (a mask, a rotary table), else NULL. */
 const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C);
+/* More of fuse.c's helpers: a float scalar constant (not a trained one): 1 and its value in
+ * *f, else 0; whether tslot t is a float constant [T, T] (or [1, .., 1, T, T]) whose entries
+ * above the diagonal are all <= -1e4 (or -inf): a causal mask under which exp underflows to
+ * exactly 0 after Softmax subtracts the row's maximum; the one live op that reads tslot t or
+ * a view of it (through Casts and Dropouts that became views: HF's torchscript export writes
+ * Softmax, Cast, Dropout, MatMul), if it is an `op` and neither t nor those views leave the
+ * stage, else -1; the op of this stage, not gone, that makes tslot t, or -1. */
+int stage_scalar_const(const pp_stage *s, int t, float *f);
+int stage_causal_mask(const pp_stage *s, int t, int64_t T);
+int stage_only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_op op);
+int stage_producer(const pp_stage *s, const int *op_of_node, const char *gone, int t);
+/* fuse_attention.c: each attention chain (Q K^T, its scale, mask, Softmax, P V, and the
+ * Transposes of the heads around them) becomes one Attention op where s->opt.fused_attention
+ * and the device's kernel say so (pp_stage_options); returns how many, or -1 with *err set. */
+int stage_fuse_attention(pp_stage *s, const int *op_of_node, char *gone, pp_error *err);
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
  * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
 void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);

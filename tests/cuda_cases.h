@@ -53,7 +53,7 @@ typedef struct op_case {
     int nin, nout;
     in_spec in[CASE_MAX_IN];
     out_spec out[CASE_MAX_OUT];
-    pp_attr attr[4];            /* the list ends at a NULL name */
+    pp_attr attr[8];            /* the list ends at a NULL name */
     float tol;                  /* float outputs and gradients: max |cuda - cpu| / (1 + |cpu|); others exact */
     const char *no_fd;          /* NULL: test_op_cases checks backward against finite differences; else
                                    why not (an op not smooth at random points, e.g. Floor) */
@@ -85,6 +85,10 @@ static pp_dtype case_compute(const op_case *k)
 #define A_FLOAT(nm, v) {.name = nm, .type = PP_ATTR_FLOAT, .f = v}
 #define A_STR(nm, v) {.name = nm, .type = PP_ATTR_STRING, .s = v}
 #define A_INTS(nm, ...) {.name = nm, .type = PP_ATTR_INTS, .n = NARGS(__VA_ARGS__), .ints = (const int64_t[]){__VA_ARGS__}}
+/* Attention over Q, K, V, Y stored [B, S, H, D] (stage/fuse_attention.c's perms), causal */
+#define ATTN_BSHD(sc)                                                                                                 \
+    A_INT("is_causal", 1), A_FLOAT("scale", sc), A_INTS("perm_Q", 0, 2, 1, 3), A_INTS("perm_K", 0, 2, 1, 3),         \
+        A_INTS("perm_V", 0, 2, 1, 3), A_INTS("perm_Y", 0, 2, 1, 3)
 
 #define TF32 2e-2f     /* cuBLAS / cuDNN with TF32 tensor cores: 10-bit mantissa products */
 /* 16-bit results: both devices form the same fp32 value up to summation order (16-bit
@@ -350,6 +354,18 @@ static const op_case cases[] = {
     /* a bool mask broadcast over the heads, which may mask a whole row (Y = 0 there) */
     {"Attention", 23, 4, 1, {F(2, 2, 5, 8), F(2, 2, 7, 8), F(2, 2, 7, 8), BOOLS(2, 1, 5, 7)}, {OUT(2, 2, 5, 8)}, {{0}},
      1e-4f},
+    /* the layout stage/fuse_attention.c gives the exporters' attention: Q, K, V and Y stored
+     * [B, S, H, D] (the heads' Transposes folded), causal, the exporter's scale */
+    {"Attention", 23, 3, 1, {F(2, 8, 2, 8), F(2, 8, 2, 8), F(2, 8, 2, 8)}, {OUT(2, 8, 2, 8)}, {ATTN_BSHD(0.3f)}, 1e-4f,
+     .no_ort = "perm_Q .. perm_Y are onnxpipe's layout attributes (stage/fuse_attention.c)"},
+    /* the native 16-bit kernel, cuDNN's fused attention: that layout in bfloat16 (cuDNN rounds P
+     * and dS to bfloat16 for its products, where the cpu keeps them in fp32: a few units) */
+    {"Attention", 23, 3, 1, {B16(2, 16, 2, 16), B16(2, 16, 2, 16), B16(2, 16, 2, 16)},
+     {OUT_T(PP_DTYPE_BF16, 2, 16, 2, 16)}, {ATTN_BSHD(0.25f)}, 4 * BF16_TOL,
+     .no_ort = "perm_Q .. perm_Y are onnxpipe's layout attributes (stage/fuse_attention.c)"},
+    /* float16, grouped-query heads, an additive mask (cuDNN's bias) */
+    {"Attention", 23, 4, 1, {H16(2, 4, 16, 16), H16(2, 2, 16, 16), H16(2, 2, 16, 16), F(1, 1, 16, 16)},
+     {OUT_T(PP_DTYPE_F16, 2, 4, 16, 16)}, {{0}}, 8 * F16_TOL},
     /* Resize: roi empty; scales or sizes constant (an empty scales beside sizes) */
     {"Resize", 13, 3, 1, {F(2, 3, 4, 5), NO_ROI, F32S(1, 1, 2, 2)}, {OUT(2, 3, 8, 10)}, {A_STR("mode", "linear")},
      1e-6f},
@@ -506,7 +522,7 @@ static pp_kernel_ctx case_ctx(const op_case *k, case_side *s, const void *const 
     pp_kernel_ctx c = {.node = "n", .op = op, .op_type = k->op, .opset = k->opset ? k->opset : 17, .attrs = k->attr,
                        .in = s->in, .nin = k->nin, .host_in = host_in, .out = s->out, .nout = k->nout,
                        .dev = s->dev, .training = 1, .rng = {1234, 3, 1, 7}};
-    while (c.nattrs < 4 && k->attr[c.nattrs].name) c.nattrs++;
+    while (c.nattrs < 8 && k->attr[c.nattrs].name) c.nattrs++;
     return c;
 }
 

@@ -317,33 +317,55 @@ static void test_matmul_model(void **state)
                   "max diff %.2e\n", sizeof cases / sizeof cases[0], worst);
 }
 
-/* MatMul with B stored transposed (attribute trans_B: Linear's weight W (N, K), stage/fuse.c)
- * through pp_matmul_batch_of and the cuBLAS model, Y, dA += and dB += (dB with X = dY and
- * Y = A, as launch.h says), against brute force: a shared weight (one folded GEMM), a
- * strided batch of B, and a broadcast A (serial dA). */
-static void test_matmul_trans_b_model(void **state)
+/* MatMul with A and / or B stored transposed (attributes trans_A, trans_B: Linear's weight W
+ * (N, K), a Transpose of an operand's last two dims, stage/fuse.c) through pp_matmul_batch_of
+ * and the cuBLAS model, Y, dA += and dB += (the parts' X and Y as launch.h says), against brute
+ * force: a shared weight (one folded GEMM, or none under trans_A), a strided batch, and a
+ * broadcast A (serial dA). */
+static void test_matmul_trans_model(void **state)
 {
     (void)state;
-    const mm_case cases[] = {
-        {3, 2, {2, 3, 4}, {5, 4}},          /* B (N, K) = (5, 4) shared */
-        {3, 3, {2, 3, 4}, {2, 5, 4}},       /* a batch of B */
-        {2, 3, {3, 4}, {2, 5, 4}},          /* A broadcast */
+    typedef struct tcase {
+        int ta, tb;
+        mm_case m;      /* stored shapes */
+    } tcase;
+    const tcase cases[] = {
+        {0, 1, {3, 2, {2, 3, 4}, {5, 4}}},          /* B (N, K) = (5, 4) shared */
+        {0, 1, {3, 3, {2, 3, 4}, {2, 5, 4}}},       /* a batch of B */
+        {0, 1, {2, 3, {3, 4}, {2, 5, 4}}},          /* A broadcast */
+        {1, 0, {3, 2, {2, 4, 3}, {4, 5}}},          /* A (K, M) per matrix, B shared: no fold */
+        {1, 1, {4, 4, {2, 2, 4, 3}, {2, 2, 5, 4}}}, /* both, a 2-D batch (attention's K^T form) */
+        {1, 0, {2, 3, {4, 3}, {2, 4, 5}}},          /* A (K, M) broadcast: serial dA */
     };
-    const pp_attr tb = {.name = "trans_B", .type = PP_ATTR_INT, .i = 1};
+    const pp_attr flags[2] = {{.name = "trans_A", .type = PP_ATTR_INT, .i = 1},
+                              {.name = "trans_B", .type = PP_ATTR_INT, .i = 1}};
     unsigned seed = 17;
     double worst = 0;
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        const mm_case *mc = &cases[t];
+        const mm_case *mc = &cases[t].m;
+        const int ta = cases[t].ta, tb = cases[t].tb;
         pp_tensor in[2] = {T(mc->ra, mc->a), T(mc->rb, mc->b)};
-        const int64_t M = mc->a[mc->ra - 2], K = mc->a[mc->ra - 1], N = mc->b[mc->rb - 2];
-        const int64_t na = mc->ra == 3 ? mc->a[0] : 1, nbm = mc->rb == 3 ? mc->b[0] : 1, nb = na > nbm ? na : nbm;
-        const int64_t yd[3] = {nb, M, N};
-        pp_tensor Y = T(3, yd);
-        pp_kernel_ctx c = {.node = "linear", .attrs = &tb, .nattrs = 1, .in = in, .nin = 2};
+        const int64_t M = mc->a[mc->ra - (ta ? 1 : 2)], K = mc->a[mc->ra - (ta ? 2 : 1)];
+        const int64_t N = mc->b[mc->rb - (tb ? 2 : 1)];
+        int64_t na = 1, nbm = 1;
+        for (int d = 0; d + 2 < mc->ra; d++) na *= mc->a[d];
+        for (int d = 0; d + 2 < mc->rb; d++) nbm *= mc->b[d];
+        const int64_t nb = na > nbm ? na : nbm;
+        int64_t yd[4];
+        const int yr = (mc->ra > mc->rb ? mc->ra : mc->rb);
+        const mm_case *big = mc->ra >= mc->rb ? mc : NULL;
+        for (int d = 0; d + 2 < yr; d++) yd[d] = big ? mc->a[d] : mc->b[d];
+        yd[yr - 2] = M, yd[yr - 1] = N;
+        pp_tensor Y = T(yr, yd);
+        pp_attr attrs[2];
+        int nattrs = 0;
+        if (ta) attrs[nattrs++] = flags[0];
+        if (tb) attrs[nattrs++] = flags[1];
+        pp_kernel_ctx c = {.node = "linear", .attrs = attrs, .nattrs = nattrs, .in = in, .nin = 2};
         pp_cu_mm p;
         pp_error err = {0};
         assert_int_equal(pp_matmul_batch_of(&c, &Y, &p, &err), PP_OK);
-        assert_int_equal(p.tb, 1);
+        assert_true(p.ta == ta && p.tb == tb && !(ta && p.fold_a));
         const int64_t nA = na * M * K, nB = nbm * N * K, nY = nb * M * N;
         float *a = rnd(nA, &seed), *b = rnd(nB, &seed), *dy = rnd(nY, &seed);
         float *y = rnd(nY, &seed), *da = rnd(nA, &seed), *db = rnd(nB, &seed);
@@ -351,29 +373,30 @@ static void test_matmul_trans_b_model(void **state)
         memcpy(rda, da, (size_t)nA * 4);
         memcpy(rdb, db, (size_t)nB * 4);
         for (int64_t q = 0; q < nb; q++) {
-            const float *am = a + (na > 1 ? q : 0) * M * K, *bm = b + (nbm > 1 ? q : 0) * N * K, *g = dy + q * M * N;
-            float *gam = rda + (na > 1 ? q : 0) * M * K, *gbm = rdb + (nbm > 1 ? q : 0) * N * K;
+            const int64_t oa = (na > 1 ? q : 0) * M * K, ob = (nbm > 1 ? q : 0) * N * K;
+            const float *g = dy + q * M * N;
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++) {
                     double acc = 0;
-                    for (int64_t l = 0; l < K; l++) acc += (double)am[i * K + l] * bm[j * K + l];
-                    ry[q * M * N + i * N + j] = (float)acc;
                     for (int64_t l = 0; l < K; l++) {
-                        gam[i * K + l] += g[i * N + j] * bm[j * K + l];
-                        gbm[j * K + l] += g[i * N + j] * am[i * K + l];
+                        const int64_t ia = oa + (ta ? l * M + i : i * K + l), ib = ob + (tb ? j * K + l : l * N + j);
+                        acc += (double)a[ia] * b[ib];
+                        rda[ia] += g[i * N + j] * b[ib];
+                        rdb[ib] += g[i * N + j] * a[ia];
                     }
+                    ry[q * M * N + i * N + j] = (float)acc;
                 }
         }
         mm_part_model(&p, PP_CU_Y, a, b, y, 0.f);
-        mm_part_model(&p, PP_CU_DA, dy, b, da, 1.f);
-        mm_part_model(&p, PP_CU_DB, dy, a, db, 1.f);
+        mm_part_model(&p, PP_CU_DA, ta ? b : dy, ta ? dy : b, da, 1.f);
+        mm_part_model(&p, PP_CU_DB, tb ? dy : a, tb ? a : dy, db, 1.f);
         double d = fmax(max_diff(y, ry, nY), fmax(max_diff(da, rda, nA), max_diff(db, rdb, nB)));
         assert_true(d < 1e-4);
         worst = fmax(worst, d);
         free(a), free(b), free(dy), free(y), free(da), free(db), free(ry), free(rda), free(rdb);
     }
-    print_message("MatMul trans_B plans through the cuBLAS model vs brute force (Y, dA +=, dB +=), %zu cases: "
-                  "max diff %.2e\n", sizeof cases / sizeof cases[0], worst);
+    print_message("MatMul trans_A / trans_B plans through the cuBLAS model vs brute force (Y, dA +=, dB +=), "
+                  "%zu cases: max diff %.2e\n", sizeof cases / sizeof cases[0], worst);
 }
 
 /* Gemm Y = alpha op(A) op(B) + beta C and dA, dB (+= alpha ...) for every transA/transB,
@@ -821,7 +844,7 @@ int main(void)
         cmocka_unit_test(test_gemm_op),     cmocka_unit_test(test_bcast_reduce), cmocka_unit_test(test_resnet_conv),
         cmocka_unit_test(test_device_fallback), cmocka_unit_test(test_pool_window), cmocka_unit_test(test_bn_dims),
         cmocka_unit_test(test_matmul_model),
-        cmocka_unit_test(test_matmul_trans_b_model), cmocka_unit_test(test_gemm_model),
+        cmocka_unit_test(test_matmul_trans_model), cmocka_unit_test(test_gemm_model),
         cmocka_unit_test(test_gemm_16bit),
         cmocka_unit_test(test_conv_16bit),
     };

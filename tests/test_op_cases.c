@@ -264,7 +264,7 @@ static pp_status write_case(int idx, const op_case *k, const case_side *h, pp_js
         outs[nout++] = "running_var";
     }
     PP_CHECK_GOTO(pp_graph_add_node(g, k->op, "", "n", ins, k->nin, outs, nout, &node, err), st, done);
-    for (int a = 0; a < 4 && k->attr[a].name; a++) PP_CHECK_GOTO(pp_graph_set_attr(g, node, &k->attr[a], err), st, done);
+    for (int a = 0; a < 8 && k->attr[a].name; a++) PP_CHECK_GOTO(pp_graph_set_attr(g, node, &k->attr[a], err), st, done);
     if (bn) PP_CHECK_GOTO(pp_graph_set_attr_int(g, node, "training_mode", 1, err), st, done);
     snprintf(path, sizeof path, "%s/%s/model.onnx", out_dir, sub);
     PP_CHECK_GOTO(pp_graph_save(g, path, NULL, err), st, done);

@@ -54,6 +54,17 @@ static int parse_recompute(const char *v, void *f, pp_error *err)
     return pp_recompute_parse(v, f, err) == PP_OK || bad(err, "unknown --recompute '%s': use none, selective or full", v);
 }
 
+static int parse_fused_attention(const char *v, void *f, pp_error *err)
+{
+    static const char *const names[] = {"auto", "on", "off"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(v, names[i])) {
+            *(pp_fused_attention *)f = (pp_fused_attention)i;
+            return 1;
+        }
+    return bad(err, "unknown --fused-attention '%s': use auto, on or off", v);
+}
+
 static int parse_schedule(const char *v, void *f, pp_error *err)
 {
     return pp_schedule_kind_parse(v, f, err) == PP_OK;
@@ -174,6 +185,11 @@ const pp_option pp_stage_option_table[] = {
      .help = "none | selective | full: stash only each stage's inputs (selective: and\n"
              "MatMul/Gemm/Conv outputs) and run the rest of the forward again before\n"
              "backward; same losses and weights, bit for bit"},
+    {.type = PP_OPT_ENUM, .name = "--fused-attention", .metavar = "WHEN", TC(fused_attention),
+     .parse = parse_fused_attention, .shown = "auto", .agree = 1, .group = PP_OPT_GROUP_STAGE,
+     .help = "auto | on | off: each attention (Q K^T, scale, mask, Softmax, P V) as\n"
+             "one Attention op; auto: where the device's kernel is fused (cuDNN's\n"
+             "flash attention under bf16/fp16 on cuda), on: the cpu's too"},
     {.type = PP_OPT_CUSTOM, .name = "--loss", .metavar = "cross_entropy", .parse = parse_loss, .group = PP_OPT_GROUP_STAGE,
      .help = "the loss, when the model does not end in SoftmaxCrossEntropyLoss:\n"
              "of --logits against --labels"},

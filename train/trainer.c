@@ -357,7 +357,7 @@ pp_stage_options pp_train_stage_options(const pp_trainer_config *c)
     int64_t per = (int64_t)(c->dp > 0 ? c->dp : 1) * (c->microbatches > 0 ? c->microbatches : 1);
     return (pp_stage_options){.slots = 1, .microbatch = c->batch / per, .global_batch = c->batch, .optim = c->optim,
                               .loss = c->loss, .seed = c->seed, .training = 1, .precision = c->precision,
-                              .recompute = c->recompute};
+                              .recompute = c->recompute, .fused_attention = c->fused_attention};
 }
 
 pp_dataset_options pp_train_dataset_options(const pp_train_config *c)

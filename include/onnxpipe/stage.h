@@ -28,6 +28,12 @@ typedef struct pp_loss_spec {
     int64_t ignore_index;   /* labels equal to this do not count; default -100 like PyTorch */
 } pp_loss_spec;
 
+/* Whether a stage makes one Attention op of each exported attention chain (Q K^T, scale, mask,
+ * Softmax, P V and their head Transposes: stage/fuse_attention.c). AUTO: where the device's
+ * Attention kernel is a fused one (cuDNN's flash attention, under bf16 / fp16) and takes the
+ * call; ON: wherever the kernel takes it (the cpu's, e.g. to test the fusion); OFF: never. */
+typedef enum { PP_FUSED_ATTENTION_AUTO = 0, PP_FUSED_ATTENTION_ON, PP_FUSED_ATTENTION_OFF } pp_fused_attention;
+
 typedef struct pp_stage_options {
     int slots;                  /* stash slots = peak in-flight microbatches (>= 1) */
     int64_t microbatch;         /* samples per microbatch */
@@ -44,6 +50,7 @@ typedef struct pp_stage_options {
                                    16-bit activations and matrix-product operands, fp32 master
                                    weights, gradients and optimizer state); F32 or 0: fp32 */
     pp_recompute recompute;     /* what the stash keeps; 0: everything (PP_RECOMPUTE_NONE) */
+    pp_fused_attention fused_attention; /* 0: AUTO */
     int whole_backward;         /* 1: every backward is PP_BACKWARD_FULL (no zero-bubble split), so
                                    the output gradients of ops with weights live in backward
                                    scratch instead of the slot (the driver sets it from the

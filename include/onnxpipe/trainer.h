@@ -81,6 +81,7 @@ typedef struct pp_trainer_config {
     int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
     pp_recompute recompute;         /* activation recomputation (partition.h): what the stash keeps;
                                        losses and weights are bitwise the same; default none */
+    pp_fused_attention fused_attention; /* attention as one Attention op (pp_stage_options); 0: AUTO */
     pp_partition_options partition; /* how the model is split (pp_train_partition): balance, tolerance,
                                        order, time model, manual cuts; zeros: by parameters, the
                                        orders searched, no tolerance (the default config's is 0.02) */

@@ -1,7 +1,9 @@
 /* Attention (opset 23) on the cpu, per (batch, query head): scores = scale Q K^T (smat.h's
  * products) plus the mask and the causal triangle, softmax by rows (element_nn.h), Y = P V.
  * Forward keeps P [B, Hq, Sq, Skv] in aux; backward runs the softmax chain back to Q, K, V
- * (a kv head shared by several query heads sums their gradients). Layout: op_args_nn.c. */
+ * (a kv head shared by several query heads sums their gradients). Under is_causal with
+ * Sq = Skv every product skips the triangle the mask zeroes (smat.h's causal forms, as the
+ * unfused MatMuls of stage/fuse.c's causal marks do). Layout: op_args_nn.c. */
 #include "cpu_math.h"
 #include <onnxpipe/element_nn.h>
 #include "nn_util.h"
@@ -15,6 +17,12 @@
 static smat head(const pp_attn_args *a, int t, const float *p, int64_t b, int64_t h)
 {
     return (smat){(float *)p + b * a->st[t][0] + h * a->st[t][1], 0, (int)a->st[t][2]};
+}
+
+/* The triangle of a square causal block that the products may skip. */
+static smat_tri tri(const pp_attn_args *a, smat_tri t)
+{
+    return a->causal && a->sq == a->skv ? t : SMAT_FULL;
 }
 
 /* row i of the scores of (b, h) into probabilities, in place: the mask and the causal
@@ -54,11 +62,11 @@ PP_FWD(pp_cpu_attention_forward)
         for (int64_t h = 0; h < a.hq; h++) {
             float *p = (float *)c->aux + (b * a.hq + h) * a.sq * a.skv;
             const smat P = {p, 0, (int)a.skv};
-            smat_gemm(SMAT_FULL, (int)a.sq, (int)a.skv, (int)a.dk, a.scale, head(&a, 0, q, b, h),
+            smat_gemm(tri(&a, SMAT_TRI_Z_LOWER), (int)a.sq, (int)a.skv, (int)a.dk, a.scale, head(&a, 0, q, b, h),
                       smat_t(head(&a, 1, k, b, h / rep)), 0.0f, P);
             for (int64_t i = 0; i < a.sq; i++) softmax_row(&a, mask, b, h, i, p + i * a.skv);
-            smat_gemm(SMAT_FULL, (int)a.sq, (int)a.dv, (int)a.skv, 1.0f, P, head(&a, 2, v, b, h / rep), 0.0f,
-                      head(&a, 3, y, b, h));
+            smat_gemm(tri(&a, SMAT_TRI_X_LOWER), (int)a.sq, (int)a.dv, (int)a.skv, 1.0f, P, head(&a, 2, v, b, h / rep),
+                      0.0f, head(&a, 3, y, b, h));
         }
     return PP_OK;
 }
@@ -80,23 +88,23 @@ PP_BWD(pp_cpu_attention_backward)
             float *p = (float *)c->aux + (b * a.hq + h) * a.sq * a.skv;
             const smat P = {p, 0, (int)a.skv}, dY = head(&a, 3, dy, b, h);
             if (dv)
-                smat_gemm(SMAT_FULL, (int)a.skv, (int)a.dv, (int)a.sq, 1.0f, smat_t(P), dY, 1.0f,
+                smat_gemm(tri(&a, SMAT_TRI_X_UPPER), (int)a.skv, (int)a.dv, (int)a.sq, 1.0f, smat_t(P), dY, 1.0f,
                           head(&a, 2, dv, b, h / rep));
             if (!dq && !dk) continue;
             /* dP = dY V^T, then dS = P (dP - rowdot(P, dP)) */
-            smat_gemm(SMAT_FULL, (int)a.sq, (int)a.skv, (int)a.dv, 1.0f, dY, smat_t(head(&a, 2, v, b, h / rep)), 0.0f,
-                      DS);
+            smat_gemm(tri(&a, SMAT_TRI_Z_LOWER), (int)a.sq, (int)a.skv, (int)a.dv, 1.0f, dY,
+                      smat_t(head(&a, 2, v, b, h / rep)), 0.0f, DS);
             for (int64_t i = 0; i < a.sq; i++) {
                 float *pr = p + i * a.skv, *dr = ds + i * a.skv;
                 const float dot = nn_row_dot(pr, dr, a.skv, 1);
                 for (int64_t j = 0; j < a.skv; j++) dr[j] = pp_softmax_grad(pr[j], dr[j], dot);
             }
             if (dq)
-                smat_gemm(SMAT_FULL, (int)a.sq, (int)a.dk, (int)a.skv, a.scale, DS, head(&a, 1, k, b, h / rep), 1.0f,
-                          head(&a, 0, dq, b, h));
+                smat_gemm(tri(&a, SMAT_TRI_X_LOWER), (int)a.sq, (int)a.dk, (int)a.skv, a.scale, DS,
+                          head(&a, 1, k, b, h / rep), 1.0f, head(&a, 0, dq, b, h));
             if (dk)
-                smat_gemm(SMAT_FULL, (int)a.skv, (int)a.dk, (int)a.sq, a.scale, smat_t(DS), head(&a, 0, q, b, h), 1.0f,
-                          head(&a, 1, dk, b, h / rep));
+                smat_gemm(tri(&a, SMAT_TRI_X_UPPER), (int)a.skv, (int)a.dk, (int)a.sq, a.scale, smat_t(DS),
+                          head(&a, 0, q, b, h), 1.0f, head(&a, 1, dk, b, h / rep));
         }
     free(ds);
     return PP_OK;

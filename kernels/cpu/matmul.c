@@ -67,6 +67,8 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
     PP_CHECK(pp_cpu_want_dtype(c, 0, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_cpu_want_dtype(c, 1, PP_DTYPE_F32, 0, err));
     PP_CHECK(pp_matmul_batch_of(c, y, &p->m, err));
+    if (p->m.ta)   /* the cpu folds such Transposes as strided operands instead (PP_KCAP_MATMUL_STRIDED) */
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "node '%s' (MatMul): trans_A is not supported on the cpu", c->node);
     p->bias_rows = 0;
     if (c->nin > 2 && c->in[2].data) PP_CHECK(bias_rows(c, p->m.M, p->m.N, &p->bias_rows, err));
     if (c->nin > 3 && (!c->in[3].data || c->in[3].dtype != PP_DTYPE_F32 || pp_tensor_numel(&c->in[3]) != 1))

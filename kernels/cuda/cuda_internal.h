@@ -51,10 +51,23 @@ typedef struct pp_cuda {
     int nevents, next_event;
     struct cu_conv_algo *convs;     /* cuDNN descriptors and algorithms per Conv shape (conv.cu) */
     int nconvs;
+    struct cu_lt *lt;               /* cuBLASLt: handle, workspace, plans per GEMM (gemm_lt.cu) */
+    struct cu_sdpa *sdpa;           /* cuDNN's fused attention plans per call shape (sdpa.cu) */
 } pp_cuda;
 
 /* Frees the Conv cache (conv.cu); cu_destroy calls it. */
 void pp_cu_conv_cache_free(pp_cuda *cu);
+/* cuBLASLt's handle and 32 MiB workspace, made with the device; freed with its plans
+ * (gemm_lt.cu). pp_device_cuda_create and cu_destroy call them. */
+pp_status pp_cu_lt_create(pp_cuda *cu, pp_error *err);
+void pp_cu_lt_destroy(pp_cuda *cu);
+/* Frees the fused-attention plans (sdpa.cu); cu_destroy calls it. */
+void pp_cu_sdpa_cache_free(pp_cuda *cu);
+/* GEMM g (launch.h: cuBLAS's A = our Y at yp, B = our X at xp, C at cp) on cuBLASLt, with
+ * bias_type's bias row at bias added in the epilogue (bias NULL: none). *done = 0, nothing run,
+ * where cuBLASLt's heuristic has no algorithm for it: the caller runs cublasGemmEx. */
+pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void *xp, const void *yp, void *cp,
+                        float alpha, float beta, const void *bias, int bias_type, int *done, pp_error *err);
 
 #define PP_CUDA_EVENTS 64
 

@@ -338,6 +338,8 @@ static void cu_destroy(pp_device *d)
             if (cu->events[i]) cudaEventDestroy(cu->events[i]);
         free(cu->events);
         pp_cu_conv_cache_free(cu);
+        pp_cu_sdpa_cache_free(cu);
+        pp_cu_lt_destroy(cu);
         if (cu->dnn) cudnnDestroy(cu->dnn);
         if (cu->blas) cublasDestroy(cu->blas);
         if (cu->stream) cudaStreamDestroy(cu->stream);
@@ -419,6 +421,7 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
     CUBLAS_INIT(cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH));
     CUDNN_INIT(cudnnCreate(&cu->dnn));
     CUDNN_INIT(cudnnSetStream(cu->dnn, cu->stream));
+    if ((st = pp_cu_lt_create(cu, err)) != PP_OK) goto fail;
 #undef CUDNN_INIT
 #undef CUBLAS_INIT
 #undef CUDA_INIT

@@ -92,8 +92,8 @@ pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial)
 {
     const int64_t M = p->M, K = p->K, N = p->N, MB = p->batch * p->M;
     *serial = 0;
-    const int tb = p->tb;
-    if (p->fold_a) {
+    const int ta = p->ta, tb = p->tb;
+    if (p->fold_a) {   /* never under trans_A (pp_matmul_batch_of) */
         switch (part) {
         case PP_CU_Y: return pp_cu_gemm_rowmajor(0, tb, MB, N, K, 0, 0, 0, 1);
         case PP_CU_DA: return pp_cu_gemm_rowmajor(0, !tb, MB, K, N, 0, 0, 0, 1);
@@ -109,11 +109,13 @@ pp_cu_gemm pp_cu_mm_gemm(const pp_cu_mm *p, pp_cu_part part, int *serial)
     int64_t batch = *serial ? 1 : p->batch;
     if (*serial) sa = sb = sy = 0;
     switch (part) {
-    case PP_CU_Y: return pp_cu_gemm_rowmajor(0, tb, M, N, K, sa, sb, sy, batch);
-    case PP_CU_DA: return pp_cu_gemm_rowmajor(0, !tb, M, K, N, sy, sb, sa, batch);
-    default:
-        return tb ? pp_cu_gemm_rowmajor(1, 0, N, K, M, sy, sa, sb, batch)
-                  : pp_cu_gemm_rowmajor(1, 0, K, N, M, sa, sy, sb, batch);
+    case PP_CU_Y: return pp_cu_gemm_rowmajor(ta, tb, M, N, K, sa, sb, sy, batch);
+    case PP_CU_DA:   /* dA (M, K) = dY B'^T, or under trans_A dA (K, M) = B' dY^T */
+        return ta ? pp_cu_gemm_rowmajor(tb, 1, K, M, N, sb, sy, sa, batch)
+                  : pp_cu_gemm_rowmajor(0, !tb, M, K, N, sy, sb, sa, batch);
+    default:   /* dB (K, N) = A'^T dY, or under trans_B dB (N, K) = dY^T A' */
+        return tb ? pp_cu_gemm_rowmajor(1, ta, N, K, M, sy, sa, sb, batch)
+                  : pp_cu_gemm_rowmajor(!ta, 0, K, N, M, sa, sy, sb, batch);
     }
 }
 
@@ -124,7 +126,10 @@ void pp_cu_mm_offsets(const pp_cu_mm *p, pp_cu_part part, int64_t b, int64_t *ox
     pp_matmul_batch_index(p, b, &ia, &ib);
     switch (part) {
     case PP_CU_Y: *ox = ia * sa, *oy = ib * sb, *oc = b * sy; break;
-    case PP_CU_DA: *ox = b * sy, *oy = ib * sb, *oc = ia * sa; break;
+    case PP_CU_DA:
+        if (p->ta) *ox = ib * sb, *oy = b * sy, *oc = ia * sa;
+        else *ox = b * sy, *oy = ib * sb, *oc = ia * sa;
+        break;
     default:
         if (p->tb) *ox = b * sy, *oy = ia * sa, *oc = ib * sb;
         else *ox = ia * sa, *oy = b * sy, *oc = ib * sb;

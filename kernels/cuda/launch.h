@@ -73,7 +73,8 @@ typedef pp_matmul_batch pp_cu_mm;
 
 typedef enum {
     PP_CU_Y,    /* Y = A B:      X = A,  Y = B  */
-    PP_CU_DA,   /* dA += dY B^T: X = dY, Y = B  */
+    PP_CU_DA,   /* dA += dY B^T: X = dY, Y = B; under trans_A (p->ta: A and dA stored
+                   (K, M)) dA^T += B dY^T: X = B, Y = dY */
     PP_CU_DB,   /* dB += A^T dY: X = A,  Y = dY; under trans_B (p->tb: B and dB stored
                    (N, K)) dB^T += dY^T A: X = dY, Y = A */
 } pp_cu_part;

@@ -1,14 +1,17 @@
-/* cuda MatMul (numpy batch broadcasting) and Gemm on cuBLAS: one
- * cublasSgemmStridedBatched per product when the batch has a uniform stride (attention's
- * (B, H, T, dh) x (B, H, dh, T)), one folded GEMM when B is a shared weight, and a
- * stream-ordered loop of GEMMs otherwise; a B stored transposed (attribute trans_B) by
- * cuBLAS's transpose flags. TF32 tensor-op math is set on the handle. The
- * bfloat16 / float16 kernels (the 16-bit tables of table.cu) issue the same calls as
- * cublasGemm*Ex with 16-bit A and B, C in the output's dtype (float32 for a weight gradient
- * accumulated into the fp32 master gradient) and fp32 compute, Gemm's bias included; a
- * dtype mix cuBLAS cannot take goes through the adapter (kernels/lowp.c) on the F32 kernel. */
+/* cuda MatMul (numpy batch broadcasting) and Gemm on cuBLASLt (gemm_lt.cu: descriptors and the
+ * heuristic's algorithm cached per GEMM, one 32 MiB workspace per device): one strided-batched
+ * GEMM per product when the batch has a uniform stride (attention's (B, H, T, dh) x
+ * (B, H, dh, T)), one folded GEMM when B is a shared weight, and a stream-ordered loop of GEMMs
+ * otherwise; an A or B stored transposed (attributes trans_A, trans_B) by the transpose flags;
+ * Gemm's bias row in the epilogue (CUBLASLT_EPILOGUE_BIAS). Where cuBLASLt's heuristic has no
+ * algorithm the same call runs on cuBLAS (cublasSgemm* / cublasGemm*Ex, TF32 tensor-op math on
+ * the handle). The bfloat16 / float16 kernels (the 16-bit tables of table.cu) issue the same
+ * calls with 16-bit A and B, C in the output's dtype (float32 for a weight gradient accumulated
+ * into the fp32 master gradient) and fp32 compute, Gemm's bias included; a dtype mix cuBLAS
+ * cannot take goes through the adapter (kernels/lowp.c) on the F32 kernel. */
 #include "cuda_internal.h"
 #include "lowp.h"
+#include "lt_plan.h"
 #include <onnxpipe/backend/kernels_backend.h>
 
 static_assert(PP_CU_R_32F == CUDA_R_32F && PP_CU_R_16F == CUDA_R_16F && PP_CU_R_16BF == CUDA_R_16BF,
@@ -17,10 +20,14 @@ static_assert(PP_CU_COMPUTE_32F == CUBLAS_COMPUTE_32F, "launch.h's cuBLAS comput
 
 static cublasOperation_t op_of(int t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-/* C = alpha op(Y)... in cuBLAS terms: cublas A = yp, cublas B = xp (launch.h) */
+/* C = alpha op(Y)... in cuBLAS terms: cublas A = yp, cublas B = xp (launch.h): on cuBLASLt,
+ * else (no algorithm) on cuBLAS */
 static pp_status run_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void *xp, const void *yp, void *cp,
                           float alpha, float beta, pp_error *err)
 {
+    int done;
+    PP_CHECK(pp_cu_lt_gemm(c, g, xp, yp, cp, alpha, beta, NULL, 0, &done, err));
+    if (done) return PP_OK;
     cublasHandle_t h = cu_of(c->dev)->blas;
     const cublasOperation_t ta = op_of(g->transa), tb = op_of(g->transb);
     if (g->atype == PP_CU_R_32F && g->ctype == PP_CU_R_32F) {
@@ -100,11 +107,11 @@ static pp_status matmul_backward(const pp_kernel_ctx *c, const pp_tensor *grad_o
     if (!grad_out[0].data || (!grad_in[0].data && !grad_in[1].data)) return PP_OK;
     pp_cu_mm p;
     PP_CHECK(pp_matmul_batch_of(c, &grad_out[0], &p, err));
-    if (grad_in[0].data) PP_CHECK(mm_part(c, &p, PP_CU_DA, &grad_out[0], &c->in[1], &grad_in[0], 1.f, err));
-    if (grad_in[1].data) {   /* launch.h: under trans_B, X = dY and Y = A */
-        const pp_tensor *x = p.tb ? &grad_out[0] : &c->in[0], *y = p.tb ? &c->in[0] : &grad_out[0];
-        PP_CHECK(mm_part(c, &p, PP_CU_DB, x, y, &grad_in[1], 1.f, err));
-    }
+    const pp_tensor *dy = &grad_out[0];
+    if (grad_in[0].data)   /* launch.h: under trans_A, X = B and Y = dY */
+        PP_CHECK(mm_part(c, &p, PP_CU_DA, p.ta ? &c->in[1] : dy, p.ta ? dy : &c->in[1], &grad_in[0], 1.f, err));
+    if (grad_in[1].data)   /* under trans_B, X = dY and Y = A */
+        PP_CHECK(mm_part(c, &p, PP_CU_DB, p.tb ? dy : &c->in[0], p.tb ? &c->in[0] : dy, &grad_in[1], 1.f, err));
     return PP_OK;
 }
 
@@ -163,15 +170,22 @@ static pp_status gemm_plan(const pp_kernel_ctx *c, const pp_tensor *y, gemm_attr
     return PP_OK;
 }
 
+/* Y = alpha op(A) op(B) + beta C: a bias row C in cuBLASLt's epilogue where it takes it, else C
+ * broadcast into Y and added by the GEMM's beta */
 static pp_status gemm_forward(const pp_kernel_ctx *c, pp_error *err)
 {
     gemm_attrs a;
     PP_CHECK(gemm_plan(c, &c->out[0], &a, err));
     a.has_c = a.has_c && c->in[2].data;
-    if (a.has_c) PP_CHECK(pp_cu_broadcast_copy(c, &c->out[0], &c->in[2], err));
     pp_cu_gemm g = pp_cu_gemm_op_gemm(&a.g, PP_CU_Y);
     if (!pp_cu_gemm_set_types(&g, c->in[0].dtype, c->in[1].dtype, c->out[0].dtype))
         return bad_types(c, &c->in[0], &c->in[1], &c->out[0], err);
+    int bias_type, done = 0;
+    if (a.has_c && pp_cu_lt_bias_epilogue(&c->in[2], a.g.N, a.beta, c->out[0].dtype, &bias_type))
+        PP_CHECK(pp_cu_lt_gemm(c, &g, c->in[0].data, c->in[1].data, c->out[0].data, a.alpha, 0.f, c->in[2].data,
+                               bias_type, &done, err));
+    if (done) return PP_OK;
+    if (a.has_c) PP_CHECK(pp_cu_broadcast_copy(c, &c->out[0], &c->in[2], err));
     return run_gemm(c, &g, c->in[0].data, c->in[1].data, c->out[0].data, a.alpha, a.has_c ? a.beta : 0.f, err);
 }
 

@@ -25,5 +25,10 @@ PP_CU_AUX(pp_cu_scatter_aux);   /* index.cu: ScatterND / ScatterElements with re
 /* normalisation, attention, rotary embedding, resampling, einsum */
 PP_CU_AUX(pp_cu_norm_rows_aux);
 PP_CU_AUX(pp_cu_attention_aux);
+/* cuDNN's fused attention (sdpa.cu), the 16-bit tables' Attention */
+PP_CU_AUX(pp_cu_attention_lp_aux);
+PP_CU_FWD(pp_cu_attention_lp_forward); PP_CU_BWD(pp_cu_attention_lp_backward);
+PP_CU_FWD(pp_cu_attention_lp_prepare);
+size_t pp_cu_attention_lp_work(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
 
 #endif

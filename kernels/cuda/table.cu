@@ -2,8 +2,9 @@
  * registry's ops (op.h), and its entry for the backend list (kernels/backends.c). What
  * backward reads of the forward is the op's (graph/ops.c), the same on every device. The
  * tables are built by constexpr functions: C++ has no designated array initializers. The
- * 16-bit tables hold the native kernels (cuBLAS MatMul and Gemm, cuDNN Conv); an empty slot
- * makes pp_kernel_find fall back to the adapter around the fp32 kernel (kernels/lowp.c). */
+ * 16-bit tables hold the native kernels (cuBLASLt MatMul and Gemm, cuDNN Conv and fused
+ * attention); an empty slot makes pp_kernel_find fall back to the adapter around the fp32
+ * kernel (kernels/lowp.c). */
 #include "cuda_internal.h"
 #include "nn_cuda.h"
 
@@ -28,7 +29,7 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
     t[PP_OP_INSTANCE_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
     t[PP_OP_GROUP_NORMALIZATION].aux_bytes = pp_cu_norm_rows_aux;
     t[PP_OP_ATTENTION].aux_bytes = pp_cu_attention_aux;
-    t[PP_OP_MATMUL].caps = PP_KCAP_MATMUL_TRANS_B;
+    t[PP_OP_MATMUL].caps = PP_KCAP_MATMUL_TRANS_A | PP_KCAP_MATMUL_TRANS_B;
     t[PP_OP_SOFTMAX].caps = PP_KCAP_SOFTMAX_CAUSAL;   /* LogSoftmax shares the kernel (and refuses it) */
     t[PP_OP_LOG_SOFTMAX].caps = PP_KCAP_SOFTMAX_CAUSAL;
     t[PP_OP_DROPOUT].caps = PP_KCAP_STEP_RANDOM;   /* its draws are keyed by the step: no graph */
@@ -40,10 +41,14 @@ static constexpr std::array<pp_kernel, PP_OP_COUNT> make_f32()
 static constexpr std::array<pp_kernel, PP_OP_COUNT> make_lp()
 {
     std::array<pp_kernel, PP_OP_COUNT> t{};
-    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward, PP_KCAP_MATMUL_TRANS_B,
-                                nullptr};
-    t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0, nullptr};
-    t[PP_OP_CONV] = pp_kernel{nullptr, pp_cu_conv_lp_forward, pp_cu_conv_lp_backward, 0, nullptr};
+    t[PP_OP_MATMUL] = pp_kernel{nullptr, pp_cu_matmul_lp_forward, pp_cu_matmul_lp_backward,
+                                PP_KCAP_MATMUL_TRANS_A | PP_KCAP_MATMUL_TRANS_B, nullptr, nullptr};
+    t[PP_OP_GEMM] = pp_kernel{nullptr, pp_cu_gemm_lp_forward, pp_cu_gemm_lp_backward, 0, nullptr, nullptr};
+    t[PP_OP_CONV] = pp_kernel{nullptr, pp_cu_conv_lp_forward, pp_cu_conv_lp_backward, 0, nullptr, nullptr};
+    /* cuDNN's flash attention (sdpa.cu), the fusion's target (stage/fuse_attention.c) */
+    t[PP_OP_ATTENTION] = pp_kernel{pp_cu_attention_lp_aux, pp_cu_attention_lp_forward, pp_cu_attention_lp_backward,
+                                   PP_KCAP_ATTENTION_FUSED | PP_KCAP_ASSIGNS_FRESH, pp_cu_attention_lp_work,
+                                   pp_cu_attention_lp_prepare};
     return t;
 }
 

@@ -93,18 +93,24 @@ def check(a, exporter, fails):
           f"(rel {rel_u:.1e})")
     if rel > TOL or rel_u > TOL:
         fails.append(f"{exporter}: loss {loss:.8f} vs onnxruntime {first:.8f}, unfused {loss_u:.8f} (> {TOL:g})")
+    compare_grads(exporter, grads, grads_u, t0, fails)
+
+
+def compare_grads(tag, grads, grads_u, t0, fails):
+    """Every parameter's gradient of a fused run against the unfused run's, relative to the
+    tensor's largest: printed, and a failure past TOL or where their parameters differ."""
     if grads.keys() != grads_u.keys() or not grads:
-        fails.append(f"{exporter}: the runs' parameters differ: {sorted(grads.keys() ^ grads_u.keys())}")
+        fails.append(f"{tag}: the runs' parameters differ: {sorted(grads.keys() ^ grads_u.keys())}")
         return
     worst, where = 0.0, ""
     for k in grads:
         d = float(np.max(np.abs(grads[k] - grads_u[k])) / max(float(np.max(np.abs(grads_u[k]))), 1e-30))
         if d > worst:
             worst, where = d, k
-    print(f"  {exporter}: {len(grads)} parameters' gradients vs unfused: max rel {worst:.1e} ({where}), "
+    print(f"  {tag}: {len(grads)} parameters' gradients vs unfused: max rel {worst:.1e} ({where}), "
           f"{time.time() - t0:.0f} s")
     if worst > TOL:
-        fails.append(f"{exporter}: gradient of {where} differs from the unfused run's by {worst:.1e} (> {TOL:g})")
+        fails.append(f"{tag}: gradient of {where} differs from the unfused run's by {worst:.1e} (> {TOL:g})")
 
 
 def main():

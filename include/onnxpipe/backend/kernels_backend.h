@@ -76,13 +76,23 @@ enum {
                                          say attention's causal mask zeroes a triangle, which
                                          the kernel then skips */
     PP_KCAP_MATMUL_TRANS_B = 1u << 5, /* MatMul: attribute trans_B = 1 (stage/fuse.c) says B is
-                                         stored transposed (Linear's weight, W (N, K)) */
+                                         stored transposed (Linear's weight, W (N, K); a batch of
+                                         them, attention's K^T, where the kernel has no
+                                         PP_KCAP_MATMUL_STRIDED to fold it as a perm) */
     PP_KCAP_SOFTMAX_CAUSAL = 1u << 6, /* Softmax: attribute causal = 1 (stage/fuse.c) says the
                                          scores are under attention's causal mask, so row r of
                                          each T x T block sums columns 0..r only and is 0 past
                                          them (LogSoftmax shares the kernel and refuses it) */
     PP_KCAP_STEP_RANDOM = 1u << 7,    /* its result depends on the step (c->rng.step: Dropout's
                                          draws), so a graph captured at one step cannot replay it */
+    PP_KCAP_ATTENTION_FUSED = 1u << 8, /* Attention: a fused kernel (flash attention: the scores
+                                         never stored) that beats the exporters' unfused chain, so
+                                         stage/fuse_attention.c makes Attention ops of that chain
+                                         by default (--fused-attention auto) and the kernel takes
+                                         the perm_Q / _K / _V / _Y layouts it sets */
+    PP_KCAP_MATMUL_TRANS_A = 1u << 9,  /* MatMul: attribute trans_A = 1 (stage/fuse.c) says A is
+                                         stored with its last two dims swapped (a Transpose of
+                                         them folded away), like trans_B for B */
 };
 
 /* One op on one backend in one compute dtype. The backend's table slot of an op says
@@ -107,6 +117,12 @@ typedef struct pp_kernel {
      * backward one, with grad_out / grad_in as backward gets them. Called at plan time with
      * shapes and dtypes set and data a non-NULL placeholder wherever the call has data. */
     size_t (*work_bytes)(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
+    /* Whether this kernel runs this call, asked at plan time by a fusion before it makes the op
+     * (shapes, dtypes and attributes set, data a non-NULL placeholder; on a planning device, whose
+     * ctx is NULL, only what needs no device): PP_OK, having prepared what the call will need
+     * (e.g. cuDNN's execution plans), or PP_ERR_UNSUPPORTED with the reason, and the stage keeps
+     * the ops unfused. NULL: every call its op's arguments accept. */
+    pp_status (*prepare)(const pp_kernel_ctx *c, pp_error *err);
 } pp_kernel;
 
 /* The kernels of one backend in one compute dtype. */

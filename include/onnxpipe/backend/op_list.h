@@ -224,11 +224,12 @@
     /* inputs 1-3: cos and sin caches and position ids, constants of the model */                                     \
     X(ROTARY_EMBEDDING, "RotaryEmbedding", rope, FB, 23, ~PP_BIT(0), PP_BIT(1) | PP_BIT(2) | PP_BIT(3), 0, 0,         \
       ELEMENTWISE, 3, shape_rope, NULL)                                                                               \
-    /* inputs 3-5: the mask and a past (refused); backward reads Q, K, V and the probabilities (aux, */               \
-    /* [B, H, Sq, Skv]: selective recompute runs it again rather than keep them); per score: scale, */                \
+    /* inputs 3-5: the mask and a past (refused); backward reads Q, K, V, the mask, Y (cuDNN's fused */              \
+    /* backward) and aux: the probabilities [B, H, Sq, Skv] (cpu, direct cuda) or the softmax stats */                \
+    /* [B, H, Sq] (cuDNN); selective recompute runs it again rather than keep aux; per score: scale, */                \
     /* mask, max, exp, sum, divide */                                                                                 \
     X(ATTENTION, "Attention", attention, FB, 23, ~(PP_BIT(0) | PP_BIT(1) | PP_BIT(2)),                                \
-      PP_BIT(0) | PP_BIT(1) | PP_BIT(2), 0, 0, ATTENTION, 6, shape_attention, NULL)                                   \
+      PP_BIT(0) | PP_BIT(1) | PP_BIT(2) | PP_BIT(3), PP_BIT(0), 0, ATTENTION, 6, shape_attention, NULL)               \
     /* inputs 1-3: roi, scales (read again by backward), sizes; per output: up to 4 taps (2-D linear) */              \
     X(RESIZE, "Resize", resize, FB, 13, ~PP_BIT(0), PP_BIT(2), 0, 0, ELEMENTWISE, 8, shape_resize, NULL)              \
     /* one or two operands (kernels/einsum_plan.h); backward reads both */                                            \
