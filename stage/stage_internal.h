@@ -214,6 +214,10 @@ const float *stage_const_matrix(const pp_stage *s, int t, int64_t R, int64_t C);
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
  * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
 void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
+/* fuse_residual_norm.c: if op o is a LayerNormalization / RMSNormalization over the last axis
+ * of an Add of two activations, the Add becomes SkipLayerNormalization /
+ * SkipSimplifiedLayerNormalization writing both the sum and the norm (op o gone). */
+pp_status stage_fuse_residual_norm(pp_stage *s, const int *op_of_node, int o, char *gone, pp_error *err);
 /* profile.c: one kernel call of op o from t_start to t_end (pp_now; grad_in NULL: forward,
  * rerun: a forward run again by recompute) */
 typedef struct stage_profile stage_profile;
