@@ -1,6 +1,7 @@
 /* `onnxpipe ops [--json]`: the op registry (include/onnxpipe/backend/op_list.h) as this build has it:
  * every op with the opsets read, backward, the cpu and cuda kernels (and the native 16-bit
- * ones), constant folding and the precision class. scripts/gen-ops-doc.py makes docs/ops.md from --json. */
+ * ones; --json: per device and compute dtype native, adapter or none), constant folding and
+ * the precision class. scripts/gen-ops-doc.py makes docs/ops.md from --json. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -17,13 +18,17 @@
  * that is newer (Swish, 24: what stage/fuse.c makes of SiLU). */
 #define OPSET_LATEST 23
 
-static int64_t until_of(const pp_op_info *o) { return o->since > OPSET_LATEST ? o->since : OPSET_LATEST; }
+static int64_t until_of(const pp_op_info *o)
+{
+    return *o->domain || o->since > OPSET_LATEST ? o->since : OPSET_LATEST;   /* another domain: its opset 1 */
+}
 
 static const char usage[] =
     "usage: onnxpipe ops [--json]\n\n"
     "Lists the ONNX ops onnxpipe supports: the ai.onnx opsets it reads each from (up to the\n"
     "newest it is written against), whether it has a backward, cpu and cuda kernels (and native\n"
-    "bfloat16 / float16 cuda kernels), a constant folder, and its precision class under\n"
+    "bfloat16 / float16 cuda kernels; the others run 16 bits through the float32 kernel, the\n"
+    "adapter: --json says which per device and dtype), a constant folder, and its precision class under\n"
     "--precision bf16 / fp16 (follow: its inputs' type; lowp: 16-bit operands, fp32 sums; fp32).\n"
     "A fold-only op has no kernel: it is supported where load folds it (constant inputs).\n"
     "A cuda column reads 'n/a' when this build has no cuda backend.\n";
@@ -49,6 +54,26 @@ static int native16(const pp_backend *b, pp_op op, pp_dtype out[4])
     for (int t = 0; b && t < b->ntables && n < 4; t++)
         if (b->tables[t].dtype != PP_DTYPE_F32 && b->tables[t].kernels[op].forward) out[n++] = b->tables[t].dtype;
     return n;
+}
+
+/* "kernels": per device of this build and compute dtype, "native" (the backend's own kernel),
+ * "adapter" (16 bits through kernels/lowp.c around the float32 kernel) or null (none) */
+static void kernels_json(pp_json *j, pp_op op, const pp_backend *cpu, const pp_backend *cuda)
+{
+    static const pp_dtype dts[3] = {PP_DTYPE_F32, PP_DTYPE_BF16, PP_DTYPE_F16};
+    const pp_backend *bs[2] = {cpu, cuda};
+    pp_json_begin_object(j, "kernels");
+    for (int b = 0; b < 2; b++) {
+        if (!bs[b]) continue;
+        pp_json_begin_object(j, bs[b]->name);
+        for (int d = 0; d < 3; d++) {
+            if (pp_kernel_native(op, bs[b]->kind, dts[d])) pp_json_string(j, pp_dtype_name(dts[d]), "native");
+            else if (pp_kernel_find(op, bs[b]->kind, dts[d])) pp_json_string(j, pp_dtype_name(dts[d]), "adapter");
+            else pp_json_null(j, pp_dtype_name(dts[d]));
+        }
+        pp_json_end_object(j);
+    }
+    pp_json_end_object(j);
 }
 
 static void print_json(const pp_backend *cpu, const pp_backend *cuda)
@@ -82,6 +107,7 @@ static void print_json(const pp_backend *cpu, const pp_backend *cuda)
             pp_json_null(&j, "cuda");
             pp_json_null(&j, "cuda_native16");
         }
+        kernels_json(&j, (pp_op)i, cpu, cuda);
         pp_json_bool(&j, "fold", o->fold != NULL);
         pp_json_string(&j, "precision", prec_name(o->prec));
         pp_json_end_object(&j);

@@ -185,6 +185,7 @@ pp_status shape_rope(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_attention(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_resize(infer_ctx *c, const pp_node *n, pp_error *err);
 pp_status shape_einsum(infer_ctx *c, const pp_node *n, pp_error *err);
+pp_status shape_skip_norm(infer_ctx *c, const pp_node *n, pp_error *err);
 
 /* ---- constant evaluators (graph/fold.c, graph/fold_math.c) ------------------------- */
 pp_status fold_copy(infer_ctx *c, const pp_node *n, pp_const_tensor *out, int *done, pp_error *err);

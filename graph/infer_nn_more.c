@@ -1,4 +1,4 @@
-/* Shape rules of the row normalisations (RMS, instance, group), RotaryEmbedding, Attention
+/* Shape rules of the row normalisations (RMS, instance, group, the residual forms), RotaryEmbedding, Attention
  * Resize and Einsum: the outputs take X's (or Q's) shape, Resize's from its sizes or scales,
  * Einsum's from its equation; what
  * the kernels cannot run (a KV cache, the extra outputs of Attention) is refused here, at
@@ -17,6 +17,23 @@ pp_status shape_norm_rows(infer_ctx *c, const pp_node *n, pp_error *err)
     PP_CHECK(infer_need(c, n, 1, 0, err));
     if (n->op != PP_OP_RMS_NORMALIZATION) PP_CHECK(infer_need(c, n, 2, 0, err));
     infer_copy(c, n, 0, 0);
+    return PP_OK;
+}
+
+/* SkipLayerNormalization / SkipSimplifiedLayerNormalization: output and input_skip_bias_sum
+ * (output 3) are the input; the mean and inv_std_var outputs are refused (the kernels check
+ * skip and the parameters: kernels/op_args_nn.c) */
+pp_status shape_skip_norm(infer_ctx *c, const pp_node *n, pp_error *err)
+{
+    PP_CHECK(infer_need(c, n, 0, 1, err));
+    PP_CHECK(infer_need(c, n, 1, 1, err));
+    PP_CHECK(infer_need(c, n, 2, 1, err));
+    for (int k = 1; k < 3 && k < n->noutputs; k++)
+        if (n->outputs[k] >= 0)
+            return infer_fail(n, PP_ERR_UNSUPPORTED, err, "output %d (%s) is not supported: only output and "
+                              "input_skip_bias_sum", k, k == 1 ? "mean" : "inv_std_var");
+    infer_copy(c, n, 0, 0);
+    if (n->noutputs > 3) infer_copy(c, n, 3, 0);
     return PP_OK;
 }
 

@@ -31,7 +31,11 @@
                     .saves_out = sout, .flags = (flags_) | KIND_FLAGS_##kinds, .flop_rule = PP_FLOPS_##rule,       \
                     .flops_per = per, .shape = shape_, .fold = fold_, __VA_ARGS__},
 
+/* a row outside ai.onnx overrides .domain (the residual norms' com.microsoft) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
 static const pp_op_info ops[PP_OP_COUNT] = {PP_OP_LIST(ROW)};
+#pragma GCC diagnostic pop
 
 const pp_op_info *pp_op_get(pp_op op)
 {
@@ -60,11 +64,11 @@ static int cmp_key(const void *key, const void *elem)
 
 pp_op pp_op_lookup(const char *domain, const char *op_type)
 {
-    if (domain && *domain && strcmp(domain, "ai.onnx")) return PP_OP_UNKNOWN;
+    if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
     if (!op_type) return PP_OP_UNKNOWN;
     pthread_once(&by_name_once, sort_names);
     const int *hit = bsearch(op_type, by_name, PP_OP_COUNT, sizeof by_name[0], cmp_key);
-    return hit ? (pp_op)*hit : PP_OP_UNKNOWN;
+    return hit && !strcmp(ops[*hit].domain, domain) ? (pp_op)*hit : PP_OP_UNKNOWN;
 }
 
 int pp_op_input_differentiable(pp_op op, int index)

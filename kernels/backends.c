@@ -42,12 +42,22 @@ unsigned pp_device_caps(const pp_device *d)
     return d ? pp_device_kind_caps(d->kind) : 0;
 }
 
-const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype)
+/* the backend's own kernel of op in dtype, or NULL */
+static const pp_kernel *own_kernel(pp_op op, pp_device_kind device, pp_dtype dtype)
 {
     const pp_backend *b = pp_backend_get(device);
     if (!b || (int)op < 0 || op >= PP_OP_COUNT) return NULL;
     for (int t = 0; t < b->ntables; t++)
         if (b->tables[t].dtype == dtype && b->tables[t].kernels[op].forward) return &b->tables[t].kernels[op];
+    return NULL;
+}
+
+const pp_kernel *pp_kernel_find(pp_op op, pp_device_kind device, pp_dtype dtype)
+{
+    const pp_kernel *k = own_kernel(op, device, dtype);
+    if (k || !pp_backend_get(device) || (int)op < 0 || op >= PP_OP_COUNT) return k;
     /* 16-bit compute without a native kernel: the adapter around the F32 one */
     return dtype == PP_DTYPE_BF16 || dtype == PP_DTYPE_F16 ? pp_lowp_adapter(op, device) : NULL;
 }
+
+int pp_kernel_native(pp_op op, pp_device_kind device, pp_dtype dtype) { return own_kernel(op, device, dtype) != NULL; }

@@ -3,6 +3,7 @@
 #include "op_args_nn.h"
 
 #include <math.h>
+#include <string.h>
 
 static int64_t prod(const int64_t *dims, int from, int to)
 {
@@ -22,10 +23,46 @@ static pp_status want_fp32_stash(const pp_kernel_ctx *c, pp_error *err)
     return PP_OK;
 }
 
+/* SkipLayerNormalization / SkipSimplifiedLayerNormalization (com.microsoft): input + skip of
+ * one shape, normalised over the last dim; gamma (and beta) [D]. The bias input (added
+ * before the norm) and the mean / inv_std_var outputs are refused: what stage fusion makes
+ * has none of them. */
+static pp_status skip_norm_args(const pp_kernel_ctx *c, pp_norm_args *a, pp_error *err)
+{
+    const pp_tensor *x = &c->in[0];
+    const int simple = c->op == PP_OP_SKIP_SIMPLIFIED_LAYER_NORMALIZATION, nparams = simple ? 1 : 2;
+    PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-12f, &a->eps, c->node, err));
+    if (x->rank < 1 || c->nin < 3)
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "expected input, skip and gamma, input of rank >= 1");
+    a->d = x->dims[x->rank - 1];
+    a->m = a->d ? pp_tensor_numel(x) / a->d : 0;
+    a->prow = a->pdiv = 1;
+    a->center = !simple;
+    if (c->in[1].rank != x->rank || memcmp(c->in[1].dims, x->dims, (size_t)x->rank * sizeof x->dims[0]))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "skip must have the input's shape (a broadcast skip is not supported)");
+    for (int k = 2; k < 2 + nparams && k < c->nin; k++)
+        if (c->in[k].data && pp_tensor_numel(&c->in[k]) != a->d)
+            return pp_args_fail(c, PP_ERR_SHAPE, err, "input %d (%s) has %lld elements, expected %lld (the last dim)", k,
+                                k == 2 ? "gamma" : "beta", (long long)pp_tensor_numel(&c->in[k]), (long long)a->d);
+    if (c->nin > 2 + nparams && c->in[2 + nparams].data)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d (bias, added before the norm) is not supported",
+                            2 + nparams);
+    for (int k = 1; k < 3 && k < c->nout; k++)
+        if (c->out[k].data)
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "output %d (%s) is not supported", k,
+                                k == 1 ? "mean" : "inv_std_var");
+    if (c->nout > 3 && c->out[3].data && pp_tensor_numel(&c->out[3]) != pp_tensor_numel(x))
+        return pp_args_fail(c, PP_ERR_SHAPE, err, "output 3 (input_skip_bias_sum) has %lld elements, expected %lld",
+                            (long long)pp_tensor_numel(&c->out[3]), (long long)pp_tensor_numel(x));
+    return PP_OK;
+}
+
 pp_status pp_args_norm(const pp_kernel_ctx *c, pp_norm_args *a, pp_error *err)
 {
     const pp_tensor *x = &c->in[0];
     int64_t nparams;
+    if (c->op == PP_OP_SKIP_LAYER_NORMALIZATION || c->op == PP_OP_SKIP_SIMPLIFIED_LAYER_NORMALIZATION)
+        return skip_norm_args(c, a, err);
     PP_CHECK(pp_attr_float(c->attrs, c->nattrs, "epsilon", 1e-5f, &a->eps, c->node, err));
     if (c->op == PP_OP_RMS_NORMALIZATION) {
         int64_t axis;

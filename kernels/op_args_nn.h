@@ -16,7 +16,9 @@ extern "C" {
  * (parameters per element of the normalised dims); InstanceNormalization rows (n, c),
  * prow = C, pdiv = d (per channel); GroupNormalization rows (n, g), prow = G, pdiv = the
  * spatial size (opset 21: per channel) or d (opset 18: per group). The parameters number
- * prow * d / pdiv. */
+ * prow * d / pdiv. SkipLayerNormalization / SkipSimplifiedLayerNormalization (the residual
+ * forms, com.microsoft) are LayerNorm / RMS over the last dim of input + skip (gamma, beta
+ * [D] at inputs 2, 3; epsilon 1e-12 by default): prow = pdiv = 1. */
 typedef struct pp_norm_args {
     int64_t m, d, prow, pdiv;
     float eps;

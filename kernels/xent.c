@@ -43,3 +43,9 @@ pp_status pp_xent_setup(const pp_kernel_ctx *c, pp_xent *e, pp_error *err)
     }
     return PP_OK;
 }
+
+size_t pp_xent_aux_bytes(const pp_kernel_ctx *c)
+{
+    pp_xent e;
+    return pp_xent_setup(c, &e, NULL) == PP_OK ? (2 * (size_t)(e.n * e.d) + 1) * sizeof(float) : 0;
+}

@@ -25,6 +25,12 @@ typedef struct pp_xent {
  * name the node and the bad value. */
 pp_status pp_xent_setup(const pp_kernel_ctx *c, pp_xent *e, pp_error *err);
 
+/* aux of both backends: what backward reads instead of the probabilities, per position p
+ * (n * d + s) the scores' max mx[p] and log-sum-exp ls[p] (log softmax = x - mx - ls), then
+ * the summed weight of the labels (the mean's divisor): 2 n d + 1 floats (0 when the call
+ * is malformed: forward reports why). */
+size_t pp_xent_aux_bytes(const pp_kernel_ctx *c);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,7 +51,8 @@ def render(reg):
         f"- **opsets**: the ai.onnx opsets whose form of the op onnxpipe reads (from the registry's `since` up to "
         f"{latest}, the newest it is written against); **onnx latest**: the op's newest since_version in onnx",
         "- **backward**: a gradient kernel (training through the op); **cuda**: a CUDA kernel "
-        "(and native bfloat16 / float16 kernels; other ops run 16-bit tensors through the fp32 kernel)",
+        "(and native bfloat16 / float16 kernels; other ops run 16-bit tensors through the fp32 kernel, the "
+        "adapter: `onnxpipe ops --json` says which, per device and dtype)",
         "- **fold**: constant inputs are folded at load (a **fold-only** op has no kernel: it is supported where "
         "load folds it, in shape and mask chains, and an error names the input that is not constant elsewhere); "
         "**precision**: its class under `--precision bf16|fp16` "
@@ -86,7 +87,13 @@ def render(reg):
     unknown = sorted(set(ours) - set(known))
     if other or unknown:
         lines += ["", "Ops onnxpipe supports outside onnx's ai.onnx schemas:", ""]
-        lines += [f"- {o['domain'] or 'ai.onnx'} {o['name']}" for o in other] + [f"- ai.onnx {n}" for n in unknown]
+        for o in other:
+            cuda = "n/a" if o["cuda"] is None else yes(o["cuda"])
+            if o.get("cuda_native16"):
+                cuda += f" (native {', '.join(o['cuda_native16'])})"
+            lines.append(f"- {o['domain']} {o['name']} (opset {o['since']}): backward {yes(o['backward'])}, "
+                         f"cpu {yes(o['cpu'])}, cuda {cuda}")
+        lines += [f"- ai.onnx {n}" for n in unknown]
     return "\n".join(lines) + "\n"
 
 

@@ -36,7 +36,9 @@
  *    where its kernel can (PP_KCAP_SOFTMAX_CAUSAL), the Softmax (causal): exp underflows
  *    to exactly 0 above the diagonal, so the kernels skip that triangle (the same
  *    probabilities and gradients, about half the attention FLOPs and exps); the
- *    probabilities may pass through views (a Cast, a Dropout of ratio 0) on the way.
+ *    probabilities may pass through views (a Cast, a Dropout of ratio 0) on the way;
+ *  - a residual Add read by a LayerNorm / RMSNorm becomes one Skip(Simplified)LayerNormalization
+ *    (fuse_residual_norm.c).
  * Intermediates become unused aliases. Runs after collect(), before gradients and
  * memory are planned. */
 #include "stage_internal.h"
@@ -698,6 +700,8 @@ pp_status stage_fuse(pp_stage *s, pp_error *err)
                 fold_trans(s, op_of_node, o, k, gone);
     for (int o = 0; (mm_caps & PP_KCAP_MATMUL_CAUSAL) && o < s->nops; o++)
         if (!gone[o]) mark_causal(s, op_of_node, gone, o);
+    for (int o = 0; o < s->nops; o++)
+        if (!gone[o]) PP_CHECK_GOTO(stage_fuse_residual_norm(s, op_of_node, o, gone, err), st, done);
     int n = 0;
     for (int o = 0; o < s->nops; o++) {
         if (gone[o]) {

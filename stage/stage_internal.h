@@ -234,6 +234,10 @@ int stage_fuse_attention(pp_stage *s, const int *op_of_node, char *gone, pp_erro
 /* fuse_rope.c: if op o is the Neg of HF's rotate_half, x * cos + rotate_half(x) * sin becomes
  * one RotaryEmbedding run by kernel k (the chain's other ops gone). */
 void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
+/* fuse_residual_norm.c: if op o is a LayerNormalization / RMSNormalization over the last axis
+ * of an Add of two activations, the Add becomes SkipLayerNormalization /
+ * SkipSimplifiedLayerNormalization writing both the sum and the norm (op o gone). */
+pp_status stage_fuse_residual_norm(pp_stage *s, const int *op_of_node, int o, char *gone, pp_error *err);
 /* profile.c: a timer recorded before a kernel call (*start: its index), and after it the
  * call of op o (grad_in NULL: forward; rerun: a forward run again by recompute) with its
  * end timer, read at pp_stage_profile_flush; freeing s->prof (NULL after). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "launch.h"
+#include "launch_io.h"
 
 static pp_tensor T(int rank, const int64_t *dims)
 {
@@ -837,6 +838,110 @@ static void test_conv_16bit(void **state)
                   "native vs adapter for 14 dtype mixes; dW temporary at 1024 of %zu bytes\n", (size_t)1024 + 73728);
 }
 
+/* When a call takes the 128-bit path (kernels/cuda/io.cuh, launch_io.c) */
+static void test_vec_of(void **state)
+{
+    (void)state;
+    static _Alignas(16) unsigned char buf[4096];
+    const void *al[3] = {buf, buf + 1024, NULL};
+    assert_int_equal(pp_cu_vec_of(768, al, 3), PP_CU_VEC);          /* GPT-2 rows: 768 = 96 x 8 */
+    assert_int_equal(pp_cu_vec_of(50257, al, 3), 1);                /* GPT-2's vocabulary: odd */
+    assert_int_equal(pp_cu_vec_of(12, al, 3), 1);                   /* not a multiple of 8 */
+    assert_int_equal(pp_cu_vec_of(0, al, 3), 1);
+    const void *off[2] = {buf, buf + 2};                            /* a bfloat16 one element in */
+    assert_int_equal(pp_cu_vec_of(768, off, 2), 1);
+    const void *off8[2] = {buf, buf + 8};                           /* 8 bytes: a float32 float4 would do, 16-bit uint4 not */
+    assert_int_equal(pp_cu_vec_of(768, off8, 2), 1);
+    /* every row of a [m, d] tensor starts on 16 bytes when d is a multiple of 8, for 2- and 4-byte elements */
+    for (int64_t r = 0; r < 7; r++) {
+        assert_int_equal((r * 768 * 2) % 16, 0);
+        assert_int_equal((r * 768 * 4) % 16, 0);
+    }
+    assert_int_equal(pp_cu_launch_vec(8 * 128 * 256, PP_CU_VEC).grid, 128);   /* 262144 / 8 groups / 256 */
+    assert_int_equal(pp_cu_launch_vec(1000, 1).grid, 4);
+    print_message("vector path: 128-bit accesses exactly where every tensor is 16-byte aligned and rows are multiples "
+                  "of %d elements\n", PP_CU_VEC);
+}
+
+/* The row kernels' plans for the shapes that matter (GPT-2 124M: 32 x 1024 rows of 768; Llama
+ * 7B and 70B rows of 4096 and 8192) against hand-derived sizes, then a host model of the
+ * backward's work split (chunks of rows, each thread the columns of its accesses, the chunk
+ * sums added in chunk order) against a brute-force double sum: every (row, column) visited
+ * once, dscale within float rounding. */
+static void rownorm_model(int64_t m, int64_t d, int vec, double *worst)
+{
+    const pp_cu_rownorm p = pp_cu_rownorm_plan(m, d, vec, 1);
+    assert_true(p.block % 32 == 0 && p.block >= 32 && p.block <= 1024);
+    assert_true((int64_t)p.grid * p.rows_per_block >= m && ((int64_t)p.grid - 1) * p.rows_per_block < m);
+    assert_int_equal(p.part_bytes, (size_t)p.grid * 2 * (size_t)d * sizeof(float));
+    assert_int_equal(p.smem, 2 * (size_t)d * sizeof(float) <= PP_CU_ROWNORM_SMEM ? 2 * (size_t)d * sizeof(float) : 0);
+    float *part = calloc((size_t)p.grid * (size_t)d, sizeof(float));
+    unsigned char *seen = calloc((size_t)(m * d), 1);
+    for (unsigned b = 0; b < p.grid; b++) {
+        const int64_t r0 = b * p.rows_per_block, r1 = r0 + p.rows_per_block < m ? r0 + p.rows_per_block : m;
+        for (int64_t r = r0; r < r1; r++)
+            for (unsigned t = 0; t < p.block; t++)
+                for (int64_t v = t; v < d / p.vec; v += p.block)
+                    for (int k = 0; k < p.vec; k++) {
+                        const int64_t j = v * p.vec + k;
+                        seen[r * d + j]++;
+                        part[b * d + j] += (float)((r * 31 + j * 7) % 17) - 8.f;
+                    }
+    }
+    for (int64_t i = 0; i < m * d; i++) assert_int_equal(seen[i], 1);
+    for (int64_t j = 0; j < d; j++) {
+        float s = 0.f;
+        double ref = 0;
+        for (unsigned b = 0; b < p.grid; b++) s += part[b * d + j];
+        for (int64_t r = 0; r < m; r++) ref += (double)((r * 31 + j * 7) % 17) - 8.0;
+        const double e = fabs(s - ref) / (1 + fabs(ref));
+        if (e > *worst) *worst = e;
+    }
+    free(part);
+    free(seen);
+}
+
+static void test_rownorm_plan(void **state)
+{
+    (void)state;
+    /* GPT-2 124M, bf16: 32768 rows of 768 -> 96 threads of one 128-bit access, 1024 chunks of
+     * 32 rows, the chunk's sums 6 KiB of shared memory, 1024 x 6 KiB of partial sums */
+    pp_cu_rownorm p = pp_cu_rownorm_plan(32768, 768, PP_CU_VEC, 1);
+    assert_int_equal(p.vec, 8);
+    assert_int_equal(p.block, 96);
+    assert_int_equal(p.grid, 1024);
+    assert_int_equal(p.rows_per_block, 32);
+    assert_int_equal(p.smem, 6144);
+    assert_int_equal(p.part_bytes, (size_t)1024 * 6144);
+    /* the same rows unaligned: 768 threads of one element */
+    p = pp_cu_rownorm_plan(32768, 768, 1, 0);
+    assert_true(p.vec == 1 && p.block == 768 && p.smem == 0 && p.part_bytes == 0);
+    /* Llama 7B (d 4096): 512 threads, 32 KiB shared; 70B (d 8192): 64 KiB does not fit, the
+     * sums go to the workspace slices */
+    p = pp_cu_rownorm_plan(8192, 4096, PP_CU_VEC, 1);
+    assert_true(p.block == 512 && p.smem == 32768 && p.grid == 1024 && p.rows_per_block == 8);
+    p = pp_cu_rownorm_plan(8192, 8192, PP_CU_VEC, 1);
+    assert_true(p.block == 1024 && p.smem == 0 && p.part_bytes == (size_t)1024 * 65536);
+    /* d = 16384 unvectorised: 1024 threads of 16 accesses each */
+    assert_int_equal(pp_cu_rownorm_plan(4, 16384, 1, 0).block, 1024);
+    /* a vector width the rows do not divide falls back to 1; tiny rows take one warp */
+    assert_int_equal(pp_cu_rownorm_plan(10, 12, PP_CU_VEC, 0).vec, 1);
+    assert_int_equal(pp_cu_rownorm_plan(10, 12, 1, 0).block, 32);
+    /* fewer rows than chunks: a row each; 1025 rows: 513 chunks of 2 */
+    p = pp_cu_rownorm_plan(5, 64, PP_CU_VEC, 1);
+    assert_true(p.grid == 5 && p.rows_per_block == 1);
+    p = pp_cu_rownorm_plan(1025, 64, PP_CU_VEC, 1);
+    assert_true(p.grid == 513 && p.rows_per_block == 2);
+    double worst = 0;
+    rownorm_model(1025, 64, PP_CU_VEC, &worst);
+    rownorm_model(3000, 40, 1, &worst);
+    rownorm_model(37, 2056, PP_CU_VEC, &worst);     /* 257 accesses: 288 threads, the last warp partly idle */
+    rownorm_model(2100, 1280, 1, &worst);           /* 1280 elements: 1024 threads, some loop twice */
+    print_message("row norms: GPT-2 / Llama plans as derived; the backward's work split visits every element once, "
+                  "its chunked column sums within %.1e of double\n", worst);
+    assert_true(worst < 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -847,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_matmul_trans_model), cmocka_unit_test(test_gemm_model),
         cmocka_unit_test(test_gemm_16bit),
         cmocka_unit_test(test_conv_16bit),
+        cmocka_unit_test(test_vec_of), cmocka_unit_test(test_rownorm_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

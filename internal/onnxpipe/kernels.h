@@ -10,6 +10,7 @@
 #include <onnxpipe/device.h>
 #include <onnxpipe/optim.h>
 #include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/backend/op.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,11 @@ pp_status pp_kernel_convert(pp_device *dev, void *dst, pp_dtype dst_dtype, const
                             int64_t n, pp_error *err);
 /* y[i] += x[i]. Local. */
 pp_status pp_kernel_accumulate(pp_device *dev, float *y, const float *x, int64_t n, pp_error *err);
+/* 1 when the backend of device has a kernel of its own for op computing in dtype (a slot of
+ * its table for dtype), 0 when pp_kernel_find gives the 16-bit adapter (kernels/lowp.c) or
+ * nothing. `onnxpipe ops` reports it; stage fusion asks it where the adapter would round
+ * differently from the unfused ops. Local; thread-safe. */
+int pp_kernel_native(pp_op op, pp_device_kind device, pp_dtype dtype);
 /* Index of the first NaN or Inf in x, or -1 (a read). Local. */
 pp_status pp_kernel_find_nonfinite(pp_device *dev, const float *x, int64_t n, int64_t *index,
                                    pp_error *err);

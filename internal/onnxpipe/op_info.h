@@ -59,7 +59,7 @@ struct pp_node;
 typedef struct pp_op_info {
     const char *name;           /* ONNX op type */
     const char *domain;         /* "" is ai.onnx */
-    int64_t since;              /* the first ai.onnx opset with this op in the form onnxpipe reads */
+    int64_t since;              /* the first opset of its domain with this op in the form onnxpipe reads */
     unsigned nondiff;           /* bit i: input i carries no gradient (shape, axes, indices, mask) */
     unsigned saves_in;          /* bit i: backward reads forward input i */
     unsigned saves_out;         /* bit k: backward reads forward output k */

@@ -52,6 +52,7 @@ PP_OP_LIST(PP_CPU_DECL_)
 PP_AUX(pp_cpu_maxpool_aux);
 PP_AUX(pp_cpu_batchnorm_aux);
 PP_AUX(pp_cpu_layernorm_aux_bytes);
+PP_AUX(pp_cpu_xent_aux);   /* loss.c: max and log-sum-exp per position (kernels/xent.h) */
 size_t pp_cpu_conv_work_bytes(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
 PP_AUX(pp_cpu_scatter_aux);   /* index.c: ScatterND / ScatterElements with reduction none */
@@ -59,5 +60,20 @@ PP_AUX(pp_cpu_scatter_aux);   /* index.c: ScatterND / ScatterElements with reduc
 /* normalisation, attention, rotary embedding, resampling, einsum */
 PP_AUX(pp_cpu_norm_rows_aux);
 PP_AUX(pp_cpu_attention_aux);
+PP_AUX(pp_cpu_skip_norm_aux);
+
+/* The row loops of LayerNormalization (layernorm.c: m rows of d, x [m, d], scale and bias
+ * [d], mean and rstd [m]) and of the other row normalisations (norm_rows.c, the layout of
+ * a; buf: 2 d floats forward, 3 d backward), which skip_norm.c runs on input + skip:
+ * forward writes y, mean, rstd; backward adds into dx, dscale, dbias (each may be NULL). */
+struct pp_norm_args;
+void pp_cpu_ln_rows(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd,
+                    int64_t m, int64_t d, float eps);
+void pp_cpu_ln_rows_grad(const float *x, const float *scale, const float *dy, const float *mean, const float *rstd,
+                         float *dx, float *dscale, float *dbias, int64_t m, int64_t d);
+void pp_cpu_norm_rows_run(const struct pp_norm_args *a, const float *x, const float *scale, const float *bias,
+                          float *y, float *mean, float *rstd, float *buf);
+void pp_cpu_norm_rows_grad(const struct pp_norm_args *a, const float *x, const float *scale, const float *dy,
+                           const float *mean, const float *rstd, float *dx, float *dscale, float *dbias, float *buf);
 
 #endif

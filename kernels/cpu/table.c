@@ -28,6 +28,7 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_MAX_POOL].aux_bytes = pp_cpu_maxpool_aux,
     [PP_OP_BATCH_NORMALIZATION].aux_bytes = pp_cpu_batchnorm_aux,
     [PP_OP_LAYER_NORMALIZATION].aux_bytes = pp_cpu_layernorm_aux_bytes,
+    [PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS].aux_bytes = pp_cpu_xent_aux, [PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS].caps = FRESH,
     /* comparisons, logic, more elementwise functions */
     [PP_OP_ABS].caps = FRESH, [PP_OP_SIGN].caps = FRESH, [PP_OP_EXP].caps = FRESH, [PP_OP_LOG].caps = FRESH,
     [PP_OP_SIN].caps = FRESH, [PP_OP_COS].caps = FRESH, [PP_OP_FLOOR].caps = FRESH, [PP_OP_CEIL].caps = FRESH,
@@ -44,6 +45,11 @@ static const pp_kernel kernels_f32[PP_OP_COUNT] = {
     [PP_OP_INSTANCE_NORMALIZATION].aux_bytes = pp_cpu_norm_rows_aux,
     [PP_OP_GROUP_NORMALIZATION].aux_bytes = pp_cpu_norm_rows_aux,
     [PP_OP_ATTENTION].aux_bytes = pp_cpu_attention_aux,
+    /* the residual norms (com.microsoft) */
+    [PP_OP_SKIP_LAYER_NORMALIZATION] = {pp_cpu_skip_norm_aux, pp_cpu_skip_norm_forward, pp_cpu_skip_norm_backward,
+                                        FRESH, NULL},
+    [PP_OP_SKIP_SIMPLIFIED_LAYER_NORMALIZATION] = {pp_cpu_skip_norm_aux, pp_cpu_skip_norm_forward,
+                                                   pp_cpu_skip_norm_backward, FRESH, NULL},
 };
 #pragma GCC diagnostic pop
 

@@ -234,7 +234,7 @@ static pp_status conv_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out
         for (int d = 0; d < gy->rank; d++) red[d] = d != 1;
         pp_cu_reduce r;
         pp_cu_reduce_init(&r, gy->rank, gy->dims, red);
-        PP_CHECK(pp_cu_reduce_launch(c, &r, gy->data, gy->dtype, (float *)grad_in[2].data, 1.f, err));
+        PP_CHECK(pp_cu_reduce_launch(c, &r, gy->data, gy->dtype, grad_in[2].data, grad_in[2].dtype, 1.f, err));
     }
     if (!grad_in[0].data && !grad_in[1].data) return PP_OK;
     PP_CHECK(algo_of(c, &cv, &a, err));

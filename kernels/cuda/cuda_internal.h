@@ -115,14 +115,15 @@ pp_status pp_cu_host_input(const pp_kernel_ctx *c, int k, const char *what, cons
 #define PP_CU_AUX(name) size_t name(const pp_kernel_ctx *c)
 
 /* dst += scale * (src summed over the dims where dst broadcasts; numpy alignment): the
- * gradient of a broadcast input. dst and src are device tensors (elementwise.cu); dst is
- * float32, src float32, bfloat16 or float16 (widened exactly, summed in fp32). */
+ * gradient of a broadcast input. dst and src are device tensors (elementwise.cu) of
+ * float32, bfloat16 or float16 (widened exactly, summed in fp32, dst rounded once). */
 pp_status pp_cu_sum_into(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
                          pp_error *err);
-/* dst += scale * sum over r's reduced dims of src, whose dtype st is float32, bfloat16 or float16 */
+/* dst += scale * sum over r's reduced dims of src; src's dtype st and dst's dt are float32,
+ * bfloat16 or float16 (summed in fp32, dst rounded once) */
 pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st,
-                              float *dst, float scale, pp_error *err);
-/* dst += scale * src broadcast to dst's shape */
+                              void *dst, pp_dtype dt, float scale, pp_error *err);
+/* dst += scale * src broadcast to dst's shape (float32, bfloat16 or float16 each) */
 pp_status pp_cu_broadcast_add(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
                               pp_error *err);
 /* out = in broadcast to out's shape (Expand, Gemm's C, Conv's bias); between float dtypes

@@ -1,8 +1,12 @@
 /* cuda elementwise ops: activations, arithmetic with numpy broadcasting, and the
- * broadcast-gradient reduction. The per-element math is element.h's PP_HD functions, the
- * index plans are launch.c's (pp_cu_bcast, pp_cu_reduce). */
+ * broadcast-gradient reduction, on float32, bfloat16 and float16 tensors (io.cuh: fp32 in
+ * registers, one rounding per store, 128-bit accesses where launch_io.c allows). The
+ * per-element math is element.h's PP_HD functions, the index plans are launch.c's
+ * (pp_cu_bcast, pp_cu_reduce). */
 #include "cuda_internal.h"
 #include "ew_ops.cuh"
+#include "io.cuh"
+#include "lowp.h"
 #include "logic.cuh"   /* the integer paths, variadic Max / Min */
 #include "reduce.cuh"
 
@@ -22,92 +26,73 @@ __device__ inline int64_t red_offset(int rank, const int64_t *dims, const int64_
     return off;
 }
 
-/* element i of a float32, bfloat16 or float16 buffer, widened exactly (element.h) */
-template <pp_dtype T> __device__ inline float widen(const void *p, int64_t i)
-{
-    if constexpr (T == PP_DTYPE_F32) return ((const float *)p)[i];
-    else if constexpr (T == PP_DTYPE_BF16) return pp_el_f32_from_bf16(((const uint16_t *)p)[i]);
-    else return pp_el_f32_from_f16(((const uint16_t *)p)[i]);
-}
-
-/* small reductions: one thread per output */
-template <pp_dtype T> __global__ void k_reduce_thread(pp_cu_reduce r, const void *src, float *dst, float scale)
+/* small reductions: one thread per output; dst (+)= scale * the sum, one rounding */
+__global__ void k_reduce_thread(pp_cu_reduce r, cu_io src, cu_io dst, float scale)
 {
     CU_FOR(o, r.nout) {
         const int64_t base = red_offset(r.krank, r.kdims, r.kst, o);
         float s = 0.f;
-        for (int64_t j = 0; j < r.nred; j++) s += widen<T>(src, base + red_offset(r.rrank, r.rdims, r.rst, j));
-        dst[o] += scale * s;
+        for (int64_t j = 0; j < r.nred; j++) s += cu_ld(src, base + red_offset(r.rrank, r.rdims, r.rst, j));
+        cu_put(dst, o, scale * s, 1);
     }
 }
 
 /* large reductions: one block per output */
-template <pp_dtype T> __global__ void k_reduce_block(pp_cu_reduce r, const void *src, float *dst, float scale)
+__global__ void k_reduce_block(pp_cu_reduce r, cu_io src, cu_io dst, float scale)
 {
     for (int64_t o = blockIdx.x; o < r.nout; o += gridDim.x) {
         const int64_t base = red_offset(r.krank, r.kdims, r.kst, o);
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x)
-            s += widen<T>(src, base + red_offset(r.rrank, r.rdims, r.rst, j));
+            s += cu_ld(src, base + red_offset(r.rrank, r.rdims, r.rst, j));
         s = cu_block_reduce(s, cu_sum(), 0.f);
-        if (threadIdx.x == 0) dst[o] += scale * s;
+        if (threadIdx.x == 0) cu_put(dst, o, scale * s, 1);
     }
 }
 
-template <pp_dtype T> __global__ void k_axpy(float *y, const void *x, int64_t n, float a)
+__global__ void k_axpy(cu_io y, cu_io x, int64_t n, float a)
 {
-    CU_FOR(i, n) y[i] += a * widen<T>(x, i);
+    CU_FOR(i, n) cu_put(y, i, a * cu_ld(x, i), 1);
 }
 
-/* dst += scale * src summed by r (r NULL: src has dst's elements) */
-template <pp_dtype T>
-static void sum_launch(cudaStream_t s, const pp_cu_reduce *r, const void *src, float *dst, int64_t n, float scale)
-{
-    if (!r) {
-        pp_cu_launch L = pp_cu_launch_1d(n);
-        k_axpy<T><<<L.grid, L.block, 0, s>>>(dst, src, n, scale);
-    } else if (r->nred >= 256) {
-        unsigned grid = r->nout < PP_CU_MAX_GRID ? (unsigned)r->nout : PP_CU_MAX_GRID;
-        k_reduce_block<T><<<grid, PP_CU_BLOCK, 0, s>>>(*r, src, dst, scale);
-    } else {
-        pp_cu_launch L = pp_cu_launch_1d(r->nout);
-        k_reduce_thread<T><<<L.grid, L.block, 0, s>>>(*r, src, dst, scale);
-    }
-}
-
-/* float32 dst from a float32, bfloat16 or float16 src (a 16-bit gradient into fp32) */
-static pp_status sum_run(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st, float *dst,
-                         int64_t n, float scale, pp_error *err)
+/* dst += scale * src summed by r (r NULL: src has dst's n elements); float32, bfloat16 or
+ * float16 on either side, summed in fp32 */
+static pp_status sum_run(const pp_kernel_ctx *c, const pp_cu_reduce *r, cu_io src, cu_io dst, int64_t n, float scale,
+                         pp_error *err)
 {
     cudaStream_t s = cu_of(c->dev)->stream;
+    if (!cu_io_float(src.t) || !cu_io_float(dst.t))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cannot sum a %s tensor into %s", pp_dtype_name(src.t),
+                            pp_dtype_name(dst.t));
     if (r ? !r->nout : !n) return PP_OK;   /* an empty dst: a grid of 0 blocks is a launch error */
-    switch (st) {
-    case PP_DTYPE_F32: sum_launch<PP_DTYPE_F32>(s, r, src, dst, n, scale); break;
-    case PP_DTYPE_BF16: sum_launch<PP_DTYPE_BF16>(s, r, src, dst, n, scale); break;
-    case PP_DTYPE_F16: sum_launch<PP_DTYPE_F16>(s, r, src, dst, n, scale); break;
-    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cannot sum a %s tensor", pp_dtype_name(st));
+    if (!r) {
+        pp_cu_launch L = pp_cu_launch_1d(n);
+        k_axpy<<<L.grid, L.block, 0, s>>>(dst, src, n, scale);
+    } else if (r->nred >= 256) {
+        unsigned grid = r->nout < PP_CU_MAX_GRID ? (unsigned)r->nout : PP_CU_MAX_GRID;
+        k_reduce_block<<<grid, PP_CU_BLOCK, 0, s>>>(*r, src, dst, scale);
+    } else {
+        pp_cu_launch L = pp_cu_launch_1d(r->nout);
+        k_reduce_thread<<<L.grid, L.block, 0, s>>>(*r, src, dst, scale);
     }
     CU_LAUNCHED(c);
     return PP_OK;
 }
 
-pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st,
-                              float *dst, float scale, pp_error *err)
+pp_status pp_cu_reduce_launch(const pp_kernel_ctx *c, const pp_cu_reduce *r, const void *src, pp_dtype st, void *dst,
+                              pp_dtype dt, float scale, pp_error *err)
 {
-    return sum_run(c, r, src, st, dst, 0, scale, err);
+    return sum_run(c, r, cu_io{(void *)src, st}, cu_io{dst, dt}, 0, scale, err);
 }
 
 pp_status pp_cu_sum_into(const pp_kernel_ctx *c, const pp_tensor *dst, const pp_tensor *src, float scale,
                          pp_error *err)
 {
-    if (dst->dtype != PP_DTYPE_F32)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "a gradient sum into %s (float32 only)",
-                            pp_dtype_name(dst->dtype));
     const int64_t n = pp_tensor_numel(src);
-    if (pp_tensor_numel(dst) == n) return sum_run(c, NULL, src->data, src->dtype, (float *)dst->data, n, scale, err);
+    if (pp_tensor_numel(dst) == n) return sum_run(c, NULL, cu_io_of(*src), cu_io_of(*dst), n, scale, err);
     pp_cu_reduce r;
     PP_CHECK(pp_cu_reduce_to_shape(&r, dst, src, c->node, err));
-    return sum_run(c, &r, src->data, src->dtype, (float *)dst->data, 0, scale, err);
+    return sum_run(c, &r, cu_io_of(*src), cu_io_of(*dst), 0, scale, err);
 }
 
 template <typename T> __global__ void k_bcast_copy(pp_cu_bcast b, const T *x, T *y)
@@ -130,12 +115,12 @@ __global__ void k_bcast_cast(pp_cu_bcast b, pp_dtype from, const void *x, int64_
     }
 }
 
-template <typename T> __global__ void k_bcast_axpy(pp_cu_bcast b, const float *x, float *y, float a)
+__global__ void k_bcast_axpy(pp_cu_bcast b, cu_io x, cu_io y, float a)
 {
     CU_FOR(i, b.n) {
         int64_t off[PP_CU_MAX_IN];
         bc_offsets(b, i, off);
-        y[i] += a * x[off[0]];
+        cu_put(y, i, a * cu_ld(x, off[0]), 1);
     }
 }
 
@@ -145,10 +130,12 @@ pp_status pp_cu_broadcast_add(const pp_kernel_ctx *c, const pp_tensor *dst, cons
     pp_cu_bcast b;
     const pp_tensor *ins[1] = {src};
     PP_CHECK(pp_cu_bcast_init(&b, dst, ins, 1, c->node, err));
+    if (!cu_io_float(src->dtype) || !cu_io_float(dst->dtype))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cannot add a %s tensor into %s", pp_dtype_name(src->dtype),
+                            pp_dtype_name(dst->dtype));
     if (!b.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(b.n);
-    k_bcast_axpy<float><<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const float *)src->data, (float *)dst->data,
-                                                                        scale);
+    k_bcast_axpy<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, cu_io_of(*src), cu_io_of(*dst), scale);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -183,28 +170,47 @@ pp_status pp_cu_broadcast_copy(const pp_kernel_ctx *c, const pp_tensor *out, con
 
 /* ---------------- unary ops (kernels/element_ops.h) ---------------- */
 
-template <typename Op> __global__ void k_unary(const float *x, float *y, int64_t n, Op op)
+/* y = op(x), V elements per access (launch_io.c: 1, or PP_CU_VEC where aligned) */
+template <typename Op, int V> __global__ void k_unary(cu_io x, cu_io y, int64_t n, Op op)
 {
-    CU_FOR(i, n) y[i] = op.fwd(x[i]);
+    CU_FOR(g, n / V) {
+        float f[V];
+        cu_ldv<V>(x, g * V, f);
+        for (int k = 0; k < V; k++) f[k] = op.fwd(f[k]);
+        cu_stv<V>(y, g * V, f);
+    }
 }
-/* dx += dy * op.grad(x, y), x and y the saved input and output where Op::reads says the
- * gradient reads them (the registry saves only those; the others are NULL) */
-template <typename Op> __global__ void k_unary_grad(const float *x, const float *y, const float *dy, float *dx, int64_t n, Op op)
+/* dx (+)= dy * op.grad(x, y), x and y the saved input and output where Op::reads says the
+ * gradient reads them (the registry saves only those; the others are absent) */
+template <typename Op, int V>
+__global__ void k_unary_grad(cu_io x, cu_io y, cu_io dy, cu_io dx, int64_t n, Op op, int acc)
 {
-    CU_FOR(i, n) dx[i] += dy[i] * op.grad(Op::reads & PP_EL_X ? x[i] : 0.f, Op::reads & PP_EL_Y ? y[i] : 0.f);
+    CU_FOR(g, n / V) {
+        float xv[V] = {0.f}, yv[V] = {0.f}, d[V];
+        if (Op::reads & PP_EL_X) cu_ldv<V>(x, g * V, xv);
+        if (Op::reads & PP_EL_Y) cu_ldv<V>(y, g * V, yv);
+        cu_ldv<V>(dy, g * V, d);
+        for (int k = 0; k < V; k++) d[k] = d[k] * op.grad(xv[k], yv[k]);
+        cu_putv<V>(dx, g * V, d, acc);
+    }
 }
 
 template <typename Op> static pp_status unary_fwd(const pp_kernel_ctx *c, Op op, pp_error *err)
 {
     const int64_t n = pp_tensor_numel(&c->out[0]);
-    if (c->in[0].dtype != PP_DTYPE_F32)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input has dtype %s, expected float32", pp_dtype_name(c->in[0].dtype));
+    if (!cu_io_float(c->in[0].dtype) || !cu_io_float(c->out[0].dtype))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtypes %s -> %s, expected float32, bfloat16 or float16",
+                            pp_dtype_name(c->in[0].dtype), pp_dtype_name(c->out[0].dtype));
     if (pp_tensor_numel(&c->in[0]) != n)
         return pp_args_fail(c, PP_ERR_SHAPE, err, "output has %lld elements, input %lld", (long long)n,
                          (long long)pp_tensor_numel(&c->in[0]));
     if (!n) return PP_OK;
-    pp_cu_launch L = pp_cu_launch_1d(n);
-    k_unary<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, n, op);
+    const void *ptrs[2] = {c->in[0].data, c->out[0].data};
+    const int vec = pp_cu_vec_of(n, ptrs, 2);
+    pp_cu_launch L = pp_cu_launch_vec(n, vec);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (vec == PP_CU_VEC) k_unary<Op, PP_CU_VEC><<<L.grid, L.block, 0, s>>>(cu_io_of(c->in[0]), cu_io_of(c->out[0]), n, op);
+    else k_unary<Op, 1><<<L.grid, L.block, 0, s>>>(cu_io_of(c->in[0]), cu_io_of(c->out[0]), n, op);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -214,13 +220,19 @@ static pp_status unary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_ten
 {
     if (!gout[0].data || !gin[0].data) return PP_OK;
     const int64_t n = pp_tensor_numel(&gin[0]);
-    const float *x = (const float *)c->in[0].data, *y = (const float *)c->out[0].data;
-    if (((Op::reads & PP_EL_X) && !x) || ((Op::reads & PP_EL_Y) && !y))
+    const cu_io x = cu_io_of(c->in[0]), y = cu_io_of(c->out[0]), dy = cu_io_of(gout[0]), dx = cu_io_of(gin[0]);
+    if (((Op::reads & PP_EL_X) && !x.p) || ((Op::reads & PP_EL_Y) && !y.p))
         return pp_args_fail(c, PP_ERR_INTERNAL, err, "backward needs a saved tensor that was not kept");
+    if (!cu_io_float(dy.t) || !cu_io_float(dx.t))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "gradients of dtype %s -> %s", pp_dtype_name(dy.t),
+                            pp_dtype_name(dx.t));
     if (!n) return PP_OK;
-    pp_cu_launch L = pp_cu_launch_1d(n);
-    k_unary_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(x, y, (const float *)gout[0].data, (float *)gin[0].data,
-                                                                 n, op);
+    const void *ptrs[4] = {Op::reads & PP_EL_X ? x.p : NULL, Op::reads & PP_EL_Y ? y.p : NULL, dy.p, dx.p};
+    const int vec = pp_cu_vec_of(n, ptrs, 4);
+    pp_cu_launch L = pp_cu_launch_vec(n, vec);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (vec == PP_CU_VEC) k_unary_grad<Op, PP_CU_VEC><<<L.grid, L.block, 0, s>>>(x, y, dy, dx, n, op, 1);
+    else k_unary_grad<Op, 1><<<L.grid, L.block, 0, s>>>(x, y, dy, dx, n, op, 1);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -262,48 +274,71 @@ PP_CU_BWD(pp_cu_identity_backward) { return pp_cu_unary_backward(c, grad_out, gr
 
 /* ---------------- binary arithmetic with broadcasting ---------------- */
 
-template <typename Op> __global__ void k_binary(pp_cu_bcast b, const float *x, const float *y, float *z, Op op)
+/* z = op(x, y) over the broadcast plan b; V > 1 only when every tensor has z's shape (b.same) */
+template <typename Op, int V> __global__ void k_binary(pp_cu_bcast b, cu_io x, cu_io y, cu_io z, Op op)
 {
-    CU_FOR(i, b.n) {
-        int64_t off[PP_CU_MAX_IN];
-        bc_offsets(b, i, off);
-        z[i] = op.fwd(x[off[0]], y[off[1]]);
+    CU_FOR(g, b.n / V) {
+        float u[V], w[V];
+        if constexpr (V == 1) {
+            int64_t off[PP_CU_MAX_IN];
+            bc_offsets(b, g, off);
+            u[0] = cu_ld(x, off[0]);
+            w[0] = cu_ld(y, off[1]);
+        } else {
+            cu_ldv<V>(x, g * V, u);
+            cu_ldv<V>(y, g * V, w);
+        }
+        for (int k = 0; k < V; k++) u[k] = op.fwd(u[k], w[k]);
+        cu_stv<V>(z, g * V, u);
     }
 }
 
-/* g[i] (+)= d out / d input `which` at i, times dy[i], over out's index space */
-template <typename Op>
-__global__ void k_binary_grad(pp_cu_bcast b, const float *x, const float *y, const float *dy, float *g, int which,
-                              int accumulate, Op op)
+/* gr (+)= d out / d input `which`, times dy, over out's index space */
+template <typename Op, int V>
+__global__ void k_binary_grad(pp_cu_bcast b, cu_io x, cu_io y, cu_io dy, cu_io gr, int which, int accumulate, Op op)
 {
-    CU_FOR(i, b.n) {
-        int64_t off[PP_CU_MAX_IN];
-        bc_offsets(b, i, off);
-        const float xv = x ? x[off[0]] : 0.f, yv = y ? y[off[1]] : 0.f;
-        const float v = dy[i] * (which ? op.db(xv, yv) : op.da(xv, yv));
-        g[i] = accumulate ? g[i] + v : v;
+    CU_FOR(g, b.n / V) {
+        float u[V] = {0.f}, w[V] = {0.f}, d[V];
+        if constexpr (V == 1) {
+            int64_t off[PP_CU_MAX_IN];
+            bc_offsets(b, g, off);
+            if (x.p) u[0] = cu_ld(x, off[0]);
+            if (y.p) w[0] = cu_ld(y, off[1]);
+        } else {
+            if (x.p) cu_ldv<V>(x, g * V, u);
+            if (y.p) cu_ldv<V>(y, g * V, w);
+        }
+        cu_ldv<V>(dy, g * V, d);
+        for (int k = 0; k < V; k++) d[k] = d[k] * (which ? op.db(u[k], w[k]) : op.da(u[k], w[k]));
+        cu_putv<V>(gr, g * V, d, accumulate);
     }
 }
 
 template <typename Op> static pp_status binary_fwd(const pp_kernel_ctx *c, Op op, pp_error *err)
 {
-    for (int k = 0; k < 2; k++)
-        if (c->in[k].dtype != PP_DTYPE_F32)
-            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected float32", k,
-                             pp_dtype_name(c->in[k].dtype));
+    for (int k = 0; k < 3; k++) {
+        const pp_dtype t = k < 2 ? c->in[k].dtype : c->out[0].dtype;
+        if (!cu_io_float(t))
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "%s %d has dtype %s, expected float32, bfloat16 or float16",
+                                k < 2 ? "input" : "output", k < 2 ? k : 0, pp_dtype_name(t));
+    }
     pp_cu_bcast b;
     const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
     PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 2, c->node, err));
     if (!b.n) return PP_OK;
-    pp_cu_launch L = pp_cu_launch_1d(b.n);
-    k_binary<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const float *)c->in[0].data,
-                                                             (const float *)c->in[1].data, (float *)c->out[0].data, op);
+    const void *ptrs[3] = {c->in[0].data, c->in[1].data, c->out[0].data};
+    const int vec = b.same ? pp_cu_vec_of(b.n, ptrs, 3) : 1;
+    pp_cu_launch L = pp_cu_launch_vec(b.n, vec);
+    const cu_io x = cu_io_of(c->in[0]), y = cu_io_of(c->in[1]), z = cu_io_of(c->out[0]);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    if (vec == PP_CU_VEC) k_binary<Op, PP_CU_VEC><<<L.grid, L.block, 0, s>>>(b, x, y, z, op);
+    else k_binary<Op, 1><<<L.grid, L.block, 0, s>>>(b, x, y, z, op);
     CU_LAUNCHED(c);
     return PP_OK;
 }
 
 /* Each requested input gradient: straight into grad_in when the input has out's shape,
- * else through the workspace and a reduction over its broadcast dims. */
+ * else through a float32 workspace and a reduction over its broadcast dims. */
 template <typename Op>
 static pp_status binary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_tensor *gin, Op op, pp_error *err)
 {
@@ -311,28 +346,44 @@ static pp_status binary_bwd(const pp_kernel_ctx *c, const pp_tensor *gout, pp_te
     pp_cu_bcast b;
     const pp_tensor *ins[2] = {&c->in[0], &c->in[1]};
     PP_CHECK(pp_cu_bcast_init(&b, &gout[0], ins, 2, c->node, err));
-    pp_cu_launch L = pp_cu_launch_1d(b.n);
     cudaStream_t s = cu_of(c->dev)->stream;
+    const cu_io x = cu_io_of(c->in[0]), y = cu_io_of(c->in[1]), dy = cu_io_of(gout[0]);
     for (int k = 0; k < 2; k++) {
         if (!gin[k].data || !b.n) continue;
         const int direct = pp_tensor_numel(&gin[k]) == b.n;
-        void *ws = gin[k].data;
-        if (!direct) PP_CHECK(pp_cuda_workspace(c, (size_t)b.n * sizeof(float), &ws, err));
-        k_binary_grad<<<L.grid, L.block, 0, s>>>(b, (const float *)c->in[0].data, (const float *)c->in[1].data,
-                                                 (const float *)gout[0].data, (float *)ws, k, direct, op);
+        cu_io g = cu_io_of(gin[k]);
+        if (!direct) {
+            g.t = PP_DTYPE_F32;
+            PP_CHECK(pp_cuda_workspace(c, (size_t)b.n * sizeof(float), &g.p, err));
+        }
+        const void *ptrs[4] = {x.p, y.p, dy.p, g.p};
+        const int vec = b.same ? pp_cu_vec_of(b.n, ptrs, 4) : 1;
+        pp_cu_launch L = pp_cu_launch_vec(b.n, vec);
+        if (vec == PP_CU_VEC) k_binary_grad<Op, PP_CU_VEC><<<L.grid, L.block, 0, s>>>(b, x, y, dy, g, k, direct, op);
+        else k_binary_grad<Op, 1><<<L.grid, L.block, 0, s>>>(b, x, y, dy, g, k, direct, op);
         CU_LAUNCHED(c);
         if (!direct) {
             pp_tensor t = gout[0];
-            t.data = ws;
+            t.data = g.p;
+            t.dtype = PP_DTYPE_F32;
             PP_CHECK(pp_cu_sum_into(c, &gin[k], &t, 1.f, err));
         }
     }
     return PP_OK;
 }
 
+/* a variadic Max / Min (logic.cu) computes on float32 only: 16-bit ones go through the adapter */
+static int lowp_variadic(const pp_kernel_ctx *c)
+{
+    for (int k = 0; k < c->nin; k++)
+        if (c->in[k].dtype == PP_DTYPE_BF16 || c->in[k].dtype == PP_DTYPE_F16) return 1;
+    return c->nout > 0 && (c->out[0].dtype == PP_DTYPE_BF16 || c->out[0].dtype == PP_DTYPE_F16);
+}
+
 PP_CU_FWD(pp_cu_binary_forward)
 {
-    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN)) return pp_cu_minmax_forward(c, err);
+    if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN))
+        return lowp_variadic(c) ? pp_lowp_forward(c, err) : pp_cu_minmax_forward(c, err);
     if (c->nin == 2 && (c->in[0].dtype == PP_DTYPE_I64 || c->in[0].dtype == PP_DTYPE_I32))
         return pp_cu_binary_int_forward(c, err);
     switch (c->op) {
@@ -346,7 +397,8 @@ PP_CU_FWD(pp_cu_binary_forward)
 PP_CU_BWD(pp_cu_binary_backward)
 {
     if (c->nin != 2 && (c->op == PP_OP_MAX || c->op == PP_OP_MIN))
-        return pp_cu_minmax_backward(c, grad_out, grad_in, err);
+        return lowp_variadic(c) ? pp_lowp_backward(c, grad_out, grad_in, err)
+                                : pp_cu_minmax_backward(c, grad_out, grad_in, err);
     switch (c->op) {
 #define GRAD_CASE(ID, FWD, DA, DB) case PP_OP_##ID: return binary_bwd(c, grad_out, grad_in, el_binary_##ID(), err);
     PP_EL_BINARY_LIST(GRAD_CASE)

@@ -17,6 +17,7 @@ PP_CU_FWD(pp_cu_gemm_lp_forward); PP_CU_BWD(pp_cu_gemm_lp_backward);
 PP_CU_FWD(pp_cu_conv_lp_forward); PP_CU_BWD(pp_cu_conv_lp_backward);
 /* aux memory of layernorm.cu, pool.cu, batchnorm.cu */
 PP_CU_AUX(pp_cu_layernorm_aux);
+PP_CU_AUX(pp_cu_xent_aux);   /* loss.cu: max and log-sum-exp per position (kernels/xent.h) */
 PP_CU_AUX(pp_cu_maxpool_aux);
 PP_CU_AUX(pp_cu_batchnorm_aux);
 /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
@@ -30,5 +31,11 @@ PP_CU_AUX(pp_cu_attention_lp_aux);
 PP_CU_FWD(pp_cu_attention_lp_forward); PP_CU_BWD(pp_cu_attention_lp_backward);
 PP_CU_FWD(pp_cu_attention_lp_prepare);
 size_t pp_cu_attention_lp_work(const pp_kernel_ctx *c, const pp_tensor *grad_out, const pp_tensor *grad_in);
+PP_CU_AUX(pp_cu_skip_norm_aux);
+/* RMSNormalization's rows (a parameter per element), run by layernorm.cu's row kernels */
+struct pp_norm_args;
+pp_status pp_cu_rms_forward(const pp_kernel_ctx *c, const struct pp_norm_args *n, pp_error *err);
+pp_status pp_cu_rms_backward(const pp_kernel_ctx *c, const struct pp_norm_args *n, const pp_tensor *grad_out,
+                             pp_tensor *grad_in, pp_error *err);
 
 #endif

@@ -1,7 +1,8 @@
-/* cuda RMSNormalization, InstanceNormalization, GroupNormalization: one block per row
- * through reduce.cuh's block reduction, the parameters' gradients one thread per parameter
- * (deterministic); layout kernels/op_args_nn.c, math element_nn.h, as in
- * kernels/cpu/norm_rows.c. */
+/* cuda InstanceNormalization, GroupNormalization: one block per row through reduce.cuh's
+ * block reduction, the parameters' gradients one thread per parameter (deterministic);
+ * layout kernels/op_args_nn.c, math element_nn.h, as in kernels/cpu/norm_rows.c.
+ * RMSNormalization (a parameter per element) runs on layernorm.cu's row kernels, 16-bit
+ * rows natively. */
 #include "cuda_internal.h"
 #include <onnxpipe/element_nn.h>
 #include "nn_cuda.h"
@@ -72,6 +73,7 @@ PP_CU_FWD(pp_cu_norm_rows_forward)
 {
     pp_norm_args a;
     PP_CHECK(pp_args_norm(c, &a, err));
+    if (c->op == PP_OP_RMS_NORMALIZATION) return pp_cu_rms_forward(c, &a, err);
     if (!a.m || !a.d) return PP_OK;
     float *mean = (float *)c->aux;
     pp_cu_launch L = pp_cu_launch_rows(a.m, a.d);
@@ -86,6 +88,7 @@ PP_CU_BWD(pp_cu_norm_rows_backward)
 {
     pp_norm_args a;
     PP_CHECK(pp_args_norm(c, &a, err));
+    if (c->op == PP_OP_RMS_NORMALIZATION) return pp_cu_rms_backward(c, &a, grad_out, grad_in, err);
     const float *dy = (const float *)grad_out[0].data;
     if (!a.m || !a.d || !dy) return PP_OK;
     const float *mean = (const float *)c->aux, *x = (const float *)c->in[0].data;

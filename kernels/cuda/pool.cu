@@ -211,7 +211,7 @@ PP_CU_FWD(pp_cu_gap_forward)
     PP_CHECK(gap_plan(c, &c->in[0], &r, &inv, err));
     if (!r.nout) return PP_OK;
     CU_TRY(c, cudaMemsetAsync(c->out[0].data, 0, pp_tensor_nbytes(&c->out[0]), cu_of(c->dev)->stream));
-    return pp_cu_reduce_launch(c, &r, c->in[0].data, c->in[0].dtype, (float *)c->out[0].data, inv, err);
+    return pp_cu_reduce_launch(c, &r, c->in[0].data, c->in[0].dtype, c->out[0].data, c->out[0].dtype, inv, err);
 }
 
 PP_CU_BWD(pp_cu_gap_backward)

@@ -1,4 +1,5 @@
-/* cuda ReduceSum / ReduceMean (launch.c's pp_cu_reduce plan), as kernels/cpu/reduce.c. */
+/* cuda ReduceSum / ReduceMean (launch.c's pp_cu_reduce plan), as kernels/cpu/reduce.c, on
+ * float32, bfloat16 or float16 inputs and outputs (summed in fp32). */
 #include "cuda_internal.h"
 #include "nn_cuda.h"
 #include "op_args.h"
@@ -13,12 +14,13 @@ PP_CU_FWD(pp_cu_reduce_forward)
     const pp_tensor *x = &c->in[0];
     int red[PP_MAX_RANK], copy = 0;
     PP_CHECK(pp_args_reduce(c, x, red, &copy, err));
-    if (copy) return pp_device_copy(c->dev, c->out[0].data, x->data, pp_tensor_nbytes(x), err);
+    if (copy)   /* a 16-bit input into a float32 output (reductions store fp32) is converted */
+        return pp_kernel_convert(c->dev, c->out[0].data, c->out[0].dtype, x->data, x->dtype, pp_tensor_numel(x), err);
     pp_cu_reduce r;
     pp_cu_reduce_init(&r, x->rank, x->dims, red);
     PP_CHECK(pp_device_memset(c->dev, c->out[0].data, 0, pp_tensor_nbytes(&c->out[0]), err));
     const float scale = c->op == PP_OP_REDUCE_MEAN && r.nred ? 1.f / (float)r.nred : 1.f;
-    return pp_cu_reduce_launch(c, &r, x->data, x->dtype, (float *)c->out[0].data, scale, err);
+    return pp_cu_reduce_launch(c, &r, x->data, x->dtype, c->out[0].data, c->out[0].dtype, scale, err);
 }
 
 /* dx += scale * dy broadcast back over the reduced dims */

@@ -2,6 +2,7 @@
  * int32, bool, converting as the cpu kernel does), Where and Dropout (the counter-based
  * RNG of element.h, so the GPU draws the cpu's mask), as kernels/cpu/select.c. */
 #include "cuda_internal.h"
+#include "io.cuh"
 #include <onnxpipe/element.h>
 #include "ew_ops.cuh"
 #include "nn_cuda.h"
@@ -91,44 +92,46 @@ PP_CU_FWD(pp_cu_cast_forward)
     return PP_OK;
 }
 
-__global__ void k_cast_grad(pp_dtype gt, const void *gy, float *gx, int64_t n)
+__global__ void k_cast_grad(pp_dtype gt, const void *gy, cu_io gx, int64_t n)
 {
-    CU_FOR(i, n) gx[i] += (float)pp_el_cast_read(gt, gy, i);
+    CU_FOR(i, n) cu_put(gx, i, (float)pp_el_cast_read(gt, gy, i), 1);
 }
 
-/* float32 input: dx += dy converted back to float32 */
+/* a float input: dx += dy converted back to its dtype */
 PP_CU_BWD(pp_cu_cast_backward)
 {
     if (!grad_in[0].data || !grad_out[0].data) return PP_OK;
     const pp_dtype gt = grad_out[0].dtype;
     if (!pp_dtype_is_float(gt) || !pp_el_cast_supported(gt))
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "no gradient through a %s output", pp_dtype_name(gt));
+    if (!cu_io_float(grad_in[0].dtype))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "no gradient into a %s input", pp_dtype_name(grad_in[0].dtype));
     const int64_t n = pp_tensor_numel(&grad_in[0]);
     if (!n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(n);
-    k_cast_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(gt, grad_out[0].data, (float *)grad_in[0].data, n);
+    k_cast_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(gt, grad_out[0].data, cu_io_of(grad_in[0]), n);
     CU_LAUNCHED(c);
     return PP_OK;
 }
 
 /* ---------------- Where ---------------- */
 
-__global__ void k_where(pp_cu_bcast b, const uint8_t *cond, const float *x, const float *y, float *z)
+__global__ void k_where(pp_cu_bcast b, const uint8_t *cond, cu_io x, cu_io y, cu_io z)
 {
     CU_FOR(i, b.n) {
         int64_t off[PP_CU_MAX_IN];
         bc_offsets(b, i, off);
-        z[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
+        cu_st(z, i, cond[off[0]] ? cu_ld(x, off[1]) : cu_ld(y, off[2]));
     }
 }
 
-/* g = dy where cond selects input `which` (1: X, 2: Y), else 0 */
-__global__ void k_where_grad(pp_cu_bcast b, const uint8_t *cond, const float *dy, float *g, int which)
+/* g = dy where cond selects input `which` (1: X, 2: Y), else 0 (g float32) */
+__global__ void k_where_grad(pp_cu_bcast b, const uint8_t *cond, cu_io dy, float *g, int which)
 {
     CU_FOR(i, b.n) {
         int64_t off[PP_CU_MAX_IN];
         bc_offsets(b, i, off);
-        g[i] = (cond[off[0]] != 0) == (which == 1) ? dy[i] : 0.f;
+        g[i] = (cond[off[0]] != 0) == (which == 1) ? cu_ld(dy, i) : 0.f;
     }
 }
 
@@ -136,14 +139,14 @@ PP_CU_FWD(pp_cu_where_forward)
 {
     pp_cu_bcast b;
     const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
-    if (c->in[1].dtype != PP_DTYPE_F32 || c->in[2].dtype != PP_DTYPE_F32 || pp_dtype_size(c->in[0].dtype) != 1)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "expected a bool condition and float32 X, Y");
+    if (!cu_io_float(c->in[1].dtype) || !cu_io_float(c->in[2].dtype) || !cu_io_float(c->out[0].dtype) ||
+        pp_dtype_size(c->in[0].dtype) != 1)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "expected a bool condition and float X, Y");
     PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 3, c->node, err));
     if (!b.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(b.n);
-    k_where<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data,
-                                                            (const float *)c->in[1].data, (const float *)c->in[2].data,
-                                                            (float *)c->out[0].data);
+    k_where<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data, cu_io_of(c->in[1]),
+                                                            cu_io_of(c->in[2]), cu_io_of(c->out[0]));
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -160,10 +163,11 @@ PP_CU_BWD(pp_cu_where_backward)
         float *ws;
         PP_CHECK(pp_cuda_workspace(c, (size_t)b.n * sizeof(float), (void **)&ws, err));
         k_where_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data,
-                                                                     (const float *)grad_out[0].data, ws, k);
+                                                                     cu_io_of(grad_out[0]), ws, k);
         CU_LAUNCHED(c);
         pp_tensor t = grad_out[0];
         t.data = ws;
+        t.dtype = PP_DTYPE_F32;
         PP_CHECK(pp_cu_sum_into(c, &grad_in[k], &t, 1.f, err));
     }
     return PP_OK;
@@ -171,20 +175,19 @@ PP_CU_BWD(pp_cu_where_backward)
 
 /* ---------------- Dropout ---------------- */
 
-__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key, uint64_t base, float ratio,
+__global__ void k_dropout(cu_io x, cu_io y, uint8_t *mask, int64_t n, uint64_t key, uint64_t base, float ratio,
                           float scale)
 {
     CU_FOR(i, n) {
         const int keep = pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio;
-        y[i] = keep ? x[i] * scale : 0.f;
+        cu_st(y, i, keep ? cu_ld(x, i) * scale : 0.f);
         if (mask) mask[i] = (uint8_t)keep;
     }
 }
 
-__global__ void k_dropout_grad(const float *dy, float *dx, int64_t n, uint64_t key, uint64_t base, float ratio,
-                               float scale)
+__global__ void k_dropout_grad(cu_io dy, cu_io dx, int64_t n, uint64_t key, uint64_t base, float ratio, float scale)
 {
-    CU_FOR(i, n) if (pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio) dx[i] += dy[i] * scale;
+    CU_FOR(i, n) if (pp_el_rng_uniform(key, base + (uint64_t)i) >= ratio) cu_put(dx, i, cu_ld(dy, i) * scale, 1);
 }
 
 /* ratio (attribute or constant input 1) and whether this call drops (constant input 2) */
@@ -215,17 +218,21 @@ PP_CU_FWD(pp_cu_dropout_forward)
     PP_CHECK(dropout_plan(c, &ratio, &drop, err));
     const int64_t n = pp_tensor_numel(&c->in[0]);
     uint8_t *mask = c->nout > 1 ? (uint8_t *)c->out[1].data : NULL;
+    if (!cu_io_float(c->in[0].dtype) || !cu_io_float(c->out[0].dtype))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s (float32, bfloat16 or float16)",
+                            pp_dtype_name(c->in[0].dtype));
+    if (!drop && c->in[0].dtype != c->out[0].dtype)
+        return pp_kernel_convert(c->dev, c->out[0].data, c->out[0].dtype, c->in[0].data, c->in[0].dtype, n, err);
     if (!drop) {
-        PP_CHECK(pp_device_copy(c->dev, c->out[0].data, c->in[0].data, (size_t)n * sizeof(float), err));
+        PP_CHECK(pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->in[0]), err));
         return mask ? pp_device_memset(c->dev, mask, 1, (size_t)n, err) : PP_OK;
     }
     if (!n) return PP_OK;
     const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node),
                    base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
     pp_cu_launch L = pp_cu_launch_1d(n);
-    k_dropout<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, (float *)c->out[0].data, mask,
-                                                              n, key, base, ratio,
-                                                              ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+    k_dropout<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(cu_io_of(c->in[0]), cu_io_of(c->out[0]), mask, n, key, base,
+                                                              ratio, ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -243,9 +250,11 @@ PP_CU_BWD(pp_cu_dropout_backward)
     const uint64_t key = pp_el_rng_key(c->rng.seed, c->rng.step, c->rng.node),
                    base = pp_el_rng_base(c->rng.sample, c->rng.samples, n);
     pp_cu_launch L = pp_cu_launch_1d(n);
-    k_dropout_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)grad_out[0].data,
-                                                                   (float *)grad_in[0].data, n, key, base, ratio,
-                                                                   ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
+    if (!cu_io_float(grad_out[0].dtype) || !cu_io_float(grad_in[0].dtype))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "gradients of dtype %s (float32, bfloat16 or float16)",
+                            pp_dtype_name(grad_out[0].dtype));
+    k_dropout_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(cu_io_of(grad_out[0]), cu_io_of(grad_in[0]), n, key,
+                                                                   base, ratio, ratio < 1.f ? 1.f / (1.f - ratio) : 0.f);
     CU_LAUNCHED(c);
     return PP_OK;
 }

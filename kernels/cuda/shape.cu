@@ -1,44 +1,74 @@
 /* cuda data-movement ops: Reshape/Flatten/Squeeze/Unsqueeze (a copy), Transpose, Slice,
  * Concat, Split (launch.c's strided plan, forward a copy, backward an accumulation),
- * Gather (backward by atomicAdd: indices may repeat) and Expand. They share the strided
+ * Gather (backward by atomicAdd into a float32 table gradient: indices may repeat) and
+ * Expand, on float32, bfloat16 and float16 alike (io.cuh: gradients added in fp32 and
+ * rounded once). They share the strided
  * plan, so they stay in one file where cpu/ has shape_ops.c, transpose.c,
  * slice_concat.c, gather.c and expand.c. */
 #include "cuda_internal.h"
 #include <onnxpipe/element.h>
 #include "ew_ops.cuh"
+#include "io.cuh"
+#include "lowp.h"
 #include "nn_cuda.h"
 #include "op_args.h"
 #include "reduce.cuh"
 
 #include <string.h>
 
-template <typename T> __global__ void k_strided(pp_cu_strided s, const T *src, T *dst, int accumulate)
+/* element offsets of index i of plan s in src and dst */
+__device__ inline void strided_at(const pp_cu_strided &s, int64_t i, int64_t *so, int64_t *d_o)
 {
-    CU_FOR(i, s.n) {
-        int64_t r = i, so = 0, d_o = 0;
-        for (int d = s.rank - 1; d >= 0; d--) {
-            int64_t q = r / s.dims[d], idx = r - q * s.dims[d];
-            r = q;
-            so += idx * s.src_st[d];
-            d_o += idx * s.dst_st[d];
-        }
-        dst[d_o] = accumulate ? dst[d_o] + src[so] : src[so];
+    *so = *d_o = 0;
+    for (int d = s.rank - 1; d >= 0; d--) {
+        int64_t q = i / s.dims[d], idx = i - q * s.dims[d];
+        i = q;
+        *so += idx * s.src_st[d];
+        *d_o += idx * s.dst_st[d];
     }
 }
 
-/* dst (+)= src over plan s, elements of esize bytes (accumulate: floats only) */
-static pp_status strided(const pp_kernel_ctx *c, const pp_cu_strided *s, const void *src, void *dst, size_t esize,
-                         int accumulate, pp_error *err)
+/* dst = src, elements of T's size */
+template <typename T> __global__ void k_strided(pp_cu_strided s, const T *src, T *dst)
+{
+    CU_FOR(i, s.n) {
+        int64_t so, d_o;
+        strided_at(s, i, &so, &d_o);
+        dst[d_o] = src[so];
+    }
+}
+
+/* dst (+)= src between float dtypes (a gradient added, a piece converted) */
+__global__ void k_strided_io(pp_cu_strided s, cu_io src, cu_io dst, int accumulate)
+{
+    CU_FOR(i, s.n) {
+        int64_t so, d_o;
+        strided_at(s, i, &so, &d_o);
+        cu_put(dst, d_o, cu_ld(src, so), accumulate);
+    }
+}
+
+/* dst (+)= src over plan s: a copy of any dtype, or (accumulate, or two float dtypes) in fp32 */
+static pp_status strided(const pp_kernel_ctx *c, const pp_cu_strided *s, const void *src, pp_dtype st, void *dst,
+                         pp_dtype dt, int accumulate, pp_error *err)
 {
     if (!s->n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(s->n);
-    cudaStream_t st = cu_of(c->dev)->stream;
-    if (accumulate || esize == 4)
-        k_strided<float><<<L.grid, L.block, 0, st>>>(*s, (const float *)src, (float *)dst, accumulate);
+    cudaStream_t cs = cu_of(c->dev)->stream;
+    const size_t esize = pp_dtype_size(st);
+    if (accumulate || st != dt) {
+        if (!cu_io_float(st) || !cu_io_float(dt))
+            return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cannot %s %s into %s", accumulate ? "add" : "move",
+                                pp_dtype_name(st), pp_dtype_name(dt));
+        k_strided_io<<<L.grid, L.block, 0, cs>>>(*s, cu_io{(void *)src, st}, cu_io{dst, dt}, accumulate);
+    } else if (esize == 4)
+        k_strided<float><<<L.grid, L.block, 0, cs>>>(*s, (const float *)src, (float *)dst);
+    else if (esize == 2)
+        k_strided<uint16_t><<<L.grid, L.block, 0, cs>>>(*s, (const uint16_t *)src, (uint16_t *)dst);
     else if (esize == 8)
-        k_strided<int64_t><<<L.grid, L.block, 0, st>>>(*s, (const int64_t *)src, (int64_t *)dst, 0);
+        k_strided<int64_t><<<L.grid, L.block, 0, cs>>>(*s, (const int64_t *)src, (int64_t *)dst);
     else if (esize == 1)
-        k_strided<uint8_t><<<L.grid, L.block, 0, st>>>(*s, (const uint8_t *)src, (uint8_t *)dst, 0);
+        k_strided<uint8_t><<<L.grid, L.block, 0, cs>>>(*s, (const uint8_t *)src, (uint8_t *)dst);
     else
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "elements of %zu bytes cannot be moved here", esize);
     CU_LAUNCHED(c);
@@ -61,6 +91,9 @@ PP_CU_FWD(pp_cu_copy_forward)
     if (pp_tensor_numel(&c->in[0]) != pp_tensor_numel(&c->out[0]))
         return pp_args_fail(c, PP_ERR_SHAPE, err, "input has %lld elements, output %lld",
                          (long long)pp_tensor_numel(&c->in[0]), (long long)pp_tensor_numel(&c->out[0]));
+    if (c->in[0].dtype != c->out[0].dtype)
+        return pp_kernel_convert(c->dev, c->out[0].data, c->out[0].dtype, c->in[0].data, c->in[0].dtype,
+                                 pp_tensor_numel(&c->out[0]), err);
     return pp_device_copy(c->dev, c->out[0].data, c->in[0].data, pp_tensor_nbytes(&c->out[0]), err);
 }
 
@@ -81,7 +114,7 @@ PP_CU_FWD(pp_cu_transpose_forward)
     PP_CHECK(pp_args_perm(c, c->in[0].rank, perm, err));
     pp_cu_strided s;
     pp_cu_strided_transpose(&s, &c->in[0], perm);
-    return strided(c, &s, c->in[0].data, c->out[0].data, pp_dtype_size(c->in[0].dtype), 0, err);
+    return strided(c, &s, c->in[0].data, c->in[0].dtype, c->out[0].data, c->out[0].dtype, 0, err);
 }
 
 /* dx += dy transposed back by the inverse permutation */
@@ -93,7 +126,7 @@ PP_CU_BWD(pp_cu_transpose_backward)
     for (int d = 0; d < grad_out[0].rank; d++) inv[perm[d]] = d;
     pp_cu_strided s;
     pp_cu_strided_transpose(&s, &grad_out[0], inv);
-    return strided(c, &s, grad_out[0].data, grad_in[0].data, 4, 1, err);
+    return strided(c, &s, grad_out[0].data, grad_out[0].dtype, grad_in[0].data, grad_in[0].dtype, 1, err);
 }
 
 /* ---------------- Slice ---------------- */
@@ -122,7 +155,8 @@ PP_CU_FWD(pp_cu_slice_forward)
     int64_t base;
     PP_CHECK(slice_plan(c, &c->in[0], &c->out[0], &s, &base, err));
     const size_t es = pp_dtype_size(c->in[0].dtype);
-    return strided(c, &s, (const char *)c->in[0].data + base * es, c->out[0].data, es, 0, err);
+    return strided(c, &s, (const char *)c->in[0].data + base * es, c->in[0].dtype, c->out[0].data, c->out[0].dtype, 0,
+                   err);
 }
 
 /* dx[base + i . src_st] += dy[i]: the same plan with the roles swapped */
@@ -135,7 +169,8 @@ PP_CU_BWD(pp_cu_slice_backward)
     pp_cu_strided r = s;
     memcpy(r.dst_st, s.src_st, sizeof r.dst_st);
     memcpy(r.src_st, s.dst_st, sizeof r.src_st);
-    return strided(c, &r, grad_out[0].data, (float *)grad_in[0].data + base, 4, 1, err);
+    return strided(c, &r, grad_out[0].data, grad_out[0].dtype,
+                   (char *)grad_in[0].data + base * (int64_t)pp_dtype_size(grad_in[0].dtype), grad_in[0].dtype, 1, err);
 }
 
 /* ---------------- Concat and Split: piece k sits at offset along axis ---------------- */
@@ -148,14 +183,13 @@ static pp_status piece(const pp_kernel_ctx *c, const pp_tensor *p, const pp_tens
     strides_of(p, pst);
     strides_of(w, wst);
     pp_cu_strided s;
-    const size_t es = pp_dtype_size(p->dtype);
-    char *wbase = (char *)w->data + off * wst[axis] * (int64_t)es;
+    char *wbase = (char *)w->data + off * wst[axis] * (int64_t)pp_dtype_size(w->dtype);
     if (to_whole) {
         pp_cu_strided_init(&s, p->rank, p->dims, wst, pst);
-        return strided(c, &s, p->data, wbase, es, accumulate, err);
+        return strided(c, &s, p->data, p->dtype, wbase, w->dtype, accumulate, err);
     }
     pp_cu_strided_init(&s, p->rank, p->dims, pst, wst);
-    return strided(c, &s, wbase, p->data, es, accumulate, err);
+    return strided(c, &s, wbase, w->dtype, p->data, p->dtype, accumulate, err);
 }
 
 PP_CU_FWD(pp_cu_concat_forward)
@@ -216,23 +250,26 @@ __device__ inline int64_t gather_index(const void *idx, int idx64, int64_t j, in
     return v < 0 ? v + n : v;
 }
 
-__global__ void k_gather(const float *x, const void *idx, int idx64, float *y, int64_t m, int64_t n, int64_t inner,
+/* y = x's rows at the indices: an embedding lookup, converted where the table is the fp32
+ * master and y 16-bit */
+__global__ void k_gather(cu_io x, const void *idx, int idx64, cu_io y, int64_t m, int64_t n, int64_t inner,
                          int64_t total)
 {
     CU_FOR(i, total) {
         const int64_t in = i % inner, j = (i / inner) % m, o = i / (inner * m);
         const int64_t v = gather_index(idx, idx64, j, n);
-        y[i] = v >= 0 && v < n ? x[(o * n + v) * inner + in] : NAN;
+        cu_st(y, i, v >= 0 && v < n ? cu_ld(x, (o * n + v) * inner + in) : NAN);
     }
 }
 
-__global__ void k_gather_grad(const float *dy, const void *idx, int idx64, float *dx, int64_t m, int64_t n,
-                              int64_t inner, int64_t total)
+/* the embedding's backward: dy (float32 or 16-bit) added into the float32 table gradient */
+__global__ void k_gather_grad(cu_io dy, const void *idx, int idx64, float *dx, int64_t m, int64_t n, int64_t inner,
+                              int64_t total)
 {
     CU_FOR(i, total) {
         const int64_t in = i % inner, j = (i / inner) % m, o = i / (inner * m);
         const int64_t v = gather_index(idx, idx64, j, n);
-        if (v >= 0 && v < n) atomicAdd(&dx[(o * n + v) * inner + in], dy[i]);
+        if (v >= 0 && v < n) atomicAdd(&dx[(o * n + v) * inner + in], cu_ld(dy, i));
     }
 }
 
@@ -254,15 +291,15 @@ PP_CU_FWD(pp_cu_gather_forward)
 {
     int64_t outer = 0, n = 0, inner = 0, m = 0;
     PP_CHECK(gather_plan(c, &c->in[0], &outer, &n, &inner, &m, err));
-    if (pp_dtype_size(c->in[0].dtype) != 4)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s (float32 only on cuda)",
+    if (!cu_io_float(c->in[0].dtype) || !cu_io_float(c->out[0].dtype))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s (float32, bfloat16 or float16 on cuda)",
                          pp_dtype_name(c->in[0].dtype));
     const int64_t total = outer * m * inner;
     if (!total) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(total);
-    k_gather<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)c->in[0].data, c->in[1].data,
-                                                             c->in[1].dtype == PP_DTYPE_I64, (float *)c->out[0].data, m,
-                                                             n, inner, total);
+    k_gather<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(cu_io_of(c->in[0]), c->in[1].data,
+                                                             c->in[1].dtype == PP_DTYPE_I64, cu_io_of(c->out[0]), m, n,
+                                                             inner, total);
     CU_LAUNCHED(c);
     return PP_OK;
 }
@@ -270,12 +307,15 @@ PP_CU_FWD(pp_cu_gather_forward)
 PP_CU_BWD(pp_cu_gather_backward)
 {
     if (!grad_out[0].data || !grad_in[0].data) return PP_OK;
+    /* atomics add into float32 only: a 16-bit data gradient (not an embedding's) goes through the adapter */
+    if (grad_in[0].dtype != PP_DTYPE_F32 || !cu_io_float(grad_out[0].dtype))
+        return pp_lowp_backward(c, grad_out, grad_in, err);
     int64_t outer = 0, n = 0, inner = 0, m = 0;
     PP_CHECK(gather_plan(c, &grad_in[0], &outer, &n, &inner, &m, err));
     const int64_t total = outer * m * inner;
     if (!total) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(total);
-    k_gather_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>((const float *)grad_out[0].data, c->in[1].data,
+    k_gather_grad<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(cu_io_of(grad_out[0]), c->in[1].data,
                                                                   c->in[1].dtype == PP_DTYPE_I64,
                                                                   (float *)grad_in[0].data, m, n, inner, total);
     CU_LAUNCHED(c);

@@ -60,15 +60,20 @@ MODELS = {  # name: export_model.py arguments
 }
 # What stage/fuse.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
 # "fused ... into one OP"), per layer: SiLU as Swish and Swish(gate) * up as SwiGLU, RMSNorm
-# as RMSNormalization (and the final norm), the rotary embedding of q and of k as RotaryEmbedding.
+# as RMSNormalization (and the final norm), the rotary embedding of q and of k as RotaryEmbedding;
+# and stage/fuse_residual_norm.c, each residual Add with the norm that reads it (every norm but
+# the first, which reads the embeddings: 2 per layer) as onnxruntime's Skip(Simplified)LayerNormalization.
 # Trained as plain exports (issue 42 §6): their TorchScript files lose the recipe's parameter
 # metadata before onnxpipe reads them, so what is trained comes from the file alone.
 PLAIN = {"opt", "swin"}
 PARAM_METADATA = ("onnxpipe.parameters", "onnxpipe.tied", "onnxpipe.transposed")
 LAYERS = int(TEXT[TEXT.index("--layers") + 1])
 DECODER_FUSIONS = {"Swish": LAYERS, "SwiGLU": LAYERS, "RMSNormalization": 2 * LAYERS + 1,
-                   "RotaryEmbedding": 2 * LAYERS}
-FUSIONS = {"llama": DECODER_FUSIONS, "qwen2": DECODER_FUSIONS, "mistral": DECODER_FUSIONS}
+                   "RotaryEmbedding": 2 * LAYERS, "SkipSimplifiedLayerNormalization": 2 * LAYERS}
+LN_FUSIONS = {"SkipLayerNormalization": 2 * LAYERS}
+VIT_LAYERS = int(MODELS["vit"][MODELS["vit"].index("--layers") + 1])
+FUSIONS = {"llama": DECODER_FUSIONS, "qwen2": DECODER_FUSIONS, "mistral": DECODER_FUSIONS, "gpt2": LN_FUSIONS,
+           "bert-cls": LN_FUSIONS, "bert-mlm": LN_FUSIONS, "vit": {"SkipLayerNormalization": 2 * VIT_LAYERS}}
 EXPORTERS = ("torchscript", "dynamo")
 # Global batch 8 in microbatches of 2 in every layout, so that BatchNorm sees the same
 # groups of samples everywhere: (tag, pp, dp, microbatches per replica).

@@ -235,6 +235,15 @@
     /* one or two operands (kernels/einsum_plan.h); backward reads both */                                            \
     X(EINSUM, "Einsum", einsum, FB, 13, 0, PP_BIT(0) | PP_BIT(1), 0, PP_OPF_KEEP_ON_RECOMPUTE, EINSUM, 2, shape_einsum, NULL)\
                                                                                                                       \
+    /* ---- residual norms: onnxruntime's com.microsoft ops (opset 1 of that domain), made by ---- */                 \
+    /* stage/fuse_residual_norm.c of Add + LayerNormalization / RMSNormalization; kernels/cpu/skip_norm.c, */        \
+    /* kernels/cuda/layernorm.cu. Inputs: input, skip, gamma (saved), beta; outputs: output, mean and */              \
+    /* inv_std_var (refused), input_skip_bias_sum (saved: what the norm read) */                                     \
+    X(SKIP_LAYER_NORMALIZATION, "SkipLayerNormalization", skip_norm, FB, 1, 0, PP_BIT(2), PP_BIT(3), 0, ELEMENTWISE, \
+      9, shape_skip_norm, NULL, .domain = "com.microsoft")                                                            \
+    X(SKIP_SIMPLIFIED_LAYER_NORMALIZATION, "SkipSimplifiedLayerNormalization", skip_norm, FB, 1, 0, PP_BIT(2),       \
+      PP_BIT(3), 0, ELEMENTWISE, 6, shape_skip_norm, NULL, .domain = "com.microsoft")                                 \
+                                                                                                                      \
     /* (the end of the list) */
 
 #endif
