@@ -24,7 +24,8 @@
  * one initializer per reading node, when the metadata says it holds several parameters that
  * PyTorch does not tie ("onnxpipe.tied"), or without metadata, in a file PyTorch exported,
  * when all its elements are equal (zero biases, unit norm weights of a fresh init); --untie
- * and --tie decide otherwise. */
+ * and --tie decide otherwise. A BatchNorm running statistic that several BatchNormalization
+ * nodes update is always a merge: untied, one per node. */
 #include "graph_internal.h"
 
 #include <fnmatch.h>
@@ -184,6 +185,25 @@ static pp_status untie(pp_graph *g, int v, const int *readers, int nr, const pp_
     return PP_OK;
 }
 
+/* The BatchNormalization nodes that update running statistic v (read at input 3 or 4, returned
+ * as output 1 or 2), each once: their ids in out (at most max), and how many there are. */
+static int running_stat_readers(const pp_graph *g, int v, int *out, int max)
+{
+    int n = 0;
+    const pp_value *val = &g->values[v];
+    for (int c = 0; c < val->nconsumers; c++) {
+        const pp_node *nd = &g->nodes[val->consumers[c]];
+        int dup = 0, reads = 0;
+        for (int j = 0; j < c && !dup; j++) dup = val->consumers[j] == val->consumers[c];
+        if (dup || nd->op != PP_OP_BATCH_NORMALIZATION || nd->ninputs < 5 || nd->noutputs < 3) continue;
+        for (int k = 3; k <= 4; k++) reads |= nd->inputs[k] == v && nd->outputs[k - 2] >= 0;
+        if (!reads) continue;
+        if (n < max) out[n] = val->consumers[c];
+        n++;
+    }
+    return n;
+}
+
 /* The trained set and the untied merges (rules above). */
 pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err)
 {
@@ -222,7 +242,8 @@ pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err)
         val->param_names = meta_names(g, meta, val->name);
         if (val->folded || !pp_dtype_is_float(val->dtype)) continue;
         if (meta ? !pp_graph_param_readers(g, v, NULL, 0) : !live[v]) continue;
-        int param = graph_may_train(g, v, rules, meta) || graph_rule_matches(rules->trainable, val->name, val->param_names);
+        int param = graph_may_train(g, v, rules, meta) ||
+                    graph_rule_matches(rules->trainable, val->name, val->param_names);
         if (param && !meta && !plain[v] && graph_angle_rates(&g->inits[i].t))   /* rotary frequencies */
             param = graph_rule_matches(rules->trainable, val->name, NULL);
         if (param && graph_rule_matches(rules->frozen, val->name, val->param_names)) val->frozen = 1;
@@ -242,7 +263,8 @@ pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err)
         if (nr > MAX_READERS) nr = MAX_READERS;   /* beyond: they share the last copy's original */
         if (nr < 2 || graph_rule_matches(rules->tie, val->name, val->param_names)) continue;
         const pp_jvalue *list = meta ? pp_json_get(meta, val->name) : NULL;
-        int merge = list ? list->n > 1 && !tied_in_pytorch(tied_meta, list) : exported && graph_all_equal(&g->inits[i].t);
+        int merge = list ? list->n > 1 && !tied_in_pytorch(tied_meta, list)
+                         : exported && graph_all_equal(&g->inits[i].t);
         if (graph_rule_matches(rules->untie, val->name, val->param_names)) merge = 1;
         if (!merge) continue;
         PP_CHECK_GOTO(untie(g, v, readers, nr, list, err), st, done);
@@ -253,6 +275,17 @@ pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err)
                 cp->param_names = NULL;
             }
         }
+        untied++;
+    }
+    /* Running statistics the exporter merged (fresh ones are all 0 or all 1): one per
+     * BatchNormalization that updates it, as PyTorch keeps them, so that each is a buffer of
+     * its own, checkpointed once */
+    ninits = g->ninits;
+    for (int i = 0; i < ninits; i++) {
+        const int v = g->inits[i].value;
+        int nr = g->values[v].is_param ? 0 : running_stat_readers(g, v, readers, MAX_READERS);
+        if (nr < 2) continue;
+        PP_CHECK_GOTO(untie(g, v, readers, nr > MAX_READERS ? MAX_READERS : nr, NULL, err), st, done);
         untied++;
     }
     if (untied) PP_CHECK_GOTO(graph_link(g, err), st, done);

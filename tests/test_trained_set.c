@@ -3,8 +3,8 @@
  * are constants whether their chain folds or not, position tables (cos / sin of p * theta in
  * float32, a causal [1, 1, T, T]) and rotary frequencies read through Cos are constants and
  * their look-alikes are not, a transposed or equal copy of a weight is tied to it (one
- * parameter; --untie keeps two), and a saved file writes the copy back as the initializer it
- * was, holding the weight's values. */
+ * parameter; --untie keeps two), a saved file writes the copy back as the initializer it was,
+ * holding the weight's values, and running statistics several BatchNorms update are untied. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,8 +97,9 @@ static void test_mask_condition(void **state)
         pp_graph_options o = {.no_fold = variant < 2};
         OK(pp_graph_finalize(g, &o, &e_));
         const int mv = pp_graph_find_value(g, "M"), m_trained = mv >= 0 && g->values[mv].is_param;
-        printf("  mask through %s, %s: M trained %d, W trained %d, %lld elements\n", variant & 1 ? "Equal" : "Cast(bool)",
-               variant < 2 ? "kept" : "folded", m_trained, is_param(g, "W"), (long long)g->nparams);
+        printf("  mask through %s, %s: M trained %d, W trained %d, %lld elements\n",
+               variant & 1 ? "Equal" : "Cast(bool)", variant < 2 ? "kept" : "folded", m_trained, is_param(g, "W"),
+               (long long)g->nparams);
         assert_false(m_trained);
         assert_int_equal(g->nparams, T * T);   /* W alone */
         assert_true(is_param(g, "W"));
@@ -243,7 +244,8 @@ static void test_copies(void **state)
             assert_int_equal(g->values[cv].copy_of, tied ? pp_graph_find_value(g, "W") + 1 : 0);
             assert_int_equal(g->values[cv].init < 0, tied);
             if (tied) {   /* the copy is a node's output, W read twice */
-                assert_string_equal(g->nodes[g->values[cv].producer].op_type, cases[k].transposed ? "Transpose" : "Identity");
+                assert_string_equal(g->nodes[g->values[cv].producer].op_type,
+                                    cases[k].transposed ? "Transpose" : "Identity");
                 assert_int_equal(pp_graph_param_readers(g, pp_graph_find_value(g, "W"), NULL, 0), 2);
                 char path[512];
                 snprintf(path, sizeof path, "%s/copy%zu.onnx", dir, k);
@@ -266,6 +268,48 @@ static void test_copies(void **state)
     rmdir(dir);
 }
 
+/* Two training-mode BatchNormalizations updating one running mean and variance (dynamo's
+ * deduplication of fresh statistics): each gets its own, as PyTorch's BatchNorm modules have. */
+static void test_running_stats(void **state)
+{
+    (void)state;
+    static const float zeros[4], ones[4] = {1, 1, 1, 1};
+    const int64_t xd[] = {2, 4, 3}, cd[] = {4};
+    pp_graph *g = start();
+    pp_shape xs = pp_shape_make(3, xd);
+    OK(pp_graph_add_input(g, "x", PP_DTYPE_F32, &xs, &e_));
+    const char *names[] = {"s1", "b1", "s2", "b2"};
+    for (int i = 0; i < 4; i++) {
+        float w[4] = {1.0f + 0.1f * (float)i, 0.5f, -0.25f, 2.0f};
+        add_init(g, names[i], 1, cd, w);
+    }
+    add_init(g, "mean", 1, cd, zeros);
+    add_init(g, "var", 1, cd, ones);
+    for (int k = 0; k < 2; k++) {
+        const char *ins[5] = {k ? "h" : "x", k ? "s2" : "s1", k ? "b2" : "b1", "mean", "var"};
+        const char *outs[3] = {k ? "y" : "h", k ? "m2" : "m1", k ? "v2" : "v1"};
+        int id;
+        OK(pp_graph_add_node(g, "BatchNormalization", "", k ? "bn2" : "bn1", ins, 5, outs, 3, &id, &e_));
+        OK(pp_graph_set_attr_int(g, id, "training_mode", 1, &e_));
+    }
+    OK(pp_graph_add_output(g, "y", PP_DTYPE_F32, &xs, &e_));
+    OK(pp_graph_finalize(g, NULL, &e_));
+    for (int k = 0; k < 2; k++) {
+        const char *stat = k ? "var" : "mean";
+        char copy[32];
+        snprintf(copy, sizeof copy, "%s.untied1", stat);
+        int v = pp_graph_find_value(g, stat), c = pp_graph_find_value(g, copy);
+        printf("  %s: read by %d node(s), its copy %s by %d\n", stat, g->values[v].nconsumers, copy,
+               c >= 0 ? g->values[c].nconsumers : 0);
+        assert_true(c >= 0 && g->values[c].init >= 0 && !g->values[c].is_param);
+        assert_int_equal(g->values[v].nconsumers, 1);
+        assert_int_equal(g->values[c].nconsumers, 1);
+        assert_string_equal(g->nodes[g->values[c].consumers[0]].name, "bn2");
+    }
+    assert_int_equal(g->nparams, 16);   /* the scales and biases */
+    pp_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_position_tables),
         cmocka_unit_test(test_angle_rates),
         cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_running_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
