@@ -1,5 +1,6 @@
 /* Export of the inference model: the graph again with trained values (from a running
- * job's gathered parameters, or offline from a checkpoint's shards) as a plain ONNX file. */
+ * job's gathered parameters, or offline from a checkpoint's shards) as a plain ONNX file;
+ * a parameter the file held twice (tied at load: copy_of) is saved twice again, both trained. */
 #include "ckpt_internal.h"
 
 #include <stdlib.h>
@@ -43,6 +44,8 @@ pp_status pp_ckpt_write_model(const pp_graph *g, pp_ckpt_value_fn value_of, void
         PP_CHECK_GOTO(pp_graph_add_node(e, n->op_type, n->domain, n->name, ins, n->ninputs, outs, n->noutputs,
                                         &id, err), st, done);
         for (int a = 0; a < n->nattrs; a++) PP_CHECK_GOTO(pp_graph_set_attr(e, id, &n->attrs[a], err), st, done);
+        if (n->noutputs == 1 && n->outputs[0] >= 0 && g->values[n->outputs[0]].copy_of)   /* saved as the file had it */
+            e->values[e->nodes[id].outputs[0]].copy_of = 1 + e->nodes[id].inputs[0];
     }
     for (int i = 0; i < g->noutputs; i++) {
         const pp_value *v = &g->values[g->outputs[i]];

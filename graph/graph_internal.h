@@ -77,9 +77,33 @@ pp_status graph_link(pp_graph *g, pp_error *err);
  * its producer node, if any, must be deleted by the caller. */
 pp_status graph_make_const(pp_graph *g, int value, const pp_const_tensor *t, pp_error *err);
 
-/* The trained set and the untied merges (graph/params.c): sets is_param, frozen,
- * untied_from and param_names of the initializers, g->nparams and g->param_bytes. */
+/* The trained set, the tied copies and the untied merges (graph/params.c): sets is_param,
+ * frozen, untied_from, copy_of and param_names of the initializers, g->nparams and
+ * g->param_bytes. */
 pp_status graph_params(pp_graph *g, const pp_param_rules *rules, pp_error *err);
+/* Which values a gradient flows through to a float graph output, [nvalues] each: live[v],
+ * and plain[v] (may be NULL) where a path without Cos or Sin does. Float values read at
+ * differentiable inputs, walking the nodes (in topological order) backwards; a value whose
+ * dtype is not inferred yet counts as float. */
+void graph_grad_paths(const pp_graph *g, unsigned char *live, unsigned char *plain);
+/* 1 when name matches one of the comma-separated globs in list (NULL: none); `also` (may be
+ * NULL) is matched too: the PyTorch names ("a, b") the metadata gives the initializer. */
+int graph_rule_matches(const char *list, const char *name, const char *also);
+
+/* What values say (graph/params_values.c). A constant: a scalar, or a value non-finite or
+ * of magnitude >= 1e30 (mask fills). */
+int graph_constant_by_value(const pp_const_tensor *t);
+int graph_all_equal(const pp_const_tensor *t);
+/* A float table that is an exact function of positions: [1, .., T, C] whose every column is a
+ * sinusoid of the row (folded rotary cos / sin, sinusoidal position encodings), or
+ * [1, .., T, T] with one value along each diagonal (causal and sliding-window masks). */
+int graph_position_table(const pp_const_tensor *t);
+/* A vector of positive, non-increasing values at most 1: rotary inverse frequencies. */
+int graph_angle_rates(const pp_const_tensor *t);
+/* Ties each parameter that is another's copy (bit for bit, at least 1024 elements and not all
+ * equal, or transposed; --untie keeps them apart): the copy becomes an Identity or Transpose
+ * node's output (copy_of), no longer an initializer. *tied: how many; the caller relinks. */
+pp_status graph_tie_copies(pp_graph *g, const pp_param_rules *rules, int *tied, pp_error *err);
 /* 1 when initializer v may be trained under the rules (meta: the parsed "onnxpipe.parameters",
  * or NULL): folding leaves what may be trained unfolded, and folds the exporter's constants. */
 int graph_may_train(const pp_graph *g, int v, const pp_param_rules *rules, const pp_jvalue *meta);

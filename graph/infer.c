@@ -112,21 +112,12 @@ static int bypass_identity(pp_graph *g, pp_node *n)
 
 /* ---- folding --------------------------------------------------------------- */
 
-/* Marks values through which a gradient reaches a graph output (reverse walk). */
+/* Marks values through which a gradient reaches a graph output (graph/params.c). */
 static pp_status compute_grad_live(infer_ctx *c, pp_error *err)
 {
-    pp_graph *g = c->g;
-    c->grad_live = calloc((size_t)g->nvalues + 1, 1);
+    c->grad_live = calloc((size_t)c->g->nvalues + 1, 1);
     if (!c->grad_live) return PP_NOMEM(err);
-    for (int k = 0; k < g->noutputs; k++) c->grad_live[g->outputs[k]] = 1;
-    for (int i = g->nnodes - 1; i >= 0; i--) {
-        const pp_node *n = &g->nodes[i];
-        if (!n->op_type) continue;
-        int live = 0;
-        for (int k = 0; k < n->noutputs && !live; k++) live = n->outputs[k] >= 0 && c->grad_live[n->outputs[k]];
-        for (int k = 0; live && k < n->ninputs; k++)
-            if (n->inputs[k] >= 0 && pp_op_input_differentiable(n->op, k)) c->grad_live[n->inputs[k]] = 1;
-    }
+    graph_grad_paths(c->g, c->grad_live, NULL);
     return PP_OK;
 }
 

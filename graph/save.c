@@ -1,6 +1,7 @@
 /* Writing a pp_graph as an ONNX ModelProto through protobuf-c. Large models put their
  * initializers into PATH.data (external data, 4 KiB-aligned offsets); both files are
- * written to temporaries and renamed into place. */
+ * written to temporaries and renamed into place. Folded constants go back as Constant
+ * nodes, tied copies (copy_of) as the initializers the file had. */
 #include "graph_internal.h"
 
 #include <onnx/onnx.pb-c.h>
@@ -213,12 +214,38 @@ static pp_status constant_proto(saver *S, const pp_initializer *in, Onnx__NodePr
     return PP_OK;
 }
 
+/* A tied copy (copy_of: the output of the Identity or Transpose node n made at load) as the
+ * initializer the file had: its parameter's data, transposed where n is a Transpose. */
+static pp_status copy_proto(saver *S, const pp_node *n, Onnx__TensorProto **out, pp_error *err)
+{
+    const pp_graph *g = S->g;
+    const pp_value *v = &g->values[n->outputs[0]];
+    pp_const_tensor t = g->inits[g->values[n->inputs[0]].init].t;
+    if (n->op == PP_OP_TRANSPOSE) {
+        const int64_t rows = t.shape.dims[0], cols = t.shape.dims[1];
+        const size_t es = pp_dtype_size(t.dtype);
+        char *d = pp_graph_alloc(S->scratch, t.nbytes + 1);
+        if (!d) return PP_NOMEM(err);
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++)
+                memcpy(d + (size_t)(j * rows + i) * es, (const char *)t.data + (size_t)(i * cols + j) * es, es);
+        t.data = d;
+    }
+    t.shape = v->shape;
+    return tensor_proto(S, &t, v->name, 1, out, err);
+}
+
+static int is_copy(const pp_graph *g, const pp_node *n)
+{
+    return n->noutputs == 1 && n->outputs[0] >= 0 && g->values[n->outputs[0]].copy_of;
+}
+
 static pp_status graph_proto(saver *S, Onnx__GraphProto *gp, pp_error *err)
 {
     const pp_graph *g = S->g;
     gp->name = (char *)(g->name ? g->name : "graph");
     gp->node = new_array(S, (size_t)g->nnodes + (size_t)g->ninits, sizeof *gp->node);
-    gp->initializer = new_array(S, (size_t)g->ninits, sizeof *gp->initializer);
+    gp->initializer = new_array(S, (size_t)g->ninits + (size_t)g->nnodes, sizeof *gp->initializer);
     gp->input = new_array(S, (size_t)g->ninputs, sizeof *gp->input);
     gp->output = new_array(S, (size_t)g->noutputs, sizeof *gp->output);
     gp->value_info = new_array(S, (size_t)g->nvalues, sizeof *gp->value_info);
@@ -229,12 +256,15 @@ static pp_status graph_proto(saver *S, Onnx__GraphProto *gp, pp_error *err)
         const pp_initializer *in = &g->inits[i];
         if (g->values[in->value].folded) PP_CHECK(constant_proto(S, in, &gp->node[gp->n_node++], err));
     }
-    for (int i = 0; i < g->nnodes; i++) PP_CHECK(node_proto(S, &g->nodes[i], &gp->node[gp->n_node++], err));
+    for (int i = 0; i < g->nnodes; i++)
+        if (!is_copy(g, &g->nodes[i])) PP_CHECK(node_proto(S, &g->nodes[i], &gp->node[gp->n_node++], err));
     for (int i = 0; i < g->ninits; i++) {
         const pp_initializer *in = &g->inits[i];
         if (g->values[in->value].folded) continue;
         PP_CHECK(tensor_proto(S, &in->t, g->values[in->value].name, 1, &gp->initializer[gp->n_initializer++], err));
     }
+    for (int i = 0; i < g->nnodes; i++)
+        if (is_copy(g, &g->nodes[i])) PP_CHECK(copy_proto(S, &g->nodes[i], &gp->initializer[gp->n_initializer++], err));
     for (int i = 0; i < g->ninputs; i++) {
         if (g->values[g->inputs[i]].init >= 0) continue;
         if (!(gp->input[gp->n_input++] = value_info(S, g->inputs[i]))) goto oom;
@@ -324,6 +354,8 @@ pp_status pp_graph_save(const pp_graph *g, const char *path, const pp_graph_save
     PP_CHECK_GOTO(pp_graph_create("scratch", 1, &S.scratch, err), st, done);
     int64_t total = 0, limit = opt->external_threshold > 0 ? opt->external_threshold : PROTOBUF_LIMIT;
     for (int i = 0; i < g->ninits; i++) total += (int64_t)g->inits[i].t.nbytes;
+    for (int i = 0; i < g->nnodes; i++)
+        if (is_copy(g, &g->nodes[i])) total += (int64_t)g->inits[g->values[g->nodes[i].inputs[0]].init].t.nbytes;
     if (opt->force_external || total > limit) {
         snprintf(data_path, plen, "%s.data", path);
         const char *slash = strrchr(data_path, '/');

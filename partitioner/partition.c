@@ -145,7 +145,7 @@ static pp_status check_options(const pp_graph *g, int nstages, const pp_partitio
                             (int)o->balance);
     if ((unsigned)o->order >= sizeof order_names / sizeof order_names[0])
         return pp_error_set(err, PP_ERR_INVALID_ARG, "order mode %d out of range (search, graph)", (int)o->order);
-    if (!o->cuts && o->balance == PP_BALANCE_PARAMS && g->nparams == 0)
+    if (!o->cuts && o->balance == PP_BALANCE_PARAMS && g->nparams == 0 && nstages > 1)   /* one stage: nothing to balance */
         return pp_error_set(err, PP_ERR_INVALID_ARG,
                             "model '%s' has no trainable parameters to balance; use --balance flops or "
                             "uniform, or give manual cuts", g->name);

@@ -205,7 +205,8 @@ const pp_option pp_stage_option_table[] = {
     {.type = PP_OPT_STR, .name = "--frozen", .metavar = "GLOB,..", TC(params.frozen), .agree = 1, .group = PP_OPT_GROUP_PARAMS,
      .help = "never train these: no gradient, no optimizer state (fine-tuning)"},
     {.type = PP_OPT_STR, .name = "--untie", .metavar = "GLOB,..", TC(params.untie), .agree = 1, .group = PP_OPT_GROUP_PARAMS,
-     .help = "give each node reading these its own copy (an exporter's merge)"},
+     .help = "give each node reading these its own copy (an exporter's merge), or train\n"
+             "a tied copy (an initializer that is another's transpose) apart"},
     {.type = PP_OPT_STR, .name = "--tie", .metavar = "GLOB,..", TC(params.tie), .agree = 1, .group = PP_OPT_GROUP_PARAMS,
      .help = "keep these one parameter although they look like an exporter's merge"},
     {0},

@@ -49,6 +49,11 @@ typedef struct pp_value {
                                original (the original too); 0: not untied */
     const char *param_names;/* the PyTorch parameters it holds ("a, b"), from the export recipe's
                                metadata "onnxpipe.parameters"; NULL without */
+    int copy_of;            /* an initializer the exporter wrote as a second copy of a parameter
+                               (bit for bit, or its transpose), tied to it (graph/params_values.c):
+                               1 + the value id of the parameter, which the node producing this
+                               value (Identity or Transpose, made at load) copies; export writes
+                               it back as an initializer. 0: none */
 } pp_value;
 
 typedef struct pp_initializer {

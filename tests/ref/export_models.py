@@ -119,11 +119,14 @@ def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     info = {}
 
-    def record(name, model, expected, note, diff, tied=()):
+    def record(name, model, held_want, note, diff, tied=(), trained=None):
+        """held_want: the float initializers the file holds at differentiable inputs
+        (count_params.py); trained (default the same): what onnxpipe must train."""
         path = os.path.join(outdir, name)
         held = count_file_params(onnx.load(path))
-        if held != expected:
-            sys.exit(f"export_models: {name} holds {held} trainable parameters, expected {expected} ({note})")
+        if held != held_want:
+            sys.exit(f"export_models: {name} holds {held} trainable parameters, expected {held_want} ({note})")
+        expected = held_want if trained is None else trained
         info[name] = {"torch": torch_params(model), "expected": expected, "note": note, "tied": list(tied)}
         print(f"{name}: onnxruntime vs torch max abs diff {diff:.3g}; parameters torch {torch_params(model)}, "
               f"file {held} ({note})")
@@ -136,10 +139,12 @@ def main(outdir):
         name = f"gpt_op{opset}_{'dynamic' if dynamic else 'static'}{'' if fold else '_nofold'}.onnx"
         axes = {"idx": {0: "batch", 1: "T"}, "logits": {0: "batch", 1: "T"}} if dynamic else None
         diff = export(gpt, (idx,), os.path.join(outdir, name), opset, axes, ("idx",), ("logits",), fold)
-        if fold:   # the exporter folds the lm_head's Transpose(wte.weight) into a new [D, V] initializer
+        if fold:   # the exporter folds the lm_head's Transpose(wte.weight) into a new [D, V] initializer,
+            # which onnxpipe ties back to wte.weight (its exact transpose): torch's count again
             record(name, gpt, torch_params(gpt) + V * D,
-                   f"torch {torch_params(gpt)} + {V * D}: constant folding copies the tied wte.weight "
-                   "into a separate (transposed) lm_head initializer", diff)
+                   f"the file holds torch's {torch_params(gpt)} + {V * D}: constant folding copies the tied "
+                   "wte.weight into a separate (transposed) lm_head initializer, which onnxpipe ties back", diff,
+                   trained=torch_params(gpt))
         else:      # the tie survives as Transpose(wte.weight) -> MatMul; shapes stay Shape/Gather chains
             record(name, gpt, torch_params(gpt), "no constant folding: the tied weight is held once", diff,
                    tied=["wte.weight"])

@@ -2,10 +2,12 @@
 training by examples/export/export_model.py with both PyTorch exporters, trained by onnxpipe
 at pp=1, pp=2 and pp=2 x dp=2 and by PyTorch (float64) from the same weights on the same
 batches with the same microbatching. Checked for each export: the trained element count of
-`onnxpipe partition` equals PyTorch's sum(p.numel()); every layout's first loss equals
-onnxruntime's forward + a numpy cross-entropy within 1e-6 relative; every step's loss
-equals PyTorch's within 1e-5 relative. A model that does not load is a failure. The table
-also shows how far PyTorch float32, trained the same way, is from float64: the noise floor.
+`onnxpipe partition` equals PyTorch's sum(p.numel()), and the parameters it names are those
+of the pp=1 run's checkpoint, which `onnxpipe ckpt export` takes (check_trained_set); every
+layout's first loss equals onnxruntime's forward + a numpy cross-entropy within 1e-6
+relative; every step's loss equals PyTorch's within 1e-5 relative. A model that does not
+load is a failure. The table also shows how far PyTorch float32, trained the same way, is
+from float64: the noise floor.
 Where BatchNorm sees few values per channel (EfficientNet-B0's late stages at microbatch 2)
 that floor passes the issue's bounds, and a float32 trainer can be held to no less than
 twice the float32 references' own error: each bound is max(bound, 2 x floor), printed as
@@ -171,16 +173,19 @@ def ort_first_loss(path, arrays):
     return total / count
 
 
-def torch_losses(path, arrays, dtype, batches=None, steps=STEPS):
+def torch_losses(path, arrays, dtype, batches=None, steps=STEPS, model=None, keep=None):
     """PyTorch trains the module the export was made from (rebuilt with its initial weights),
     in `dtype`, on the same microbatches: gradients summed, the loss a mean over the labels of
     the global batch. float64 is the reference; float32's distance from it is the noise floor
     (how much fp32 rounding alone moves 10 steps of this model). batches(step) gives a step's
-    (microbatches, label count); default: microbatches(arrays, step)."""
-    recipe = json.load(open(os.path.splitext(path)[0] + ".json"))
-    module = ex.rebuild(path).to(dtype)
-    model = ex.LogitsOnly(module, recipe["kind"], recipe["model"]).train()
-    opt = torch.optim.AdamW(module.parameters(), **ADAMW)
+    (microbatches, label count); default: microbatches(arrays, step). model: the module to
+    train instead (model(x, *extra) gives the logits; default: rebuilt from the recipe beside
+    path); keep: a list that receives the trained model."""
+    if model is None:
+        recipe = json.load(open(os.path.splitext(path)[0] + ".json"))
+        model = ex.LogitsOnly(ex.rebuild(path), recipe["kind"], recipe["model"])
+    model = model.to(dtype).train()
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW)
     losses = []
     for step in range(steps):
         opt.zero_grad()
@@ -198,7 +203,42 @@ def torch_losses(path, arrays, dtype, batches=None, steps=STEPS):
             total += loss.item()
         opt.step()
         losses.append(total)
+    if keep is not None:
+        keep.append(model)
     return np.array(losses)
+
+
+class Reference:
+    """PyTorch's losses for an export (float64: the reference; float32: its noise floor) and
+    onnxruntime's first loss, with the bounds a float32 trainer is held to: FIRST_TOL and
+    STEP_TOL, or twice the float32 references' own error where that is larger."""
+
+    def __init__(self, r64, r32, first):
+        self.r64, self.first = r64, first
+        self.floor = float(np.max(np.abs(r32 - r64) / np.abs(r64)))
+        # onnxruntime's own float32 forward is a float32 reference too: its distance from
+        # float64 at step 1 joins PyTorch float32's in the first loss's floor
+        floor1 = float(abs(r32[0] - r64[0]) / abs(r64[0]))
+        ort_err = float(abs(first - r64[0]) / abs(r64[0]))
+        self.first_tol, self.step_tol = max(FIRST_TOL, 2 * max(floor1, ort_err)), max(STEP_TOL, 2 * self.floor)
+
+    def errors(self, losses):
+        """onnxpipe's first loss against onnxruntime's, and its steps' largest relative
+        difference from PyTorch float64's."""
+        rel = np.abs(losses - self.r64) / np.abs(self.r64)
+        return abs(losses[0] - self.first) / abs(self.first), float(np.max(rel))
+
+    def check(self, losses):
+        """Raises Miss where onnxpipe's losses pass the bounds."""
+        if len(losses) != len(self.r64):
+            raise Miss(f"{len(losses)} losses written, {len(self.r64)} steps asked")
+        ferr, rel = self.errors(losses)
+        if ferr > self.first_tol:
+            raise Miss(f"first loss {losses[0]:.8f} vs onnxruntime {self.first:.8f} (> {self.first_tol:g})")
+        if rel > self.step_tol:
+            step = int(np.argmax(np.abs(losses - self.r64) / np.abs(self.r64)))
+            raise Miss(f"step {step + 1}: loss {losses[step]:.8f} vs PyTorch {self.r64[step]:.8f} "
+                       f"(> {self.step_tol:g} relative; PyTorch float32 misses by {self.floor:.2e})")
 
 
 def same_weights(a, b):
@@ -213,8 +253,9 @@ def dims(kind, args):
     return ["--dim", f"seq={args.seq}"] if kind in ex.TEXT_KINDS else []
 
 
-def trained_elements(onnxpipe, path, dim, work):
-    """The element count `onnxpipe partition` says it trains."""
+def what_is_trained(onnxpipe, path, dim, work):
+    """What `onnxpipe partition --json` says it trains (its "what_is_trained"), at the
+    microbatch and dims that training binds."""
     out, log = os.path.join(work, "partition.json"), os.path.join(work, "partition.log")
     with open(out, "w") as f, open(log, "w") as e:
         r = subprocess.run([str(c) for c in [onnxpipe, "partition", path, "--stages", 2, "--batch", MB,
@@ -223,15 +264,16 @@ def trained_elements(onnxpipe, path, dim, work):
         lines = open(log).read().strip().splitlines()
         raise Miss(f"onnxpipe partition: {lines[-1] if lines else 'exit %d' % r.returncode}")
     with open(out) as f:
-        return json.load(f)["what_is_trained"]["trained"]["elements"]
+        return json.load(f)["what_is_trained"]
 
 
-def train(onnxpipe, path, data, dim, layout, work):
-    """onnxpipe's per-step losses for one layout (mpirun as tests/lib/run.sh launches it)."""
+def train(onnxpipe, path, data, dim, layout, work, steps=STEPS, save=None):
+    """onnxpipe's per-step losses for one layout (mpirun as tests/lib/run.sh launches it);
+    save: a directory for its checkpoint of the last step."""
     tag, pp, dp, micro = layout
     losses = os.path.join(work, f"losses-{tag}.txt")
     cmd = [onnxpipe, "train", "--model", path, "--data", data, "--pp", pp, "--dp", dp,
-           "--batch", BATCH, "--microbatches", micro, "--steps", STEPS, *dim,
+           "--batch", BATCH, "--microbatches", micro, "--steps", steps, *dim, *(["--save", save] if save else []),
            "--loss", "cross_entropy", "--logits", "logits", "--labels", "labels",
            "--optimizer", "adamw", "--lr", ADAMW["lr"], "--beta1", ADAMW["betas"][0],
            "--beta2", ADAMW["betas"][1], "--eps", ADAMW["eps"],
@@ -243,6 +285,27 @@ def train(onnxpipe, path, data, dim, layout, work):
         cmd = ["env", "PP_LOG=debug", *cmd]   # the fusions' lines, for check_fusions
     sh(cmd, os.path.join(work, f"train-{tag}.log"))
     return np.loadtxt(losses, ndmin=2)[:, 1]
+
+
+def check_trained_set(onnxpipe, path, trained, ckpt, work):
+    """One trained set (issue 42 §2): the parameters `onnxpipe partition` names (`trained`,
+    its what_is_trained) are the checkpoint's (every tensor with AdamW state), with the same
+    element count in its manifest, and `onnxpipe ckpt export` takes that checkpoint with the
+    model file (export loads it unbound, as the job's own graph was not). Returns the
+    exported file; a difference raises Miss naming the first names."""
+    man = json.load(open(os.path.join(ckpt, "manifest.json")))
+    saved = {t["param"] for t in man["tensors"] if t["state"]}
+    names = set(trained["trained"]["names"])
+    if saved != names:
+        raise Miss(f"trained set: partition trains {sorted(names - saved)[:3]} that the checkpoint lacks, "
+                   f"the checkpoint holds {sorted(saved - names)[:3]} that partition does not train")
+    elems = man["trainer"]["params"]["trained_elements"]
+    if elems != trained["trained"]["elements"]:
+        raise Miss(f"trained set: the checkpoint's manifest says {elems} elements, partition "
+                   f"{trained['trained']['elements']}")
+    out = os.path.join(work, "exported.onnx")
+    sh([onnxpipe, "ckpt", "export", ckpt, "--model", path, "-o", out], os.path.join(work, "export.log"))
+    return out
 
 
 def check_fusions(name, work):
@@ -287,7 +350,7 @@ def make_plain(path):
 
 def run_model(a, name, rows, fails):
     work = os.path.join(a.workdir, name)
-    arrays, ref = None, None   # the dataset and PyTorch's losses, shared by the exporters
+    arrays, torch_ref = None, None   # the dataset and PyTorch's losses, shared by the exporters
     for exporter in a.exporters:
         ework = os.path.join(work, exporter)
         os.makedirs(ework, exist_ok=True)
@@ -306,39 +369,29 @@ def run_model(a, name, rows, fails):
             if arrays is None:
                 arrays = make_data(data, kind, args)
             dim = dims(kind, args)
-            got = trained_elements(a.onnxpipe, path, dim, ework)
+            trained = what_is_trained(a.onnxpipe, path, dim, ework)
+            got = trained["trained"]["elements"]
             row["params"] = f"{got}/{want}"
             if got != want:
                 raise Miss(f"onnxpipe trains {got} elements, PyTorch has {want} parameters")
-            first = ort_first_loss(path, arrays)
-            if ref is None or not same_weights(ref[0], path):
-                r64 = torch_losses(path, arrays, torch.float64)
-                r32 = torch_losses(path, arrays, torch.float32)
-                ref = (path, r64, float(np.max(np.abs(r32 - r64) / np.abs(r64))),
-                       float(abs(r32[0] - r64[0]) / abs(r64[0])))
-            row["floor"] = f"{ref[2]:.2e}"
-            # onnxruntime's own float32 forward is a float32 reference too: its distance from
-            # float64 at step 1 joins PyTorch float32's in the first loss's floor
-            ort_err = float(abs(first - ref[1][0]) / abs(ref[1][0]))
-            first_tol, step_tol = max(FIRST_TOL, 2 * max(ref[3], ort_err)), max(STEP_TOL, 2 * ref[2])
-            row["tol"] = f"{first_tol:.0e}/{step_tol:.0e}"
+            if torch_ref is None or not same_weights(torch_ref[0], path):
+                torch_ref = (path, torch_losses(path, arrays, torch.float64), torch_losses(path, arrays, torch.float32))
+            ref = Reference(torch_ref[1], torch_ref[2], ort_first_loss(path, arrays))
+            row["floor"] = f"{ref.floor:.2e}"
+            row["tol"] = f"{ref.first_tol:.0e}/{ref.step_tol:.0e}"
             t_ref = time.time() - t0
             for layout in LAYOUTS:
                 lrow = dict(row, layout=layout[0])
                 rows.append(lrow)
                 try:
-                    losses = train(a.onnxpipe, path, data, dim, layout, ework)
-                    if len(losses) != STEPS:
-                        raise Miss(f"{len(losses)} losses written, {STEPS} steps asked")
-                    ferr = abs(losses[0] - first) / abs(first)
-                    rel = float(np.max(np.abs(losses - ref[1]) / np.abs(ref[1])))
-                    lrow.update(first=f"{ferr:.2e}", rel=f"{rel:.2e}")
-                    if ferr > first_tol:
-                        raise Miss(f"first loss {losses[0]:.8f} vs onnxruntime {first:.8f} (> {first_tol:g})")
-                    if rel > step_tol:
-                        step = int(np.argmax(np.abs(losses - ref[1]) / np.abs(ref[1])))
-                        raise Miss(f"step {step + 1}: loss {losses[step]:.8f} vs PyTorch {ref[1][step]:.8f} "
-                                   f"(> {step_tol:g} relative; PyTorch float32 misses by {ref[2]:.2e})")
+                    ckpt = os.path.join(ework, "ckpt") if layout[1] * layout[2] == 1 else None
+                    losses = train(a.onnxpipe, path, data, dim, layout, ework, save=ckpt)
+                    if ckpt:
+                        check_trained_set(a.onnxpipe, path, trained, os.path.join(ckpt, f"step-{STEPS}"), ework)
+                    if len(losses) == STEPS:
+                        ferr, rel = ref.errors(losses)
+                        lrow.update(first=f"{ferr:.2e}", rel=f"{rel:.2e}")
+                    ref.check(losses)
                     if layout[1] * layout[2] == 1 and name in FUSIONS:
                         print(f"  {name} {exporter}: fused {check_fusions(name, ework)}", flush=True)
                     lrow["status"] = "ok"
