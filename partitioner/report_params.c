@@ -67,12 +67,13 @@ void partition_print_params(const pp_graph *g, FILE *out)
     print_class(g, "trained", &k[0], out);
     if (k[1].count) print_class(g, "frozen (--frozen)", &k[1], out);
     if (k[2].count) print_class(g, "constants a gradient reaches, not trained", &k[2], out);
-    int readers[8];
+    enum { SHOWN = 8 };   /* readers named; the rest counted */
+    int readers[SHOWN];
     for (int i = 0; i < g->ninits; i++) {
         int v = g->inits[i].value;
         const pp_value *val = &g->values[v];
         if (!val->is_param) continue;
-        int n = pp_graph_param_readers(g, v, readers, 8);
+        int n = pp_graph_param_readers(g, v, readers, SHOWN), shown = n < SHOWN ? n : SHOWN;
         if (n > 1) {
             fputs("  tied: ", out);
             pp_text_fputs(val->name, 0, out);
@@ -82,11 +83,12 @@ void partition_print_params(const pp_graph *g, FILE *out)
                 fputs(")", out);
             }
             fputs(" is read by ", out);
-            for (int r = 0; r < n; r++) {
+            for (int r = 0; r < shown; r++) {
                 fputs(r ? (r == n - 1 ? " and " : ", ") : "", out);
                 print_reader(g, readers[r], out);
             }
-            fputs(n == 8 ? " and more\n" : "\n", out);
+            if (n > shown) fprintf(out, " and %d more", n - shown);
+            fputc('\n', out);
         }
         if (val->untied_from == v + 1) {
             int copies = 0;
@@ -114,7 +116,7 @@ void partition_json_params(const pp_graph *g, pp_json *j)
         pp_json_end_object(j);
     }
     pp_json_begin_array(j, "tied");
-    int readers[64];
+    int readers[64];   /* read_by names the first 64; "readers" counts them all */
     for (int i = 0; i < g->ninits; i++) {
         int v = g->inits[i].value;
         if (!g->values[v].is_param) continue;
@@ -122,8 +124,9 @@ void partition_json_params(const pp_graph *g, pp_json *j)
         if (n < 2) continue;
         pp_json_begin_object(j, NULL);
         pp_json_string(j, "name", g->values[v].name);
+        pp_json_int(j, "readers", n);
         pp_json_begin_array(j, "read_by");
-        for (int r = 0; r < n; r++) pp_json_string(j, NULL, g->nodes[readers[r]].name);
+        for (int r = 0; r < n && r < 64; r++) pp_json_string(j, NULL, g->nodes[readers[r]].name);
         pp_json_end_array(j);
         pp_json_end_object(j);
     }
