@@ -102,20 +102,26 @@ int cli_parse_double(const char *opt, const char *s, double lo, double hi, doubl
 
 /* Every command takes "--opt=value" as "--opt value": each such argument is split at its
  * first '=' before the command sees it, so that no parser handles the two spellings itself
- * (a value of its own, as --dim's NAME=VALUE, keeps its '='). The new argv's strings live as
- * long as the process; NULL if out of memory. */
+ * (a value of its own, as --dim's NAME=VALUE, keeps its '='). The new argv and a copy of its
+ * strings are one block, which the caller frees; NULL if out of memory. */
 static char **split_equals(int argc, char **argv, int *argc_out)
 {
-    char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
+    size_t chars = 0, ptrs = ((size_t)argc * 2 + 1) * sizeof(char *);
+    for (int i = 0; i < argc; i++) chars += strlen(argv[i]) + 1;
+    char **out = calloc(1, ptrs + chars);
     if (!out) return NULL;
+    char *s = (char *)out + ptrs;
     int n = 0;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        if (i > 0 && !strncmp(a, "--", 2) && eq && eq > a + 2) {
-            if (!(out[n++] = strndup(a, (size_t)(eq - a)))) return NULL;
-            out[n++] = (char *)eq + 1;
-        } else
-            out[n++] = argv[i];
+        size_t len = strlen(argv[i]);
+        memcpy(s, argv[i], len + 1);
+        char *eq = strchr(s, '=');
+        out[n++] = s;
+        if (i > 0 && !strncmp(s, "--", 2) && eq && eq > s + 2) {
+            *eq = '\0';
+            out[n++] = eq + 1;
+        }
+        s += len + 1;
     }
     *argc_out = n;
     return out;
@@ -141,7 +147,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "onnxpipe: error: out of memory reading the arguments\n");
         return 1;
     }
-    for (int i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(args[1], commands[i].name)) return commands[i].fn(argc - 1, args + 1);
-    return cli_usage_error("run 'onnxpipe --help' for the list of commands", "unknown command '%s'", argv[1]);
+    int cmd = 0;
+    while (cmd < NCOMMANDS && strcmp(args[1], commands[cmd].name)) cmd++;
+    int rc = cmd < NCOMMANDS ? commands[cmd].fn(argc - 1, args + 1)
+                             : cli_usage_error("run 'onnxpipe --help' for the list of commands",
+                                               "unknown command '%s'", argv[1]);
+    free(args);
+    return rc;
 }

@@ -11,12 +11,15 @@ pp_status shape_unary(infer_ctx *c, const pp_node *n, pp_error *err)
     return PP_OK;
 }
 
-/* Broadcast of all given inputs from `first` on, into *out. */
-static pp_status broadcast_inputs(infer_ctx *c, const pp_node *n, int first, pp_shape *out, pp_error *err)
+/* Broadcast of the node's `count` inputs, into *out: all present, and no more (the
+ * folders and kernels read inputs 0..count-1 of these fixed-arity ops). */
+static pp_status broadcast_inputs(infer_ctx *c, const pp_node *n, int count, pp_shape *out, pp_error *err)
 {
-    PP_CHECK(infer_need(c, n, first, 0, err));
-    *out = *infer_shape_of(c, n, first);
-    for (int k = first + 1; k < n->ninputs; k++) {
+    if (n->ninputs != count)
+        return infer_fail(n, PP_ERR_PARSE, err, "takes %d inputs, this node has %d", count, n->ninputs);
+    PP_CHECK(infer_need(c, n, 0, 0, err));
+    *out = *infer_shape_of(c, n, 0);
+    for (int k = 1; k < count; k++) {
         PP_CHECK(infer_need(c, n, k, 0, err));
         PP_CHECK(infer_broadcast(n, out, infer_shape_of(c, n, k), out, err));
     }
@@ -25,7 +28,7 @@ static pp_status broadcast_inputs(infer_ctx *c, const pp_node *n, int first, pp_
 
 pp_status shape_binary(infer_ctx *c, const pp_node *n, pp_error *err)
 {
-    PP_CHECK(broadcast_inputs(c, n, 0, &c->os[0], err));
+    PP_CHECK(broadcast_inputs(c, n, 2, &c->os[0], err));
     c->odt[0] = infer_dtype_of(c, n, 0);
     if (n->op != PP_OP_POW) {
         pp_dtype a = infer_dtype_of(c, n, 0), b = infer_dtype_of(c, n, 1);
@@ -38,7 +41,7 @@ pp_status shape_binary(infer_ctx *c, const pp_node *n, pp_error *err)
 
 pp_status shape_compare(infer_ctx *c, const pp_node *n, pp_error *err)
 {
-    PP_CHECK(broadcast_inputs(c, n, 0, &c->os[0], err));
+    PP_CHECK(broadcast_inputs(c, n, 2, &c->os[0], err));
     c->odt[0] = PP_DTYPE_BOOL;
     return PP_OK;
 }
@@ -46,7 +49,7 @@ pp_status shape_compare(infer_ctx *c, const pp_node *n, pp_error *err)
 /* Where(cond, X, Y): all three broadcast; the dtype is X's. */
 pp_status shape_where(infer_ctx *c, const pp_node *n, pp_error *err)
 {
-    PP_CHECK(broadcast_inputs(c, n, 0, &c->os[0], err));
+    PP_CHECK(broadcast_inputs(c, n, 3, &c->os[0], err));
     c->odt[0] = infer_dtype_of(c, n, 1);
     return PP_OK;
 }

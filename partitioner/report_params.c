@@ -198,7 +198,7 @@ void partition_json_params(const pp_graph *g, pp_json *j)
     if (m.pytorch >= 0) pp_json_int(j, "pytorch_numel", m.pytorch);
     pp_json_end_object(j);
     pp_json_begin_array(j, "tied");
-    int readers[64];
+    int readers[64];   /* read_by names the first 64; "readers" counts them all */
     for (int i = 0; i < g->ninits; i++) {
         int v = g->inits[i].value;
         if (!g->values[v].is_param) continue;

@@ -41,5 +41,6 @@ if ! check; then
     fi
     "${pip[@]}" "onnxruntime-training-cpu==$ORT" onnx numpy >&2
     check || { echo "bench-venv: $venv still cannot import torch, onnxruntime.training $ORT and onnx" >&2; exit 1; }
+    echo "bench-venv: $venv takes $(du -sh "$venv" | cut -f1)" >&2
 fi
 echo "$venv"

@@ -7,8 +7,10 @@
 # test; megatron-core (without its training dependencies): the indexed datasets. Kept apart
 # from the test venv (scripts/setup.sh, which sees Debian's torch 1.13) and from the bench
 # venv (onnxruntime-training pins an old onnxruntime).
-# Idempotent: does nothing when the venv already imports what it needs. Prints where it
-# is on the last line.
+# Idempotent: does nothing when the venv already imports what it needs; that check (about
+# 9 s of importing torch and transformers) is made once per version of this script, which
+# the tests call each time: a stamp in the venv remembers it. Prints where it is on the
+# last line; what it installs, and the size, on stderr.
 #
 # torch: the CPU-only wheel from download.pytorch.org when that index answers (about
 # 200 MB); otherwise PyPI's, which on Linux pulls the CUDA libraries too (about 3 GB;
@@ -30,6 +32,12 @@ assert int(transformers.__version__.split(".")[0]) >= 4, transformers.__version_
 EOF
 }
 
+stamp=$venv/.onnxpipe-checked
+sum=$(sha256sum "$0" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ] && [ -x "$venv/bin/python" ]; then
+    echo "$venv"
+    exit 0
+fi
 if ! check; then
     echo "export-venv: setting up $venv (torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime, tokenizers," \
          "sentencepiece, datasets, megatron-core)" >&2
@@ -54,5 +62,7 @@ if ! check; then
     "${pip[@]}" --no-deps megatron-core >&2
     check || { echo "export-venv: $venv still cannot import torch 2.x, transformers, timm, onnxscript, onnx, onnxruntime," \
                     "tokenizers, sentencepiece, datasets and megatron-core" >&2; exit 1; }
+    echo "export-venv: $venv takes $(du -sh "$venv" | cut -f1)" >&2
 fi
+echo "$sum" >"$stamp"
 echo "$venv"

@@ -2,9 +2,10 @@
  * and its libFuzzer target (tests/fuzz/fuzz_load.c): renamed inputs, dangling reads,
  * duplicated producers, cycles, wrong opsets, bad attribute types, external data in and
  * outside the model's folder, huge or negative dims, odd int64 constants, escape bytes in
- * names, shuffled, deleted or retyped nodes. The model is unpacked by protobuf-c into an
- * arena that the caller resets per case; a mutation says what the loader must answer
- * when it is the only one applied (a status and a piece of the message), or nothing. */
+ * names, shuffled, deleted or retyped nodes, a reader of a weight copied a dozen times.
+ * The model is unpacked by protobuf-c into an arena that the caller resets per case; a
+ * mutation says what the loader must answer when it is the only one applied (a status
+ * and a piece of the message), or nothing. */
 #ifndef PP_TEST_GRAPH_MUTATE_H
 #define PP_TEST_GRAPH_MUTATE_H
 
@@ -438,13 +439,53 @@ static const char *m_arity(Onnx__ModelProto *m, mut_ctx *c, mut_expect *e)
     return "node arity";
 }
 
+/* A node reading an initializer is copied 8 to 12 times, each copy's outputs renamed and
+ * its first made a graph output: a parameter read by more nodes than the partition table
+ * names (report_params.c read past its 8 readers here). */
+static const char *m_fan_out(Onnx__ModelProto *m, mut_ctx *c, mut_expect *e)
+{
+    Onnx__GraphProto *g = m->graph;
+    long at = -1;
+    for (int tries = 0; tries < 16 && at < 0 && g->n_initializer; tries++) {
+        const char *w = g->initializer[mut_pick(c, g->n_initializer)]->name;
+        for (size_t i = 0; w && i < g->n_node && at < 0; i++)
+            if (node_reads(g->node[i], w) && g->node[i]->n_output && g->node[i]->output[0]) at = (long)i;
+    }
+    if (at < 0) return NULL;
+    const size_t copies = 8 + mut_pick(c, 5);
+    Onnx__NodeProto **nodes = mut_alloc(c->arena, (g->n_node + copies) * sizeof *nodes);
+    Onnx__ValueInfoProto **outs = mut_alloc(c->arena, (g->n_output + copies) * sizeof *outs);
+    if (!nodes || !outs) return NULL;
+    memcpy(nodes, g->node, g->n_node * sizeof *nodes);
+    memcpy(outs, g->output, g->n_output * sizeof *outs);
+    const Onnx__NodeProto *orig = g->node[at];
+    for (size_t k = 0; k < copies; k++) {
+        Onnx__NodeProto *n = mut_dup(c->arena, orig, sizeof *orig);
+        Onnx__ValueInfoProto *vi = mut_alloc(c->arena, sizeof *vi);
+        char **o = mut_alloc(c->arena, orig->n_output * sizeof *o);
+        if (!n || !vi || !o) return NULL;
+        for (size_t j = 0; j < orig->n_output; j++)
+            o[j] = orig->output[j] && *orig->output[j] ? mut_printf(c->arena, "fan%zu_%s", k, orig->output[j]) : "";
+        n->output = o;
+        n->name = mut_printf(c->arena, "fan%zu_%s", k, orig->name ? orig->name : "");
+        onnx__value_info_proto__init(vi);
+        vi->name = o[0];
+        nodes[g->n_node + k] = n;
+        outs[g->n_output + k] = vi;
+    }
+    g->node = nodes, g->n_node += copies;
+    g->output = outs, g->n_output += copies;
+    *e = (mut_expect){EXPECT_ANY, NULL};
+    return "fanned-out reader";
+}
+
 static const struct { const char *name; mutation_fn fn; } mutations[] = {
     {"rename_input", m_rename_input}, {"dangling_read", m_dangling_read}, {"two_producers", m_two_producers},
     {"cycle", m_cycle},               {"opset", m_opset},                 {"attr_type", m_attr_type},
     {"external", m_external},         {"dim", m_dim},                     {"int_value", m_int_value},
     {"escape_names", m_escape_names}, {"shuffle", m_shuffle},             {"delete_node", m_delete_node},
     {"op_type", m_op_type},           {"domain", m_domain},               {"dtype", m_dtype},
-    {"arity", m_arity},
+    {"arity", m_arity},               {"fan_out", m_fan_out},
 };
 #define NMUTATIONS ((int)(sizeof mutations / sizeof mutations[0]))
 

@@ -11,12 +11,9 @@ mkdir -p "$OUT"
 "$ONNXPIPE" example gpt --layers 2 --d-model 64 --heads 4 --vocab 128 --seq 32 -o "$OUT/example_gpt.onnx" >/dev/null
 "$ONNXPIPE" example gpt --layers 2 --d-model 64 --heads 4 --vocab 128 --seq 32 --opset 13 \
     -o "$OUT/example_gpt13.onnx" >/dev/null
-run() { "$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/$1" "$OUT/work-${1%.onnx}" "${@:2}"; }
-run gpt_op13_static.onnx
-run gpt_op17_static.onnx
-run gpt_op17_dynamic.onnx --dim batch=2 --dim T=16
-run mlp.onnx --batch 4
-run resnet18.onnx --batch 1
-run example_gpt.onnx
-run example_gpt13.onnx
+run() { "$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/work" "$@"; }
+run "$OUT"/{gpt_op13_static,gpt_op17_static,example_gpt,example_gpt13}.onnx
+run "$OUT/gpt_op17_dynamic.onnx" --dim batch=2 --dim T=16
+run "$OUT/mlp.onnx" --batch 4
+run "$OUT/resnet18.onnx" --batch 1
 echo "forward matches onnxruntime on every model"

@@ -9,7 +9,10 @@
  *   A case applies one mutation (its expected status and message are checked) or stacks
  *   two or three. What loads is partitioned and its table printed: no message or table
  *   may hold a control byte or broken UTF-8 (pp_text_escape leaves it unchanged).
+ * - The corpus: tests/fuzz/corpus/, mutated exports that the libFuzzer target found new
+ *   paths with (docs/fuzzing.md), each replayed with the structural cases' checks.
  * Runs under AddressSanitizer and UBSan in `make test`; the seeds are fixed. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -451,11 +454,61 @@ static void test_structural(void **state)
     for (int i = 0; i < nseeds; i++) free(seeds[i].data);
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every file of tests/fuzz/corpus loads to a clean error or to a graph that saves, loads
+ * again and partitions (load_case), in name order. */
+static void test_corpus(void **state)
+{
+    (void)state;
+    const char *src = getenv("SRC_DIR");
+    if (!src) {
+        printf("corpus: SRC_DIR not set (run under ctest): skipped\n");
+        return;
+    }
+    char dir[400], *names[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus", src);
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot open %s", dir);
+    int n = 0;
+    for (struct dirent *de; n < 4096 && (de = readdir(d));)
+        if (de->d_name[0] != '.') names[n++] = strdup(de->d_name);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], by_name);
+    if (!case_dir[0]) make_case_dir();
+    int status[PP_STATUS_COUNT] = {0};
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        seed sd = {0};
+        char path[800];
+        snprintf(sd.name, sizeof sd.name, "%s", names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        sd.data = read_file(path, &sd.len);
+        if (!sd.data) fail_msg("cannot read %s", path);
+        snprintf(path, sizeof path, "%s/model.onnx", case_dir);
+        write_file(path, sd.data, sd.len);
+        status[load_case(i, &sd, NULL, names[i])]++;
+        bytes += sd.len;
+        free(sd.data);
+        free(names[i]);
+    }
+    printf("corpus: %d files (%zu KiB) from %s:", n, bytes >> 10, dir);
+    for (int s = 0; s < PP_STATUS_COUNT; s++)
+        if (status[s]) printf(" %s %d", pp_status_string((pp_status)s), status[s]);
+    printf("\n");
+    assert_true(n > 0);
+    assert_true(status[PP_OK] > 0);   /* some load and are partitioned, not only refused */
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_graph_fuzz.XXXXXX");
     if (!mkdtemp(tmp_dir)) return 1;
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_byte_flips), cmocka_unit_test(test_structural)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_byte_flips), cmocka_unit_test(test_structural),
+                                       cmocka_unit_test(test_corpus)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);

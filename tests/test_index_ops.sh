@@ -9,11 +9,12 @@ set -euo pipefail
 OUT=$BUILD_DIR/test-out/index_ops
 rm -rf "$OUT"
 mkdir -p "$OUT"
-n=0
-for m in $("$PY" "$SRC_DIR/tests/ref/index_ops_models.py" "$OUT"); do
-    "$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/$m" "$OUT/work-${m%.onnx}" --tol 1e-5
-    n=$((n + 1))
-    # constant chains fold at load: only x0 + w and the use of the folded constant remain
+models=$("$PY" "$SRC_DIR/tests/ref/index_ops_models.py" "$OUT")
+paths=()
+for m in $models; do paths+=("$OUT/$m"); done
+"$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/work" "${paths[@]}" --tol 1e-5   # one Python for all
+# constant chains fold at load: only x0 + w and the use of the folded constant remain
+for m in $models; do
     case $m in
     fold_* | trilu_fold_*)
         nodes=$("$ONNXPIPE" partition "$OUT/$m" --stages 1 | sed -n 's/^ *\([0-9]*\) nodes,.*/\1/p')
@@ -22,4 +23,4 @@ for m in $("$PY" "$SRC_DIR/tests/ref/index_ops_models.py" "$OUT"); do
         ;;
     esac
 done
-echo "$n models match onnxruntime"
+echo "${#paths[@]} models match onnxruntime"

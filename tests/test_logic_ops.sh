@@ -8,11 +8,11 @@ set -euo pipefail
 OUT=$BUILD_DIR/test-out/logic_ops
 rm -rf "$OUT"
 mkdir -p "$OUT"
-n=0
-for m in $("$PY" "$SRC_DIR/tests/ref/logic_models.py" "$OUT/models"); do
-    "$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/models/$m.onnx" "$OUT/work-$m" --tol 1e-6
-    n=$((n + 1))
-done
+models=$("$PY" "$SRC_DIR/tests/ref/logic_models.py" "$OUT/models")
+paths=()
+for m in $models; do paths+=("$OUT/models/$m.onnx"); done
+"$PY" "$SRC_DIR/tests/ref/forward_ref.py" "$ONNXPIPE" "$OUT/work" "${paths[@]}" --tol 1e-6   # one Python for all
+n=${#paths[@]}
 for m in "$OUT"/models/errors/*.onnx; do
     want=$(cat "${m%.onnx}.expect")
     if msg=$("$ONNXPIPE" partition "$m" --stages 1 2>&1); then

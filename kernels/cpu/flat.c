@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <onnxpipe/backend/device_backend.h>
 #endif
@@ -83,7 +84,13 @@ static pp_status cpu_optim_decide(pp_device *dev, const double *terms, int64_t n
 /* ---- float16 through F16C where the cpu has it, else the element functions ---- */
 
 #if defined(__x86_64__) || defined(__i386__)
-int pp_cpu_has_f16c(void) { return __builtin_cpu_supports("f16c"); }
+/* cpuid leaf 1's F16C bit: clang 14 (the fuzz build's, docs/fuzzing.md) has no
+ * __builtin_cpu_supports("f16c"); "avx" says the OS saves the ymm registers */
+int pp_cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 
 /* 8 at a time; the tail goes through a padded block, so that every element takes the hardware path */
 __attribute__((target("avx,f16c"))) static void f16c_from_f32(uint16_t *dst, const float *src, int64_t n)

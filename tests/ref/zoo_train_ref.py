@@ -14,8 +14,12 @@ twice the float32 references' own error: each bound is max(bound, 2 x floor), pr
 "tol" (the first loss's floor is the larger of PyTorch float32's and onnxruntime's distance
 from float64 at step 1).
 
+The zoo is split in two (MODELS' first field): the fast set, which `make test` runs
+(test_zoo_ref_mpi: one model of each kind, each exporter, each layout), and the rest
+(test_zoo_full_mpi, in `make test-zoo`, and in CI's `make test` when its time allows).
+
 Runs in the export venv (scripts/export-venv.sh).
-usage: zoo_train_ref.py ONNXPIPE WORKDIR [--models a,b] [--exporters torchscript,dynamo]"""
+usage: zoo_train_ref.py ONNXPIPE WORKDIR [--set fast|rest|all] [--models a,b] [--exporters torchscript,dynamo]"""
 import argparse
 import contextlib
 import io
@@ -40,25 +44,38 @@ TEXT = ["--layers", "2", "--d-model", "32", "--heads", "4", "--vocab", "256", "-
 # of 2 normalizes 2 values per channel and amplifies rounding (EfficientNet-B0's first loss
 # in PyTorch float32 differs from float64 by 4e-2; at 64 x 64 by 1.5e-7).
 IMAGE = ["--num-classes", "10"]
-MODELS = {  # name: export_model.py arguments
-    "gpt2": ["--model", "gpt2", *TEXT],
-    "llama": ["--model", "llama", *TEXT, "--kv-heads", "2"],
-    "qwen2": ["--model", "qwen2", *TEXT, "--kv-heads", "2"],
-    "mistral": ["--model", "mistral", *TEXT, "--kv-heads", "2"],
-    "bert-mlm": ["--model", "bert-mlm", *TEXT, "--attention-mask"],
-    "bert-cls": ["--model", "bert-cls", *TEXT, "--attention-mask", "--num-classes", "3"],
-    "vit": ["--model", "vit_tiny_patch16_224", *IMAGE, "--patch-size", "8",
-            "--image-size", "32", "--layers", "2", "--d-model", "32", "--heads", "4"],
+# Which exports of a model `make test` runs (the fast set; the others run in the full zoo):
+BOTH = ("torchscript", "dynamo")   # both exporters
+TS, DYNAMO = ("torchscript",), ("dynamo",)
+FULL = ()                          # none: the full zoo only
+# A new model goes in as FULL, or in the fast set when it is the first of its kind (an op,
+# an exporter's pattern or a fusion that no fast model has); keep the fast set's time under
+# about 60 s of the suite's (the "zoo:" line prints it).
+MODELS = {  # name: (exports in the fast set, export_model.py arguments)
+    # GPT-2: tied embedding, Conv1D, both exporters
+    "gpt2": (BOTH, ["--model", "gpt2", *TEXT]),
+    # Llama: rotary, RMSNorm, SwiGLU and GQA, and the fusions of both exporters' chains
+    "llama": (BOTH, ["--model", "llama", *TEXT, "--kv-heads", "2"]),
+    # Qwen2 and Mistral: Llama's ops and fusions again (Qwen2 adds q/k/v biases)
+    "qwen2": (FULL, ["--model", "qwen2", *TEXT, "--kv-heads", "2"]),
+    "mistral": (FULL, ["--model", "mistral", *TEXT, "--kv-heads", "2"]),
+    # BERT MLM: attention mask, ignored labels, tied decoder; the classifier: the pooler
+    "bert-mlm": (DYNAMO, ["--model", "bert-mlm", *TEXT, "--attention-mask"]),
+    "bert-cls": (TS, ["--model", "bert-cls", *TEXT, "--attention-mask", "--num-classes", "3"]),
+    "vit": (FULL, ["--model", "vit_tiny_patch16_224", *IMAGE, "--patch-size", "8",
+                   "--image-size", "32", "--layers", "2", "--d-model", "32", "--heads", "4"]),
     # ResNet-50's blocks with a quarter of the bottleneck width (5.9M parameters, not 23.5M)
-    "resnet50": ["--model", "resnet50", *IMAGE, "--image-size", "64", "--set", "base_width=16"],
-    "mobilenetv3": ["--model", "mobilenetv3_small_050", *IMAGE, "--image-size", "64"],
-    "efficientnet": ["--model", "efficientnet_b0", *IMAGE, "--image-size", "64"],
+    "resnet50": (FULL, ["--model", "resnet50", *IMAGE, "--image-size", "64", "--set", "base_width=16"]),
+    # the CNNs' kind in the fast set: BatchNorm, depthwise convolutions, HardSwish, squeeze-excite
+    "mobilenetv3": (BOTH, ["--model", "mobilenetv3_small_050", *IMAGE, "--image-size", "64"]),
+    "efficientnet": (FULL, ["--model", "efficientnet_b0", *IMAGE, "--image-size", "64"]),
     # OPT (learned positions, ReLU MLP over [batch x seq, d] rows) and Swin (shifted windows,
-    # padded and reshaped through Shape arithmetic): both lost the last dim at load (issue 42 §3)
-    "opt": ["--model", "opt", *TEXT],
-    "swin": ["--model", "swin_tiny_patch4_window7_224", *IMAGE, "--image-size", "32", "--set", "patch_size=2",
-             "--set", "embed_dim=32", "--set", "depths=[2,2]", "--set", "num_heads=[2,4]", "--set", "window_size=4",
-             "--set", "drop_path_rate=0"],
+    # padded and reshaped through Shape arithmetic): both lost the last dim at load (issue 42 §3);
+    # OPT's TorchScript file is trained plain (PLAIN below)
+    "opt": (TS, ["--model", "opt", *TEXT]),
+    "swin": (FULL, ["--model", "swin_tiny_patch4_window7_224", *IMAGE, "--image-size", "32", "--set", "patch_size=2",
+                    "--set", "embed_dim=32", "--set", "depths=[2,2]", "--set", "num_heads=[2,4]",
+                    "--set", "window_size=4", "--set", "drop_path_rate=0"]),
 }
 # What stage/fuse.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
 # "fused ... into one OP"), per layer: SiLU as Swish and Swish(gate) * up as SwiGLU, RMSNorm
@@ -322,7 +339,14 @@ def check_fusions(name, work):
 # ----------------------------------------------------------------------------- main
 
 def export(name, exporter, path):
-    return export_argv([*MODELS[name], "--exporter", exporter, "--save-weights", "--no-check", "-o", path])
+    return export_argv([*MODELS[name][1], "--exporter", exporter, "--save-weights", "--no-check", "-o", path])
+
+
+def chosen(a):
+    """(model, exporter) pairs of the set asked, in MODELS' order."""
+    names = a.models.split(",") if a.models else list(MODELS)
+    return [(n, e) for n in names for e in a.exporters
+            if a.set == "all" or (e in MODELS[n][0]) == (a.set == "fast")]
 
 
 def export_argv(argv):
@@ -348,10 +372,10 @@ def make_plain(path):
     onnx.save(m, path)
 
 
-def run_model(a, name, rows, fails):
+def run_model(a, name, exporters, rows, fails):
     work = os.path.join(a.workdir, name)
     arrays, torch_ref = None, None   # the dataset and PyTorch's losses, shared by the exporters
-    for exporter in a.exporters:
+    for exporter in exporters:
         ework = os.path.join(work, exporter)
         os.makedirs(ework, exist_ok=True)
         path = os.path.join(ework, f"{name}.onnx")
@@ -410,7 +434,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("onnxpipe")
     ap.add_argument("workdir")
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--set", choices=("fast", "rest", "all"), default="all")
+    ap.add_argument("--models", help="of the set, only these (comma-separated)")
     ap.add_argument("--exporters", default=",".join(EXPORTERS))
     a = ap.parse_args()
     a.exporters = a.exporters.split(",")
@@ -418,15 +443,17 @@ def main():
     os.environ.setdefault("PP_COMM_TIMEOUT", "60")
     rows, fails = [], []
     t0 = time.time()
-    for name in a.models.split(","):
-        run_model(a, name, rows, fails)
+    pairs = chosen(a)
+    for name in dict.fromkeys(n for n, _ in pairs):
+        run_model(a, name, [e for n, e in pairs if n == name], rows, fails)
     cols = ("model", "exporter", "layout", "params", "first", "rel", "floor", "tol", "status")
     head = ("model", "exporter", "layout", "params onnxpipe/torch", "1st loss vs ORT",
             f"max rel vs torch64 ({STEPS} steps)", "torch32 vs torch64", "tol 1st/steps", "")
     width = [max(len(str(r.get(c, ""))) for r in rows + [dict(zip(cols, head))]) for c in cols]
     for r in [dict(zip(cols, head))] + rows:
         print("  ".join(str(r.get(c, "")).ljust(w) for c, w in zip(cols, width)))
-    print(f"zoo: {len(rows)} rows, {len(fails)} failures, {time.time() - t0:.0f} s")
+    print(f"zoo ({a.set}: {len(pairs)} exports of {len(dict.fromkeys(n for n, _ in pairs))} models): {len(rows)} rows, "
+          f"{len(fails)} failures, {time.time() - t0:.0f} s")
     for f in fails:
         print(f"FAILED: {f}")
     return 1 if fails else 0
