@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Memory that is measured: the example GPT and an MLP trained 2 steps under mpirun with
-# pp in {1, 2, 4} x {gpipe, 1f1b, interleaved}, zb-v, and pp=2 with --recompute
-# selective/full and --precision bf16/fp16, and a PyTorch ResNet-18 (Conv) in fp32 and
-# bf16; each rank's peak from the device counters (train's table) is within 10% of what a
+# Memory that is measured: the example GPT trained 2 steps under mpirun with pp in {1, 2,
+# 4} x {gpipe, 1f1b, interleaved}, zb-v, and pp=2 with --recompute selective/full and
+# --precision bf16/fp16, an MLP in 9 of those runs (every pp, schedule and lever once:
+# the RUNS marked m), and a PyTorch ResNet-18 (Conv) in fp32 and bf16; each rank's peak from the device counters (train's table) is within 10% of what a
 # separate preview process estimated for that rank's stages (`onnxpipe schedule --model
 # ... --json`, and `onnxpipe partition --model ... --schedule K --json` for gpipe), and
 # train's own estimate column is the preview's.
@@ -42,28 +42,29 @@ job() {
         { echo "FAILED: $tag"; cat "$OUT/$tag.log"; exit 1; }
 }
 
-# pp, schedule, levers (which change what the stash holds and in which dtype); microbatch 4 x 4
-while read -r run <&3; do
+# the models (g: the GPT, m: the MLP), pp, schedule, levers (which change what the stash
+# holds and in which dtype); microbatch 4 x 4
+while read -r models run <&3; do
     job gpt 4 4 "$OUT/text" "$run" --loss cross_entropy --logits logits --labels labels
-    job mlp 4 4 "$OUT/mlp-data" "$run"
+    [ "$models" = g ] || job mlp 4 4 "$OUT/mlp-data" "$run"
 done 3<<'RUNS'
-1 gpipe
-2 gpipe
-4 gpipe
-1 1f1b
-2 1f1b
-4 1f1b
-1 interleaved
-2 interleaved
-4 interleaved
-2 zb-v
-4 zb-v
-2 1f1b --recompute selective
-2 1f1b --recompute full
-2 zb-h1 --recompute full
-2 1f1b --precision bf16
-2 interleaved --precision fp16
-2 1f1b --precision bf16 --recompute full
+g 1 gpipe
+gm 2 gpipe
+g 4 gpipe
+g 1 1f1b
+g 2 1f1b
+gm 4 1f1b
+gm 1 interleaved
+g 2 interleaved
+gm 4 interleaved
+gm 2 zb-v
+g 4 zb-v
+gm 2 1f1b --recompute selective
+g 2 1f1b --recompute full
+gm 2 zb-h1 --recompute full
+g 2 1f1b --precision bf16
+gm 2 interleaved --precision fp16
+gm 2 1f1b --precision bf16 --recompute full
 RUNS
 # a PyTorch ResNet-18 (fixed batch 1): Conv's own im2col columns are part of the estimate
 for run in "2 1f1b" "2 1f1b --precision bf16"; do
