@@ -4,7 +4,7 @@
 # no recompute); of the 2-rank layouts (pp 2 with each schedule, and dp 2) the planner's best
 # microbatch count for each is trained with its own command line under `mpirun -np 2`, in
 # rounds that alternate the layouts (other jobs on the machine then weigh on all alike); a
-# layout's time is the median of its steps after 3 of warm-up, over the rounds. The planner's
+# layout's time is the median of its 8 steps after 3 of warm-up, over the rounds. The planner's
 # first choice must be within 5% of the best measured. On a shared machine one pass can be
 # thrown by a burst of other work: when the check fails, the first choice and the best are
 # measured again, alternating, 3 more rounds, and the check is made on all their steps.
@@ -51,7 +51,7 @@ train() {
     cmd=${cmd#mpirun -np 2 -x OPENBLAS_NUM_THREADS=1 onnxpipe train }
     # shellcheck disable=SC2086
     mpirun -q --oversubscribe -np 2 -x OPENBLAS_NUM_THREADS=1 -x PP_COMM_TIMEOUT "$ONNXPIPE" train $cmd \
-        --steps 15 --quiet --metrics "$1.jsonl" >"$1.log" 2>&1 || { cat "$1.log"; exit 1; }
+        --steps 11 --quiet --metrics "$1.jsonl" >"$1.log" 2>&1 || { cat "$1.log"; exit 1; }
     python3 -c "
 import json
 steps = [json.loads(l)['step_s'] for l in open('$1.jsonl')]
