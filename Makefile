@@ -29,7 +29,7 @@ run: setup
 # The test build is -Werror with AddressSanitizer, LeakSanitizer and UBSan; the tests'
 # Python venvs come with it. Its CUDA code is compiled once, to PTX for compute_80, which
 # the driver compiles for any GPU from the A100 on (the kernels have no per-architecture
-# code): a third of the CPU time of `80;90`'s two binaries (docs/tests.md).
+# code): half the CPU time of `80;90`'s two binaries (docs/tests.md).
 TEST_CUDA_ARCH ?= 80-virtual
 test-build: setup
 	./scripts/setup.sh --tests

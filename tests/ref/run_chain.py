@@ -66,7 +66,8 @@ def random_inputs(model, dims, rng):
     return feeds
 
 
-def main():
+def main(argv=None):
+    """argv: the command line's arguments (default sys.argv[1:]); a failure raises SystemExit."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
     ap.add_argument("stage_dir")
@@ -74,7 +75,7 @@ def main():
     ap.add_argument("--dim", action="append", default=[], metavar="NAME=V")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tol", type=float, default=1e-5)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     dims = {}
     for b in a.dim:
         name, _, v = b.partition("=")
