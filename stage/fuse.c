@@ -10,7 +10,6 @@
 
 #include <stdlib.h>
 #include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/kernels.h>
 
 /* The live ops by node: a fused MatMul sits where its Add or Mul was, under the MatMul's node. */
 static pp_status index_ops(fuse_ctx *f, pp_error *err)

@@ -6,7 +6,6 @@
 
 #include <math.h>
 #include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/kernels.h>
 
 /* If op o starts the GELU pattern, fills chain[5] with its ops (Div Erf Add Mul Mul)
  * and returns x's tslot; else -1. */

@@ -107,6 +107,13 @@ int stage_fold_attr(stage_op *m, pp_attr a)
     return 1;
 }
 
+void stage_fuse_each(fuse_ctx *f, pp_op id, stage_fuse_at at)
+{
+    const pp_kernel *k = pp_kernel_find(id, pp_device_get_kind(f->s->dev), PP_DTYPE_F32);
+    for (int o = 0; k && o < f->s->nops; o++)
+        if (!f->gone[o]) at(f->s, k, f->op_of_node, o, f->gone);
+}
+
 /* Op m becomes a `id` op run by kernel k, with no attributes yet (stage_fold_attr adds them). */
 void stage_op_become(stage_op *m, pp_op id, const pp_kernel *k)
 {

@@ -4,7 +4,6 @@
 
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/graph_ir.h>
-#include <onnxpipe/kernels.h>
 
 /* Whether ReduceMean op r averages over the last axis only (rank `rank`) and keeps it:
  * axes [-1] or [rank - 1], from the attribute (opset < 18) or a constant input. */

@@ -126,9 +126,6 @@ static void fuse_rope_at(pp_stage *s, const pp_kernel *k, const int *op_of_node,
 pp_status stage_fuse_rope(fuse_ctx *f, pp_error *err)
 {
     (void)err;
-    pp_stage *s = f->s;
-    const pp_kernel *rope = pp_kernel_find(PP_OP_ROTARY_EMBEDDING, pp_device_get_kind(s->dev), PP_DTYPE_F32);
-    for (int o = 0; rope && o < s->nops; o++)
-        if (!f->gone[o]) fuse_rope_at(s, rope, f->op_of_node, o, f->gone);
+    stage_fuse_each(f, PP_OP_ROTARY_EMBEDDING, fuse_rope_at);
     return PP_OK;
 }

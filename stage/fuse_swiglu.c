@@ -4,7 +4,6 @@
 
 #include <string.h>
 #include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/kernels.h>
 
 /* If op o is a Swish (alpha 1, fuse_swish's) whose result only a Mul by a float of its
  * shape reads (HF's gated MLP: act(gate) * up), makes that Mul SwiGLU(gate, up) and drops
@@ -32,9 +31,6 @@ static void fuse_swiglu_at(pp_stage *s, const pp_kernel *swiglu, const int *op_o
 pp_status stage_fuse_swiglu(fuse_ctx *f, pp_error *err)
 {
     (void)err;
-    pp_stage *s = f->s;
-    const pp_kernel *swiglu = pp_kernel_find(PP_OP_SWIGLU, pp_device_get_kind(s->dev), PP_DTYPE_F32);
-    for (int o = 0; swiglu && o < s->nops; o++)
-        if (!f->gone[o]) fuse_swiglu_at(s, swiglu, f->op_of_node, o, f->gone);
+    stage_fuse_each(f, PP_OP_SWIGLU, fuse_swiglu_at);
     return PP_OK;
 }

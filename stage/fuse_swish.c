@@ -3,7 +3,6 @@
 #include "stage_fuse.h"
 
 #include <onnxpipe/backend/kernels_backend.h>
-#include <onnxpipe/kernels.h>
 
 /* If op o is a Sigmoid of a float x whose result only a Mul by that same x reads (SiLU as
  * HF's Llama family and torch export it), makes that Mul Swish(x) (alpha 1) and drops the
@@ -29,9 +28,6 @@ static void fuse_swish_at(pp_stage *s, const pp_kernel *swish, const int *op_of_
 pp_status stage_fuse_swish(fuse_ctx *f, pp_error *err)
 {
     (void)err;
-    pp_stage *s = f->s;
-    const pp_kernel *swish = pp_kernel_find(PP_OP_SWISH, pp_device_get_kind(s->dev), PP_DTYPE_F32);
-    for (int o = 0; swish && o < s->nops; o++)
-        if (!f->gone[o]) fuse_swish_at(s, swish, f->op_of_node, o, f->gone);
+    stage_fuse_each(f, PP_OP_SWISH, fuse_swish_at);
     return PP_OK;
 }

@@ -59,5 +59,9 @@ int stage_is_const(const pp_stage *s, int t, double want);
 int stage_causal_mask(const pp_stage *s, int t, int64_t T);
 int stage_only_reader_via_views(const pp_stage *s, const char *gone, int t, pp_op op);
 int stage_producer(const pp_stage *s, const int *op_of_node, const char *gone, int t);
+/* A pass that makes one op of kind id: at(s, k, op_of_node, o, gone) on every op o not gone,
+ * where the device has a float32 kernel k of id (else nothing). */
+typedef void (*stage_fuse_at)(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone);
+void stage_fuse_each(fuse_ctx *f, pp_op id, stage_fuse_at at);
 
 #endif
