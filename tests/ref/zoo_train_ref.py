@@ -90,7 +90,7 @@ LAYERS = int(TEXT[TEXT.index("--layers") + 1])
 DECODER_FUSIONS = {"Swish": LAYERS, "SwiGLU": LAYERS, "RMSNormalization": 2 * LAYERS + 1,
                    "RotaryEmbedding": 2 * LAYERS, "SkipSimplifiedLayerNormalization": 2 * LAYERS}
 LN_FUSIONS = {"SkipLayerNormalization": 2 * LAYERS}
-VIT_LAYERS = int(MODELS["vit"][MODELS["vit"].index("--layers") + 1])
+VIT_LAYERS = int(MODELS["vit"][1][MODELS["vit"][1].index("--layers") + 1])
 FUSIONS = {"llama": DECODER_FUSIONS, "qwen2": DECODER_FUSIONS, "mistral": DECODER_FUSIONS, "gpt2": LN_FUSIONS,
            "bert-cls": LN_FUSIONS, "bert-mlm": LN_FUSIONS, "vit": {"SkipLayerNormalization": 2 * VIT_LAYERS}}
 EXPORTERS = ("torchscript", "dynamo")
