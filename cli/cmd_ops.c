@@ -15,7 +15,7 @@
 
 /* The newest ai.onnx opset the op list is written against (issue 24: exports at opsets
  * 13-23): an op is read from its registry `since` up to this, or at its `since` alone where
- * that is newer (Swish, 24: what stage/fuse.c makes of SiLU). */
+ * that is newer (Swish, 24: what stage/fuse_swish.c makes of SiLU). */
 #define OPSET_LATEST 23
 
 static int64_t until_of(const pp_op_info *o)

@@ -2,7 +2,7 @@
  * the batch, [B, 1, T, T] with B equal slices) are kept once: such a dim becomes 1 wherever
  * every reader is a broadcasting elementwise op whose other operands have that dim, so no
  * output changes. The stage then sees attention's mask as the [1, 1, T, T] bias of the
- * scores' MatMul (stage/fuse.c), whose causal triangle the cpu kernel skips. */
+ * scores' MatMul (stage/fuse_epilogue.c), whose causal triangle the cpu kernel skips. */
 #include "graph_internal.h"
 
 #include <string.h>

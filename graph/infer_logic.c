@@ -85,7 +85,7 @@ pp_status shape_prelu(infer_ctx *c, const pp_node *n, pp_error *err)
 }
 
 /* SwiGLU(A, B): A and B of one shape (ONNX broadcasts neither); alpha 1, the SiLU gate that
- * HF's decoders use and stage/fuse.c makes (element_ops.h's row has no other). */
+ * HF's decoders use and stage/fuse_swiglu.c makes (element_ops.h's row has no other). */
 pp_status shape_swiglu(infer_ctx *c, const pp_node *n, pp_error *err)
 {
     PP_CHECK(shape_binary(c, n, err));

@@ -27,7 +27,7 @@ typedef struct pp_matmul_batch {
 pp_status pp_matmul_batch_make(const pp_tensor *A, const pp_tensor *B, const pp_tensor *Y, pp_matmul_batch *p,
                           const char *node, pp_error *err);
 /* The same for a MatMul kernel call: A = c->in[0], B = c->in[1], each stored with its last
- * two dims swapped when the node has attribute trans_A / trans_B = 1 (stage/fuse.c folds
+ * two dims swapped when the node has attribute trans_A / trans_B = 1 (stage/fuse_transpose.c folds
  * Linear's Transpose(W), and other Transposes of an operand's last two dims, so:
  * PP_KCAP_MATMUL_TRANS_A / _B). */
 pp_status pp_matmul_batch_of(const pp_kernel_ctx *c, const pp_tensor *Y, pp_matmul_batch *p, pp_error *err);

@@ -56,7 +56,7 @@ pp_status pp_args_reduce(const pp_kernel_ctx *c, const pp_tensor *x, int *reduce
 
 /* Softmax / LogSoftmax over x: opset >= 13 one axis (default -1); below, the input
  * coerced to 2-D at `axis` (default 1), so inner = 1. *causal: Softmax's attribute causal
- * (PP_KCAP_SOFTMAX_CAUSAL, set by stage/fuse.c), checked: over the last axis of x, whose
+ * (PP_KCAP_SOFTMAX_CAUSAL, set by stage/fuse_causal.c), checked: over the last axis of x, whose
  * last two dims are equal (T x T blocks), so that row o is row o % n of its block. */
 pp_status pp_args_softmax(const pp_kernel_ctx *c, const pp_tensor *x, pp_rows *r, int *causal, pp_error *err);
 

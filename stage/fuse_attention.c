@@ -1,8 +1,9 @@
 /* Attention as the exporters write it, Q K^T (a MatMul), times a scale (Mul or Div by a constant),
  * plus a mask (Add), Softmax over the keys, then P V (a MatMul, the probabilities maybe through a
  * Cast or Dropout 0 that became views), becomes one Attention op (opset 23) where the stage's
- * options and the device's kernel say so (pp_stage_options.fused_attention). Part of stage_fuse. */
-#include "stage_internal.h"
+ * options and the device's kernel say so (pp_stage_options.fused_attention). A pass of stage_fuse
+ * (fuse.c). */
+#include "stage_fuse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +125,7 @@ static int causal_only(const pp_stage *s, int t, int64_t T)
 }
 
 /* If op o is the scores' MatMul of an attention chain (a cpu MatMul may have taken its scale
- * and mask already: fuse.c's MatMul alpha and bias), fills m; else returns 0. */
+ * and mask already: fuse_epilogue.c's MatMul alpha and bias), fills m; else returns 0. */
 static int match(const pp_stage *s, const int *op_of_node, const char *gone, int o, attn_match *m)
 {
     const stage_op *mm = &s->ops[o];
@@ -270,8 +271,11 @@ static pp_status rewrite(pp_stage *s, const pp_kernel *k, const attn_match *m, c
     return PP_OK;
 }
 
-int stage_fuse_attention(pp_stage *s, const int *op_of_node, char *gone, pp_error *err)
+pp_status stage_fuse_attention(fuse_ctx *f, pp_error *err)
 {
+    pp_stage *s = f->s;
+    const int *op_of_node = f->op_of_node;
+    char *gone = f->gone;
     const pp_fused_attention when = s->opt.fused_attention;
     const pp_dtype lp = s->opt.precision == PP_DTYPE_BF16 || s->opt.precision == PP_DTYPE_F16 ? s->opt.precision
                                                                                              : PP_DTYPE_F32;
@@ -279,7 +283,7 @@ int stage_fuse_attention(pp_stage *s, const int *op_of_node, char *gone, pp_erro
     const pp_kernel *k = pp_kernel_find(PP_OP_ATTENTION, kind, PP_DTYPE_F32), *run = pp_kernel_find(PP_OP_ATTENTION, kind, lp);
     if (when == PP_FUSED_ATTENTION_OFF || !k || !run ||
         (when == PP_FUSED_ATTENTION_AUTO && !(run->caps & PP_KCAP_ATTENTION_FUSED)))
-        return 0;
+        return PP_OK;
     int fused = 0, refused = 0;
     for (int o = 0; o < s->nops; o++) {
         attn_match m;
@@ -290,11 +294,11 @@ int stage_fuse_attention(pp_stage *s, const int *op_of_node, char *gone, pp_erro
                    s->ops[o].name, s->ops[m.last].name, why.msg);
             continue;
         }
-        if (rewrite(s, k, &m, gone, err) != PP_OK) return -1;
+        PP_CHECK(rewrite(s, k, &m, gone, err));
         fused++;
     }
     if (fused || refused)
         pp_log(PP_LOG_INFO, "stage: %d attention blocks fused into Attention ops (%s kernel, %s), %d left unfused",
                fused, pp_device_kind_name(kind), pp_dtype_name(lp), refused);
-    return fused;
+    return PP_OK;
 }

@@ -1,5 +1,5 @@
 /* Residual + norm: s = Add(x, r) of two activations of one shape, normalised over its last
- * axis by a LayerNormalization (GPT-2, BERT) or an RMSNormalization (stage/fuse.c's of HF's
+ * axis by a LayerNormalization (GPT-2, BERT) or an RMSNormalization (fuse_rmsnorm.c's of HF's
  * Llama chain), becomes onnxruntime's SkipLayerNormalization / SkipSimplifiedLayerNormalization
  * (x, r, scale[, bias]) -> (y, -, -, s) at the Add's place: one pass writes the residual
  * stream s and y, and backward adds the norm's gradient to s's own (its other readers')
@@ -7,8 +7,8 @@
  * backward reading it twice. The kernels run the unfused ops' loops (kernels/cpu/skip_norm.c)
  * or round s as the Add would store it (kernels/cuda/layernorm.cu), so the numbers do not
  * change; under --precision bf16 / fp16 the fusion waits for a native 16-bit kernel (the
- * adapter would normalise s before its rounding). Part of stage_fuse (fuse.c). */
-#include "stage_internal.h"
+ * adapter would normalise s before its rounding). A pass of stage_fuse (fuse.c). */
+#include "stage_fuse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +66,8 @@ static int match(const pp_stage *s, const int *op_of_node, const char *gone, int
     return a;
 }
 
-pp_status stage_fuse_residual_norm(pp_stage *s, const int *op_of_node, int o, char *gone, pp_error *err)
+/* If norm op o reads such an Add, the Add becomes the Skip norm writing both (op o gone). */
+static pp_status fuse_at(pp_stage *s, const int *op_of_node, int o, char *gone, pp_error *err)
 {
     float eps;
     const int a = match(s, op_of_node, gone, o, &eps);
@@ -103,5 +104,12 @@ pp_status stage_fuse_residual_norm(pp_stage *s, const int *op_of_node, int o, ch
     add->out[1] = add->out[2] = -1;
     add->out[3] = sum;
     gone[o] = 1;
+    return PP_OK;
+}
+
+pp_status stage_fuse_residual_norm(fuse_ctx *f, pp_error *err)
+{
+    for (int o = 0; o < f->s->nops; o++)
+        if (!f->gone[o]) PP_CHECK(fuse_at(f->s, f->op_of_node, o, f->gone, err));
     return PP_OK;
 }

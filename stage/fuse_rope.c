@@ -5,8 +5,8 @@
  * x[k + D/2]), k < D/2, which is the chain's value when cos and sin are constants
  * [1, .., 1, S, D] whose halves along the last axis are equal (HF's cat(freqs, freqs)). The
  * op reads those constants in place (attribute hf_caches: kernels/op_args_nn.h), so no new
- * constant is made. Part of stage_fuse (fuse.c). */
-#include "stage_internal.h"
+ * constant is made. A pass of stage_fuse (fuse.c). */
+#include "stage_fuse.h"
 
 #include <string.h>
 #include <onnxpipe/graph_ir.h>
@@ -96,7 +96,8 @@ static int match_rope(const pp_stage *s, const int *op_of_node, const char *gone
     return x;
 }
 
-void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone)
+/* If op o is the Neg of HF's rotate_half, the chain becomes one RotaryEmbedding run by kernel k. */
+static void fuse_rope_at(pp_stage *s, const pp_kernel *k, const int *op_of_node, int o, char *gone)
 {
     int chain[6], add, cs[2];
     const int x = match_rope(s, op_of_node, gone, o, chain, &add, cs);
@@ -120,4 +121,11 @@ void stage_fuse_rope(pp_stage *s, const pp_kernel *k, const int *op_of_node, int
         s->t[s->ops[chain[i]].out[0]].view_of = x;   /* unused from now on */
         gone[chain[i]] = 1;
     }
+}
+
+pp_status stage_fuse_rope(fuse_ctx *f, pp_error *err)
+{
+    (void)err;
+    stage_fuse_each(f, PP_OP_ROTARY_EMBEDDING, fuse_rope_at);
+    return PP_OK;
 }

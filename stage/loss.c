@@ -16,7 +16,7 @@
  *         computed (other than by reshapes) or the class weights are no initializer: then
  *         the default stays;
  *   sum:  1 / B: L is the mean over the samples of each sample's summed loss.
- * Backward starts from the seed (stage_seed_backward), so the gradients summed over
+ * Backward starts from the seed (run.c: seed_backward), so the gradients summed over
  * microbatches and replicas (the driver's all-reduce sums; nothing divides afterwards) are
  * dL/dparameters. The reported loss follows the same rule: L = sum over microbatches and
  * replicas of seed_m * l_m; the last stage's rank adds its microbatches' terms on the
@@ -27,7 +27,7 @@
  * and neither count can stand in for the other: the seed needs W, over every replica's
  * labels, before any backward, which only the data gives without a message; the kernel's
  * count lives on the device, inside the forward. */
-#include "stage_internal.h"
+#include "stage_places.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -175,18 +175,6 @@ pp_status stage_place_loss(pp_stage *s, pp_error *err)
     s->loss_ignore = ls->ignore_index;
     s->loss_counts = 1;
     return PP_OK;
-}
-
-pp_status stage_seed_backward(pp_stage *s, int slot, pp_error *err)
-{
-    if (s->loss_t < 0) return PP_OK;
-    float *g = stage_grad_data(s, slot, s->loss_t);
-    if (s->seeds) {   /* the driver's, on the device: seed x loss_scale rounded once, as below */
-        PP_CHECK(pp_device_copy(s->dev, g, s->seeds + s->slot_mb[slot], sizeof(float), err));
-        return s->loss_scale != 1.0f ? pp_kernel_scale(s->dev, g, 1, s->loss_scale, err) : PP_OK;
-    }
-    float seed = s->slot_seed[slot] * s->loss_scale;
-    return pp_device_copy_from_host(s->dev, g, &seed, sizeof(float), err);
 }
 
 void pp_stage_seed_from(pp_stage *s, const float *seeds) { s->seeds = seeds; }

@@ -2,7 +2,7 @@
  * get offsets in one arena, reusing memory between buffers that are never live together.
  * Greedy by size, first fit (the usual heuristic; within a few percent of optimal on
  * transformer graphs). */
-#include "stage_internal.h"
+#include "stage_places.h"
 
 #include <stdlib.h>
 

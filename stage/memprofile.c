@@ -3,7 +3,7 @@
  * cross, so that the partitioner's memory balance weighs what a stage really allocates
  * (fusions, views, what each backward reads, kernels' saved data, 16-bit storage,
  * recompute). */
-#include "stage_internal.h"
+#include "stage_build.h"
 
 #include <stdlib.h>
 #include <string.h>

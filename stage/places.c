@@ -1,7 +1,7 @@
 /* A stage's tensor places: which tensors it touches, where each lives (parameters,
  * constants, stash slot, scratch), which ops run backward and which gradients exist,
  * and the ports to the neighbouring stages (the loss is loss.c's). */
-#include "stage_internal.h"
+#include "stage_places.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,37 +14,6 @@
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-pp_status stage_tslot_of(pp_stage *s, int v, pp_error *err, int *out)
-{
-    if (s->t_of_value[v] >= 0) {
-        *out = s->t_of_value[v];
-        return PP_OK;
-    }
-    const pp_value *val = &s->g->values[v];
-    int64_t numel = pp_shape_numel(&val->shape);
-    if (numel < 0) {
-        char buf[128];
-        return pp_error_set(err, PP_ERR_SHAPE,
-                            "value '%s' has shape %s, not fully known; bind symbolic dims with --batch / --dim",
-                            val->name, pp_shape_format(&val->shape, buf, sizeof buf));
-    }
-    tslot *t = &s->t[s->nt];
-    memset(t, 0, sizeof *t);
-    t->value = v;
-    t->view_of = -1;
-    t->dtype = val->dtype;
-    t->rank = val->shape.rank;
-    memcpy(t->dims, val->shape.dims, sizeof t->dims);
-    t->nbytes = (size_t)numel * pp_dtype_size(val->dtype);
-    t->def_op = -1;
-    t->last_op = -1;
-    t->param = -1;
-    t->master = -1;
-    s->t_of_value[v] = s->nt;
-    *out = s->nt++;
-    return PP_OK;
-}
-
 static int node_in_stage(const pp_stage *s, int node) { return stage_side(s, node) == 0; }
 
 /* A value a later stage reads (so it crosses the boundary after this stage). */
@@ -53,29 +22,6 @@ static int read_later(const pp_stage *s, const pp_value *v)
     for (int c = 0; c < v->nconsumers; c++)
         if (stage_side(s, v->consumers[c]) > 0) return 1;
     return 0;
-}
-
-pp_status stage_add_port(pp_stage *s, int input, int t, int is_data, pp_error *err)
-{
-    pp_stage_port **ports = input ? &s->inputs : &s->outputs;
-    int **ts = input ? &s->input_t : &s->output_t;
-    int *n = input ? &s->ninputs : &s->noutputs;
-    pp_stage_port *p = pp_realloc_array(*ports, (size_t)*n + 1, sizeof *p);
-    if (p) *ports = p;
-    int *q = pp_realloc_array(*ts, (size_t)*n + 1, sizeof *q);
-    if (q) *ts = q;
-    if (!p || !q) return pp_error_set(err, PP_ERR_NOMEM, "out of memory placing the stage's tensors");
-    const tslot *x = &s->t[t];
-    if (x->value >= 0) {
-        const pp_value *v = &s->g->values[x->value];
-        p[*n] = (pp_stage_port){v->name, x->value, is_data, v->dtype, v->shape, x->nbytes};
-    } else {   /* labels the caller names for the loss: not a value of the graph */
-        p[*n] = (pp_stage_port){s->opt.loss.labels, -1, is_data, x->dtype, pp_shape_make(x->rank, x->dims),
-                                x->nbytes};
-    }
-    q[*n] = t;
-    (*n)++;
-    return PP_OK;
 }
 
 /* Collects ops and their tslots, and the ports. */
@@ -320,16 +266,6 @@ static int grad_base(const pp_stage *s, int t)
  * reads (with recompute: what recompute.c keeps; the rest of it goes to the recompute
  * arena), aux memory, the loss and the gradients that must outlive a backward half;
  * the rest goes to the forward or backward scratch arenas. */
-int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k)
-{
-    const pp_op_info *info = pp_op_get(op->op);
-    if (!(info->saves_in >> k & 1)) return 0;
-    if (!(info->saves_for_other >> k & 1)) return 1;
-    for (int j = 0; j < op->nin; j++)
-        if (j != k && op->in[j] >= 0 && pp_op_input_differentiable(op->op, j) && s->t[op->in[j]].needs_grad) return 1;
-    return 0;
-}
-
 static pp_status place_memory(pp_stage *s, pp_error *err)
 {
     char *in_slot = calloc((size_t)s->nt + 1, 1), *grad_in_slot = calloc((size_t)s->nt + 1, 1);

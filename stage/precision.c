@@ -2,7 +2,7 @@
  * the 16-bit parameter copies that matrix products read (fp32 master weights stay in the
  * flat buffer, their gradients accumulate there in fp32), the casts that round the other
  * fp32 operands of a matrix product, and each op's kernel for the dtypes it sees. */
-#include "stage_internal.h"
+#include "stage_places.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +150,7 @@ static pp_status round_operands(pp_stage *s, stage_op *ops, int *copy_of, int *c
             op.in[k] = cast_of[t];
         }
         ops[n] = op;
-        if (op.attrs == s->ops[o].folded) ops[n].attrs = ops[n].folded;   /* fuse.c's, inside the op */
+        if (op.attrs == s->ops[o].folded) ops[n].attrs = ops[n].folded;   /* the fusion passes', inside the op */
         n++;
     }
     free(s->ops);
@@ -219,15 +219,6 @@ done:
     free(copy_of);
     free(cast_of);
     return st;
-}
-
-pp_status stage_refresh_params16(pp_stage *s, pp_error *err)
-{
-    if (!s->param16_buf || !s->param16_stale) return PP_OK;
-    PP_CHECK(pp_kernel_convert(s->dev, s->param16_buf, s->opt.precision, s->param_buf, PP_DTYPE_F32, s->param_elems,
-                               err));
-    s->param16_stale = 0;
-    return PP_OK;
 }
 
 int pp_precision_parse(const char *name, pp_dtype *out)

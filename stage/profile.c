@@ -7,7 +7,7 @@
  * registry's (graph/ops.c: pp_op_flops), as the partitioner counts them: MatMul/Gemm
  * 2·M·N·K per product (backward: one product per requested gradient of A or B); other ops
  * by their rule (e.g. LayerNorm 8 per element). */
-#include "stage_internal.h"
+#include "stage_run.h"
 
 #include <stdlib.h>
 #include <string.h>

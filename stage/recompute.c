@@ -1,7 +1,7 @@
 /* Activation recomputation: which tensors backward reads a stash slot keeps and which go
- * to the one recompute arena shared by all slots, which forward ops must run again to
- * refill it, and that re-run before a backward (pp_stage_options.recompute). */
-#include "stage_internal.h"
+ * to the one recompute arena shared by all slots, and which forward ops must run again to
+ * refill it (pp_stage_options.recompute); run.c re-runs them before a backward. */
+#include "stage_places.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,24 +65,6 @@ pp_status stage_place_recompute(pp_stage *s, char *in_slot, pp_error *err)
                 s->ops[ts->def_op].rerun = 1;
         }
     }
-    return PP_OK;
-}
-
-/* Backward of slot reads the arena: fill it with the slot's tensors unless it holds them
- * (the slot's forward or a re-run was the last to write it). With zero-bubble schedules a
- * weight half can find the arena taken by other slots since its input half: it runs again. */
-pp_status stage_recompute(pp_stage *s, int slot, pp_backward_part part, pp_error *err)
-{
-    if (s->opt.recompute == PP_RECOMPUTE_NONE || s->recomp_owner == slot) return PP_OK;
-    double t0 = pp_now();
-    s->recomp_owner = -1;
-    for (int o = 0; o < s->nops; o++)
-        if (s->ops[o].rerun)
-            PP_CHECK(stage_run_forward_op(s, o, slot, s->slot_step[slot], s->slot_mb[slot], 1, err));
-    s->recomp_owner = slot;
-    s->recomp_stats.runs++;
-    s->recomp_stats.weight_reruns += part == PP_BACKWARD_WEIGHT;
-    s->recomp_stats.seconds += pp_now() - t0;
     return PP_OK;
 }
 

@@ -1,36 +1,13 @@
 /* Running a stage: forward of a microbatch into its stash slot, backward (whole or in
- * input / weight halves) accumulating gradients, and the buffers the comm reads and writes. */
-#include "stage_internal.h"
+ * input / weight halves) accumulating gradients from the loss's seed, with what recompute
+ * dropped run again first; what each kernel call is given and needs for itself. */
+#include "stage_run.h"
 
 #include <string.h>
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/op_info.h>
 #include <onnxpipe/graph_ir.h>
 #include <onnxpipe/kernels.h>
-
-void *stage_ptr(pp_stage *s, int slot, place p)
-{
-    switch (p.loc) {
-    case LOC_PARAM: return (char *)s->param_buf + p.offset;
-    case LOC_PARAM16: return (char *)s->param16_buf + p.offset;
-    case LOC_CONST: return (char *)s->const_buf + p.offset;
-    case LOC_SLOT: return (char *)s->slot_buf + (size_t)slot * s->slot_bytes + p.offset;
-    case LOC_FWD: return (char *)s->fwd_buf + p.offset;
-    case LOC_BWD: return (char *)s->bwd_buf + p.offset;
-    case LOC_RECOMP: return (char *)s->recomp_buf + p.offset;
-    default: return NULL;
-    }
-}
-
-void *stage_tensor_data(pp_stage *s, int slot, int t) { return stage_ptr(s, slot, s->t[t].at); }
-
-void *stage_grad_data(pp_stage *s, int slot, int t)
-{
-    const tslot *ts = &s->t[t];
-    if (!ts->needs_grad) return NULL;
-    if (ts->grad.loc == LOC_PARAM) return (char *)s->grad_buf + ts->grad.offset;
-    return stage_ptr(s, slot, ts->grad);
-}
 
 static pp_tensor tensor_of(const tslot *t, void *data)
 {
@@ -51,7 +28,7 @@ static pp_status check_slot(const pp_stage *s, int slot, pp_error *err)
 
 #define MAX_IO 16
 
-/* Where a call's tensor t (or its gradient) is in slot; slot -1 is planning (stage_work_bytes):
+/* Where a call's tensor t (or its gradient) is in slot; slot -1 is planning (stage_op_work_bytes):
  * a placeholder where the call would get data, NULL where it would not. */
 static char planned;
 static void *call_data(pp_stage *s, int slot, int t, int grad)
@@ -59,6 +36,18 @@ static void *call_data(pp_stage *s, int slot, int t, int grad)
     if (slot >= 0) return grad ? stage_grad_data(s, slot, t) : stage_tensor_data(s, slot, t);
     return grad && !s->t[t].needs_grad ? NULL : &planned;
 }
+
+/* Whether backward of op reads its forward input k (stage_run.h). */
+int stage_op_saves_in(const pp_stage *s, const stage_op *op, int k)
+{
+    const pp_op_info *info = pp_op_get(op->op);
+    if (!(info->saves_in >> k & 1)) return 0;
+    if (!(info->saves_for_other >> k & 1)) return 1;
+    for (int j = 0; j < op->nin; j++)
+        if (j != k && op->in[j] >= 0 && pp_op_input_differentiable(op->op, j) && s->t[op->in[j]].needs_grad) return 1;
+    return 0;
+}
+
 
 /* Fills the kernel context of op o for slot; in backward, inputs and outputs the kernel
  * did not ask to keep are passed as NULL (their memory may hold another tensor now). */
@@ -109,8 +98,10 @@ static pp_status keep_running_stats(pp_stage *s, int o, const pp_tensor *in, con
     return PP_OK;
 }
 
-pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64_t microbatch, int rerun,
-                               pp_error *err)
+/* Runs forward op o of slot (rerun: as recompute does, no BatchNorm running-stat update) with
+ * the RNG key of (step, microbatch). */
+static pp_status run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64_t microbatch, int rerun,
+                                pp_error *err)
 {
     pp_tensor in[MAX_IO], out[MAX_IO];
     pp_kernel_ctx c;
@@ -128,14 +119,25 @@ pp_status stage_run_forward_op(pp_stage *s, int o, int slot, int64_t step, int64
     return PP_OK;
 }
 
+/* The 16-bit copy of the parameters (precision.c) brought up to date, before a forward. */
+static pp_status refresh_params16(pp_stage *s, pp_error *err)
+{
+    if (!s->param16_buf || !s->param16_stale) return PP_OK;
+    PP_CHECK(pp_kernel_convert(s->dev, s->param16_buf, s->opt.precision, s->param_buf, PP_DTYPE_F32, s->param_elems,
+                               err));
+    s->param16_stale = 0;
+    return PP_OK;
+}
+
+
 pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err)
 {
     PP_CHECK(check_slot(s, slot, err));
-    PP_CHECK(stage_refresh_params16(s, err));
+    PP_CHECK(refresh_params16(s, err));
     s->slot_step[slot] = step;
     s->slot_mb[slot] = microbatch;
     s->recomp_owner = -1;   /* until every op, so the whole arena, has run for this slot */
-    for (int o = 0; o < s->nops; o++) PP_CHECK(stage_run_forward_op(s, o, slot, step, microbatch, 0, err));
+    for (int o = 0; o < s->nops; o++) PP_CHECK(run_forward_op(s, o, slot, step, microbatch, 0, err));
     /* a training forward leaves what backward reads in the arena: no recompute when the
      * slot's backward comes next (the last stage's 1F1B) */
     s->recomp_owner = s->opt.training ? slot : -1;
@@ -180,6 +182,15 @@ static pp_status fresh_or_zero(pp_stage *s, int o, int slot, unsigned first, con
     return PP_OK;
 }
 
+/* Where op o's input k's gradient goes instead of its own place (a later use of a parameter:
+ * uses.c), or NULL. */
+static void *use_grad(pp_stage *s, int o, int k)
+{
+    const stage_op *op = &s->ops[o];
+    return op->grad_at && op->grad_at[k] >= 0 ? s->grad_buf + op->grad_at[k] : NULL;
+}
+
+
 /* The gradients a backward call of op o gets (make_ctx's slot convention): of its outputs,
  * and of the inputs asked for (weights, activations or both). */
 static void make_grads(pp_stage *s, int o, int slot, int want_act, int want_weight, pp_tensor *gout, pp_tensor *gin)
@@ -195,7 +206,7 @@ static void make_grads(pp_stage *s, int o, int slot, int want_act, int want_weig
         const tslot *t = &s->t[op->in[k]];
         int is_param = t->param >= 0;
         if (((is_param && want_weight) || (!is_param && want_act)) && t->grad_of < 0) {   /* alias: already holds it */
-            void *use = slot >= 0 ? stage_use_grad(s, o, k) : NULL;
+            void *use = slot >= 0 ? use_grad(s, o, k) : NULL;
             gin[k] = tensor_of(t, use ? use : call_data(s, slot, op->in[k], 1));
             if (is_param) gin[k].dtype = PP_DTYPE_F32;   /* a 16-bit weight copy's gradient is the fp32 master's */
         }
@@ -216,6 +227,39 @@ size_t stage_op_work_bytes(pp_stage *s, int o)
         n = b > n ? b : n;
     }
     return n;
+}
+
+/* Recompute (recompute.c marked the ops): backward of slot reads the arena; fill it with the
+ * slot's tensors unless it holds them (the slot's forward or a re-run was the last to write
+ * it). With zero-bubble schedules a weight half can find the arena taken by other slots since
+ * its input half: it runs again. */
+static pp_status recompute(pp_stage *s, int slot, pp_backward_part part, pp_error *err)
+{
+    if (s->opt.recompute == PP_RECOMPUTE_NONE || s->recomp_owner == slot) return PP_OK;
+    double t0 = pp_now();
+    s->recomp_owner = -1;
+    for (int o = 0; o < s->nops; o++)
+        if (s->ops[o].rerun)
+            PP_CHECK(run_forward_op(s, o, slot, s->slot_step[slot], s->slot_mb[slot], 1, err));
+    s->recomp_owner = slot;
+    s->recomp_stats.runs++;
+    s->recomp_stats.weight_reruns += part == PP_BACKWARD_WEIGHT;
+    s->recomp_stats.seconds += pp_now() - t0;
+    return PP_OK;
+}
+
+/* The slot's seed (loss.c says the convention) written as the loss's gradient, where
+ * backward starts. */
+static pp_status seed_backward(pp_stage *s, int slot, pp_error *err)
+{
+    if (s->loss_t < 0) return PP_OK;
+    float *g = stage_grad_data(s, slot, s->loss_t);
+    if (s->seeds) {   /* the driver's, on the device: seed x loss_scale rounded once, as below */
+        PP_CHECK(pp_device_copy(s->dev, g, s->seeds + s->slot_mb[slot], sizeof(float), err));
+        return s->loss_scale != 1.0f ? pp_kernel_scale(s->dev, g, 1, s->loss_scale, err) : PP_OK;
+    }
+    float seed = s->slot_seed[slot] * s->loss_scale;
+    return pp_device_copy_from_host(s->dev, g, &seed, sizeof(float), err);
 }
 
 
@@ -242,10 +286,10 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
     if (s->opt.whole_backward && part != PP_BACKWARD_FULL)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "backward part %d of a stage planned with whole_backward (its "
                             "weight half's gradients are not kept): plan it with whole_backward = 0", (int)part);
-    PP_CHECK(stage_recompute(s, slot, part, err));
+    PP_CHECK(recompute(s, slot, part, err));
     int act = part & PP_BACKWARD_INPUT, weight = part & PP_BACKWARD_WEIGHT;
     /* every gradient is received, seeded (the loss) or made by the first op writing it */
-    if (act) PP_CHECK(stage_seed_backward(s, slot, err));
+    if (act) PP_CHECK(seed_backward(s, slot, err));
     int done = 0;
     for (int o = s->nops - 1; o >= 0; o--) {
         stage_op *op = &s->ops[o];
@@ -260,43 +304,6 @@ pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_err
         if (s->progress) s->progress(s->progress_user);
     }
     return PP_OK;
-}
-
-static void *port_buffer(pp_stage *s, int slot, int n, const int *ts, int i, int grad)
-{
-    if (slot < 0 || slot >= s->opt.slots || i < 0 || i >= n) return NULL;
-    return grad ? stage_grad_data(s, slot, ts[i]) : stage_tensor_data(s, slot, ts[i]);
-}
-
-void *pp_stage_input_buffer(pp_stage *s, int slot, int i)
-{
-    return port_buffer(s, slot, s->ninputs, s->input_t, i, 0);
-}
-void *pp_stage_output_buffer(pp_stage *s, int slot, int i)
-{
-    return port_buffer(s, slot, s->noutputs, s->output_t, i, 0);
-}
-void *pp_stage_grad_output_buffer(pp_stage *s, int slot, int i)
-{
-    return port_buffer(s, slot, s->noutputs, s->output_t, i, 1);
-}
-void *pp_stage_grad_input_buffer(pp_stage *s, int slot, int i)
-{
-    return port_buffer(s, slot, s->ninputs, s->input_t, i, 1);
-}
-
-void *pp_stage_value_buffer(pp_stage *s, int slot, int value)
-{
-    if (slot < 0 || slot >= s->opt.slots || value < 0 || value >= s->g->nvalues) return NULL;
-    int t = s->t_of_value[value];
-    if (t < 0 || !s->g->values[value].is_output || s->t[t].at.loc != LOC_SLOT) return NULL;
-    return stage_tensor_data(s, slot, t);
-}
-
-pp_dtype pp_stage_value_dtype(const pp_stage *s, int value)
-{
-    if (value < 0 || value >= s->g->nvalues || s->t_of_value[value] < 0) return PP_DTYPE_UNDEFINED;
-    return s->t[s->t_of_value[value]].dtype;
 }
 
 void pp_stage_set_grad_hook(pp_stage *s, pp_stage_grad_hook fn, void *user)

@@ -2,7 +2,7 @@
  * gradients and optimizer state, and their activation arenas (pp_stage_options.share):
  * the check that their parameter layouts are the same, the buffers a stage borrows, and
  * the hand-over from the stage that ran last. */
-#include "stage_internal.h"
+#include "stage_build.h"
 
 #include <string.h>
 #include <onnxpipe/graph_ir.h>

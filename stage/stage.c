@@ -1,6 +1,6 @@
 /* Creating and destroying a stage, its flat parameter / gradient / optimizer-state
  * buffers, and the optimizer step over them. */
-#include "stage_internal.h"
+#include "stage_build.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -272,40 +272,6 @@ float *pp_stage_optim_state(pp_stage *s) { return s->optim_buf; }
 int pp_stage_optim_slots(const pp_stage *s) { return s->optim_slots; }
 const pp_optim_hparams *pp_stage_optim(const pp_stage *s) { return &s->opt.optim; }
 const pp_graph *pp_stage_graph(const pp_stage *s) { return s->g; }
-
-/* The running mean (input 3) and variance (input 4) of a BatchNormalization that
- * returns them updated (outputs 1 and 2): run.c copies them back into the constants. */
-static int buffer_tslot(const pp_stage *s, int o, int k)
-{
-    const stage_op *op = &s->ops[o];
-    if (op->op != PP_OP_BATCH_NORMALIZATION || op->nin < 5 || op->nout < 3 || op->out[k - 2] < 0) return -1;
-    int t = op->in[k];
-    return t >= 0 && s->t[t].at.loc == LOC_CONST && s->t[t].value >= 0 ? t : -1;
-}
-
-int pp_stage_num_buffers(const pp_stage *s)
-{
-    int n = 0;
-    for (int o = 0; s->opt.training && o < s->nops; o++)
-        for (int k = 3; k <= 4; k++) n += buffer_tslot(s, o, k) >= 0;
-    return n;
-}
-
-pp_status pp_stage_buffer_at(pp_stage *s, int i, pp_stage_buffer *out, pp_error *err)
-{
-    for (int o = 0; s->opt.training && o < s->nops; o++)
-        for (int k = 3; k <= 4; k++) {
-            int t = buffer_tslot(s, o, k);
-            if (t < 0 || i-- > 0) continue;
-            const tslot *ts = &s->t[t];
-            const pp_value *v = &s->g->values[ts->value];
-            *out = (pp_stage_buffer){.name = v->name, .value = ts->value, .data = stage_ptr(s, 0, ts->at),
-                                     .dtype = ts->dtype, .shape = v->shape, .nbytes = ts->nbytes};
-            return PP_OK;
-        }
-    return pp_error_set(err, PP_ERR_INVALID_ARG, "stage buffer %d out of range (0..%d)", i,
-                        pp_stage_num_buffers(s) - 1);
-}
 
 pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err)
 {

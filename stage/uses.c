@@ -3,7 +3,7 @@
  * every layout: ascending graph node id, whichever stages hold them (pp=1's sum is then
  * pp=4's). Use 0 accumulates into the parameter's own gradient; later ones into buffers
  * after the flat gradient buffer's param_elems. */
-#include "stage_internal.h"
+#include "stage_places.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,12 +58,6 @@ pp_status stage_place_uses(pp_stage *s, pp_error *err)
     }
     s->use_elems = off - s->param_elems;
     return PP_OK;
-}
-
-void *stage_use_grad(pp_stage *s, int o, int k)
-{
-    const stage_op *op = &s->ops[o];
-    return op->grad_at && op->grad_at[k] >= 0 ? s->grad_buf + op->grad_at[k] : NULL;
 }
 
 int pp_stage_param_uses(pp_stage *s, int value, pp_stage_use *out, int cap)

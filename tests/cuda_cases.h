@@ -144,7 +144,7 @@ static const op_case cases[] = {
     /* rows: softmax, layer norm, reductions, loss */
     {"Softmax", 0, 1, 1, {F(4, 16, 128)}, {OUT(4, 16, 128)}, {{0}}, 1e-5f},
     {"Softmax", 11, 1, 1, {F(4, 6, 5)}, {OUT(4, 6, 5)}, {A_INT("axis", 1)}, 1e-5f},
-    /* stage/fuse.c's mark: row r of each 37 x 37 block over its columns 0..r */
+    /* stage/fuse_causal.c's mark: row r of each 37 x 37 block over its columns 0..r */
     {"Softmax", 0, 1, 1, {F(2, 3, 37, 37)}, {OUT(2, 3, 37, 37)}, {A_INT("causal", 1)}, 1e-5f,
      .no_ort = "causal is onnxpipe's own attribute (test_attention_causal checks it against the masked Softmax)"},
     {"LogSoftmax", 0, 1, 1, {F(16, 1000)}, {OUT(16, 1000)}, {{0}}, 1e-5f},

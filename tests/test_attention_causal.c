@@ -1,5 +1,5 @@
 /* Causal attention on the cpu kernels' causal triangle (MatMul's causal_Y, causal_A:
- * kernels/cpu/matmul.c; Softmax's causal: kernels/cpu/softmax.c; marked by stage/fuse.c):
+ * kernels/cpu/matmul.c; Softmax's causal: kernels/cpu/softmax.c; marked by stage/fuse_causal.c):
  * scores = s Q K^T + mask, Softmax, ctx = P V, and the backward of all three, against the
  * same attention in double by loops (the closed forms dP = dC V^T, dV = P^T dC,
  * dS = P (dP - rowsum(P dP)), dQ = s dS K, dK = s dS^T Q), and against the kernels without

@@ -319,7 +319,7 @@ static void test_matmul_model(void **state)
 }
 
 /* MatMul with A and / or B stored transposed (attributes trans_A, trans_B: Linear's weight W
- * (N, K), a Transpose of an operand's last two dims, stage/fuse.c) through pp_matmul_batch_of
+ * (N, K), a Transpose of an operand's last two dims, stage/fuse_transpose.c) through pp_matmul_batch_of
  * and the cuBLAS model, Y, dA += and dB += (the parts' X and Y as launch.h says), against brute
  * force: a shared weight (one folded GEMM, or none under trans_A), a strided batch, and a
  * broadcast A (serial dA). */

@@ -110,7 +110,7 @@ static const kc_case gemm_cases[] = {
      .attrs = {ATTR_I("transB", 1)}, .nattrs = 1},
 };
 
-/* MatMul with Transposes folded in by the stage (stage/fuse.c): perm_A / perm_B read the
+/* MatMul with Transposes folded in by the stage (stage/fuse_transpose.c): perm_A / perm_B read the
  * operand as Transpose(input, perm), perm_Y writes Transpose(Y, perm_Y); attention's
  * q k^T, probs v into [B, T, H, D/H], and transposed (column-major) matrices. A third
  * input is a fused bias [N] or [M, N] (attention's causal mask) added to every matrix. */
@@ -185,7 +185,7 @@ static double matmul_perm_maxdiff(const kc_case *c)
     return worst;
 }
 
-/* MatMul with Linear's weight Transpose folded in (stage/fuse.c, trans_B): B is stored
+/* MatMul with Linear's weight Transpose folded in (stage/fuse_transpose.c, trans_B): B is stored
  * (.., N, K); a weight shared by the batch (one GEMM), with a fused bias [N], and a batch
  * of B matrices. */
 static const kc_case matmul_trans_b_cases[] = {

@@ -3,7 +3,7 @@
  * Forward keeps P [B, Hq, Sq, Skv] in aux; backward runs the softmax chain back to Q, K, V
  * (a kv head shared by several query heads sums their gradients). Under is_causal with
  * Sq = Skv every product skips the triangle the mask zeroes (smat.h's causal forms, as the
- * unfused MatMuls of stage/fuse.c's causal marks do). Layout: op_args_nn.c. */
+ * unfused MatMuls of stage/fuse_causal.c's marks do). Layout: op_args_nn.c. */
 #include "cpu_math.h"
 #include <onnxpipe/element_nn.h>
 #include "nn_util.h"

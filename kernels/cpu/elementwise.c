@@ -202,7 +202,7 @@ static pp_status unary_prepare(const pp_kernel_ctx *c, pp_el_params *p, pp_error
  * arithmetic, not memory: PP_CPU_CLONES (cpu_math.h). */
 /* gelu_tanh_hoisted: GELU's two forms behind a per-element choice on approximate (the list's
  * entry, element_ops.h) left the tanh form unvectorised, 11.7 ms per 1M elements forward
- * (GPT-2's gelu_new, fused by stage/fuse.c); each form in its own loop vectorises. */
+ * (GPT-2's gelu_new, fused by stage/fuse_gelu.c); each form in its own loop vectorises. */
 #define UN_LOOP(EXPR) for (int64_t i = 0; i < n; i++) { float x = X[i]; Y[i] = (EXPR); }
 
 PP_CPU_CLONES static pp_status unary_forward(const pp_kernel_ctx *c, pp_error *err)

@@ -4,7 +4,7 @@
  * an optional third input, a bias [N] added to every row or [M, N] added to every output
  * matrix (attention's causal mask), and an optional fourth, a float scalar s the product
  * is multiplied by: the stage fuses MatMul + Add of a bias and MatMul + Mul by a constant
- * into it (stage/fuse.c), so the sum is sgemm's C and the scale its alpha, with no
+ * into it (stage/fuse_epilogue.c), so the sum is sgemm's C and the scale its alpha, with no
  * separate pass. The stage also folds Transposes around it
  * (attention's heads): attributes perm_A / perm_B say input k is the Transpose's input and
  * the operand is Transpose(in k, perm), perm_Y that the output is written as Transpose(Y,
@@ -80,7 +80,7 @@ static pp_status mm_plan_make(const pp_kernel_ctx *c, const pp_tensor *y, mm_pla
 
 /* ---------------- the causal triangle (PP_KCAP_MATMUL_CAUSAL) ---------------- */
 
-/* What stage/fuse.c marked on an attention product under a causal mask:
+/* What stage/fuse_causal.c marked on an attention product under a causal mask:
  *  y (attribute causal_Y = 1): the output above its diagonal is the fused bias alone (a
  *    mask under which the Softmax that reads it gives exact zeros there), so the product
  *    is computed on the lower triangle, and backward reads dY there only (the Softmax's

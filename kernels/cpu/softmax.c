@@ -1,7 +1,7 @@
 /* Softmax and LogSoftmax on the cpu: over one axis (opset >= 13, default -1), or over
  * the input coerced to 2-D at `axis` (opset < 13, default 1; kernels/op_args.c). Backward reads the saved
  * output only (and assigns a fresh gradient). Rows along the last axis are contiguous;
- * other axes run strided. A causal Softmax (attribute causal, stage/fuse.c) takes row r of
+ * other axes run strided. A causal Softmax (attribute causal, stage/fuse_causal.c) takes row r of
  * each T x T block over its columns 0..r only: the probabilities past them are 0 and so
  * is their gradient, what exp's underflow under attention's causal mask gives the full row. */
 #include <onnxpipe/element_nn.h>

@@ -80,7 +80,7 @@ MODELS = {  # name: (exports in the fast set, export_model.py arguments)
                     "--set", "embed_dim=32", "--set", "depths=[2,2]", "--set", "num_heads=[2,4]",
                     "--set", "window_size=4", "--set", "drop_path_rate=0"]),
 }
-# What stage/fuse.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
+# What stage/fuse*.c must make of each decoder's chains at pp=1 (the run's PP_LOG=debug lines
 # "fused ... into one OP"), per layer: SiLU as Swish and Swish(gate) * up as SwiGLU, RMSNorm
 # as RMSNormalization (and the final norm), the rotary embedding of q and of k as RotaryEmbedding;
 # and stage/fuse_residual_norm.c, each residual Add with the norm that reads it (every norm but
