@@ -81,26 +81,3 @@ pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_p
     }
     return PP_OK;
 }
-
-typedef struct dataset_fill {
-    const pp_dataset *d;
-    const pp_sampler *smp;
-    int64_t step;
-} dataset_fill;
-
-static pp_status fill(void *user, const pp_trainer_feed *f, pp_error *err)
-{
-    const dataset_fill *x = user;
-    return train_feed_dataset(x->d, x->smp, NULL, x->step, f, err);
-}
-
-pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
-                           int64_t offset, int64_t count, pp_error *err)
-{
-    dataset_fill x = {.d = d, .smp = smp, .step = step};
-    pp_trainer_feed f = {.step = step, .offset = offset, .samples = count};
-    train_feed_buf b = {0};
-    pp_status st = train_feed_inputs(&b, s, slot, &f, fill, &x, err);
-    train_feed_buf_free(&b);
-    return st;
-}

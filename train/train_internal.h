@@ -173,11 +173,6 @@ pp_status train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_a
 int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end);
 void train_prefetch_close(train_prefetch *p);
 
-/* Stage s's data inputs in slot from the samples at places offset .. offset+count-1 of
- * step's global batch under smp. */
-pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
-                           int64_t offset, int64_t count, pp_error *err);
-
 /* eval_loop.c: the eval dataset under the training layout (batch, microbatches per
  * replica, dp), opened on every rank of world (train_open_data) and checked like the
  * training data; batches: global batches per evaluation (0 or more than it holds: all of
