@@ -4,7 +4,7 @@
  * from a dataset of any form (train.h), as the trainer would: its arrays and samples. */
 #include "cli.h"
 
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <onnxpipe/options.h>
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -59,7 +59,8 @@ static void test_rows_documented(void **state)
 static void test_defaults(void **state)
 {
     (void)state;
-    pp_trainer_config d = pp_trainer_config_default();
+    pp_trainer_config d;
+    pp_trainer_config_init(&d);
     /* trainer.h's pp_trainer_config_default comment, value by value */
     assert_int_equal(d.pp, 1);
     assert_int_equal(d.dp, 1);
@@ -134,7 +135,8 @@ static void check_hash_row(const pp_option *r, void *base, void *ctx)
 static void test_hash_follows_agree(void **state)
 {
     (void)state;
-    pp_trainer_config d = pp_trainer_config_default(), work;
+    pp_trainer_config d, work;
+    pp_trainer_config_init(&d);
     probe p = {.table = pp_trainer_option_table, .config = &work, .reference = &d, .size = sizeof d,
                .h0 = pp_options_hash(pp_trainer_option_table, &d, 0)};
     each_row(pp_trainer_option_table, &work, check_hash_row, &p);

@@ -1,7 +1,7 @@
 /* Inference over a dataset with the same stage executor (forward only): what
  * `onnxpipe eval` runs, and how tests compare our forward with onnxruntime. */
 #include <onnxpipe/partition.h>
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 #include <onnxpipe/graph_ir.h>
 
 #include <errno.h>

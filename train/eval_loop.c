@@ -2,7 +2,7 @@
  * pp_trainer_eval (trainer.c), each replica reading its share of each batch from the
  * eval dataset, unshuffled; the loss is a mean over the labels, as the training loss,
  * with perplexity and accuracy beside it. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include <onnxpipe/trainer.h>
 
 #include <onnxpipe/env.h>
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
