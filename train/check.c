@@ -25,8 +25,8 @@ static pp_status check_input(const pp_value *v, const pp_dataset *d, const char 
     char want[128], have[128], names[512] = "";
     const pp_dataset_array *a = pp_dataset_find(d, v->name);
     if (!a) {
-        for (int i = 0; i < d->narrays; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "", d->arrays[i].name);
+        for (int i = 0; i < pp_dataset_num_arrays(d); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "", pp_dataset_array_at(d, i)->name);
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s' has no array '%s' for the model's input '%s' (%s per "
                             "sample); it has %s: add the array, or name the model's input like the data",
                             opt, dir, v->name, v->name, per_sample(v->dtype, &v->shape, 1, want, sizeof want), names);
@@ -94,7 +94,7 @@ static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d,
     if (io->ignore_index == INT64_MIN)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s %s: the model's loss ignores no label, so padding and "
                             "document ends would count: export its SoftmaxCrossEntropyLoss with an ignore_index, or "
-                            "give the loss with --loss cross_entropy --logits --labels", opt, ds_docs_flag(d->docs));
+                            "give the loss with --loss cross_entropy --logits --labels", opt, ds_docs_flag(pp_dataset_docs(d)));
     ds_pack_set_ignore(d, io->ignore_index);
     const char *mask2d = NULL, *mask = NULL;
     int positions = 0;
@@ -108,11 +108,11 @@ static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d,
         PP_CHECK(ds_pack_add_mask(d, v->name, &ps, v->dtype, err));
         *(ps.rank == 1 ? &mask2d : &mask) = v->name;
     }
-    if (d->docs == PP_DOCS_PACK && !mask && mask2d)
+    if (pp_dataset_docs(d) == PP_DOCS_PACK && !mask && mask2d)
         pp_log(PP_LOG_WARN, "%s --pack: the model's '%s' is a [batch, seq] padding mask, so the documents packed into "
                "one sequence attend to each other: export it with a 4-D mask to keep them apart (docs/exporting.md)",
                opt, mask2d);
-    else if (d->docs == PP_DOCS_PACK && !mask && !positions)
+    else if (pp_dataset_docs(d) == PP_DOCS_PACK && !mask && !positions)
         pp_log(PP_LOG_WARN, "%s --pack: the model takes neither an attention mask nor position_ids, so the documents "
                "packed into one sequence attend to each other and their positions run on", opt);
     return PP_OK;
@@ -122,7 +122,7 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_datas
                            const char *dir, int64_t mb, train_io *io, pp_error *err)
 {
     train_find_io(g, loss, io);
-    if (d->pack) PP_CHECK(bind_pack(g, io, d, opt, err));
+    if (pp_dataset_docs(d) != PP_DOCS_WINDOWS) PP_CHECK(bind_pack(g, io, d, opt, err));
     int labels_declared = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];

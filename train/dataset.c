@@ -146,6 +146,19 @@ void pp_dataset_close(pp_dataset *d)
     free(d);
 }
 
+const char *pp_dataset_path(const pp_dataset *d) { return d->dir; }
+const char *pp_dataset_format(const pp_dataset *d) { return d->format; }
+int64_t pp_dataset_samples(const pp_dataset *d) { return d->samples; }
+pp_docs pp_dataset_docs(const pp_dataset *d) { return d->docs; }
+int pp_dataset_num_arrays(const pp_dataset *d) { return d->narrays; }
+const pp_dataset_array *pp_dataset_array_at(const pp_dataset *d, int i) { return &d->arrays[i]; }
+
+int pp_dataset_buckets(const pp_dataset *d, const int64_t **first)
+{
+    *first = d->bucket_first;
+    return d->nbuckets;
+}
+
 const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name)
 {
     for (int i = 0; i < d->narrays; i++)

@@ -7,6 +7,25 @@
 
 #include <onnxpipe/dataset.h>
 
+/* The layout behind <onnxpipe/dataset.h>'s opaque pp_dataset. */
+typedef struct pp_dataset_pack pp_dataset_pack;
+
+struct pp_dataset {
+    char *dir;                  /* the path it was opened from */
+    int64_t samples;
+    pp_dataset_array *arrays;
+    int narrays;
+    struct pp_dataset_files *files;   /* its open files and maps, the labels' check (train/dataset_internal.h) */
+    const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
+    pp_docs docs;               /* how documents became samples */
+    pp_dataset_pack *pack;      /* --pack, --pad: the documents and the samples they were placed in */
+    int64_t documents;          /* packed or padded: documents and their tokens (the rest of samples x seq */
+    int64_t real_tokens;        /* is padding) */
+    int nbuckets;               /* --seq-buckets: 0, or the samples in order of their bucket: bucket b */
+    int64_t *bucket_len;        /* holds bucket_len[b] tokens (padding included) in samples */
+    int64_t *bucket_first;      /* bucket_first[b] .. bucket_first[b + 1] - 1 */
+};
+
 /* A dataset's files (pread), the small ones it maps whole (indexes, cache files), and the
  * array checked as read: its values must be in [0, classes) or ignore (ds_check_labels). */
 struct pp_dataset_files {

@@ -48,23 +48,9 @@ typedef struct pp_dataset_array {
                                    sequence a read builds (train/dataset_pack.c) */
 } pp_dataset_array;
 
-typedef struct pp_dataset_pack pp_dataset_pack;
-
-typedef struct pp_dataset {
-    char *dir;                  /* the path it was opened from */
-    int64_t samples;
-    pp_dataset_array *arrays;
-    int narrays;
-    struct pp_dataset_files *files;   /* its open files and maps, the labels' check (train/dataset_internal.h) */
-    const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
-    pp_docs docs;               /* how documents became samples */
-    pp_dataset_pack *pack;      /* --pack, --pad: the documents and the samples they were placed in */
-    int64_t documents;          /* packed or padded: documents and their tokens (the rest of samples x seq */
-    int64_t real_tokens;        /* is padding) */
-    int nbuckets;               /* --seq-buckets: 0, or the samples in order of their bucket: bucket b */
-    int64_t *bucket_len;        /* holds bucket_len[b] tokens (padding included) in samples */
-    int64_t *bucket_first;      /* bucket_first[b] .. bucket_first[b + 1] - 1 */
-} pp_dataset;
+/* An open dataset: opaque (its layout is train/dataset_internal.h's), read through the
+ * calls below. */
+typedef struct pp_dataset pp_dataset;
 
 /* How a token stream becomes samples. */
 typedef struct pp_dataset_options {
@@ -87,6 +73,18 @@ pp_status pp_dataset_open(const char *dir, pp_dataset **out, pp_error *err);
  * into place, so processes that open the same data at once all get a whole one. Local. */
 pp_status pp_dataset_open_with(const char *path, const pp_dataset_options *o, pp_dataset **out, pp_error *err);
 void pp_dataset_close(pp_dataset *d);
+/* What d is: the path it was opened from, its form ("onnxpipe", "npy", "tokens", "llm.c",
+ * "megatron"), its samples, how documents became samples, and its arrays (array i, 0 ..
+ * narrays-1; they belong to d). With sequence buckets (--seq-buckets over --pack/--pad) the
+ * samples lie in order of their bucket: bucket b holds first[b] .. first[b + 1] - 1 (*first
+ * borrowed from d), and buckets returns their count (0: none). Local. Thread-safe. */
+const char *pp_dataset_path(const pp_dataset *d);
+const char *pp_dataset_format(const pp_dataset *d);
+int64_t pp_dataset_samples(const pp_dataset *d);
+pp_docs pp_dataset_docs(const pp_dataset *d);
+int pp_dataset_num_arrays(const pp_dataset *d);
+const pp_dataset_array *pp_dataset_array_at(const pp_dataset *d, int i);
+int pp_dataset_buckets(const pp_dataset *d, const int64_t **first);
 const pp_dataset_array *pp_dataset_find(const pp_dataset *d, const char *name);
 /* A packed or padded dataset's line "packed D documents (N tokens) into S samples of T tokens:
  * P% padding" into buf; "" for others. Local. Thread-safe. */
