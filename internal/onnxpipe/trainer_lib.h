@@ -93,7 +93,9 @@ struct pp_trainer_config {
 };
 
 /* c gets the defaults pp_trainer_config_default (trainer.h) states, from the trainer's
- * option table. Local. Thread-safe. */
+ * option table: a config of the library's own callers (the CLI fills it from argv, its
+ * strings borrowed). The public setters pp_trainer_config_set and _set_buckets take only
+ * a config from pp_trainer_config_default, which owns what they copy. Local. Thread-safe. */
 void pp_trainer_config_init(pp_trainer_config *c);
 
 /* The options every stage of a job from c is built with (the microbatch is c->batch /
