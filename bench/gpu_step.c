@@ -31,6 +31,7 @@
 #include <onnxpipe/driver_lib.h>
 #include <onnxpipe/example.h>
 #include <onnxpipe/graph_ir.h>
+#include <onnxpipe/trainer_lib.h>
 #include <onnxpipe/stage_lib.h>
 #include <onnxpipe/trainer.h>
 
@@ -126,7 +127,8 @@ static int run(const bench *b, pp_dtype precision, int64_t mb)
     const char *prec = pp_precision_name(precision);
     pp_graph *g = NULL;
     pp_trainer *t = NULL;
-    pp_trainer_config c = pp_trainer_config_default();
+    pp_trainer_config c;
+    pp_trainer_config_init(&c);
     pp_dim_binding seq = {"seq", b->seq};
     c.device = b->device, c.batch = mb, c.microbatches = 1, c.precision = precision, c.quiet = 1;
     c.steps = 3 + b->steps;

@@ -9,7 +9,7 @@
  * Usage: bench_watch [rounds] [steps]. */
 #include "bench_util.h"
 
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <onnxpipe/example.h>
 

@@ -5,7 +5,7 @@
 #include <onnxpipe/core.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/options.h>
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 #include <onnxpipe/driver_lib.h>
 
 /* A subcommand: argv[0] is the subcommand name. Returns the process exit code. */

@@ -4,7 +4,7 @@
  * from a dataset of any form (train.h), as the trainer would: its arrays and samples. */
 #include "cli.h"
 
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,27 +92,20 @@ static pp_status print_sample(const pp_dataset *d, const pp_dataset_array *a, in
     return PP_OK;
 }
 
-static int show(int argc, char **argv)
+/* show's work once its options are parsed. */
+static int show_data(const char *path, const show_args *args)
 {
-    show_args a = {0};
-    pp_options_defaults(show_table, &a);
-    const char *path = NULL;
-    int npos = 0;
-    int rc = cli_options_parse(&show_options, &a, argc - 1, argv + 1, &path, 1, &npos);
-    if (rc >= 0) return rc;
-    if (!path) return cli_usage_error("onnxpipe data show DATA", "need a dataset");
-    if (a.o.eos >= 0 && !a.o.docs) return cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
-    const pp_dataset_options o = a.o;
-    long long first = a.first, count = a.count;
+    const pp_dataset_options o = args->o;
+    long long first = args->first, count = args->count;
     pp_dataset *d;
     pp_error err = {0};
     if (pp_dataset_open_with(path, &o, &d, &err) != PP_OK) return cli_fail(&err);
     char packed[256];
-    printf("%s: %s, %lld samples\n", path, d->format, (long long)d->samples);
-    if (d->pack) printf("  %s (labels -100 there)\n", pp_dataset_pack_summary(d, packed, sizeof packed));
+    printf("%s: %s, %lld samples\n", path, pp_dataset_format(d), (long long)pp_dataset_samples(d));
+    if (pp_dataset_docs(d) != PP_DOCS_WINDOWS) printf("  %s (labels -100 there)\n", pp_dataset_pack_summary(d, packed, sizeof packed));
     size_t most = 0;
-    for (int i = 0; i < d->narrays; i++) {
-        const pp_dataset_array *a = &d->arrays[i];
+    for (int i = 0; i < pp_dataset_num_arrays(d); i++) {
+        const pp_dataset_array *a = pp_dataset_array_at(d, i);
         char sh[128];
         printf("  %s: %s %s per sample (stored as %s)\n", a->name, pp_dtype_name(a->dtype),
                pp_shape_format(&a->shape, sh, sizeof sh), pp_dtype_name(a->stored));
@@ -120,17 +113,32 @@ static int show(int argc, char **argv)
     }
     void *buf = malloc(most + 1);
     pp_status st = buf ? PP_OK : PP_NOMEM(&err);
-    for (long long s = first; st == PP_OK && s < first + count && s < d->samples; s++) {
+    for (long long s = first; st == PP_OK && s < first + count && s < pp_dataset_samples(d); s++) {
         printf("{\"sample\": %lld", s);
-        for (int i = 0; st == PP_OK && i < d->narrays; i++) {
+        for (int i = 0; st == PP_OK && i < pp_dataset_num_arrays(d); i++) {
             printf(", ");
-            st = print_sample(d, &d->arrays[i], s, buf, &err);
+            st = print_sample(d, pp_dataset_array_at(d, i), s, buf, &err);
         }
         printf("}\n");
     }
     free(buf);
     pp_dataset_close(d);
     return st == PP_OK ? 0 : cli_fail(&err);
+}
+
+static int show(int argc, char **argv)
+{
+    show_args a = {0};
+    pp_options_defaults(show_table, &a);
+    const char *path = NULL;
+    int npos = 0;
+    int rc = cli_options_parse(&show_options, &a, argc - 1, argv + 1, &path, 1, &npos);
+    if (rc < 0 && !path) rc = cli_usage_error("onnxpipe data show DATA", "need a dataset");
+    if (rc < 0 && a.o.eos >= 0 && !a.o.docs)
+        rc = cli_usage_error("add --pack or --pad", "--eos ends the documents of --pack and --pad");
+    if (rc < 0) rc = show_data(path, &a);
+    cli_options_free(&show_options, &a);   /* the lists the parser made (--seq-buckets) */
+    return rc;
 }
 
 int cmd_data(int argc, char **argv)
@@ -154,7 +162,7 @@ int cmd_data(int argc, char **argv)
         snprintf(dir, sizeof dir, "%s%s", a.out, parts[k]);
         pp_dataset *d;
         if (pp_dataset_open(dir, &d, &err) != PP_OK) return cli_fail(&err);
-        printf("wrote %s: %lld samples of %lld tokens (vocab 256) from %s\n", dir, (long long)d->samples,
+        printf("wrote %s: %lld samples of %lld tokens (vocab 256) from %s\n", dir, (long long)pp_dataset_samples(d),
                (long long)a.seq, in);
         pp_dataset_close(d);
     }

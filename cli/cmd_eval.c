@@ -1,7 +1,7 @@
 /* `onnxpipe eval`: forward of a model over a dataset, outputs written raw per output. */
 #include "cli.h"
 
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 
 
 #define OPTS "options:"

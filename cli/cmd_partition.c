@@ -179,7 +179,7 @@ int cmd_partition(int argc, char **argv)
 {
     args *a = calloc(1, sizeof *a);
     if (!a) return cli_usage_error(NULL, "out of memory");
-    a->train = pp_trainer_config_default();
+    pp_trainer_config_init(&a->train);
     int rc = parse(argc, argv, a);
     if (rc < 0) rc = run(a);
     cli_options_free(&options, a);

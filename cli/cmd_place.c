@@ -126,7 +126,8 @@ static int parse(int argc, char **argv, args *a)
 static pp_status model_bytes(const args *a, int64_t *params, int64_t *sends, pp_error *err)
 {
     pp_graph_options go = {.batch = a->batch};
-    pp_trainer_config c = pp_trainer_config_default();
+    pp_trainer_config c;
+    pp_trainer_config_init(&c);
     c.microbatches = a->microbatches;
     c.batch = a->batch * a->microbatches;
     pp_graph *g = NULL;

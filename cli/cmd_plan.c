@@ -248,7 +248,7 @@ static const cli_options options = {
 /* -1: go on; else the exit code. */
 static int parse(int argc, char **argv, args *a)
 {
-    a->train = pp_trainer_config_default();
+    pp_trainer_config_init(&a->train);
     a->memory = 80.0 * (1ull << 30);
     int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
     if (rc >= 0) return rc;

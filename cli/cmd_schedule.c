@@ -120,7 +120,7 @@ static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
     pp_options_defaults(table, a);
-    a->train = pp_trainer_config_default();
+    pp_trainer_config_init(&a->train);
     int rc = cli_options_parse(&options, a, argc, argv, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (a->load_csv) {

@@ -1,7 +1,7 @@
 /* `onnxpipe train`: parses the training options into a pp_train_config and runs it. */
 #include "cli.h"
 
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 
 #include <signal.h>
 #include <stdlib.h>

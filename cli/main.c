@@ -55,49 +55,29 @@ int cli_fail(const pp_error *err)
 }
 
 
+/* The option engine's parsers (train/option_table.c), reported as usage errors. */
+static int reported(pp_status st, const pp_error *err)
+{
+    if (st != PP_OK) cli_usage_error(NULL, "%s", err->msg);
+    return st == PP_OK;
+}
+
 int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
 {
-    char *end;
-    errno = 0;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) {
-        cli_usage_error(NULL, "%s expects an integer in %lld..%lld, got '%s'", opt, lo, hi, s ? s : "");
-        return 0;
-    }
-    *out = v;
-    return 1;
+    pp_error err = {0};
+    return reported(pp_option_parse_int(opt, s, lo, hi, out, &err), &err);
 }
 
 int cli_parse_int_list(const char *opt, const char *s, long long lo, long long hi, int max, int64_t *out, int *n)
 {
-    *n = 0;
-    for (const char *p = s; p && *p;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char tok[32];
-        long long v;
-        if (*n == max) return !cli_usage_error(NULL, "%s has more than %d values", opt, max);
-        if (len >= sizeof tok) return !cli_usage_error(NULL, "%s: '%.*s' is not an integer", opt, (int)len, p);
-        snprintf(tok, sizeof tok, "%.*s", (int)len, p);
-        if (!cli_parse_int(opt, tok, lo, hi, &v)) return 0;
-        out[(*n)++] = v;
-        p = comma ? comma + 1 : NULL;
-    }
-    if (*n == 0) return !cli_usage_error("e.g. 1,2,4", "%s needs a comma-separated list of integers", opt);
-    return 1;
+    pp_error err = {0};
+    return reported(pp_option_parse_ints(opt, s, lo, hi, max, out, n, &err), &err);
 }
 
 int cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || !*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
-        cli_usage_error(NULL, "%s expects a number in %g..%g, got '%s'", opt, lo, hi, s ? s : "");
-        return 0;
-    }
-    *out = v;
-    return 1;
+    pp_error err = {0};
+    return reported(pp_option_parse_real(opt, s, lo, hi, out, &err), &err);
 }
 
 /* Every command takes "--opt=value" as "--opt value": each such argument is split at its

@@ -7,86 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Appends n entries of size each to the list field p (its count at *count); the parser
- * owns the array (cli_options_free). */
-static void *grow(void *p, int *count, int n, size_t size)
-{
-    void **list = p;
-    void *more = realloc(*list, (size_t)(*count + n) * size);
-    if (!more) return NULL;
-    *list = more;
-    return (char *)more + (size_t)*count * size;
-}
-
-static int store_int(const pp_option *r, const char *v, void *p)
-{
-    long long n;
-    if (!cli_parse_int(r->name, v, (long long)r->lo, (long long)r->hi, &n)) return 0;
-    pp_option_set_int(r, p, n * (r->scale ? r->scale : 1));
-    return 1;
-}
-
-static int store_list(const pp_option *r, const char *v, void *base, void *p)
-{
-    int *count = (int *)((char *)base + r->count_offset);
-    if (r->type == PP_OPT_DIMS) {
-        const char *eq = strchr(v, '=');
-        long long n;
-        if (!eq || eq == v)
-            return !cli_usage_error("example: --dim seq=128", "%s expects NAME=VALUE, got '%s'", r->name, v);
-        if (*count >= (int)r->hi) return !cli_usage_error(NULL, "at most %d %s options", (int)r->hi, r->name);
-        if (!cli_parse_int(r->name, eq + 1, 1, 1LL << 40, &n)) return 0;
-        pp_dim_binding *d = grow(p, count, 1, sizeof *d);
-        if (!d || !(d->name = strndup(v, (size_t)(eq - v)))) return !cli_usage_error(NULL, "out of memory");
-        d->value = n;
-        (*count)++;
-        return 1;
-    }
-    if (r->type == PP_OPT_INTS) {
-        int room = (int)r->hi - *count, k = 0;
-        int64_t *e = room > 0 ? grow(p, count, room, sizeof *e) : NULL;
-        if (!e) return !cli_usage_error(NULL, "%s: at most %d entries", r->name, (int)r->hi);
-        if (!cli_parse_int_list(r->name, v, (long long)r->lo, 1LL << 40, room, e, &k)) return 0;
-        *count += k;
-        return 1;
-    }
-    char *copy = strdup(v), *save = NULL;
-    int ok = copy != NULL;
-    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; ok && tok; tok = strtok_r(NULL, ",", &save)) {
-        const char **e = *count < (int)r->hi ? grow(p, count, 1, sizeof *e) : NULL;
-        ok = e && (*e = strdup(tok));
-        if (ok) (*count)++;
-        else cli_usage_error(NULL, "%s: at most %d names", r->name, (int)r->hi);
-    }
-    free(copy);
-    if (ok && !*count) return !cli_usage_error(NULL, "%s needs a comma-separated list, got '%s'", r->name, v);
-    return ok;
-}
-
 /* Stores v (NULL for a flag) into row r's field of the config at base: 1; or reports: 0. */
 static int store(const pp_option *r, const char *v, void *base)
 {
-    void *p = pp_option_field(r, base);
     pp_error err = {0};
-    switch (r->type) {
-    case PP_OPT_FLAG: *(int *)p = r->set ? r->set : 1; return 1;
-    case PP_OPT_INT: return store_int(r, v, p);
-    case PP_OPT_REAL: {
-        double x;
-        if (!cli_parse_double(r->name, v, r->lo, r->hi, &x)) return 0;
-        pp_option_set_real(r, p, x);
-        return 1;
-    }
-    case PP_OPT_STR: *(const char **)p = v; return 1;
-    case PP_OPT_ENUM:
-    case PP_OPT_CUSTOM:
-        if (r->parse(v, p, &err)) return 1;
-        return err.msg[0] ? !cli_usage_error(NULL, "%s", err.msg) : 0;   /* empty: the parser reported it */
-    case PP_OPT_INTS:
-    case PP_OPT_NAMES:
-    case PP_OPT_DIMS: return store_list(r, v, base, p);
-    default: return 0;
-    }
+    if (pp_option_store(r, v, base, &err) == PP_OK) return 1;
+    return err.msg[0] ? !cli_usage_error(NULL, "%s", err.msg) : 0;   /* empty: the parser reported it */
 }
 
 int cli_options_parse(const cli_options *o, void *base, int argc, char **argv, const char **pos, int max_pos,
@@ -125,23 +51,7 @@ int cli_options_set(const cli_options *o, void *base, const char *name, const ch
     return r && store(r, value, at);
 }
 
-static void free_lists(const pp_option *table, void *base)
-{
-    for (const pp_option *r = table; r->type != PP_OPT_END; r++) {
-        void *p = pp_option_field(r, base);
-        if (r->type == PP_OPT_TABLE) free_lists(r->sub, p);
-        if (r->type != PP_OPT_INTS && r->type != PP_OPT_NAMES && r->type != PP_OPT_DIMS) continue;
-        int n = *(int *)((char *)base + r->count_offset);
-        if (r->type == PP_OPT_NAMES)
-            for (int k = 0; k < n; k++) free((char *)(*(const char ***)p)[k]);
-        if (r->type == PP_OPT_DIMS)
-            for (int k = 0; k < n; k++) free((char *)(*(pp_dim_binding **)p)[k].name);
-        free(*(void **)p);
-        *(void **)p = NULL;
-    }
-}
-
-void cli_options_free(const cli_options *o, void *base) { free_lists(o->table, base); }
+void cli_options_free(const cli_options *o, void *base) { pp_options_free(o->table, base); }
 
 /* "(default X)" of row r, whose field is at p in a config holding the defaults (the one
  * being parsed: --help comes before the options it would change), or "" when it shows none. */

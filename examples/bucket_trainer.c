@@ -11,6 +11,7 @@
  * 0 runs step 1 at the first bucket and the others at the second (an error to report). */
 #include <onnxpipe/onnxpipe.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,27 +64,30 @@ int main(int argc, char **argv)
     }
     pp_error err = {0};
     int64_t buckets[16];
-    pp_trainer_config c = pp_trainer_config_default();
-    c.model = argv[1];
-    c.bucket_dim = argv[2];
-    c.pp = atoi(argv[3]);
-    c.dp = atoi(argv[4]);
-    c.microbatches = atoll(argv[5]);
-    c.steps = atoll(argv[7]);
-    c.buckets = buckets;
-    c.nbuckets = parse_buckets(argv[8], buckets, 16);
-    c.batch = BATCH;
-    c.device = "cpu";
-    c.quiet = 1;
-    c.loss = (pp_loss_spec){.logits = "logits", .labels = "labels", .ignore_index = -100};
+    int nbuckets = parse_buckets(argv[8], buckets, 16);
+    int64_t steps = atoll(argv[7]);
+    char batch[24];
+    snprintf(batch, sizeof batch, "%d", BATCH);
+    /* the options as `onnxpipe train` reads them: the same names, parser and bounds */
+    const char *const options[][2] = {
+        {"--model", argv[1]}, {"--pp", argv[3]}, {"--dp", argv[4]}, {"--microbatches", argv[5]},
+        {"--schedule", argv[6]}, {"--steps", argv[7]}, {"--batch", batch}, {"--device", "cpu"}, {"--quiet", "1"},
+        {"--loss", "cross_entropy"}, {"--logits", "logits"}, {"--labels", "labels"},
+    };
+    pp_trainer_config *c = pp_trainer_config_default();
+    pp_status st = c ? PP_OK : PP_NOMEM(&err);
+    for (size_t i = 0; st == PP_OK && i < sizeof options / sizeof *options; i++)
+        st = pp_trainer_config_set(c, options[i][0], options[i][1], &err);
+    if (st == PP_OK) st = pp_trainer_config_set_buckets(c, argv[2], buckets, nbuckets, &err);
     int mismatch = argc > 9 && !strcmp(argv[9], "mismatch");
-    if (pp_schedule_kind_parse(argv[6], &c.schedule, &err) != PP_OK) {
+    if (st != PP_OK) {
         fprintf(stderr, "bucket_trainer: %s\n", err.msg);
+        pp_trainer_config_destroy(c);
         return 2;
     }
     pp_trainer *t = NULL;
     data d = {0};
-    pp_status st = pp_trainer_create(&c, NULL, &t, &err);
+    st = pp_trainer_create(c, NULL, &t, &err);
     if (st == PP_OK) {
         const pp_graph *g = pp_trainer_graph(t);
         for (int i = 0; i < pp_graph_num_outputs(g); i++)
@@ -95,8 +99,8 @@ int main(int argc, char **argv)
                (long long)m.current_total, (long long)m.current[PP_MEM_STASH], (long long)m.current[PP_MEM_SCRATCH],
                (long long)m.current[PP_MEM_PARAMS]);
     }
-    for (int64_t s = 1; st == PP_OK && s <= c.steps; s++) {
-        int b = (int)((s - 1) % c.nbuckets);
+    for (int64_t s = 1; st == PP_OK && s <= steps; s++) {
+        int b = (int)((s - 1) % nbuckets);
         if (mismatch) b = pp_trainer_rank(t) == 0 ? 0 : 1;
         pp_trainer_stats stats;
         st = pp_trainer_set_bucket(t, b, &err);
@@ -104,7 +108,7 @@ int main(int argc, char **argv)
         if (st == PP_OK && pp_trainer_rank(t) == 0)
             printf("step %lld length %lld loss %.9g\n", (long long)s, (long long)buckets[b], stats.loss);
     }
-    for (int b = 0; st == PP_OK && !mismatch && b < c.nbuckets; b++) {   /* the trained model at every length */
+    for (int b = 0; st == PP_OK && !mismatch && b < nbuckets; b++) {   /* the trained model at every length */
         pp_trainer_eval_stats e;
         st = pp_trainer_set_bucket(t, b, &err);
         if (st == PP_OK) st = pp_trainer_eval(t, feed, &d, &e, &err);
@@ -117,6 +121,7 @@ int main(int argc, char **argv)
         return 1;
     }
     pp_trainer_destroy(t);
+    pp_trainer_config_destroy(c);
     pp_comm_mpi_finalize();
     return 0;
 }

@@ -5,6 +5,7 @@
  * Usage: mpirun -np 4 example_pipeline_trainer [steps] [checkpoint dir] */
 #include <onnxpipe/onnxpipe.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,15 +60,25 @@ int main(int argc, char **argv)
     pp_graph *g = NULL;
     if (pp_example_gpt(&gc, &g, &err)) return fail(&err);
 
-    pp_trainer_config cfg = pp_trainer_config_default();
-    cfg.graph = g;
-    cfg.pp = PP, cfg.dp = DP, cfg.device = "cpu";
-    cfg.batch = BATCH, cfg.microbatches = MICROBATCHES, cfg.steps = steps + 5;
-    cfg.lr.lr = 1e-2f, cfg.lr.kind = PP_LR_COSINE, cfg.lr.warmup = 5;
-    cfg.clip_norm = 1.0f;
-    cfg.quiet = 1;
+    /* the options as `onnxpipe train` reads them: the same names, parser and bounds */
+    char text[5][24];
+    snprintf(text[0], sizeof text[0], "%d", PP);
+    snprintf(text[1], sizeof text[1], "%d", DP);
+    snprintf(text[2], sizeof text[2], "%d", BATCH);
+    snprintf(text[3], sizeof text[3], "%d", MICROBATCHES);
+    snprintf(text[4], sizeof text[4], "%d", steps + 5);
+    const char *const options[][2] = {
+        {"--pp", text[0]}, {"--dp", text[1]}, {"--batch", text[2]}, {"--microbatches", text[3]},
+        {"--steps", text[4]}, {"--device", "cpu"}, {"--lr", "0.01"}, {"--lr-schedule", "cosine"},
+        {"--warmup", "5"}, {"--clip-norm", "1"}, {"--quiet", "1"},
+    };
+    pp_trainer_config *cfg = pp_trainer_config_default();
+    if (!cfg) return fail(&err);
+    pp_trainer_config_set_graph(cfg, g);
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+        if (pp_trainer_config_set(cfg, options[i][0], options[i][1], &err)) return fail(&err);
     pp_trainer *t = NULL;
-    if (pp_trainer_create(&cfg, NULL, &t, &err)) return fail(&err);
+    if (pp_trainer_create(cfg, NULL, &t, &err)) return fail(&err);
     int rank0 = pp_trainer_rank(t) == 0;
 
     pp_trainer_stats st;
@@ -107,6 +118,7 @@ int main(int argc, char **argv)
                eval_before, st.loss, next_before, same ? "identical" : "DIFFERENT");
     }
     pp_trainer_destroy(t);
+    pp_trainer_config_destroy(cfg);
     pp_graph_destroy(g);
     pp_comm_mpi_finalize();
     return falls && same ? 0 : 1;

@@ -14,11 +14,11 @@ int main(int argc, char **argv)
     gc.layers = 1, gc.d_model = 32, gc.heads = 2, gc.seq = 16, gc.batch = 4, gc.with_loss = 1;
     pp_graph *g = nullptr;
     if (pp_example_gpt(&gc, &g, &err) != PP_OK) return 1;
-    pp_trainer_config cfg = pp_trainer_config_default();
-    cfg.graph = g;
-    cfg.batch = 4;
+    pp_trainer_config *cfg = pp_trainer_config_default();
+    pp_trainer_config_set_graph(cfg, g);
+    if (pp_trainer_config_set(cfg, "--batch", "4", &err) != PP_OK) return 1;
     pp_trainer *t = nullptr;
-    if (pp_trainer_create(&cfg, nullptr, &t, &err) != PP_OK) return 1;
+    if (pp_trainer_create(cfg, nullptr, &t, &err) != PP_OK) return 1;
     // a captureless lambda is a pp_trainer_feed_fn
     auto feed = [](void *user, const pp_trainer_feed *f, pp_error *) -> pp_status {
         auto *tokens = static_cast<std::vector<int64_t> *>(user);
@@ -37,6 +37,7 @@ int main(int argc, char **argv)
     pp_trainer_export(t, "trained.onnx", &err);
     std::printf("loss %g, eval %g at step %lld\n", st.loss, ev.loss, (long long)pp_trainer_steps_done(t));
     pp_trainer_destroy(t);
+    pp_trainer_config_destroy(cfg);
     pp_graph_destroy(g);
     return 0;
 }

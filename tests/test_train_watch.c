@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include <onnxpipe/trainer.h>
 #include <onnxpipe/graph_ir.h>
 
-#include "train_internal.h"
+#include "trainer_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

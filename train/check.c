@@ -1,58 +1,13 @@
 /* Checks at start: every way the dataset can fail to fit the model is found before step 1
  * on every rank (each rank holds the whole graph and opens the whole dataset, reading no
  * sample: the labels' range is checked as they are read), with a message that says what
- * to change; what counts as a token for tokens/s; and the symbolic dims the data binds (a
- * sequence length the arrays already say). */
-#include "train_internal.h"
+ * to change; and the symbolic dims the data binds (a sequence length the arrays already
+ * say). The job's (what counts as a token is model_io.c's). */
+#include "job_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <onnxpipe/graph_ir.h>
-
-static int is_int(pp_dtype t) { return t == PP_DTYPE_I64 || t == PP_DTYPE_I32; }
-
-/* The model's own SoftmaxCrossEntropyLoss node, or -1. */
-static int loss_node(const pp_graph *g)
-{
-    for (int i = g->nnodes - 1; i >= 0; i--)
-        if (g->nodes[i].op == PP_OP_SOFTMAX_CROSS_ENTROPY_LOSS) return i;
-    return -1;
-}
-
-/* Logits, classes and labels: from --logits/--labels, else from the loss node. */
-void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io)
-{
-    *io = (train_io){.logits = -1, .ignore_index = INT64_MIN};
-    int n = loss_node(g);
-    if (n >= 0 && g->nodes[n].ninputs >= 2) {
-        const pp_node *nd = &g->nodes[n];
-        io->logits = nd->inputs[0];
-        io->class_axis = 1;
-        int y = nd->inputs[1];
-        if (y >= 0 && g->values[y].kind == PP_VALUE_INPUT) io->labels = g->values[y].name;
-        const pp_attr *ig = pp_attr_find(nd->attrs, nd->nattrs, "ignore_index");
-        if (ig && ig->type == PP_ATTR_INT) io->ignore_index = ig->i;
-    } else if (loss->logits && loss->labels) {
-        io->logits = pp_graph_find_value(g, loss->logits);
-        io->labels = loss->labels;
-        io->ignore_index = loss->ignore_index;
-        if (io->logits >= 0) io->class_axis = g->values[io->logits].shape.rank - 1;
-    }
-    if (io->logits >= 0 && io->class_axis >= 0 && io->class_axis < g->values[io->logits].shape.rank)
-        io->classes = g->values[io->logits].shape.dims[io->class_axis];
-    else
-        io->logits = -1;
-    /* tokens: an integer input of [batch, seq], whatever it is called (not the labels) */
-    for (int i = 0; i < g->ninputs; i++) {
-        const pp_value *v = &g->values[g->inputs[i]];
-        int is_labels = io->labels && !strcmp(v->name, io->labels);
-        if (is_int(v->dtype) && v->shape.rank == 2 && v->nconsumers > 0 && !is_labels) {
-            io->tokens_per_sample = v->shape.dims[1];
-            io->token_input = v->name;
-            break;
-        }
-    }
-}
 
 static const char *per_sample(pp_dtype t, const pp_shape *s, int skip, char *buf, size_t len)
 {
@@ -70,8 +25,8 @@ static pp_status check_input(const pp_value *v, const pp_dataset *d, const char 
     char want[128], have[128], names[512] = "";
     const pp_dataset_array *a = pp_dataset_find(d, v->name);
     if (!a) {
-        for (int i = 0; i < d->narrays; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "", d->arrays[i].name);
+        for (int i = 0; i < pp_dataset_num_arrays(d); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "", pp_dataset_array_at(d, i)->name);
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s '%s' has no array '%s' for the model's input '%s' (%s per "
                             "sample); it has %s: add the array, or name the model's input like the data",
                             opt, dir, v->name, v->name, per_sample(v->dtype, &v->shape, 1, want, sizeof want), names);
@@ -139,7 +94,7 @@ static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d,
     if (io->ignore_index == INT64_MIN)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "%s %s: the model's loss ignores no label, so padding and "
                             "document ends would count: export its SoftmaxCrossEntropyLoss with an ignore_index, or "
-                            "give the loss with --loss cross_entropy --logits --labels", opt, ds_docs_flag(d->docs));
+                            "give the loss with --loss cross_entropy --logits --labels", opt, ds_docs_flag(pp_dataset_docs(d)));
     ds_pack_set_ignore(d, io->ignore_index);
     const char *mask2d = NULL, *mask = NULL;
     int positions = 0;
@@ -153,11 +108,11 @@ static pp_status bind_pack(const pp_graph *g, const train_io *io, pp_dataset *d,
         PP_CHECK(ds_pack_add_mask(d, v->name, &ps, v->dtype, err));
         *(ps.rank == 1 ? &mask2d : &mask) = v->name;
     }
-    if (d->docs == PP_DOCS_PACK && !mask && mask2d)
+    if (pp_dataset_docs(d) == PP_DOCS_PACK && !mask && mask2d)
         pp_log(PP_LOG_WARN, "%s --pack: the model's '%s' is a [batch, seq] padding mask, so the documents packed into "
                "one sequence attend to each other: export it with a 4-D mask to keep them apart (docs/exporting.md)",
                opt, mask2d);
-    else if (d->docs == PP_DOCS_PACK && !mask && !positions)
+    else if (pp_dataset_docs(d) == PP_DOCS_PACK && !mask && !positions)
         pp_log(PP_LOG_WARN, "%s --pack: the model takes neither an attention mask nor position_ids, so the documents "
                "packed into one sequence attend to each other and their positions run on", opt);
     return PP_OK;
@@ -167,7 +122,7 @@ pp_status train_check_data(const pp_graph *g, const pp_loss_spec *loss, pp_datas
                            const char *dir, int64_t mb, train_io *io, pp_error *err)
 {
     train_find_io(g, loss, io);
-    if (d->pack) PP_CHECK(bind_pack(g, io, d, opt, err));
+    if (pp_dataset_docs(d) != PP_DOCS_WINDOWS) PP_CHECK(bind_pack(g, io, d, opt, err));
     int labels_declared = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const pp_value *v = &g->values[g->inputs[i]];

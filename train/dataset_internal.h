@@ -1,12 +1,30 @@
 /* Private to train/dataset*.c: how a dataset reads its files (pread through a table of open
  * files: nothing the size of the corpus is mapped or scanned at open), the documents of a
  * token stream or of a Megatron index, the cache files of --pack/--pad, and the check of
- * the labels as they are read. The job sees datasets through train.h and the few ds_
- * calls of train_internal.h. */
+ * the labels as they are read. The job sees datasets through <onnxpipe/dataset.h>. */
 #ifndef PP_DATASET_INTERNAL_H
 #define PP_DATASET_INTERNAL_H
 
-#include "train_internal.h"
+#include <onnxpipe/dataset.h>
+
+/* The layout behind <onnxpipe/dataset.h>'s opaque pp_dataset. */
+typedef struct pp_dataset_pack pp_dataset_pack;
+
+struct pp_dataset {
+    char *dir;                  /* the path it was opened from */
+    int64_t samples;
+    pp_dataset_array *arrays;
+    int narrays;
+    struct pp_dataset_files *files;   /* its open files and maps, the labels' check (train/dataset_internal.h) */
+    const char *format;         /* "onnxpipe", "npy", "tokens", "llm.c", "megatron" */
+    pp_docs docs;               /* how documents became samples */
+    pp_dataset_pack *pack;      /* --pack, --pad: the documents and the samples they were placed in */
+    int64_t documents;          /* packed or padded: documents and their tokens (the rest of samples x seq */
+    int64_t real_tokens;        /* is padding) */
+    int nbuckets;               /* --seq-buckets: 0, or the samples in order of their bucket: bucket b */
+    int64_t *bucket_len;        /* holds bucket_len[b] tokens (padding included) in samples */
+    int64_t *bucket_first;      /* bucket_first[b] .. bucket_first[b + 1] - 1 */
+};
 
 /* A dataset's files (pread), the small ones it maps whole (indexes, cache files), and the
  * array checked as read: its values must be in [0, classes) or ignore (ds_check_labels). */
@@ -27,7 +45,7 @@ struct pp_dataset_files {
     char *logits;               /* the logits the labels index */
 };
 
-/* dataset.c: file opens path (read-only, kept open until d closes); pread fills dst with n
+/* dataset_files.c: file opens path (read-only, kept open until d closes); pread fills dst with n
  * bytes at offset of file or fails naming both (a short read: the file is truncated); tokens
  * reads n integers of type stored there as int64; map maps path whole (unmapped with d). */
 pp_status ds_file_open(pp_dataset *d, const char *path, int *file, int64_t *size, pp_error *err);

@@ -2,7 +2,7 @@
  * beside the data is built once while the other ranks wait (polling, so a build of any
  * length meets no timeout), then the others, which find it (or, without a shared folder,
  * build their own the same way); a failure on any rank is every rank's, with its message. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <stdlib.h>
 #include <time.h>

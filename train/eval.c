@@ -1,7 +1,7 @@
 /* Inference over a dataset with the same stage executor (forward only): what
  * `onnxpipe eval` runs, and how tests compare our forward with onnxruntime. */
 #include <onnxpipe/partition.h>
-#include <onnxpipe/train.h>
+#include <onnxpipe/train_job.h>
 #include <onnxpipe/graph_ir.h>
 
 #include <errno.h>
@@ -29,10 +29,10 @@ pp_status pp_eval_run(const pp_eval_config *cfg, int64_t *samples_done, pp_error
     pp_stage_options so = {.slots = 1, .microbatch = cfg->batch, .global_batch = cfg->batch};
     PP_CHECK_GOTO(pp_stage_create(part, 0, dev, &so, &s, err), st, done);
     PP_CHECK_GOTO(pp_dataset_open(cfg->data, &d, err), st, done);
-    int64_t total = cfg->samples ? cfg->samples : d->samples;
+    int64_t total = cfg->samples ? cfg->samples : pp_dataset_samples(d);
     if (total < cfg->batch) {
         st = pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
-                          cfg->data, (long long)d->samples, (long long)cfg->batch);
+                          cfg->data, (long long)pp_dataset_samples(d), (long long)cfg->batch);
         goto done;
     }
     if (mkdir(cfg->out_dir, 0755) && errno != EEXIST) {

@@ -2,7 +2,7 @@
  * pp_trainer_eval (trainer.c), each replica reading its share of each batch from the
  * eval dataset, unshuffled; the loss is a mean over the labels, as the training loss,
  * with perplexity and accuracy beside it. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,15 +33,15 @@ pp_status train_eval_open(pp_comm *world, const char *dir, const pp_dataset_opti
     int64_t mb = batch / dp / microbatches;
     PP_CHECK_GOTO(train_open_data(world, dir, dopt, &e->data, err), st, fail);
     PP_CHECK_GOTO(train_check_data(g, loss, e->data, "--eval-data", dir, mb, &e->io, err), st, fail);
-    int64_t whole = e->data->samples / batch;
+    int64_t whole = pp_dataset_samples(e->data) / batch;
     if (whole < 1) {
         st = pp_error_set(err, PP_ERR_INVALID_ARG, "--eval-data '%s' holds %lld samples, fewer than one global batch "
-                          "of %lld: give more eval data or a smaller --batch", dir, (long long)e->data->samples,
+                          "of %lld: give more eval data or a smaller --batch", dir, (long long)pp_dataset_samples(e->data),
                           (long long)batch);
         goto fail;
     }
     e->batches = batches > 0 && batches < whole ? batches : whole;
-    pp_sampler_init(&e->smp, e->data->samples, batch, 0, 0);
+    pp_sampler_init(&e->smp, pp_dataset_samples(e->data), batch, 0, 0);
     *out = e;
     return PP_OK;
 fail:

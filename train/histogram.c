@@ -1,7 +1,7 @@
 /* Weight and gradient histograms for TensorBoard (--log-histograms N): the ranks of
  * replica 0 summarise each parameter they own (min, max, sums, 30 equal buckets), rank 0
  * gathers the summaries and writes weights/<name> and grads/<name>. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

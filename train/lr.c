@@ -1,5 +1,5 @@
 /* Learning-rate schedules: constant, linear warmup then linear / cosine / polynomial decay. */
-#include <onnxpipe/train.h>
+#include <onnxpipe/trainer_lib.h>
 
 #include <math.h>
 #include <string.h>

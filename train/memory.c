@@ -2,7 +2,7 @@
  * by category, everything allocated through the device since it was opened) next to the
  * estimate `onnxpipe partition` / `schedule --model` print for the same job
  * (pp_driver_estimate), and the process's peak resident set. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <stdlib.h>
 #include <onnxpipe/core_util.h>

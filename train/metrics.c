@@ -1,7 +1,7 @@
 /* What rank 0 logs per step: TensorBoard scalars (--logdir) and a JSON line (--metrics)
  * with the same values; every --log-every steps the ranks' own figures (wait, memory) are
  * gathered so the measured bubble and per-rank series can be written too. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * twice the longest step so far (with its evaluation, logs and
  * save) plus 10 s; a rank that has not reached the agreement by
  * then exits as the signal would have ended it (status 128 + the signal). */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <signal.h>
 #include <stdlib.h>

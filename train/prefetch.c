@@ -1,8 +1,9 @@
 /* Reading ahead for the training job: while step k runs, a thread reads what this rank's
  * stages will be fed in step k+1 (and the global batch of labels the loss weighs) into a
  * ring of two steps' host buffers, so a feed is a copy. The bytes are pp_sampler_read's,
- * so a run is the same with or without it (PP_PREFETCH=0 reads at each feed instead). */
-#include "train_internal.h"
+ * so a run is the same with or without it (PP_PREFETCH=0 reads at each feed instead); and
+ * the job's feed, which copies from it or reads the sampler's samples now. */
+#include "job_internal.h"
 #include <onnxpipe/env.h>
 
 #include <pthread.h>
@@ -123,7 +124,7 @@ pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_dri
         for (int k = 0; k < 2; k++)
             if (!(p->arrays[i].buf[k] = malloc((size_t)p->arrays[i].count * p->arrays[i].a->sample_bytes)))
                 st = pp_error_set(err, PP_ERR_NOMEM, "out of memory for reading '%s' of dataset '%s' ahead",
-                                  p->arrays[i].a->name, d->dir);
+                                  p->arrays[i].a->name, pp_dataset_path(d));
     if (st != PP_OK || p->narrays == 0) {   /* a rank no stage of which reads the data */
         train_prefetch_close(p);
         return st;
@@ -136,7 +137,7 @@ pp_status train_prefetch_open(const pp_dataset *d, const pp_sampler *smp, pp_dri
         pthread_cond_destroy(&p->cv);
         train_prefetch_close(p);
         return pp_error_set(err, PP_ERR_IO, "cannot start the thread that reads dataset '%s' ahead (%s); "
-                            "set PP_PREFETCH=0 to read at each microbatch", d->dir, strerror(rc));
+                            "set PP_PREFETCH=0 to read at each microbatch", pp_dataset_path(d), strerror(rc));
     }
     p->running = 1;
     *out = p;
@@ -204,4 +205,22 @@ void train_prefetch_close(train_prefetch *p)
     for (int i = 0; i < p->narrays; i++) free(p->arrays[i].buf[0]), free(p->arrays[i].buf[1]);
     free(p->arrays);
     free(p);
+}
+
+pp_status train_feed_dataset(const pp_dataset *d, const pp_sampler *smp, train_prefetch *pf, int64_t step,
+                             const pp_trainer_feed *f, pp_error *err)
+{
+    for (int i = 0; i < f->ninputs; i++) {
+        const pp_trainer_input *p = &f->inputs[i];
+        const pp_dataset_array *a = pp_dataset_find(d, p->name);
+        size_t bytes = a ? pp_dataset_sample_bytes(a, pp_sampler_len(smp, d, step)) : 0;   /* the step's length */
+        if (!a || bytes * (size_t)f->samples != p->nbytes)   /* train_check_data said why before step 1 */
+            return pp_error_set(err, PP_ERR_SHAPE, "dataset '%s' has no array '%s' of %zu bytes per sample",
+                                pp_dataset_path(d), p->name, p->nbytes / (size_t)(f->samples > 0 ? f->samples : 1));
+        const void *ahead = NULL;
+        if (pf) PP_CHECK(train_prefetch_get(pf, step, a, f->offset, f->samples, &ahead, err));
+        if (ahead) memcpy(p->data, ahead, p->nbytes);
+        else PP_CHECK(pp_sampler_read(smp, d, a, step, f->offset, f->samples, p->data, err));
+    }
+    return PP_OK;
 }

@@ -8,7 +8,7 @@
  * whole pipeline). The input row holds the feeds' time (waiting for the data read ahead,
  * copying it) and the reader thread's reads, which overlap the steps. Other steps pay one
  * NULL test per op. */
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

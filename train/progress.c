@@ -1,7 +1,7 @@
 /* The arithmetic of the progress line: when evaluations fall, and the ETA, which covers
  * the evaluations still to come (at their measured cost, or a guess of a third of a
  * training step per eval batch before the first has run: forward only). */
-#include "train_internal.h"
+#include "job_internal.h"
 
 int train_eval_due(int64_t step, int64_t steps, int64_t every)
 {

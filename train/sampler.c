@@ -2,7 +2,7 @@
  * batches (the samples past the last whole batch wait for the next epoch), optionally in
  * a seeded permutation per epoch that is a pure function of (seed, epoch, index), so
  * every layout and a resumed job read the same global order and no rank stores one. */
-#include <onnxpipe/train.h>
+#include "dataset_internal.h"
 
 static uint64_t mix64(uint64_t x)   /* splitmix64's finaliser */
 {

@@ -2,7 +2,7 @@
  * the stage's memory profile, stage/memprofile.c) and predicted stage costs for the
  * simulator. */
 #include <onnxpipe/plan.h>
-#include <onnxpipe/train.h>
+#include <onnxpipe/trainer_lib.h>
 #include <onnxpipe/stage_lib.h>
 
 #include <string.h>
@@ -36,4 +36,12 @@ pp_status pp_train_partition(const pp_trainer_config *c, const pp_graph *g, int 
     pp_status st = pp_partition_create(g, nstages, &o, out, err);
     pp_memory_profile_destroy(prof);
     return st;
+}
+
+pp_stage_options pp_train_stage_options(const pp_trainer_config *c)
+{
+    int64_t per = (int64_t)(c->dp > 0 ? c->dp : 1) * (c->microbatches > 0 ? c->microbatches : 1);
+    return (pp_stage_options){.slots = 1, .microbatch = c->batch / per, .global_batch = c->batch, .optim = c->optim,
+                              .loss = c->loss, .seed = c->seed, .training = 1, .precision = c->precision,
+                              .recompute = c->recompute, .fused_attention = c->fused_attention};
 }

@@ -3,7 +3,7 @@
  * of STRAGGLER_WINDOW steps, a rank whose median exceeds F x the median of its pipeline
  * peers' medians (the other stages of its replica; at pp=1 the other replicas) is named. Also the
  * fault injection that tests it (PP_DEBUG_SLOW_RANK). */
-#include "train_internal.h"
+#include "job_internal.h"
 #include <onnxpipe/env.h>
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * TensorBoard's field numbers, protoc-c) in TFRecord framing: length (uint64 LE), masked
  * CRC32C of the length, data, masked CRC32C of the data. */
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/train.h>
+#include "tensorboard.h"
 
 #include "tensorboard.pb-c.h"
 

@@ -7,7 +7,7 @@
 #include <onnxpipe/trainer.h>
 
 #include <onnxpipe/env.h>
-#include "train_internal.h"
+#include "job_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ typedef struct run {
 static int64_t step_tokens(const run *r, int64_t step)
 {
     int64_t n = 0;
-    if (!r->data->pack || !r->io.tokens_per_sample)
+    if (pp_dataset_docs(r->data) == PP_DOCS_WINDOWS || !r->io.tokens_per_sample)
         return r->cfg->trainer.batch * (r->io.tokens_per_sample ? r->io.tokens_per_sample : 1);
     for (int64_t k = 0; k < r->cfg->trainer.batch; k++) n += ds_pack_tokens(r->data, pp_sampler_sample(&r->smp, step, k));
     return n;
@@ -183,11 +183,13 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     PP_CHECK(pp_comm_mpi_world(&r->world, err));
     pp_dataset_options dopt = pp_train_dataset_options(c);
     PP_CHECK(train_open_data(r->world, c->data, &dopt, &r->data, err));
-    if (r->data->samples < job->batch)
+    if (pp_dataset_samples(r->data) < job->batch)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s' holds %lld samples, fewer than one batch of %lld",
-                            c->data, (long long)r->data->samples, (long long)job->batch);
-    pp_sampler_init(&r->smp, r->data->samples, job->batch, c->shuffle, job->seed);
-    if (r->data->nbuckets) pp_sampler_set_buckets(&r->smp, r->data->nbuckets, r->data->bucket_first);
+                            c->data, (long long)pp_dataset_samples(r->data), (long long)job->batch);
+    pp_sampler_init(&r->smp, pp_dataset_samples(r->data), job->batch, c->shuffle, job->seed);
+    const int64_t *bucket_first;
+    int nbuckets = pp_dataset_buckets(r->data, &bucket_first);
+    if (nbuckets) pp_sampler_set_buckets(&r->smp, nbuckets, bucket_first);
     if (r->smp.steps_per_epoch == 0)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "dataset '%s': no sequence bucket holds a batch of %lld samples; "
                             "use fewer buckets or a smaller --batch", c->data, (long long)job->batch);
@@ -202,7 +204,7 @@ static pp_status setup(run *r, const pp_train_config *cfg, pp_error *err)
     PP_CHECK(trainer_agree(t, job_hash(c), err));
     PP_CHECK(train_check_data(t->g, &job->loss, r->data, "--data", c->data, t->mb, &r->io, err));
     char packed[256];
-    if (r->data->pack && pp_comm_rank(t->world) == 0 && !job->quiet)
+    if (pp_dataset_docs(r->data) != PP_DOCS_WINDOWS && pp_comm_rank(t->world) == 0 && !job->quiet)
         printf("data: %s\n", pp_dataset_pack_summary(r->data, packed, sizeof packed));
     /* a resumed run goes on where its checkpoint stopped in the sample stream, whatever
      * batch that run had (and with --shuffle in the same permutation) */

@@ -7,7 +7,7 @@
 #include <onnxpipe/ckpt.h>
 #include <onnxpipe/comm.h>
 #include <onnxpipe/driver_lib.h>
-#include <onnxpipe/train.h>
+#include <onnxpipe/trainer_lib.h>
 
 typedef struct train_ckpt {
     const pp_trainer_config *cfg;

@@ -10,7 +10,7 @@
 #include <onnxpipe/graph_ir.h>
 #include <onnxpipe/kernels.h>
 
-#include "train_internal.h"
+#include "trainer_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -350,23 +350,6 @@ static pp_status begin(pp_trainer *t, const pp_trainer_config *cfg, const pp_gra
     PP_CHECK(place(t, err));
     PP_CHECK(open_device(t, err));
     return pp_grid_create(t->link, c->pp, c->dp, t->place->order, &t->grid, err);
-}
-
-pp_stage_options pp_train_stage_options(const pp_trainer_config *c)
-{
-    int64_t per = (int64_t)(c->dp > 0 ? c->dp : 1) * (c->microbatches > 0 ? c->microbatches : 1);
-    return (pp_stage_options){.slots = 1, .microbatch = c->batch / per, .global_batch = c->batch, .optim = c->optim,
-                              .loss = c->loss, .seed = c->seed, .training = 1, .precision = c->precision,
-                              .recompute = c->recompute, .fused_attention = c->fused_attention};
-}
-
-pp_dataset_options pp_train_dataset_options(const pp_train_config *c)
-{
-    pp_dataset_options o = c->dataset;
-    o.labels = c->trainer.loss.labels;
-    o.ignore_index = c->trainer.loss.ignore_index;
-    o.buckets = c->trainer.buckets, o.nbuckets = c->trainer.nbuckets;
-    return o;
 }
 
 /* The driver and this rank's stages, then checkpoints (resume when c.resume). */

@@ -19,7 +19,6 @@
 #include <onnxpipe/driver.h>      /* the driver handle: a rank's stages */
 #include <onnxpipe/plan.h>        /* the layout planner: calibration, costs, search */
 #include <onnxpipe/ckpt.h>        /* sharded checkpoints: save, resume on any layout, verify, export */
-#include <onnxpipe/train.h>       /* datasets, LR schedules, the training job, export */
-#include <onnxpipe/trainer.h>     /* the high-level trainer: create, step, eval, save, load, export */
+#include <onnxpipe/trainer.h>     /* the trainer: options, create, step, eval, save, load, export */
 
 #endif

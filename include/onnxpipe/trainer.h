@@ -1,8 +1,10 @@
-/* The high-level trainer: one object that loads a model, partitions it, places the
- * ranks, builds this rank's stages under the driver and runs steps, evaluations,
- * checkpoints and export, fed by the caller's data. `onnxpipe train` is one of its users
- * (pp_train_run, train.h); the layers under it (stage.h, driver.h, schedule.h) stay
- * public for trainers that need more.
+/* The library trainer: one object that loads a model, partitions it, places the ranks,
+ * builds this rank's stages under the driver and runs steps, evaluations, checkpoints and
+ * export, fed by the caller's data. What a custom trainer links: a config (opaque, with a
+ * default and setters), create, step, eval, save/load, export, destroy. `onnxpipe train`
+ * is one of its users: the job around it (datasets, sampler, read-ahead, TensorBoard,
+ * metrics, profiles, stragglers, preemption) is the CLI's and not public. The layers under
+ * it (stage.h, driver.h, schedule.h) stay public for trainers that need more.
  *
  * Threads: a trainer is used by one thread at a time; the feed callback runs on that
  * thread, inside the call that was given it. Collective calls are made by every rank of
@@ -25,90 +27,53 @@ extern "C" {
 
 typedef struct pp_trainer pp_trainer;
 
-/* ---- learning-rate schedules ------------------------------------------------ */
-typedef enum { PP_LR_CONSTANT = 0, PP_LR_LINEAR, PP_LR_COSINE, PP_LR_POLY } pp_lr_kind;
-typedef struct pp_lr_schedule {
-    pp_lr_kind kind;
-    float lr;               /* peak */
-    float min_lr;           /* reached at the last step (linear, cosine, poly) */
-    int64_t warmup;         /* linear warmup steps from 0 */
-    int64_t steps;          /* total steps */
-    float power;            /* poly */
-} pp_lr_schedule;
-/* LR of step (1-based); parsing and naming kinds ("constant", "linear", "cosine", "poly": static
- * strings). Local. Thread-safe. */
-PP_API float pp_lr_at(const pp_lr_schedule *s, int64_t step);
-PP_API int pp_lr_parse(const char *name, pp_lr_kind *out);
-PP_API const char *pp_lr_kind_name(pp_lr_kind k);
+/* ---- options ---------------------------------------------------------------
+ * An opaque config with a _default() and setters (so that options can be added without
+ * changing the ABI): every option is one of `onnxpipe train --help`'s, set by its long name
+ * and its value as the command line reads it, through the same table (train/options.c):
+ * the same parser, bounds, defaults and error messages, e.g.
+ *     pp_trainer_config_set(c, "--microbatches", "4", &err);
+ *     pp_trainer_config_set(c, "lr-schedule", "cosine", &err);
+ * The trainer's options are the layout (--model, --pp, --dp, --batch, --microbatches, --dim,
+ * --schedule, --chunks, --bucket-kb), the split (--balance, --cut, ...), the stage
+ * (--device, --optimizer, --precision, --recompute, --loss/--logits/--labels, --trainable,
+ * --frozen, ...), training (--steps, --lr, --lr-schedule, --warmup, --min-lr, --beta1, ...,
+ * --clip-norm, --seed), mixed precision, checkpoints (--save, --save-every, --keep,
+ * --save-sync, --resume, --lock-wait), --eval-batches and --quiet. The job's own options
+ * (--data, --epochs, --logdir, --metrics, --profile, ...) are `onnxpipe train`'s, not the
+ * trainer's: a custom trainer feeds its own data and logs what it likes. A graph built in
+ * memory and sequence buckets have setters of their own. */
+typedef struct pp_trainer_config pp_trainer_config;
 
+/* A new config holding `onnxpipe train`'s defaults: pp 1, dp 1, device auto, 1f1b, batch 8,
+ * 1 microbatch, 10 steps, AdamW (0.9, 0.999, 1e-8) at a constant lr 1e-3, ignore_index -100,
+ * seed 0, a balance tolerance of 0.02; no model. NULL when out of memory. The caller frees it
+ * with pp_trainer_config_destroy, after the trainers created from it. Local. Thread-safe. */
+PP_API pp_trainer_config *pp_trainer_config_default(void);
+/* Frees c and what its setters copied. Accepts NULL. Local. */
+PP_API void pp_trainer_config_destroy(pp_trainer_config *c);
+/* Sets the option named `option` ("--steps" or "steps") to value, as on the command line: a
+ * number within the option's bounds, a kind by name ("cosine"), a list "A,B,.."; a list
+ * option given again (--dim NAME=V, --cut) adds to it; a flag (--quiet, --save-sync,
+ * --skip-nonfinite, --nesterov) takes "1" or "0". c keeps a copy of value. Fails naming the
+ * option and the value it expects; an option that is not the trainer's is an error that says
+ * so. Local. */
+PP_API pp_status pp_trainer_config_set(pp_trainer_config *c, const char *option, const char *value, pp_error *err);
+/* Trains g, a graph built in memory (pp_example_gpt), instead of a --model file; its batch
+ * dim is fixed to the microbatch: batch / (dp x microbatches). Borrowed until the trainers
+ * created from c are destroyed. Local. */
+PP_API void pp_trainer_config_set_graph(pp_trainer_config *c, const pp_graph *g);
+/* Sequence buckets: a step (or eval) runs at one of these n lengths (ascending, >= 1; copied)
+ * of the model file's symbolic dim `dim` (NULL: "seq"; not also bound by --dim), chosen by
+ * pp_trainer_set_bucket; different steps may run at different ones. The model is loaded once
+ * per length and split once, at the largest (the plan printed at create is that one's): each
+ * rank's stages at every length share one copy of the parameters, gradients, optimizer state
+ * and activation memory (sized by the largest). Messages between stages carry their bucket;
+ * the schedule is the same. Checkpoints do not depend on the buckets. n 0: one shape, dims as
+ * given. Local. */
+PP_API pp_status pp_trainer_config_set_buckets(pp_trainer_config *c, const char *dim, const int64_t *lengths, int n,
+                                               pp_error *err);
 
-/* Strings and graph are borrowed until pp_trainer_destroy (export reloads the model file). */
-typedef struct pp_trainer_config {
-    const char *model;              /* ONNX file, its batch dim bound to the microbatch; or NULL and: */
-    const pp_graph *graph;          /* a graph built in memory (pp_example_gpt), its batch dim fixed
-                                       to the microbatch: batch / (dp x microbatches) */
-    int pp, dp;                     /* pp x dp ranks in the communicator */
-    const char *device;             /* "auto" (NULL: a GPU when every rank has one), "cpu", "cuda" */
-    pp_schedule_kind schedule;      /* default 1f1b */
-    int chunks;                     /* virtual stages per rank; 0: pp_schedule_default_chunks */
-    int64_t batch;                  /* global batch: samples per optimizer step */
-    int64_t microbatches;           /* per replica and step */
-    int64_t steps;                  /* the run's length: the LR schedule runs over it (lr.steps is
-                                       set to it); more steps may be made, at the last LR */
-    pp_dim_binding *dims;           /* symbolic dims of the model file's inputs (read by create) */
-    int ndims;
-    /* Sequence buckets: a step (or eval) runs at one of these lengths of the model file's
-     * symbolic dim bucket_dim, chosen by pp_trainer_set_bucket; different steps may run at
-     * different ones. The model is loaded once per length and split once, at the largest
-     * (the plan printed at create is that one's): each rank's stages at every length share
-     * one copy of the parameters, gradients, optimizer state and activation memory (sized
-     * by the largest). Messages between stages carry their bucket; the schedule is the same.
-     * Checkpoints do not depend on the buckets. NULL / 0: one shape, dims as given. */
-    const int64_t *buckets;         /* ascending lengths >= 1 (read by create) */
-    int nbuckets;
-    const char *bucket_dim;         /* NULL: "seq"; not also among dims */
-    pp_param_rules params;          /* what is trained besides graph/params.c's rules (--trainable,
-                                       --frozen, --untie, --tie); the model file's load and export */
-    pp_optim_hparams optim;
-    pp_lr_schedule lr;
-    float clip_norm;                /* 0: no clipping */
-    int64_t bucket_bytes;           /* data-parallel all-reduce bucket; 0: 4 MiB */
-    int skip_nonfinite;             /* skip a step whose gradients hold NaN/Inf instead of failing */
-    pp_dtype precision;             /* PP_DTYPE_BF16 / F16: mixed precision (pp_stage_options); 0: fp32 */
-    pp_dtype reduce_dtype;          /* the data-parallel gradient all-reduce's dtype: 0 / F32
-                                       or BF16 (--reduce-dtype) */
-    float loss_scale;               /* fp16: > 0 a fixed loss scale; 0: dynamic, from 65536 */
-    int64_t loss_scale_window;      /* fp16 dynamic: clean steps before the scale doubles; 0: 2000 */
-    pp_recompute recompute;         /* activation recomputation (partition.h): what the stash keeps;
-                                       losses and weights are bitwise the same; default none */
-    pp_fused_attention fused_attention; /* attention as one Attention op (pp_stage_options); 0: AUTO */
-    pp_partition_options partition; /* how the model is split (pp_train_partition): balance, tolerance,
-                                       order, time model, manual cuts; zeros: by parameters, the
-                                       orders searched, no tolerance (the default config's is 0.02) */
-    pp_loss_spec loss;              /* when the model does not end in SoftmaxCrossEntropyLoss */
-    uint64_t seed;                  /* Dropout draws */
-    int64_t eval_batches;           /* global batches per pp_trainer_eval; 0: 1 (pp_train_run: 0 is
-                                       the whole eval dataset) */
-    int quiet;                      /* 0: rank 0 prints the plan at create and a line per checkpoint */
-    /* checkpoints (ckpt.h), besides pp_trainer_save: */
-    const char *save_dir;           /* pp_trainer_step saves to save_dir/step-<N> after every
-                                       save_every-th step and after step `steps` (NULL: never) */
-    int64_t save_every;             /* 0: only after step `steps` */
-    int keep;                       /* keep the newest K checkpoints in save_dir; 0: all */
-    int save_sync;                  /* 1: a save is written before pp_trainer_step returns; 0: a thread
-                                       writes it while training goes on (the next update waits for
-                                       its copy of the parameters; pp_trainer_destroy for the write) */
-    double lock_wait_s;             /* save_dir held by another live job (ckpt.h's lock): wait up to
-                                       this long for it to end, then fail naming it; default 60 */
-    const char *resume;             /* at create: "auto": the newest checkpoint in save_dir that verifies
-                                       (none: start from scratch); a path: that checkpoint; NULL: none.
-                                       pp_trainer_steps_done says where it goes on */
-} pp_trainer_config;
-
-/* The defaults `onnxpipe train` has (its option table, train/options.c): pp 1, dp 1, device
- * auto, 1f1b, batch 8, 1 microbatch, 10 steps, AdamW (0.9, 0.999, 1e-8) at a constant lr
- * 1e-3, ignore_index -100, seed 0, a balance tolerance of 0.02; no model. Local. Thread-safe. */
-PP_API pp_trainer_config pp_trainer_config_default(void);
 
 /* One graph input this rank needs for a microbatch: fill data with nbytes of it, laid
  * out as dtype and shape (the microbatch's, batch dim first). data is host memory (the
@@ -146,7 +111,7 @@ typedef pp_status (*pp_trainer_feed_fn)(void *user, const pp_trainer_feed *f, pp
  * ranks, opens the device and builds this rank's stages. world: the communicator of the
  * pp x dp ranks, borrowed (NULL: MPI_COMM_WORLD, initialising MPI when needed, or one
  * rank without mpirun). Collective over world (the job's ranks when NULL). *out: the caller's,
- * freed by pp_trainer_destroy; world and cfg's strings and graph must outlive it. */
+ * freed by pp_trainer_destroy; world, cfg and its graph must outlive it. */
 PP_API pp_status pp_trainer_create(const pp_trainer_config *cfg, pp_comm *world, pp_trainer **out, pp_error *err);
 /* Collective over the trainer's communicator (it frees communicators). Accepts NULL. After
  * a failed collective call on a job of several ranks, end the job instead
@@ -158,7 +123,7 @@ typedef struct pp_trainer_stats {
     float lr;                       /* its learning rate */
     double loss;                    /* mean over the global batch, the same on every rank */
     double grad_norm;               /* global, before clipping */
-    int skipped;                    /* NaN/Inf gradients skipped the update (skip_nonfinite, or an
+    int skipped;                    /* NaN/Inf gradients skipped the update (--skip-nonfinite, or an
                                        fp16 overflow under loss scaling) */
     double loss_scale;              /* the fp16 loss scale the step used; 0: none */
     double seconds;                 /* this rank's wall time of the step */
@@ -166,8 +131,8 @@ typedef struct pp_trainer_stats {
 } pp_trainer_stats;
 
 /* One optimizer step over a global batch of batch samples fed by feed(user, ...), then
- * the save to save_dir when one is due. A loss that is NaN or Inf is an error unless
- * skip_nonfinite. Collective over the trainer's communicator. */
+ * the save to --save's directory when one is due. A loss that is NaN or Inf is an error
+ * unless --skip-nonfinite. Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_step(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_stats *stats,
                                  pp_error *err);
 
@@ -185,8 +150,8 @@ typedef struct pp_trainer_eval_stats {
     int has_perplexity, has_accuracy;
 } pp_trainer_eval_stats;
 
-/* Forward only (Dropout off, BatchNorm on its running statistics) of eval_batches global
- * batches fed by feed (f->training 0); no parameter changes. The loss and accuracy read
+/* Forward only (Dropout off, BatchNorm on its running statistics) of --eval-batches global
+ * batches (default 1) fed by feed (f->training 0); no parameter changes. The loss and accuracy read
  * the labels the feed gives the last stage. Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *user, pp_trainer_eval_stats *stats,
                                  pp_error *err);
@@ -195,7 +160,7 @@ PP_API pp_status pp_trainer_eval(pp_trainer *t, pp_trainer_feed_fn feed, void *u
  * made) and points dir/latest at it; returns once it is committed. Collective over the
  * trainer's communicator. */
 PP_API pp_status pp_trainer_save(pp_trainer *t, const char *dir, pp_error *err);
-/* Waits for the save in flight (save_sync 0: a thread writes it); on rank 0 until its
+/* Waits for the save in flight (without --save-sync a thread writes it); on rank 0 until its
  * checkpoint is committed. Returns that write's error, if it had one (pp_trainer_destroy
  * waits too, but drops it). Collective over the trainer's communicator. */
 PP_API pp_status pp_trainer_wait_saves(pp_trainer *t, pp_error *err);
@@ -206,7 +171,7 @@ PP_API pp_status pp_trainer_load(pp_trainer *t, const char *path, pp_error *err)
  * communicator. */
 PP_API pp_status pp_trainer_export(pp_trainer *t, const char *path, pp_error *err);
 
-/* The bucket (index into cfg.buckets) the following steps and evals run at; create leaves
+/* The bucket (index into pp_trainer_config_set_buckets's lengths) the following steps and evals run at; create leaves
  * the largest. Every rank of the trainer sets the same one before a step or eval (a message
  * from a rank at another bucket is an error naming both ranks). pp_trainer_graph and the
  * driver's stages are then that bucket's. Between steps only. Local. */

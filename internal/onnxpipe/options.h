@@ -85,6 +85,29 @@ static inline void pp_option_set_real(const pp_option *r, void *p, double v)
     if (r->size == sizeof(double)) *(double *)p = v;
     else *(float *)p = (float)v;
 }
+/* An option parser's failure: err gets fmt with v (the whole message, naming the option); 0. */
+static inline int pp_option_bad(pp_error *err, const char *fmt, const char *v)
+{
+    pp_error_set(err, PP_ERR_INVALID_ARG, fmt, v);
+    return 0;
+}
+/* Strict number parsing for option values (opt names the option in the message): the whole
+ * string a number in [lo, hi]; "A,B,C": at most max integers in [lo, hi] into out, their
+ * count in *n (>= 1). Local. Thread-safe. */
+pp_status pp_option_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out,
+                              pp_error *err);
+pp_status pp_option_parse_real(const char *opt, const char *s, double lo, double hi, double *out, pp_error *err);
+pp_status pp_option_parse_ints(const char *opt, const char *s, long long lo, long long hi, int max, int64_t *out,
+                               int *n, pp_error *err);
+/* Stores v (NULL for a flag given bare; "1" or "0" set or clear it) into row r's field of the
+ * config at base (pp_option_find's *base_out), as the command line gives it: a string is
+ * borrowed, a list entry (--dim, --cut, ...) appended to the list, which pp_options_free
+ * frees. A failing ENUM or CUSTOM parser may leave err's message empty when it reported
+ * the error itself. Local. */
+pp_status pp_option_store(const pp_option *r, const char *v, void *base, pp_error *err);
+/* Frees the lists pp_option_store appended to in the config at base (and its sub-tables'). */
+void pp_options_free(const pp_option *table, void *base);
+
 /* The row named name in table (its sub-tables searched, *base_out advanced to the
  * sub-table's config), or NULL. */
 const pp_option *pp_option_find(const pp_option *table, const char *name, void *base, void **base_out);

@@ -1,96 +1,17 @@
-/* Private to train/: the trainer object (trainer.c) that pp_train_run drives, what the
- * job learns about its model and data at start (check.c), the forward-only evaluation
- * (eval_loop.c), TensorBoard events and metrics lines (tensorboard.c, metrics.c) and the
- * profiler of chosen steps (profile.c). */
-#ifndef PP_TRAIN_INTERNAL_H
-#define PP_TRAIN_INTERNAL_H
+/* Private to train/: the training job `onnxpipe train` runs around the library trainer
+ * (train.c: pp_train_run): what it checks of its model and data at start (check.c), its data
+ * opened on every rank (dataset_job.c), read ahead (prefetch.c), the forward-only evaluation
+ * (eval_loop.c), TensorBoard events and metrics lines (metrics.c, histogram.c), stragglers,
+ * preemption, progress and the profiler of chosen steps. It drives the trainer
+ * (trainer_internal.h); nothing under it includes this. */
+#ifndef PP_JOB_INTERNAL_H
+#define PP_JOB_INTERNAL_H
 
-#include <onnxpipe/comm.h>
-#include <onnxpipe/driver_lib.h>
-#include <onnxpipe/placement.h>
-#include <onnxpipe/train.h>
-#include <onnxpipe/trainer.h>
+#include <onnxpipe/train_job.h>
 
-#include "train_ckpt.h"
+#include "tensorboard.h"
+#include "trainer_internal.h"
 
-/* What the model reads and predicts, found once before step 1. */
-typedef struct train_io {
-    int64_t tokens_per_sample;  /* seq of an integer [batch, seq] input; 0: not a token model */
-    const char *token_input;    /* that input's name */
-    int logits;                 /* value id of the logits, or -1 */
-    int class_axis;             /* 1 under SoftmaxCrossEntropyLoss ([N, C, d...]), last for --logits */
-    int64_t classes;
-    const char *labels;         /* the labels array, or NULL */
-    int64_t ignore_index;       /* INT64_MIN: none */
-} train_io;
-/* check.c: io found from the graph and the loss options alone (no dataset). */
-void train_find_io(const pp_graph *g, const pp_loss_spec *loss, train_io *io);
-
-/* The host buffers feeds fill (feed.c: train_feed_inputs), kept from call to call. */
-typedef struct train_feed_buf {
-    pp_trainer_input *in;
-    int *port;
-    int cap;
-    void *host;
-    size_t bytes;
-} train_feed_buf;
-
-/* trainer.c: the job's state on this rank; pp_train_run (train.c) is one of its users. */
-struct pp_trainer {
-    pp_trainer_config c;        /* the options, defaults applied: c.steps and c.lr.steps are the run's length */
-    pp_comm *world;             /* MPI: host-memory collectives */
-    int owns_world;
-    pp_comm *link;              /* device buffers: world on the cpu, its NCCL twin on cuda */
-    pp_grid *grid;
-    pp_graph *owned;            /* the graph loaded from c.model, or NULL: */
-    const pp_graph *g;          /* ... owned, or the caller's (pp_trainer_config.graph) */
-    pp_partition *part;
-    pp_schedule *sched;
-    pp_device *dev;
-    pp_driver *drv;
-    pp_topology *topo;
-    pp_placement *place;
-    pp_bind_result bind;
-    pp_device_kind kind;
-    pp_error device_note;       /* why auto chose the cpu */
-    int64_t mb;                 /* samples per microbatch */
-    int64_t step;               /* steps done */
-    pp_lr_schedule lr;          /* c.lr over c.steps */
-    int64_t eval_batches;       /* global batches per pp_trainer_eval */
-    train_ckpt ck;
-    /* the call in progress: its feed, and how a driver microbatch maps onto it */
-    pp_trainer_feed_fn feed;
-    void *feed_user;
-    int training;
-    train_feed_buf feed_buf;    /* what the feeds fill on a device the host cannot write */
-    train_io io;                /* logits, labels, tokens: what pp_trainer_eval reports on */
-    double eval_sum[4];         /* pp_trainer_eval: loss x weight, weight, correct, counted labels */
-    int64_t **eval_labels;      /* [eval_slots] each slot's fed labels (eval_feed_labels), or none: */
-    int64_t *eval_nlabels;      /* ... 0 */
-    int eval_slots;
-    size_t eval_label_bytes;    /* each eval_labels[i]'s size */
-    float *eval_logits;         /* host copy of one microbatch's logits, for accuracy */
-    size_t eval_logits_bytes;
-    /* sequence buckets (c.buckets): the model and its partition at each length, the largest
-       being owned and part; the one steps run at */
-    pp_graph **bucket_g;
-    pp_partition **bucket_part;
-    int bucket;
-};
-
-/* The dataset as the job sees it (the rest is train/dataset_internal.h's). --pack or --pad:
- * add_mask adds the attention mask a model input of per-sample shape [..., seq, seq] (or
- * its [seq] padding mask) and dtype t takes; set_ignore sets the label of padding and
- * document ends (o->ignore_index at open); tokens: sample s's tokens that are not padding.
- * check_labels: every later read of array a fails unless its values are in [0, classes) or
- * ignore, naming the file and byte offset of the first that is not (the labels are checked
- * as they are read, so no rank reads the corpus whole; who: "--data 'DIR'"). */
-pp_status ds_pack_add_mask(pp_dataset *d, const char *name, const pp_shape *per_sample, pp_dtype t, pp_error *err);
-void ds_pack_set_ignore(pp_dataset *d, int64_t ignore_index);
-int64_t ds_pack_tokens(const pp_dataset *d, int64_t s);
-const char *ds_docs_flag(pp_docs docs);   /* "--pack", "--pad" */
-pp_status ds_check_labels(pp_dataset *d, const pp_dataset_array *a, int64_t classes, int64_t ignore, const char *who,
-                          const char *logits, pp_error *err);
 /* dataset_job.c: pp_dataset_open_with on every rank of world, rank 0 first (it builds what
  * --pack/--pad cache beside the data while the others wait, without a timeout), then the
  * others; a failure on any rank is every rank's, with its message. Collective over world. */
@@ -112,21 +33,6 @@ void train_preempt_restore(uint64_t signals);
 void train_preempt_step_took(double seconds);
 pp_status train_preempt_poll(pp_comm *world, train_preempt_state *out, pp_error *err);
 
-/* buckets.c: the model loaded at every bucket (t->owned: the largest); after t->part (the
- * largest's), the other buckets' partitions, split the same way; freeing them. */
-pp_status train_load_buckets(pp_trainer *t, const pp_graph_options *gopt, pp_error *err);
-pp_status train_partition_buckets(pp_trainer *t, pp_error *err);
-void train_free_buckets(pp_trainer *t);
-
-/* The options pp_trainer_create checks first (batch against dp x microbatches, steps,
- * profile steps). */
-pp_status trainer_check_config(const pp_trainer_config *c, pp_error *err);
-/* Fails, naming the rank, unless every rank of t gives the same h (a hash of options
- * that make collectives beyond the trainer's own). Collective. */
-pp_status trainer_agree(pp_trainer *t, uint32_t h, pp_error *err);
-void trainer_print_plan(const pp_trainer *t, FILE *out);
-
-
 /* Every mismatch between dataset d (named `dir`, given by option `opt`) and the model g
  * bound to microbatch mb: arrays missing, dtypes, per-sample shapes, a fixed batch dim
  * other than mb, labels outside the logits' classes. The message says what to change. */
@@ -142,14 +48,6 @@ pp_status train_data_dims(const pp_trainer_config *c, const pp_dataset *d, pp_di
                           char *note, size_t note_len, pp_error *err);
 void train_dims_free(pp_dim_binding *dims, int ndims);
 
-/* feed.c: hands stage s's data inputs of slot to fn as host buffers (the device's own
- * on a host-memory device, else b's staging, copied in after fn); fn is not called when the
- * stage reads no graph input. f: the microbatch, inputs and stage filled in here. b keeps
- * the staging and the input table from call to call (a step allocates none after its
- * first); train_feed_buf_free frees them. */
-pp_status train_feed_inputs(train_feed_buf *b, pp_stage *s, int slot, pp_trainer_feed *f, pp_trainer_feed_fn fn,
-                            void *user, pp_error *err);
-void train_feed_buf_free(train_feed_buf *b);
 /* f's inputs from the samples at places f->offset .. + f->samples - 1 of step's global
  * batch under smp: copied from what pf read ahead, or read now (pf NULL, or not its). */
 typedef struct train_prefetch train_prefetch;
@@ -172,11 +70,6 @@ pp_status train_prefetch_get(train_prefetch *p, int64_t step, const pp_dataset_a
                              int64_t count, const void **out, pp_error *err);
 int train_prefetch_done(train_prefetch *p, int64_t step, double *t_start, double *t_end);
 void train_prefetch_close(train_prefetch *p);
-
-/* Stage s's data inputs in slot from the samples at places offset .. offset+count-1 of
- * step's global batch under smp. */
-pp_status train_feed_stage(pp_stage *s, int slot, const pp_dataset *d, const pp_sampler *smp, int64_t step,
-                           int64_t offset, int64_t count, pp_error *err);
 
 /* eval_loop.c: the eval dataset under the training layout (batch, microbatches per
  * replica, dp), opened on every rank of world (train_open_data) and checked like the
