@@ -61,13 +61,7 @@ PP_API pp_status pp_calibration_save(const pp_calibration *c, const char *path, 
 /* Reads a file written by pp_calibration_save; errors name the file and the field. Local;
  * the caller frees *out with pp_calibration_destroy. */
 PP_API pp_status pp_calibration_load(const char *path, pp_calibration **out, pp_error *err);
-/* A table per precision: op types by time at the largest microbatch, GFLOP/s per microbatch. Local. */
-PP_API void pp_calibration_print(const pp_calibration *c, FILE *out);
 PP_API void pp_calibration_destroy(pp_calibration *c);   /* accepts NULL */
-/* The hash (pp_graph_model_hash) of the model it was measured on, and whether it holds
- * points for precision p. Local. Thread-safe. */
-PP_API uint64_t pp_calibration_model_hash(const pp_calibration *c);
-PP_API int pp_calibration_has_precision(const pp_calibration *c, pp_dtype p);
 
 /* ---- the cost model ------------------------------------------------------------ */
 
