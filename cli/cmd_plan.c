@@ -7,7 +7,7 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/env.h>
-#include <onnxpipe/plan_lib.h>
+#include <onnxpipe/plan.h>
 #include <onnxpipe/placement.h>
 #include <onnxpipe/graph_ir.h>
 

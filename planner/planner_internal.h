@@ -5,7 +5,7 @@
 #define PP_PLANNER_INTERNAL_H
 
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/plan_lib.h>
+#include <onnxpipe/plan.h>
 #include <onnxpipe/driver_lib.h>
 
 /* One op type at one calibration point: totals over the timed runs' median. */

@@ -3,8 +3,8 @@
  * NAME, optimizer state as NAME.exp_avg, NAME.exp_avg_sq or NAME.momentum, BatchNorm
  * running statistics as NAME), so any layout reads back what any layout wrote. Every
  * rank writes its part in parallel; rank 0 commits: manifest, rename, `latest`. Public:
- * save, open / inspect / load, verify, list, resume and export; the asynchronous writer,
- * the directory lock and the per-tensor and partial reads are internal/onnxpipe/ckpt_lib.h. */
+ * save, open / inspect / load, resume and export; the asynchronous writer, the directory
+ * lock, verify, list and the per-tensor and partial reads are internal/onnxpipe/ckpt_lib.h. */
 #ifndef ONNXPIPE_CKPT_H
 #define ONNXPIPE_CKPT_H
 
@@ -105,18 +105,6 @@ PP_API void pp_ckpt_close(pp_ckpt *c);   /* Local; accepts NULL */
  * tensor, a shape or dtype that differs, a checksum that fails (file and tensor). Local. */
 PP_API pp_status pp_ckpt_load(pp_ckpt *c, const pp_ckpt_part *part, pp_error *err);
 
-/* Reads every file of the checkpoint and checks its size and checksum and every tensor's;
- * fails naming the file and tensor. Local. */
-PP_API pp_status pp_ckpt_verify(const char *dir, pp_error *err);
-/* The checkpoints in root, newest first. */
-typedef struct pp_ckpt_entry {
-    int64_t step;
-    char *dir;                      /* root/step-<N> */
-    int latest;                     /* `latest` names it */
-} pp_ckpt_entry;
-/* Local. The caller frees *out with pp_ckpt_list_free(*out, *n). */
-PP_API pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
-PP_API void pp_ckpt_list_free(pp_ckpt_entry *e, int n);
 /* The first of the resume candidates that verifies, into dir (len bytes), or "" when root
  * holds none (or does not exist). One that fails is skipped with a warning naming why. Local. */
 PP_API pp_status pp_ckpt_find_resume(const char *root, char *dir, size_t len, pp_error *err);

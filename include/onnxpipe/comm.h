@@ -1,8 +1,9 @@
 /* Communication: communicators (opaque; the vtable is onnxpipe/backend/comm_backend.h)
  * with MPI (host buffers) and NCCL (device buffers) backends, and the process grid that
  * maps ranks to (pipeline stage, data-parallel replica). DESIGN.md "pp_comm". comm knows
- * nothing of graphs. The status board, a host's ranks and name, the completion check and
- * tied-weight stage groups are internal (internal/onnxpipe/comm_lib.h). */
+ * nothing of graphs. The status board, a host's ranks and name, polling a request, the
+ * completion check, a grid's rank arithmetic and tied-weight stage groups are internal
+ * (internal/onnxpipe/comm_lib.h). */
 #ifndef ONNXPIPE_COMM_H
 #define ONNXPIPE_COMM_H
 
@@ -42,13 +43,12 @@ PP_API void pp_comm_mpi_abort_world(int code);
 /* Frees c (MPI_Comm_free: Collective over c in MPI's sense, so every rank frees its
  * communicators in the same order). Accepts NULL. */
 PP_API void pp_comm_destroy(pp_comm *c);
-/* Point-to-point: Local (the peer posts the matching call); a request is waited for (or
- * tested until done) exactly once, on the thread that made it, which frees it. */
+/* Point-to-point: Local (the peer posts the matching call); a request is waited for
+ * exactly once, on the thread that made it, which frees it. */
 PP_API pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                                pp_error *err);
 PP_API pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
 PP_API pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
-PP_API pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
 /* Sum all-reduce in place, the blocking collectives and split: Collective over c. The caller
  * frees split's *out with pp_comm_destroy; iallreduce's *req is freed by its wait. */
 PP_API pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
@@ -92,8 +92,6 @@ typedef struct pp_grid {
  * dp_comm and pipe_comm). */
 PP_API pp_status pp_grid_create(pp_comm *world, int pp, int dp, pp_grid_order order, pp_grid **out, pp_error *err);
 PP_API void pp_grid_destroy(pp_grid *g);
-/* World rank of (stage, replica). Local. Thread-safe. */
-PP_API int pp_grid_rank_of(const pp_grid *g, int stage, int replica);
 
 #ifdef __cplusplus
 }

@@ -140,14 +140,12 @@ typedef struct pp_stage_param {
     pp_shape shape;
 } pp_stage_param;
 
-/* Local. The table, the flat buffers (device memory) and the graph are owned by s
- * (the graph is the one given at creation), valid while s lives. */
+/* Local. The table and the flat buffers (device memory; as long as the parameters'
+ * offset + numel reach) are owned by s, valid while s lives. */
 PP_API int pp_stage_num_params(const pp_stage *s);
 PP_API const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
-PP_API int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
 PP_API float *pp_stage_params(pp_stage *s);
 PP_API float *pp_stage_grads(pp_stage *s);
-PP_API const pp_graph *pp_stage_graph(const pp_stage *s);
 
 PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);   /* Local */
 /* A parameter read by several ops (a weight tied inside the stage) keeps one gradient per

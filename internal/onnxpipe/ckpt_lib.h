@@ -1,7 +1,7 @@
 /* Checkpoints beyond the public tier (internal tier: the library, the CLI, tests and
  * bench): the asynchronous writer the trainer saves with, the save directory's lock, a
- * tensor by name, a verify split across ranks, the resume candidates, and the model writer
- * export is built on. */
+ * tensor by name, verify (whole, or split across ranks), the list of a root's checkpoints
+ * and the resume candidates, and the model writer export is built on. */
 #ifndef ONNXPIPE_CKPT_LIB_H
 #define ONNXPIPE_CKPT_LIB_H
 
@@ -70,16 +70,29 @@ pp_status pp_ckpt_lock_check(const char *root, const char *run_id, pp_error *err
 
 /* ---- reading ---------------------------------------------------------------- */
 
-/* The tensor of that name (owned by c), or NULL. Local. */
-const pp_ckpt_tensor *pp_ckpt_find_tensor(const pp_ckpt *c, const char *name);
+/* Reads every file of the checkpoint and checks its size and checksum and every tensor's;
+ * fails naming the file and tensor. Local. */
+pp_status pp_ckpt_verify(const char *dir, pp_error *err);
 /* The same over files part, part + parts, ... (the ranks of a job verify in parallel). Local. */
 pp_status pp_ckpt_verify_part(const char *dir, int part, int parts, pp_error *err);
+/* The checkpoints in root, newest first. */
+typedef struct pp_ckpt_entry {
+    int64_t step;
+    char *dir;                      /* root/step-<N> */
+    int latest;                     /* `latest` names it */
+} pp_ckpt_entry;
+/* Local. The caller frees *out with pp_ckpt_list_free(*out, *n). */
+pp_status pp_ckpt_list(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
+void pp_ckpt_list_free(pp_ckpt_entry *e, int n);
+/* The tensor of that name (owned by c), or NULL. Local. */
+const pp_ckpt_tensor *pp_ckpt_find_tensor(const pp_ckpt *c, const char *name);
 
 /* The checkpoints a resume may take, in the order to try them: the one `latest` names,
  * then older ones newest first (newer ones than `latest` belong to a run that was resumed
  * from an older checkpoint, and are left out); every one, newest first, when there is no
  * `latest`. Local. The caller frees *out with pp_ckpt_list_free(*out, *n). */
 pp_status pp_ckpt_resume_candidates(const char *root, pp_ckpt_entry **out, int *n, pp_error *err);
+
 /* ---- export ------------------------------------------------------------------ */
 
 /* Where export finds a trained value: the data of initializer `name` (nbytes bytes), or

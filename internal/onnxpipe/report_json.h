@@ -5,7 +5,7 @@
 
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/partition_lib.h>
-#include <onnxpipe/plan_lib.h>
+#include <onnxpipe/plan.h>
 
 /* The partition preview (pp_partition_print) as JSON with stable keys. Local. */
 void pp_partition_write_json(const pp_partition *p, pp_json *j);

@@ -269,6 +269,10 @@ typedef struct pp_stage_op_info {
 int pp_stage_num_ops(const pp_stage *s);
 void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
 
+/* The flat buffers' length in elements (with alignment gaps), and the graph the stage was
+ * built from (its partition's). Local; owned by s. */
+int64_t pp_stage_param_elems(const pp_stage *s);
+const pp_graph *pp_stage_graph(const pp_stage *s);
 #ifdef __cplusplus
 }
 #endif
