@@ -7,7 +7,7 @@
  * Usage: bench_ckpt [--layers L] [--d-model D] [--dir DIR] [--reps R] */
 #include "bench_util.h"
 
-#include <onnxpipe/ckpt.h>
+#include <onnxpipe/ckpt_lib.h>
 #include <onnxpipe/example.h>
 #include <onnxpipe/stage_lib.h>
 

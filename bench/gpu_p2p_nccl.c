@@ -7,6 +7,7 @@
  * compute stream after the transfer. Usage: mpirun -np 2 bench_gpu_p2p_nccl; with fewer
  * than two ranks or no GPU it prints a "skipped" line. */
 #include <onnxpipe/backend/comm_backend.h>
+#include <onnxpipe/comm_lib.h>
 #include <onnxpipe/comm_nccl.h>
 #include <onnxpipe/backend/device_cuda.h>
 

@@ -6,7 +6,7 @@
  * One JSON line per case and stage count; the yardstick is a raw read of the same file.
  * Usage: bench_partition [max_nodes]. */
 #include <onnxpipe/example.h>
-#include <onnxpipe/partition.h>
+#include <onnxpipe/partition_lib.h>
 #include <onnxpipe/graph_ir.h>
 
 #include <stdio.h>

@@ -3,7 +3,8 @@
 #ifndef PP_CKPT_INTERNAL_H
 #define PP_CKPT_INTERNAL_H
 
-#include <onnxpipe/ckpt.h>
+#include <onnxpipe/ckpt_lib.h>
+#include <onnxpipe/graph_ir.h>
 #include <onnxpipe/core_util.h>
 
 /* One tensor of a shard. */

@@ -2,7 +2,7 @@
  * into an inference model offline (no MPI, no device). */
 #include "cli.h"
 
-#include <onnxpipe/ckpt.h>
+#include <onnxpipe/ckpt_lib.h>
 #include <onnxpipe/core_util.h>
 
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #ifndef PP_COMM_INTERNAL_H
 #define PP_COMM_INTERNAL_H
 
-#include <onnxpipe/comm.h>
+#include <onnxpipe/comm_lib.h>
 #include <onnxpipe/backend/comm_backend.h>
 
 /* Largest message one MPI call moves (bytes); longer ones go in chunks of this size

@@ -3,7 +3,7 @@
 #ifndef PP_EXAMPLE_UTIL_H
 #define PP_EXAMPLE_UTIL_H
 
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 typedef struct ex_builder {
     pp_graph *g;

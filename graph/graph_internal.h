@@ -4,7 +4,7 @@
 #define PP_GRAPH_INTERNAL_H
 
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 typedef struct arena_block {
     struct arena_block *next;

@@ -4,7 +4,7 @@
 #define PP_PARTITION_INTERNAL_H
 
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/partition.h>
+#include <onnxpipe/partition_lib.h>
 
 #include <stdlib.h>
 

@@ -1,12 +1,47 @@
-/* Per-stage subgraphs: stage s as a graph of its own (its nodes, the tensors it
- * receives as inputs, the tensors it sends and the graph outputs it makes as
- * outputs), and the stage-N.onnx files written from them. */
+/* Per-stage views: what a trainer reads of a stage through the opaque handle (its nodes,
+ * parameters and boundary tensors), stage s as a graph of its own (its nodes, the tensors
+ * it receives as inputs, the tensors it sends and the graph outputs it makes as outputs),
+ * and the stage-N.onnx files written from them. */
 #include "partition_internal.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <onnxpipe/graph_ir.h>
+
+int pp_partition_num_stages(const pp_partition *p)
+{
+    return p->nstages;
+}
+
+int pp_partition_stage_nodes(const pp_partition *p, int stage, const int **nodes)
+{
+    *nodes = NULL;
+    if (stage < 0 || stage >= p->nstages) return 0;
+    *nodes = p->order + p->stages[stage].first_node;
+    return p->stages[stage].last_node - p->stages[stage].first_node + 1;
+}
+
+int64_t pp_partition_stage_params(const pp_partition *p, int stage)
+{
+    return stage < 0 || stage >= p->nstages ? -1 : p->stages[stage].own_params;
+}
+
+int pp_partition_stage_inputs(const pp_partition *p, int stage, const int **values)
+{
+    *values = NULL;
+    if (stage < 0 || stage >= p->nstages) return 0;
+    *values = p->stages[stage].inputs;
+    return p->stages[stage].ninputs;
+}
+
+int pp_partition_stage_outputs(const pp_partition *p, int stage, const int **values)
+{
+    *values = NULL;
+    if (stage < 0 || stage >= p->nstages) return 0;
+    *values = p->stages[stage].outputs;
+    return p->stages[stage].noutputs;
+}
 
 pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err)
 {

@@ -1,5 +1,6 @@
 /* The pp_schedule object: names, construction, argument checks for the generators,
- * and pp_schedule_create (generate -> lower -> validate). */
+ * the accessors a trainer reads it by, and pp_schedule_create (generate -> lower ->
+ * validate). */
 #include "sched_internal.h"
 
 #include <limits.h>
@@ -143,6 +144,16 @@ const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank, int *n
     }
     if (n) *n = s->count[rank];
     return s->actions[rank];
+}
+
+int pp_schedule_num_stages(const pp_schedule *s)
+{
+    return s->num_stages;
+}
+
+int pp_schedule_stage_rank(const pp_schedule *s, int stage)
+{
+    return stage < 0 || stage >= s->num_stages ? -1 : s->stage_rank[stage];
 }
 
 long pp_schedule_action_count(const pp_schedule *s)

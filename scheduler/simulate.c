@@ -28,6 +28,16 @@ void pp_sim_result_destroy(pp_sim_result *r)
     free(r);
 }
 
+double pp_sim_result_makespan(const pp_sim_result *r)
+{
+    return r->makespan;
+}
+
+double pp_sim_result_bubble(const pp_sim_result *r)
+{
+    return r->bubble;
+}
+
 static pp_status check_costs(const pp_schedule *s, const pp_costs *c, pp_error *err)
 {
     if (c->stage && c->num_stages != s->num_stages)

@@ -23,10 +23,10 @@ int main(void)
         pp_graph_destroy(g);
         return 1;
     }
-    int64_t own = p->stages[0].own_params + p->stages[1].own_params;
+    int64_t own0 = pp_partition_stage_params(p, 0), own1 = pp_partition_stage_params(p, 1);
     printf("example GPT: %lld parameters, %lld + %lld by stage\n", (long long)pp_graph_num_params(g),
-           (long long)p->stages[0].own_params, (long long)p->stages[1].own_params);
-    int ok = own == pp_graph_num_params(g) && p->stages[0].own_params > 0 && p->stages[1].own_params > 0;
+           (long long)own0, (long long)own1);
+    int ok = own0 + own1 == pp_graph_num_params(g) && own0 > 0 && own1 > 0;
     pp_partition_destroy(p);
     pp_graph_destroy(g);
     return ok ? 0 : 1;

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include <onnxpipe/example.h>
-#include <onnxpipe/graph.h>
+#include <onnxpipe/graph_ir.h>
 
 #include "gpu_flops.h"
 

@@ -5,9 +5,10 @@
  * every file of a checkpoint with a byte flipped, cut, appended or deleted, and a file
  * that is no part of it, refused by verify and by load; latest, keep and the
  * newest-that-verifies choice. */
-#include <onnxpipe/ckpt.h>
+#include <onnxpipe/ckpt_lib.h>
 #include <onnxpipe/core_util.h>
 #include <onnxpipe/example.h>
+#include <onnxpipe/graph_ir.h>
 #include <onnxpipe/stage_lib.h>
 
 #include <setjmp.h>

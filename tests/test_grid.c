@@ -5,6 +5,7 @@
  * errors for a grid that does not fit the job. */
 #include "comm_check.h"
 #include <onnxpipe/backend/comm_backend.h>
+#include <onnxpipe/comm_lib.h>
 
 /* The formula the grid must follow (comm.h), written out independently. */
 static void expect_place(int rank, int pp, int dp, pp_grid_order order, int *stage, int *replica)

@@ -2,7 +2,7 @@
  * (a residual skipping two stages, a tied initializer in the first and last stage,
  * labels read by the last stage) against hand-computed facts, costs against closed
  * forms, random chains with skips and tied weights against brute force, and errors. */
-#include <onnxpipe/partition.h>
+#include <onnxpipe/partition_lib.h>
 #include <onnxpipe/graph_ir.h>
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * bottleneck compared exactly and then the smallest cut bytes among optimal splits; the
  * same for stage costs with a term per cut (what a stage sends on and back), growing
  * coefficients and a tolerance, where the tie-break looks at splits within it. */
-#include <onnxpipe/partition.h>
+#include <onnxpipe/partition_lib.h>
 
 #include <setjmp.h>
 #include <stdarg.h>

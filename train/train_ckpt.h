@@ -4,7 +4,7 @@
 #ifndef PP_TRAIN_CKPT_H
 #define PP_TRAIN_CKPT_H
 
-#include <onnxpipe/ckpt.h>
+#include <onnxpipe/ckpt_lib.h>
 #include <onnxpipe/comm.h>
 #include <onnxpipe/driver_lib.h>
 #include <onnxpipe/trainer_lib.h>

@@ -1,6 +1,9 @@
 /* Communication: communicators (opaque; the vtable is onnxpipe/backend/comm_backend.h)
  * with MPI (host buffers) and NCCL (device buffers) backends, and the process grid that
- * maps ranks to (pipeline stage, data-parallel replica). DESIGN.md "pp_comm". comm knows nothing of graphs. */
+ * maps ranks to (pipeline stage, data-parallel replica). DESIGN.md "pp_comm". comm knows
+ * nothing of graphs. The status board, a host's ranks and name, polling a request, the
+ * completion check, a grid's rank arithmetic and tied-weight stage groups are internal
+ * (internal/onnxpipe/comm_lib.h). */
 #ifndef ONNXPIPE_COMM_H
 #define ONNXPIPE_COMM_H
 
@@ -31,28 +34,21 @@ PP_API pp_status pp_comm_mpi_world(pp_comm **out, pp_error *err);
 /* MPI_Finalize once every communicator is destroyed (call at exit of a job); a no-op
  * when the application initialised MPI itself. Collective over the job's ranks. */
 PP_API void pp_comm_mpi_finalize(void);
-/* Ranks that share memory with this one (a host), via MPI_Comm_split_type. Collective
- * over world. The caller frees it with pp_comm_destroy. */
-PP_API pp_status pp_comm_mpi_node(pp_comm *world, pp_comm **out, pp_error *err);
 /* This process's rank and the size of MPI_COMM_WORLD without any communication (0 and 1
  * when MPI is not running), and MPI_Abort on it when it has several ranks: what an error
  * path uses, since a collective there could wait on ranks that are not failing. Local. */
 PP_API void pp_comm_mpi_world_rank(int *rank, int *size);
 PP_API void pp_comm_mpi_abort_world(int code);
-/* Name of this host (MPI_Get_processor_name). Local. A static buffer, not to be freed,
- * overwritten by the next call. */
-PP_API const char *pp_comm_mpi_host(void);
 
 /* Frees c (MPI_Comm_free: Collective over c in MPI's sense, so every rank frees its
  * communicators in the same order). Accepts NULL. */
 PP_API void pp_comm_destroy(pp_comm *c);
-/* Point-to-point: Local (the peer posts the matching call); a request is waited for (or
- * tested until done) exactly once, on the thread that made it, which frees it. */
+/* Point-to-point: Local (the peer posts the matching call); a request is waited for
+ * exactly once, on the thread that made it, which frees it. */
 PP_API pp_status pp_comm_isend(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                                pp_error *err);
 PP_API pp_status pp_comm_irecv(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
 PP_API pp_status pp_comm_wait(pp_comm *c, pp_request *req, pp_error *err);   /* req may be NULL: no-op */
-PP_API pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);  /* NULL: done */
 /* Sum all-reduce in place, the blocking collectives and split: Collective over c. The caller
  * frees split's *out with pp_comm_destroy; iallreduce's *req is freed by its wait. */
 PP_API pp_status pp_comm_iallreduce(pp_comm *c, void *buf, size_t count, pp_dtype dtype, pp_request **req,
@@ -62,9 +58,6 @@ PP_API pp_status pp_comm_broadcast(pp_comm *c, void *buf, size_t bytes, int root
 PP_API pp_status pp_comm_allgather(pp_comm *c, const void *in, void *out, size_t bytes, pp_error *err);
 PP_API pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
 PP_API pp_status pp_comm_split(pp_comm *c, int color, int key, pp_comm **out, pp_error *err);
-/* The vtable's check (PP_OK where it has none): whether the operations already waited for
- * really completed; a step calls it after the host synchronisation that ends it. Local. */
-PP_API pp_status pp_comm_check(pp_comm *c, pp_error *err);
 PP_API void pp_comm_abort(pp_comm *c, int code);   /* Local: one rank ends the whole job */
 
 /* The communicator for buffers in dev's memory (activations and gradients): world itself
@@ -74,26 +67,6 @@ PP_API void pp_comm_abort(pp_comm *c, int code);   /* Local: one rank ends the w
  * pp_comm_destroy before dev and world). Collective over world. PP_ERR_UNSUPPORTED naming
  * the device when this build has no communicator for it. */
 PP_API pp_status pp_comm_for_device(pp_comm *world, pp_device *dev, pp_comm **out, pp_error *err);
-
-/* ---- the status board: what every rank is doing, for the report of a hang ---- */
-
-/* Opens this process's record on the job's status board: a file per rank, memory-mapped,
- * in dir/.status/ (dir: the --save directory, seen by every host that shares it), or with
- * dir NULL in /dev/shm/onnxpipe-status-<job id>/ (/tmp without /dev/shm), which only the
- * ranks of one host see. Each rank records the action it runs and the last it completed
- * (pp_comm_board_begin / _end) and, inside the MPI backend's waits, what it waits for.
- * When a wait times out, the waiting rank logs every record it can read and its error
- * names the rank that holds the job up, found by following who waits for whom
- * ("rank 1 never arrived: its last completed action was 1B3 of step 57, 63.2 s ago; its
- * process 4242 on node7 is stopped"). One board per process; a rank of an older job
- * still writing there keeps its own file. Collective over world (a broadcast of the job's
- * id). pp_comm_board_close (a no-op when none is open) removes the record. */
-PP_API pp_status pp_comm_board_open(pp_comm *world, const char *dir, pp_error *err);
-PP_API void pp_comm_board_close(void);
-/* The action this rank starts (a short label, e.g. pp_action_format's "1B3") in step, and
- * its end; plain stores into the record, no system call. Local; no-ops without a board. */
-PP_API void pp_comm_board_begin(int64_t step, const char *action);
-PP_API void pp_comm_board_end(void);
 
 /* ---- the process grid ------------------------------------------------------- */
 
@@ -119,13 +92,6 @@ typedef struct pp_grid {
  * dp_comm and pipe_comm). */
 PP_API pp_status pp_grid_create(pp_comm *world, int pp, int dp, pp_grid_order order, pp_grid **out, pp_error *err);
 PP_API void pp_grid_destroy(pp_grid *g);
-/* World rank of (stage, replica). Local. Thread-safe. */
-PP_API int pp_grid_rank_of(const pp_grid *g, int stage, int replica);
-/* A communicator over the given stages of my replica (tied weights: first and last
- * stage share the token embedding); its rank i holds stages[i]. Collective over
- * g->world: every rank calls it with the same stage list (distinct, in 0..pp-1); ranks of
- * other stages get NULL. The caller frees it with pp_comm_destroy. */
-PP_API pp_status pp_grid_stage_group(pp_grid *g, const int *stages, int nstages, pp_comm **out, pp_error *err);
 
 #ifdef __cplusplus
 }

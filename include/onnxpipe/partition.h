@@ -1,7 +1,10 @@
-/* The partitioner: a cost model per node, the split of a graph into pipeline stages
- * (contiguous ranges of a topological order, searched over the orders) with the smallest
- * possible largest stage and, within a tolerance of it, the fewest bytes crossing, the
- * tensors that cross each boundary, and per-stage subgraphs. Runs without MPI or a GPU. */
+/* The partitioner as a trainer sees it (public tier): the split of a finalized graph into
+ * pipeline stages (contiguous ranges of a topological order, searched over the orders) with
+ * the smallest possible largest stage and, within a tolerance of it, the fewest bytes
+ * crossing. The partition is an opaque handle: a trainer reads its stages through the
+ * accessors below. The cost model, the exact linear solver, the memory model and the
+ * partition's full record are internal (internal/onnxpipe/partition_lib.h). Runs without
+ * MPI or a GPU. */
 #ifndef ONNXPIPE_PARTITION_H
 #define ONNXPIPE_PARTITION_H
 
@@ -12,76 +15,8 @@
 extern "C" {
 #endif
 
-/* ---- cost model ------------------------------------------------------------ */
-
-/* What one node costs. Shapes come from the finalized graph, so "per microbatch"
- * means with the batch dim bound to the microbatch size (pp_graph_options.batch). */
-typedef struct pp_node_cost {
-    int64_t params;         /* trainable elements of the initializers this node is the FIRST
-                               (in topological order) to read; a tied initializer counts once */
-    int64_t param_bytes;    /* their bytes */
-    int64_t flops;          /* forward FLOPs per microbatch; -1 when a shape is unknown */
-    int64_t act_bytes;      /* bytes of the node's outputs per microbatch; -1 when unknown */
-} pp_node_cost;
-
-/* Costs of every node of a finalized graph: costs[nnodes], caller-allocated.
- * MatMul/Gemm 2*M*N*K, Conv 2*out_elems*(Cin/group)*kernel, pooling out*kernel,
- * elementwise out_elems, softmax / layernorm / loss a few per element, data movement
- * (Reshape, Transpose, Gather, Concat, ...) zero. Local. Thread-safe. */
-PP_API pp_status pp_partition_costs(const pp_graph *g, pp_node_cost *costs, pp_error *err);
-
-/* ---- the exact linear partition (graph-free) -------------------------------- */
-
-/* What pp_linear_partition / pp_linear_solve found. */
-typedef struct pp_linear_result {
-    int64_t bottleneck;     /* the chosen split's largest stage cost: the optimum, or within the
-                               tolerance of it (pp_linear_problem.tolerance, .bound) */
-    int64_t cut_sum;        /* sum of cut_cost over the chosen cuts */
-    int tiebreak;           /* 1: cut_sum is the smallest among all splits within the tolerance; 0: the
-                               DP would need more than PP_TIEBREAK_CELLS cells, so the split is one with
-                               the optimal bottleneck and no tie-break */
-    int64_t optimum;        /* the smallest possible largest stage cost */
-} pp_linear_result;
-#define PP_TIEBREAK_CELLS (1 << 25)
-
-/* Items 0..n-1 split into nstages non-empty contiguous stages. Stage s = items i..j costs
- *     coef_a[s]*(a[i]+..+a[j]) + coef_b[s]*(b[i]+..+b[j])
- *   + coef_tail[s]*tail[j]      unless j = n-1 (what the stage sends on: the cut after j)
- *   + coef_head[s]*head[i-1]    unless i = 0   (what it sends back: the cut before i)
- * tail[c] and head[c] belong to the cut after item c. Among the splits whose largest
- * stage is at most optimum + floor(optimum * tolerance) (or max(bound, optimum) when bound
- * > 0), the one with the smallest sum of cut_cost[c] over its cuts. */
-typedef struct pp_linear_problem {
-    int n, nstages;
-    const int64_t *a, *b;                   /* [n], >= 0; b may be NULL */
-    const int64_t *coef_a, *coef_b;         /* [nstages], >= 0; coef_b unused when b is NULL */
-    const int64_t *tail, *head;             /* [n], >= 0, or NULL */
-    const int64_t *coef_tail, *coef_head;   /* [nstages], >= 0; NULL: all 1 */
-    const int64_t *cut_cost;                /* [n] or NULL (no tie-break: any split within the bound) */
-    double tolerance;                       /* >= 0 (0: only optimal splits) */
-    int64_t bound;                          /* > 0: tie-break among splits up to max(bound, optimum) */
-} pp_linear_problem;
-
-/* Solves x exactly. Without tail and head, with non-increasing coefficients: bisection on
- * the bottleneck with a greedy check over prefix sums (O(n + P log n log W)), then a DP over
- * each stage's window of end positions with a sliding-window minimum (O(sum of windows) <=
- * O(n*P)). Otherwise: bisection with a DP check (a stage ending at j is reachable iff some
- * reachable end k < j of the stage before has k's start term >= j's end term - B: a
- * running maximum, O(n*P) per step), and the tie-break DP with a Fenwick tree over the
- * start terms (O(n*P log n)). ends[nstages]: the last item of each stage. Local; pure.
- * Thread-safe. */
-PP_API pp_status pp_linear_solve(const pp_linear_problem *x, int *ends, pp_linear_result *res, pp_error *err);
-
-/* pp_linear_solve without tail, head and tolerance; coefficients must be non-increasing in
- * s. Without cut_cost every optimal split ties and the backward-greedy one is taken at once
- * (no DP: O(n + P log n log W), what the planner uses to scan thousands of splits). Local;
- * pure. Thread-safe. */
-PP_API pp_status pp_linear_partition(const int64_t *a, const int64_t *b, int n, int nstages,
-                                     const int64_t *coef_a, const int64_t *coef_b,
-                                     const int64_t *cut_cost, int *ends, pp_linear_result *res,
-                                     pp_error *err);
-
-/* ---- partition of a graph --------------------------------------------------- */
+typedef struct pp_partition pp_partition;
+typedef struct pp_memory_profile pp_memory_profile;   /* internal: the planner's memory model */
 
 typedef enum {
     PP_BALANCE_PARAMS = 0,  /* trainable elements (default) */
@@ -98,56 +33,15 @@ typedef enum {
                                1/(gflops x 1e9) s ("FLOP-times") */
 } pp_balance;
 
-/* Local; a static string. Thread-safe. */
-PP_API const char *pp_balance_name(pp_balance b);          /* "params", ... */
-/* Parses "params|flops|memory|uniform|time"; returns 0 on an unknown name. Local. Thread-safe. */
-PP_API int pp_balance_parse(const char *s, pp_balance *out);
-
 /* Which topological orders the split may use. SEARCH: every split in which tensors only
  * flow to later stages and each node that reads no activation (only initializers, constants,
  * graph inputs) sits with its first reader (partitioner/order.c), when the model's downsets
  * number at most PP_ORDER_MAX_STATES and their bitsets 2^25 words (a graph of up to about
- * 46,000 nodes); else only the graph's order (pp_partition.order_searched says which). The
+ * 46,000 nodes); else only the graph's order (the partition records which). The
  * graph's own order is always a candidate. GRAPH: the graph's order only (contiguous node
  * ranges, as before the search). */
 typedef enum { PP_ORDER_SEARCH = 0, PP_ORDER_GRAPH } pp_order_mode;
 #define PP_ORDER_MAX_STATES (1 << 17)
-/* Local; a static string / parses "search|graph" (0 on an unknown name). Thread-safe. */
-PP_API const char *pp_order_mode_name(pp_order_mode m);
-PP_API int pp_order_mode_parse(const char *s, pp_order_mode *out);
-
-/* What the stage planner allocates, attributed to nodes, with the whole graph planned as
- * one stage (the library makes it with the options a job trains with: device, optimizer,
- * precision, recompute): the memory balance's model. A stage's bytes are
- * (2 + optimizer_states) x its param_bytes + param_copy x its parameter elements + its
- * const_bytes + slots x (its slot_bytes + port_in of what it receives + port_out of what it
- * sends) + its arena_bytes + the largest fwd_live and bwd_live among its nodes (pp_partition_
- * stage_memory). The arrays are malloc'ed; pp_memory_profile_destroy frees them (NULL too). */
-typedef struct pp_memory_profile {
-    int nnodes, nvalues;
-    int64_t *param_bytes;       /* [nnodes] trainable initializers it reads, as padded in the flat
-                                   buffer (fp32), at every reader (a tied weight is held per stage) */
-    int64_t *param_elems;       /* [nnodes] their elements (the 16-bit copy's) */
-    int64_t *const_bytes;       /* [nnodes] non-trainable initializers, at their first reader */
-    int64_t *slot_bytes;        /* [nnodes] stash bytes per microbatch: its outputs the slot keeps, the
-                                   gradients kept for the weight pass, its kernel's saved data */
-    int64_t *arena_bytes;       /* [nnodes] what the recompute arena holds of it (recompute only) */
-    int64_t *fwd_live, *bwd_live;   /* [nnodes] scratch live while it runs forward / backward */
-    int64_t *work_bytes;        /* [nnodes] the most one of its kernel calls allocates for itself
-                                   (pp_kernel.work_bytes: a stage adds its nodes' largest) */
-    int64_t *port_in;           /* [nvalues] slot bytes of a value a stage receives (it and its gradient) */
-    int64_t *port_out;          /* [nvalues] extra slot bytes of a value a stage sends (what the slot
-                                   does not keep already) */
-    int optimizer_states;       /* state buffers per parameter (Adam: 2) */
-    int param_copy;             /* bytes per parameter element of the 16-bit copy, else 0 */
-    int planned;                /* 1: from the stage planner; 0: the partitioner's estimate from the op
-                                   registry (no fusion, no kernel data) */
-} pp_memory_profile;
-/* A profile of zeros for a graph of nnodes nodes and nvalues values (for its maker to fill).
- * Local; the caller frees it with pp_memory_profile_destroy, which accepts NULL. */
-PP_API pp_status pp_memory_profile_create(int nnodes, int nvalues, pp_memory_profile **out, pp_error *err);
-PP_API void pp_memory_profile_destroy(pp_memory_profile *m);
-
 /* Activation recomputation: what a stage's stash slot keeps of a microbatch's forward
  * (pp_stage_options.recompute, stage/recompute.c; here for the memory estimate).
  * NONE: everything backward reads. FULL: the stage's inputs (and what must outlive forward
@@ -177,105 +71,14 @@ typedef struct pp_partition_options {
     double op_overhead;        /* time balance: seconds per node and microbatch on top of its
                                   FLOPs, forward and backward together; 0: none */
     const pp_memory_profile *memory;   /* memory balance and estimate: the planner's profile
-                                  (borrowed, for this graph); NULL: the partitioner's own estimate */
+                                  (borrowed, for this graph; internal/onnxpipe/partition_lib.h);
+                                  NULL: the partitioner's own estimate */
     const struct pp_partition *same_split; /* non-NULL: the split of this partition of another graph
                                   with the same nodes (the model bound at another sequence
                                   length: trainer.h's buckets), its order and stage ranges taken
                                   as they are, balance and cuts unused; a graph whose node
                                   names differ is an error naming the first one */
 } pp_partition_options;
-
-/* A tensor produced in one stage and read in a later one. With relay semantics it
- * crosses every boundary from from_stage to to_stage-1; when to_stage > from_stage+1
- * it is a skip that passes through stages from_stage+1 .. to_stage-1. */
-typedef struct pp_cut_tensor {
-    int value;              /* value id in the graph */
-    int from_stage;         /* stage of its producer */
-    int to_stage;           /* last stage that reads it */
-    int64_t bytes;          /* per microbatch; -1 when its shape is unknown */
-} pp_cut_tensor;
-
-/* A value read by several stages or entering at a stage: a tied parameter (its
- * gradient must be all-reduced between these stages) or a graph input (fed by the
- * data loader to each of these stages: labels for a loss on the last stage, masks). */
-typedef struct pp_value_stages {
-    int value;              /* value id in the graph */
-    int *stages;            /* ascending, distinct */
-    int nstages;
-    int64_t bytes;          /* initializer bytes, or input bytes per microbatch (-1 unknown) */
-} pp_value_stages;
-
-typedef struct pp_stage_info {
-    int first_node, last_node;  /* inclusive range of positions in pp_partition.order (the node ids
-                                   themselves unless the order search moved nodes) */
-    int64_t params;             /* trainable elements held: a tied initializer counts in every
-                                   stage that reads it */
-    int64_t param_bytes;
-    int64_t own_params;         /* first-use params: what the params balance optimizes */
-    int64_t flops;              /* forward FLOPs per microbatch; -1 unknown */
-    int64_t act_bytes;          /* outputs of its nodes per microbatch (the stash for backward);
-                                   -1 unknown */
-    int64_t send_bytes;         /* bytes crossing the boundary after it per microbatch,
-                                   relayed skips included (0 for the last stage); -1 unknown */
-    int *inputs;                /* value ids: tensors received from earlier stages (value id
-                                   order), then graph inputs read here */
-    int ninputs;
-    int *outputs;               /* value ids produced here and read by a later stage, then
-                                   graph outputs produced here */
-    int noutputs;
-    int *params_held;           /* value ids of the trainable initializers read here */
-    int nparams_held;
-    int64_t weight;             /* its cost in balance units (what the balance equalizes) */
-    double seconds;             /* time balance: its predicted time per microbatch, s; else 0 */
-} pp_stage_info;
-
-typedef struct pp_boundary {
-    int *tensors;           /* indices into pp_partition.cuts of the tensors crossing it */
-    int ntensors;
-    int64_t bytes;          /* per microbatch; -1 unknown */
-} pp_boundary;
-
-/* Owns all arrays; borrows the graph, which must outlive it. */
-typedef struct pp_partition {
-    const pp_graph *graph;
-    int nstages;
-    pp_balance balance;
-    int manual;                 /* 1 when the cuts came from options.cuts */
-    int tiebreak;               /* 1 when the cut bytes are the smallest among the splits within the
-                                   tolerance (see pp_linear_result) */
-    int64_t microbatches;
-    pp_recompute recompute;     /* the options' (what the memory estimate models) */
-    int *node_stage;            /* [nnodes] */
-    pp_node_cost *costs;        /* [nnodes] */
-    pp_stage_info *stages;      /* [nstages] */
-    pp_boundary *boundaries;    /* [nstages-1]: boundary b lies between stage b and b+1 */
-    pp_cut_tensor *cuts;        /* every tensor crossing at least one boundary, value id order */
-    int ncuts;
-    pp_value_stages *tied;      /* trainable initializers read by more than one stage */
-    int ntied;
-    pp_value_stages *inputs;    /* every graph input read by some node, with the stages reading it */
-    int ninputs;
-    int64_t total_weight;       /* the stages' weights summed (params: g->nparams) */
-    int64_t bottleneck;         /* the largest stage weight in balance units */
-    int64_t lower_bound;        /* max(largest single node, ceil(total / nstages)) */
-    int64_t cut_bytes;          /* sum of boundary bytes; -1 unknown */
-    int shapes_known;           /* every activation size is known */
-    /* added with the order search and the tolerance */
-    int *order;                 /* [nnodes] the topological order whose ranges the stages are:
-                                   order[k] = node id (order[k] = k unless reordered) */
-    int reordered;              /* nodes not at their place in the graph's order */
-    int64_t optimum;            /* the smallest possible largest stage, over the orders searched
-                                   (bottleneck <= optimum + floor(optimum x tolerance)); manual: 0 */
-    int order_searched;         /* 1: the optimum is over every split of the order search's space
-                                   (pp_order_mode); 0: over the graph's order (GRAPH, manual cuts, or
-                                   more downsets than PP_ORDER_MAX_STATES) */
-    int64_t order_states;       /* downsets the search enumerated (0: not run) */
-    double tolerance;
-    double gflops, link_gbps, op_overhead;  /* the time model's (defaults filled in) */
-    pp_memory_profile *memory;  /* the memory model: the options' copy, or for the memory balance the
-                                   partitioner's estimate; NULL: none (pp_partition_stage_memory
-                                   is then the coarse figure) */
-} pp_partition;
 
 /* Partitions a finalized graph into nstages stages. opt may be NULL (params balance, the
  * orders searched, no tolerance). Errors: nstages < 1 or > nnodes, an option out of range
@@ -288,47 +91,33 @@ PP_API pp_status pp_partition_create(const pp_graph *g, int nstages, const pp_pa
                                      pp_partition **out, pp_error *err);
 PP_API void pp_partition_destroy(pp_partition *p);
 
-/* Memory a stage needs for training under 1F1B with M microbatches, by the memory model
- * (pp_memory_profile: the planner's, or the partitioner's estimate): params + grads +
- * optimizer state + the 16-bit copy + constants + the driver's 1F1B stash slots (min(P -
- * stage, M), one more after stage 0) + the recompute arena + scratch. With the planner's profile it follows the dry run
- * (pp_stage_estimate) to a few percent (tests/test_partition_memory.c says how close). */
-typedef struct pp_stage_memory {
-    int64_t param_bytes, grad_bytes, optimizer_bytes;
-    int inflight;               /* stash slots: microbatches whose activations are held at once */
-    int64_t stash_bytes;        /* inflight x slot_bytes; -1 when activations are unknown */
-    int64_t recompute_bytes;    /* the recompute arena (0 without recompute; -1 unknown) */
-    int64_t total_bytes;        /* the sum (without the stash when it is unknown) */
-    int64_t slot_bytes;         /* one microbatch's slot: its nodes' and its ports' */
-    int64_t param_copy_bytes;   /* the 16-bit parameter copy (mixed precision) */
-    int64_t constant_bytes;
-    int64_t scratch_bytes;      /* the largest forward plus the largest backward scratch of its nodes */
-} pp_stage_memory;
-/* What recompute r makes of stage s, per microbatch: the bytes its stash slot keeps (its
- * inputs and what it sends on, with selective also the outputs of MatMul/Gemm/Conv; NONE:
- * all its activations), the arena's (an upper bound: its activations; 0 for NONE), and the
- * forward FLOPs it runs again before each backward. -1 where shapes are unknown. */
-typedef struct pp_recompute_estimate {
-    int64_t stash_bytes, arena_bytes, flops;
-} pp_recompute_estimate;
-/* Local. Thread-safe. */
-PP_API pp_recompute_estimate pp_partition_recompute_estimate(const pp_partition *p, int stage, pp_recompute r);
-/* Local. Thread-safe. */
-PP_API pp_stage_memory pp_partition_stage_memory(const pp_partition *p, int stage, int64_t microbatches);
+/* ---- what a trainer reads of a partition ------------------------------------ */
 
-/* ---- per-stage subgraphs and views ------------------------------------------ */
+/* The number of stages. Local. Thread-safe. */
+PP_API int pp_partition_num_stages(const pp_partition *p);
+/* Stage s's nodes, in the order they run (a contiguous range of the partition's topological
+ * order): *nodes receives their node ids (owned by p, valid while p lives); returns their
+ * number, 0 for a stage out of range. Local. Thread-safe. */
+PP_API int pp_partition_stage_nodes(const pp_partition *p, int stage, const int **nodes);
+/* Trainable elements first read in stage s (a tied initializer counts in the first stage
+ * reading it, so the stages' counts add up to pp_graph_num_params: what the params balance
+ * equalizes); -1 for a stage out of range. Local. Thread-safe. */
+PP_API int64_t pp_partition_stage_params(const pp_partition *p, int stage);
+/* What stage s reads from and gives to other stages, as value ids of the graph (owned by
+ * p, valid while p lives). Inputs: the values read in s that an earlier stage produced
+ * (value id order), then the graph inputs read in s; outputs: the values produced in s that
+ * a later stage reads, then the graph outputs produced in s. A skip from stage a to stage
+ * c > a + 1 also passes through the stages between (their pp_stage ports list it). Return
+ * their number; 0 for a stage out of range. Local. Thread-safe. */
+PP_API int pp_partition_stage_inputs(const pp_partition *p, int stage, const int **values);
+PP_API int pp_partition_stage_outputs(const pp_partition *p, int stage, const int **values);
 
 /* Stage s as a graph of its own: inputs = stage inputs, outputs = stage outputs
- * (pp_graph_extract; initializer data borrowed from p->graph, which must outlive it). Local; the
+ * (initializer data borrowed from the partition's graph, which must outlive it). Local; the
  * caller frees it with pp_graph_destroy. Thread-safe. */
 PP_API pp_status pp_partition_stage_graph(const pp_partition *p, int stage, pp_graph **out, pp_error *err);
-/* Writes DIR/stage-0.onnx .. DIR/stage-(P-1).onnx (DIR is created if missing). Local. */
-PP_API pp_status pp_partition_save_stages(const pp_partition *p, const char *dir, pp_error *err);
-
 /* The human-readable preview (model summary, stage table, balance, skips, tied, inputs). Local. */
 PP_API void pp_partition_print(const pp_partition *p, FILE *out);
-/* A Graphviz view: nodes as boxes "name\nop" coloured by stage, cut edges bold. Local. */
-PP_API pp_status pp_partition_write_dot(const pp_partition *p, const char *path, pp_error *err);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,8 @@
  * zero-bubble schedules) accumulates parameter gradients into one flat buffer; the
  * optimizer updates the flat parameter buffer. DESIGN.md "pp_stage". What a trainer driving
  * stages by hand uses (examples/custom_trainer.c); the rest (memory estimates, profiling,
- * hooks, loss scaling, checkpoint buffers) is internal: internal/onnxpipe/stage_lib.h. */
+ * hooks, loss scaling, label weights, checkpoint buffers) is internal:
+ * internal/onnxpipe/stage_lib.h. */
 #ifndef ONNXPIPE_STAGE_H
 #define ONNXPIPE_STAGE_H
 
@@ -66,6 +67,12 @@ typedef struct pp_stage_options {
                                    this stage */
 } pp_stage_options;
 
+/* The options of a plain fp32 training stage: one stash slot, microbatch and global batch
+ * 1 (set both), AdamW with PyTorch's defaults (betas 0.9, 0.999, eps 1e-8, weight decay
+ * 0.01), labels equal to -100 ignored, training mode on, no recompute, attention fused
+ * where the device's kernel is a fused one. Local. Thread-safe. */
+PP_API pp_stage_options pp_stage_options_default(void);
+
 /* Builds stage `index` of partition part (whose graph must outlive the stage). Local; the stage keeps
  * part's graph, dev and opt->loss's names (opt is copied); the caller frees it with pp_stage_destroy. */
 PP_API pp_status pp_stage_create(const pp_partition *part, int index, pp_device *dev, const pp_stage_options *opt,
@@ -121,33 +128,6 @@ PP_API void pp_stage_set_training(pp_stage *s, int on);
 PP_API pp_status pp_stage_forward(pp_stage *s, int slot, int64_t step, int64_t microbatch, pp_error *err);
 /* The last stage's loss for that slot (mean over the microbatch), after forward. Local. */
 PP_API double pp_stage_loss(const pp_stage *s, int slot);
-/* The loss's seed and share (stage/loss.c says the convention). A slot's seed, dL/d(loss
- * of its microbatch), starts as microbatch / global_batch (1 / global_batch for a 'sum'
- * loss). A trainer whose labels have ignore_index entries or class weights gives each
- * slot, before its backward, the weight of its microbatch's labels and of the global
- * batch's (pp_loss_labels_weight): the seed becomes their ratio (0 when the global batch
- * weighs nothing), so the gradient is the global mean whatever the layout. Local. */
-PP_API void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight);
-/* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
-typedef struct pp_loss_labels {
-    const char *labels;          /* the graph input (or the --labels name) holding the labels */
-    int64_t ignore_index;        /* labels equal to it count for nothing; INT64_MIN: none */
-    const float *class_weights;  /* label y counts class_weights[y] (0 <= y < classes), or NULL: 1 */
-    int64_t classes;
-} pp_loss_labels;
-/* PP_ERR_UNSUPPORTED when the stage has no loss, the labels are computed from something
- * other than a graph input by reshapes, the class weights are not a float initializer, or
- * the loss is not a mean (then the default seeds are the right ones). Local; out's labels and
- * class_weights are owned by s (and its graph), valid while s lives. */
-PP_API pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
-/* The weight of labels y [groups x per], `groups` microbatches of `per` labels back to
- * back, counted once: a label other than ignore_index counts its class weight, or 1
- * (with class weights, one outside [0, classes) counts nothing). weight[j] (NULL: not
- * wanted) receives group j's; returns the sum over all, added label by label. Local;
- * Thread-safe (pure). */
-PP_API double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per,
-                                    double *weight);
-
 /* Runs the slot's backward `part` (after its forward). Local. */
 PP_API pp_status pp_stage_backward(pp_stage *s, int slot, pp_backward_part part, pp_error *err);
 
@@ -160,14 +140,12 @@ typedef struct pp_stage_param {
     pp_shape shape;
 } pp_stage_param;
 
-/* Local. The table, the flat buffers (device memory) and the graph are owned by s
- * (the graph is the one given at creation), valid while s lives. */
+/* Local. The table and the flat buffers (device memory; as long as the parameters'
+ * offset + numel reach) are owned by s, valid while s lives. */
 PP_API int pp_stage_num_params(const pp_stage *s);
 PP_API const pp_stage_param *pp_stage_param_at(const pp_stage *s, int i);
-PP_API int64_t pp_stage_param_elems(const pp_stage *s);   /* flat buffer length (with alignment gaps) */
 PP_API float *pp_stage_params(pp_stage *s);
 PP_API float *pp_stage_grads(pp_stage *s);
-PP_API const pp_graph *pp_stage_graph(const pp_stage *s);
 
 PP_API pp_status pp_stage_zero_grads(pp_stage *s, pp_error *err);   /* Local */
 /* A parameter read by several ops (a weight tied inside the stage) keeps one gradient per

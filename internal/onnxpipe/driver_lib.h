@@ -8,10 +8,10 @@
 #ifndef ONNXPIPE_DRIVER_LIB_H
 #define ONNXPIPE_DRIVER_LIB_H
 
-#include <onnxpipe/comm.h>
+#include <onnxpipe/comm_lib.h>
 #include <onnxpipe/core.h>
 #include <onnxpipe/driver.h>
-#include <onnxpipe/partition.h>
+#include <onnxpipe/partition_lib.h>
 #include <onnxpipe/schedule_lib.h>
 #include <onnxpipe/stage_lib.h>
 

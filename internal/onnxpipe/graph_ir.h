@@ -99,6 +99,85 @@ struct pp_graph {
     pp_graph_store *store;
 };
 
+/* ---- building (the loader, the example models, extraction, tests) ---------- */
+
+/* An empty graph to build in code; opset is the ai.onnx version. The caller frees it with pp_graph_destroy.
+ * Local. */
+pp_status pp_graph_create(const char *name, int64_t opset, pp_graph **out, pp_error *err);
+/* Memory and strings owned by the graph, freed with it (pp_graph_destroy). Local. */
+void *pp_graph_alloc(pp_graph *g, size_t n);
+const char *pp_graph_strdup(pp_graph *g, const char *s);
+
+/* The id of the value with this name, created (kind NODE, dtype undefined) if absent; -1 on OOM. Local. */
+int pp_graph_value(pp_graph *g, const char *name);
+/* The last node (largest id) reading value v, or its producer when no later node reads it;
+ * -1 for a value no node makes (graph inputs, initializers). A cut after node i is crossed
+ * by v when producer <= i < last reader. Local; thread-safe on a finalized graph. */
+int pp_value_last_reader(const pp_graph *g, int v);
+
+/* Declares a graph input; name and shape (its syms too) are copied into the graph. Local. */
+pp_status pp_graph_add_input(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                             pp_error *err);
+/* copy != 0 copies the data into the graph; copy == 0 borrows it (it must outlive the graph). Local. */
+pp_status pp_graph_add_initializer(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                                   const void *data, size_t nbytes, int copy, pp_error *err);
+/* Declares a graph output; dtype/shape may be UNDEFINED / NULL (inferred). Local. */
+pp_status pp_graph_add_output(pp_graph *g, const char *name, pp_dtype dtype, const pp_shape *shape,
+                              pp_error *err);
+/* Adds a node; "" in inputs/outputs marks an omitted optional one. name may be NULL. Strings are copied
+ * into the graph. Local. */
+pp_status pp_graph_add_node(pp_graph *g, const char *op_type, const char *domain, const char *name,
+                            const char *const *inputs, int ninputs,
+                            const char *const *outputs, int noutputs,
+                            int *node_id, pp_error *err);
+/* Attributes on node node_id (copied into the graph). Local. */
+pp_status pp_graph_set_attr_int(pp_graph *g, int node_id, const char *name, int64_t v, pp_error *err);
+pp_status pp_graph_set_attr_float(pp_graph *g, int node_id, const char *name, float v, pp_error *err);
+pp_status pp_graph_set_attr_string(pp_graph *g, int node_id, const char *name, const char *v, pp_error *err);
+pp_status pp_graph_set_attr_ints(pp_graph *g, int node_id, const char *name, const int64_t *v, int n,
+                                 pp_error *err);
+pp_status pp_graph_set_attr_floats(pp_graph *g, int node_id, const char *name, const float *v, int n,
+                                   pp_error *err);
+pp_status pp_graph_set_attr_tensor(pp_graph *g, int node_id, const char *name, const pp_const_tensor *t,
+                                   pp_error *err);
+/* Any attribute, copied (used by the loader and by subgraph extraction); pp_graph_add_opset declares an
+ * opset import. Local. */
+pp_status pp_graph_set_attr(pp_graph *g, int node_id, const pp_attr *a, pp_error *err);
+/* The nodes reading value v at an input that carries a gradient, each node once, in node order:
+ * their ids in out (at most max), and how many there are in all (a parameter read by several
+ * is tied). Local; thread-safe on a finalized graph. */
+int pp_graph_param_readers(const pp_graph *g, int v, int *out, int max);
+/* Sets (or replaces) a metadata entry; key and value are copied. Local. */
+pp_status pp_graph_set_metadata(pp_graph *g, const char *key, const char *value, pp_error *err);
+pp_status pp_graph_add_opset(pp_graph *g, const char *domain, int64_t version, pp_error *err);
+
+/* Links values to producers and consumers, checks that every value has one producer,
+ * sorts nodes topologically (a cycle is an error naming a node on it), rejects ops
+ * outside the supported set (naming node, op type and domain), binds symbolic dims,
+ * folds constant subgraphs and removes Identity nodes (unless opt->no_fold),
+ * infers every shape, and marks trainable parameters: floating-point initializers
+ * that reach a differentiable input of some node. opt may be NULL. Local. */
+pp_status pp_graph_finalize(pp_graph *g, const pp_graph_options *opt, pp_error *err);
+
+
+/* ---- queries beyond the public ones ------------------------------------------ */
+
+/* The constant data of a value (initializer), or NULL; owned by g, valid while g lives. Local; thread-safe
+ * on a finalized graph. */
+const pp_const_tensor *pp_graph_const(const pp_graph *g, int value);
+/* A 64-bit hash of what the model is, for checkpoints: graph inputs and outputs (names,
+ * dtypes), every trainable parameter (name, dtype, shape) and the nodes that read it
+ * (name, op type); not the weights. The same for any dims bound at load. Local; thread-safe on a
+ * finalized graph. */
+uint64_t pp_graph_model_hash(const pp_graph *g);
+/* A new finalized graph holding the given nodes of g (ids in g's topological order):
+ * its inputs are the non-constant values those nodes consume but do not produce,
+ * its initializers the ones they use (data borrowed from g, which must outlive it),
+ * its outputs the values listed in out_values. The caller frees *out with pp_graph_destroy. Local. */
+pp_status pp_graph_extract(const pp_graph *g, const int *nodes, int nnodes,
+                           const int *out_values, int nout, const char *name,
+                           pp_graph **out, pp_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,7 @@
 #ifndef ONNXPIPE_PLACEMENT_H
 #define ONNXPIPE_PLACEMENT_H
 
-#include <onnxpipe/comm.h>
+#include <onnxpipe/comm_lib.h>
 #include <onnxpipe/core.h>
 #include <onnxpipe/core_util.h>
 

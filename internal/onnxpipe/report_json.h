@@ -4,7 +4,7 @@
 #define ONNXPIPE_REPORT_JSON_H
 
 #include <onnxpipe/core_util.h>
-#include <onnxpipe/partition.h>
+#include <onnxpipe/partition_lib.h>
 #include <onnxpipe/plan.h>
 
 /* The partition preview (pp_partition_print) as JSON with stable keys. Local. */

@@ -3,8 +3,8 @@
  * validator that proves a schedule deadlock-free, an event-driven simulator, and
  * renderers (ASCII timeline, Perfetto/chrome://tracing JSON, PyTorch-style CSV).
  * Pure data and pure functions: no MPI, no devices. Internal tier (the library, the CLI,
- * tests and bench); the schedule kinds a trainer names and the stage costs the planner
- * takes are schedule.h. */
+ * tests and bench); what a trainer uses (the kinds, the IR's actions, create, validate,
+ * simulate) is schedule.h. */
 #ifndef ONNXPIPE_SCHEDULE_LIB_H
 #define ONNXPIPE_SCHEDULE_LIB_H
 
@@ -15,83 +15,11 @@
 extern "C" {
 #endif
 
-/* ---------------------------------------------------------------------------
- * The IR (a contract for the driver that runs it).
- *
- * Virtual stage s (0 .. num_stages-1) is a contiguous slice of the model; data flows
- * s -> s+1 forward and s+1 -> s backward. Rank r holds the stages with
- * stage_rank[s] == r. The generators place stage s on rank s % pp, Megatron's
- * "looped" placement (rank r holds stages r, r+pp, r+2pp, ...), except zb-v, whose
- * 2·pp stages go down and back up the ranks in a V (rank r holds stages r and
- * 2·pp-1-r; rank pp-1 holds the two middle stages, and the first and last stage share
- * rank 0).
- *
- * Every rank walks its own action array in order. Field meanings per kind:
- *   FORWARD          run stage `stage` forward on `microbatch` (its input is the model
- *                    input when stage == 0, else the activation received or computed
- *                    locally by stage-1); stash what backward needs.        peer = -1
- *   BACKWARD         full backward of (stage, microbatch): input gradient and weight
- *                    gradient (accumulated); frees the stash.                peer = -1
- *   BACKWARD_INPUT   zero-bubble split, part 1: gradient w.r.t. the stage input only
- *                    (what the previous stage waits for).                    peer = -1
- *   BACKWARD_WEIGHT  zero-bubble split, part 2: weight gradient of (stage, microbatch);
- *                    always after its BACKWARD_INPUT.                        peer = -1
- *   SEND_ACT         send the output activation of (stage, microbatch) to stage+1,
- *                    which lives on rank `peer`.
- *   RECV_ACT         receive the input activation of (stage, microbatch) from
- *                    stage-1 on rank `peer`.
- *   SEND_GRAD        send the input gradient of (stage, microbatch) to stage-1 on
- *                    rank `peer`.
- *   RECV_GRAD        receive the output gradient of (stage, microbatch) from stage+1
- *                    on rank `peer`.
- *   REDUCE_GRADS     by here the data-parallel all-reduce of stage `stage`'s gradients
- *                    is under way (microbatch = -1, peer = -1); placed after the stage's
- *                    last backward and the sends that follow it. The driver starts the
- *                    all-reduce earlier, bucket by bucket, from the gradient hook inside
- *                    that last backward as each bucket's gradients become final
- *                    (driver/driver.c: bucket_hook); this action starts any bucket the
- *                    hook left (none after a hooked backward) and nothing waits here.
- *                    DESIGN.md's name; text form "REDUCE_GRADS" (the CSV reader also
- *                    takes PyTorch's "REDUCE_GRAD").
- *   OPTIMIZER_STEP   the end of the rank's step (stage = -1, microbatch = -1, peer = -1),
- *                    its last action: wait for its all-reduce buckets, sum tied
- *                    gradients, the loss and the global gradient norm over the job, clip,
- *                    then the optimizer step of all its stages (driver/driver_step.c:
- *                    driver_optimizer_step). DESIGN.md's name, also its text form.
- * A SEND and its RECV name the same microbatch; their stages differ by one (SEND_ACT
- * of stage s matches RECV_ACT of stage s+1, SEND_GRAD of s matches RECV_GRAD of s-1).
- * Stages on the same rank exchange data without SEND/RECV.
- *
- * Deadlock freedom is proven for the worst case, where a send blocks until the
- * matching receive is posted and a receive blocks until data arrives (rendezvous):
- * a driver may use blocking or non-blocking point-to-point calls. */
-typedef enum {
-    PP_ACT_FORWARD = 0,
-    PP_ACT_BACKWARD,
-    PP_ACT_BACKWARD_INPUT,
-    PP_ACT_BACKWARD_WEIGHT,
-    PP_ACT_SEND_ACT,
-    PP_ACT_RECV_ACT,
-    PP_ACT_SEND_GRAD,
-    PP_ACT_RECV_GRAD,
-    PP_ACT_REDUCE_GRADS,
-    PP_ACT_OPTIMIZER_STEP,
-    PP_ACT_KIND_COUNT
-} pp_action_kind;
-
-/* Fixed size (16 bytes), plain data; kind holds a pp_action_kind. */
-typedef struct pp_action {
-    int32_t kind;
-    int32_t stage;       /* virtual stage index, -1 for OPTIMIZER_STEP */
-    int32_t microbatch;  /* 0 .. microbatches-1, -1 for REDUCE_GRADS / OPTIMIZER_STEP */
-    int32_t peer;        /* rank on the other side of a SEND/RECV, else -1 */
-} pp_action;
-
-/* Plain data; create with pp_schedule_create / pp_schedule_new, free with
- * pp_schedule_destroy. Fields may be read directly (the accessors below are
- * conveniences); change actions only through pp_schedule_append, or in place when
- * building deliberately broken schedules in tests. */
-typedef struct pp_schedule {
+/* The schedule's layout (opaque in schedule.h): create with pp_schedule_create /
+ * pp_schedule_new, free with pp_schedule_destroy. The library reads fields directly; change
+ * actions only through pp_schedule_append, or in place when building deliberately broken
+ * schedules in tests. */
+struct pp_schedule {
     pp_schedule_kind kind;
     int pp;             /* ranks in the pipeline */
     int chunks;         /* virtual stages per rank (v); 1 except for interleaved and zb-v (2) */
@@ -102,19 +30,11 @@ typedef struct pp_schedule {
     int *count;         /* [pp] actions per rank */
     int *capacity;      /* [pp] allocated actions per rank */
     pp_action **actions;/* [pp][count[r]] */
-} pp_schedule;
+};
 
 /* Local; a static string. Thread-safe. */
 const char *pp_action_kind_name(pp_action_kind kind);      /* "FORWARD", ..., "REDUCE_GRADS" */
 
-/* Generates, lowers and validates the schedule of `kind` for pp ranks, `microbatches`
- * microbatches and `chunks` virtual stages per rank (1, except interleaved: 2..64, and
- * zb-v: 2).
- * Invalid combinations fail with PP_ERR_INVALID_ARG and a message saying what holds
- * (e.g. interleaved needs microbatches % pp == 0). Local; the caller frees it with
- * pp_schedule_destroy. Thread-safe. */
-pp_status pp_schedule_create(pp_schedule_kind kind, int pp, int microbatches, int chunks,
-                             pp_schedule **out, pp_error *err);
 /* The compute-only order (FORWARD/BACKWARD/... actions only, lowered = 0). Local; the caller frees
  * it with pp_schedule_destroy. Thread-safe. */
 pp_status pp_schedule_generate(pp_schedule_kind kind, int pp, int microbatches, int chunks,
@@ -127,26 +47,12 @@ pp_status pp_schedule_lower(pp_schedule *s, pp_error *err);
  * communication (e.g. loaded from a compute+comms CSV without them). Local. */
 pp_status pp_schedule_finish(pp_schedule *s, pp_error *err);
 
-/* Simulates all ranks together with rendezvous message matching and checks: no
- * deadlock; stage -> rank consistency and correct peers; every (stage, microbatch)
- * forwarded exactly once and backwarded exactly once (BACKWARD, or BACKWARD_INPUT then
- * BACKWARD_WEIGHT); forward before backward; every send matched by exactly one
- * receive; REDUCE_GRADS once per stage after its backwards; OPTIMIZER_STEP last.
- * Compute-only schedules are checked for order and completeness (no communication).
- * On failure, when report is not NULL, prints the per-rank grid with the stuck or
- * offending actions marked. O(actions + stages * microbatches). Local. Thread-safe. */
-pp_status pp_schedule_validate(const pp_schedule *s, FILE *report, pp_error *err);
-
 /* An empty schedule to fill by hand: stage_rank [num_stages] is copied. Local (as are append
  * and destroy); the caller frees it with pp_schedule_destroy. */
 pp_status pp_schedule_new(int pp, int num_stages, int microbatches, const int *stage_rank,
                           pp_schedule **out, pp_error *err);
 pp_status pp_schedule_append(pp_schedule *s, int rank, pp_action a, pp_error *err);
-void pp_schedule_destroy(pp_schedule *s);  /* accepts NULL */
 
-/* The actions of one rank; *n receives their number. NULL for a bad rank. Local; owned by s, valid
- * until s changes. Thread-safe. */
-const pp_action *pp_schedule_rank_actions(const pp_schedule *s, int rank, int *n);
 /* Total actions over all ranks. Local. Thread-safe. */
 long pp_schedule_action_count(const pp_schedule *s);
 /* PyTorch's text form: "0F1", "1B0", "2I0", "2W0", "0SEND_F1", "1RECV_F1", "1SEND_B0",
@@ -173,22 +79,6 @@ pp_status pp_schedule_read_csv(FILE *in, const char *name, pp_schedule **out, pp
 /* ---------------------------------------------------------------------------
  * Simulation. Costs are per microbatch per virtual stage, in seconds (pp_stage_cost,
  * schedule.h). */
-typedef struct pp_costs {
-    pp_stage_cost uniform;       /* used for every stage when `stage` is NULL */
-    const pp_stage_cost *stage;  /* [num_stages] or NULL */
-    int num_stages;              /* length of `stage` */
-    double send_latency;         /* s per message */
-    double bandwidth;            /* bytes/s between neighbours; 0 = infinite */
-    double allreduce;            /* s per REDUCE_GRADS (data-parallel all-reduce), plus the
-                                    stage's own pp_stage_cost.allreduce */
-    double optimizer;            /* s per OPTIMIZER_STEP */
-    const double *action;        /* NULL, or s of each FORWARD, BACKWARD, BACKWARD_INPUT and
-                                    BACKWARD_WEIGHT action in place of its stage's cost, by the
-                                    action's global index (rank r's i-th: the counts of ranks
-                                    before r, plus i; other entries unread); a negative entry
-                                    keeps the stage's cost: a replay of measured actions */
-} pp_costs;
-
 /* F = B = W = 1 s, nothing else costs anything. Local. */
 void pp_costs_unit(pp_costs *c);
 
@@ -201,7 +91,7 @@ void pp_costs_unit(pp_costs *c);
  * starts it bucket by bucket during the stage's last backward: earlier than modelled);
  * OPTIMIZER_STEP waits for this rank's all-reduces. (The validator assumes the worst
  * case instead: blocking sends and receives.) */
-typedef struct pp_sim_result {
+struct pp_sim_result {
     int pp;
     double makespan;         /* s, end of the last action */
     double bubble;           /* idle fraction over all ranks: 1 - sum(busy) / (pp * makespan) */
@@ -216,12 +106,7 @@ typedef struct pp_sim_result {
     int n_critical;
     int *critical;           /* [n_critical] global action indices, first to last: the
                                 chain of dependencies that sets the makespan */
-} pp_sim_result;
-
-/* Local; the caller frees the result with pp_sim_result_destroy (which accepts NULL). Thread-safe. */
-pp_status pp_schedule_simulate(const pp_schedule *s, const pp_costs *costs,
-                               pp_sim_result **out, pp_error *err);
-void pp_sim_result_destroy(pp_sim_result *r);  /* accepts NULL */
+};
 
 /* The textbook bubble fraction of s's kind for uniform stage costs and free
  * communication: gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v*m+p-1);

@@ -7,11 +7,39 @@
 #define ONNXPIPE_STAGE_LIB_H
 
 #include <onnxpipe/backend/kernels_backend.h>
+#include <onnxpipe/partition_lib.h>
 #include <onnxpipe/stage.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The loss's seed and share (stage/loss.c says the convention). A slot's seed, dL/d(loss
+ * of its microbatch), starts as microbatch / global_batch (1 / global_batch for a 'sum'
+ * loss). A trainer whose labels have ignore_index entries or class weights gives each
+ * slot, before its backward, the weight of its microbatch's labels and of the global
+ * batch's (pp_loss_labels_weight): the seed becomes their ratio (0 when the global batch
+ * weighs nothing), so the gradient is the global mean whatever the layout. Local. */
+void pp_stage_set_loss_weight(pp_stage *s, int slot, double weight, double global_weight);
+/* What a mean loss divides by, so a trainer can weigh microbatches (see above). */
+typedef struct pp_loss_labels {
+    const char *labels;          /* the graph input (or the --labels name) holding the labels */
+    int64_t ignore_index;        /* labels equal to it count for nothing; INT64_MIN: none */
+    const float *class_weights;  /* label y counts class_weights[y] (0 <= y < classes), or NULL: 1 */
+    int64_t classes;
+} pp_loss_labels;
+/* PP_ERR_UNSUPPORTED when the stage has no loss, the labels are computed from something
+ * other than a graph input by reshapes, the class weights are not a float initializer, or
+ * the loss is not a mean (then the default seeds are the right ones). Local; out's labels and
+ * class_weights are owned by s (and its graph), valid while s lives. */
+pp_status pp_stage_loss_labels(const pp_stage *s, pp_loss_labels *out, pp_error *err);
+/* The weight of labels y [groups x per], `groups` microbatches of `per` labels back to
+ * back, counted once: a label other than ignore_index counts its class weight, or 1
+ * (with class weights, one outside [0, classes) counts nothing). weight[j] (NULL: not
+ * wanted) receives group j's; returns the sum over all, added label by label. Local;
+ * Thread-safe (pure). */
+double pp_loss_labels_weight(const pp_loss_labels *l, const int64_t *y, int64_t groups, int64_t per,
+                             double *weight);
 
 /* Activation recomputation (pp_recompute, partition.h; stage/recompute.c) names.
  * "none", "selective", "full". Local; thread-safe (static strings). */
@@ -241,6 +269,10 @@ typedef struct pp_stage_op_info {
 int pp_stage_num_ops(const pp_stage *s);
 void pp_stage_op_describe(const pp_stage *s, int o, pp_stage_op_info *out);
 
+/* The flat buffers' length in elements (with alignment gaps), and the graph the stage was
+ * built from (its partition's). Local; owned by s. */
+int64_t pp_stage_param_elems(const pp_stage *s);
+const pp_graph *pp_stage_graph(const pp_stage *s);
 #ifdef __cplusplus
 }
 #endif

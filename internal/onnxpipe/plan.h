@@ -6,7 +6,9 @@
  * winners' memory with the stage planner's exact estimate (pp_driver_estimate). Stage costs
  * come from a cost model: a calibration measured on this machine (pp_calibrate: each op
  * type's forward and backward timed at several microbatch sizes and precisions) or flat
- * FLOP rates. Reads shapes only, never weight values. Runs without MPI or a device. */
+ * FLOP rates. Reads shapes only, never weight values. Runs without MPI or a device.
+ * Internal tier (the library, the CLI, tests and bench): `onnxpipe plan` and the trainer's
+ * stage costs use it; a custom trainer does not (DESIGN.md "The public tier is chosen"). */
 #ifndef ONNXPIPE_PLAN_H
 #define ONNXPIPE_PLAN_H
 
@@ -54,20 +56,20 @@ typedef struct pp_calibrate_options {
 
 /* Calibrates on model (a path; its weights are loaded, as training would). Local; the
  * caller frees *out with pp_calibration_destroy. */
-PP_API pp_status pp_calibrate(const char *model, const pp_calibrate_options *opt, pp_calibration **out,
-                              pp_error *err);
+pp_status pp_calibrate(const char *model, const pp_calibrate_options *opt, pp_calibration **out,
+                       pp_error *err);
 /* Writes it to path (through a temporary file and a rename). Local. */
-PP_API pp_status pp_calibration_save(const pp_calibration *c, const char *path, pp_error *err);
+pp_status pp_calibration_save(const pp_calibration *c, const char *path, pp_error *err);
 /* Reads a file written by pp_calibration_save; errors name the file and the field. Local;
  * the caller frees *out with pp_calibration_destroy. */
-PP_API pp_status pp_calibration_load(const char *path, pp_calibration **out, pp_error *err);
+pp_status pp_calibration_load(const char *path, pp_calibration **out, pp_error *err);
+void pp_calibration_destroy(pp_calibration *c);   /* accepts NULL */
 /* A table per precision: op types by time at the largest microbatch, GFLOP/s per microbatch. Local. */
-PP_API void pp_calibration_print(const pp_calibration *c, FILE *out);
-PP_API void pp_calibration_destroy(pp_calibration *c);   /* accepts NULL */
+void pp_calibration_print(const pp_calibration *c, FILE *out);
 /* The hash (pp_graph_model_hash) of the model it was measured on, and whether it holds
  * points for precision p. Local. Thread-safe. */
-PP_API uint64_t pp_calibration_model_hash(const pp_calibration *c);
-PP_API int pp_calibration_has_precision(const pp_calibration *c, pp_dtype p);
+uint64_t pp_calibration_model_hash(const pp_calibration *c);
+int pp_calibration_has_precision(const pp_calibration *c, pp_dtype p);
 
 /* ---- the cost model ------------------------------------------------------------ */
 
@@ -90,9 +92,9 @@ typedef struct pp_cost_model {
  * are left 0 (links are the caller's). costs[part->nstages]. The one place `onnxpipe
  * schedule --model`, the trainer's plan line and the planner get stage costs from. Local.
  * Thread-safe. */
-PP_API pp_status pp_plan_stage_costs(const pp_partition *part, const pp_cost_model *model, int64_t microbatch,
-                                     pp_dtype precision, pp_recompute recompute, pp_stage_cost *costs,
-                                     pp_error *err);
+pp_status pp_plan_stage_costs(const pp_partition *part, const pp_cost_model *model, int64_t microbatch,
+                              pp_dtype precision, pp_recompute recompute, pp_stage_cost *costs,
+                              pp_error *err);
 
 /* ---- the search ------------------------------------------------------------------ */
 
@@ -187,9 +189,9 @@ typedef struct pp_plan_result {
  * opt->stage's loss names as for training). Errors name the bad option value and its bound;
  * PP_ERR_INVALID_ARG when no layout fits (the message gives the smallest memory any needs).
  * Local; the caller frees *out with pp_plan_result_destroy. */
-PP_API pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const pp_plan_options *opt,
-                                pp_plan_result **out, pp_error *err);
-PP_API void pp_plan_result_destroy(pp_plan_result *r);   /* accepts NULL */
+pp_status pp_plan_search(const char *model, const pp_graph_options *gopt, const pp_plan_options *opt,
+                         pp_plan_result **out, pp_error *err);
+void pp_plan_result_destroy(pp_plan_result *r);   /* accepts NULL */
 
 #ifdef __cplusplus
 }
