@@ -40,7 +40,7 @@ set(PP_NCCL_LIBRARY "${NCCL_LIBRARY}")
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/onnxpipeConfig.cmake.in
   ${CMAKE_BINARY_DIR}/pkg/onnxpipeConfig.cmake INSTALL_DESTINATION ${PP_CMAKE_DIR}
   PATH_VARS CMAKE_INSTALL_LIBDIR CMAKE_INSTALL_INCLUDEDIR)
-# before 1.0 a minor release may break the API (README: ABI), hence SameMinorVersion
+# before 1.0 a minor release may break the API (docs/library.md: ABI), hence SameMinorVersion
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/pkg/onnxpipeConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/pkg/onnxpipeConfig.cmake ${CMAKE_BINARY_DIR}/pkg/onnxpipeConfigVersion.cmake

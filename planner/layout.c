@@ -90,7 +90,7 @@ static int imin(int64_t a, int64_t b)
 }
 
 /* Microbatches in flight on stage s (pipeline rank r, chunk k of the rank's v) at the
- * schedule's peak: the closed forms of the README's schedule table; interleaved's rank
+ * schedule's peak: the closed forms of docs/partition.md's schedule table; interleaved's rank
  * total (Megatron's warm-up) spread evenly over its chunks. pp_driver_estimate counts
  * them from the actions instead. */
 static int slots_of(int kind, int pp, int v, int64_t m, int r, int s)

@@ -5,14 +5,14 @@
 # names is one the parser takes (given without its value it is "needs a value", never
 # "unknown option"); one spelling per meaning (-o/--out, never --output) in every command.
 set -euo pipefail
-: "${ONNXPIPE:?}" "${BUILD_DIR:?}"
+: "${ONNXPIPE:?}" "${BUILD_DIR:?}" "${SRC_DIR:?}"
 OUT=$BUILD_DIR/test-out/cli_help
 rm -rf "$OUT"
 mkdir -p "$OUT"
 cd "$OUT"
 
-commands=("train" "partition" "schedule" "plan" "place" "eval" "data" "data show" "ckpt list" "ckpt inspect"
-          "ckpt verify" "ckpt export" "example gpt" "example mlp" "ops")
+# the commands docs/cli.md documents
+mapfile -t commands < <(bash "$SRC_DIR/scripts/gen-cli-doc.sh" --commands)
 total=0
 seen=""
 for cmd in "${commands[@]}"; do

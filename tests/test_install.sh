@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `cmake --install` gives a user what the README promises: libonnxpipe.so (SONAME, version)
+# `cmake --install` gives a user what docs/library.md promises: libonnxpipe.so (SONAME, version)
 # and .a, the headers, the CLI, the CMake package and onnxpipe.pc; the public and backend
 # header tiers and no internal header, each installed header compiling on its own against
 # the prefix; a program outside the
@@ -32,7 +32,7 @@ soname=$(readelf -d "$libdir/libonnxpipe.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/
 "$P/bin/onnxpipe" --version | grep -qx "onnxpipe $version" || fail "installed onnxpipe --version does not print $version"
 echo "ok: $(cd "$P" && find . -type f -o -type l | wc -l) files; SONAME $soname; onnxpipe --version = $version"
 
-# the tiers (README: ABI): include/onnxpipe and include/onnxpipe/backend, nothing of internal/
+# the tiers (docs/library.md: ABI): include/onnxpipe and include/onnxpipe/backend, nothing of internal/
 [ -d "$P/include/onnxpipe/backend" ] || fail "not installed: include/onnxpipe/backend (the backend tier)"
 for h in "$SRC_DIR"/internal/onnxpipe/*.h; do
     [ -z "$(find "$P" -name "$(basename "$h")")" ] || fail "internal header installed: $(find "$P" -name "$(basename "$h")")"

@@ -6,7 +6,7 @@
 # shared libonnxpipe.so, linked from the same object, exports exactly the same symbols.
 # Both export exactly tests/symbols.allow ("symbol tier" a line; tier public for
 # include/onnxpipe/*.h, backend for include/onnxpipe/backend/*.h): a symbol added to or
-# dropped from the ABI fails here until the allowlist says so (README: ABI). The public tier
+# dropped from the ABI fails here until the allowlist says so (docs/library.md: ABI). The public tier
 # is capped: 200 public symbols or more fail.
 set -euo pipefail
 export LC_ALL=C

@@ -1,6 +1,6 @@
 /* Private to the library (no PP_API; every module may include it): the one reader of the
  * environment. core/env.c holds the table of every variable the library reads (name,
- * what it does, default), which the README's "Environment variables" section lists;
+ * what it does, default), from which scripts/gen-env-doc.py writes docs/environment.md;
  * tests/test_env_doc.sh fails when a name the library reads is missing from the table. */
 #ifndef PP_CORE_ENV_H
 #define PP_CORE_ENV_H

@@ -1,5 +1,5 @@
 /* For writing a communicator backend (backend tier: may change in a minor release,
- * README: ABI): the hooks a backend fills and the layout of pp_comm, which comm.h keeps
+ * docs/library.md: ABI): the hooks a backend fills and the layout of pp_comm, which comm.h keeps
  * opaque. The pp_comm_* wrappers (comm/comm.c) call these hooks. */
 #ifndef ONNXPIPE_COMM_BACKEND_H
 #define ONNXPIPE_COMM_BACKEND_H

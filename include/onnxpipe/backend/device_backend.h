@@ -1,4 +1,4 @@
-/* For writing a device backend (backend tier: may change in a minor release, README: ABI):
+/* For writing a device backend (backend tier: may change in a minor release, docs/library.md: ABI):
  * the hooks a backend fills and the layout of pp_device, which device.h keeps opaque. The
  * pp_device_* wrappers (kernels/device.c) call these hooks and keep the memory counters. */
 #ifndef ONNXPIPE_DEVICE_BACKEND_H

@@ -1,4 +1,4 @@
-/* For writing a kernel backend (backend tier: may change in a minor release, README: ABI):
+/* For writing a kernel backend (backend tier: may change in a minor release, docs/library.md: ABI):
  * the op library, forward and backward of every op of the registry (op.h) in one table
  * per (backend, compute dtype) indexed by pp_op, the kernel context and capabilities
  * (PP_KCAP_*), the backends this build has (one list, kernels/backends.c), and the
