@@ -64,7 +64,9 @@ static pp_stage *make(const pp_graph *g, pp_device *dev, pp_recompute r)
 /* The MLP x -> Gemm a1 -> Relu r1 -> Gemm a2 -> Relu r2 -> Gemm logits -> loss on one
  * stage. Backward reads x (Gemm 1), r1, r2 (the Relus' outputs and the next Gemms'
  * inputs), logits and labels (the loss). Every slot keeps, whatever the recompute:
- *   x, labels (inputs), logits (a graph output), the loss, and the gradients a weight
+ *   x, labels (inputs), logits (a graph output), the loss, the loss's statistics (its aux,
+ *   kernels/xent.h: per sample the scores' max and log-sum-exp, and the labels' summed
+ *   weight: 2 B + 1 floats), and the gradients a weight
  *   half reads after other microbatches' input halves: those of the Gemms' outputs a1,
  *   a2, logits, and the loss's seed.
  * none keeps r1 and r2 besides. full keeps nothing more: r1, r2 go to the arena, and
@@ -77,6 +79,7 @@ static void mlp_closed_form(void **state)
     pp_device *dev = cpu();
     pp_graph *g = mlp();
     const int64_t f = 4, common = al(B * IN * f) + al(B * 8) + al(B * C * f) + al(f)   /* x, labels, logits, loss */
+                                  + al((2 * B + 1) * f)                                 /* the loss's aux */
                                   + al(f) + al(B * H1 * f) + al(B * H2 * f) + al(B * C * f),   /* gradients */
                   acts = al(B * H1 * f) + al(B * H2 * f);   /* r1, r2 (or a1, a2) */
     const struct {
