@@ -63,9 +63,12 @@ fi
 NPROC=$(nproc)
 BASE_ENV=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 PP_COMM_TIMEOUT=60)
 if [ $REHEARSE = 1 ]; then
-    # kept: a sanitizer build's options, and CUDA_VISIBLE_DEVICES (the tests hide a GPU host's GPUs)
+    # kept: a sanitizer build's options (its leak suppressions, and the test helper that keeps
+    # Open MPI's components mapped so LeakSanitizer can name them: tests/lib/keep_loaded.c),
+    # and CUDA_VISIBLE_DEVICES (the tests hide a GPU host's GPUs)
     RUN=(env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR=/tmp "${BASE_ENV[@]}" ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"}
-         ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} ${CUDA_VISIBLE_DEVICES+CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES"} "$R/run")
+         ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} ${LSAN_OPTIONS:+LSAN_OPTIONS="$LSAN_OPTIONS"}
+         ${LD_PRELOAD:+LD_PRELOAD="$LD_PRELOAD"} ${CUDA_VISIBLE_DEVICES+CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES"} "$R/run")
 else
     RUN=(env "${BASE_ENV[@]}" "$R/run")
 fi
