@@ -4,15 +4,13 @@
 # the command names a variable of that table, and no file of theirs but core/env.c calls
 # getenv. Prints the names it compared.
 set -euo pipefail
+. "$(dirname "$0")/lib/generated_doc.sh"
 : "${SRC_DIR:?}" "${BUILD_DIR:?}"
 OUT=$BUILD_DIR/test-out/env_doc
 mkdir -p "$OUT"
 python3 "$SRC_DIR/scripts/gen-env-doc.py" --src "$SRC_DIR" -o "$OUT/environment.md"
-if ! diff -u "$SRC_DIR/docs/environment.md" "$OUT/environment.md"; then
-    echo "FAIL: docs/environment.md is stale (core/env.c's table changed); regenerate it with:" >&2
-    echo "  python3 $SRC_DIR/scripts/gen-env-doc.py" >&2
-    exit 1
-fi
+same_as_committed test_env_doc "$SRC_DIR/docs/environment.md" "$OUT/environment.md" "core/env.c's table changed" \
+    "python3 $SRC_DIR/scripts/gen-env-doc.py"
 echo "ok: docs/environment.md is core/env.c's table ($(grep -c '^| `' "$OUT/environment.md") variables)"
 python3 "$SRC_DIR/scripts/gen-env-doc.py" --src "$SRC_DIR" --names >"$OUT/names"
 python3 - "$SRC_DIR" "$OUT/names" <<'PYEOF'
