@@ -1,6 +1,7 @@
 # The CUDA backend (included by CMakeLists.txt when nvcc is found): kernels/cuda/*.cu
 # (device, cuBLAS/cuBLASLt/cuDNN kernels, fused optimizer) and comm/nccl*.c into libonnxpipe,
-# cudart linked statically, cuBLAS/cuBLASLt/cuDNN/NCCL as shared libraries. The libcuda stub is
+# cudart linked statically, cuDNN/NCCL as shared libraries, cuBLAS/cuBLASLt loaded by the first
+# CUDA device (kernels/cuda/cublas_api.h: linked, they cost every process ~220 MiB). The libcuda stub is
 # never linked: cudart loads the driver at run time, so a binary built here still starts
 # (and runs on the CPU) on a machine with no GPU driver.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -39,8 +40,16 @@ endif()
 target_include_directories(onnxpipe_cuda PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/internal ${GEN_DIR}
                            ${CMAKE_SOURCE_DIR}/kernels ${CMAKE_SOURCE_DIR}/kernels/cuda ${CUDNN_INCLUDE_DIR})
 target_link_libraries(onnxpipe_cuda PRIVATE CUDA::toolkit)
+# what kernels/cuda/cublas_api.cu dlopens: the sonames of this toolkit, then its directory
+target_compile_definitions(onnxpipe_cuda PRIVATE
+    PP_CUBLAS_SONAME="libcublas.so.${CUDAToolkit_VERSION_MAJOR}"
+    PP_CUBLASLT_SONAME="libcublasLt.so.${CUDAToolkit_VERSION_MAJOR}"
+    PP_CUDA_LIBDIR="${CUDAToolkit_LIBRARY_DIR}")
+# the same sonames for scripts/gpu-bundle.sh, which finds the linked ones with ldd
+file(WRITE ${CMAKE_BINARY_DIR}/cuda-dlopen.txt
+     "libcublas.so.${CUDAToolkit_VERSION_MAJOR}\nlibcublasLt.so.${CUDAToolkit_VERSION_MAJOR}\n")
 
 target_sources(onnxpipe_internal PRIVATE $<TARGET_OBJECTS:onnxpipe_cuda> ${PP_NCCL_SRC})
 target_include_directories(onnxpipe_internal PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
-target_link_libraries(onnxpipe_deps INTERFACE CUDA::cudart_static CUDA::cublas CUDA::cublasLt ${CUDNN_LIBRARY}
-                      ${NCCL_LIBRARY} stdc++)
+target_link_libraries(onnxpipe_deps INTERFACE CUDA::cudart_static ${CUDNN_LIBRARY} ${NCCL_LIBRARY}
+                      ${CMAKE_DL_LIBS} stdc++)

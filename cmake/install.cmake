@@ -54,8 +54,8 @@ string(REGEX REPLACE "/$" "" PP_PC_TO_PREFIX "${PP_PC_TO_PREFIX}")
 # private libraries (-ludev) as for a fully static program, where only libonnxpipe.a is static.
 set(PP_PC_LIBS_PRIVATE ${PROTOBUF_C_LINK_LIBRARIES} ${HWLOC_LINK_LIBRARIES} ${MPI_C_LIBRARIES} ${BLAS_LIBRARIES})
 if(PP_HAVE_CUDA)
-  list(APPEND PP_PC_LIBS_PRIVATE ${CUDAToolkit_LIBRARY_DIR}/libcudart_static.a ${CUDA_cublas_LIBRARY}
-       ${CUDA_cublasLt_LIBRARY} ${CUDNN_LIBRARY} ${NCCL_LIBRARY} -ldl -lrt -lpthread -lstdc++)
+  list(APPEND PP_PC_LIBS_PRIVATE ${CUDAToolkit_LIBRARY_DIR}/libcudart_static.a
+       ${CUDNN_LIBRARY} ${NCCL_LIBRARY} -ldl -lrt -lpthread -lstdc++)
 endif()
 list(APPEND PP_PC_LIBS_PRIVATE -lm)
 list(JOIN PP_PC_LIBS_PRIVATE " " PP_PC_LIBS_PRIVATE)

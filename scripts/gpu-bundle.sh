@@ -153,6 +153,8 @@ while [ ${#todo[@]} -gt 0 ]; do
     done
     todo=("${next[@]+"${next[@]}"}")
 done
+# and those the binary dlopens (cuBLAS, on the first CUDA device: cmake/cuda.cmake lists them)
+cat "$BUILD/cuda-dlopen.txt" >>"$STAGE/cuda-needed"
 sort -u "$STAGE/cuda-needed" >"$R/cuda-needed.txt"
 
 # --- what was packed, for the summary

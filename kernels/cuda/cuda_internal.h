@@ -9,7 +9,7 @@
 #include <onnxpipe/backend/kernels_backend.h>
 #include <onnxpipe/kernels.h>
 
-#include <cublas_v2.h>
+#include "cublas_api.h"
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -86,7 +86,7 @@ pp_status pp_cu_fail(const pp_kernel_ctx *c, pp_error *err, const char *lib, con
     do {                                                                                 \
         cublasStatus_t cu_e_ = (expr);                                                   \
         if (cu_e_ != CUBLAS_STATUS_SUCCESS)                                              \
-            return pp_cu_fail((c), err, "cuBLAS", #expr, cublasGetStatusString(cu_e_));  \
+            return pp_cu_fail((c), err, "cuBLAS", #expr, pp_cublas()->cublasGetStatusString(cu_e_));  \
     } while (0)
 #define CUDNN_TRY(c, expr)                                                               \
     do {                                                                                 \

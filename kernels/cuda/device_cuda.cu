@@ -323,6 +323,7 @@ static void cu_graph_destroy(pp_device *d, void *graph)
 
 static void cu_destroy(pp_device *d)
 {
+    const pp_cublas_api *cb = pp_cublas();
     pp_cuda *cu = cu_of(d);
     if (cu) {
         cudaSetDevice(cu->ordinal); /* handles and memory belong to it, not to the current one */
@@ -341,7 +342,7 @@ static void cu_destroy(pp_device *d)
         pp_cu_sdpa_cache_free(cu);
         pp_cu_lt_destroy(cu);
         if (cu->dnn) cudnnDestroy(cu->dnn);
-        if (cu->blas) cublasDestroy(cu->blas);
+        if (cu->blas) cb->cublasDestroy(cu->blas);
         if (cu->stream) cudaStreamDestroy(cu->stream);
         free(cu);
     }
@@ -375,6 +376,7 @@ static const pp_device_i cuda_device_i = {
 /* Fails cleanly with "no CUDA device: <reason>" where there is no driver or GPU. */
 pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
 {
+    const pp_cublas_api *cb = pp_cublas();
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -384,6 +386,7 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
     if (count == 0) return pp_error_set(err, PP_ERR_DEVICE, "no CUDA device: the driver reports 0 GPUs");
     if (index < 0 || index >= count)
         return pp_error_set(err, PP_ERR_INVALID_ARG, "CUDA device %d out of range (0..%d)", index, count - 1);
+    PP_CHECK(pp_cublas_load(err));
     pp_device *d = (pp_device *)pp_calloc(1, sizeof *d);
     pp_cuda *cu = (pp_cuda *)pp_calloc(1, sizeof *cu);
     cudaEvent_t *ev = (cudaEvent_t *)pp_calloc(PP_CUDA_EVENTS, sizeof *ev);
@@ -408,17 +411,17 @@ pp_status pp_device_cuda_create(int index, pp_device **out, pp_error *err)
         }                                                              \
     } while (0)
 #define CUDA_INIT(expr) INIT_TRY("CUDA", cudaError_t, cudaSuccess, expr, cudaGetErrorString)
-#define CUBLAS_INIT(expr) INIT_TRY("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, expr, cublasGetStatusString)
+#define CUBLAS_INIT(expr) INIT_TRY("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, expr, cb->cublasGetStatusString)
 #define CUDNN_INIT(expr) INIT_TRY("cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, expr, cudnnGetErrorString)
     CUDA_INIT(cudaSetDevice(index));
     CUDA_INIT(cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking));
     for (int i = 0; i < cu->nevents; i++) CUDA_INIT(cudaEventCreateWithFlags(&cu->events[i], cudaEventDisableTiming));
-    CUBLAS_INIT(cublasCreate(&cu->blas));
-    CUBLAS_INIT(cublasSetStream(cu->blas, cu->stream));
+    CUBLAS_INIT(cb->cublasCreate(&cu->blas));
+    CUBLAS_INIT(cb->cublasSetStream(cu->blas, cu->stream));
     /* TF32 tensor cores for fp32 GEMMs (10-bit mantissa products, fp32 accumulation), as
      * cuDNN's default math for Conv; NVIDIA_TF32_OVERRIDE=0 in the environment turns TF32
      * off in both libraries (full fp32, e.g. to compare with the cpu at 1e-5) */
-    CUBLAS_INIT(cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    CUBLAS_INIT(cb->cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH));
     CUDNN_INIT(cudnnCreate(&cu->dnn));
     CUDNN_INIT(cudnnSetStream(cu->dnn, cu->stream));
     if ((st = pp_cu_lt_create(cu, err)) != PP_OK) goto fail;

@@ -6,7 +6,6 @@
 #include "cuda_internal.h"
 #include "lt_plan.h"
 
-#include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,11 +31,12 @@ struct cu_lt {
 
 pp_status pp_cu_lt_create(pp_cuda *cu, pp_error *err)
 {
+    const pp_cublas_api *cb = pp_cublas();
     cu_lt *lt = (cu_lt *)calloc(1, sizeof *lt);
     if (!lt) return pp_error_set(err, PP_ERR_NOMEM, "cuda device %d: out of host memory for cuBLASLt", cu->ordinal);
     cu->lt = lt;
-    cublasStatus_t s = cublasLtCreate(&lt->h);
-    if (s != CUBLAS_STATUS_SUCCESS) return pp_cu_fail(NULL, err, "cuBLASLt", "cublasLtCreate", cublasGetStatusString(s));
+    cublasStatus_t s = cb->cublasLtCreate(&lt->h);
+    if (s != CUBLAS_STATUS_SUCCESS) return pp_cu_fail(NULL, err, "cuBLASLt", "cublasLtCreate", cb->cublasGetStatusString(s));
     /* allocated once, with the device: no GEMM allocates (cuBLAS's own workspaces aside) */
     cudaError_t e = cudaMalloc(&lt->ws, PP_CU_LT_WORKSPACE);
     if (e != cudaSuccess) return pp_cu_fail(NULL, err, "CUDA", "cudaMalloc (cuBLASLt workspace)", cudaGetErrorString(e));
@@ -45,19 +45,21 @@ pp_status pp_cu_lt_create(pp_cuda *cu, pp_error *err)
 
 static void entry_free(cu_lt_entry *x)
 {
+    const pp_cublas_api *cb = pp_cublas();
     for (int i = 0; i < 3; i++)
-        if (x->lay[i]) cublasLtMatrixLayoutDestroy(x->lay[i]);
-    if (x->op) cublasLtMatmulDescDestroy(x->op);
+        if (x->lay[i]) cb->cublasLtMatrixLayoutDestroy(x->lay[i]);
+    if (x->op) cb->cublasLtMatmulDescDestroy(x->op);
 }
 
 void pp_cu_lt_destroy(pp_cuda *cu)
 {
+    const pp_cublas_api *cb = pp_cublas();
     cu_lt *lt = cu->lt;
     if (!lt) return;
     for (int i = 0; i < lt->n; i++) entry_free(&lt->e[i]);
     free(lt->e);
     if (lt->ws) cudaFree(lt->ws);
-    if (lt->h) cublasLtDestroy(lt->h);
+    if (lt->h) cb->cublasLtDestroy(lt->h);
     free(lt);
     cu->lt = NULL;
 }
@@ -65,53 +67,54 @@ void pp_cu_lt_destroy(pp_cuda *cu)
 #define LT_TRY(expr)                                                                        \
     do {                                                                                    \
         cublasStatus_t lt_s_ = (expr);                                                      \
-        if (lt_s_ != CUBLAS_STATUS_SUCCESS) return pp_cu_fail(c, err, "cuBLASLt", #expr, cublasGetStatusString(lt_s_)); \
+        if (lt_s_ != CUBLAS_STATUS_SUCCESS) return pp_cu_fail(c, err, "cuBLASLt", #expr, pp_cublas()->cublasGetStatusString(lt_s_)); \
     } while (0)
 
 /* The descriptors of key k and the heuristic's best algorithm for them (x->ok 0: none). */
 static pp_status entry_make(const pp_kernel_ctx *c, cu_lt *lt, const pp_cu_lt *k, cu_lt_entry *x, pp_error *err)
 {
+    const pp_cublas_api *cb = pp_cublas();
     memset(x, 0, sizeof *x);
     x->key = *k;
-    LT_TRY(cublasLtMatmulDescCreate(&x->op, (cublasComputeType_t)k->compute, CUDA_R_32F));
+    LT_TRY(cb->cublasLtMatmulDescCreate(&x->op, (cublasComputeType_t)k->compute, CUDA_R_32F));
     const int32_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const uint32_t epi = (uint32_t)k->epilogue;
-    LT_TRY(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_TRY(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    LT_TRY(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     const int32_t bt = k->bias_type;
     if (k->epilogue == PP_CU_LT_EPILOGUE_BIAS &&   /* a type it refuses: no algorithm, the caller falls back */
-        cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) !=
+        cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) !=
             CUBLAS_STATUS_SUCCESS)
         return PP_OK;
     for (int i = 0; i < 3; i++) {
-        LT_TRY(cublasLtMatrixLayoutCreate(&x->lay[i], (cudaDataType_t)k->type[i], (uint64_t)k->rows[i],
+        LT_TRY(cb->cublasLtMatrixLayoutCreate(&x->lay[i], (cudaDataType_t)k->type[i], (uint64_t)k->rows[i],
                                           (uint64_t)k->cols[i], (int64_t)k->ld[i]));
         if (k->batch > 1) {
             const int32_t n = k->batch;
             const int64_t st = k->stride[i];
-            LT_TRY(cublasLtMatrixLayoutSetAttribute(x->lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
-            LT_TRY(cublasLtMatrixLayoutSetAttribute(x->lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st,
+            LT_TRY(cb->cublasLtMatrixLayoutSetAttribute(x->lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+            LT_TRY(cb->cublasLtMatrixLayoutSetAttribute(x->lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st,
                                                     sizeof st));
         }
     }
     cublasLtMatmulPreference_t pref;
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    LT_TRY(cb->cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = PP_CU_LT_WORKSPACE;
     const uint32_t al[4] = {(uint32_t)k->align[0], (uint32_t)k->align[1], (uint32_t)k->align[2],
                             (uint32_t)k->align[2]};
     const cublasLtMatmulPreferenceAttributes_t which[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasStatus_t s = cb->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
+        s = cb->cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
     if (s == CUBLAS_STATUS_SUCCESS)   /* NOT_SUPPORTED or no result: the caller falls back */
-        s = cublasLtMatmulAlgoGetHeuristic(lt->h, x->op, x->lay[0], x->lay[1], x->lay[2], x->lay[2], pref, 1, &r,
+        s = cb->cublasLtMatmulAlgoGetHeuristic(lt->h, x->op, x->lay[0], x->lay[1], x->lay[2], x->lay[2], pref, 1, &r,
                                            &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cb->cublasLtMatmulPreferenceDestroy(pref);
     x->ok = s == CUBLAS_STATUS_SUCCESS && found > 0;
     if (x->ok) x->algo = r.algo;
     return PP_OK;
@@ -120,6 +123,7 @@ static pp_status entry_make(const pp_kernel_ctx *c, cu_lt *lt, const pp_cu_lt *k
 pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void *xp, const void *yp, void *cp,
                         float alpha, float beta, const void *bias, int bias_type, int *done, pp_error *err)
 {
+    const pp_cublas_api *cb = pp_cublas();
     cu_lt *lt = cu_of(c->dev)->lt;
     *done = !g->m || !g->n;   /* nothing to write; k = 0 (C = beta C) is cuBLAS's */
     if (*done || !g->k) return PP_OK;
@@ -150,8 +154,8 @@ pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void 
                    c->node ? c->node : "?", bias ? ", bias epilogue" : "");
         return PP_OK;
     }
-    if (bias) LT_TRY(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    LT_TRY(cublasLtMatmul(lt->h, x->op, &alpha, yp, x->lay[0], xp, x->lay[1], &beta, cp, x->lay[2], cp, x->lay[2],
+    if (bias) LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    LT_TRY(cb->cublasLtMatmul(lt->h, x->op, &alpha, yp, x->lay[0], xp, x->lay[1], &beta, cp, x->lay[2], cp, x->lay[2],
                           &x->algo, lt->ws, PP_CU_LT_WORKSPACE, cu_of(c->dev)->stream));
     *done = 1;
     return PP_OK;

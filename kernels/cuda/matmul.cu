@@ -25,6 +25,7 @@ static cublasOperation_t op_of(int t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 static pp_status run_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void *xp, const void *yp, void *cp,
                           float alpha, float beta, pp_error *err)
 {
+    const pp_cublas_api *cb = pp_cublas();
     int done;
     PP_CHECK(pp_cu_lt_gemm(c, g, xp, yp, cp, alpha, beta, NULL, 0, &done, err));
     if (done) return PP_OK;
@@ -33,10 +34,10 @@ static pp_status run_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const voi
     if (g->atype == PP_CU_R_32F && g->ctype == PP_CU_R_32F) {
         const float *y = (const float *)yp, *x = (const float *)xp;
         if (g->batch == 1)
-            CUBLAS_TRY(c, cublasSgemm(h, ta, tb, g->m, g->n, g->k, &alpha, y, g->lda, x, g->ldb, &beta, (float *)cp,
+            CUBLAS_TRY(c, cb->cublasSgemm(h, ta, tb, g->m, g->n, g->k, &alpha, y, g->lda, x, g->ldb, &beta, (float *)cp,
                                       g->ldc));
         else
-            CUBLAS_TRY(c, cublasSgemmStridedBatched(h, ta, tb, g->m, g->n, g->k, &alpha, y, g->lda, g->stride_a, x,
+            CUBLAS_TRY(c, cb->cublasSgemmStridedBatched(h, ta, tb, g->m, g->n, g->k, &alpha, y, g->lda, g->stride_a, x,
                                                     g->ldb, g->stride_b, &beta, (float *)cp, g->ldc, g->stride_c,
                                                     g->batch));
         return PP_OK;
@@ -44,10 +45,10 @@ static pp_status run_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const voi
     const cudaDataType_t at = (cudaDataType_t)g->atype, bt = (cudaDataType_t)g->btype, ct = (cudaDataType_t)g->ctype;
     const cublasComputeType_t comp = (cublasComputeType_t)g->compute;
     if (g->batch == 1)
-        CUBLAS_TRY(c, cublasGemmEx(h, ta, tb, g->m, g->n, g->k, &alpha, yp, at, g->lda, xp, bt, g->ldb, &beta, cp, ct,
+        CUBLAS_TRY(c, cb->cublasGemmEx(h, ta, tb, g->m, g->n, g->k, &alpha, yp, at, g->lda, xp, bt, g->ldb, &beta, cp, ct,
                                    g->ldc, comp, CUBLAS_GEMM_DEFAULT));
     else
-        CUBLAS_TRY(c, cublasGemmStridedBatchedEx(h, ta, tb, g->m, g->n, g->k, &alpha, yp, at, g->lda, g->stride_a, xp,
+        CUBLAS_TRY(c, cb->cublasGemmStridedBatchedEx(h, ta, tb, g->m, g->n, g->k, &alpha, yp, at, g->lda, g->stride_a, xp,
                                                  bt, g->ldb, g->stride_b, &beta, cp, ct, g->ldc, g->stride_c, g->batch,
                                                  comp, CUBLAS_GEMM_DEFAULT));
     return PP_OK;
