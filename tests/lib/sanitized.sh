@@ -14,12 +14,25 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$dir/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$dir/ubsan:print_stacktrace=1"
 "$@"
 rc=$?
+# The report with each frame "(module+0xoffset)" followed by addr2line's "function at
+# file:line": the tests run ASan and LSan with symbolize=0 (tests/lib/keep_loaded.c).
+symbolized() {
+    local line
+    while IFS= read -r line; do
+        if [[ $line =~ \#([0-9]+)\ .*\((/[^+\)]+)\+0x([0-9a-f]+)\) ]]; then
+            local pc=$((16#${BASH_REMATCH[3]}))
+            [ "${BASH_REMATCH[1]}" = 0 ] || pc=$((pc - 1))   # a return address: the call is before it
+            line+=" $(addr2line -f -C -p -e "${BASH_REMATCH[2]}" "$(printf '0x%x' "$pc")" 2>/dev/null)"
+        fi
+        printf '%s\n' "$line"
+    done <"$1"
+}
 reports=("$dir"/*)
 if [ -e "${reports[0]}" ]; then
     echo "FAILED: ${#reports[@]} sanitizer report(s) from this test's processes (tests/lsan.supp lists what is not ours):"
     for f in "${reports[@]}"; do
         echo "== ${f##*/} (the process id)"
-        cat "$f"
+        symbolized "$f"
     done
     rc=1
 fi
