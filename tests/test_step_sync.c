@@ -292,7 +292,9 @@ static void optimizer_decision(void **state)
 }
 
 /* The profiler on the cpu's timers: every call's event lies inside the host's span of the
- * forward or backward that made it, events follow each other, and the rows sum them. */
+ * forward or backward that made it, events follow each other, and the rows sum them. An
+ * event maps onto the host's clock through the anchor, read at most 20 us before it was
+ * recorded (stage/profile.c): an event may seem to start up to that much early. */
 static void profiler_timers(void **state)
 {
     (void)state;
@@ -324,7 +326,7 @@ static void profiler_timers(void **state)
         double sum = 0, prev_end = 0;
         for (int k = total; k < n; k++) {
             const double lo = e[k].backward ? t1 : t0, hi = e[k].backward ? t2 : t1;
-            assert_true(e[k].t_start >= lo - 1e-6 && e[k].t_end <= hi + 1e-6 && e[k].t_end >= e[k].t_start);
+            assert_true(e[k].t_start >= lo - 20e-6 && e[k].t_end <= hi + 1e-6 && e[k].t_end >= e[k].t_start);
             assert_true(e[k].t_start >= prev_end - 1e-6);
             prev_end = e[k].t_end;
             sum += e[k].t_end - e[k].t_start;
