@@ -219,6 +219,7 @@ static void test_sdpa_gpt2(void **state)
     pp_cu_sdpa_bwd_ws(&p, 1000, 6u, &w);
     assert_int_equal(w.sum_at, 1024);
     assert_int_equal(w.accum_at, 1024 + B * H * S * 4);
+    assert_int_equal(w.accum_bytes, B * H * S * D * 4);   /* zeroed before cuDNN 9.6 */
     assert_int_equal(w.tmp_at[0], 0);
     assert_int_equal(w.tmp_at[1], w.accum_at + B * H * S * D * 4);
     assert_int_equal(w.tmp_at[2], w.tmp_at[1] + B * H * S * D * 2);

@@ -70,8 +70,10 @@ void pp_cu_lt_destroy(pp_cuda *cu)
         if (lt_s_ != CUBLAS_STATUS_SUCCESS) return pp_cu_fail(c, err, "cuBLASLt", #expr, pp_cublas()->cublasGetStatusString(lt_s_)); \
     } while (0)
 
-/* The descriptors of key k and the heuristic's best algorithm for them (x->ok 0: none). */
-static pp_status entry_make(const pp_kernel_ctx *c, cu_lt *lt, const pp_cu_lt *k, cu_lt_entry *x, pp_error *err)
+/* The descriptors of key k and the heuristic's best algorithm for them (x->ok 0: none); the
+ * bias pointer is set before the heuristic, which reads its alignment from it. */
+static pp_status entry_make(const pp_kernel_ctx *c, cu_lt *lt, const pp_cu_lt *k, const void *bias, cu_lt_entry *x,
+                            pp_error *err)
 {
     const pp_cublas_api *cb = pp_cublas();
     memset(x, 0, sizeof *x);
@@ -84,8 +86,10 @@ static pp_status entry_make(const pp_kernel_ctx *c, cu_lt *lt, const pp_cu_lt *k
     LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     const int32_t bt = k->bias_type;
     if (k->epilogue == PP_CU_LT_EPILOGUE_BIAS &&   /* a type it refuses: no algorithm, the caller falls back */
-        cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) !=
-            CUBLAS_STATUS_SUCCESS)
+        (cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) !=
+             CUBLAS_STATUS_SUCCESS ||
+         cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
+             CUBLAS_STATUS_SUCCESS))
         return PP_OK;
     for (int i = 0; i < 3; i++) {
         LT_TRY(cb->cublasLtMatrixLayoutCreate(&x->lay[i], (cudaDataType_t)k->type[i], (uint64_t)k->rows[i],
@@ -140,23 +144,32 @@ pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void 
             lt->cap = cap;
         }
         x = &lt->e[lt->n];
-        pp_status st = entry_make(c, lt, &k, x, err);
+        pp_status st = entry_make(c, lt, &k, bias, x, err);
         if (st != PP_OK) {
             entry_free(x);
             return st;
         }
         lt->n++;
     }
-    if (!x->ok) {
-        if (!lt->warned++)
-            pp_log(PP_LOG_INFO, "cuda device %d: cuBLASLt's heuristic has no algorithm for a %lld x %lld x %lld GEMM "
-                   "(node '%s'%s); such GEMMs run on cublasGemmEx", c->dev->index, k.m, k.n, k.k,
-                   c->node ? c->node : "?", bias ? ", bias epilogue" : "");
+    if (bias && x->ok)
+        LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (x->ok)
+        s = cb->cublasLtMatmul(lt->h, x->op, &alpha, yp, x->lay[0], xp, x->lay[1], &beta, cp, x->lay[2], cp, x->lay[2],
+                               &x->algo, lt->ws, PP_CU_LT_WORKSPACE, cu_of(c->dev)->stream);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        *done = 1;
         return PP_OK;
     }
-    if (bias) LT_TRY(cb->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    LT_TRY(cb->cublasLtMatmul(lt->h, x->op, &alpha, yp, x->lay[0], xp, x->lay[1], &beta, cp, x->lay[2], cp, x->lay[2],
-                          &x->algo, lt->ws, PP_CU_LT_WORKSPACE, cu_of(c->dev)->stream));
-    *done = 1;
+    if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE)
+        return pp_cu_fail(c, err, "cuBLASLt", "cublasLtMatmul", cb->cublasGetStatusString(s));
+    /* no algorithm, or one the call refuses (an fp32 bias beside a 16-bit D, say): this key
+     * runs on cublasGemmEx from now on */
+    if (!lt->warned++)
+        pp_log(PP_LOG_INFO, "cuda device %d: cuBLASLt %s a %lld x %lld x %lld GEMM (node '%s'%s)%s%s; such GEMMs run "
+               "on cublasGemmEx", c->dev->index, x->ok ? "refuses" : "has no algorithm for", k.m, k.n, k.k,
+               c->node ? c->node : "?", bias ? ", bias epilogue" : "", x->ok ? ": " : "",
+               x->ok ? cb->cublasGetStatusString(s) : "");
+    x->ok = 0;
     return PP_OK;
 }

@@ -34,7 +34,10 @@ pp_cu_launch pp_cu_launch_vec(int64_t n, int vec);
  * own slice of the workspace; its sums go to part[chunk][2][d] (part_bytes), and a last
  * kernel adds the chunks in order into dscale and dbias. */
 #define PP_CU_ROWNORM_CHUNKS 1024           /* backward blocks at most */
-#define PP_CU_ROWNORM_SMEM (48 * 1024)      /* the dynamic shared memory a launch has without opting in */
+/* the dynamic shared memory a launch has without opting in (48 KiB for static and dynamic
+ * together), less 1 KiB for the kernel's static block-reduction buffers (128 bytes today):
+ * d = 6144 (49,152 bytes of sums) would not launch */
+#define PP_CU_ROWNORM_SMEM (48 * 1024 - 1024)
 typedef struct pp_cu_rownorm {
     int vec;                    /* elements per access: 1 or PP_CU_VEC */
     unsigned block;             /* threads: d / vec rounded up to a warp, in [32, 1024] */

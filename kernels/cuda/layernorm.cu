@@ -42,11 +42,15 @@ template <int V> __device__ inline void rn_input(cu_io x, cu_io skip, int64_t i,
     for (int k = 0; k < V; k++) f[k] = rn_round(x.t, f[k] + g[k]);
 }
 
+/* The row kernels launch up to 1024 threads a block (pp_cu_rownorm_plan): __launch_bounds__
+ * keeps them within 64 registers a thread (k_rn_bwd<8> compiles to exactly 64), so that a
+ * block of 1024 always launches. */
+
 /* y, mean[m], rstd[m] (aux) from x (+ skip, then stored to sum when given); out_mean and
  * out_rstd: LayerNorm's outputs 1 and 2, float32 */
 template <int V>
-__global__ void k_rn_fwd(rn_rows a, cu_io x, cu_io skip, cu_io y, cu_io sum, float *mean, float *rstd, float *out_mean,
-                         float *out_rstd)
+__global__ void __launch_bounds__(1024)
+    k_rn_fwd(rn_rows a, cu_io x, cu_io skip, cu_io y, cu_io sum, float *mean, float *rstd, float *out_mean, float *out_rstd)
 {
     const int64_t r = blockIdx.x, o = r * a.d, nv = a.d / V;
     float f[V], s = 0.f;
@@ -93,7 +97,7 @@ struct rn_grads {
 /* Chunk blockIdx.x: rows [r0, r0 + rows) of dx (and dskip) = dnorm/dx + dsum, and its
  * rows' sums of dy xhat and dy per column into part[chunk][2][d]; thread t owns the columns
  * of its accesses, so the sums need no atomics. */
-template <int V> __global__ void k_rn_bwd(rn_rows a, rn_grads g, int64_t rows, float *part)
+template <int V> __global__ void __launch_bounds__(1024) k_rn_bwd(rn_rows a, rn_grads g, int64_t rows, float *part)
 {
     extern __shared__ float smem[];
     const int64_t nv = a.d / V, r0 = blockIdx.x * rows, r1 = r0 + rows < a.m ? r0 + rows : a.m;

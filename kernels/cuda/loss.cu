@@ -28,7 +28,8 @@ __device__ inline int64_t xent_label(const xent &e, const void *lab, cu_io w, in
 
 /* per position: loss[p] and weight[p] into part (2 floats), max and log-sum-exp into aux,
  * log_prob if asked */
-__global__ void k_xent(xent e, cu_io x, const void *lab, cu_io w, float *part, float *amx, float *als, cu_io logp)
+__global__ void __launch_bounds__(1024)
+    k_xent(xent e, cu_io x, const void *lab, cu_io w, float *part, float *amx, float *als, cu_io logp)
 {
     const int64_t p = blockIdx.x, base = (p / e.d) * e.c * e.d + p % e.d;
     float mx = -INFINITY;
@@ -52,7 +53,7 @@ __global__ void k_xent(xent e, cu_io x, const void *lab, cu_io w, float *part, f
 
 /* out = what of the per-position (loss, weight) pairs, summed in double in one block */
 enum { XENT_TOTAL_LOSS, XENT_TOTAL_MEAN, XENT_TOTAL_WEIGHT };
-__global__ void k_xent_total(const float *part, int64_t np, int what, float *out)
+__global__ void __launch_bounds__(1024) k_xent_total(const float *part, int64_t np, int what, float *out)
 {
     double l = 0, w = 0;
     for (int64_t p = threadIdx.x; p < np; p += blockDim.x) {
@@ -108,8 +109,9 @@ PP_CU_FWD(pp_cu_xent_forward)
 
 /* dx (+)= g_p (softmax - onehot) with g_p = w (g[p] or g[0] / total weight), plus the
  * log_prob output's gradient; softmax from the forward's max and log-sum-exp */
-__global__ void k_xent_grad(xent e, cu_io x, const void *lab, cu_io w, const float *g, cu_io glp, const float *amx,
-                            const float *als, cu_io dx, int assign)
+__global__ void __launch_bounds__(1024)
+    k_xent_grad(xent e, cu_io x, const void *lab, cu_io w, const float *g, cu_io glp, const float *amx, const float *als,
+                cu_io dx, int assign)
 {
     const int64_t p = blockIdx.x, base = (p / e.d) * e.c * e.d + p % e.d, np = e.n * e.d;
     const float mx = amx[p], ls = als[p], tw = als[np];

@@ -18,6 +18,8 @@ static int cu_type(pp_dtype t)
     return t == PP_DTYPE_BF16 ? PP_CU_R_16BF : t == PP_DTYPE_F16 ? PP_CU_R_16F : PP_CU_R_32F;
 }
 
+_Static_assert(sizeof(pp_cu_lt) == 15 * sizeof(long long) + 14 * sizeof(int), "pp_cu_lt has padding bytes");
+
 pp_cu_lt pp_cu_lt_of(const pp_cu_gemm *g, int bias_type, const void *a, const void *b, const void *c,
                      const void *bias)
 {

@@ -21,19 +21,22 @@ extern "C" {
 #define PP_CU_LT_WORKSPACE ((size_t)32 << 20)
 
 /* One cublasLtMatmul: D = alpha op(A) op(B) + beta C (+ bias), column-major, C and D one matrix;
- * A is our Y and B our X as in launch.h. Also the cache key: pp_cu_lt_of zeroes it first, so
- * two calls with the same shapes, types, transposes, epilogue and alignments compare equal. */
+ * A is our Y and B our X as in launch.h. Also the cache key, compared with memcmp: pp_cu_lt_of
+ * zeroes it first and it has no padding bytes (the 8-byte fields first, an even count of ints;
+ * lt_plan.c asserts the size), so two calls with the same shapes, types, transposes, epilogue
+ * and alignments compare equal. */
 typedef struct pp_cu_lt {
-    int transa, transb;
     long long m, n, k;
     long long rows[3], cols[3], ld[3];  /* A, B, C (= D) as stored */
-    int batch;
     long long stride[3];                /* elements between a batch's matrices of A, B, C */
+    int transa, transb;
+    int batch;
     int type[3];                        /* PP_CU_R_* of A, B, C (= D) */
     int compute;                        /* PP_CU_COMPUTE_32F, or _32F_FAST_TF32 for float32 operands */
     int epilogue;                       /* PP_CU_LT_EPILOGUE_* */
     int bias_type;                      /* the bias vector's PP_CU_R_* under EPILOGUE_BIAS, else 0 */
     int align[4];                       /* bytes (1 .. 16) to which A, B, C and the bias are aligned */
+    int zero;                           /* 0: fills what would be padding */
 } pp_cu_lt;
 
 /* The description of GEMM g (launch.h) on those pointers; bias_type < 0: no bias (DEFAULT

@@ -16,6 +16,7 @@
 #include "sdpa_plan.h"
 #include <onnxpipe/element.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -342,8 +343,9 @@ void pp_cu_sdpa_cache_free(pp_cuda *cu)
     cu->sdpa = NULL;
 }
 
-/* The graph's execution plan: the heuristics' engine configs (mode A, then the fallback list),
- * the first whose plan finalizes. */
+/* The graph's execution plan: the heuristics' engine configs (mode A, then the fallback list,
+ * up to 16 of each), the first whose plan finalizes; a refusal says how many were tried and
+ * why the last one failed. */
 static void plan_of(gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *plan, int64_t *ws)
 {
     *plan = NULL;
@@ -352,16 +354,20 @@ static void plan_of(gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *plan, int6
     set(g, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
     fin(g, graph, "operation graph");
     const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    int64_t tried = 0;
+    cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
     for (int m = 0; m < 2 && g->st == CUDNN_STATUS_SUCCESS && !*plan; m++) {
         cudnnBackendDescriptor_t heur = make(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
         set(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristics graph");
         set(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m], "heuristics mode");
         fin(g, heur, "heuristics");
         int64_t n = 0;
-        if (g->st == CUDNN_STATUS_SUCCESS)
-            cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL);
-        if (n > 8) n = 8;
-        cudnnBackendDescriptor_t cfg[8];
+        if (g->st == CUDNN_STATUS_SUCCESS &&
+            cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL) !=
+                CUDNN_STATUS_SUCCESS)
+            n = 0;
+        if (n > 16) n = 16;
+        cudnnBackendDescriptor_t cfg[16];
         for (int64_t i = 0; i < n; i++) cfg[i] = make(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
         int64_t got = 0;
         if (g->st == CUDNN_STATUS_SUCCESS && n > 0 &&
@@ -374,15 +380,22 @@ static void plan_of(gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *plan, int6
             set(g, x, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i], "plan config");
             if (g->st != CUDNN_STATUS_SUCCESS) break;
             cudnnStatus_t st = cudnnBackendFinalize(x);
+            tried++;
             int64_t bytes = 0, k = 0;
             if (st == CUDNN_STATUS_SUCCESS)
                 st = cudnnBackendGetAttribute(x, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &k,
                                               &bytes);
             if (st == CUDNN_STATUS_SUCCESS) *plan = x, *ws = bytes;
+            else last = st;
         }
     }
-    if (g->st == CUDNN_STATUS_SUCCESS && !*plan)
-        gb_fail(g, CUDNN_STATUS_NOT_SUPPORTED, "no engine of the heuristics takes the graph");
+    if (g->st == CUDNN_STATUS_SUCCESS && !*plan) {
+        char why[160];
+        snprintf(why, sizeof why, "no engine of the heuristics takes the graph (%lld engine configs tried%s%s)",
+                 (long long)tried, last != CUDNN_STATUS_SUCCESS ? "; the last: " : "",
+                 last != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(last) : "");
+        gb_fail(g, CUDNN_STATUS_NOT_SUPPORTED, why);
+    }
 }
 
 /* The cached plan of p (built now if new; a refusal is cached too). NULL: out of host memory. */
@@ -439,7 +452,8 @@ static pp_status sdpa_of(const pp_kernel_ctx *c, sdpa_call *x, pp_error *err)
     x->ef = x->eb = NULL;
     pp_cuda *cu = c->dev ? cu_of(c->dev) : NULL;
     if (!cu) return PP_OK;
-    if (!(x->ef = entry_of(cu, &x->fwd)) || !(x->eb = entry_of(cu, &x->bwd)))
+    /* the forward's entry looked up again after the backward's: inserting that may move the cache */
+    if (!entry_of(cu, &x->fwd) || !(x->eb = entry_of(cu, &x->bwd)) || !(x->ef = entry_of(cu, &x->fwd)))
         return pp_error_set(err, PP_ERR_NOMEM, "out of host memory for cuDNN's attention plans");
     const cu_sdpa_entry *bad = !x->ef->ok ? x->ef : !x->eb->ok ? x->eb : NULL;
     if (bad) return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "%s", bad->why);
@@ -481,6 +495,13 @@ size_t pp_cu_attention_lp_work(const pp_kernel_ctx *c, const pp_tensor *grad_out
     return k && k->work_bytes ? k->work_bytes(c, grad_out, grad_in) : 0;
 }
 
+/* What cuDNN's version asks of a caller, as cudnn-frontend does it (its
+ * scaled_dot_product_flash_attention.h and diagonal_band_mask.h): before 9.6 the backward's
+ * fp32 dQ accumulator must be zeroed by the caller; before 9.10 the masked scores take the
+ * lowest float rather than -inf. cudnnGetVersion is the library loaded, not the header's. */
+static int dnn_before(size_t version) { return cudnnGetVersion() < version; }
+static float masked_value(void) { return dnn_before(91000) ? -FLT_MAX : -INFINITY; }
+
 #define SDPA_TRY(c, expr, what)                                                                   \
     do {                                                                                          \
         cudnnStatus_t sd_st_ = (expr);                                                            \
@@ -517,7 +538,7 @@ PP_CU_FWD(pp_cu_attention_lp_forward)
     sdpa_call x;
     if (!native(c, &x)) return pp_lowp_forward(c, err);
     if (!x.a.b || !x.a.sq) return PP_OK;
-    float scale = x.a.scale, neg_inf = -INFINITY;
+    float scale = x.a.scale, neg_inf = masked_value();
     int64_t uids[8] = {PP_SDPA_Q, PP_SDPA_KT, PP_SDPA_V, PP_SDPA_O, PP_SDPA_STATS, UID_SCALE};
     void *ptrs[8] = {c->in[0].data, c->in[1].data, c->in[2].data, c->out[0].data, c->aux, &scale};
     int n = 6;
@@ -560,7 +581,7 @@ PP_CU_BWD(pp_cu_attention_lp_backward)
     PP_CHECK(pp_cuda_workspace(c, w.bytes, (void **)&ws, err));
     void *grads[3];
     for (int i = 0; i < 3; i++) grads[i] = temps >> i & 1 ? (void *)(ws + w.tmp_at[i]) : grad_in[i].data;
-    float scale = x.a.scale, neg_inf = -INFINITY, one = 1.f;
+    float scale = x.a.scale, neg_inf = masked_value(), one = 1.f;
     int64_t uids[16] = {PP_SDPA_Q, PP_SDPA_KT, PP_SDPA_VT, PP_SDPA_O, PP_SDPA_DO, PP_SDPA_STATS, PP_SDPA_DQ,
                         PP_SDPA_DK, PP_SDPA_DV, PP_SDPA_SUM, PP_SDPA_DQ_ACCUM, UID_SCALE, UID_ONE};
     void *ptrs[16] = {c->in[0].data, c->in[1].data, c->in[2].data, c->out[0].data, grad_out[0].data, c->aux,
@@ -568,6 +589,7 @@ PP_CU_BWD(pp_cu_attention_lp_backward)
     int n = 13;
     if (x.bwd.has_bias) uids[n] = PP_SDPA_BIAS, ptrs[n++] = c->in[3].data;
     if (x.bwd.causal) uids[n] = UID_NEG_INF, ptrs[n++] = &neg_inf;
+    if (dnn_before(90600)) CU_TRY(c, cudaMemsetAsync(ws + w.accum_at, 0, w.accum_bytes, cu_of(c->dev)->stream));
     PP_CHECK(run_plan(c, x.eb, uids, ptrs, n, ws, err));
     for (int i = 0; i < 3; i++) {
         if (!grad_in[i].data || !(temps >> i & 1)) continue;

@@ -94,7 +94,8 @@ void pp_cu_sdpa_bwd_ws(const pp_cu_sdpa *p, size_t plan_bytes, unsigned temps, p
     w->sum_at = at;
     at = align256(at + pp_cu_sdpa_stats_bytes(p));
     w->accum_at = at;
-    at = align256(at + (size_t)elems[0] * sizeof(float));
+    w->accum_bytes = (size_t)elems[0] * sizeof(float);
+    at = align256(at + w->accum_bytes);
     for (int i = 0; i < 3; i++)
         if (temps & (1u << i)) {
             w->tmp_at[i] = at;

@@ -62,7 +62,7 @@ size_t pp_cu_sdpa_stats_bytes(const pp_cu_sdpa *p);
  * temporary of its elements (cuDNN assigns its gradients; a gradient the call must add to goes
  * there and is added after). Offsets are 256-byte aligned. */
 typedef struct pp_cu_sdpa_ws {
-    size_t sum_at, accum_at, tmp_at[3], bytes;
+    size_t sum_at, accum_at, accum_bytes, tmp_at[3], bytes;
 } pp_cu_sdpa_ws;
 void pp_cu_sdpa_bwd_ws(const pp_cu_sdpa *p, size_t plan_bytes, unsigned temps, pp_cu_sdpa_ws *w);
 
