@@ -138,8 +138,9 @@ pp_status pp_args_rope(const pp_kernel_ctx *c, pp_rope_args *a, pp_error *err)
         return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "rotary_embedding_dim %lld must be even and at most the "
                             "head size %lld", (long long)a->rd, (long long)a->d);
     const int64_t half = a->rd / 2;
-    if (cosc->dtype != PP_DTYPE_F32 || sinc->dtype != PP_DTYPE_F32)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cos_cache and sin_cache must be float32");
+    if (!pp_dtype_is_float(cosc->dtype) || !pp_dtype_is_float(sinc->dtype))
+        return pp_args_fail(c, PP_ERR_INVALID_ARG, err, "cos_cache and sin_cache must be floating point (got %s, %s)",
+                            pp_dtype_name(cosc->dtype), pp_dtype_name(sinc->dtype));
     if (pos) {
         if (pos->dtype != PP_DTYPE_I64 || pp_tensor_numel(pos) != a->b * a->s)
             return pp_args_fail(c, PP_ERR_SHAPE, err, "position_ids must be int64 [B, S] = [%lld, %lld]",

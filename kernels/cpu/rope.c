@@ -35,6 +35,11 @@ static inline void turn_pairs(const float *restrict x, float *restrict y, const 
 static pp_status turn(const pp_kernel_ctx *c, const pp_rope_args *a, const float *x, float *y, float sign, int add,
                       pp_error *err)
 {
+    /* the fp32 table's kernel; under bfloat16 / float16 the adapter hands it fp32 copies of
+     * every tensor, 16-bit caches (computed in the graph) included */
+    if (c->in[1].dtype != PP_DTYPE_F32 || c->in[2].dtype != PP_DTYPE_F32)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "cos_cache and sin_cache must be float32 (got %s, %s)",
+                            pp_dtype_name(c->in[1].dtype), pp_dtype_name(c->in[2].dtype));
     const float *cosc = c->in[1].data, *sinc = c->in[2].data;
     const int64_t half = a->rd / 2;
     for (int64_t b = 0; b < a->b; b++)
