@@ -28,7 +28,9 @@ typedef struct driver_graph {
     int warm;               /* an eligible step ran eagerly and made the staging */
     void *exec;             /* the captured step, or NULL */
     float *host_seeds;      /* [microbatches] */
-    const void *work;       /* the device's work memory when captured: a new one makes the graph stale */
+    int64_t frees;          /* the device's frees when captured: one since (the work memory or the cuda
+                             * workspace grown, an eval's buffers) may have released memory the graph
+                             * points at, so the graph is captured again */
 } driver_graph;
 
 const char *pp_graph_refusal(const pp_graph_facts *f)
@@ -133,9 +135,10 @@ static pp_status capture(pp_driver *d, int64_t step, pp_error *err)
         for (int i = 0; i < d->nvs; i++) (void)pp_stage_params(d->vs[i].s);
         return st;
     }
-    size_t n;
+    pp_device_counters cn;
+    pp_device_get_counters(dev, &cn);
     g->exec = exec;
-    g->work = pp_device_work(dev, &n);
+    g->frees = cn.frees;
     return PP_OK;
 }
 
@@ -156,8 +159,9 @@ pp_status driver_graph_step(pp_driver *d, int64_t step, float lr, pp_step_stats 
         snprintf(g->mode, sizeof g->mode, "eager: the first step (the graph is captured at the next)");
         return make_staging(d, err);
     }
-    size_t n;
-    if (g->exec && g->work != pp_device_work(d->cfg.dev, &n)) drop(d);   /* a new stage grew the work memory */
+    pp_device_counters cn;
+    pp_device_get_counters(d->cfg.dev, &cn);
+    if (g->exec && cn.frees != g->frees) drop(d);
     pp_status st = before_launch(d, step, lr, err);
     if (st == PP_OK && !g->exec) {
         pp_error why_not = {0};

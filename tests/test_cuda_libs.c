@@ -57,7 +57,7 @@ static void loads_on_first_use(void **state)
 #undef PP_CHECK_RESOLVED_TYPED
 #undef PP_CHECK_RESOLVED
     print_message("%d functions resolved\n", n);
-    assert_int_equal(n, 22);
+    assert_int_equal(n, 23);
     assert_string_equal(cb->cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED), "the library was not initialized");
     /* once per process: the second call finds the same table */
     assert_int_equal(pp_cublas_load(&err), PP_OK);

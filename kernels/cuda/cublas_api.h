@@ -28,7 +28,8 @@ typedef cublasStatus_t (*pp_cublas_gemm_strided_batched_ex)(
 /* Every function of libcublas, then of libcublasLt, the backend calls: X(function) where the
  * field's type is the declaration's, T(function, type) where it is spelled out above. */
 #define PP_CUBLAS_FUNCS(X, T)                                                                   \
-    X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasGetStatusString) \
+    X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetWorkspace) X(cublasSetMathMode)    \
+    X(cublasGetStatusString)                                                                    \
     X(cublasSgemm) X(cublasSgemmStridedBatched) T(cublasGemmEx, pp_cublas_gemm_ex)              \
     T(cublasGemmStridedBatchedEx, pp_cublas_gemm_strided_batched_ex)
 #define PP_CUBLASLT_FUNCS(X)                                                                    \

@@ -40,6 +40,12 @@ pp_status pp_cu_lt_create(pp_cuda *cu, pp_error *err)
     /* allocated once, with the device: no GEMM allocates (cuBLAS's own workspaces aside) */
     cudaError_t e = cudaMalloc(&lt->ws, PP_CU_LT_WORKSPACE);
     if (e != cudaSuccess) return pp_cu_fail(NULL, err, "CUDA", "cudaMalloc (cuBLASLt workspace)", cudaGetErrorString(e));
+    /* cuBLAS's fallback GEMMs use it too (one stream: never at once), set after cublasSetStream,
+     * which resets a handle's workspace: without one, cuBLAS allocates its own inside a
+     * captured graph (PyTorch's issue 83461) */
+    s = cb->cublasSetWorkspace(cu->blas, lt->ws, PP_CU_LT_WORKSPACE);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return pp_cu_fail(NULL, err, "cuBLAS", "cublasSetWorkspace", cb->cublasGetStatusString(s));
     return PP_OK;
 }
 
