@@ -177,8 +177,8 @@ pp_status fold_element(const pp_node *n, int fl, int unary, double a, double b, 
     PP_CHECK(pp_el_params_read(n->op, n->attrs, n->nattrs, n->name, &p, err));
     *ok = 1;
     if (unary) {
-        float f;
-        int64_t i;
+        float f = 0.f;   /* f and i are read below even when the op does not fold (*ok 0) */
+        int64_t i = 0;
         *ok = fl ? unary_f(n->op, p, (float)a, &f) : unary_i(n->op, infer_i64(a), &i);
         *r = fl ? f : (double)i;
         return PP_OK;

@@ -124,7 +124,7 @@ pp_status pp_option_parse_ints(const char *opt, const char *s, long long lo, lon
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char tok[32];
-        long long v;
+        long long v = 0;
         if (*n == max) return pp_error_set(err, PP_ERR_INVALID_ARG, "%s has more than %d values", opt, max);
         if (len >= sizeof tok)
             return pp_error_set(err, PP_ERR_INVALID_ARG, "%s: '%.*s' is not an integer", opt, (int)len, p);
@@ -154,7 +154,7 @@ static pp_status store_list(const pp_option *r, const char *v, void *base, void 
     int *count = (int *)((char *)base + r->count_offset);
     if (r->type == PP_OPT_DIMS) {
         const char *eq = strchr(v, '=');
-        long long n;
+        long long n = 0;
         if (!eq || eq == v)
             return pp_error_set(err, PP_ERR_INVALID_ARG, "%s expects NAME=VALUE, got '%s' (example: %s seq=128)",
                                 r->name, v, r->name);
@@ -198,13 +198,13 @@ pp_status pp_option_store(const pp_option *r, const char *v, void *base, pp_erro
         *(int *)p = v && !strcmp(v, "0") ? 0 : r->set ? r->set : 1;
         return PP_OK;
     case PP_OPT_INT: {
-        long long n;
+        long long n = 0;
         PP_CHECK(pp_option_parse_int(r->name, v, (long long)r->lo, (long long)r->hi, &n, err));
         pp_option_set_int(r, p, n * (r->scale ? r->scale : 1));
         return PP_OK;
     }
     case PP_OPT_REAL: {
-        double x;
+        double x = 0;
         PP_CHECK(pp_option_parse_real(r->name, v, r->lo, r->hi, &x, err));
         pp_option_set_real(r, p, x);
         return PP_OK;
