@@ -179,8 +179,17 @@ static const op_case cases[] = {
     {"Split", 0, 2, 2, {F(4, 8), I64S(3, 5)}, {OUT(4, 3), OUT(4, 5)}, {A_INT("axis", -1)}, 0.f},
     {"Gather", 0, 2, 1, {F(10, 6), INTS(PP_DTYPE_I64, -10, 9, 3, 4)}, {OUT(3, 4, 6)}, {{0}}, 1e-6f},
     {"Gather", 0, 2, 1, {F(4, 7, 5), INTS(PP_DTYPE_I32, -7, 6, 9)}, {OUT(4, 9, 5)}, {A_INT("axis", 1)}, 1e-6f},
+    /* integer data (a shape or mask chain not folded at load): copied by element size */
+    {"Gather", 0, 2, 1, {INTS(PP_DTYPE_I64, -99, 99, 10, 6), INTS(PP_DTYPE_I64, -10, 9, 3, 4)},
+     {OUT_T(PP_DTYPE_I64, 3, 4, 6)}, {{0}}, 0.f},
+    {"Gather", 0, 2, 1, {INTS(PP_DTYPE_I32, -99, 99, 4, 7, 5), INTS(PP_DTYPE_I32, -7, 6, 9)},
+     {OUT_T(PP_DTYPE_I32, 4, 9, 5)}, {A_INT("axis", 1)}, 0.f},
     {"Expand", 0, 2, 1, {F(1, 32), I64S(16, 32)}, {OUT(16, 32)}, {{0}}, 1e-6f},
     {"Where", 0, 3, 1, {BOOLS(4, 1, 8), F(4, 6, 8), F(8)}, {OUT(4, 6, 8)}, {{0}}, 1e-6f},
+    /* integer and bool data (a mask chain not folded at load): copied by element size */
+    {"Where", 0, 3, 1, {BOOLS(4, 1, 8), INTS(PP_DTYPE_I64, -99, 99, 4, 6, 8), INTS(PP_DTYPE_I64, -99, 99, 8)},
+     {OUT_T(PP_DTYPE_I64, 4, 6, 8)}, {{0}}, 0.f},
+    {"Where", 0, 3, 1, {BOOLS(5, 1), BOOLS(5, 3), BOOLS(1, 3)}, {OUT_T(PP_DTYPE_BOOL, 5, 3)}, {{0}}, 0.f},
     /* the counter-based RNG is element.h's on both devices: same seed, same mask */
     {"Dropout", 0, 3, 2, {F(64, 64), SCALAR(PP_DTYPE_F32, 0.3), SCALAR(PP_DTYPE_BOOL, 1)},
      {OUT(64, 64), OUT_T(PP_DTYPE_BOOL, 64, 64)}, {{0}}, 1e-6f,

@@ -125,6 +125,17 @@ __global__ void k_where(pp_cu_bcast b, const uint8_t *cond, cu_io x, cu_io y, cu
     }
 }
 
+/* the same for X, Y and Z of one other dtype (an int64 or bool mask chain not folded at
+ * load), elements of T's size copied */
+template <typename T> __global__ void k_where_raw(pp_cu_bcast b, const uint8_t *cond, const T *x, const T *y, T *z)
+{
+    CU_FOR(i, b.n) {
+        int64_t off[PP_CU_MAX_IN];
+        bc_offsets(b, i, off);
+        z[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
+    }
+}
+
 /* g = dy where cond selects input `which` (1: X, 2: Y), else 0 (g float32) */
 __global__ void k_where_grad(pp_cu_bcast b, const uint8_t *cond, cu_io dy, float *g, int which)
 {
@@ -139,14 +150,31 @@ PP_CU_FWD(pp_cu_where_forward)
 {
     pp_cu_bcast b;
     const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
-    if (!cu_io_float(c->in[1].dtype) || !cu_io_float(c->in[2].dtype) || !cu_io_float(c->out[0].dtype) ||
-        pp_dtype_size(c->in[0].dtype) != 1)
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "expected a bool condition and float X, Y");
+    const pp_dtype xt = c->in[1].dtype, zt = c->out[0].dtype;
+    const int fl = cu_io_float(xt) && cu_io_float(c->in[2].dtype) && cu_io_float(zt);
+    const size_t size = pp_dtype_size(zt);
+    if (pp_dtype_size(c->in[0].dtype) != 1 ||
+        (!fl && (xt != zt || c->in[2].dtype != zt || !(size == 1 || size == 2 || size == 4 || size == 8))))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "expected a bool condition and float X, Y, or X, Y and Z of "
+                            "one dtype (got %s, %s into %s)", pp_dtype_name(xt), pp_dtype_name(c->in[2].dtype),
+                            pp_dtype_name(zt));
     PP_CHECK(pp_cu_bcast_init(&b, &c->out[0], ins, 3, c->node, err));
     if (!b.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(b.n);
-    k_where<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(b, (const uint8_t *)c->in[0].data, cu_io_of(c->in[1]),
-                                                            cu_io_of(c->in[2]), cu_io_of(c->out[0]));
+    cudaStream_t s = cu_of(c->dev)->stream;
+    const uint8_t *cond = (const uint8_t *)c->in[0].data;
+    const void *x = c->in[1].data, *y = c->in[2].data;
+    void *z = c->out[0].data;
+    if (fl)
+        k_where<<<L.grid, L.block, 0, s>>>(b, cond, cu_io_of(c->in[1]), cu_io_of(c->in[2]), cu_io_of(c->out[0]));
+    else if (size == 8)
+        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint64_t *)x, (const uint64_t *)y, (uint64_t *)z);
+    else if (size == 4)
+        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint32_t *)x, (const uint32_t *)y, (uint32_t *)z);
+    else if (size == 2)
+        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint16_t *)x, (const uint16_t *)y, (uint16_t *)z);
+    else
+        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint8_t *)x, (const uint8_t *)y, (uint8_t *)z);
     CU_LAUNCHED(c);
     return PP_OK;
 }

@@ -262,6 +262,19 @@ __global__ void k_gather(cu_io x, const void *idx, int idx64, cu_io y, int64_t m
     }
 }
 
+/* y = x's rows at the indices for data of any other dtype (an int64 shape or mask chain not
+ * folded at load), elements of T's size copied; an index outside the rows gives 0 */
+template <typename T>
+__global__ void k_gather_raw(const T *x, const void *idx, int idx64, T *y, int64_t m, int64_t n, int64_t inner,
+                             int64_t total)
+{
+    CU_FOR(i, total) {
+        const int64_t in = i % inner, j = (i / inner) % m, o = i / (inner * m);
+        const int64_t v = gather_index(idx, idx64, j, n);
+        y[i] = v >= 0 && v < n ? x[(o * n + v) * inner + in] : T(0);
+    }
+}
+
 /* the embedding's backward: dy (float32 or 16-bit) added into the float32 table gradient */
 __global__ void k_gather_grad(cu_io dy, const void *idx, int idx64, float *dx, int64_t m, int64_t n, int64_t inner,
                               int64_t total)
@@ -291,15 +304,30 @@ PP_CU_FWD(pp_cu_gather_forward)
 {
     int64_t outer = 0, n = 0, inner = 0, m = 0;
     PP_CHECK(gather_plan(c, &c->in[0], &outer, &n, &inner, &m, err));
-    if (!cu_io_float(c->in[0].dtype) || !cu_io_float(c->out[0].dtype))
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s (float32, bfloat16 or float16 on cuda)",
-                         pp_dtype_name(c->in[0].dtype));
+    const pp_dtype xt = c->in[0].dtype, yt = c->out[0].dtype;
+    const int fl = cu_io_float(xt) && cu_io_float(yt);
+    const size_t size = pp_dtype_size(xt);
+    if (!fl && (xt != yt || !(size == 1 || size == 2 || size == 4 || size == 8)))
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s into %s (floats, or one dtype of 1, 2, 4 "
+                            "or 8 bytes, on cuda)", pp_dtype_name(xt), pp_dtype_name(yt));
     const int64_t total = outer * m * inner;
     if (!total) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(total);
-    k_gather<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(cu_io_of(c->in[0]), c->in[1].data,
-                                                             c->in[1].dtype == PP_DTYPE_I64, cu_io_of(c->out[0]), m, n,
-                                                             inner, total);
+    cudaStream_t s = cu_of(c->dev)->stream;
+    const void *idx = c->in[1].data;
+    const int idx64 = c->in[1].dtype == PP_DTYPE_I64;
+    const void *x = c->in[0].data;
+    void *y = c->out[0].data;
+    if (fl)
+        k_gather<<<L.grid, L.block, 0, s>>>(cu_io_of(c->in[0]), idx, idx64, cu_io_of(c->out[0]), m, n, inner, total);
+    else if (size == 8)
+        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint64_t *)x, idx, idx64, (uint64_t *)y, m, n, inner, total);
+    else if (size == 4)
+        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint32_t *)x, idx, idx64, (uint32_t *)y, m, n, inner, total);
+    else if (size == 2)
+        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint16_t *)x, idx, idx64, (uint16_t *)y, m, n, inner, total);
+    else
+        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint8_t *)x, idx, idx64, (uint8_t *)y, m, n, inner, total);
     CU_LAUNCHED(c);
     return PP_OK;
 }
