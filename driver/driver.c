@@ -39,13 +39,13 @@ static pp_status touch(pp_driver *d, vstage *v, int mb, pp_error *err)
     return PP_OK;
 }
 
-pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
+pp_status driver_wait_on(pp_driver *d, pp_comm *comm, pp_request **reqs, int n, pp_error *err)
 {
     double t0 = pp_now();
     int waited = 0;
     for (int i = 0; i < n; i++) {
         if (!reqs[i]) continue;
-        pp_status st = pp_comm_wait(d->grid->world, reqs[i], err);
+        pp_status st = pp_comm_wait(comm, reqs[i], err);
         reqs[i] = NULL;
         waited = 1;
         if (st != PP_OK) return st;
@@ -54,6 +54,11 @@ pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
     d->wait_s += t1 - t0;
     if (d->trace && waited) driver_trace_comm(d, PP_EVENT_WAIT, -1, 0, t0, t1);
     return PP_OK;
+}
+
+pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err)
+{
+    return driver_wait_on(d, d->grid->world, reqs, n, err);
 }
 
 /* 1 when every send still reading the slot has finished (tested, not waited for). */

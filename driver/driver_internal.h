@@ -115,10 +115,13 @@ pp_status driver_drain(pp_driver *d, pp_error *err);
 /* driver.c: the stages' progress hook (pp_stage_set_progress_hook; user = the driver). */
 void driver_progress(void *user);
 /* driver.c: the tag of a message (boundary = lower stage of the pair, grad 0/1, port);
- * waiting for requests (NULL entries skipped, time counted as wait); an isend recorded
- * in the slot's list so the slot is not reused before it has left. */
+ * waiting for requests (NULL entries skipped, time counted as wait) posted on the grid's
+ * world (wait_all: the stages' tensors) or on another communicator (wait_on: the shape
+ * headers travel on the control communicator, MPI, where the world is NCCL's); an isend
+ * recorded in the slot's list so the slot is not reused before it has left. */
 int driver_msg_tag(const pp_driver *d, int boundary, int mb, int grad, int port);
 pp_status driver_wait_all(pp_driver *d, pp_request **reqs, int n, pp_error *err);
+pp_status driver_wait_on(pp_driver *d, pp_comm *comm, pp_request **reqs, int n, pp_error *err);
 pp_status driver_add_send(pp_driver *d, vstage *v, int slot, const void *buf, size_t bytes, int peer, int tag,
                           pp_error *err);
 void driver_trace_begin(pp_driver *d);

@@ -77,7 +77,7 @@ pp_status driver_send_shape(pp_driver *d, vstage *v, int mb, int grad, int peer,
 {
     if (d->nshapes < 2) return PP_OK;
     pp_request **q = &v->hdr_send[hdr_at(d, mb, grad)];
-    PP_CHECK(driver_wait_all(d, q, 1, err));   /* an eval pass's earlier microbatch in the same row */
+    PP_CHECK(driver_wait_on(d, control(d), q, 1, err));   /* an eval pass's earlier microbatch in the same row */
     int boundary = grad ? v->index - 1 : v->index;
     return pp_comm_isend(control(d), d->shape_hdr, sizeof d->shape_hdr, peer,
                          driver_msg_tag(d, boundary, mb, grad, SHAPE_PORT), q, err);
@@ -96,7 +96,7 @@ pp_status driver_check_shape(pp_driver *d, vstage *v, int mb, int grad, pp_error
 {
     size_t at = hdr_at(d, mb, grad);
     if (d->nshapes < 2 || !v->hdr_recv[at]) return PP_OK;
-    PP_CHECK(driver_wait_all(d, &v->hdr_recv[at], 1, err));
+    PP_CHECK(driver_wait_on(d, control(d), &v->hdr_recv[at], 1, err));
     const int64_t *h = &v->hdr_in[at * 2];
     if (h[0] == d->shape) return PP_OK;
     const pp_stage_port *want = NULL, *got = NULL;
@@ -123,5 +123,5 @@ pp_status driver_check_shape(pp_driver *d, vstage *v, int mb, int grad, pp_error
 pp_status driver_drain_shapes(pp_driver *d, vstage *v, pp_error *err)
 {
     if (d->nshapes < 2) return PP_OK;
-    return driver_wait_all(d, v->hdr_send, d->microbatches * 2, err);
+    return driver_wait_on(d, control(d), v->hdr_send, d->microbatches * 2, err);
 }
