@@ -368,6 +368,10 @@ pp_status pp_comm_nccl_create(pp_comm *boot, int cuda_device, void *compute_stre
         ncclUniqueId id;
     } msg = {r != ncclSuccess, id};
     PP_CHECK(pp_comm_broadcast(boot, &msg, sizeof msg, 0, err));
+    /* every rank holds the id before any enters ncclCommInitRank, which blocks without
+     * progressing MPI: an MPI whose broadcast completes at the root before the others have
+     * it (HCOLL's deferred progress) would otherwise leave them waiting (cuDecomp's PR 24) */
+    PP_CHECK(pp_comm_barrier(boot, err));
     if (msg.failed)
         return pp_error_set(err, PP_ERR_COMM, "rank %d: ncclGetUniqueId failed on rank 0%s%s", boot->rank,
                             boot->rank == 0 ? ": " : "", boot->rank == 0 ? ncclGetErrorString(r) : "");
