@@ -48,8 +48,8 @@ void pp_comm_board_close(void);
 void pp_comm_board_begin(int64_t step, const char *action);
 void pp_comm_board_end(void);
 
-/* Whether req is done, without waiting (done: it is freed, as by pp_comm_wait); NULL: done.
- * Local, on the thread that made req. */
+/* Whether req is done, without waiting; NULL: done. req stays the caller's either way:
+ * pp_comm_wait frees it (at once when it is done). Local, on the thread that made req. */
 pp_status pp_comm_test(pp_comm *c, pp_request *req, int *done, pp_error *err);
 /* World rank of (stage, replica). Local. Thread-safe. */
 int pp_grid_rank_of(const pp_grid *g, int stage, int replica);

@@ -15,9 +15,10 @@ typedef struct pp_comm_i {
     /* Point-to-point; bytes are opaque. 0 <= tag < 2^20. *req is freed by wait (exactly
      * one wait per request). MPI matches (peer, tag) and keeps order per (peer, tag);
      * NCCL ignores tags: the sends to a peer must be posted in the order the peer
-     * posts its receives, and the ops posted before a wait go out as one group
-     * (comm_nccl.h). A receive that gets fewer or more bytes than asked is an error
-     * (MPI backend). */
+     * posts its receives, and each op is its own ncclSend / ncclRecv (no group: they
+     * block the GPU's stream until the peer's matching op, so the schedule orders every
+     * rank's messages by one key, scheduler/lower.c). A receive that gets fewer or more
+     * bytes than asked is an error (MPI backend). */
     pp_status (*isend)(pp_comm *c, const void *buf, size_t bytes, int peer, int tag, pp_request **req,
                        pp_error *err);
     pp_status (*irecv)(pp_comm *c, void *buf, size_t bytes, int peer, int tag, pp_request **req, pp_error *err);
