@@ -197,10 +197,15 @@ fi
 compare() {  # NAME A B TOLERANCE: per-step relative differences of two --losses files
     local cmp ok
     [ -s "$2" ] && [ -s "$3" ] || return 0
+    # a loss that is no finite number (nan, inf: what a broken kernel gives) or a step the
+    # other file lacks fails whatever the tolerance: NaN compares false with every maximum
     cmp=$(awk -v tol="$4" 'NR == FNR {c[$1] = $2; next}
-               {d = ($2 - c[$1]) / c[$1]; d = d < 0 ? -d : d; if (d > m) {m = d; at = $1}; n++; last = $2}
+               {n++; last = $2}
+               !($1 in c) || c[$1] !~ /^-?[0-9]/ || $2 !~ /^-?[0-9]/ || c[$1] == 0 {if (!bad++) badat = $1; next}
+               {d = ($2 - c[$1]) / c[$1]; d = d < 0 ? -d : d; if (d > m) {m = d; at = $1}}
                END {printf "%d steps, max rel diff %.2e at step %d, final loss %.4f vs %.4f", n, m, at, c[n], last;
-                    exit !(n == '$TRAIN_STEPS' && m <= tol)}' "$2" "$3") && ok=PASS || ok=FAIL
+                    if (bad) printf "; %d steps not finite or in one file only, the first step %d", bad, badat
+                    exit !(n == '$TRAIN_STEPS' && m <= tol && !bad)}' "$2" "$3") && ok=PASS || ok=FAIL
     [ $ok = FAIL ] && FAILS=$((FAILS + 1))
     note "$(printf '%-5s %-26s        %s (tolerance %s)' $ok "$1" "$cmp" "$4")"
 }
@@ -224,20 +229,33 @@ step gpu-profile 150 bash -c 'w=$1 text=$2; shift 2
         --batch 8 --steps 4 --precision bf16 --device cuda --profile-steps 3:4 --profile "$w/profile.json"' \
     _ "$W" "$R/data/GPL-3" "${TRAIN[@]}"
 
-# --- 5. one table of the figures
+# two GPUs: raw NCCL against pp_comm (the layout test above ran its pp=2 and dp=2 layouts);
+# with one GPU the bench says so and the step skips
+step gpu-p2p-nccl 120 mpirun --oversubscribe --bind-to none -np 2 bench_gpu_p2p_nccl
+grep -h '"bench"' "$LOGS/gpu-p2p-nccl.log" 2>/dev/null | grep -v skipped | sed 's/^/== /' | tee -a "$SUMMARY" || true
+
+# --- 5. one table of the figures; where a step gave none of its figures, the table says
+# why with the step's line of the summary (a skip, a failure, out of time)
+why() {  # STEP: its line in the summary, less the status
+    local l
+    l=$(grep -m1 -E "^[A-Z]+ +$1 " "$SUMMARY" | cut -c7-120 || true)
+    echo "${l:-$1: not run}"
+}
 {
     echo "== the figures"
     cases=$(grep -ho "[0-9]* of [0-9]* cases differ" "$LOGS/gpu-test_cuda_gpu.log" 2>/dev/null | head -1 || true)
     if [ -n "$cases" ]; then
         echo "$cases" | awk '{printf "op cases (test_cuda_gpu)          %d passed, %d failed\n", $3 - $1, $1}'
     else
-        echo "op cases (test_cuda_gpu)          not counted: $(grep -m1 -E "^(SKIP|FAIL) +gpu-test_cuda_gpu" "$SUMMARY" | cut -c7-120 || true)"
+        echo "op cases (test_cuda_gpu)          not counted: $(why gpu-test_cuda_gpu)"
     fi
     echo "layouts (test_layout_cuda_gpu)"
-    grep -h "loss rel diff" "$LOGS"/gpu-test_layout_*.log 2>/dev/null | sed 's/^ */  /' || true
+    rows=$(grep -h "loss rel diff" "$LOGS"/gpu-test_layout_*.log 2>/dev/null || true)
+    if [ -n "$rows" ]; then echo "$rows" | sed 's/^ */  /'; else echo "  not compared: $(why gpu-test_layout_cuda_gpu)"; fi
     echo "bench_gpu_step (tokens/s; MFU of 989.5 TFLOP/s in llm.c's 6N+6LCT and PaLM's 6N+12LCT forms)"
     printf '  %-14s %-9s %5s %10s %9s %9s  %s\n' model precision batch tokens/s "MFU llm.c" "MFU PaLM" steps
     cat "$LOGS"/gpu-bench-*.log 2>/dev/null | awk '
+        function num(x, w, d) { return x == "" ? sprintf("%" w "s", "-") : sprintf("%" w "." d "f", x) }
         /"figure":"tokens_per_s"/ || /"figure":"mfu"/ || /"error"/ {
             match($0, /"model":"[^"]*"/); m = substr($0, RSTART + 9, RLENGTH - 10)
             match($0, /"precision":"[^"]*"/); p = substr($0, RSTART + 13, RLENGTH - 14)
@@ -252,9 +270,15 @@ step gpu-profile 150 bash -c 'w=$1 text=$2; shift 2
         }
         END { for (i = 0; i < n; i++) { k = order[i]; split(k, f, " ")
                   if (k in err) printf "  %-14s %-9s %5s  error: %s\n", f[1], f[2], f[3], err[k]
-                  else printf "  %-14s %-9s %5s %10.0f %9.4f %9.4f  %s\n", f[1], f[2], f[3], tps[k], m6[k], m12[k], substr(st[k], 1, 48) } }' || true
+                  else printf "  %-14s %-9s %5s %s %s %s  %s\n", f[1], f[2], f[3], num(tps[k], 10, 0), num(m6[k], 9, 4),
+                              num(m12[k], 9, 4), substr(st[k], 1, 48) } }' || true
+    # a bench step with no line of figures (skipped, timed out, failed before its first)
+    for s in $(grep -oE '^[A-Z]+ +gpu-bench-[^ ]+' "$SUMMARY" | awk '{print $2}' || true); do
+        grep -qE '"figure":"tokens_per_s"|"error":' "$LOGS/$s.log" 2>/dev/null || echo "  no figures: $(why "$s")"
+    done
     echo "top 10 kernels by CUDA-event time (GPT-2 small, bf16, microbatch 8, steps 3-4)"
-    sed -n '/^op type (all ranks)/,/^$/{/^$/d;p}' "$LOGS/gpu-profile.log" 2>/dev/null | head -11 | sed 's/^/  /' || true
+    rows=$(sed -n '/^op type (all ranks)/,/^$/{/^$/d;p}' "$LOGS/gpu-profile.log" 2>/dev/null | head -11 || true)
+    if [ -n "$rows" ]; then echo "$rows" | sed 's/^/  /'; else echo "  not profiled: $(why gpu-profile)"; fi
 } | tee -a "$SUMMARY"
 
 note "== $FAILS failed, $(( $(date +%s) - START ))s in all; logs in $LOGS"
