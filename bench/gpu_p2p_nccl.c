@@ -94,6 +94,7 @@ int main(void)
     ncclUniqueId id;
     if (world->rank == 0) check_raw(ncclGetUniqueId(&id) != ncclSuccess, "ncclGetUniqueId", "failed");
     check(pp_comm_broadcast(world, &id, sizeof id, 0, &err), &err);
+    check(pp_comm_barrier(world, &err), &err);   /* every rank has the id before any init blocks (comm/nccl.c) */
     ncclComm_t raw = NULL;
     ncclResult_t r = ncclCommInitRank(&raw, world->size, id, world->rank);
     check_raw(r != ncclSuccess, "ncclCommInitRank", ncclGetErrorString(r));

@@ -159,10 +159,10 @@ pp_status driver_graph_step(pp_driver *d, int64_t step, float lr, pp_step_stats 
         snprintf(g->mode, sizeof g->mode, "eager: the first step (the graph is captured at the next)");
         return make_staging(d, err);
     }
+    pp_status st = before_launch(d, step, lr, err);
     pp_device_counters cn;
     pp_device_get_counters(d->cfg.dev, &cn);
-    if (g->exec && cn.frees != g->frees) drop(d);
-    pp_status st = before_launch(d, step, lr, err);
+    if (g->exec && cn.frees != g->frees) drop(d);   /* also a free in the feed or before_update */
     if (st == PP_OK && !g->exec) {
         pp_error why_not = {0};
         if (capture(d, step, &why_not) != PP_OK) {

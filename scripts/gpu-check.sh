@@ -204,7 +204,7 @@ compare() {  # NAME A B TOLERANCE: per-step relative differences of two --losses
                !($1 in c) || c[$1] !~ /^-?[0-9]/ || $2 !~ /^-?[0-9]/ || c[$1] == 0 {if (!bad++) badat = $1; next}
                {d = ($2 - c[$1]) / c[$1]; d = d < 0 ? -d : d; if (d > m) {m = d; at = $1}}
                END {printf "%d steps, max rel diff %.2e at step %d, final loss %.4f vs %.4f", n, m, at, c[n], last;
-                    if (bad) printf "; %d steps not finite or in one file only, the first step %d", bad, badat
+                    if (bad) printf "; %d steps not finite, in one file only or 0 in the first, the first step %d", bad, badat
                     exit !(n == '$TRAIN_STEPS' && m <= tol && !bad)}' "$2" "$3") && ok=PASS || ok=FAIL
     [ $ok = FAIL ] && FAILS=$((FAILS + 1))
     note "$(printf '%-5s %-26s        %s (tolerance %s)' $ok "$1" "$cmp" "$4")"

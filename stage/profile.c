@@ -34,7 +34,7 @@ struct stage_profile {
     int nevents, cap, keep_events;
     void **timers;              /* [ntimers] the device's, reused after each flush; 0: the anchor */
     int ntimers, ctimers, used; /* created, room for, recorded since the last flush */
-    double anchor_host;         /* pp_now() just before timer 0 was recorded (within ANCHOR_SLACK_S) */
+    double anchor_host;         /* pp_now() just before timer 0 was recorded (record_anchor) */
     pending_call *pend;         /* [npend of cpend] */
     int npend, cpend;
 };
@@ -132,7 +132,8 @@ static void keep_event(stage_profile *p, int o, int backward, double t_start, do
 }
 
 /* The anchor's host time is known within this: a record whose two host readings lie
- * further apart (the thread preempted between them) is made again, a few times at most. */
+ * further apart (the thread preempted between them) is made again, 5 records at most (the
+ * last is kept whatever its gap: only 5 preemptions in a row exceed the slack). */
 #define ANCHOR_SLACK_S 20e-6
 
 static pp_status record_anchor(pp_stage *s, pp_error *err)

@@ -17,6 +17,7 @@ OUT=$BUILD_DIR/test-out/leak_check
 rm -rf "$OUT"
 mkdir -p "$OUT"
 line=$(grep -n "sink = malloc(n);" "$SRC_DIR/tests/lib/leak_probe.c" | cut -d: -f1)
+[ -n "$line" ] || { echo "FAIL tests/lib/leak_probe.c has no line 'sink = malloc(n);' to find in the reports"; exit 1; }
 fail=0
 check() {  # DESCRIPTION CONDITION...
     if "${@:2}"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi

@@ -65,7 +65,8 @@ void pp_cu_lt_destroy(pp_cuda *cu);
 void pp_cu_sdpa_cache_free(pp_cuda *cu);
 /* GEMM g (launch.h: cuBLAS's A = our Y at yp, B = our X at xp, C at cp) on cuBLASLt, with
  * bias_type's bias row at bias added in the epilogue (bias NULL: none). *done = 0, nothing run,
- * where cuBLASLt's heuristic has no algorithm for it: the caller runs cublasGemmEx. */
+ * where cuBLASLt's heuristic has no algorithm for it or cublasLtMatmul refuses it: the caller
+ * runs cublasGemmEx. */
 pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void *xp, const void *yp, void *cp,
                         float alpha, float beta, const void *bias, int bias_type, int *done, pp_error *err);
 

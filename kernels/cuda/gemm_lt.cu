@@ -1,8 +1,9 @@
 /* GEMMs on cuBLASLt: one handle and one 32 MiB workspace per device, made with it, and a cache
  * of matmul descriptors, layouts and the heuristic's algorithm per GEMM (lt_plan.h's key:
  * shapes, types, transposes, epilogue, pointer alignments), so that a step only looks them up.
- * Where the heuristic finds no algorithm the call says so (the caller runs cublasGemmEx, and the
- * log says it once per device). */
+ * Where the heuristic finds no algorithm, or cublasLtMatmul refuses the call, the call says so
+ * (the caller runs cublasGemmEx; the log says it: once per device for no algorithm, at each
+ * refused key as a warning). */
 #include "cuda_internal.h"
 #include "lt_plan.h"
 
@@ -37,7 +38,7 @@ pp_status pp_cu_lt_create(pp_cuda *cu, pp_error *err)
     cu->lt = lt;
     cublasStatus_t s = cb->cublasLtCreate(&lt->h);
     if (s != CUBLAS_STATUS_SUCCESS) return pp_cu_fail(NULL, err, "cuBLASLt", "cublasLtCreate", cb->cublasGetStatusString(s));
-    /* allocated once, with the device: no GEMM allocates (cuBLAS's own workspaces aside) */
+    /* allocated once, with the device, and shared with the cuBLAS handle: no GEMM allocates */
     cudaError_t e = cudaMalloc(&lt->ws, PP_CU_LT_WORKSPACE);
     if (e != cudaSuccess) return pp_cu_fail(NULL, err, "CUDA", "cudaMalloc (cuBLASLt workspace)", cudaGetErrorString(e));
     /* cuBLAS's fallback GEMMs use it too (one stream: never at once), set after cublasSetStream,
@@ -169,12 +170,13 @@ pp_status pp_cu_lt_gemm(const pp_kernel_ctx *c, const pp_cu_gemm *g, const void 
     }
     if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE)
         return pp_cu_fail(c, err, "cuBLASLt", "cublasLtMatmul", cb->cublasGetStatusString(s));
-    /* no algorithm, or one the call refuses (an fp32 bias beside a 16-bit D, say): this key
-     * runs on cublasGemmEx from now on */
-    if (!lt->warned++)
-        pp_log(PP_LOG_INFO, "cuda device %d: cuBLASLt %s a %lld x %lld x %lld GEMM (node '%s'%s)%s%s; such GEMMs run "
-               "on cublasGemmEx", c->dev->index, x->ok ? "refuses" : "has no algorithm for", k.m, k.n, k.k,
-               c->node ? c->node : "?", bias ? ", bias epilogue" : "", x->ok ? ": " : "",
+    /* no algorithm (logged once per device), or one the call refuses (an fp32 bias beside a
+     * 16-bit D, say; logged for each key, as INVALID_VALUE may also be a bad argument of ours):
+     * this key runs on cublasGemmEx from now on */
+    if (x->ok || !lt->warned++)
+        pp_log(x->ok ? PP_LOG_WARN : PP_LOG_INFO, "cuda device %d: cuBLASLt %s a %lld x %lld x %lld GEMM (node '%s'%s)"
+               "%s%s; such GEMMs run on cublasGemmEx", c->dev->index, x->ok ? "refuses" : "has no algorithm for", k.m,
+               k.n, k.k, c->node ? c->node : "?", bias ? ", bias epilogue" : "", x->ok ? ": " : "",
                x->ok ? cb->cublasGetStatusString(s) : "");
     x->ok = 0;
     return PP_OK;

@@ -50,7 +50,8 @@ template <int V> __device__ inline void rn_input(cu_io x, cu_io skip, int64_t i,
  * out_rstd: LayerNorm's outputs 1 and 2, float32 */
 template <int V>
 __global__ void __launch_bounds__(1024)
-    k_rn_fwd(rn_rows a, cu_io x, cu_io skip, cu_io y, cu_io sum, float *mean, float *rstd, float *out_mean, float *out_rstd)
+    k_rn_fwd(rn_rows a, cu_io x, cu_io skip, cu_io y, cu_io sum, float *mean, float *rstd, float *out_mean,
+             float *out_rstd)
 {
     const int64_t r = blockIdx.x, o = r * a.d, nv = a.d / V;
     float f[V], s = 0.f;

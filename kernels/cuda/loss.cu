@@ -110,8 +110,8 @@ PP_CU_FWD(pp_cu_xent_forward)
 /* dx (+)= g_p (softmax - onehot) with g_p = w (g[p] or g[0] / total weight), plus the
  * log_prob output's gradient; softmax from the forward's max and log-sum-exp */
 __global__ void __launch_bounds__(1024)
-    k_xent_grad(xent e, cu_io x, const void *lab, cu_io w, const float *g, cu_io glp, const float *amx, const float *als,
-                cu_io dx, int assign)
+    k_xent_grad(xent e, cu_io x, const void *lab, cu_io w, const float *g, cu_io glp, const float *amx,
+                const float *als, cu_io dx, int assign)
 {
     const int64_t p = blockIdx.x, base = (p / e.d) * e.c * e.d + p % e.d, np = e.n * e.d;
     const float mx = amx[p], ls = als[p], tw = als[np];

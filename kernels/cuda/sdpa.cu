@@ -30,7 +30,9 @@ static_assert(PP_CUDNN_DATA_FLOAT == CUDNN_DATA_FLOAT && PP_CUDNN_DATA_HALF == C
 /* unique ids: sdpa_plan.h's tensors, then the scalars passed by value, then virtual tensors */
 enum { UID_SCALE = PP_SDPA_NT, UID_NEG_INF, UID_ONE, UID_VIRTUAL = 32 };
 
-#define GB_DESCS 160
+/* descriptors of one graph's build and plan: the largest backward (bias, causal band, grouped
+ * heads) makes about 83, the plan search 2 modes x (1 + 16 configs + 16 plans) more */
+#define GB_DESCS 256
 #define GB_OPS 48
 
 /* A graph being built: every descriptor made (destroyed with the plan), the operations, and
