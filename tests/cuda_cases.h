@@ -122,6 +122,8 @@ static const op_case cases[] = {
     {"Mul", 0, 2, 1, {F(4, 1, 32), F(1, 8, 32)}, {OUT(4, 8, 32)}, {{0}}, 1e-6f},
     {"Div", 0, 2, 1, {F(16, 32), POS(1, 32)}, {OUT(16, 32)}, {{0}}, 1e-5f},
     {"Pow", 0, 2, 1, {POS(16, 32), F(1)}, {OUT(16, 32)}, {{0}}, 1e-5f},
+    {"Pow", 0, 2, 1, {INTS(PP_DTYPE_I64, -5, 5, 4, 6), INTS(PP_DTYPE_I64, 0, 7, 6)}, {OUT_T(PP_DTYPE_I64, 4, 6)}, {{0}},
+     0.f},
     {"Sqrt", 0, 1, 1, {POS(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
     {"Neg", 0, 1, 1, {F(16, 33)}, {OUT(16, 33)}, {{0}}, 0.f},
     {"Reciprocal", 0, 1, 1, {POS(16, 33)}, {OUT(16, 33)}, {{0}}, 1e-6f},
@@ -245,7 +247,7 @@ static const op_case cases[] = {
      F16_TOL},
     {"LayerNormalization", 0, 3, 1, {B16(4, 8, 64), F(64), F(64)}, {OUT_T(PP_DTYPE_BF16, 4, 8, 64)}, {{0}}, BF16_TOL},
     {"Softmax", 0, 1, 1, {H16(4, 8, 33)}, {OUT_T(PP_DTYPE_F16, 4, 8, 33)}, {{0}}, F16_TOL},
-    /* comparisons, logic, more elementwise functions */
+    /* comparisons, logic, more elementwise functions; F32S: a constant float list */
 #define F32S(...) {PP_DTYPE_F32, 1, {NARGS(__VA_ARGS__)}, FILL_CONST, 0, 0, (const double[]){__VA_ARGS__}, 0}
     {"Less", 0, 2, 1, {F(4, 1, 8), F(6, 8)}, {OUT_T(PP_DTYPE_BOOL, 4, 6, 8)}, {{0}}, 0.f},
     {"LessOrEqual", 0, 2, 1, {INTS(PP_DTYPE_I64, -2, 2, 3, 4), INTS(PP_DTYPE_I64, -2, 2, 4)},
@@ -304,7 +306,6 @@ static const op_case cases[] = {
     {"Sign", 0, 1, 1, {INTS(PP_DTYPE_I32, -9, 9, 4, 6)}, {OUT_T(PP_DTYPE_I32, 4, 6)}, {{0}}, 0.f},
     {"Clip", 0, 3, 1, {INTS(PP_DTYPE_I64, -9, 9, 4, 6), SCALAR(PP_DTYPE_I64, -2), SCALAR(PP_DTYPE_I64, 5)},
      {OUT_T(PP_DTYPE_I64, 4, 6)}, {{0}}, 0.f},
-#undef F32S
 
     /* indexing, scatter, padding, tiling, cumulative sums, more reductions */
     {"CumSum", 0, 2, 1, {F(4, 7, 5), SCALAR(PP_DTYPE_I64, 1)}, {OUT(4, 7, 5)}, {{0}}, 1e-5f},
@@ -344,10 +345,13 @@ static const op_case cases[] = {
     {"TopK", 0, 2, 2, {F(4, 10), I64S(3)}, {OUT(4, 3), OUT_T(PP_DTYPE_I64, 4, 3)}, {{0}}, 0.f},
     {"TopK", 0, 2, 2, {F(3, 7, 4), I64S(2)}, {OUT(3, 2, 4), OUT_T(PP_DTYPE_I64, 3, 2, 4)},
      {A_INT("axis", 1), A_INT("largest", 0)}, 0.f},
+    /* NaN ranks above every number (PyTorch's topk): first when largest, last when smallest */
+    {"TopK", 0, 2, 2, {F32S(1, NAN, 3, -2, NAN, 0.5), I64S(4)}, {OUT(4), OUT_T(PP_DTYPE_I64, 4)}, {{0}}, 0.f},
+    {"TopK", 0, 2, 2, {F32S(1, NAN, 3, -2, NAN, 0.5), I64S(5)}, {OUT(5), OUT_T(PP_DTYPE_I64, 5)},
+     {A_INT("largest", 0)}, 0.f},
 
     /* normalisation, attention, rotary embedding, resampling, einsum */
-/* constant float lists (Resize's scales) and an empty optional input */
-#define F32S(...) {PP_DTYPE_F32, 1, {NARGS(__VA_ARGS__)}, FILL_CONST, 0, 0, (const double[]){__VA_ARGS__}, 0}
+/* an empty optional input (Resize's roi, scales) */
 #define NO_ROI {PP_DTYPE_F32, 1, {0}, FILL_CONST, 0, 0, (const double[]){0}, 0}
 #define NO_SCALES NO_ROI
     {"RMSNormalization", 23, 2, 1, {F(4, 8, 64), F(64)}, {OUT(4, 8, 64)}, {{0}}, 1e-4f},
@@ -640,12 +644,14 @@ static pp_tensor case_input(const in_spec *s, uint64_t *seed)
 static int case_is_float(pp_dtype t) { return t == PP_DTYPE_F32 || t == PP_DTYPE_BF16 || t == PP_DTYPE_F16; }
 static int case_has_grad(const in_spec *s) { return case_is_float(s->dtype) && s->fill != FILL_CONST; }
 
-/* max over elements of |a - b| / (1 + |b|); NaN anywhere gives NaN */
+/* max over elements of |a - b| / (1 + |b|); a NaN where the other has none gives NaN, NaN
+ * against NaN counts as equal */
 static double case_diff(const pp_tensor *a, const void *b_data)
 {
     double m = 0;
     for (int64_t i = 0; i < pp_tensor_numel(a); i++) {
         const double x = case_load(a->dtype, b_data, i), y = case_load(a->dtype, a->data, i);
+        if (x != x && y != y) continue;
         const double d = fabs(x - y) / (1.0 + fabs(y));
         if (!(d <= m)) m = d;
     }

@@ -244,7 +244,16 @@ static inline PP_HD int64_t pp_el_imod(int64_t a, int64_t b, int fmod)
     const int64_t r = b == 0 || b == -1 ? 0 : a % b;
     return !fmod && r != 0 && (r < 0) != (b < 0) ? r + b : r;
 }
-static inline PP_HD int64_t pp_el_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }
+/* integer Pow by squaring, exact where the result fits (the device's double pow may be 2 ulp
+ * off, and 242.99.. would truncate to 242); a negative exponent: 1 / a^-b truncated */
+static inline PP_HD int64_t pp_el_ipow(int64_t a, int64_t b)
+{
+    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+    uint64_t r = 1, x = (uint64_t)a;   /* unsigned: an overflow wraps as int64 would, defined */
+    for (; b; b >>= 1, x *= x)
+        if (b & 1) r *= x;
+    return (int64_t)r;
+}
 
 /* IsNaN, IsInf (detect_positive pos, detect_negative neg as 0 / 1) */
 static inline PP_HD int pp_el_isnan(float x) { return x != x; }

@@ -214,9 +214,14 @@ static inline PP_HD int pp_ix_arg_better(float v, float b, int last)
 }
 
 /* TopK's order: 1 when (va, ia) comes before (vb, ib): larger (smaller) values first,
- * equal values by the lower index, as onnxruntime. */
+ * equal values by the lower index, as onnxruntime; NaN ranks above every number (as
+ * ArgMax here and PyTorch's topk), so the order is total and every pick finds an element
+ * (compared as numbers, a NaN came before nothing and nothing before it: the pick after
+ * one found none, -1, and the kernels read and wrote before the row). */
 static inline PP_HD int pp_ix_topk_before(float va, int64_t ia, float vb, int64_t ib, int largest)
 {
+    const int an = va != va, bn = vb != vb;
+    if (an | bn) return an && bn ? ia < ib : largest ? an : bn;
     if (va != vb) return largest ? va > vb : va < vb;
     return ia < ib;
 }

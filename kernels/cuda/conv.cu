@@ -248,11 +248,11 @@ static pp_status conv_backward(const pp_kernel_ctx *c, const pp_tensor *grad_out
     return grad_in[1].data ? conv_filter_grad(c, a, gy, &grad_in[1], err) : PP_OK;
 }
 
-/* the float32 table's kernels take float32 inputs only */
+/* the float32 table's kernels take float32 inputs only (an omitted bias has no data) */
 static pp_status want_f32(const pp_kernel_ctx *c, pp_error *err)
 {
     for (int k = 0; k < c->nin; k++)
-        if (c->in[k].dtype != PP_DTYPE_F32)
+        if (c->in[k].data && c->in[k].dtype != PP_DTYPE_F32)
             return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "input %d has dtype %s, expected float32", k,
                                 pp_dtype_name(c->in[k].dtype));
     return PP_OK;
