@@ -110,7 +110,11 @@ PP_CU_FWD(pp_cu_attention_forward)
     pp_attn_args a;
     PP_CHECK(pp_args_attention(c, &a, err));
     const int64_t rows = a.b * a.hq * a.sq;
-    if (!rows || !a.skv) return PP_OK;
+    if (!rows) return PP_OK;
+    if (!a.skv) {   /* no keys: Y is 0, as the cpu writes it */
+        CU_TRY(c, cudaMemsetAsync(c->out[0].data, 0, pp_tensor_nbytes(&c->out[0]), cu_of(c->dev)->stream));
+        return PP_OK;
+    }
     pp_cu_launch L = pp_cu_launch_rows(rows, a.skv);
     k_attn_fwd<<<L.grid, L.block, 0, cu_of(c->dev)->stream>>>(
         (const float *)c->in[0].data, (const float *)c->in[1].data, (const float *)c->in[2].data,
