@@ -99,6 +99,22 @@ pp_status pp_cu_fail(const pp_kernel_ctx *c, pp_error *err, const char *lib, con
  * at the next synchronising call */
 #define CU_LAUNCHED(c) CU_TRY(c, cudaGetLastError())
 
+/* Calls launch(T()) with T the type of dtype's element size (float for 4 bytes, so that a
+ * scatter adds floats; unsigned long long for 8, whose atomicAdd adds int64 too; a copy
+ * moves the bits either way), then checks the launch; another size is an error. */
+template <typename F> static pp_status pp_cu_by_size(const pp_kernel_ctx *c, pp_dtype dt, F launch, pp_error *err)
+{
+    switch (pp_dtype_size(dt)) {
+    case 8: launch((unsigned long long)0); break;
+    case 4: launch(0.f); break;
+    case 2: launch((uint16_t)0); break;
+    case 1: launch((uint8_t)0); break;
+    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s cannot be moved here", pp_dtype_name(dt));
+    }
+    CU_LAUNCHED(c);
+    return PP_OK;
+}
+
 /* Workspace of at least n bytes, valid until the next call on this device's stream
  * order (kernels use it and return). Grows through the caching allocator, so it
  * allocates only while the first step finds the largest need. */

@@ -93,22 +93,6 @@ __global__ void k_scatter_back_data(const float *dy, float *dx, const unsigned c
     CU_FOR(i, n) if (!mask || !mask[i]) dx[i] += dy[i];
 }
 
-/* Calls launch(T()) with T the type of dtype's element size (float for 4 bytes, so that a
- * scatter adds floats; unsigned long long for 8, whose atomicAdd adds int64 too), then
- * checks the launch. */
-template <typename F> static pp_status by_size(const pp_kernel_ctx *c, pp_dtype dt, F launch, pp_error *err)
-{
-    switch (pp_dtype_size(dt)) {
-    case 8: launch((unsigned long long)0); break;
-    case 4: launch(0.f); break;
-    case 2: launch((uint16_t)0); break;
-    case 1: launch((uint8_t)0); break;
-    default: return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "dtype %s cannot be moved here", pp_dtype_name(dt));
-    }
-    CU_LAUNCHED(c);
-    return PP_OK;
-}
-
 /* ---------------- gathers ---------------- */
 
 static pp_status gather_forward(const pp_kernel_ctx *c, pp_error *err)
@@ -122,7 +106,7 @@ static pp_status gather_forward(const pp_kernel_ctx *c, pp_error *err)
     if (!d.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(d.n);
     cudaStream_t st = cu_of(c->dev)->stream;
-    return by_size(c, x->dtype, [&](auto z) {
+    return pp_cu_by_size(c, x->dtype, [&](auto z) {
         using T = decltype(z);
         k_gather<T><<<L.grid, L.block, 0, st>>>(d, idx->data, (const T *)x->data, (T *)c->out[0].data);
     }, err);
@@ -176,7 +160,7 @@ static pp_status scatter_forward(const pp_kernel_ctx *c, pp_error *err)
     if (!d.n) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(d.n);
     cudaStream_t st = cu_of(c->dev)->stream;
-    return by_size(c, x->dtype, [&](auto z) {
+    return pp_cu_by_size(c, x->dtype, [&](auto z) {
         using T = decltype(z);
         k_scatter<T><<<L.grid, L.block, 0, st>>>(d, idx->data, (const T *)u->data, (T *)y->data, mask, add);
     }, err);

@@ -152,9 +152,7 @@ PP_CU_FWD(pp_cu_where_forward)
     const pp_tensor *ins[3] = {&c->in[0], &c->in[1], &c->in[2]};
     const pp_dtype xt = c->in[1].dtype, zt = c->out[0].dtype;
     const int fl = cu_io_float(xt) && cu_io_float(c->in[2].dtype) && cu_io_float(zt);
-    const size_t size = pp_dtype_size(zt);
-    if (pp_dtype_size(c->in[0].dtype) != 1 ||
-        (!fl && (xt != zt || c->in[2].dtype != zt || !(size == 1 || size == 2 || size == 4 || size == 8))))
+    if (pp_dtype_size(c->in[0].dtype) != 1 || (!fl && (xt != zt || c->in[2].dtype != zt)))
         return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "expected a bool condition and float X, Y, or X, Y and Z of "
                             "one dtype (got %s, %s into %s)", pp_dtype_name(xt), pp_dtype_name(c->in[2].dtype),
                             pp_dtype_name(zt));
@@ -163,18 +161,13 @@ PP_CU_FWD(pp_cu_where_forward)
     pp_cu_launch L = pp_cu_launch_1d(b.n);
     cudaStream_t s = cu_of(c->dev)->stream;
     const uint8_t *cond = (const uint8_t *)c->in[0].data;
-    const void *x = c->in[1].data, *y = c->in[2].data;
-    void *z = c->out[0].data;
-    if (fl)
-        k_where<<<L.grid, L.block, 0, s>>>(b, cond, cu_io_of(c->in[1]), cu_io_of(c->in[2]), cu_io_of(c->out[0]));
-    else if (size == 8)
-        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint64_t *)x, (const uint64_t *)y, (uint64_t *)z);
-    else if (size == 4)
-        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint32_t *)x, (const uint32_t *)y, (uint32_t *)z);
-    else if (size == 2)
-        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint16_t *)x, (const uint16_t *)y, (uint16_t *)z);
-    else
-        k_where_raw<<<L.grid, L.block, 0, s>>>(b, cond, (const uint8_t *)x, (const uint8_t *)y, (uint8_t *)z);
+    if (!fl)
+        return pp_cu_by_size(c, zt, [&](auto t) {
+            using T = decltype(t);
+            k_where_raw<T><<<L.grid, L.block, 0, s>>>(b, cond, (const T *)c->in[1].data, (const T *)c->in[2].data,
+                                                      (T *)c->out[0].data);
+        }, err);
+    k_where<<<L.grid, L.block, 0, s>>>(b, cond, cu_io_of(c->in[1]), cu_io_of(c->in[2]), cu_io_of(c->out[0]));
     CU_LAUNCHED(c);
     return PP_OK;
 }

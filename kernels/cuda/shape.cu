@@ -306,28 +306,22 @@ PP_CU_FWD(pp_cu_gather_forward)
     PP_CHECK(gather_plan(c, &c->in[0], &outer, &n, &inner, &m, err));
     const pp_dtype xt = c->in[0].dtype, yt = c->out[0].dtype;
     const int fl = cu_io_float(xt) && cu_io_float(yt);
-    const size_t size = pp_dtype_size(xt);
-    if (!fl && (xt != yt || !(size == 1 || size == 2 || size == 4 || size == 8)))
-        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s into %s (floats, or one dtype of 1, 2, 4 "
-                            "or 8 bytes, on cuda)", pp_dtype_name(xt), pp_dtype_name(yt));
+    if (!fl && xt != yt)
+        return pp_args_fail(c, PP_ERR_UNSUPPORTED, err, "data of dtype %s into %s (floats, or one dtype, on cuda)",
+                            pp_dtype_name(xt), pp_dtype_name(yt));
     const int64_t total = outer * m * inner;
     if (!total) return PP_OK;
     pp_cu_launch L = pp_cu_launch_1d(total);
     cudaStream_t s = cu_of(c->dev)->stream;
     const void *idx = c->in[1].data;
     const int idx64 = c->in[1].dtype == PP_DTYPE_I64;
-    const void *x = c->in[0].data;
-    void *y = c->out[0].data;
-    if (fl)
-        k_gather<<<L.grid, L.block, 0, s>>>(cu_io_of(c->in[0]), idx, idx64, cu_io_of(c->out[0]), m, n, inner, total);
-    else if (size == 8)
-        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint64_t *)x, idx, idx64, (uint64_t *)y, m, n, inner, total);
-    else if (size == 4)
-        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint32_t *)x, idx, idx64, (uint32_t *)y, m, n, inner, total);
-    else if (size == 2)
-        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint16_t *)x, idx, idx64, (uint16_t *)y, m, n, inner, total);
-    else
-        k_gather_raw<<<L.grid, L.block, 0, s>>>((const uint8_t *)x, idx, idx64, (uint8_t *)y, m, n, inner, total);
+    if (!fl)
+        return pp_cu_by_size(c, xt, [&](auto z) {
+            using T = decltype(z);
+            k_gather_raw<T><<<L.grid, L.block, 0, s>>>((const T *)c->in[0].data, idx, idx64, (T *)c->out[0].data, m, n,
+                                                       inner, total);
+        }, err);
+    k_gather<<<L.grid, L.block, 0, s>>>(cu_io_of(c->in[0]), idx, idx64, cu_io_of(c->out[0]), m, n, inner, total);
     CU_LAUNCHED(c);
     return PP_OK;
 }
